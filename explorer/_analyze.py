@@ -1,0 +1,98 @@
+"""explorer.analyze: validate a request, answer it from the cache or a compile worker."""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import sys
+import threading
+import time
+from collections import OrderedDict
+
+import cloudpickle
+
+from ._build import build_report
+from ._errors import ExplorerError, TensorError, choices
+from ._mesh import parse_mesh
+from ._report import Report, Timing
+from ._spec import TensorSpec, check_spec
+from ._worker import MAX_DEVICES, default_pool
+
+PARTITIONERS = ("shardy", "gspmd")
+CACHE_SIZE = 128
+
+_cache: OrderedDict[str, Report] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def tensor_leaves(tree) -> list[TensorSpec]:
+    """The TensorSpecs of a pytree of them, in jax's flattening order."""
+    if isinstance(tree, TensorSpec):
+        return [tree]
+    if isinstance(tree, dict):
+        # jax flattens dicts in sorted key order.
+        return [x for k in sorted(tree) for x in tensor_leaves(tree[k])]
+    if isinstance(tree, list | tuple) and not hasattr(tree, "_fields"):
+        return [x for item in tree for x in tensor_leaves(item)]
+    if tree is None:
+        return []
+    import jax  # other pytrees (namedtuples, flax state, ...): ask jax how they flatten
+
+    leaves = jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, TensorSpec))
+    bad = [x for x in leaves if not isinstance(x, TensorSpec)]
+    if bad:
+        raise TensorError(f"argument leaf {bad[0]!r} is not an explorer.TensorSpec; describe "
+                          "each input as TensorSpec(name, shape, dtype, spec)")
+    return leaves
+
+
+def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto",
+            timeout: float | None = None, pool=None, use_cache: bool = True) -> Report:
+    """Compile `fn` on abstract inputs sharded over `mesh` and report what the partitioner did.
+
+    Each arg is an explorer.TensorSpec or a pytree of them. `mesh` is text like
+    "data=2,model=4" or a mapping. Nothing is allocated, so any size can be analysed.
+    """
+    mesh_spec = parse_mesh(mesh, axis_type)
+    mesh_spec.check_device_limit(MAX_DEVICES)
+    if partitioner not in PARTITIONERS:
+        raise ExplorerError(f"partitioner {partitioner!r} is not one of {choices(PARTITIONERS)}")
+    if not callable(fn):
+        raise ExplorerError(f"{fn!r} is not a function; pass the function to analyze first")
+    leaves = tensor_leaves(args)
+    seen = set()
+    for t in leaves:
+        if t.name in seen:
+            raise TensorError(f"two inputs are named {t.name!r}; give each tensor its own name",
+                              tensor=t.name)
+        seen.add(t.name)
+        check_spec(t, mesh_spec)
+
+    fn_bytes = cloudpickle.dumps(fn)
+    request = (mesh_spec, partitioner, args)
+    key = hashlib.sha256(fn_bytes + pickle.dumps(request)).hexdigest()
+    if use_cache:
+        t0 = time.perf_counter()
+        with _cache_lock:
+            hit = _cache.get(key)
+            if hit is not None:
+                _cache.move_to_end(key)
+        if hit is not None:
+            return hit.with_timing(Timing(hit.timing.lower_s, hit.timing.compile_s, cached=True,
+                                          lookup_s=time.perf_counter() - t0))
+
+    message = {"op": "compile", "fn": fn_bytes, "args": args, "mesh": mesh_spec,
+               "partitioner": partitioner, "sys_path": list(sys.path)}
+    raw = (pool or default_pool()).run(mesh_spec.device_count, message, timeout)
+    report = build_report(raw, mesh_spec, partitioner)
+    if use_cache:
+        with _cache_lock:
+            _cache[key] = report
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+    return report
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()

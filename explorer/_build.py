@@ -1,0 +1,196 @@
+"""Turn a worker's raw artifacts (texts and numbers) into a Report. Pure: no jax.
+
+Collectives come from the optimized HLO, shardings of intermediates from the module the
+partitioner saw after propagation, source lines from the modules' stack-frame tables.
+"""
+
+from __future__ import annotations
+
+import os
+from math import prod
+
+from ._groups import axes_of_groups, axes_of_pairs, device_groups, source_target_pairs
+from ._hlo import HLO_DTYPE_BYTES, HLO_TO_NUMPY, HloModule, Instruction, parse_module
+from ._layout import shard_shape, spec_from_tiling, tiling_from_hlo
+from ._mesh import MeshSpec
+from ._report import COLLECTIVE_KINDS, Collective, Cost, Memory, Report, TensorInfo, Timing
+from ._spec import DTYPE_BYTES
+
+# Instructions of the propagated module that are not tensors worth showing.
+_NOT_TENSORS = {"parameter", "constant", "tuple", "get-tuple-element", "after-all", "token"}
+
+
+def build_report(raw: dict, mesh: MeshSpec, partitioner: str) -> Report:
+    optimized = parse_module(raw["optimized"])
+    propagated = parse_module(raw["propagated"]) if raw.get("propagated") else None
+    collectives = tuple(read_collectives(optimized, mesh))
+    tensors = (
+        [_io_tensor(t, "input", mesh) for t in raw["inputs"]]
+        + [_io_tensor(t, "output", mesh) for t in raw["outputs"]]
+        + (read_intermediates(propagated, mesh) if propagated else [])
+    )
+    notes = [] if propagated else ["the compiler ran no partitioning pass, so intermediates "
+                                   "are not listed"]
+    return Report(
+        mesh=mesh,
+        partitioner=partitioner,
+        backend=raw.get("backend", "cpu"),
+        collectives=collectives,
+        tensors=tuple(tensors),
+        memory=Memory(**raw["memory"]) if raw.get("memory") else None,
+        cost=_cost(raw.get("cost"), collectives, notes),
+        timing=Timing(raw["lower_s"], raw["compile_s"]),
+        stablehlo=raw["stablehlo"],
+        propagated_hlo=raw.get("propagated", ""),
+        optimized_hlo=raw["optimized"],
+    )
+
+
+def short_path(path: str) -> str:
+    """A source path as people read it: package-relative inside explorer, cwd-relative below it."""
+    norm = path.replace(os.sep, "/")
+    if "/explorer/" in norm:
+        return "explorer/" + norm.rsplit("/explorer/", 1)[1]
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _source(module: HloModule, instr: Instruction) -> str:
+    src = module.source(instr)
+    return f"{short_path(src[0])}:{src[1]}" if src else ""
+
+
+def _kind(opcode: str) -> tuple[str | None, bool]:
+    if opcode.endswith("-start"):
+        base = opcode[: -len("-start")]
+        return (base if base in COLLECTIVE_KINDS else None), True
+    return (opcode if opcode in COLLECTIVE_KINDS else None), False
+
+
+def read_collectives(module: HloModule, mesh: MeshSpec) -> list[Collective]:
+    """One Collective per collective instruction; an async -start/-done pair counts once."""
+    names = module.by_name()
+    done_of = {}
+    for instr in module.instructions():
+        if instr.opcode.endswith("-done") and instr.operands:
+            done_of[instr.operands[0]] = instr
+    out = []
+    for instr in module.instructions():
+        kind, is_async = _kind(instr.opcode)
+        if kind is None:
+            continue
+        operands = [names[o] for o in instr.operands if o in names]
+        result = done_of[instr.name].arrays if instr.name in done_of else instr.arrays
+        if is_async and instr.name not in done_of and len(result) > 1:
+            result = result[len(result) // 2:]   # start ops return (operands..., results...)
+        operand_bytes = sum(a.nbytes for o in operands for a in o.arrays)
+        result_bytes = sum(a.nbytes for a in result)
+        if kind == "collective-permute":
+            pairs = source_target_pairs(instr.attrs) or []
+            groups = _components(pairs)
+            axes = axes_of_pairs(pairs, mesh.sizes, mesh.names)
+        else:
+            groups = device_groups(instr.attrs, mesh.device_count) or []
+            axes = axes_of_groups(groups, mesh.sizes, mesh.names)
+        first = result[0] if result else None
+        out.append(Collective(
+            kind=kind,
+            axes=tuple(axes),
+            group_size=max((len(g) for g in groups), default=1),
+            shape=first.dims if first else (),
+            dtype=HLO_TO_NUMPY.get(first.dtype, first.dtype) if first else "",
+            bytes=max(operand_bytes, result_bytes),
+            parts=len(result),
+            is_async=is_async,
+            op_name=instr.op_name,
+            source=_source(module, instr),
+            hlo_name=instr.name,
+            computation=instr.computation,
+            operand_dtype=_upcast_from(operands, first.dtype if first else "", names),
+            groups=tuple(tuple(g) for g in groups),
+        ))
+    return out
+
+
+def _upcast_from(operands: list[Instruction], dtype: str, names) -> str:
+    """The narrower dtype a convert feeding the collective started from ("" if none).
+
+    The CPU backend converts bf16 to f32 before collectives; a prediction for a TPU or GPU
+    should count the program's dtype, not the CPU's."""
+    for o in operands:
+        if o.opcode == "convert" or (o.opcode == "fusion" and "convert" in o.name):
+            for src in o.operands:
+                arrays = names[src].arrays if src in names else []
+                if arrays and arrays[0].dtype != dtype and \
+                        HLO_DTYPE_BYTES.get(arrays[0].dtype, 4) < HLO_DTYPE_BYTES.get(dtype, 4):
+                    return HLO_TO_NUMPY.get(arrays[0].dtype, arrays[0].dtype)
+    return ""
+
+
+def _components(pairs: list[tuple[int, int]]) -> list[list[int]]:
+    """Devices that exchange data through a permute, as connected groups (a ring is one group)."""
+    parent: dict[int, int] = {}
+
+    def find(x):
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for s, t in pairs:
+        parent[find(s)] = find(t)
+    groups: dict[int, list[int]] = {}
+    for d in sorted(parent):
+        groups.setdefault(find(d), []).append(d)
+    return list(groups.values())
+
+
+def _tensor(name, kind, shape, dtype, sharding, mesh, itemsize, op_name="", source=""):
+    tiling = tiling_from_hlo(sharding, len(shape), mesh.device_count)
+    per_device = shard_shape(tiling, shape)
+    spec = spec_from_tiling(tiling, mesh.names, mesh.sizes)
+    if spec is not None:   # one entry per dimension, as the spec editors show it
+        spec = tuple(spec) + (None,) * (len(shape) - len(spec))
+    return TensorInfo(
+        name=name, kind=kind, shape=tuple(shape), dtype=dtype, sharding=sharding,
+        spec=spec,
+        shard_shape=tuple(per_device), replicas=tiling.replicas,
+        bytes_per_device=int(prod(per_device) * itemsize), op_name=op_name, source=source)
+
+
+def _io_tensor(entry, kind: str, mesh: MeshSpec) -> TensorInfo:
+    name, shape, dtype, sharding = entry
+    return _tensor(name, kind, shape, dtype, sharding, mesh, DTYPE_BYTES.get(dtype, 4))
+
+
+def read_intermediates(module: HloModule, mesh: MeshSpec) -> list[TensorInfo]:
+    """Every array the program computes, with the sharding propagation gave it."""
+    out = []
+    for instr in module.instructions():
+        if instr.opcode in _NOT_TENSORS or (instr.is_root and instr.computation == module.entry):
+            continue
+        sharding = instr.sharding
+        arrays = instr.arrays
+        if sharding is None or len(arrays) != 1 or sharding.startswith("{{"):
+            continue
+        a = arrays[0]
+        out.append(_tensor(instr.name, "intermediate", a.dims, HLO_TO_NUMPY.get(a.dtype, a.dtype),
+                           sharding, mesh, HLO_DTYPE_BYTES.get(a.dtype, 4),
+                           op_name=instr.op_name, source=_source(module, instr)))
+    return out
+
+
+def _cost(cost: dict | None, collectives, notes: list[str]) -> Cost:
+    total = sum(c.bytes for c in collectives)
+    if not cost:
+        return Cost(None, None, None, total, None,
+                    tuple(notes + ["XLA's cost_analysis() gave no numbers for this program"]))
+    missing = [k for k in ("flops", "bytes accessed") if k not in cost]
+    if missing:
+        notes = notes + [f"cost_analysis() has no {', '.join(missing)}"]
+    return Cost(cost.get("flops"), cost.get("bytes accessed"), cost.get("transcendentals"),
+                total, cost.get("optimal_seconds"), tuple(notes))

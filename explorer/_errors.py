@@ -1,0 +1,72 @@
+"""Error types. Each names the offending value, the rule, and the valid choices or the fix.
+
+They subclass ValueError so that generic callers can catch them, and carry their objects
+(mesh, tensor, axis) so that a UI can point at the widget at fault, as jax's
+DuplicateSpecError does.
+"""
+
+from __future__ import annotations
+
+
+class ExplorerError(ValueError):
+    """Base of every error the explorer raises for bad input or a failed compile."""
+
+
+class MeshError(ExplorerError):
+    """The mesh text or mapping is invalid."""
+
+    def __init__(self, message: str, *, axis: str | None = None):
+        super().__init__(message)
+        self.axis = axis
+
+
+class SpecError(ExplorerError):
+    """A tensor's PartitionSpec does not fit the mesh or the tensor."""
+
+    def __init__(self, message: str, *, tensor: str | None = None, axis: str | None = None,
+                 mesh=None):
+        super().__init__(message)
+        self.tensor = tensor
+        self.axis = axis
+        self.mesh = mesh
+
+
+class UnknownAxisError(SpecError):
+    """A spec names an axis the mesh lacks."""
+
+
+class DuplicateAxisError(SpecError):
+    """A spec uses one mesh axis for two dimensions."""
+
+
+class RankError(SpecError):
+    """A spec has more entries than the tensor has dimensions."""
+
+
+class DivisibilityError(SpecError):
+    """A dimension is not divisible by the product of the axes it is split over."""
+
+
+class TensorError(ExplorerError):
+    """A tensor's name, shape or dtype is invalid."""
+
+    def __init__(self, message: str, *, tensor: str | None = None):
+        super().__init__(message)
+        self.tensor = tensor
+
+
+class WorkloadError(ExplorerError):
+    """An unknown workload, or a bad workload parameter."""
+
+
+class CompileError(ExplorerError):
+    """jax or XLA rejected the program; the message is theirs."""
+
+
+class WorkerError(ExplorerError):
+    """The compile worker crashed, was killed, or ran past its time limit."""
+
+
+def choices(values) -> str:
+    """Valid choices as a short, quoted, comma-separated list for messages."""
+    return ", ".join(repr(v) for v in values) or "(none)"

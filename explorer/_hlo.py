@@ -1,0 +1,241 @@
+"""Readers of XLA HLO module text: instructions, shapes, metadata and source locations.
+
+Pure functions over text, so that they can be tested on captured modules and run outside the
+compile workers. jaxlib's HloModule objects expose only names, opcodes and operands, so the text
+is the one complete source.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from math import prod
+
+# Bytes per element of HLO primitive types. Sub-byte types count as fractions.
+HLO_DTYPE_BYTES = {
+    "pred": 1, "s2": 0.25, "u2": 0.25, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2,
+    "u16": 2, "s32": 4, "u32": 4, "s64": 8, "u64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8,
+    "c64": 8, "c128": 16, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3": 1, "f8e4m3fnuz": 1,
+    "f8e5m2fnuz": 1, "f8e4m3b11fnuz": 1, "f8e3m4": 1, "f4e2m1fn": 0.5, "f8e8m0fnu": 1,
+}
+HLO_TO_NUMPY = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "f64": "float64",
+                "s32": "int32", "s16": "int16", "s8": "int8", "s64": "int64", "u32": "uint32",
+                "u16": "uint16", "u8": "uint8", "u64": "uint64", "pred": "bool",
+                "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2"}
+
+_ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
+_COMMENT = re.compile(r"/\*.*?\*/")
+
+
+@dataclass(frozen=True)
+class Array:
+    dtype: str
+    dims: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return int(prod(self.dims) * HLO_DTYPE_BYTES.get(self.dtype, 4))
+
+    def text(self) -> str:
+        return f"{self.dtype}[{','.join(map(str, self.dims))}]"
+
+
+def parse_shape(text: str) -> list[Array]:
+    """The arrays of an HLO shape, flattening tuples: `(f32[8,4]{1,0}, bf16[2])` -> two Arrays."""
+    text = _COMMENT.sub("", text)
+    arrays = []
+    for dtype, dims in _ARRAY.findall(text):
+        if dtype == "token":
+            continue
+        # Layouts and dynamic bounds (`<=8`) follow the dims; keep the static sizes only.
+        arrays.append(Array(dtype, tuple(int(d.lstrip("<=")) for d in dims.split(",") if d)))
+    return arrays
+
+
+@dataclass(frozen=True)
+class Instruction:
+    name: str
+    shape: str             # the shape text, tuple shapes included
+    opcode: str
+    operand_text: str      # the text between the opcode's parentheses
+    attrs: str             # everything after the operand list
+    computation: str
+    is_root: bool = False
+
+    @property
+    def operands(self) -> tuple[str, ...]:
+        return tuple(re.findall(r"%([^\s,()]+)", _COMMENT.sub("", self.operand_text)))
+
+    @property
+    def arrays(self) -> list[Array]:
+        return parse_shape(self.shape)
+
+    def attr(self, key: str) -> str | None:
+        """The raw value of `key=...`, brace- and paren-balanced."""
+        return balanced_value(self.attrs, key)
+
+    @property
+    def op_name(self) -> str:
+        m = re.search(r'op_name="((?:[^"\\]|\\.)*)"', self.attrs)
+        return m.group(1) if m else ""
+
+    @property
+    def stack_frame_id(self) -> int | None:
+        m = re.search(r"stack_frame_id=(\d+)", self.attrs)
+        return int(m.group(1)) if m else None
+
+    @property
+    def sharding(self) -> str | None:
+        return self.attr("sharding")
+
+
+def balanced_value(text: str, key: str) -> str | None:
+    """The value of `key=` in an attribute list, up to the comma that closes it at depth 0."""
+    m = re.search(r"(?:^|[\s,])" + re.escape(key) + r"=", text)
+    if not m:
+        return None
+    start = i = m.end()
+    depth = 0
+    in_str = False
+    while i < len(text):
+        c = text[i]
+        if in_str:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c in "{([":
+            depth += 1
+        elif c in "})]":
+            if depth == 0:
+                break
+            depth -= 1
+        elif c == "," and depth == 0:
+            break
+        i += 1
+    return text[start:i].strip()
+
+
+def _close(text: str, i: int) -> int:
+    """Index just past the bracket group that opens at text[i]."""
+    depth = 0
+    while i < len(text):
+        c = text[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return i
+
+
+_HEAD = re.compile(r"\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
+_COMP = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*\(.*\{\s*$")
+
+
+def parse_instruction(line: str, computation: str = "") -> Instruction | None:
+    m = _HEAD.match(line)
+    if not m:
+        return None
+    rest = line[m.end():]
+    if rest.startswith("("):
+        end = _close(rest, 0)
+        shape, rest = rest[:end], rest[end:].lstrip()
+    else:
+        shape, _, rest = rest.partition(" ")
+    op = re.match(r"([a-z][\w\-]*)\(", rest)
+    if not op:
+        return None
+    end = _close(rest, op.end() - 1)
+    return Instruction(m.group(2), shape, op.group(1), rest[op.end():end - 1],
+                       rest[end:].lstrip(", "),
+                       computation, bool(m.group(1)))
+
+
+@dataclass
+class HloModule:
+    name: str
+    entry: str
+    computations: dict[str, list[Instruction]]
+    frames: dict[int, tuple[str, int, str]]   # stack frame id -> (file, line, function)
+
+    def instructions(self):
+        for instrs in self.computations.values():
+            yield from instrs
+
+    def by_name(self) -> dict[str, Instruction]:
+        return {i.name: i for i in self.instructions()}
+
+    def source(self, instr: Instruction) -> tuple[str, int, str] | None:
+        """The user's file, line and function that produced `instr`, if the metadata says."""
+        if instr.stack_frame_id is not None:
+            return self.frames.get(instr.stack_frame_id)
+        f = re.search(r'source_file="([^"]*)"', instr.attrs)
+        ln = re.search(r"source_line=(\d+)", instr.attrs)
+        if f and ln:
+            return (f.group(1), int(ln.group(1)), "")
+        return None
+
+
+_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+
+
+def parse_module(text: str) -> HloModule:
+    """Parse the text of one HLO module (as printed by as_text() or an XLA dump)."""
+    name, entry = "", ""
+    computations: dict[str, list[Instruction]] = {}
+    tables: dict[str, dict[int, str]] = {t: {} for t in _TABLES}
+    table = None
+    current = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            table = None
+            continue
+        if stripped.startswith("HloModule "):
+            name = stripped.split()[1].rstrip(",")
+            continue
+        if stripped in _TABLES:
+            table = stripped
+            continue
+        if table is not None:
+            key, _, value = stripped.partition(" ")
+            if key.isdigit():
+                tables[table][int(key)] = value
+                continue
+            table = None
+        if current is None:
+            m = _COMP.match(stripped)
+            if m:
+                current = m.group(2)
+                computations[current] = []
+                if m.group(1):
+                    entry = current
+            continue
+        if stripped == "}":
+            current = None
+            continue
+        instr = parse_instruction(line, current)
+        if instr is not None:
+            computations[current].append(instr)
+    return HloModule(name, entry, computations, _resolve_frames(tables))
+
+
+def _field(value: str, key: str) -> int:
+    m = re.search(key + r"=(\d+)", value)
+    return int(m.group(1)) if m else 0
+
+
+def _resolve_frames(tables) -> dict[int, tuple[str, int, str]]:
+    files = {k: v.strip('"') for k, v in tables["FileNames"].items()}
+    funcs = {k: v.strip('"') for k, v in tables["FunctionNames"].items()}
+    frames = {}
+    for fid, value in tables["StackFrames"].items():
+        loc = tables["FileLocations"].get(_field(value, "file_location_id"), "")
+        frames[fid] = (files.get(_field(loc, "file_name_id"), "?"), _field(loc, "line"),
+                       funcs.get(_field(loc, "function_name_id"), ""))
+    return frames

@@ -1,0 +1,162 @@
+"""The Report: what the partitioner did to one program, as frozen, JSON-able plain data.
+
+Nothing here imports jax: a Report can be saved, loaded and drawn anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from ._layout import shard_ranges, tiling_from_hlo
+from ._mesh import MeshSpec
+from ._spec import Entry, format_spec
+
+COLLECTIVE_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+                    "collective-permute")
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective of the optimized HLO.
+
+    `bytes` is the V of the textbook cost formulas: the per-device buffer reduced or gathered,
+    the larger of operand and result (summed over the parts of a combined, tuple-shaped one).
+    """
+
+    kind: str
+    axes: tuple[str, ...]        # mesh axes its device groups span, in mesh order; () if none match
+    group_size: int
+    shape: tuple[int, ...]       # result shape (the first part of a combined collective)
+    dtype: str                   # result dtype as XLA moves it (the CPU backend moves bf16 as f32)
+    bytes: int
+    parts: int = 1               # >1 when XLA combined several collectives into one tuple
+    is_async: bool = False
+    op_name: str = ""
+    source: str = ""             # file:line of the user code that caused it, "" if unknown
+    hlo_name: str = ""
+    computation: str = ""
+    operand_dtype: str = ""      # the dtype before a convert feeding it, when the CPU upcast it
+    groups: tuple[tuple[int, ...], ...] = ()
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor as the partitioner laid it out: an input, an output or an intermediate."""
+
+    name: str
+    kind: str                    # "input", "output" or "intermediate"
+    shape: tuple[int, ...]
+    dtype: str
+    sharding: str                # XLA's HloSharding text, e.g. {devices=[2,1,4]<=[8] ...}
+    spec: tuple[Entry, ...] | None   # the same over mesh axes; None when no spec expresses it
+    shard_shape: tuple[int, ...]
+    replicas: int
+    bytes_per_device: int
+    op_name: str = ""
+    source: str = ""
+
+    @property
+    def spec_text(self) -> str:
+        return "(not a mesh-axis spec)" if self.spec is None else format_spec(self.spec)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["spec_text"] = self.spec_text
+        return d
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Per-device bytes from XLA's memory_analysis() of the per-device program."""
+
+    arguments: int
+    outputs: int
+    aliased: int
+    temporaries: int
+    generated_code: int
+
+    @property
+    def total(self) -> int:
+        # Aliased outputs reuse argument buffers, so they are counted once.
+        return self.arguments + self.outputs - self.aliased + self.temporaries
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "total": self.total}
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Per-device cost from XLA's cost_analysis(); None where XLA gave no number."""
+
+    flops: float | None
+    bytes_accessed: float | None
+    transcendentals: float | None
+    collective_bytes: int
+    xla_optimal_seconds: float | None = None
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Timing:
+    lower_s: float
+    compile_s: float
+    cached: bool = False
+    lookup_s: float = 0.0        # time to answer from the cache, when cached
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Report:
+    mesh: MeshSpec
+    partitioner: str
+    backend: str
+    collectives: tuple[Collective, ...]
+    tensors: tuple[TensorInfo, ...]
+    memory: Memory | None
+    cost: Cost
+    timing: Timing
+    stablehlo: str = field(default="", repr=False)
+    propagated_hlo: str = field(default="", repr=False)
+    optimized_hlo: str = field(default="", repr=False)
+
+    def tensor(self, name: str) -> TensorInfo:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        from ._errors import TensorError, choices
+        raise TensorError(f"no tensor named {name!r} in this report; tensors: "
+                          f"{choices(t.name for t in self.tensors if t.kind != 'intermediate')}"
+                          " and intermediates", tensor=name)
+
+    def placement(self, name: str) -> dict[int, tuple[tuple[int, int], ...]]:
+        """For each device holding part of tensor `name`, its half-open index range per dim."""
+        t = self.tensor(name)
+        tiling = tiling_from_hlo(t.sharding, len(t.shape), self.mesh.device_count)
+        return shard_ranges(tiling, t.shape)
+
+    def with_timing(self, timing: Timing) -> Report:
+        from dataclasses import replace
+        return replace(self, timing=timing)
+
+    def to_dict(self, texts: bool = False) -> dict:
+        d = {
+            "mesh": {**self.mesh.to_dict(), "partitioner": self.partitioner,
+                     "backend": self.backend},
+            "tensors": [t.to_dict() for t in self.tensors],
+            "collectives": [c.to_dict() for c in self.collectives],
+            "memory": self.memory.to_dict() if self.memory else None,
+            "cost": self.cost.to_dict(),
+            "timing": self.timing.to_dict(),
+        }
+        if texts:
+            d["texts"] = {"stablehlo": self.stablehlo, "propagated_hlo": self.propagated_hlo,
+                          "optimized_hlo": self.optimized_hlo}
+        return d

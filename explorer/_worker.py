@@ -1,0 +1,191 @@
+"""Compile workers: one warm process per device count, replaced when it crashes or hangs.
+
+jax fixes the number of fake CPU devices when it starts, so each device count needs its own
+process. Running compiles out of process also means a compiler crash or a runaway compile can
+never take the caller (a notebook kernel, the CLI) down with it.
+
+Requests travel over a socketpair as pickled messages; the user's function is serialized with
+cloudpickle so closures and notebook-defined functions work. Both ends are our own processes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from multiprocessing.connection import Connection
+
+from ._errors import CompileError, WorkerError
+
+DEFAULT_TIMEOUT_S = 120.0
+MAX_DEVICES = 2048          # the CPU backend fails beyond 2048 fake devices (measured)
+MAX_WARM_WORKERS = 4        # each warm worker holds a jax runtime (~0.2-0.5 GB)
+
+
+def _worker_env(device_count: int) -> dict:
+    env = dict(os.environ)
+    flags = [f for f in env.get("XLA_FLAGS", "").split()
+             if not f.startswith("--xla_force_host_platform_device_count")]
+    flags.append(f"--xla_force_host_platform_device_count={device_count}")
+    env["XLA_FLAGS"] = " ".join(flags)
+    env["JAX_PLATFORMS"] = "cpu"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return env
+
+
+class Worker:
+    """One child process with a fixed device count."""
+
+    def __init__(self, device_count: int):
+        self.device_count = device_count
+        parent_sock, child_sock = socket.socketpair()
+        self._log = tempfile.TemporaryFile(mode="w+b")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "explorer._worker", str(child_sock.fileno()),
+             str(device_count)],
+            pass_fds=(child_sock.fileno(),), env=_worker_env(device_count),
+            stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
+        child_sock.close()
+        self.conn = Connection(parent_sock.detach())
+        self.lock = threading.Lock()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            self._log.seek(0)
+            return b"\n".join(self._log.read().splitlines()[-lines:]).decode(errors="replace")
+        except (OSError, ValueError):
+            return ""
+
+    def request(self, message: dict, timeout: float) -> dict:
+        try:
+            self.conn.send(message)
+            if not self.conn.poll(timeout):
+                self.kill()
+                raise WorkerError(
+                    f"compile took longer than the {timeout:g} s limit on {self.device_count} "
+                    "devices and its worker was stopped; simplify the program, shrink the mesh "
+                    "or raise the timeout")
+            return self.conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            code = self.proc.wait(timeout=5) if self.proc.poll() is None else self.proc.poll()
+            tail = self.log_tail()
+            self.kill()
+            raise WorkerError(
+                f"the compile worker for {self.device_count} devices died (exit status {code}); "
+                f"a fresh worker will be started on the next request. Its last output:\n{tail}"
+            ) from None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.conn.close()
+        self._log.close()
+
+
+class WorkerPool:
+    """Warm workers keyed by device count, least recently used first out."""
+
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT_S, max_workers: int = MAX_WARM_WORKERS):
+        self.timeout = timeout
+        self.max_workers = max_workers
+        self._workers: dict[int, Worker] = {}
+        self._lock = threading.Lock()
+
+    def _get(self, device_count: int) -> Worker:
+        with self._lock:
+            worker = self._workers.pop(device_count, None)
+            if worker is None or not worker.alive():
+                worker = Worker(device_count)
+            self._workers[device_count] = worker     # re-insert: most recently used last
+            while len(self._workers) > self.max_workers:
+                oldest = next(iter(self._workers))
+                self._workers.pop(oldest).kill()
+            return worker
+
+    def run(self, device_count: int, message: dict, timeout: float | None = None) -> dict:
+        worker = self._get(device_count)
+        with worker.lock:
+            reply = worker.request(message, self.timeout if timeout is None else timeout)
+        if not reply["ok"]:
+            raise CompileError(reply["error"])
+        return reply["result"]
+
+    def warm(self, device_count: int) -> None:
+        """Start (or keep) the worker for `device_count` and wait until jax is loaded in it."""
+        self.run(device_count, {"op": "ping"})
+
+    def close(self) -> None:
+        with self._lock:
+            for worker in self._workers.values():
+                worker.kill()
+            self._workers.clear()
+
+
+_POOL: WorkerPool | None = None
+
+
+def default_pool() -> WorkerPool:
+    global _POOL
+    if _POOL is None:
+        _POOL = WorkerPool()
+    return _POOL
+
+
+# ---------------------------------------------------------------- the worker process itself
+
+def _serve(conn: Connection) -> None:
+    import cloudpickle
+    import jax  # noqa: F401  (load jax before the first request, so "warm" means warm)
+
+    from ._compile import compile_request
+    jax.devices()
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        try:
+            if message["op"] == "ping":
+                result = {"devices": len(jax.devices())}
+            elif message["op"] == "crash":      # for tests of crash recovery
+                os._exit(3)
+            elif message["op"] == "sleep":      # for tests of the time limit
+                import time
+                time.sleep(message["seconds"])
+                result = {}
+            else:
+                for path in message.get("sys_path", []):
+                    if path not in sys.path:
+                        sys.path.append(path)
+                fn = cloudpickle.loads(message["fn"])
+                result = compile_request(fn, message["args"], message["mesh"],
+                                         message["partitioner"])
+            reply = {"ok": True, "result": result}
+        except Exception as e:  # the program, not the worker, failed: report it and go on
+            reply = {"ok": False, "error": _describe(e)}
+        conn.send(reply)
+
+
+def _describe(e: Exception) -> str:
+    text = f"{type(e).__name__}: {e}".strip()
+    if isinstance(e, TypeError | NameError | AttributeError | IndexError | KeyError):
+        # Errors in the user's function: show where they happened.
+        frames = traceback.extract_tb(e.__traceback__)
+        user = [f for f in frames if "site-packages" not in f.filename
+                and "/explorer/" not in f.filename]
+        if user:
+            f = user[-1]
+            text += f" (at {f.filename}:{f.lineno})"
+    return text
+
+
+if __name__ == "__main__":
+    _serve(Connection(int(sys.argv[1])))

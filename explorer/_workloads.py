@@ -1,0 +1,124 @@
+"""Built-in workloads: small, model-shaped programs whose collectives the literature predicts.
+
+Each workload has named tensors, size params with defaults that compile in about a second on
+8 fake devices, and a function of those tensors. Functions are module-level (and bound with
+functools.partial), so they pickle by reference and equal requests hit the cache.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ._errors import WorkloadError, choices
+from ._spec import TensorSpec, normalize_dtype
+
+
+def matmul(x, w):
+    return x @ w
+
+
+def mlp(x, w1, w2):
+    import jax
+
+    h = jax.nn.gelu(x @ w1)
+    return h @ w2
+
+
+def _mlp_loss(w1, w2, x):
+    import jax.numpy as jnp
+
+    return jnp.mean(mlp(x, w1, w2) ** 2)
+
+
+def mlp_train(x, w1, w2, *, lr):
+    """One SGD step on the mean squared output: forward, backward, update; returns new weights."""
+    import jax
+
+    g1, g2 = jax.grad(_mlp_loss, argnums=(0, 1))(w1, w2, x)
+    return w1 - lr * g1, w2 - lr * g2
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    defaults: Mapping[str, int | float | str]
+    shapes: Callable[[dict], dict[str, tuple[int, ...]]]   # tensor name -> shape, in arg order
+    build: Callable[[dict], Callable]
+
+    def tensors(self, params: Mapping, specs: Mapping | None = None) -> list[TensorSpec]:
+        specs = dict(specs or {})
+        shapes = self.shapes(params)
+        unknown = [n for n in specs if n not in shapes]
+        if unknown:
+            raise WorkloadError(f"workload {self.name!r} has no tensor {unknown[0]!r}; its "
+                                f"tensors are {choices(shapes)}")
+        return [TensorSpec(n, s, params.get("dtype", "float32"), specs.get(n))
+                for n, s in shapes.items()]
+
+    def resolve(self, overrides: Mapping | None = None) -> dict:
+        """Defaults updated by `overrides`, each checked and converted to the default's type."""
+        params = dict(self.defaults)
+        for key, value in (overrides or {}).items():
+            if key not in self.defaults:
+                raise WorkloadError(f"workload {self.name!r} has no param {key!r}; its params "
+                                    f"are {choices(self.defaults)}")
+            params[key] = _convert(self.name, key, value, self.defaults[key])
+        return params
+
+
+def _convert(workload: str, key: str, value, default):
+    if isinstance(default, str):
+        return normalize_dtype(value) if key == "dtype" else str(value)
+    kind = "whole number" if isinstance(default, int) else "number"
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = int(value) if isinstance(default, int) else float(value)
+        if isinstance(default, int) and isinstance(value, float) and value != number:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise WorkloadError(f"param {key}={value!r} of workload {workload!r} is not a "
+                            f"{kind}") from None
+    if number <= 0:
+        raise WorkloadError(f"param {key}={value!r} of workload {workload!r} must be > 0")
+    return number
+
+
+def _mlp_shapes(p):
+    return {"x": (p["batch"], p["d_model"]), "w1": (p["d_model"], p["d_ff"]),
+            "w2": (p["d_ff"], p["d_model"])}
+
+
+_MLP_DEFAULTS = {"batch": 256, "d_model": 1024, "d_ff": 4096, "dtype": "float32"}
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w for w in (
+        Workload("matmul", "y = x @ w", {"m": 256, "k": 1024, "n": 4096, "dtype": "float32"},
+                 lambda p: {"x": (p["m"], p["k"]), "w": (p["k"], p["n"])},
+                 lambda p: matmul),
+        Workload("mlp", "y = gelu(x @ w1) @ w2", _MLP_DEFAULTS, _mlp_shapes, lambda p: mlp),
+        Workload("mlp_train", "one SGD step of the mlp on mean(y**2): forward, backward, "
+                 "update; returns the new w1, w2", {**_MLP_DEFAULTS, "lr": 0.1}, _mlp_shapes,
+                 lambda p: functools.partial(mlp_train, lr=p["lr"])),
+    )
+}
+
+
+def get_workload(name: str) -> Workload:
+    if name not in WORKLOADS:
+        raise WorkloadError(f"workload {name!r} is unknown; choose one of {choices(WORKLOADS)}")
+    return WORKLOADS[name]
+
+
+def analyze_workload(name: str, mesh, specs: Mapping | None = None,
+                     params: Mapping | None = None, **kwargs):
+    """Analyze a built-in workload: `specs` maps tensor names to specs (others replicated)."""
+    from ._analyze import analyze
+
+    workload = get_workload(name)
+    resolved = workload.resolve(params)
+    return analyze(workload.build(resolved), *workload.tensors(resolved, specs), mesh=mesh,
+                   **kwargs)
