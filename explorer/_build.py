@@ -109,25 +109,37 @@ def read_collectives(module: HloModule, mesh: MeshSpec) -> list[Collective]:
             source=_source(module, instr),
             hlo_name=instr.name,
             computation=instr.computation,
-            operand_dtype=_upcast_from(operands, first.dtype if first else "", names),
+            operand_dtype=_upcast_from(operands, first.dtype if first else "", module, names),
             groups=tuple(tuple(g) for g in groups),
         ))
     return out
 
 
-def _upcast_from(operands: list[Instruction], dtype: str, names) -> str:
-    """The narrower dtype a convert feeding the collective started from ("" if none).
+_NARROW_FLOATS = ("bf16", "f16", "f8e4m3fn", "f8e5m2")
 
-    The CPU backend converts bf16 to f32 before collectives; a prediction for a TPU or GPU
-    should count the program's dtype, not the CPU's."""
+
+def _upcast_from(operands: list[Instruction], dtype: str, module: HloModule, names) -> str:
+    """The narrower float dtype the program had before a convert fed this collective, or "".
+
+    The CPU backend converts bf16 to f32 around collectives (directly, or inside a fusion such
+    as `wrapped_convert` or `convert_convert_fusion`); a prediction for a TPU or GPU should count
+    the program's dtype, not the CPU's."""
+    width = HLO_DTYPE_BYTES.get(dtype, 4)
+    seen = []
     for o in operands:
-        if o.opcode == "convert" or (o.opcode == "fusion" and "convert" in o.name):
-            for src in o.operands:
-                arrays = names[src].arrays if src in names else []
-                if arrays and arrays[0].dtype != dtype and \
-                        HLO_DTYPE_BYTES.get(arrays[0].dtype, 4) < HLO_DTYPE_BYTES.get(dtype, 4):
-                    return HLO_TO_NUMPY.get(arrays[0].dtype, arrays[0].dtype)
-    return ""
+        converts = [o] if o.opcode == "convert" else []
+        called = o.attr("calls") if o.opcode in ("fusion", "call") else None
+        if called:
+            converts += [i for i in module.computations.get(called.lstrip("%"), [])
+                         if i.opcode == "convert"]
+        for c in converts:
+            seen += [a.dtype for a in c.arrays]
+            seen += [a.dtype for src in c.operands if src in names for a in names[src].arrays]
+    narrow = [d for d in seen if d in _NARROW_FLOATS and HLO_DTYPE_BYTES[d] < width]
+    if not narrow:
+        return ""
+    d = min(narrow, key=lambda d: HLO_DTYPE_BYTES[d])
+    return HLO_TO_NUMPY.get(d, d)
 
 
 def _components(pairs: list[tuple[int, int]]) -> list[list[int]]:
@@ -178,9 +190,13 @@ def read_intermediates(module: HloModule, mesh: MeshSpec) -> list[TensorInfo]:
         if sharding is None or len(arrays) != 1 or sharding.startswith("{{"):
             continue
         a = arrays[0]
-        out.append(_tensor(instr.name, "intermediate", a.dims, HLO_TO_NUMPY.get(a.dtype, a.dtype),
-                           sharding, mesh, HLO_DTYPE_BYTES.get(a.dtype, 4),
-                           op_name=instr.op_name, source=_source(module, instr)))
+        try:
+            tensor = _tensor(instr.name, "intermediate", a.dims, HLO_TO_NUMPY.get(a.dtype, a.dtype),
+                             sharding, mesh, HLO_DTYPE_BYTES.get(a.dtype, 4),
+                             op_name=instr.op_name, source=_source(module, instr))
+        except ValueError:   # e.g. {unknown}: the partitioner decided nothing to draw
+            continue
+        out.append(tensor)
     return out
 
 

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from ._layout import shard_ranges, tiling_from_hlo
 from ._mesh import MeshSpec
-from ._spec import Entry, format_spec
+from ._spec import DTYPE_BYTES, Entry, format_spec
 
 COLLECTIVE_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all",
                     "collective-permute")
@@ -38,8 +38,15 @@ class Collective:
     operand_dtype: str = ""      # the dtype before a convert feeding it, when the CPU upcast it
     groups: tuple[tuple[int, ...], ...] = ()
 
+    @property
+    def program_bytes(self) -> int:
+        """V in the program's dtype: what a TPU or GPU, which do not upcast, would move."""
+        if not self.operand_dtype:
+            return self.bytes
+        return self.bytes * DTYPE_BYTES[self.operand_dtype] // DTYPE_BYTES[self.dtype]
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "program_bytes": self.program_bytes}
 
 
 @dataclass(frozen=True)

@@ -171,3 +171,17 @@ def test_explicit_axes_surface_jax_sharding_type_error():
     with pytest.raises(explorer.CompileError, match="(?i)sharding"):
         analyze_workload("matmul", "model=4", specs={"x": "None,model", "w": "model,None"},
                          axis_type="explicit")
+
+
+def test_bf16_collectives_on_cpu_are_upcast_and_say_so():
+    # The CPU backend converts bf16 to f32 before a collective (DESIGN.md, measured): the
+    # all-gather of a bf16[128,4096] FSDP shard moves f32[1024,4096]. The report keeps the f32
+    # bytes the CPU moves and names the program's dtype, so predictions can use bf16.
+    r = analyze_workload("mlp_train", "data=8",
+                         specs={"x": "data,None", "w1": "data,None", "w2": "data,None"},
+                         params={"dtype": "bfloat16"})
+    [g] = [c for c in r.collectives if c.kind == "all-gather" and c.shape == (1024, 4096)]
+    assert (g.dtype, g.operand_dtype) == ("float32", "bfloat16")
+    assert g.bytes == 1024 * 4096 * 4 and g.program_bytes == 1024 * 4096 * 2
+    assert r.tensor("w1").dtype == "bfloat16"
+    assert r.tensor("w1").bytes_per_device == 128 * 4096 * 2
