@@ -1,0 +1,115 @@
+"""Benchmark: explorer.analyze against a bare jax.jit(...).lower(...).compile() of the same
+program, in the same run and machine state; plus the cache-hit latency and a 2048-device step.
+
+Run by hand:  .venv/bin/python benchmarks/bench_analyze.py [--repeats 7]
+Prints a markdown table for docs/performance.md. Timings are wall-clock medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.sharding import AxisType, Mesh, NamedSharding  # noqa: E402
+from jax.sharding import PartitionSpec as P  # noqa: E402
+
+import explorer  # noqa: E402
+from explorer._workloads import WORKLOADS  # noqa: E402
+
+MESH = "data=2,model=4"
+SPECS = {"x": ("data", None), "w1": (None, "model"), "w2": ("model", None)}
+
+
+def bare_compile(fn, tensors) -> float:
+    mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"),
+                axis_types=(AxisType.Auto,) * 2)
+    args = [jax.ShapeDtypeStruct(t.shape, t.dtype, sharding=NamedSharding(mesh, P(*t.spec)))
+            for t in tensors]
+    t0 = time.perf_counter()
+    with jax.set_mesh(mesh):
+        jax.jit(fn).lower(*args).compile()
+    return time.perf_counter() - t0
+
+
+def program(batch: int):
+    w = WORKLOADS["mlp_train"]
+    params = w.resolve({"batch": batch})
+    return w.build(params), w.tensors(params, SPECS)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--skip-2048", action="store_true")
+    args = ap.parse_args()
+
+    # Warm both paths: jax loaded and one compile done, here and in the worker.
+    fn, tensors = program(8)
+    bare_compile(fn, tensors)
+    explorer.analyze(fn, *tensors, mesh=MESH, use_cache=False)
+
+    bare, ours = [], []
+    for i in range(args.repeats):
+        batch = 16 * (i + 2)   # a new shape each time: neither side may hit a compile cache
+        fn, tensors = program(batch)
+        if i % 2:   # alternate the order so drift on a shared machine hits both sides
+            bare.append(bare_compile(fn, tensors))
+            t0 = time.perf_counter()
+            explorer.analyze(fn, *tensors, mesh=MESH, use_cache=False)
+            ours.append(time.perf_counter() - t0)
+        else:
+            t0 = time.perf_counter()
+            explorer.analyze(fn, *tensors, mesh=MESH, use_cache=False)
+            ours.append(time.perf_counter() - t0)
+            bare.append(bare_compile(fn, tensors))
+    ratio = statistics.median(o / b for o, b in zip(ours, bare, strict=True))
+
+    fn, tensors = program(64)
+    explorer.analyze(fn, *tensors, mesh=MESH)
+    hits = []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        r = explorer.analyze(fn, *tensors, mesh=MESH)
+        hits.append(time.perf_counter() - t0)
+        assert r.timing.cached
+
+    print("| measurement | value |")
+    print("|---|---|")
+    print(f"| mlp_train on {MESH}, bare jit.lower.compile, median | "
+          f"{statistics.median(bare) * 1e3:.0f} ms |")
+    print(f"| same programs through explorer.analyze (uncached), median | "
+          f"{statistics.median(ours) * 1e3:.0f} ms |")
+    print(f"| ratio analyze / bare, median of {args.repeats} paired runs (target <= 1.3) | "
+          f"{ratio:.2f} |")
+    print(f"| cache hit, median of 20 (target < 30 ms) | {statistics.median(hits) * 1e3:.2f} ms |")
+
+    if not args.skip_2048:
+        mesh = "data=8,fsdp=16,model=16"
+        w = WORKLOADS["mlp_train"]
+        params = w.resolve({"batch": 2048, "d_model": 2048, "d_ff": 8192})
+        tensors = w.tensors(params, {"x": ("data", None), "w1": ("fsdp", "model"),
+                                     "w2": ("model", "fsdp")})
+        t0 = time.perf_counter()
+        explorer.WorkerPool.warm(explorer._worker.default_pool(), 2048)
+        start = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        r = explorer.analyze(w.build(params), *tensors, mesh=mesh, use_cache=False)
+        warm = time.perf_counter() - t0
+        print(f"| 2048-device worker start (jax import + 2048 devices) | {start:.1f} s |")
+        print(f"| mlp_train on {mesh} (2048 devices), warm worker, uncached (target < 5 s) | "
+              f"{warm:.2f} s (compile {r.timing.compile_s:.2f} s, "
+              f"{len(r.collectives)} collectives, {len(r.tensors)} tensors) |")
+    explorer._worker.default_pool().close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
