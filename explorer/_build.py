@@ -74,27 +74,34 @@ def read_collectives(module: HloModule, mesh: MeshSpec) -> list[Collective]:
     """One Collective per collective instruction; an async -start/-done pair counts once."""
     names = module.by_name()
     done_of = {}
+    wrapped = set()   # computations run by async-start: their collectives are async
     for instr in module.instructions():
         if instr.opcode.endswith("-done") and instr.operands:
             done_of[instr.operands[0]] = instr
+        if instr.opcode == "async-start" and instr.attr("calls"):
+            wrapped.add(instr.attr("calls").lstrip("%"))
     out = []
     for instr in module.instructions():
         kind, is_async = _kind(instr.opcode)
         if kind is None:
             continue
+        is_async = is_async or instr.computation in wrapped
         operands = [names[o] for o in instr.operands if o in names]
         result = done_of[instr.name].arrays if instr.name in done_of else instr.arrays
         if is_async and instr.name not in done_of and len(result) > 1:
             result = result[len(result) // 2:]   # start ops return (operands..., results...)
         operand_bytes = sum(a.nbytes for o in operands for a in o.arrays)
         result_bytes = sum(a.nbytes for a in result)
-        if kind == "collective-permute":
-            pairs = source_target_pairs(instr.attrs) or []
-            groups = _components(pairs)
-            axes = axes_of_pairs(pairs, mesh.sizes, mesh.names)
-        else:
-            groups = device_groups(instr.attrs, mesh.device_count) or []
-            axes = axes_of_groups(groups, mesh.sizes, mesh.names)
+        try:
+            if kind == "collective-permute":
+                pairs = source_target_pairs(instr.attrs) or []
+                groups = _components(pairs)
+                axes = axes_of_pairs(pairs, mesh.sizes, mesh.names)
+            else:
+                groups = device_groups(instr.attrs, mesh.device_count) or []
+                axes = axes_of_groups(groups, mesh.sizes, mesh.names)
+        except ValueError:   # a device-group text we cannot read: report the collective anyway
+            groups, axes = [], ()
         first = result[0] if result else None
         out.append(Collective(
             kind=kind,
