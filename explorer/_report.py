@@ -130,6 +130,9 @@ class Report:
     memory: Memory | None
     cost: Cost
     timing: Timing
+    # What was analysed when it was a built-in workload: name, params, and workload-specific data
+    # (e.g. a pipeline schedule). JSON-able.
+    workload: dict | None = None
     stablehlo: str = field(default="", repr=False)
     propagated_hlo: str = field(default="", repr=False)
     optimized_hlo: str = field(default="", repr=False)
@@ -163,6 +166,8 @@ class Report:
             "cost": self.cost.to_dict(),
             "timing": self.timing.to_dict(),
         }
+        if self.workload is not None:
+            d["workload"] = self.workload
         if texts:
             d["texts"] = {"stablehlo": self.stablehlo, "propagated_hlo": self.propagated_hlo,
                           "optimized_hlo": self.optimized_hlo}

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ._errors import WorkloadError, choices
+from ._mesh import MeshSpec, parse_mesh
 from ._spec import TensorSpec, normalize_dtype
 
 
@@ -47,6 +48,12 @@ class Workload:
     defaults: Mapping[str, int | float | str]
     shapes: Callable[[dict], dict[str, tuple[int, ...]]]   # tensor name -> shape, in arg order
     build: Callable[[dict], Callable]
+    # Optional: tensor name -> logical dimension names (for logical-axis rules).
+    logical: Callable[[dict], dict[str, tuple[str | None, ...]]] | None = None
+    # Optional: raise WorkloadError when params do not fit each other or the mesh.
+    check: Callable[[dict, MeshSpec], None] | None = None
+    # Optional: extra JSON-able data for the report (e.g. a pipeline schedule).
+    info: Callable[[dict], dict] | None = None
 
     def tensors(self, params: Mapping, specs: Mapping | None = None) -> list[TensorSpec]:
         specs = dict(specs or {})
@@ -120,5 +127,12 @@ def analyze_workload(name: str, mesh, specs: Mapping | None = None,
 
     workload = get_workload(name)
     resolved = workload.resolve(params)
-    return analyze(workload.build(resolved), *workload.tensors(resolved, specs), mesh=mesh,
-                   **kwargs)
+    mesh_spec = parse_mesh(mesh, kwargs.pop("axis_type", "auto"))
+    if workload.check is not None:
+        workload.check(resolved, mesh_spec)
+    report = analyze(workload.build(resolved), *workload.tensors(resolved, specs),
+                     mesh=mesh_spec, **kwargs)
+    info = {"name": name, "params": resolved}
+    if workload.info is not None:
+        info.update(workload.info(resolved))
+    return replace(report, workload=info)
