@@ -8,12 +8,12 @@ functools.partial), so they pickle by reference and equal requests hit the cache
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import replace
 
 from ._errors import WorkloadError, choices
-from ._mesh import MeshSpec, parse_mesh
-from ._spec import TensorSpec, normalize_dtype
+from ._mesh import parse_mesh
+from ._workload import Workload
 
 
 def matmul(x, w):
@@ -39,59 +39,6 @@ def mlp_train(x, w1, w2, *, lr):
 
     g1, g2 = jax.grad(_mlp_loss, argnums=(0, 1))(w1, w2, x)
     return w1 - lr * g1, w2 - lr * g2
-
-
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    description: str
-    defaults: Mapping[str, int | float | str]
-    shapes: Callable[[dict], dict[str, tuple[int, ...]]]   # tensor name -> shape, in arg order
-    build: Callable[[dict], Callable]
-    # Optional: tensor name -> logical dimension names (for logical-axis rules).
-    logical: Callable[[dict], dict[str, tuple[str | None, ...]]] | None = None
-    # Optional: raise WorkloadError when params do not fit each other or the mesh.
-    check: Callable[[dict, MeshSpec], None] | None = None
-    # Optional: extra JSON-able data for the report (e.g. a pipeline schedule).
-    info: Callable[[dict], dict] | None = None
-
-    def tensors(self, params: Mapping, specs: Mapping | None = None) -> list[TensorSpec]:
-        specs = dict(specs or {})
-        shapes = self.shapes(params)
-        unknown = [n for n in specs if n not in shapes]
-        if unknown:
-            raise WorkloadError(f"workload {self.name!r} has no tensor {unknown[0]!r}; its "
-                                f"tensors are {choices(shapes)}")
-        return [TensorSpec(n, s, params.get("dtype", "float32"), specs.get(n))
-                for n, s in shapes.items()]
-
-    def resolve(self, overrides: Mapping | None = None) -> dict:
-        """Defaults updated by `overrides`, each checked and converted to the default's type."""
-        params = dict(self.defaults)
-        for key, value in (overrides or {}).items():
-            if key not in self.defaults:
-                raise WorkloadError(f"workload {self.name!r} has no param {key!r}; its params "
-                                    f"are {choices(self.defaults)}")
-            params[key] = _convert(self.name, key, value, self.defaults[key])
-        return params
-
-
-def _convert(workload: str, key: str, value, default):
-    if isinstance(default, str):
-        return normalize_dtype(value) if key == "dtype" else str(value)
-    kind = "whole number" if isinstance(default, int) else "number"
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        number = int(value) if isinstance(default, int) else float(value)
-        if isinstance(default, int) and isinstance(value, float) and value != number:
-            raise ValueError
-    except (TypeError, ValueError):
-        raise WorkloadError(f"param {key}={value!r} of workload {workload!r} is not a "
-                            f"{kind}") from None
-    if number <= 0:
-        raise WorkloadError(f"param {key}={value!r} of workload {workload!r} must be > 0")
-    return number
 
 
 def _mlp_shapes(p):
