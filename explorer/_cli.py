@@ -7,6 +7,7 @@ import json
 import sys
 
 from ._errors import ExplorerError
+from ._presets import PRESETS
 from ._workloads import WORKLOADS, get_workload
 
 
@@ -31,7 +32,17 @@ def _parser() -> argparse.ArgumentParser:
                    help="a workload size param, e.g. batch=512 (see `workloads`)")
     a.add_argument("--mesh", required=True, help="axes and sizes, e.g. data=2,model=4")
     a.add_argument("--spec", action="append", default=[], metavar="TENSOR=ENTRIES",
-                   help="e.g. w1=None,model or \"x=P('data', None)\"; others are replicated")
+                   help="e.g. w1=None,model or \"x=P('data', None)\"; others are replicated "
+                   "(or placed by --preset/--rules; a --spec wins over them)")
+    a.add_argument("--preset", metavar="NAME",
+                   help="a parallelism strategy as logical-axis rules: "
+                   f"{', '.join(PRESETS)} (see `presets`)")
+    a.add_argument("--rules", metavar="RULES",
+                   help="logical-axis rules, e.g. batch=data,mlp=model,opt:embed=data; applied "
+                   "after the preset's")
+    a.add_argument("--activation", action="append", default=[], metavar="POINT=ENTRIES",
+                   help="pin an activation at a constraint point, e.g. layer0=data,None,None, "
+                   "or leave it to propagation with POINT=free (see `workloads` for points)")
     a.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])
     a.add_argument("--axis-type", default="auto", choices=["auto", "explicit"])
     a.add_argument("--timeout", type=float, default=None, help="compile time limit, seconds")
@@ -39,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--hlo", choices=["optimized", "propagated", "stablehlo"],
                    help="also print this program text")
     sub.add_parser("workloads", help="list the built-in workloads, their tensors and params")
+    sub.add_parser("presets", help="list the strategy presets, the mesh axes they expect and "
+                   "their rules")
     return p
 
 
@@ -50,7 +63,40 @@ def _workloads_text() -> str:
         lines.append("  params: " + " ".join(f"{k}={v}" for k, v in w.defaults.items()))
         lines.append("  tensors: " + ", ".join(
             f"{n}[{','.join(map(str, s))}]" for n, s in w.shapes(params).items()))
+        points = getattr(w, "points", None)
+        if points is not None:
+            lines.append("  points: " + ", ".join(
+                f"{n}[{','.join(d or '_' for d in p.dims)}]" for n, p in points(params).items()))
     return "\n".join(lines)
+
+
+def _presets_text() -> str:
+    lines = []
+    for p in PRESETS.values():
+        axes = ", ".join(p.requires) + (f" (optional: {', '.join(p.optional)})"
+                                        if p.optional else "")
+        lines.append(f"{p.name}: {p.title}")
+        lines.append(f"  mesh axes: {axes}")
+        if p.workloads is not None:
+            lines.append(f"  workloads: {', '.join(p.workloads)}")
+        lines.append(f"  rules: {p.rules}")
+        lines.append(f"  expects: {p.expects}")
+        lines.append(f"  source: {p.source}")
+    return "\n".join(lines)
+
+
+def _layout_text(info: dict) -> list[str]:
+    lines = []
+    if info.get("preset"):
+        lines.append(f"preset {info['preset']}")
+    if info.get("rules"):
+        lines.append(f"rules {info['rules']}")
+    if info.get("specs"):
+        lines.append("specs " + " ".join(f"{n}={s}" for n, s in info["specs"].items()))
+    if info.get("activations"):
+        lines.append("activations " + " ".join(
+            f"{n}={s}" for n, s in info["activations"].items()))
+    return lines + [""] if lines else []
 
 
 def _analyze(args) -> int:
@@ -60,12 +106,14 @@ def _analyze(args) -> int:
     get_workload(args.workload)
     report = analyze_workload(args.workload, args.mesh, specs=_key_values(args.spec, "--spec"),
                               params=_key_values(args.param, "--param"),
+                              preset=args.preset, rules=args.rules,
+                              activations=_key_values(args.activation, "--activation"),
                               partitioner=args.partitioner, axis_type=args.axis_type,
                               timeout=args.timeout)
     if args.json:
         print(json.dumps(report.to_dict(texts=bool(args.hlo))))
     else:
-        print(summary(report))
+        print("\n".join(_layout_text(report.workload or {}) + [summary(report)]))
         if args.hlo:
             text = {"optimized": report.optimized_hlo, "propagated": report.propagated_hlo,
                     "stablehlo": report.stablehlo}[args.hlo]
@@ -78,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "workloads":
             print(_workloads_text())
+            return 0
+        if args.command == "presets":
+            print(_presets_text())
             return 0
         return _analyze(args)
     except ExplorerError as e:
