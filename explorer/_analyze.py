@@ -47,12 +47,31 @@ def tensor_leaves(tree) -> list[TensorSpec]:
 
 
 def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto",
-            timeout: float | None = None, pool=None, use_cache: bool = True) -> Report:
+            timeout: float | None = None, pool=None, use_cache: bool = True,
+            cache_only: bool = False, target: str | None = None, mapping=None) -> Report | None:
     """Compile `fn` on abstract inputs sharded over `mesh` and report what the partitioner did.
 
     Each arg is an explorer.TensorSpec or a pytree of them. `mesh` is text like
     "data=2,model=4" or a mapping. Nothing is allocated, so any size can be analysed.
+    With `cache_only`, answer only from the cache (None on a miss): the UI shows cached
+    results at once, before its debounce. With `target` (see explorer.targets()), every
+    collective gets a predicted time and the report an `estimate`; `mapping` places mesh axes
+    on the target's links (text like "data=node,model=gpu", a dict, or None for the default).
     """
+    if target is not None:
+        from ._hardware import get_target
+
+        get_target(target)          # an unknown name fails before any compile
+    report = _analyze(fn, args, mesh, partitioner, axis_type, timeout, pool, use_cache,
+                      cache_only)
+    if report is None or target is None:
+        return report
+    from ._predict import with_target
+
+    return with_target(report, target, mapping)
+
+
+def _analyze(fn, args, mesh, partitioner, axis_type, timeout, pool, use_cache, cache_only):
     mesh_spec = parse_mesh(mesh, axis_type)
     mesh_spec.check_device_limit(MAX_DEVICES)
     if partitioner not in PARTITIONERS:
@@ -81,6 +100,8 @@ def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto
             return hit.with_timing(Timing(hit.timing.lower_s, hit.timing.compile_s, cached=True,
                                           lookup_s=time.perf_counter() - t0))
 
+    if cache_only:
+        return None
     message = {"op": "compile", "fn": fn_bytes, "args": args, "mesh": mesh_spec,
                "partitioner": partitioner, "sys_path": list(sys.path)}
     raw = (pool or default_pool()).run(mesh_spec.device_count, message, timeout)

@@ -37,6 +37,7 @@ class Collective:
     computation: str = ""
     operand_dtype: str = ""      # the dtype before a convert feeding it, when the CPU upcast it
     groups: tuple[tuple[int, ...], ...] = ()
+    est_seconds: float | None = None   # predicted time on the report's target, if one was chosen
 
     @property
     def program_bytes(self) -> int:
@@ -133,6 +134,8 @@ class Report:
     # What was analysed when it was a built-in workload: name, params, and workload-specific data
     # (e.g. a pipeline schedule). JSON-able.
     workload: dict | None = None
+    # The prediction for a target (explorer._costmodel.Estimate), when one was asked for.
+    estimate: object | None = None
     stablehlo: str = field(default="", repr=False)
     propagated_hlo: str = field(default="", repr=False)
     optimized_hlo: str = field(default="", repr=False)
@@ -168,6 +171,10 @@ class Report:
         }
         if self.workload is not None:
             d["workload"] = self.workload
+        if self.estimate is not None:
+            est = self.estimate.to_dict()
+            est.pop("collectives")          # each collective carries its own est_seconds
+            d["cost"]["estimate"] = est
         if texts:
             d["texts"] = {"stablehlo": self.stablehlo, "propagated_hlo": self.propagated_hlo,
                           "optimized_hlo": self.optimized_hlo}
