@@ -1,0 +1,137 @@
+"""The numbers behind the placement views, computed from a Report: no plotting library here.
+
+A tensor's blocks form a grid (leading dimensions stacked as row bands, the last dimension as
+columns); the mesh view is the device grid (first mesh axis as rows, the rest flattened as
+columns). Both are colour-coded by device or by shard, the same way in every view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from .._layout import Tiling, shard_ranges, tiling_from_hlo
+from .._report import Report, TensorInfo
+
+
+@dataclass(frozen=True)
+class Grid:
+    z: list[list[int]]            # colour key per cell (a device id, a shard or a group index)
+    text: list[list[str]]         # label drawn in the cell
+    hover: list[list[str]]
+    x_labels: list[str]
+    y_labels: list[str]
+    title: str
+
+    def render_text(self) -> str:
+        """A plain-text form for tests and terminals: one row per line, cells by their label."""
+        width = max(len(t) for row in self.text for t in row)
+        lines = [self.title]
+        for label, row in zip(self.y_labels, self.text, strict=True):
+            lines.append(f"{label:>8} | " + " | ".join(t.ljust(width) for t in row))
+        return "\n".join(lines)
+
+
+def tensor_tiling(report: Report, t: TensorInfo) -> Tiling:
+    return tiling_from_hlo(t.sharding, len(t.shape), report.mesh.device_count)
+
+
+def _devices_label(devices: list[int]) -> str:
+    if len(devices) <= 3:
+        return ",".join(f"d{d}" for d in devices)
+    return f"d{devices[0]}…d{devices[-1]} ×{len(devices)}"
+
+
+def _range_text(ranges) -> str:
+    return "[" + ", ".join(f"{a}:{b}" for a, b in ranges) + "]"
+
+
+def placement_grid(report: Report, name: str) -> Grid:
+    """The blocks of tensor `name`, each coloured by the first device holding it."""
+    t = report.tensor(name)
+    tiling = tensor_tiling(report, t)
+    tiles = tiling.tiles or (1,)
+    holders = tiling.device_array().reshape(prod(tiles), -1)   # tile -> its devices
+    ranges = shard_ranges(tiling, t.shape)
+    cols = tiles[-1]
+    rows = prod(tiles[:-1]) if len(tiles) > 1 else 1
+    z, text, hover = [], [], []
+    for r in range(rows):
+        z.append([]), text.append([]), hover.append([])
+        for c in range(cols):
+            devs = sorted(int(d) for d in holders[r * cols + c])
+            z[-1].append(devs[0])
+            text[-1].append(_devices_label(devs))
+            rng = ranges.get(devs[0])
+            hover[-1].append(f"block {_range_text(rng) if rng else '[]'}<br>held by "
+                             f"{len(devs)} device(s): {', '.join(map(str, devs[:16]))}"
+                             + (" …" if len(devs) > 16 else ""))
+    lead = tiles[:-1]
+    y_labels = (["all"] if not lead else
+                [",".join(map(str, idx)) for idx in np.ndindex(*lead)])
+    x_labels = [str(c) for c in range(cols)]
+    title = (f"{t.name} {t.dtype}[{','.join(map(str, t.shape))}]  spec {t.spec_text}  "
+             f"shard [{','.join(map(str, t.shard_shape))}] ×{t.replicas} replicas")
+    return Grid(z, text, hover, x_labels, y_labels, title)
+
+
+def _mesh_shape(report: Report) -> tuple[int, int]:
+    sizes = report.mesh.sizes
+    return (sizes[0], prod(sizes[1:])) if len(sizes) > 1 else (1, sizes[0])
+
+
+def _mesh_labels(report: Report):
+    names, sizes = report.mesh.names, report.mesh.sizes
+    rows, cols = _mesh_shape(report)
+    if len(sizes) == 1:
+        return [f"{names[0]}=0"], ["" + str(i) for i in range(cols)]
+    y = [f"{names[0]}={i}" for i in range(rows)]
+    x = [",".join(map(str, idx)) for idx in np.ndindex(*sizes[1:])]
+    return y, x
+
+
+def mesh_grid(report: Report, name: str) -> Grid:
+    """The device grid coloured by which block of tensor `name` each device holds."""
+    t = report.tensor(name)
+    tiling = tensor_tiling(report, t)
+    tile_of = np.zeros(report.mesh.device_count, dtype=int)
+    arr = tiling.device_array().reshape(-1, tiling.replicas)
+    for tile, devs in enumerate(arr):
+        tile_of[devs] = tile
+    ranges = shard_ranges(tiling, t.shape)
+    rows, cols = _mesh_shape(report)
+    z, text, hover = [], [], []
+    for r in range(rows):
+        z.append([]), text.append([]), hover.append([])
+        for c in range(cols):
+            d = r * cols + c
+            z[-1].append(int(tile_of[d]))
+            text[-1].append(f"d{d} b{tile_of[d]}")
+            rng = ranges.get(d)
+            hover[-1].append(f"device {d}: block {tile_of[d]} {_range_text(rng) if rng else ''}")
+    y, x = _mesh_labels(report)
+    axes = " × ".join(report.mesh.names)
+    return Grid(z, text, hover, x, y, f"mesh ({axes}): block of {t.name} on each device")
+
+
+def group_grid(report: Report, index: int) -> Grid:
+    """The device grid coloured by the device group of collective number `index`."""
+    c = report.collectives[index]
+    group_of = np.full(report.mesh.device_count, -1)
+    for g, devs in enumerate(c.groups):
+        group_of[list(devs)] = g
+    rows, cols = _mesh_shape(report)
+    z, text, hover = [], [], []
+    for r in range(rows):
+        z.append([]), text.append([]), hover.append([])
+        for col in range(cols):
+            d = r * cols + col
+            z[-1].append(int(group_of[d]))
+            text[-1].append(f"d{d} g{group_of[d]}" if group_of[d] >= 0 else f"d{d}")
+            hover[-1].append(f"device {d}: group {group_of[d]}")
+    y, x = _mesh_labels(report)
+    title = (f"groups of {c.kind} over {','.join(c.axes) or 'no single axis set'} "
+             f"({len(c.groups)} groups of {c.group_size})")
+    return Grid(z, text, hover, x, y, title)

@@ -1,0 +1,161 @@
+"""The explorer's widget logic without a browser: set values, click, assert on the model and on
+what the widgets display (the hyperspy way). Edits compile at once here (no event loop)."""
+
+from html import unescape
+
+import pytest
+
+pytest.importorskip("ipywidgets")
+pytest.importorskip("plotly")
+
+from explorer.ui import Explorer  # noqa: E402
+
+MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
+
+
+@pytest.fixture
+def app():
+    a = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, debounce=None)
+    yield a
+    a.close()
+
+
+def mesh_size(app, axis, value):
+    row = next(r for r in app.mesh_editor.rows.children if r.children[0].value == axis)
+    row.children[1].value = value
+
+
+def test_initial_result_is_the_megatron_all_reduce(app):
+    [c] = app.report.collectives
+    assert (c.kind, c.axes, c.bytes) == ("all-reduce", ("model",), 128 * 1024 * 4)
+    assert "all-reduce" in app.collectives.table.value
+    assert "<td>model</td>" in app.collectives.table.value
+    assert app.status.value.count("compiled") == 1 and "8 devices" in app.status.value
+
+
+def test_changing_a_spec_picker_recompiles(app):
+    # Replicate w1 and w2: the data-parallel forward pass needs no collective at all.
+    app.spec_rows["w1"].pickers[1].value = "None"
+    app.spec_rows["w2"].pickers[0].value = "None"
+    assert app.report.collectives == ()
+    assert "No collectives" in app.collectives.table.value
+    # Shard w1's rows over model (x split over data): x @ w1 contracts a model-split dimension,
+    # so each device holds a partial sum of its [256/2, 4096] block of h, all-reduced over
+    # model: V = 128 × 4096 × 4 bytes.
+    app.spec_rows["w1"].pickers[0].value = "model"
+    assert [(c.kind, c.axes, c.bytes) for c in app.report.collectives] == \
+        [("all-reduce", ("model",), 128 * 4096 * 4)]
+
+
+def test_invalid_mesh_size_shows_inline_error_and_keeps_last_result(app):
+    good = app.report
+    mesh_size(app, "model", 3)
+    # 4096 columns of w1 over model=3 do not divide: the error sits on w1's row.
+    assert "not divisible by model=3" in app.spec_rows["w1"].error.value
+    assert app.report is good
+    assert "explorer-stale" in app.tabs._dom_classes
+    assert "error" in app.status.value
+    mesh_size(app, "model", 4)
+    assert app.spec_rows["w1"].error.value == ""
+    assert "explorer-stale" not in app.tabs._dom_classes
+    assert app.report.timing.cached          # the same request as before: from the cache
+
+
+def test_zero_size_and_duplicate_axis_name_errors_name_the_value(app):
+    mesh_size(app, "data", 0)
+    assert "size 0" in app.mesh_editor.error.value
+    mesh_size(app, "data", 2)
+    app.mesh_editor.rows.children[1].children[0].value = "data"
+    assert "'data' appears twice" in unescape(app.mesh_editor.error.value)
+    app.mesh_editor.rows.children[1].children[0].value = "model"
+    assert app.mesh_editor.error.value == "" and app.error is None
+
+
+def test_add_and_remove_axes(app):
+    app.mesh_editor.add.click()
+    assert [n for n, _ in app.mesh_editor.axes] == ["data", "model", "axis0"]
+    assert "16 devices" in app.mesh_editor.count.value
+    assert app.report.mesh.device_count == 16
+    # The new axis is offered in every spec picker.
+    assert "axis0" in [v for _, v in app.spec_rows["x"].pickers[0].options]
+    remove_model = app.mesh_editor.rows.children[1].children[2]
+    remove_model.click()
+    assert [n for n, _ in app.mesh_editor.axes] == ["data", "axis0"]
+    # Pickers that named the removed axis fall back to "not split".
+    assert app.spec_rows["w1"].spec == (None, None)
+    assert app.report.mesh.names == ("data", "axis0")
+
+
+def test_switching_workload_rebuilds_params_and_specs(app):
+    app.workload_w.value = "matmul"
+    assert set(app.spec_rows) == {"x", "w"}
+    assert [c.description for c in app.params_box.children] == ["m", "k", "n", "dtype"]
+    app.spec_rows["x"].pickers[1].value = "model"
+    app.spec_rows["w"].pickers[0].value = "model"
+    assert [(c.kind, c.axes) for c in app.report.collectives] == [("all-reduce", ("model",))]
+
+
+def test_bad_param_value_is_reported_on_the_params(app):
+    app.params_box.children[3].value = "float128"      # dtype
+    assert "'float128'" in unescape(app.params_error.value)
+    app.params_box.children[3].value = "bfloat16"
+    assert app.params_error.value == ""
+    assert app.report.tensor("w1").dtype == "bfloat16"
+
+
+def test_selecting_a_collective_colours_its_groups_and_marks_its_hlo_line(app):
+    app.collectives.pick.value = 0
+    assert app.collectives.groups_box.layout.display == ""
+    z = app.collectives.groups.data[0].z
+    # Two all-reduce groups over model: the rows of the 2x4 device grid.
+    assert [list(r) for r in z] == [[0, 0, 0, 0], [1, 1, 1, 1]]
+    assert "explorer-hlo-selected" in app.hlo.value
+    assert "explorer-selected" in app.collectives.table.value
+
+
+def test_placement_heatmap_colours_blocks_by_device(app):
+    app.placement.tensor.value = "w1"
+    t = app.placement.blocks.data[0]
+    # w1 split over model on columns: one row of 4 blocks, first holders d0..d3.
+    assert [list(r) for r in t.z] == [[0, 1, 2, 3]]
+    assert [list(r) for r in t.text] == [["d0,d4", "d1,d5", "d2,d6", "d3,d7"]]
+    mesh = app.placement.mesh.data[0]
+    assert [list(r) for r in mesh.z] == [[0, 1, 2, 3], [0, 1, 2, 3]]
+    # The figure's synced state matches, so a view opened later draws the same.
+    assert [list(r) for r in app.placement.blocks._widget_data[0]["z"]] == [[0, 1, 2, 3]]
+
+
+def test_memory_and_timing_views(app):
+    m = app.report.memory
+    assert app.memory.fig.data[0].x == (m.arguments,)
+    assert "total" in app.memory.text.value
+    assert "compile" in app.timing.text.value and "flops" in app.timing.text.value
+    assert "Pick a target" in app.timing.text.value
+
+
+def test_partitioner_toggle(app):
+    app.partitioner_w.value = "gspmd"
+    assert app.report.partitioner == "gspmd"
+    assert [(c.kind, c.axes) for c in app.report.collectives] == [("all-reduce", ("model",))]
+
+
+def test_target_adds_predictions_and_a_wrong_size_target_is_flagged():
+    app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, target="h100-8",
+                   debounce=None)
+    try:
+        assert app.report.estimate.target == "h100-8"
+        assert "est (h100-8)" in app.collectives.table.value
+        assert "Predicted on h100-8" in app.timing.text.value
+        assert app.timing.box.layout.display == ""            # the roofline is shown
+        assert "Fits" in app.memory.text.value
+        # 16 devices do not fit one 8-GPU node: the error names the targets that would.
+        mesh_size(app, "data", 4)
+        assert "h100-8x2" in unescape(app.target_error.value)
+        app.target_w.value = "h100-8x2"
+        assert app.target_error.value == "" and app.report.mesh.device_count == 16
+        app.mapping_w.value = "data=gpu"
+        assert "data" in unescape(app.target_error.value)
+        app.mapping_w.value = ""
+        assert app.target_error.value == ""
+    finally:
+        app.close()
