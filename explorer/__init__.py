@@ -17,6 +17,8 @@ from ._errors import TensorError as TensorError
 from ._errors import UnknownAxisError as UnknownAxisError
 from ._errors import WorkerError as WorkerError
 from ._errors import WorkloadError as WorkloadError
+from ._hardware import get_target as get_target
+from ._hardware import targets as targets
 from ._mesh import MeshSpec as MeshSpec
 from ._mesh import parse_mesh as parse_mesh
 from ._presets import PRESETS as PRESETS

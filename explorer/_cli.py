@@ -25,7 +25,12 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sharding-explorer", description=(
         "See which collectives GSPMD/Shardy inserts for a sharded JAX program, over which mesh "
         "axes, at what size, and why."))
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command")
+    app = sub.add_parser("app", help="start the interactive explorer in Voila (the default "
+                         "with no command) and print its URL")
+    app.add_argument("--port", type=int, default=None, help="default: a free port")
+    app.add_argument("--ip", default="127.0.0.1",
+                     help="address to listen on (default: this machine only)")
     a = sub.add_parser("analyze", help="compile a built-in workload on a mesh and report")
     a.add_argument("--workload", required=True, help=f"one of: {', '.join(WORKLOADS)}")
     a.add_argument("--param", action="append", default=[], metavar="K=V",
@@ -43,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--activation", action="append", default=[], metavar="POINT=ENTRIES",
                    help="pin an activation at a constraint point, e.g. layer0=data,None,None, "
                    "or leave it to propagation with POINT=free (see `workloads` for points)")
+    a.add_argument("--target", metavar="NAME",
+                   help="predict times on this hardware, e.g. h100-8 or tpu-v5e-4x4 (see "
+                   "`targets`)")
+    a.add_argument("--mapping", metavar="AXES",
+                   help="place mesh axes on the target's links, e.g. data=node,model=gpu "
+                   "(default: innermost mesh axes on the fastest links)")
     a.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])
     a.add_argument("--axis-type", default="auto", choices=["auto", "explicit"])
     a.add_argument("--timeout", type=float, default=None, help="compile time limit, seconds")
@@ -52,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("workloads", help="list the built-in workloads, their tensors and params")
     sub.add_parser("presets", help="list the strategy presets, the mesh axes they expect and "
                    "their rules")
+    sub.add_parser("targets", help="list the hardware catalog, one target per line, name first")
     return p
 
 
@@ -109,7 +121,7 @@ def _analyze(args) -> int:
                               preset=args.preset, rules=args.rules,
                               activations=_key_values(args.activation, "--activation"),
                               partitioner=args.partitioner, axis_type=args.axis_type,
-                              timeout=args.timeout)
+                              timeout=args.timeout, target=args.target, mapping=args.mapping)
     if args.json:
         print(json.dumps(report.to_dict(texts=bool(args.hlo))))
     else:
@@ -124,6 +136,15 @@ def _analyze(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command in (None, "app"):
+            from .ui._serve import serve
+
+            return serve(getattr(args, "port", None), getattr(args, "ip", "127.0.0.1"))
+        if args.command == "targets":
+            from ._hardware import targets
+
+            print("\n".join(t.describe() for t in targets().values()))
+            return 0
         if args.command == "workloads":
             print(_workloads_text())
             return 0

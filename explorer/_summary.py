@@ -64,4 +64,6 @@ def summary(report: Report) -> str:
     lines += [f"note: {n}" for n in c.notes]
     lines.append(f"lower {t.lower_s * 1e3:.0f} ms, compile {t.compile_s * 1e3:.0f} ms"
                  + (" (cached)" if t.cached else ""))
+    if report.estimate is not None:
+        lines += ["", "Predicted (analytical model, not a measurement)", report.estimate.text()]
     return "\n".join(lines)

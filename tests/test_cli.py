@@ -66,3 +66,69 @@ def test_unknown_workload_lists_choices():
     p = run("analyze", "--workload", "resnet", "--mesh", "data=2")
     assert p.returncode == 2 and "'resnet'" in p.stderr and "'mlp_train'" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_targets_lists_one_per_line_name_first():
+    p = run("targets")
+    assert p.returncode == 0
+    lines = p.stdout.splitlines()
+    names = [line.split(":", 1)[0] for line in lines]
+    assert {"h100-8", "tpu-v5e-16x16", "tpu-v5e-4x8", "tpu-v4-16x16x16", "bow-2000",
+            "cpu"} <= set(names)
+    # Slice shapes are accepted in either order: a 32-chip mesh maps onto "tpu-v5e-8x4".
+    from explorer import get_target
+
+    assert get_target("tpu-v5e-8x4").chips == 32
+
+
+def test_target_prediction_in_summary_and_json():
+    args = ["analyze", "--workload", "mlp", "--mesh", "data=2,model=4", "--spec",
+            "x=data,None", "--spec", "w1=None,model", "--spec", "w2=model,None",
+            "--target", "h100-8"]
+    p = run(*args)
+    assert p.returncode == 0, p.stderr
+    assert "Predicted (analytical model, not a measurement)" in p.stdout
+    d = json.loads(run(*args, "--json").stdout)
+    assert d["collectives"][0]["est_seconds"] > 0
+    assert d["cost"]["estimate"]["target"] == "h100-8"
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--target", "h1000-8"], "'h1000-8'"),
+    (["--target", "h100-8", "--mapping", "data=node"], "mapped to 'node', which h100-8 lacks"),
+    (["--mesh", "data=16", "--target", "h100-8"], "targets with 16 devices"),
+])
+def test_bad_target_or_mapping_exits_2(args, fragment):
+    mesh = [] if "--mesh" in args else ["--mesh", "data=2,model=4"]
+    p = run("analyze", "--workload", "mlp", *mesh, *args)
+    assert p.returncode == 2 and fragment in p.stderr and "Traceback" not in p.stderr
+
+
+def test_app_command_serves_voila_and_prints_its_url():
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+
+    pytest.importorskip("voila")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "explorer._cli", "app", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout.readline().strip() == \
+            f"sharding-explorer app: http://127.0.0.1:{port}/"
+        deadline = time.time() + 240
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/voila/static/", timeout=2)
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                assert time.time() < deadline and proc.poll() is None, "Voila did not start"
+                time.sleep(0.5)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
