@@ -8,14 +8,16 @@ import sys
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import replace
 
 import cloudpickle
 
 from ._build import build_report
 from ._errors import ExplorerError, TensorError, choices
 from ._mesh import parse_mesh
-from ._report import Report, Timing
+from ._report import Report
 from ._spec import TensorSpec, check_spec
+from ._tpu import check_topology
 from ._worker import MAX_DEVICES, default_pool
 
 PARTITIONERS = ("shardy", "gspmd")
@@ -48,7 +50,8 @@ def tensor_leaves(tree) -> list[TensorSpec]:
 
 def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto",
             timeout: float | None = None, pool=None, use_cache: bool = True,
-            cache_only: bool = False, target: str | None = None, mapping=None) -> Report | None:
+            cache_only: bool = False, target: str | None = None, mapping=None,
+            measure: bool = False, tpu_topology: str | None = None) -> Report | None:
     """Compile `fn` on abstract inputs sharded over `mesh` and report what the partitioner did.
 
     Each arg is an explorer.TensorSpec or a pytree of them. `mesh` is text like
@@ -57,13 +60,17 @@ def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto
     results at once, before its debounce. With `target` (see explorer.targets()), every
     collective gets a predicted time and the report an `estimate`; `mapping` places mesh axes
     on the target's links (text like "data=node,model=gpu", a dict, or None for the default).
+    With `measure`, the worker also runs the program on random inputs and times it (on fake CPU
+    devices that times this CPU; inputs over 1 GiB per device are not run). With `tpu_topology`
+    (e.g. "v5e:4x4"; needs libtpu, the `tpu` extra) the program is compiled ahead of time for
+    that TPU slice instead, and the report carries the TPU compiler's HLO and estimates.
     """
     if target is not None:
         from ._hardware import get_target
 
         get_target(target)          # an unknown name fails before any compile
     report = _analyze(fn, args, mesh, partitioner, axis_type, timeout, pool, use_cache,
-                      cache_only)
+                      cache_only, measure, tpu_topology)
     if report is None or target is None:
         return report
     from ._predict import with_target
@@ -71,9 +78,13 @@ def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto
     return with_target(report, target, mapping)
 
 
-def _analyze(fn, args, mesh, partitioner, axis_type, timeout, pool, use_cache, cache_only):
+def _analyze(fn, args, mesh, partitioner, axis_type, timeout, pool, use_cache, cache_only,
+             measure, tpu_topology):
     mesh_spec = parse_mesh(mesh, axis_type)
-    mesh_spec.check_device_limit(MAX_DEVICES)
+    if tpu_topology:
+        check_topology(tpu_topology, mesh_spec)
+    else:   # the limit is the CPU backend's; a TPU topology brings its own devices
+        mesh_spec.check_device_limit(MAX_DEVICES)
     if partitioner not in PARTITIONERS:
         raise ExplorerError(f"partitioner {partitioner!r} is not one of {choices(PARTITIONERS)}")
     if not callable(fn):
@@ -88,7 +99,7 @@ def _analyze(fn, args, mesh, partitioner, axis_type, timeout, pool, use_cache, c
         check_spec(t, mesh_spec)
 
     fn_bytes = cloudpickle.dumps(fn)
-    request = (mesh_spec, partitioner, args)
+    request = (mesh_spec, partitioner, args, bool(measure), tpu_topology)
     key = hashlib.sha256(fn_bytes + pickle.dumps(request)).hexdigest()
     if use_cache:
         t0 = time.perf_counter()
@@ -97,14 +108,17 @@ def _analyze(fn, args, mesh, partitioner, axis_type, timeout, pool, use_cache, c
             if hit is not None:
                 _cache.move_to_end(key)
         if hit is not None:
-            return hit.with_timing(Timing(hit.timing.lower_s, hit.timing.compile_s, cached=True,
-                                          lookup_s=time.perf_counter() - t0))
+            return hit.with_timing(replace(hit.timing, cached=True,
+                                           lookup_s=time.perf_counter() - t0))
 
     if cache_only:
         return None
     message = {"op": "compile", "fn": fn_bytes, "args": args, "mesh": mesh_spec,
-               "partitioner": partitioner, "sys_path": list(sys.path)}
-    raw = (pool or default_pool()).run(mesh_spec.device_count, message, timeout)
+               "partitioner": partitioner, "sys_path": list(sys.path), "measure": measure,
+               "tpu_topology": tpu_topology}
+    # TPU compiles need no local devices: one shared worker with libtpu loaded serves them all.
+    worker_key = "tpu" if tpu_topology else mesh_spec.device_count
+    raw = (pool or default_pool()).run(worker_key, message, timeout)
     report = build_report(raw, mesh_spec, partitioner)
     if use_cache:
         with _cache_lock:

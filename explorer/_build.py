@@ -39,7 +39,7 @@ def build_report(raw: dict, mesh: MeshSpec, partitioner: str) -> Report:
         tensors=tuple(tensors),
         memory=Memory(**raw["memory"]) if raw.get("memory") else None,
         cost=_cost(raw.get("cost"), collectives, notes),
-        timing=Timing(raw["lower_s"], raw["compile_s"]),
+        timing=_timing(raw),
         stablehlo=raw["stablehlo"],
         propagated_hlo=raw.get("propagated", ""),
         optimized_hlo=raw["optimized"],
@@ -217,3 +217,9 @@ def _cost(cost: dict | None, collectives, notes: list[str]) -> Cost:
         notes = notes + [f"cost_analysis() has no {', '.join(missing)}"]
     return Cost(cost.get("flops"), cost.get("bytes accessed"), cost.get("transcendentals"),
                 total, cost.get("optimal_seconds"), tuple(notes))
+
+
+def _timing(raw: dict) -> Timing:
+    measured = raw.get("measured") or {}
+    return Timing(raw["lower_s"], raw["compile_s"], measured_s=measured.get("seconds"),
+                  measured_on=measured.get("on", ""), measure_note=measured.get("note", ""))

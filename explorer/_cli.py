@@ -54,6 +54,12 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--mapping", metavar="AXES",
                    help="place mesh axes on the target's links, e.g. data=node,model=gpu "
                    "(default: innermost mesh axes on the fastest links)")
+    a.add_argument("--measure", action="store_true",
+                   help="also run the program on random inputs and time it (on fake CPU "
+                   "devices this times this CPU; skipped over 1 GiB of inputs per device)")
+    a.add_argument("--tpu-topology", metavar="GEN:SHAPE",
+                   help="compile ahead of time for a TPU slice, e.g. v5e:4x4 or v4:16x16x16 "
+                   "(needs the tpu extra; the mesh's device count must equal the chips)")
     a.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])
     a.add_argument("--axis-type", default="auto", choices=["auto", "explicit"])
     a.add_argument("--timeout", type=float, default=None, help="compile time limit, seconds")
@@ -121,7 +127,8 @@ def _analyze(args) -> int:
                               preset=args.preset, rules=args.rules,
                               activations=_key_values(args.activation, "--activation"),
                               partitioner=args.partitioner, axis_type=args.axis_type,
-                              timeout=args.timeout, target=args.target, mapping=args.mapping)
+                              timeout=args.timeout, target=args.target, mapping=args.mapping,
+                              measure=args.measure, tpu_topology=args.tpu_topology)
     if args.json:
         print(json.dumps(report.to_dict(texts=bool(args.hlo))))
     else:

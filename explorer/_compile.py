@@ -23,12 +23,21 @@ def _is_spec(x) -> bool:
     return isinstance(x, TensorSpec)
 
 
-def build_mesh(mesh_spec):
+def tpu_devices(topology: str):
+    """The devices of a TPU topology such as "v5e:4x4", for compiling without a TPU (libtpu)."""
+    from jax.experimental import topologies
+
+    # v4 chips have two TensorCores; "megacore" makes each chip one device, as jax does on v4.
+    extra = {"chip_config_name": "megacore"} if topology.startswith("v4:") else {}
+    return list(topologies.get_topology_desc(topology, "tpu", **extra).devices)
+
+
+def build_mesh(mesh_spec, devices=None):
     import jax
     import numpy as np
     from jax.sharding import AxisType, Mesh
 
-    devices = jax.devices()
+    devices = jax.devices() if devices is None else devices
     if len(devices) < mesh_spec.device_count:
         raise RuntimeError(f"worker has {len(devices)} devices, mesh needs "
                            f"{mesh_spec.device_count}")
@@ -53,10 +62,11 @@ def _hlo_sharding_text(sharding, ndim: int) -> str:
         return "{replicated}"
 
 
-def compile_request(fn, args, mesh_spec, partitioner: str) -> dict:
+def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | None = None,
+                    measure: bool = False, measure_cap: int = 1 << 30) -> dict:
     import jax
 
-    mesh = build_mesh(mesh_spec)
+    mesh = build_mesh(mesh_spec, tpu_devices(tpu_topology) if tpu_topology else None)
     jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
     structs = jax.tree.map(lambda s: _struct(s, mesh), args, is_leaf=_is_spec)
     # keep_unused so that HLO parameter i is always the i-th input tensor.
@@ -70,7 +80,8 @@ def compile_request(fn, args, mesh_spec, partitioner: str) -> dict:
     try:
         compiled = lowered.compile(compiler_options={"xla_dump_to": dump, **_DUMP_OPTIONS})
         t2 = time.perf_counter()
-        propagated = _read_first(dump, "*before_spmd-partitioning.txt")
+        # CPU: "...before_spmd-partitioning.txt"; TPU: "...before_tpu-spmd-partitioning.txt".
+        propagated = _read_first(dump, "*before_*spmd-partitioning.txt")
     finally:
         shutil.rmtree(dump, ignore_errors=True)
 
@@ -85,7 +96,14 @@ def compile_request(fn, args, mesh_spec, partitioner: str) -> dict:
         name = "out" + jax.tree_util.keystr(path)
         outputs.append((name, tuple(info.shape), str(info.dtype),
                         _hlo_sharding_text(sh, len(info.shape))))
+    if tpu_topology:
+        measured = {"note": "not measured: compiled ahead of time for a TPU that is not here"}
+    elif measure:
+        measured = _measure(compiled, args, mesh, measure_cap)
+    else:
+        measured = None
     return {
+        "measured": measured,
         "stablehlo": lowered.as_text(),
         "propagated": propagated,
         "optimized": compiled.as_text(),
@@ -95,7 +113,7 @@ def compile_request(fn, args, mesh_spec, partitioner: str) -> dict:
         "cost": _cost(compiled),
         "lower_s": t1 - t0,
         "compile_s": t2 - t1,
-        "backend": jax.devices()[0].platform,
+        "backend": f"tpu {tpu_topology}" if tpu_topology else jax.devices()[0].platform,
     }
 
 
@@ -127,3 +145,62 @@ def _cost(compiled) -> dict | None:
     if isinstance(c, list | tuple):  # older jax returned one dict per program
         c = c[0] if c else None
     return {k: float(v) for k, v in c.items()} if c else None
+
+
+MEASURE_WARMUP = 2
+MEASURE_RUNS = 5
+
+
+def _measure(compiled, args, mesh, cap: int) -> dict:
+    """Run the compiled program on random inputs: warm-up, then the median of several runs.
+
+    On fake CPU devices this times the CPU, and says so; it is never a prediction."""
+    import statistics
+
+    import jax
+
+    leaves = jax.tree.leaves(args, is_leaf=_is_spec)
+    per_device = sum(s.nbytes // _split(s, mesh) for s in leaves)
+    devices = mesh.devices.flat
+    where = f"{mesh.devices.size} {next(iter(devices)).platform} device(s) of this host"
+    if per_device > cap:
+        return {"note": f"not measured: inputs need {per_device} bytes per device, over the "
+                        f"cap of {cap} bytes"}
+    key = iter(jax.random.split(jax.random.key(0), max(len(leaves), 1)))
+    arrays = jax.tree.map(lambda s: _random(s, mesh, next(key)), args, is_leaf=_is_spec)
+    for _ in range(MEASURE_WARMUP):
+        jax.block_until_ready(compiled(*arrays))
+    times = []
+    for _ in range(MEASURE_RUNS):
+        t0 = time.perf_counter()
+        jax.block_until_ready(compiled(*arrays))
+        times.append(time.perf_counter() - t0)
+    return {"seconds": statistics.median(times), "runs": MEASURE_RUNS, "on": where}
+
+
+def _split(spec: TensorSpec, mesh) -> int:
+    """Into how many pieces the spec splits the tensor on this mesh."""
+    from ._spec import entry_axes
+
+    n = 1
+    for entry in spec.spec:
+        for axis in entry_axes(entry):
+            n *= mesh.shape[axis]
+    return n
+
+
+def _random(spec: TensorSpec, mesh, key):
+    """A random array made directly in its sharded layout (never whole on the host)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    sharding = NamedSharding(mesh, PartitionSpec(*spec.spec))
+    dtype = jnp.dtype(spec.dtype)
+    if jnp.issubdtype(dtype, jnp.floating):
+        make = lambda k: jax.random.normal(k, spec.shape, dtype)  # noqa: E731
+    elif dtype == jnp.bool_:
+        make = lambda k: jax.random.bernoulli(k, 0.5, spec.shape)  # noqa: E731
+    else:   # integers are often indices (token ids): keep them small and valid
+        make = lambda k: jax.random.randint(k, spec.shape, 0, 2, dtype)  # noqa: E731
+    return jax.jit(make, out_shardings=sharding)(key)

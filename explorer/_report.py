@@ -116,6 +116,11 @@ class Timing:
     compile_s: float
     cached: bool = False
     lookup_s: float = 0.0        # time to answer from the cache, when cached
+    # A real run of the compiled program, when asked for: median seconds and where it ran
+    # ("8 cpu device(s) of this host": the CPU, never a prediction for a target).
+    measured_s: float | None = None
+    measured_on: str = ""
+    measure_note: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -64,6 +64,14 @@ def summary(report: Report) -> str:
     lines += [f"note: {n}" for n in c.notes]
     lines.append(f"lower {t.lower_s * 1e3:.0f} ms, compile {t.compile_s * 1e3:.0f} ms"
                  + (" (cached)" if t.cached else ""))
+    if t.measured_s is not None:
+        lines.append(f"measured: {t.measured_s * 1e3:.2f} ms per step on {t.measured_on} "
+                     "(median of runs after warm-up; this machine, not a prediction)")
+    elif t.measure_note:
+        lines.append(t.measure_note)
+    if c.xla_optimal_seconds is not None:
+        lines.append(f"XLA's own estimate for {report.backend}: "
+                     f"{c.xla_optimal_seconds * 1e6:.1f} us per step (optimal_seconds)")
     if report.estimate is not None:
         lines += ["", "Predicted (analytical model, not a measurement)", report.estimate.text()]
     return "\n".join(lines)

@@ -38,9 +38,10 @@ def _worker_env(device_count: int) -> dict:
 
 
 class Worker:
-    """One child process with a fixed device count."""
+    """One child process with a fixed device count ("tpu": one CPU device, for TPU AOT)."""
 
-    def __init__(self, device_count: int):
+    def __init__(self, key: int | str):
+        device_count = 1 if key == "tpu" else key
         self.device_count = device_count
         parent_sock, child_sock = socket.socketpair()
         self._log = tempfile.TemporaryFile(mode="w+b")
@@ -99,19 +100,20 @@ class WorkerPool:
         self._workers: dict[int, Worker] = {}
         self._lock = threading.Lock()
 
-    def _get(self, device_count: int) -> Worker:
+    def _get(self, key: int | str) -> Worker:
         with self._lock:
-            worker = self._workers.pop(device_count, None)
+            worker = self._workers.pop(key, None)
             if worker is None or not worker.alive():
-                worker = Worker(device_count)
-            self._workers[device_count] = worker     # re-insert: most recently used last
+                worker = Worker(key)
+            self._workers[key] = worker     # re-insert: most recently used last
             while len(self._workers) > self.max_workers:
                 oldest = next(iter(self._workers))
                 self._workers.pop(oldest).kill()
             return worker
 
-    def run(self, device_count: int, message: dict, timeout: float | None = None) -> dict:
-        worker = self._get(device_count)
+    def run(self, key: int | str, message: dict, timeout: float | None = None) -> dict:
+        """Send `message` to the worker for `key` (a device count, or "tpu")."""
+        worker = self._get(key)
         with worker.lock:
             reply = worker.request(message, self.timeout if timeout is None else timeout)
         if not reply["ok"]:
@@ -167,7 +169,8 @@ def _serve(conn: Connection) -> None:
                         sys.path.append(path)
                 fn = cloudpickle.loads(message["fn"])
                 result = compile_request(fn, message["args"], message["mesh"],
-                                         message["partitioner"])
+                                         message["partitioner"], message.get("tpu_topology"),
+                                         message.get("measure", False))
             reply = {"ok": True, "result": result}
         except Exception as e:  # the program, not the worker, failed: report it and go on
             reply = {"ok": False, "error": _describe(e)}

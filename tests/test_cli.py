@@ -132,3 +132,11 @@ def test_app_command_serves_voila_and_prints_its_url():
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_measure_and_tpu_topology_flags():
+    p = run("analyze", "--workload", "matmul", "--mesh", "model=4", "--measure")
+    assert p.returncode == 0, p.stderr
+    assert "measured:" in p.stdout and "4 cpu device(s) of this host" in p.stdout
+    p = run("analyze", "--workload", "matmul", "--mesh", "model=4", "--tpu-topology", "v5e:4x4")
+    assert p.returncode == 2 and "has 16 chips but mesh 'model=4' has 4" in p.stderr
