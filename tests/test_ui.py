@@ -159,3 +159,40 @@ def test_target_adds_predictions_and_a_wrong_size_target_is_flagged():
         assert app.target_error.value == ""
     finally:
         app.close()
+
+
+def test_preset_places_unpinned_tensors_and_picks_win():
+    app = Explorer(workload="transformer", mesh="data=2,model=4", preset="megatron",
+                   debounce=None)
+    try:
+        # Megatron: q/k/v split by heads over model, the output projection by heads too,
+        # the MLP column- then row-parallel (rules heads=model, mlp=model, batch=data).
+        assert app.spec_rows["wq"].spec == (None, "model", None)
+        assert app.spec_rows["w1"].spec == (None, "model")
+        assert app.spec_rows["w2"].spec == ("model", None)
+        assert ("all-reduce", ("model",)) in {(c.kind, c.axes) for c in app.report.collectives}
+        # A pick pins that tensor: it survives recompiles and wins over the preset.
+        app.spec_rows["w2"].pickers[0].value = "None"
+        assert "w2" in app.pinned and app.report.tensor("w2").spec == (None, None)
+        assert app.report.tensor("w1").spec == (None, "model")
+        # A new preset releases the picks.
+        app.preset_w.value = "dp"
+        assert not app.pinned and app.spec_rows["w1"].spec == (None, None)
+        # A preset needing an axis the mesh lacks is reported on the preset.
+        app.preset_w.value = "ep"
+        assert "expert" in unescape(app.layout_error.value)
+        assert "explorer-stale" in app.tabs._dom_classes
+        app.preset_w.value = ""
+        app.rules_w.value = "batch=data,mlp=model"
+        assert app.spec_rows["w1"].spec == (None, "model")
+        app.rules_w.value = "batch=dta"
+        assert "dta" in unescape(app.layout_error.value)
+    finally:
+        app.close()
+
+
+def test_measure_checkbox_shows_a_labelled_measured_time(app):
+    app.measure_w.value = True
+    assert app.report.timing.measured_s > 0
+    assert "Measured" in app.timing.text.value
+    assert "8 cpu device(s) of this host" in app.timing.text.value

@@ -19,6 +19,7 @@ from .._costmodel import check_mapping, default_mapping
 from .._errors import ExplorerError, MeshError, SpecError, WorkloadError
 from .._hardware import get_target, targets
 from .._mesh import parse_mesh
+from .._presets import PRESETS, check_planned, get_preset, plan
 from .._report import Report
 from .._spec import check_spec, normalize_spec
 from .._workloads import WORKLOADS, analyze_workload, get_workload
@@ -48,6 +49,7 @@ STYLE = """<style>
 mark.explorer-hlo-collective { background: #dbeafe; }
 mark.explorer-hlo-selected { background: #fde047; }
 .explorer-status { font-size: 13px; }
+.explorer-pinned code { font-weight: bold; }
 </style>"""
 
 
@@ -67,7 +69,7 @@ class Explorer:
 
     def __init__(self, workload: str = "mlp", mesh="data=2,model=4", specs=None, params=None,
                  partitioner: str = "shardy", target: str = "", mapping: str = "",
-                 debounce: float | None = 0.3, pool=None):
+                 preset: str = "", rules: str = "", debounce: float | None = 0.3, pool=None):
         self.debounce, self.pool = debounce, pool
         self.report: Report | None = None
         self.error: str | None = None
@@ -88,6 +90,17 @@ class Explorer:
                                       self._edited)
         self.specs_box = w.VBox()
         self.spec_rows: dict[str, SpecRow] = {}
+        # Tensors whose picker the user set: their spec wins over the preset and rules; the
+        # other pickers show what the preset and rules resolve to.
+        self.pinned: set[str] = set(specs or {})
+        if preset:
+            get_preset(preset)
+        self.preset_w = w.Dropdown(options=[("— none —", "")] + [(n, n) for n in PRESETS],
+                                   value=preset, description="preset")
+        self.rules_w = w.Text(value=rules, description="rules", continuous_update=False,
+                              placeholder="e.g. batch=data,mlp=model,opt:embed=data")
+        self.layout_error = w.HTML()
+        self.layout_error.add_class("explorer-error")
         self.partitioner_w = w.ToggleButtons(options=[("Shardy", "shardy"), ("GSPMD", "gspmd")],
                                              value=partitioner, description="partitioner",
                                              style={"button_width": "70px"})
@@ -97,6 +110,8 @@ class Explorer:
                                    value=target, description="target")
         self.mapping_w = w.Text(value=mapping, description="mapping", continuous_update=False,
                                 placeholder="default, e.g. data=node,model=gpu")
+        self.measure_w = w.Checkbox(value=False, description="measure a real run (this CPU)",
+                                    indent=False)
         self.target_error = w.HTML()
         self.target_error.add_class("explorer-error")
         self.status = w.HTML()
@@ -118,9 +133,10 @@ class Explorer:
             self.tabs.set_title(i, title)
 
         sidebar = w.VBox([self.workload_w, self.params_box, self.params_error,
-                          self.mesh_editor.widget, w.HTML("<b>Specs</b> (per dimension)"),
+                          self.mesh_editor.widget, self.preset_w, self.rules_w,
+                          self.layout_error, w.HTML("<b>Specs</b> (per dimension)"),
                           self.specs_box, self.partitioner_w, self.target_w, self.mapping_w,
-                          self.target_error, self.status, self.error_w],
+                          self.target_error, self.measure_w, self.status, self.error_w],
                          layout=w.Layout(width="440px"))
         header = w.HTML(STYLE + "<h3 style='margin:4px 0'>sharding-explorer</h3>")
         self.widget = w.AppLayout(header=header, left_sidebar=sidebar, center=self.tabs,
@@ -128,8 +144,10 @@ class Explorer:
         self.widget.add_class("explorer-app")
 
         self.workload_w.observe(lambda _: self._workload_changed(), "value")
-        for wid in (self.partitioner_w, self.target_w, self.mapping_w):
+        for wid in (self.partitioner_w, self.target_w, self.mapping_w, self.measure_w):
             wid.observe(lambda _: self._edited(), "value")
+        for wid in (self.preset_w, self.rules_w):
+            wid.observe(lambda _: self._layout_changed(), "value")
         specs = {n: normalize_spec(s, tensor=n) for n, s in (specs or {}).items()}
         self._build_workload(params or {}, specs)
         # The first result is computed before the cell returns, so the app appears complete.
@@ -171,7 +189,8 @@ class Explorer:
         axis_names = tuple(n for n, _ in self.mesh_editor.axes)
         old = {n: r.spec for n, r in self.spec_rows.items()}
         self.spec_rows = {
-            n: SpecRow(n, shape, axis_names, specs.get(n, old.get(n, ())), self._edited)
+            n: SpecRow(n, shape, axis_names, specs.get(n, old.get(n, ())),
+                       lambda n=n: self._picked(n))
             for n, shape in shapes.items()}
         self.specs_box.children = [r.widget for r in self.spec_rows.values()]
 
@@ -181,7 +200,22 @@ class Explorer:
         return {k: wid.value for k, wid in zip(workload.defaults, self.params_box.children,
                                                 strict=True)}
 
+    def _picked(self, tensor: str) -> None:
+        if self._muted:
+            return
+        self.pinned.add(tensor)
+        self.spec_rows[tensor].widget.add_class("explorer-pinned")
+        self._edited()
+
+    def _layout_changed(self) -> None:
+        """A new preset or rules re-place every tensor: the user's picks are released."""
+        self.pinned.clear()
+        for row in self.spec_rows.values():
+            row.widget.remove_class("explorer-pinned")
+        self._edited()
+
     def _workload_changed(self) -> None:
+        self.pinned.clear()
         self.spec_rows = {}
         self._build_workload({}, {})
         self._edited()
@@ -203,7 +237,7 @@ class Explorer:
         for row in self.spec_rows.values():
             row.error.value = ""
         self.mesh_editor.error.value = self.params_error.value = self.error_w.value = ""
-        self.target_error.value = ""
+        self.target_error.value = self.layout_error.value = ""
         try:
             mesh = parse_mesh(self.mesh_editor.text)
         except MeshError as e:
@@ -218,8 +252,17 @@ class Explorer:
         except ExplorerError as e:
             self.params_error.value = html.escape(str(e))
             raise
-        specs = {n: r.spec for n, r in self.spec_rows.items()}
-        tensors = workload.tensors(params, specs)
+        specs = {n: r.spec for n, r in self.spec_rows.items() if n in self.pinned}
+        preset, rules = self.preset_w.value or None, self.rules_w.value.strip() or None
+        try:
+            layout = plan(workload, params, mesh, specs, preset, rules)
+        except ExplorerError as e:
+            self.layout_error.value = html.escape(str(e))
+            raise
+        for n, row in self.spec_rows.items():
+            if n not in self.pinned:
+                row.set_spec(layout.specs.get(n, ()))
+        tensors = workload.tensors(params, layout.specs)
         failed = None
         for t in tensors:
             try:
@@ -229,6 +272,11 @@ class Explorer:
                 failed = failed or e
         if failed:
             raise failed
+        try:
+            check_planned(tensors, layout, mesh)   # the constraint points the rules place
+        except SpecError as e:
+            self.layout_error.value = html.escape(str(e))
+            raise
         try:
             mesh.check_device_limit(2048)
             if workload.check is not None:
@@ -250,7 +298,8 @@ class Explorer:
                 self.target_error.value = html.escape(str(e))
                 raise
         return dict(name=self.workload_w.value, mesh=mesh, specs=specs, params=params,
-                    partitioner=self.partitioner_w.value, target=target, mapping=mapping)
+                    preset=preset, rules=rules, partitioner=self.partitioner_w.value,
+                    target=target, mapping=mapping, measure=self.measure_w.value)
 
     def _edited(self, wait: bool = False) -> None:
         if self._muted:
@@ -279,8 +328,10 @@ class Explorer:
 
     def _compile(self, request, cache_only=False):
         return analyze_workload(request["name"], request["mesh"], specs=request["specs"],
-                                params=request["params"], partitioner=request["partitioner"],
+                                params=request["params"], preset=request["preset"],
+                                rules=request["rules"], partitioner=request["partitioner"],
                                 target=request["target"], mapping=request["mapping"],
+                                measure=request["measure"],
                                 pool=self.pool, cache_only=cache_only)
 
     def _run(self, request):
@@ -324,7 +375,7 @@ class Explorer:
         self.error = message
         if not any(r.error.value for r in self.spec_rows.values()) and not (
                 self.mesh_editor.error.value or self.params_error.value
-                or self.target_error.value):
+                or self.target_error.value or self.layout_error.value):
             self.error_w.value = html.escape(message)
         self.tabs.add_class("explorer-stale")
         self._set_status("⚠ error: fix the highlighted input"

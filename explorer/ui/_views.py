@@ -175,6 +175,7 @@ def timing_html(report: Report) -> str:
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in c.notes)
     parts = [f"<p><b>Compile</b> (measured on {report.backend}): lower {t.lower_s * 1e3:.0f} ms, "
              f"compile {t.compile_s * 1e3:.0f} ms{cached}.</p>",
+             _measured_html(t),
              f"<p><b>Cost per device</b> (XLA cost_analysis of the {report.backend} program): "
              f"{flops} flops, {human_bytes(c.bytes_accessed)} accessed; collectives move "
              f"{human_bytes(c.collective_bytes)}.</p>"]
@@ -192,6 +193,16 @@ def timing_html(report: Report) -> str:
             f"communication {format_seconds(est.comm_seconds)}.</p>")
         notes += "".join(f"<li>{html.escape(n)}</li>" for n in est.notes)
     return f"<div class='explorer-timing-body'>{''.join(parts)}<ul>{notes}</ul></div>"
+
+
+def _measured_html(t) -> str:
+    if t.measured_s is not None:
+        return (f"<p class='explorer-measured'><b>Measured</b>: {t.measured_s * 1e3:.2f} ms per "
+                f"step on {html.escape(t.measured_on)} (median after warm-up; this machine, "
+                "not the target).</p>")
+    if t.measure_note:
+        return f"<p class='explorer-measured'>{html.escape(t.measure_note)}</p>"
+    return ""
 
 
 class TimingView:
