@@ -196,3 +196,19 @@ def test_measure_checkbox_shows_a_labelled_measured_time(app):
     assert app.report.timing.measured_s > 0
     assert "Measured" in app.timing.text.value
     assert "8 cpu device(s) of this host" in app.timing.text.value
+
+
+def test_pipeline_schedule_is_drawn_with_its_bubble():
+    app = Explorer(workload="pipeline", mesh="stage=4", preset="pp", debounce=None,
+                   params={"microbatches": 4})
+    try:
+        assert app.timing.schedule_box.layout.display == ""
+        fwd = app.timing.schedule.data[0]
+        # GPipe, S=4 stages, M=4 microbatches: 16 forwards; bubble (S-1)/(M+S-1) = 3/7.
+        assert len(fwd.x) == 16
+        assert "bubble 43%" in app.timing.schedule.layout.title.text
+        app.params_box.children[5].value = "1f1b"          # schedule
+        assert app.report.workload["params"]["schedule"] == "1f1b"
+        assert "1f1b schedule" in app.timing.schedule.layout.title.text
+    finally:
+        app.close()

@@ -220,11 +220,22 @@ class TimingView:
                                     yaxis=dict(type="log", title="FLOP/s per device"),
                                     showlegend=False)
         self.box = w.Box([self.roofline], layout=w.Layout(display="none"))
-        self.widget = w.VBox([self.text, self.box])
+        # A pipeline's schedule as a timeline: one row per stage, forward and backward bars.
+        self.schedule = go.FigureWidget()
+        for phase, colour in (("F", "#4c78a8"), ("B", "#f58518")):
+            self.schedule.add_bar(name="forward" if phase == "F" else "backward",
+                                  orientation="h", marker_color=colour, textposition="inside")
+        self.schedule.update_layout(barmode="overlay", height=220, bargap=0.2,
+                                    margin=dict(l=60, r=10, t=40, b=40),
+                                    xaxis_title="time (units of one stage forward)",
+                                    yaxis=dict(autorange="reversed", title="stage"))
+        self.schedule_box = w.Box([self.schedule], layout=w.Layout(display="none"))
+        self.widget = w.VBox([self.text, self.box, self.schedule_box])
         self.widget.add_class("explorer-timing")
 
     def update(self, report: Report) -> None:
         self.text.value = timing_html(report)
+        self._draw_schedule(report.workload or {})
         point = _roofline_point(report)
         self.box.layout.display = "" if point else "none"
         if not point:
@@ -240,6 +251,24 @@ class TimingView:
             self.roofline.layout.title.text = (
                 f"roofline of one {report.estimate.target} device ({report.estimate.dtype})")
         keep_state(self.roofline)
+
+
+    def _draw_schedule(self, info: dict) -> None:
+        entries = info.get("schedule")
+        self.schedule_box.layout.display = "" if entries else "none"
+        if not entries:
+            return
+        with self.schedule.batch_update():
+            for bar, phase in zip(self.schedule.data, ("F", "B"), strict=True):
+                mine = [e for e in entries if e["phase"] == phase]
+                bar.base = [e["start"] for e in mine]
+                bar.x = [e["end"] - e["start"] for e in mine]
+                bar.y = [f"s{e['stage']}" for e in mine]
+                bar.text = [str(e["microbatch"]) for e in mine]
+            self.schedule.layout.title.text = (
+                f"{info['params'].get('schedule', '')} schedule: bubble "
+                f"{info['bubble_fraction']:.0%} of stage time")
+        keep_state(self.schedule)
 
 
 def _roofline_point(report: Report):
