@@ -24,13 +24,13 @@ mlp and keeps seq whole, because the mlp rule comes first.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ._errors import ExplorerError, choices
 from ._mesh import MeshSpec
 from ._spec import Entry, entry_axes, format_entry
+from ._tokens import tokenize
 
 # The logical dimension names of the built-in workloads (t5x/MaxText vocabulary). `kv` is the
 # per-head dimension, `mlp` the feed-forward hidden dimension, `capacity` the per-expert token
@@ -99,25 +99,13 @@ class Rules:
                         mesh=mesh)
 
 
-_TOKEN = re.compile(r"\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)|'(?P<sq>[^']*)'|\"(?P<dq>[^\"]*)\""
-                    r"|(?P<punct>[(),=:]))")
-
-
 def _tokens(text: str) -> list[tuple[str, str]]:
-    pos, out, text = 0, [], text.rstrip()
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if not m:
-            raise RuleError(f"cannot read rules {text!r} at {text[pos:].strip()!r}: expected "
-                            "NAME=AXES items separated by ',' (e.g. batch=data,mlp=model)")
-        pos = m.end()
-        if m["punct"]:
-            out.append(("punct", m["punct"]))
-        elif m["name"] is not None:
-            out.append(("name", m["name"]))
-        else:
-            out.append(("name", m["sq"] if m["sq"] is not None else m["dq"]))
-    return out
+    def fail(rest):
+        raise RuleError(f"cannot read rules {text!r} at {rest!r}: expected NAME=AXES items "
+                        "separated by ',' (e.g. batch=data,mlp=model)")
+
+    # A quoted axis is still a name here.
+    return [("name" if k == "quoted" else k, v) for k, v in tokenize(text, fail)]
 
 
 def _check_name(name: str, kind: str | None, known: Iterable[str], text: str) -> None:

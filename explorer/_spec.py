@@ -7,7 +7,6 @@ never handed to eval, because it comes from users' widgets and command lines.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from math import prod
 
@@ -21,6 +20,7 @@ from ._errors import (
     choices,
 )
 from ._mesh import MeshSpec
+from ._tokens import tokenize
 
 Entry = None | str | tuple[str, ...]
 
@@ -111,26 +111,16 @@ def normalize_spec(spec, tensor: str | None = None) -> tuple[Entry, ...]:
     return tuple(entries)
 
 
-_TOKEN = re.compile(r"\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)|'(?P<sq>[^']*)'|\"(?P<dq>[^\"]*)\""
-                    r"|(?P<punct>[(),]))")
-
-
 def _tokens(text: str, tensor: str | None):
-    pos, out = 0, []
-    text = text.rstrip()
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if not m:
-            raise SpecError(f"cannot read spec {text!r} at {text[pos:].strip()!r}: expected an "
-                            "axis name, None, _, '(' ,')' or ','", tensor=tensor)
-        pos = m.end()
-        if m["punct"]:
-            out.append(("punct", m["punct"]))
-        elif m["name"] is not None:
-            out.append(("name", m["name"]))
-        else:
-            out.append(("quoted", m["sq"] if m["sq"] is not None else m["dq"]))
-    return out
+    def fail(rest):
+        raise SpecError(f"cannot read spec {text!r} at {rest!r}: expected an axis name, None, "
+                        "_, '(' ,')' or ','", tensor=tensor)
+
+    toks = tokenize(text, fail)
+    bad = next((v for k, v in toks if k == "punct" and v in "=:"), None)
+    if bad:
+        fail(text[text.index(bad):].strip())
+    return toks
 
 
 def parse_spec(text: str, tensor: str | None = None) -> tuple[Entry, ...]:

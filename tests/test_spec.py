@@ -34,7 +34,7 @@ def test_parse_spec(text, expected):
 
 
 @pytest.mark.parametrize("text", ["data,,", "P('data'", "(data,None", "data model", "1,2",
-                                  "__import__('os')", "data;rm"])
+                                  "__import__('os')", "data;rm", "data=2", "a:b"])
 def test_parse_spec_rejects_with_the_text(text):
     with pytest.raises(SpecError) as e:
         parse_spec(text)

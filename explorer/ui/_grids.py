@@ -92,28 +92,30 @@ def _mesh_labels(report: Report):
     return y, x
 
 
+def _device_grid(report: Report, key, text, hover, title: str) -> Grid:
+    """The mesh's device grid, cell d coloured by key[d] and labelled by text(d), hover(d)."""
+    rows, cols = _mesh_shape(report)
+    cells = [[r * cols + c for c in range(cols)] for r in range(rows)]
+    y, x = _mesh_labels(report)
+    return Grid([[int(key[d]) for d in row] for row in cells],
+                [[text(d) for d in row] for row in cells],
+                [[hover(d) for d in row] for row in cells], x, y, title)
+
+
 def mesh_grid(report: Report, name: str) -> Grid:
     """The device grid coloured by which block of tensor `name` each device holds."""
     t = report.tensor(name)
     tiling = tensor_tiling(report, t)
     tile_of = np.zeros(report.mesh.device_count, dtype=int)
-    arr = tiling.device_array().reshape(-1, tiling.replicas)
-    for tile, devs in enumerate(arr):
+    for tile, devs in enumerate(tiling.device_array().reshape(-1, tiling.replicas)):
         tile_of[devs] = tile
     ranges = shard_ranges(tiling, t.shape)
-    rows, cols = _mesh_shape(report)
-    z, text, hover = [], [], []
-    for r in range(rows):
-        z.append([]), text.append([]), hover.append([])
-        for c in range(cols):
-            d = r * cols + c
-            z[-1].append(int(tile_of[d]))
-            text[-1].append(f"d{d} b{tile_of[d]}")
-            rng = ranges.get(d)
-            hover[-1].append(f"device {d}: block {tile_of[d]} {_range_text(rng) if rng else ''}")
-    y, x = _mesh_labels(report)
     axes = " × ".join(report.mesh.names)
-    return Grid(z, text, hover, x, y, f"mesh ({axes}): block of {t.name} on each device")
+    return _device_grid(
+        report, tile_of, lambda d: f"d{d} b{tile_of[d]}",
+        lambda d: f"device {d}: block {tile_of[d]} "
+                  f"{_range_text(ranges[d]) if d in ranges else ''}",
+        f"mesh ({axes}): block of {t.name} on each device")
 
 
 def group_grid(report: Report, index: int) -> Grid:
@@ -122,16 +124,8 @@ def group_grid(report: Report, index: int) -> Grid:
     group_of = np.full(report.mesh.device_count, -1)
     for g, devs in enumerate(c.groups):
         group_of[list(devs)] = g
-    rows, cols = _mesh_shape(report)
-    z, text, hover = [], [], []
-    for r in range(rows):
-        z.append([]), text.append([]), hover.append([])
-        for col in range(cols):
-            d = r * cols + col
-            z[-1].append(int(group_of[d]))
-            text[-1].append(f"d{d} g{group_of[d]}" if group_of[d] >= 0 else f"d{d}")
-            hover[-1].append(f"device {d}: group {group_of[d]}")
-    y, x = _mesh_labels(report)
     title = (f"groups of {c.kind} over {','.join(c.axes) or 'no single axis set'} "
              f"({len(c.groups)} groups of {c.group_size})")
-    return Grid(z, text, hover, x, y, title)
+    return _device_grid(
+        report, group_of, lambda d: f"d{d} g{group_of[d]}" if group_of[d] >= 0 else f"d{d}",
+        lambda d: f"device {d}: group {group_of[d]}", title)
