@@ -127,3 +127,26 @@ def test_placement_view_draws_the_selected_tensor(page):
         ".some(e => e.textContent.startsWith('w2 float32[4096,1024]'))", timeout=30_000)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "app-placement.png"), full_page=True)
+
+
+def test_spec_edit_redraws_the_heatmap_and_the_dataflow_graph(page):
+    page.get_by_text("Placement", exact=True).click()
+    page.locator(".explorer-placement select").first.select_option(label="input: w1")
+    # w1 split by columns over data alone: one row of 2 blocks; block 0 is held first by d0,
+    # block 1 by d4 (devices are numbered row-major over data=2 × model=4).
+    pick(page, "w1", 0, "—")
+    pick(page, "w1", 1, "data")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.explorer-placement .js-plotly-plot')]"
+        ".some(e => e.layout.title.text.startsWith('w1 float32[1024,4096]  spec None,data'))",
+        timeout=60_000)
+    blocks = page.evaluate("() => document.querySelector('.explorer-placement .js-plotly-plot')"
+                           ".data[0].z")
+    assert blocks == [[0, 4]]
+    # The HLO tab's dataflow graph is drawn for the current program when shown.
+    page.get_by_text("HLO", exact=True).click()
+    page.wait_for_function(
+        "() => { const e = document.querySelector('.explorer-graph .js-plotly-plot');"
+        " return e && e.data[3].x && e.data[3].x.length > 0; }", timeout=30_000)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "app-hlo-graph.png"), full_page=True)

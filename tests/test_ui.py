@@ -212,3 +212,16 @@ def test_pipeline_schedule_is_drawn_with_its_bubble():
         assert "1f1b schedule" in app.timing.schedule.layout.title.text
     finally:
         app.close()
+
+
+def test_hlo_tab_draws_the_dataflow_graph_and_compare_tab_diffs_a_pin(app):
+    app.tabs.selected_index = 4                          # HLO
+    [c] = app.graph.graph.collectives
+    assert (c.kind, c.axes) == ("all-reduce", ("model",))
+    app.compare.pin_button.click()                       # pin the Megatron result as A
+    app.spec_rows["w1"].pickers[1].value = "None"
+    app.spec_rows["w2"].pickers[0].value = "None"        # B: replicated weights
+    comparison = app.compare.comparison
+    assert [x.kind for x in comparison.removed] == ["all-reduce"] and not comparison.added
+    # The all-reduce's V, 128 × 1024 × 4 bytes, is gone.
+    assert comparison.metric("collective bytes/device").delta == -524288

@@ -23,7 +23,9 @@ from .._presets import PRESETS, check_planned, get_preset, plan
 from .._report import Report
 from .._spec import check_spec, normalize_spec
 from .._workloads import WORKLOADS, analyze_workload, get_workload
+from ._compare import CompareView
 from ._editors import MeshEditor, SpecRow
+from ._graph import GraphView
 from ._grids import group_grid, mesh_grid, placement_grid
 from ._views import (
     CollectivesView,
@@ -33,6 +35,7 @@ from ._views import (
     collectives_html,
     draw_grid,
     hlo_html,
+    reattach_figures,
     tensor_options,
 )
 
@@ -43,14 +46,17 @@ STYLE = """<style>
 .explorer-table th, .explorer-table td { border-bottom: 1px solid #ddd; padding: 2px 8px;
   text-align: left; }
 .explorer-table tr.explorer-selected { background: #fff3c4; }
-.explorer-hlo-text { font-size: 11px; max-height: 520px; overflow: auto; line-height: 1.3;
-  white-space: pre; }
+.explorer-app pre.explorer-hlo-text { font-size: 11px; max-height: 520px; overflow: auto;
+  line-height: 1.3; white-space: pre; }
 .explorer-error, .explorer-timing-body p { line-height: 1.35; }
 mark.explorer-hlo-collective { background: #dbeafe; }
 mark.explorer-hlo-selected { background: #fde047; }
 .explorer-status { font-size: 13px; }
 .explorer-pinned code { font-weight: bold; }
 </style>"""
+
+
+TAB_TITLES = ["Placement", "Collectives", "Memory", "Timing", "HLO", "Compare"]
 
 
 def _running_loop():
@@ -119,18 +125,23 @@ class Explorer:
         self.error_w = w.HTML()
         self.error_w.add_class("explorer-error")
 
-        self.placement = PlacementView(lambda _: self._draw_placement())
+        self.placement = PlacementView(lambda _: self._draw_placement(refresh=True))
         self.collectives = CollectivesView(self._select_collective)
         self.memory = MemoryView()
         self.timing = TimingView()
         self.hlo_which = w.ToggleButtons(options=["optimized", "propagated", "stablehlo"])
-        self.hlo_which.observe(lambda _: self._draw_hlo(), "value")
+        self.hlo_which.observe(lambda _: (self._draw_hlo(), self._refresh_visible()), "value")
         self.hlo = w.HTML()
+        self.graph = GraphView()
+        self.compare = CompareView(lambda: self.report)
         self.tabs = w.Tab(children=[self.placement.widget, self.collectives.widget,
                                     self.memory.widget, self.timing.widget,
-                                    w.VBox([self.hlo_which, self.hlo])])
-        for i, title in enumerate(["Placement", "Collectives", "Memory", "Timing", "HLO"]):
+                                    w.VBox([self.hlo_which, self.graph.widget, self.hlo]),
+                                    self.compare.widget])
+        for i, title in enumerate(TAB_TITLES):
             self.tabs.set_title(i, title)
+        self.tabs.observe(self._tab_shown, "selected_index")
+
 
         sidebar = w.VBox([self.workload_w, self.params_box, self.params_error,
                           self.mesh_editor.widget, self.preset_w, self.rules_w,
@@ -404,10 +415,21 @@ class Explorer:
         self.collectives.table.value = collectives_html(report)
         self._draw_groups()
         self.memory.update(report)
+        self.compare.update(report)
         self.timing.update(report)
         self._draw_hlo()
+        self._refresh_visible()
 
-    def _draw_placement(self) -> None:
+    def _refresh_visible(self) -> None:
+        """New browser views, from the synced state, for the figures of the visible tab.
+
+        plotly 7's FigureWidget sends each redraw as a transient message that the browser can
+        miss (observed in Voila after edits compiled in the background); the synced state kept
+        by keep_state is always right, and new views are drawn from it."""
+        if self.tabs.selected_index is not None:
+            reattach_figures(self.tabs.children[self.tabs.selected_index])
+
+    def _draw_placement(self, refresh: bool = False) -> None:
         if self.report is None or self.placement.tensor.value is None:
             return
         n = self.report.mesh.device_count
@@ -415,6 +437,8 @@ class Explorer:
         draw_grid(self.placement.blocks, placement_grid(self.report, name), n)
         grid = mesh_grid(self.report, name)
         draw_grid(self.placement.mesh, grid, max(max(r) for r in grid.z) + 1)
+        if refresh:
+            self._refresh_visible()
 
     def _draw_groups(self) -> None:
         shown = self.report is not None and self.selected is not None
@@ -431,10 +455,17 @@ class Explorer:
         self.collectives.table.value = collectives_html(self.report, index)
         self._draw_groups()
         self._draw_hlo()
+        self._refresh_visible()
+
+    def _tab_shown(self, change) -> None:
+        if change["new"] is not None:
+            self._refresh_visible()
 
     def _draw_hlo(self) -> None:
-        if self.report is not None:
-            self.hlo.value = hlo_html(self.report, self.hlo_which.value, self.selected)
+        if self.report is None:
+            return
+        self.hlo.value = hlo_html(self.report, self.hlo_which.value, self.selected)
+        self.graph.update(self.report, self.selected)
 
     # ------------------------------------------------------------------ API for scripts
 

@@ -38,17 +38,35 @@ def _heatmap(height: int) -> go.FigureWidget:
     fig.update_layout(height=height, margin=dict(l=70, r=10, t=40, b=30),
                       yaxis=dict(autorange="reversed", type="category"),
                       xaxis=dict(type="category", side="top"), title=dict(font=dict(size=13)))
+    keep_state(fig)
     return fig
 
 
 def keep_state(fig: go.FigureWidget) -> None:
     """Store the figure's current data and layout in its synced widget state.
 
-    batch_update sends only transient restyle messages; a view created later (a page reload in
-    Voila, a figure inside a container shown after an update) renders the synced state instead,
-    which plotly refreshes only when a figure is displayed on its own."""
+    add_trace and batch_update send only transient messages, which a view that does not exist
+    yet never sees; a view created later (a page reload in Voila, a figure inside a container
+    displayed after it was built) renders the synced state instead, which plotly refreshes only
+    when a figure is displayed on its own. Call it after building and after every update."""
     fig._widget_data = deepcopy(fig._data)
     fig._widget_layout = deepcopy(fig._layout_obj._props)
+
+
+def reattach_figures(widget) -> None:
+    """Make the browser draw every figure under `widget` afresh from its synced state.
+
+    A figure's view in a hidden tab drops the restyle messages sent while it is hidden (seen in
+    Voila with plotly 7), so showing the tab would show stale data. Detaching and re-attaching
+    a container's children makes the browser create new views from the current synced state
+    (kept by keep_state); the figures themselves are not rebuilt."""
+    children = getattr(widget, "children", ())
+    if any(isinstance(c, go.FigureWidget) for c in children):
+        widget.children = ()
+        widget.children = children
+    for c in children:
+        if not isinstance(c, go.FigureWidget):
+            reattach_figures(c)
 
 
 def draw_grid(fig: go.FigureWidget, grid: Grid, colours: int) -> None:
@@ -137,6 +155,7 @@ class MemoryView:
             self.fig.add_bar(name=name, x=[0], y=["per device"], orientation="h")
         self.fig.update_layout(barmode="stack", height=220, margin=dict(l=90, r=10, t=40, b=40),
                                xaxis_title="bytes per device", title="memory per device")
+        keep_state(self.fig)
         self.text = w.HTML()
         self.widget = w.VBox([self.fig, self.text])
         self.widget.add_class("explorer-memory")
@@ -219,6 +238,7 @@ class TimingView:
                                     xaxis=dict(type="log", title="FLOPs per byte of HBM"),
                                     yaxis=dict(type="log", title="FLOP/s per device"),
                                     showlegend=False)
+        keep_state(self.roofline)
         self.box = w.Box([self.roofline], layout=w.Layout(display="none"))
         # A pipeline's schedule as a timeline: one row per stage, forward and backward bars.
         self.schedule = go.FigureWidget()
@@ -229,6 +249,7 @@ class TimingView:
                                     margin=dict(l=60, r=10, t=40, b=40),
                                     xaxis_title="time (units of one stage forward)",
                                     yaxis=dict(autorange="reversed", title="stage"))
+        keep_state(self.schedule)
         self.schedule_box = w.Box([self.schedule], layout=w.Layout(display="none"))
         self.widget = w.VBox([self.text, self.box, self.schedule_box])
         self.widget.add_class("explorer-timing")
