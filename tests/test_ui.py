@@ -225,3 +225,18 @@ def test_hlo_tab_draws_the_dataflow_graph_and_compare_tab_diffs_a_pin(app):
     assert [x.kind for x in comparison.removed] == ["all-reduce"] and not comparison.added
     # The all-reduce's V, 128 × 1024 × 4 bytes, is gone.
     assert comparison.metric("collective bytes/device").delta == -524288
+
+
+def test_rank_3_tensors_are_drawn_as_small_multiples():
+    from explorer import TensorSpec, analyze
+    from explorer.ui._grids import placement_grid
+
+    # x[8,4,16] split over data on dim 0 and model on dim 2: two panels (dim-0 blocks 0 and 1),
+    # each one row of 4 column blocks; devices are row-major over data=2 × model=4, so panel 0
+    # holds d0..d3 and panel 1 d4..d7, with an empty separator column between them.
+    r = analyze(lambda x: x * 2, TensorSpec("x", (8, 4, 16), spec="data,None,model"),
+                mesh="data=2,model=4")
+    g = placement_grid(r, "x")
+    assert g.z == [[0, 1, 2, 3, None, 4, 5, 6, 7]]
+    assert len(set(g.x_labels)) == len(g.x_labels)       # category labels stay distinct
+    assert g.hover[0][5].startswith("[1] block [4:8, 0:4, 0:4]")

@@ -48,33 +48,60 @@ def _range_text(ranges) -> str:
     return "[" + ", ".join(f"{a}:{b}" for a, b in ranges) + "]"
 
 
+FACETS_PER_ROW = 4
+
+
 def placement_grid(report: Report, name: str) -> Grid:
-    """The blocks of tensor `name`, each coloured by the first device holding it."""
+    """The blocks of tensor `name`, each coloured by the first device holding it.
+
+    The last two dimensions' blocks form a panel; a rank-3+ tensor gets one panel per block of
+    its leading dimensions (small multiples, FACETS_PER_ROW to a row, an empty cell between),
+    each labelled with its leading block index."""
     t = report.tensor(name)
     tiling = tensor_tiling(report, t)
     tiles = tiling.tiles or (1,)
-    holders = tiling.device_array().reshape(prod(tiles), -1)   # tile -> its devices
+    holders = tiling.device_array().reshape(*tiles, -1)      # block index -> its devices
     ranges = shard_ranges(tiling, t.shape)
-    cols = tiles[-1]
-    rows = prod(tiles[:-1]) if len(tiles) > 1 else 1
-    z, text, hover = [], [], []
-    for r in range(rows):
-        z.append([]), text.append([]), hover.append([])
-        for c in range(cols):
-            devs = sorted(int(d) for d in holders[r * cols + c])
-            z[-1].append(devs[0])
-            text[-1].append(_devices_label(devs))
+    panel = ((1,) + tuple(tiles))[-2:]                        # (rows, cols) of one panel
+    lead = tiles[:-2]
+    facets = list(np.ndindex(*lead)) if lead else [()]
+    per_row = min(FACETS_PER_ROW, len(facets))
+    n_rows = -(-len(facets) // per_row)
+    height, width = n_rows * (panel[0] + 1) - 1, per_row * (panel[1] + 1) - 1
+    z = [[None] * width for _ in range(height)]
+    text = [[""] * width for _ in range(height)]
+    hover = [[""] * width for _ in range(height)]
+    for f, facet in enumerate(facets):
+        top, left = (f // per_row) * (panel[0] + 1), (f % per_row) * (panel[1] + 1)
+        prefix = f"[{','.join(map(str, facet))}] " if lead else ""
+        for r, c in np.ndindex(*panel):
+            index = facet + ((r, c) if len(tiles) > 1 else (c,))
+            devs = sorted(int(d) for d in holders[index])
             rng = ranges.get(devs[0])
-            hover[-1].append(f"block {_range_text(rng) if rng else '[]'}<br>held by "
-                             f"{len(devs)} device(s): {', '.join(map(str, devs[:16]))}"
-                             + (" …" if len(devs) > 16 else ""))
-    lead = tiles[:-1]
-    y_labels = (["all"] if not lead else
-                [",".join(map(str, idx)) for idx in np.ndindex(*lead)])
-    x_labels = [str(c) for c in range(cols)]
+            z[top + r][left + c] = devs[0]
+            text[top + r][left + c] = _devices_label(devs)
+            hover[top + r][left + c] = (
+                f"{prefix}block {_range_text(rng) if rng else '[]'}<br>held by "
+                f"{len(devs)} device(s): {', '.join(map(str, devs[:16]))}"
+                + (" …" if len(devs) > 16 else ""))
+    # Category labels must be unique: a panel's rows and columns carry its position.
+    y_labels = [_axis_label(i, panel[0], facets[::per_row], lead) for i in range(height)]
+    x_labels = [_axis_label(j, panel[1], facets[:per_row], lead, row=False)
+                for j in range(width)]
     title = (f"{t.name} {t.dtype}[{','.join(map(str, t.shape))}]  spec {t.spec_text}  "
              f"shard [{','.join(map(str, t.shard_shape))}] ×{t.replicas} replicas")
     return Grid(z, text, hover, x_labels, y_labels, title)
+
+
+def _axis_label(i: int, size: int, facets, lead, row: bool = True) -> str:
+    """Label of grid row/column i: the block index in its panel, prefixed by the panel's."""
+    k, j = divmod(i, size + 1)
+    if j == size:
+        return " " * (k + 1)            # the empty separator between panels
+    if not lead:
+        return str(j)
+    facet = facets[k] if k < len(facets) else ()
+    return f"{','.join(map(str, facet))}|{j}" if row else f"{j} ({k})"
 
 
 def _mesh_shape(report: Report) -> tuple[int, int]:
