@@ -9,6 +9,7 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
 from explorer.ui import Explorer  # noqa: E402
+from explorer.ui._app import TAB_TITLES  # noqa: E402
 
 MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
 
@@ -20,6 +21,11 @@ def app():
     a.close()
 
 
+def show(app, title):
+    """Select a tab, as a user clicks it: only the visible tab is drawn."""
+    app.tabs.selected_index = TAB_TITLES.index(title)
+
+
 def mesh_size(app, axis, value):
     row = next(r for r in app.mesh_editor.rows.children if r.children[0].value == axis)
     row.children[1].value = value
@@ -28,6 +34,7 @@ def mesh_size(app, axis, value):
 def test_initial_result_is_the_megatron_all_reduce(app):
     [c] = app.report.collectives
     assert (c.kind, c.axes, c.bytes) == ("all-reduce", ("model",), 128 * 1024 * 4)
+    show(app, "Collectives")
     assert "all-reduce" in app.collectives.table.value
     assert "<td>model</td>" in app.collectives.table.value
     assert app.status.value.count("compiled") == 1 and "8 devices" in app.status.value
@@ -35,6 +42,7 @@ def test_initial_result_is_the_megatron_all_reduce(app):
 
 def test_changing_a_spec_picker_recompiles(app):
     # Replicate w1 and w2: the data-parallel forward pass needs no collective at all.
+    show(app, "Collectives")
     app.spec_rows["w1"].pickers[1].value = "None"
     app.spec_rows["w2"].pickers[0].value = "None"
     assert app.report.collectives == ()
@@ -104,13 +112,15 @@ def test_bad_param_value_is_reported_on_the_params(app):
 
 
 def test_selecting_a_collective_colours_its_groups_and_marks_its_hlo_line(app):
+    show(app, "Collectives")
     app.collectives.pick.value = 0
     assert app.collectives.groups_box.layout.display == ""
     z = app.collectives.groups.data[0].z
     # Two all-reduce groups over model: the rows of the 2x4 device grid.
     assert [list(r) for r in z] == [[0, 0, 0, 0], [1, 1, 1, 1]]
-    assert "explorer-hlo-selected" in app.hlo.value
     assert "explorer-selected" in app.collectives.table.value
+    show(app, "HLO")
+    assert "explorer-hlo-selected" in app.hlo.value
 
 
 def test_placement_heatmap_colours_blocks_by_device(app):
@@ -127,8 +137,11 @@ def test_placement_heatmap_colours_blocks_by_device(app):
 
 def test_memory_and_timing_views(app):
     m = app.report.memory
+    assert app.memory.fig.data[0].x == (0,)          # not drawn while its tab is hidden
+    show(app, "Memory")
     assert app.memory.fig.data[0].x == (m.arguments,)
     assert "total" in app.memory.text.value
+    show(app, "Timing")
     assert "compile" in app.timing.text.value and "flops" in app.timing.text.value
     assert "Pick a target" in app.timing.text.value
 
@@ -144,9 +157,12 @@ def test_target_adds_predictions_and_a_wrong_size_target_is_flagged():
                    debounce=None)
     try:
         assert app.report.estimate.target == "h100-8"
+        show(app, "Collectives")
         assert "est (h100-8)" in app.collectives.table.value
+        show(app, "Timing")
         assert "Predicted on h100-8" in app.timing.text.value
         assert app.timing.box.layout.display == ""            # the roofline is shown
+        show(app, "Memory")
         assert "Fits" in app.memory.text.value
         # 16 devices do not fit one 8-GPU node: the error names the targets that would.
         mesh_size(app, "data", 4)
@@ -192,6 +208,7 @@ def test_preset_places_unpinned_tensors_and_picks_win():
 
 
 def test_measure_checkbox_shows_a_labelled_measured_time(app):
+    show(app, "Timing")
     app.measure_w.value = True
     assert app.report.timing.measured_s > 0
     assert "Measured" in app.timing.text.value
@@ -202,6 +219,7 @@ def test_pipeline_schedule_is_drawn_with_its_bubble():
     app = Explorer(workload="pipeline", mesh="stage=4", preset="pp", debounce=None,
                    params={"microbatches": 4})
     try:
+        show(app, "Timing")
         assert app.timing.schedule_box.layout.display == ""
         fwd = app.timing.schedule.data[0]
         # GPipe, S=4 stages, M=4 microbatches: 16 forwards; bubble (S-1)/(M+S-1) = 3/7.
@@ -215,9 +233,11 @@ def test_pipeline_schedule_is_drawn_with_its_bubble():
 
 
 def test_hlo_tab_draws_the_dataflow_graph_and_compare_tab_diffs_a_pin(app):
-    app.tabs.selected_index = 4                          # HLO
+    assert app.graph.graph is None                       # drawn when its tab is shown
+    show(app, "HLO")
     [c] = app.graph.graph.collectives
     assert (c.kind, c.axes) == ("all-reduce", ("model",))
+    show(app, "Compare")
     app.compare.pin_button.click()                       # pin the Megatron result as A
     app.spec_rows["w1"].pickers[1].value = "None"
     app.spec_rows["w2"].pickers[0].value = "None"        # B: replicated weights

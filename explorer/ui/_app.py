@@ -35,7 +35,6 @@ from ._views import (
     collectives_html,
     draw_grid,
     hlo_html,
-    reattach_figures,
     tensor_options,
 )
 
@@ -82,6 +81,11 @@ class Explorer:
         self.selected: int | None = None
         self._generation = 0
         self._muted = 0
+        # Only the visible tab is drawn; the others are drawn when shown (indices drawn for the
+        # current report are kept here). It keeps an edit's redraw short, and a plotly view
+        # restyled while its tab was hidden was seen (Voila, plotly 7) to draw wrong axes or
+        # stale data when the tab was shown again.
+        self._drawn: set[int] = set()
         self._timer = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="explorer")
         get_workload(workload)
@@ -125,12 +129,12 @@ class Explorer:
         self.error_w = w.HTML()
         self.error_w.add_class("explorer-error")
 
-        self.placement = PlacementView(lambda _: self._draw_placement(refresh=True))
+        self.placement = PlacementView(lambda _: self._draw_placement())
         self.collectives = CollectivesView(self._select_collective)
         self.memory = MemoryView()
         self.timing = TimingView()
         self.hlo_which = w.ToggleButtons(options=["optimized", "propagated", "stablehlo"])
-        self.hlo_which.observe(lambda _: (self._draw_hlo(), self._refresh_visible()), "value")
+        self.hlo_which.observe(lambda _: self._redraw("HLO"), "value")
         self.hlo = w.HTML()
         self.graph = GraphView()
         self.compare = CompareView(lambda: self.report)
@@ -140,7 +144,7 @@ class Explorer:
                                     self.compare.widget])
         for i, title in enumerate(TAB_TITLES):
             self.tabs.set_title(i, title)
-        self.tabs.observe(self._tab_shown, "selected_index")
+        self.tabs.observe(lambda change: self._draw_tab(change["new"]), "selected_index")
 
 
         sidebar = w.VBox([self.workload_w, self.params_box, self.params_error,
@@ -411,25 +415,35 @@ class Explorer:
             self.collectives.pick.value = -1
         finally:
             self._muted -= 1
-        self._draw_placement()
-        self.collectives.table.value = collectives_html(report)
-        self._draw_groups()
-        self.memory.update(report)
-        self.compare.update(report)
-        self.timing.update(report)
-        self._draw_hlo()
-        self._refresh_visible()
+        self._drawn = set()
+        self._draw_tab(self.tabs.selected_index)
 
-    def _refresh_visible(self) -> None:
-        """New browser views, from the synced state, for the figures of the visible tab.
+    def _draw_tab(self, index) -> None:
+        if self.report is None or index is None or index in self._drawn:
+            return
+        self._drawn.add(index)
+        title = TAB_TITLES[index]
+        if title == "Placement":
+            self._draw_placement()
+        elif title == "Collectives":
+            self.collectives.table.value = collectives_html(self.report, self.selected)
+            self._draw_groups()
+        elif title == "Memory":
+            self.memory.update(self.report)
+        elif title == "Timing":
+            self.timing.update(self.report)
+        elif title == "HLO":
+            self.hlo.value = hlo_html(self.report, self.hlo_which.value, self.selected)
+            self.graph.update(self.report, self.selected)
+        elif title == "Compare":
+            self.compare.update(self.report)
 
-        plotly 7's FigureWidget sends each redraw as a transient message that the browser can
-        miss (observed in Voila after edits compiled in the background); the synced state kept
-        by keep_state is always right, and new views are drawn from it."""
-        if self.tabs.selected_index is not None:
-            reattach_figures(self.tabs.children[self.tabs.selected_index])
+    def _redraw(self, title: str) -> None:
+        """Draw tab `title` again (now if it is visible, else when it is next shown)."""
+        self._drawn.discard(TAB_TITLES.index(title))
+        self._draw_tab(self.tabs.selected_index)
 
-    def _draw_placement(self, refresh: bool = False) -> None:
+    def _draw_placement(self) -> None:
         if self.report is None or self.placement.tensor.value is None:
             return
         n = self.report.mesh.device_count
@@ -437,8 +451,6 @@ class Explorer:
         draw_grid(self.placement.blocks, placement_grid(self.report, name), n)
         grid = mesh_grid(self.report, name)
         draw_grid(self.placement.mesh, grid, max(max(r) for r in grid.z) + 1)
-        if refresh:
-            self._refresh_visible()
 
     def _draw_groups(self) -> None:
         shown = self.report is not None and self.selected is not None
@@ -452,20 +464,8 @@ class Explorer:
         if self._muted or self.report is None:
             return
         self.selected = index
-        self.collectives.table.value = collectives_html(self.report, index)
-        self._draw_groups()
-        self._draw_hlo()
-        self._refresh_visible()
-
-    def _tab_shown(self, change) -> None:
-        if change["new"] is not None:
-            self._refresh_visible()
-
-    def _draw_hlo(self) -> None:
-        if self.report is None:
-            return
-        self.hlo.value = hlo_html(self.report, self.hlo_which.value, self.selected)
-        self.graph.update(self.report, self.selected)
+        self._drawn.discard(TAB_TITLES.index("HLO"))     # its highlighted line follows
+        self._redraw("Collectives")
 
     # ------------------------------------------------------------------ API for scripts
 

@@ -53,22 +53,6 @@ def keep_state(fig: go.FigureWidget) -> None:
     fig._widget_layout = deepcopy(fig._layout_obj._props)
 
 
-def reattach_figures(widget) -> None:
-    """Make the browser draw every figure under `widget` afresh from its synced state.
-
-    A figure's view in a hidden tab drops the restyle messages sent while it is hidden (seen in
-    Voila with plotly 7), so showing the tab would show stale data. Detaching and re-attaching
-    a container's children makes the browser create new views from the current synced state
-    (kept by keep_state); the figures themselves are not rebuilt."""
-    children = getattr(widget, "children", ())
-    if any(isinstance(c, go.FigureWidget) for c in children):
-        widget.children = ()
-        widget.children = children
-    for c in children:
-        if not isinstance(c, go.FigureWidget):
-            reattach_figures(c)
-
-
 def draw_grid(fig: go.FigureWidget, grid: Grid, colours: int) -> None:
     with fig.batch_update():
         t = fig.data[0]
