@@ -36,6 +36,7 @@ from ._views import (
     draw_grid,
     hlo_html,
     tensor_options,
+    timing_html,
 )
 
 STYLE = """<style>
@@ -415,6 +416,9 @@ class Explorer:
             self.collectives.pick.value = -1
         finally:
             self._muted -= 1
+        # The HTML parts are cheap and always current; figures wait for their tab (_draw_tab).
+        self.collectives.table.value = collectives_html(report)
+        self.timing.text.value = timing_html(report)
         self._drawn = set()
         self._draw_tab(self.tabs.selected_index)
 
