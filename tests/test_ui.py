@@ -260,3 +260,36 @@ def test_rank_3_tensors_are_drawn_as_small_multiples():
     assert g.z == [[0, 1, 2, 3, None, 4, 5, 6, 7]]
     assert len(set(g.x_labels)) == len(g.x_labels)       # category labels stay distinct
     assert g.hover[0][5].startswith("[1] block [4:8, 0:4, 0:4]")
+
+
+def test_debounce_starts_an_isolated_edit_at_once_and_merges_a_burst():
+    import asyncio
+    import time
+
+    async def scenario():
+        # Created inside a running event loop, as in a kernel: edits compile in the background.
+        app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, debounce=0.3,
+                       params={"batch": 64})
+        compiles = []
+        run = app._run
+        app._run = lambda request: (compiles.append((time.perf_counter(), request)),
+                                    run(request))[1]
+        try:
+            # A burst: two edits in one go compile once, for the last of them, after the delay.
+            t0 = time.perf_counter()
+            app.spec_rows["w1"].pickers[1].value = "None"
+            app.spec_rows["w2"].pickers[0].value = "None"
+            while app.report.collectives:                 # Megatron's all-reduce goes away
+                await asyncio.sleep(0.02)
+            assert len(compiles) == 1 and compiles[0][0] - t0 >= 0.3
+            assert compiles[0][1]["specs"]["w2"] == (None, None)
+            # An isolated edit, with nothing waiting or compiling, starts at once.
+            t1 = time.perf_counter()
+            app.spec_rows["w1"].pickers[0].value = "model"
+            while not app.report.collectives:
+                await asyncio.sleep(0.02)
+            assert len(compiles) == 2 and compiles[1][0] - t1 < 0.3
+        finally:
+            app.close()
+
+    asyncio.run(scenario())

@@ -1,8 +1,9 @@
 """The explorer app: sidebar editors on the left, views in tabs, recompiling as the user edits.
 
 State lives here and in the editors; edits are validated at once (errors sit next to the widget
-at fault, and the last good result stays on screen, greyed as stale), then compiled after a short
-debounce in a background thread so the kernel stays responsive. Results from superseded edits
+at fault, and the last good result stays on screen, greyed as stale), then compiled in a
+background thread so the kernel stays responsive. An isolated edit compiles at once; edits made
+while one waits or compiles are merged after a short debounce. Results from superseded edits
 are dropped.
 """
 
@@ -87,7 +88,7 @@ class Explorer:
         # restyled while its tab was hidden was seen (Voila, plotly 7) to draw wrong axes or
         # stale data when the tab was shown again.
         self._drawn: set[int] = set()
-        self._timer = None
+        self._timer = None          # the scheduled start of a compile, while one waits
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="explorer")
         get_workload(workload)
         mesh_spec = parse_mesh(mesh)
@@ -337,10 +338,14 @@ class Explorer:
         if loop is None or self.debounce is None or wait:
             self._finish(self._generation, request, self._run(request))
             return
+        # Leading-edge debounce: an edit while nothing is waiting or compiling starts at once;
+        # edits that arrive meanwhile (typing, dragging) are merged into one compile that
+        # starts `debounce` seconds after the last of them.
+        quiet = self._timer is None and not self._busy
         if self._timer is not None:
             self._timer.cancel()
-        self._timer = loop.call_later(self.debounce, self._start, self._generation, request,
-                                      loop)
+        self._timer = loop.call_later(0 if quiet else self.debounce, self._start,
+                                      self._generation, request, loop)
 
     def _compile(self, request, cache_only=False):
         return analyze_workload(request["name"], request["mesh"], specs=request["specs"],
@@ -357,6 +362,7 @@ class Explorer:
             return e
 
     def _start(self, generation, request, loop) -> None:
+        self._timer = None
         if generation != self._generation:
             return
         started = time.perf_counter()
