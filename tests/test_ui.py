@@ -293,3 +293,13 @@ def test_debounce_starts_an_isolated_edit_at_once_and_merges_a_burst():
             app.close()
 
     asyncio.run(scenario())
+
+
+def test_a_target_name_spelled_unlike_the_listing_is_offered():
+    # A 32-chip mesh on the v5e 8x4 slice: the catalog lists it as tpu-v5e-4x8.
+    app = Explorer(workload="mlp", mesh="data=4,model=8", target="tpu-v5e-8x4", debounce=None)
+    try:
+        assert app.target_w.value == "tpu-v5e-8x4"
+        assert app.report.estimate.target == "tpu-v5e-8x4"
+    finally:
+        app.close()

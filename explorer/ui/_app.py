@@ -116,10 +116,12 @@ class Explorer:
         self.partitioner_w = w.ToggleButtons(options=[("Shardy", "shardy"), ("GSPMD", "gspmd")],
                                              value=partitioner, description="partitioner",
                                              style={"button_width": "70px"})
-        if target:
-            get_target(target)
-        self.target_w = w.Dropdown(options=[("— none —", "")] + [(n, n) for n in targets()],
-                                   value=target, description="target")
+        names = list(targets())
+        if target and get_target(target).name not in names:
+            names.append(get_target(target).name)    # a valid name the listing spells otherwise
+        self.target_w = w.Dropdown(options=[("— none —", "")] + [(n, n) for n in names],
+                                   value=get_target(target).name if target else "",
+                                   description="target")
         self.mapping_w = w.Text(value=mapping, description="mapping", continuous_update=False,
                                 placeholder="default, e.g. data=node,model=gpu")
         self.measure_w = w.Checkbox(value=False, description="measure a real run (this CPU)",
