@@ -51,7 +51,8 @@ def tensor_leaves(tree) -> list[TensorSpec]:
 def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto",
             timeout: float | None = None, pool=None, use_cache: bool = True,
             cache_only: bool = False, target: str | None = None, mapping=None,
-            measure: bool = False, tpu_topology: str | None = None) -> Report | None:
+            measure: bool = False, tpu_topology: str | None = None,
+            real_devices: bool = False) -> Report | None:
     """Compile `fn` on abstract inputs sharded over `mesh` and report what the partitioner did.
 
     Each arg is an explorer.TensorSpec or a pytree of them. `mesh` is text like
@@ -64,13 +65,19 @@ def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto
     devices that times this CPU; inputs over 1 GiB per device are not run). With `tpu_topology`
     (e.g. "v5e:4x4"; needs libtpu, the `tpu` extra) the program is compiled ahead of time for
     that TPU slice instead, and the report carries the TPU compiler's HLO and estimates.
+    With `real_devices`, the worker uses this machine's own devices (GPUs or TPUs where there
+    are some) instead of fake CPU ones: the mesh must have exactly as many devices, and
+    `measure` then times the real hardware.
     """
+    if real_devices and tpu_topology:
+        raise ExplorerError("real_devices and tpu_topology exclude each other: compile for "
+                            "this machine's devices or for a TPU topology, not both")
     if target is not None:
         from ._hardware import get_target
 
         get_target(target)          # an unknown name fails before any compile
     report = _analyze(fn, args, mesh, partitioner, axis_type, timeout, pool, use_cache,
-                      cache_only, measure, tpu_topology)
+                      cache_only, measure, tpu_topology, real_devices)
     if report is None or target is None:
         return report
     from ._predict import with_target
@@ -79,11 +86,11 @@ def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto
 
 
 def _analyze(fn, args, mesh, partitioner, axis_type, timeout, pool, use_cache, cache_only,
-             measure, tpu_topology):
+             measure, tpu_topology, real_devices):
     mesh_spec = parse_mesh(mesh, axis_type)
     if tpu_topology:
         check_topology(tpu_topology, mesh_spec)
-    else:   # the limit is the CPU backend's; a TPU topology brings its own devices
+    elif not real_devices:   # the limit is the fake CPU devices'; real ones bring their own
         mesh_spec.check_device_limit(MAX_DEVICES)
     if partitioner not in PARTITIONERS:
         raise ExplorerError(f"partitioner {partitioner!r} is not one of {choices(PARTITIONERS)}")
@@ -99,7 +106,7 @@ def _analyze(fn, args, mesh, partitioner, axis_type, timeout, pool, use_cache, c
         check_spec(t, mesh_spec)
 
     fn_bytes = cloudpickle.dumps(fn)
-    request = (mesh_spec, partitioner, args, bool(measure), tpu_topology)
+    request = (mesh_spec, partitioner, args, bool(measure), tpu_topology, bool(real_devices))
     key = hashlib.sha256(fn_bytes + pickle.dumps(request)).hexdigest()
     if use_cache:
         t0 = time.perf_counter()
@@ -117,7 +124,7 @@ def _analyze(fn, args, mesh, partitioner, axis_type, timeout, pool, use_cache, c
                "partitioner": partitioner, "sys_path": list(sys.path), "measure": measure,
                "tpu_topology": tpu_topology}
     # TPU compiles need no local devices: one shared worker with libtpu loaded serves them all.
-    worker_key = "tpu" if tpu_topology else mesh_spec.device_count
+    worker_key = "tpu" if tpu_topology else "real" if real_devices else mesh_spec.device_count
     raw = (pool or default_pool()).run(worker_key, message, timeout)
     report = build_report(raw, mesh_spec, partitioner)
     if use_cache:

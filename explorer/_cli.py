@@ -57,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--measure", action="store_true",
                    help="also run the program on random inputs and time it (on fake CPU "
                    "devices this times this CPU; skipped over 1 GiB of inputs per device)")
+    a.add_argument("--real-devices", action="store_true",
+                   help="compile and --measure on this machine's own devices (e.g. its GPUs) "
+                   "instead of fake CPU devices; the mesh must match their number")
     a.add_argument("--tpu-topology", metavar="GEN:SHAPE",
                    help="compile ahead of time for a TPU slice, e.g. v5e:4x4 or v4:16x16x16 "
                    "(needs the tpu extra; the mesh's device count must equal the chips)")
@@ -128,7 +131,8 @@ def _analyze(args) -> int:
                               activations=_key_values(args.activation, "--activation"),
                               partitioner=args.partitioner, axis_type=args.axis_type,
                               timeout=args.timeout, target=args.target, mapping=args.mapping,
-                              measure=args.measure, tpu_topology=args.tpu_topology)
+                              measure=args.measure, tpu_topology=args.tpu_topology,
+                              real_devices=args.real_devices)
     if args.json:
         print(json.dumps(report.to_dict(texts=bool(args.hlo))))
     else:

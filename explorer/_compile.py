@@ -39,8 +39,9 @@ def build_mesh(mesh_spec, devices=None):
 
     devices = jax.devices() if devices is None else devices
     if len(devices) < mesh_spec.device_count:
-        raise RuntimeError(f"worker has {len(devices)} devices, mesh needs "
-                           f"{mesh_spec.device_count}")
+        raise RuntimeError(f"mesh {mesh_spec.text()!r} needs {mesh_spec.device_count} devices "
+                           f"but this worker has {len(devices)} ({devices[0].platform}); "
+                           "make the mesh match the machine's devices")
     kind = AxisType.Explicit if mesh_spec.axis_type == "explicit" else AxisType.Auto
     array = np.array(devices[:mesh_spec.device_count]).reshape(mesh_spec.sizes)
     return Mesh(array, mesh_spec.names, axis_types=(kind,) * len(mesh_spec.names))

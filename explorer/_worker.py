@@ -26,29 +26,33 @@ MAX_DEVICES = 2048          # the CPU backend fails beyond 2048 fake devices (me
 MAX_WARM_WORKERS = 4        # each warm worker holds a jax runtime (~0.2-0.5 GB)
 
 
-def _worker_env(device_count: int) -> dict:
+def _worker_env(key: int | str) -> dict:
+    """The environment of the worker for `key`: a fake CPU device count, "tpu" (one CPU device;
+    TPU topologies bring their own devices) or "real" (the machine's own accelerators)."""
     env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     flags = [f for f in env.get("XLA_FLAGS", "").split()
              if not f.startswith("--xla_force_host_platform_device_count")]
-    flags.append(f"--xla_force_host_platform_device_count={device_count}")
+    if key != "real":
+        flags.append(f"--xla_force_host_platform_device_count={1 if key == 'tpu' else key}")
+        env["JAX_PLATFORMS"] = "cpu"
     env["XLA_FLAGS"] = " ".join(flags)
-    env["JAX_PLATFORMS"] = "cpu"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     return env
 
 
 class Worker:
-    """One child process with a fixed device count ("tpu": one CPU device, for TPU AOT)."""
+    """One child process: fake CPU devices (a count), "tpu" (for TPU AOT) or "real" devices."""
 
     def __init__(self, key: int | str):
-        device_count = 1 if key == "tpu" else key
-        self.device_count = device_count
+        self.key = key
+        # How messages name this worker: "8 devices", "the tpu worker", "the real-devices worker".
+        self.what = f"{key} devices" if isinstance(key, int) else f"the {key} worker"
         parent_sock, child_sock = socket.socketpair()
         self._log = tempfile.TemporaryFile(mode="w+b")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "explorer._worker", str(child_sock.fileno()),
-             str(device_count)],
-            pass_fds=(child_sock.fileno(),), env=_worker_env(device_count),
+             str(key)],
+            pass_fds=(child_sock.fileno(),), env=_worker_env(key),
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
         child_sock.close()
         self.conn = Connection(parent_sock.detach())
@@ -70,8 +74,8 @@ class Worker:
             if not self.conn.poll(timeout):
                 self.kill()
                 raise WorkerError(
-                    f"compile took longer than the {timeout:g} s limit on {self.device_count} "
-                    "devices and its worker was stopped; simplify the program, shrink the mesh "
+                    f"compile took longer than the {timeout:g} s limit on {self.what} "
+                    "and its worker was stopped; simplify the program, shrink the mesh "
                     "or raise the timeout")
             return self.conn.recv()
         except (EOFError, OSError, BrokenPipeError):
@@ -79,7 +83,7 @@ class Worker:
             tail = self.log_tail()
             self.kill()
             raise WorkerError(
-                f"the compile worker for {self.device_count} devices died (exit status {code}); "
+                f"the compile worker for {self.what} died (exit status {code}); "
                 f"a fresh worker will be started on the next request. Its last output:\n{tail}"
             ) from None
 

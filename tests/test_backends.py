@@ -72,3 +72,17 @@ def test_without_libtpu_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(_tpu.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(explorer.ExplorerError, match=r"pip install 'sharding-explorer\[tpu\]'"):
         analyze_workload("mlp", "data=8", tpu_topology="v5e:2x4")
+
+
+def test_real_devices_use_the_machines_own_devices():
+    # This machine has one CPU device of its own (no fake count): a 1-device mesh runs on it.
+    r = analyze(lambda x: x * 2, explorer.TensorSpec("x", (256, 256)), mesh="d=1",
+                real_devices=True, measure=True)
+    assert r.timing.measured_s > 0 and r.timing.measured_on == "1 cpu device(s) of this host"
+    with pytest.raises(explorer.CompileError,
+                       match="needs 2 devices but this worker has 1 \\(cpu\\)"):
+        analyze(lambda x: x * 2, explorer.TensorSpec("x", (256, 256)), mesh="d=2",
+                real_devices=True)
+    with pytest.raises(explorer.ExplorerError, match="exclude each other"):
+        analyze(lambda x: x, explorer.TensorSpec("x", (4,)), mesh="d=1", real_devices=True,
+                tpu_topology="v5e:1x1")
