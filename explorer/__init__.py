@@ -10,9 +10,13 @@ from ._errors import CompileError as CompileError
 from ._errors import DivisibilityError as DivisibilityError
 from ._errors import DuplicateAxisError as DuplicateAxisError
 from ._errors import ExplorerError as ExplorerError
+from ._errors import MappingError as MappingError
 from ._errors import MeshError as MeshError
+from ._errors import PresetError as PresetError
 from ._errors import RankError as RankError
+from ._errors import RuleError as RuleError
 from ._errors import SpecError as SpecError
+from ._errors import TargetError as TargetError
 from ._errors import TensorError as TensorError
 from ._errors import UnknownAxisError as UnknownAxisError
 from ._errors import WorkerError as WorkerError
@@ -23,13 +27,11 @@ from ._mesh import MeshSpec as MeshSpec
 from ._mesh import parse_mesh as parse_mesh
 from ._presets import PRESETS as PRESETS
 from ._presets import Preset as Preset
-from ._presets import PresetError as PresetError
 from ._presets import get_preset as get_preset
 from ._report import Collective as Collective
 from ._report import Report as Report
 from ._report import TensorInfo as TensorInfo
 from ._rules import LOGICAL_NAMES as LOGICAL_NAMES
-from ._rules import RuleError as RuleError
 from ._rules import Rules as Rules
 from ._rules import logical_spec as logical_spec
 from ._rules import parse_rules as parse_rules

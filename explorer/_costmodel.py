@@ -21,11 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from math import gcd, prod
 
-from ._errors import ExplorerError, choices
+from ._errors import ExplorerError, MappingError, choices
 from ._hardware import (
     PhysicalAxis,
     Target,
-    TargetError,
     format_bytes,
     format_rate,
     get_target,
@@ -35,10 +34,6 @@ from ._spec import normalize_dtype
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 BOUNDS = ("compute", "memory", "communication")
-
-
-class MappingError(TargetError):
-    """A mesh-to-hardware mapping that does not fit the target (names the limit it breaks)."""
 
 
 # ---------------------------------------------------------------------------------------------

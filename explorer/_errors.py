@@ -55,6 +55,34 @@ class TensorError(ExplorerError):
         self.tensor = tensor
 
 
+class RuleError(ExplorerError):
+    """A logical-axis rule is malformed, names an unknown logical name, kind or mesh axis."""
+
+    def __init__(self, message: str, *, rule: str | None = None, axis: str | None = None,
+                 mesh=None):
+        super().__init__(message)
+        self.rule = rule
+        self.axis = axis
+        self.mesh = mesh
+
+
+class PresetError(RuleError):
+    """An unknown preset, or a preset that does not fit the mesh or the workload."""
+
+
+class TargetError(ExplorerError):
+    """An unknown hardware target, or a mesh-to-hardware mapping that does not fit the target."""
+
+    def __init__(self, message: str, *, target: str | None = None, axis: str | None = None):
+        super().__init__(message)
+        self.target = target
+        self.axis = axis
+
+
+class MappingError(TargetError):
+    """A mesh-to-hardware mapping that does not fit the target (names the limit it breaks)."""
+
+
 class WorkloadError(ExplorerError):
     """An unknown workload, or a bad workload parameter."""
 

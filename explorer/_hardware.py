@@ -21,17 +21,7 @@ import re
 from dataclasses import dataclass, field
 from math import prod
 
-from ._errors import ExplorerError, choices
-
-
-class TargetError(ExplorerError):
-    """An unknown hardware target, or a mesh-to-hardware mapping that does not fit the target."""
-
-    def __init__(self, message: str, *, target: str | None = None, axis: str | None = None):
-        super().__init__(message)
-        self.target = target
-        self.axis = axis
-
+from ._errors import TargetError, choices
 
 # ---------------------------------------------------------------------------------------------
 # Units. Vendors quote link speeds in bits per second and memory in decimal or binary bytes.

@@ -16,14 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ._errors import SpecError, WorkloadError, choices
+from ._errors import PresetError, RuleError, SpecError, WorkloadError, choices
 from ._mesh import MeshSpec
-from ._rules import LOGICAL_NAMES, Rule, RuleError, Rules, logical_spec, parse_rules
+from ._rules import LOGICAL_NAMES, Rule, Rules, logical_spec, parse_rules
 from ._spec import Entry, TensorSpec, check_spec, entry_axes, format_spec, normalize_spec
-
-
-class PresetError(RuleError):
-    """An unknown preset, or a preset that does not fit the mesh or the workload."""
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ._errors import ExplorerError, choices
+from ._errors import RuleError, choices
 from ._mesh import MeshSpec
 from ._spec import Entry, entry_axes, format_entry
 from ._tokens import tokenize
@@ -41,17 +41,6 @@ LOGICAL_NAMES = ("batch", "seq", "embed", "mlp", "heads", "kv", "experts", "capa
 # What a tensor is, for rules scoped to one kind: model parameters, their gradients, optimizer
 # state (Adam's m and v), activations at layer boundaries, and input data (tokens, x).
 KINDS = ("param", "grad", "opt", "act", "input")
-
-
-class RuleError(ExplorerError):
-    """A logical-axis rule is malformed, names an unknown logical name, kind or mesh axis."""
-
-    def __init__(self, message: str, *, rule: str | None = None, axis: str | None = None,
-                 mesh=None):
-        super().__init__(message)
-        self.rule = rule
-        self.axis = axis
-        self.mesh = mesh
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from explorer import TargetError
 from explorer._costmodel import (
     AxisMapping,
     MappingError,
@@ -23,7 +24,7 @@ from explorer._costmodel import (
     parse_mapping,
 )
 from explorer._errors import ExplorerError
-from explorer._hardware import TargetError, get_target, targets
+from explorer._hardware import get_target, targets
 
 
 def coll(kind, nbytes, *axes, group_size=None):
