@@ -131,10 +131,6 @@ class Tiling:
         """Identical replicas per (manual, unreduced) slot."""
         return self.replicas // (self.manual * self.unreduced)
 
-    @property
-    def num_tiles(self) -> int:
-        return math.prod(self.tiles)
-
     def device_array(self) -> np.ndarray:
         """``devices`` as an array of shape ``tiles + (replicas,)``."""
         return np.asarray(self.devices, dtype=np.int64).reshape(self.tiles + (self.replicas,))

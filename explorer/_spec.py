@@ -71,9 +71,6 @@ class TensorSpec:
     def nbytes(self) -> int:
         return prod(self.shape) * DTYPE_BYTES[self.dtype]
 
-    def with_spec(self, spec) -> TensorSpec:
-        return TensorSpec(self.name, self.shape, self.dtype, spec)
-
 
 def _check_shape(name: str, shape) -> tuple[int, ...]:
     if isinstance(shape, int):
