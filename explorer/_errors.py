@@ -40,7 +40,7 @@ class DuplicateAxisError(SpecError):
 
 
 class RankError(SpecError):
-    """A spec has more entries than the tensor has dimensions."""
+    """A spec's entry count differs from the tensor's number of dimensions."""
 
 
 class DivisibilityError(SpecError):

@@ -57,6 +57,8 @@ import re
 
 import numpy as np
 
+from ._hlo import close_bracket
+
 # The lookbehind keeps an attribute or name that merely ends in "replica_groups" from matching.
 _RG_RE = re.compile(r"(?<![\w.])replica_groups=")
 _STP_RE = re.compile(r"(?<![\w.])source_target_pairs=\{")
@@ -83,19 +85,6 @@ def _iota(reshape_dims: list[int], perm: list[int] | None) -> np.ndarray:
             raise ValueError(f"bad iota transpose {perm} for dims {reshape_dims}")
         arr = arr.transpose(perm)
     return arr.reshape(-1)
-
-
-def _matching_brace(text: str, start: int) -> int:
-    """Index just past the brace that closes the one at ``text[start]``."""
-    depth = 0
-    for i in range(start, len(text)):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    raise ValueError(f"unbalanced braces in {text[start:start + 80]!r}")
 
 
 def _parse_explicit(body: str, num_devices: int) -> list[list[int]]:
@@ -210,7 +199,7 @@ def device_groups(line: str, num_devices: int) -> list[list[int]] | None:
     start = m.end()
     rest = line[start:]
     if rest.startswith("{"):
-        return _parse_explicit(rest[: _matching_brace(rest, 0)], num_devices)
+        return _parse_explicit(rest[: close_bracket(rest, 0)], num_devices)
     if rest.startswith("["):
         im = _IOTA_RE.match(rest)
         if im is None:
@@ -234,7 +223,7 @@ def source_target_pairs(line: str) -> list[tuple[int, int]] | None:
     if m is None:
         return None
     start = m.end() - 1
-    body = line[start : _matching_brace(line, start)]
+    body = line[start : close_bracket(line, start)]
     pairs = []
     for inner in re.findall(r"\{([^{}]*)\}", body[1:-1]):
         ids = _ints(inner)

@@ -118,10 +118,11 @@ def balanced_value(text: str, key: str) -> str | None:
     return text[start:i].strip()
 
 
-def _close(text: str, i: int) -> int:
-    """Index just past the bracket group that opens at text[i]."""
+def close_bracket(text: str, start: int) -> int:
+    """Index just past the bracket group that opens at text[start]; ValueError if it never
+    closes (a truncated line)."""
     depth = 0
-    while i < len(text):
+    for i in range(start, len(text)):
         c = text[i]
         if c in "([{":
             depth += 1
@@ -129,8 +130,7 @@ def _close(text: str, i: int) -> int:
             depth -= 1
             if depth == 0:
                 return i + 1
-        i += 1
-    return i
+    raise ValueError(f"unbalanced brackets in {text[start:start + 80]!r}")
 
 
 _HEAD = re.compile(r"\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
@@ -138,19 +138,27 @@ _COMP = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*\(.*\{\s*$")
 
 
 def parse_instruction(line: str, computation: str = "") -> Instruction | None:
+    """One instruction line, or None for a line that is not one (or is cut short)."""
+    try:
+        return _parse_instruction(line, computation)
+    except ValueError:
+        return None
+
+
+def _parse_instruction(line: str, computation: str) -> Instruction | None:
     m = _HEAD.match(line)
     if not m:
         return None
     rest = line[m.end():]
     if rest.startswith("("):
-        end = _close(rest, 0)
+        end = close_bracket(rest, 0)
         shape, rest = rest[:end], rest[end:].lstrip()
     else:
         shape, _, rest = rest.partition(" ")
     op = re.match(r"([a-z][\w\-]*)\(", rest)
     if not op:
         return None
-    end = _close(rest, op.end() - 1)
+    end = close_bracket(rest, op.end() - 1)
     return Instruction(m.group(2), shape, op.group(1), rest[op.end():end - 1],
                        rest[end:].lstrip(", "),
                        computation, bool(m.group(1)))

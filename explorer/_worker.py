@@ -124,9 +124,9 @@ class WorkerPool:
             raise CompileError(reply["error"])
         return reply["result"]
 
-    def warm(self, device_count: int) -> None:
-        """Start (or keep) the worker for `device_count` and wait until jax is loaded in it."""
-        self.run(device_count, {"op": "ping"})
+    def warm(self, key: int | str) -> None:
+        """Start (or keep) the worker for `key` and wait until jax is loaded in it."""
+        self.run(key, {"op": "ping"})
 
     def close(self) -> None:
         with self._lock:

@@ -78,3 +78,11 @@ def test_ring_permute_runs_over_model():
     assert cp.axes == ("model",) and cp.group_size == 4
     assert set(map(frozenset, cp.groups)) == {frozenset(range(4)), frozenset(range(4, 8))}
     assert len(cs) == 4
+
+
+def test_a_truncated_instruction_line_is_skipped_not_misread():
+    from explorer._hlo import parse_instruction
+
+    assert parse_instruction("  %ar = f32[8]{0} all-reduce(%a, %b") is None
+    full = parse_instruction("  %ar = f32[8]{0} all-reduce(%a, %b), channel_id=1")
+    assert full.operands == ("a", "b") and full.attrs == "channel_id=1"
