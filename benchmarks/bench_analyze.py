@@ -22,7 +22,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import explorer  # noqa: E402
-from explorer._workloads import WORKLOADS  # noqa: E402
+from explorer.workloads.registry import WORKLOADS  # noqa: E402
 
 MESH = "data=2,model=4"
 SPECS = {"x": ("data", None), "w1": (None, "model"), "w2": ("model", None)}
@@ -98,7 +98,7 @@ def main():
         tensors = w.tensors(params, {"x": ("data", None), "w1": ("fsdp", "model"),
                                      "w2": ("model", "fsdp")})
         t0 = time.perf_counter()
-        explorer.WorkerPool.warm(explorer._worker.default_pool(), 2048)
+        explorer.WorkerPool.warm(explorer.compile.pool.default_pool(), 2048)
         start = time.perf_counter() - t0
         t0 = time.perf_counter()
         r = explorer.analyze(w.build(params), *tensors, mesh=mesh, use_cache=False)
@@ -107,7 +107,7 @@ def main():
         print(f"| mlp_train on {mesh} (2048 devices), warm worker, uncached (target < 5 s) | "
               f"{warm:.2f} s (compile {r.timing.compile_s:.2f} s, "
               f"{len(r.collectives)} collectives, {len(r.tensors)} tensors) |")
-    explorer._worker.default_pool().close()
+    explorer.compile.pool.default_pool().close()
     return 0
 
 

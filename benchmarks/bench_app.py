@@ -42,12 +42,12 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 import explorer  # noqa: E402
-from explorer._summary import human_bytes  # noqa: E402
-from explorer._worker import default_pool  # noqa: E402
-from explorer.ui._app import Explorer  # noqa: E402
-from explorer.ui._grids import placement_grid  # noqa: E402
-from explorer.ui._serve import free_port, voila_command  # noqa: E402
-from explorer.ui._views import collectives_html  # noqa: E402
+from explorer.compile.pool import default_pool  # noqa: E402
+from explorer.report.summary import human_bytes  # noqa: E402
+from explorer.ui.app import Explorer  # noqa: E402
+from explorer.ui.grids import placement_grid  # noqa: E402
+from explorer.ui.serve import free_port, voila_command  # noqa: E402
+from explorer.ui.views import collectives_html  # noqa: E402
 
 CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -6,7 +6,7 @@ Run it on a machine with GPUs and jax's CUDA plugin (`pip install -e . "jax[cuda
 
 1. Collectives: all-gather, all-reduce, reduce-scatter and all-to-all of several sizes over a 1-D
    mesh of the local GPUs (jax.shard_map with lax.all_gather / psum / psum_scatter /
-   all_to_all), against explorer._costmodel.collective_time on the matching catalog target
+   all_to_all), against explorer.cost.model.collective_time on the matching catalog target
    (h100-8, h200-4, ...) with the default mapping. V is the cost model's V: bytes per device of
    the gathered result (all-gather), the full operand (reduce-scatter), the buffer (all-reduce,
    all-to-all).
@@ -128,7 +128,7 @@ def error(predicted: float | None, measured: float) -> float | None:
 
 
 def fmt_s(s: float | None) -> str:
-    from explorer._costmodel import format_seconds
+    from explorer.cost.model import format_seconds
 
     return format_seconds(s)
 
@@ -138,7 +138,7 @@ def fmt_err(e: float | None) -> str:
 
 
 def fmt_bytes(n: float) -> str:
-    from explorer._summary import human_bytes
+    from explorer.report.summary import human_bytes
 
     return human_bytes(n)
 
@@ -183,7 +183,7 @@ def measure_collectives(devices, target: str, sizes, repeats: int) -> list[dict]
     from jax.sharding import AxisType, Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from explorer._costmodel import collective_time, default_mapping
+    from explorer.cost.model import collective_time, default_mapping
 
     k = len(devices)
     mesh = Mesh(np.array(devices), ("x",), axis_types=(AxisType.Auto,))
@@ -258,9 +258,9 @@ def step_cases(k: int, small: bool) -> list[dict]:
 
 def build_case(case: dict):
     """The function, its input TensorSpecs and the MeshSpec, as analyze_workload builds them."""
-    from explorer._mesh import parse_mesh
-    from explorer._presets import plan
-    from explorer._workloads import get_workload
+    from explorer.spec.mesh import parse_mesh
+    from explorer.strategy.plan import plan
+    from explorer.workloads.registry import get_workload
 
     workload = get_workload(case["workload"])
     params = workload.resolve(case["params"])
@@ -331,14 +331,14 @@ def predict_steps(cases: list[dict], target: str) -> list[dict]:
                     "compute_s": est.compute.seconds, "comm_s": est.comm_seconds,
                     "cpu_collectives": [c.kind for c in report.collectives],
                     "notes": list(est.notes)})
-    explorer._worker.default_pool().close()
+    explorer.compile.pool.default_pool().close()
     return out
 
 
 # ---------------------------------------------------------------------------------------------
 
 def pick_target(device_kind: str, count: int, override: str | None) -> tuple[str, int]:
-    from explorer._hardware import get_target
+    from explorer.cost.hardware import get_target
 
     if override:
         t = get_target(override)

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 import explorer
-from explorer._summary import summary
+from explorer.report.summary import summary
 
 
 class Block(nnx.Module):

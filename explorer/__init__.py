@@ -1,44 +1,75 @@
 """sharding-explorer: see what GSPMD/Shardy did to a sharded JAX program.
 
-The core (this package minus explorer.ui) imports no UI library and returns plain data.
+The public surface is what this module lists in `__all__`: the functions, the request types
+(TensorSpec, MeshSpec), the Report and every type a Report holds, and the errors. The code
+lives in one subpackage per stage of the pipeline (spec, hlo, cost, compile, workloads, report,
+strategy, api); the core imports no UI library and returns plain data. The interactive app is
+in explorer.ui.
 """
 
-from ._analyze import PARTITIONERS as PARTITIONERS
-from ._analyze import analyze as analyze
-from ._analyze import clear_cache as clear_cache
-from ._errors import CompileError as CompileError
-from ._errors import DivisibilityError as DivisibilityError
-from ._errors import DuplicateAxisError as DuplicateAxisError
-from ._errors import ExplorerError as ExplorerError
-from ._errors import MappingError as MappingError
-from ._errors import MeshError as MeshError
-from ._errors import PresetError as PresetError
-from ._errors import RankError as RankError
-from ._errors import RuleError as RuleError
-from ._errors import SpecError as SpecError
-from ._errors import TargetError as TargetError
-from ._errors import TensorError as TensorError
-from ._errors import UnknownAxisError as UnknownAxisError
-from ._errors import WorkerError as WorkerError
-from ._errors import WorkloadError as WorkloadError
-from ._hardware import get_target as get_target
-from ._hardware import targets as targets
-from ._mesh import MeshSpec as MeshSpec
-from ._mesh import parse_mesh as parse_mesh
-from ._presets import PRESETS as PRESETS
-from ._presets import Preset as Preset
-from ._presets import get_preset as get_preset
-from ._report import Collective as Collective
-from ._report import Report as Report
-from ._report import TensorInfo as TensorInfo
-from ._rules import LOGICAL_NAMES as LOGICAL_NAMES
-from ._rules import Rules as Rules
-from ._rules import logical_spec as logical_spec
-from ._rules import parse_rules as parse_rules
-from ._spec import TensorSpec as TensorSpec
-from ._spec import parse_spec as parse_spec
-from ._worker import WorkerPool as WorkerPool
-from ._workloads import WORKLOADS as WORKLOADS
-from ._workloads import analyze_workload as analyze_workload
+from explorer.api.analyze import analyze, clear_cache
+from explorer.api.request import PARTITIONERS
+from explorer.api.workload import analyze_workload
+from explorer.compile.pool import WorkerPool
+from explorer.cost.hardware import Target, get_target, targets
+from explorer.cost.model import (
+    AxisMapping,
+    CollectiveTime,
+    ComputeTime,
+    Estimate,
+    MemoryFit,
+)
+from explorer.errors import (
+    CompileError,
+    DivisibilityError,
+    DuplicateAxisError,
+    ExplorerError,
+    MappingError,
+    MeshError,
+    PresetError,
+    RankError,
+    RuleError,
+    SpecError,
+    TargetError,
+    TensorError,
+    UnknownAxisError,
+    WorkerError,
+    WorkloadError,
+)
+from explorer.hlo.collectives import CollectiveKind
+from explorer.report.report import (
+    Collective,
+    Cost,
+    Memory,
+    Report,
+    TensorInfo,
+    TensorRole,
+    Timing,
+    WorkloadInfo,
+)
+from explorer.spec.mesh import MeshSpec, parse_mesh
+from explorer.spec.tensor import TensorSpec, parse_spec
+from explorer.strategy.presets import PRESETS, Preset, get_preset
+from explorer.strategy.rules import LOGICAL_NAMES, Rules, logical_spec, parse_rules
+from explorer.workloads.base import Workload
+from explorer.workloads.registry import WORKLOADS
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    # analysis
+    "analyze", "analyze_workload", "clear_cache", "PARTITIONERS", "WorkerPool",
+    # the request
+    "TensorSpec", "parse_spec", "MeshSpec", "parse_mesh",
+    # built-in workloads and strategies
+    "WORKLOADS", "Workload", "PRESETS", "Preset", "get_preset",
+    "Rules", "parse_rules", "logical_spec", "LOGICAL_NAMES",
+    # the Report and what it holds
+    "Report", "Collective", "CollectiveKind", "TensorInfo", "TensorRole", "Memory", "Cost",
+    "Timing", "WorkloadInfo",
+    # predictions
+    "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
+    "AxisMapping",
+    # errors
+    "ExplorerError", "CompileError", "DivisibilityError", "DuplicateAxisError", "MappingError",
+    "MeshError", "PresetError", "RankError", "RuleError", "SpecError", "TargetError",
+    "TensorError", "UnknownAxisError", "WorkerError", "WorkloadError",
+]

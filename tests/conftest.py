@@ -13,6 +13,6 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session", autouse=True)
 def _close_workers():
     yield
-    from explorer._worker import default_pool
+    from explorer.compile.pool import default_pool
 
     default_pool().close()

@@ -8,7 +8,7 @@ import pytest
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "explorer._cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "explorer.cli", *args], capture_output=True,
                           text=True, timeout=300)
 
 
@@ -114,7 +114,7 @@ def test_app_command_serves_voila_and_prints_its_url():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "explorer._cli", "app", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "explorer.cli", "app", "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout.readline().strip() == \

@@ -1,6 +1,6 @@
 """The interactive explorer (ipywidgets + plotly). The only part of the package that imports
 UI libraries; install them with the `app` extra."""
 
-from ._app import Explorer as Explorer
+from explorer.ui.app import Explorer as Explorer
 
 __all__ = ["Explorer"]

@@ -1,0 +1,128 @@
+"""explorer.analyze: validate a request, answer it from the cache or a compile worker."""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import sys
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import replace
+
+import cloudpickle
+
+from explorer.api.request import (
+    check_inputs,
+    check_mesh,
+    check_partitioner,
+    check_target,
+    check_timeout,
+)
+from explorer.compile.pool import default_pool
+from explorer.errors import ExplorerError, TensorError
+from explorer.report.build import build_report
+from explorer.report.report import Report
+from explorer.spec.tensor import TensorSpec
+
+CACHE_SIZE = 128
+
+_cache: OrderedDict[str, Report] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def tensor_leaves(tree) -> list[TensorSpec]:
+    """The TensorSpecs of a pytree of them, in jax's flattening order."""
+    if isinstance(tree, TensorSpec):
+        return [tree]
+    if isinstance(tree, dict):
+        # jax flattens dicts in sorted key order.
+        return [x for k in sorted(tree) for x in tensor_leaves(tree[k])]
+    if isinstance(tree, list | tuple) and not hasattr(tree, "_fields"):
+        return [x for item in tree for x in tensor_leaves(item)]
+    if tree is None:
+        return []
+    import jax  # other pytrees (namedtuples, flax state, ...): ask jax how they flatten
+
+    leaves = jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, TensorSpec))
+    bad = [x for x in leaves if not isinstance(x, TensorSpec)]
+    if bad:
+        raise TensorError(f"argument leaf {bad[0]!r} is not an explorer.TensorSpec; describe "
+                          "each input as TensorSpec(name, shape, dtype, spec)")
+    return leaves
+
+
+def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto",
+            timeout: float | None = None, pool=None, use_cache: bool = True,
+            cache_only: bool = False, target: str | None = None, mapping=None,
+            measure: bool = False, tpu_topology: str | None = None,
+            real_devices: bool = False) -> Report | None:
+    """Compile `fn` on abstract inputs sharded over `mesh` and report what the partitioner did.
+
+    Each arg is an explorer.TensorSpec or a pytree of them. `mesh` is text like
+    "data=2,model=4" or a mapping. Nothing is allocated, so any size can be analysed.
+    With `cache_only`, answer only from the cache (None on a miss): the UI shows cached
+    results at once, before its debounce. With `target` (see explorer.targets()), every
+    collective gets a predicted time and the report an `estimate`; `mapping` places mesh axes
+    on the target's links (text like "data=node,model=gpu", a dict, or None for the default).
+    With `measure`, the worker also runs the program on random inputs and times it (on fake CPU
+    devices that times this CPU; inputs over 1 GiB per device are not run). With `tpu_topology`
+    (e.g. "v5e:4x4"; needs libtpu, the `tpu` extra) the program is compiled ahead of time for
+    that TPU slice instead, and the report carries the TPU compiler's HLO and estimates.
+    With `real_devices`, the worker uses this machine's own devices (GPUs or TPUs where there
+    are some) instead of fake CPU ones: the mesh must have exactly as many devices, and
+    `measure` then times the real hardware.
+    """
+    timeout = check_timeout(timeout)
+    mesh_spec = check_mesh(mesh, axis_type, tpu_topology=tpu_topology, real_devices=real_devices)
+    # Target and mapping are checked before the compile, so a bad one costs nothing.
+    check_target(target, mapping, mesh_spec)
+    report = _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache,
+                      cache_only, measure, tpu_topology, real_devices)
+    if report is None or target is None:
+        return report
+    from explorer.report.predict import with_target
+
+    return with_target(report, target, mapping)
+
+
+def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_only,
+             measure, tpu_topology, real_devices):
+    check_partitioner(partitioner)
+    if not callable(fn):
+        raise ExplorerError(f"{fn!r} is not a function; pass the function to analyze first")
+    check_inputs(tensor_leaves(args), mesh_spec)
+
+    fn_bytes = cloudpickle.dumps(fn)
+    request = (mesh_spec, partitioner, args, bool(measure), tpu_topology, bool(real_devices))
+    key = hashlib.sha256(fn_bytes + pickle.dumps(request)).hexdigest()
+    if use_cache:
+        t0 = time.perf_counter()
+        with _cache_lock:
+            hit = _cache.get(key)
+            if hit is not None:
+                _cache.move_to_end(key)
+        if hit is not None:
+            return hit.with_timing(replace(hit.timing, cached=True,
+                                           lookup_s=time.perf_counter() - t0))
+
+    if cache_only:
+        return None
+    message = {"op": "compile", "fn": fn_bytes, "args": args, "mesh": mesh_spec,
+               "partitioner": partitioner, "sys_path": list(sys.path), "measure": measure,
+               "tpu_topology": tpu_topology}
+    # TPU compiles need no local devices: one shared worker with libtpu loaded serves them all.
+    worker_key = "tpu" if tpu_topology else "real" if real_devices else mesh_spec.device_count
+    raw = (pool or default_pool()).run(worker_key, message, timeout)
+    report = build_report(raw, mesh_spec, partitioner)
+    if use_cache:
+        with _cache_lock:
+            _cache[key] = report
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+    return report
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()

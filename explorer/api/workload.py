@@ -1,0 +1,49 @@
+"""analyze_workload: a built-in workload placed by specs, a preset or rules, then analyzed."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import replace
+
+from explorer.api.analyze import analyze
+from explorer.report.report import WorkloadInfo
+from explorer.spec.mesh import parse_mesh
+from explorer.strategy.plan import check_planned, plan
+from explorer.workloads.registry import get_workload
+
+
+def analyze_workload(name: str, mesh, specs: Mapping | None = None,
+                     params: Mapping | None = None, *, preset: str | None = None, rules=None,
+                     activations: Mapping | None = None, **kwargs):
+    """Analyze a built-in workload on `mesh`.
+
+    specs: tensor name -> spec (text, tuple or PartitionSpec); wins over preset and rules.
+    preset: a strategy from explorer.PRESETS (`"zero3"`, `"megatron"`, ...): logical-axis rules
+        for every tensor and constraint point, checked against the mesh axes it expects.
+    rules: logical-axis rules, text (`"batch=data,mlp=model,opt:embed=data"`) or a mapping;
+        applied after the preset's, so they win where both name a logical dimension.
+    activations: constraint point -> spec, pinned in the program with
+        jax.lax.with_sharding_constraint (e.g. {"layer0": "data,None,None",
+        "layer1": "None,None,model"}); wins over rules; None or "free" leaves a point to
+        propagation. See the workload's points (`sharding-explorer workloads`).
+    Other keyword arguments go to explorer.analyze (partitioner, axis_type, timeout,
+    cache_only, ...).
+    """
+    workload = get_workload(name)
+    resolved = workload.resolve(params)
+    mesh_spec = parse_mesh(mesh, kwargs.pop("axis_type", "auto"))
+    if workload.check is not None:
+        workload.check(resolved, mesh_spec)
+    layout = plan(workload, resolved, mesh_spec, specs, preset, rules, activations)
+    tensors = workload.tensors(resolved, {**dict(specs or {}), **layout.specs})
+    check_planned(tensors, layout, mesh_spec)
+    fn = workload.build(resolved)
+    if layout.constraints:
+        fn = functools.partial(fn, constraints=layout.constraints)
+    report = analyze(fn, *tensors, mesh=mesh_spec, **kwargs)
+    if report is None:
+        return None                                   # a cache_only miss
+    extra = workload.info(resolved) if workload.info is not None else {}
+    info = WorkloadInfo(name=name, params=resolved, preset=preset, extra=extra, **layout.info())
+    return replace(report, workload=info)   # None: cache_only miss

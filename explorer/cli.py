@@ -1,0 +1,173 @@
+"""The `sharding-explorer` command line. Bad input exits with status 2 and one message."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from explorer.errors import ExplorerError
+from explorer.strategy.presets import PRESETS
+from explorer.workloads.registry import WORKLOADS, get_workload
+
+
+def _key_values(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ExplorerError(f"{what} {item!r} is not written as NAME=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sharding-explorer", description=(
+        "See which collectives GSPMD/Shardy inserts for a sharded JAX program, over which mesh "
+        "axes, at what size, and why."))
+    sub = p.add_subparsers(dest="command")
+    app = sub.add_parser("app", help="start the interactive explorer in Voila (the default "
+                         "with no command) and print its URL")
+    app.add_argument("--port", type=int, default=None, help="default: a free port")
+    app.add_argument("--ip", default="127.0.0.1",
+                     help="address to listen on (default: this machine only)")
+    a = sub.add_parser("analyze", help="compile a built-in workload on a mesh and report")
+    a.add_argument("--workload", required=True, help=f"one of: {', '.join(WORKLOADS)}")
+    a.add_argument("--param", action="append", default=[], metavar="K=V",
+                   help="a workload size param, e.g. batch=512 (see `workloads`)")
+    a.add_argument("--mesh", required=True, help="axes and sizes, e.g. data=2,model=4")
+    a.add_argument("--spec", action="append", default=[], metavar="TENSOR=ENTRIES",
+                   help="e.g. w1=None,model or \"x=P('data', None)\"; others are replicated "
+                   "(or placed by --preset/--rules; a --spec wins over them)")
+    a.add_argument("--preset", metavar="NAME",
+                   help="a parallelism strategy as logical-axis rules: "
+                   f"{', '.join(PRESETS)} (see `presets`)")
+    a.add_argument("--rules", metavar="RULES",
+                   help="logical-axis rules, e.g. batch=data,mlp=model,opt:embed=data; applied "
+                   "after the preset's")
+    a.add_argument("--activation", action="append", default=[], metavar="POINT=ENTRIES",
+                   help="pin an activation at a constraint point, e.g. layer0=data,None,None, "
+                   "or leave it to propagation with POINT=free (see `workloads` for points)")
+    a.add_argument("--target", metavar="NAME",
+                   help="predict times on this hardware, e.g. h100-8 or tpu-v5e-4x4 (see "
+                   "`targets`)")
+    a.add_argument("--mapping", metavar="AXES",
+                   help="place mesh axes on the target's links, e.g. data=node,model=gpu "
+                   "(default: innermost mesh axes on the fastest links)")
+    a.add_argument("--measure", action="store_true",
+                   help="also run the program on random inputs and time it (on fake CPU "
+                   "devices this times this CPU; skipped over 1 GiB of inputs per device)")
+    a.add_argument("--real-devices", action="store_true",
+                   help="compile and --measure on this machine's own devices (e.g. its GPUs) "
+                   "instead of fake CPU devices; the mesh must match their number")
+    a.add_argument("--tpu-topology", metavar="GEN:SHAPE",
+                   help="compile ahead of time for a TPU slice, e.g. v5e:4x4 or v4:16x16x16 "
+                   "(needs the tpu extra; the mesh's device count must equal the chips)")
+    a.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])
+    a.add_argument("--axis-type", default="auto", choices=["auto", "explicit"])
+    a.add_argument("--timeout", type=float, default=None, help="compile time limit, seconds")
+    a.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    a.add_argument("--hlo", choices=["optimized", "propagated", "stablehlo"],
+                   help="also print this program text")
+    sub.add_parser("workloads", help="list the built-in workloads, their tensors and params")
+    sub.add_parser("presets", help="list the strategy presets, the mesh axes they expect and "
+                   "their rules")
+    sub.add_parser("targets", help="list the hardware catalog, one target per line, name first")
+    return p
+
+
+def _workloads_text() -> str:
+    lines = []
+    for w in WORKLOADS.values():
+        params = w.resolve()
+        lines.append(f"{w.name}: {w.description}")
+        lines.append("  params: " + " ".join(f"{k}={v}" for k, v in w.defaults.items()))
+        lines.append("  tensors: " + ", ".join(
+            f"{n}[{','.join(map(str, s))}]" for n, s in w.shapes(params).items()))
+        points = getattr(w, "points", None)
+        if points is not None:
+            lines.append("  points: " + ", ".join(
+                f"{n}[{','.join(d or '_' for d in p.dims)}]" for n, p in points(params).items()))
+    return "\n".join(lines)
+
+
+def _presets_text() -> str:
+    lines = []
+    for p in PRESETS.values():
+        axes = ", ".join(p.requires) + (f" (optional: {', '.join(p.optional)})"
+                                        if p.optional else "")
+        lines.append(f"{p.name}: {p.title}")
+        lines.append(f"  mesh axes: {axes}")
+        if p.workloads is not None:
+            lines.append(f"  workloads: {', '.join(p.workloads)}")
+        lines.append(f"  rules: {p.rules}")
+        lines.append(f"  expects: {p.expects}")
+        lines.append(f"  source: {p.source}")
+    return "\n".join(lines)
+
+
+def _layout_text(info: dict) -> list[str]:
+    lines = []
+    if info.get("preset"):
+        lines.append(f"preset {info['preset']}")
+    if info.get("rules"):
+        lines.append(f"rules {info['rules']}")
+    if info.get("specs"):
+        lines.append("specs " + " ".join(f"{n}={s}" for n, s in info["specs"].items()))
+    if info.get("activations"):
+        lines.append("activations " + " ".join(
+            f"{n}={s}" for n, s in info["activations"].items()))
+    return lines + [""] if lines else []
+
+
+def _analyze(args) -> int:
+    from explorer.api.workload import analyze_workload
+    from explorer.report.summary import summary
+
+    get_workload(args.workload)
+    report = analyze_workload(args.workload, args.mesh, specs=_key_values(args.spec, "--spec"),
+                              params=_key_values(args.param, "--param"),
+                              preset=args.preset, rules=args.rules,
+                              activations=_key_values(args.activation, "--activation"),
+                              partitioner=args.partitioner, axis_type=args.axis_type,
+                              timeout=args.timeout, target=args.target, mapping=args.mapping,
+                              measure=args.measure, tpu_topology=args.tpu_topology,
+                              real_devices=args.real_devices)
+    if args.json:
+        print(json.dumps(report.to_dict(texts=bool(args.hlo))))
+    else:
+        layout = report.workload.to_dict() if report.workload else {}
+        print("\n".join(_layout_text(layout) + [summary(report)]))
+        if args.hlo:
+            text = {"optimized": report.optimized_hlo, "propagated": report.propagated_hlo,
+                    "stablehlo": report.stablehlo}[args.hlo]
+            print(f"\n{args.hlo} HLO\n{text}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command in (None, "app"):
+            from explorer.ui.serve import serve
+
+            return serve(getattr(args, "port", None), getattr(args, "ip", "127.0.0.1"))
+        if args.command == "targets":
+            from explorer.cost.hardware import targets
+
+            print("\n".join(t.describe() for t in targets().values()))
+            return 0
+        if args.command == "workloads":
+            print(_workloads_text())
+            return 0
+        if args.command == "presets":
+            print(_presets_text())
+            return 0
+        return _analyze(args)
+    except ExplorerError as e:
+        print(f"sharding-explorer: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

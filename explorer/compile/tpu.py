@@ -1,0 +1,43 @@
+"""TPU topologies for ahead-of-time compiles with no TPU present (through libtpu).
+
+Validated here, before any worker starts, so that a bad name or a missing libtpu is one clear
+message rather than a compiler error.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from math import prod
+
+from explorer.errors import ExplorerError, MeshError, choices
+from explorer.spec.mesh import MeshSpec
+
+# Generations jax's topology names accept, with the dimensions of their torus.
+GENERATIONS = {"v4": 3, "v5p": 3, "v5e": 2, "v6e": 2}
+
+
+def topology_chips(topology: str) -> int:
+    m = re.fullmatch(r"([a-z0-9]+):(\d+(?:x\d+)*)", topology or "")
+    if not m or m.group(1) not in GENERATIONS:
+        raise ExplorerError(
+            f"TPU topology {topology!r} is not written as GENERATION:SHAPE; generations "
+            f"{choices(GENERATIONS)}, e.g. 'v5e:4x4', 'v6e:16x16' or 'v4:16x16x16'")
+    dims = [int(d) for d in m.group(2).split("x")]
+    if len(dims) != GENERATIONS[m.group(1)] or min(dims) < 1:
+        raise ExplorerError(
+            f"TPU topology {topology!r}: a {m.group(1)} slice has {GENERATIONS[m.group(1)]} "
+            f"dimensions, e.g. {m.group(1)}:{'x'.join(['4'] * GENERATIONS[m.group(1)])}")
+    return prod(dims)
+
+
+def check_topology(topology: str, mesh: MeshSpec) -> None:
+    """Raise unless `topology` is well-formed, fits `mesh`, and libtpu is installed."""
+    chips = topology_chips(topology)
+    if chips != mesh.device_count:
+        raise MeshError(f"TPU topology {topology!r} has {chips} chips but mesh "
+                        f"{mesh.text()!r} has {mesh.device_count} devices; they must be equal")
+    if importlib.util.find_spec("libtpu") is None:
+        raise ExplorerError(
+            f"compiling for TPU topology {topology!r} needs libtpu, which is not installed; "
+            "install it with: pip install 'sharding-explorer[tpu]' (about 700 MB; no TPU needed)")

@@ -1,0 +1,598 @@
+"""The hardware catalog, as data: chips, their links, and the slices and nodes people rent.
+
+Every number carries its unit and a public source. Where sources differ we say which one we took
+and why. Nothing here computes a time; the formulas live in _costmodel.py and
+docs/cost-model.md.
+
+Target names:
+
+- TPU: ``tpu-<generation>-<slice shape>``, e.g. ``tpu-v5e-16x16``, ``tpu-v5p-4x4x4``; several
+  slices joined by the data-center network add ``-<N>slices``: ``tpu-v5e-16x16-4slices``.
+  The shape may be written in either order (``tpu-v5e-8x4`` is Google's 4x8 slice).
+- NVIDIA: ``<gpu>-<G>`` for G GPUs of one NVLink node (G in 1, 2, 4, 8), ``<gpu>-8x<N>`` for N
+  DGX nodes of 8 GPUs joined by InfiniBand: ``h100-8``, ``h100-8x4`` (32 GPUs).
+- ``bow-2000``: one Graphcore Bow-2000 IPU-Machine (4 IPUs).
+- ``cpu``: the host the explorer compiles on; it has no sourced speeds, so nothing is predicted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from math import prod
+
+from explorer.errors import TargetError, choices
+
+# ---------------------------------------------------------------------------------------------
+# Units. Vendors quote link speeds in bits per second and memory in decimal or binary bytes.
+
+GB = 1e9                   # bytes
+GiB = 2**30                # bytes
+
+
+def gbit_per_s(gigabits: float) -> float:
+    """Bytes per second from a link speed in Gbit/s (vendors quote NICs in bits)."""
+    return gigabits * 1e9 / 8
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources, cited by name below.
+
+SCALING_BOOK = "https://jax-ml.github.io/scaling-book/"          # Austin et al., 2025
+BOOK_TPUS = SCALING_BOOK + "tpus/"          # "How to Think About TPUs": TPU Specs tables
+BOOK_SHARDING = SCALING_BOOK + "sharding/"  # "Sharded Matrices": collective costs, ICI latency
+BOOK_GPUS = SCALING_BOOK + "gpus/"          # "How to Think About GPUs": GPU specs, networking
+CLOUD_V4 = "https://cloud.google.com/tpu/docs/v4"
+CLOUD_V5E = "https://cloud.google.com/tpu/docs/v5e"
+CLOUD_V5P = "https://cloud.google.com/tpu/docs/v5p"
+CLOUD_V6E = "https://cloud.google.com/tpu/docs/v6e"
+NV_A100 = "https://www.nvidia.com/en-us/data-center/a100/"
+NV_H100 = "https://www.nvidia.com/en-us/data-center/h100/"
+NV_H200 = "https://www.nvidia.com/en-us/data-center/h200/"
+NV_DGX_A100 = "https://docs.nvidia.com/dgx/dgxa100-user-guide/introduction-to-dgxa100.html"
+NV_DGX_H = ("https://docs.nvidia.com/dgx-basepod/reference-architecture-infrastructure-"
+            "foundation-enterprise-ai/latest/core-components.html")
+NV_DGX_B200 = "https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html"
+NCCL_TUNING = "https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc"
+BOW_2000 = "https://docs.graphcore.ai/projects/bow-2000-datasheet/en/latest/overview.html"
+
+
+# ---------------------------------------------------------------------------------------------
+# The data classes.
+
+@dataclass(frozen=True)
+class Chip:
+    """One accelerator: peak matmul rate per dtype, and its main memory."""
+
+    name: str
+    # dtype (the explorer's names, e.g. "bfloat16") -> dense peak FLOP/s of one chip.
+    # Sparsity figures are never used. A dtype missing here has no sourced number.
+    peak_flops: dict[str, float]
+    memory_bytes: float | None          # capacity of one chip's HBM (or on-chip SRAM), bytes
+    memory_bandwidth: float | None      # HBM <-> cores, bytes/s
+    memory_kind: str = "HBM"
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Link:
+    """One kind of interconnect, as the cost formulas see it.
+
+    `bandwidth` is bytes/s in ONE direction: per physical link for a torus (ICI), per device
+    into its switch or NIC for a switched network (NVLink, InfiniBand, DCN).
+    """
+
+    kind: str                    # "ICI", "NVLink", "InfiniBand", "DCN", "IPU-Link"
+    bandwidth: float | None      # bytes/s, one direction
+    latency: float | None        # seconds per hop (torus) or per ring step (switched)
+    switched: bool               # any-to-any through switches: no torus hops, no wraparound
+    across: bool                 # joins slices/nodes: the slow tier of a hierarchical collective
+    links_per_direction: int = 1   # torus links along one axis, one direction
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class PhysicalAxis:
+    """One dimension of the machine that mesh axes are laid onto."""
+
+    name: str          # "x", "y", "z" (ICI torus dims), "slice", "gpu", "node", "ipu"
+    size: int
+    link: Link
+    wraparound: bool = False     # torus only: the ring closes, so both directions carry data
+
+    def describe(self) -> str:
+        if self.link.switched:
+            where = {"gpu": "GPUs in a node", "node": "nodes", "slice": "slices",
+                     "ipu": "IPUs"}.get(self.name, "devices")
+            return f"{self.name!r} ({self.link.kind}, {self.size} {where})"
+        wrap = "with wraparound" if self.wraparound else "no wraparound"
+        return f"{self.name!r} ({self.link.kind} torus dimension of {self.size}, {wrap})"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A machine someone rents: a chip, how many, and how they are wired."""
+
+    name: str
+    family: str                            # "tpu", "gpu", "ipu", "cpu"
+    chip: Chip
+    axes: tuple[PhysicalAxis, ...]         # outermost (slowest) first, like a mesh
+    topology: str                          # e.g. "2-D torus 16x16"
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def chips(self) -> int | None:
+        """How many devices; None for the CPU host, which takes any fake-device count."""
+        if self.family == "cpu":
+            return None
+        return prod(a.size for a in self.axes)
+
+    def axis(self, name: str) -> PhysicalAxis:
+        for a in self.axes:
+            if a.name == name:
+                return a
+        raise TargetError(f"{self.name} has no physical axis {name!r}; its axes are "
+                          f"{choices(a.name for a in self.axes)}", target=self.name)
+
+    def describe(self) -> str:
+        """One line for a `sharding-explorer targets` listing, the name first."""
+        chip = self.chip
+        if self.family == "cpu":
+            return (f"{self.name}: the CPU host the explorer compiles on, any number of fake "
+                    "devices; no sourced speeds, so no time prediction")
+        parts = [f"{self.name}: {self.chips} x {chip.name}, {self.topology}"]
+        peak = chip.peak_flops.get("bfloat16") or chip.peak_flops.get("float16")
+        if peak:
+            dt = "bf16" if "bfloat16" in chip.peak_flops else "fp16"
+            parts.append(f"{format_rate(peak, 'FLOP/s')} {dt}")
+        if chip.memory_bytes:
+            mem = f"{format_bytes(chip.memory_bytes)} {chip.memory_kind}"
+            if chip.memory_bandwidth:
+                mem += f" at {format_rate(chip.memory_bandwidth, 'B/s')}"
+            parts.append(mem)
+        seen = set()
+        for a in reversed(self.axes):
+            if a.link.kind in seen or a.link.bandwidth is None:
+                continue
+            seen.add(a.link.kind)
+            per = "per link" if not a.link.switched else "per device"
+            parts.append(f"{a.link.kind} {format_rate(a.link.bandwidth, 'B/s')} {per} one way")
+        return ", ".join(parts)
+
+
+def format_rate(value: float, unit: str) -> str:
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def format_bytes(value: float) -> str:
+    return format_rate(value, "B")
+
+
+# ---------------------------------------------------------------------------------------------
+# TPUs. Peak FLOP/s, HBM and DCN per chip come from the Google Cloud pages (the vendor); ICI
+# per-link bandwidth comes from the scaling book, because Cloud quotes only per-chip totals.
+
+# s; "Each hop over an ICI link has some intrinsic overhead ... typically around 1us" BOOK_SHARDING
+TPU_HOP_LATENCY = 1e-6
+
+TPU_V4 = Chip(
+    "TPU v4",
+    {
+        "bfloat16": 275e12,   # FLOP/s; "Peak compute per chip 275 teraflops (bf16 or int8)"
+        "int8": 275e12,       # OP/s; same line of CLOUD_V4
+    },
+    memory_bytes=32 * GiB,          # "HBM2 capacity and bandwidth 32 GiB, 1200 GBps" CLOUD_V4
+    memory_bandwidth=1200 * GB,     # bytes/s; same line
+    source=CLOUD_V4,
+)
+TPU_V5E = Chip(
+    "TPU v5e",
+    {
+        "bfloat16": 197e12,   # FLOP/s; "Peak compute per chip (bf16) 197 TFLOPs" CLOUD_V5E
+        "int8": 393e12,       # OP/s; "Peak compute per chip (Int8) 393 TOPs" CLOUD_V6E table
+    },
+    memory_bytes=16 * GB,           # "HBM2 capacity and bandwidth 16 GB, 819 GBps" CLOUD_V5E
+    memory_bandwidth=819 * GB,      # bytes/s; same line (the book rounds to 8.1e11)
+    source=CLOUD_V5E,
+)
+TPU_V5P = Chip(
+    "TPU v5p",
+    {
+        "bfloat16": 459e12,       # FLOP/s; "Peak compute per chip (BF16) (TFLOPs) 459" CLOUD_V5P
+        "float8_e4m3fn": 459e12,  # FLOP/s; "Peak compute per chip (FP8) (TFLOPs) 459" CLOUD_V5P
+        "float8_e5m2": 459e12,    # same line
+        "int8": 918e12,           # OP/s; "FLOPs/s/chip (int8) 9.18e14" BOOK_TPUS TPU Specs
+    },
+    memory_bytes=95 * GiB,          # "HBM capacity per chip (GiB) 95" CLOUD_V5P
+    memory_bandwidth=2765 * GB,     # bytes/s; "HBM bandwidth per chip (GBps) 2765" CLOUD_V5P
+    source=CLOUD_V5P,
+)
+TPU_V6E = Chip(
+    "TPU v6e",
+    {
+        "bfloat16": 918e12,   # FLOP/s; "Peak compute per chip (bf16) 918 TFLOPs" CLOUD_V6E
+        "int8": 1836e12,      # OP/s; "Peak compute per chip (Int8) 1836 TOPs" CLOUD_V6E
+    },
+    memory_bytes=32 * GB,           # "HBM capacity per chip 32 GB" CLOUD_V6E
+    memory_bandwidth=1640 * GB,     # bytes/s; "HBM bandwidth per chip 1640 GBps" CLOUD_V6E
+    source=CLOUD_V6E,
+)
+
+
+def _ici(one_way: float) -> Link:
+    return Link("ICI", one_way, TPU_HOP_LATENCY, switched=False, across=False,
+                source=BOOK_TPUS)
+
+
+def _dcn(per_chip: float, source: str) -> Link:
+    # DCN latency: no public per-hop figure found, so no latency floor is applied over DCN.
+    return Link("DCN", per_chip, None, switched=True, across=True, source=source)
+
+
+@dataclass(frozen=True)
+class _TpuGeneration:
+    chip: Chip
+    ici: Link
+    dcn: Link
+    rank: int                                  # 2-D or 3-D torus
+    shapes: tuple[tuple[int, ...], ...]        # documented slice shapes, Cloud's order
+    max_chips: int                             # largest single slice
+    cube_wrap: bool   # True: wraparound only on whole 4x4x4 cubes; False: on axes of 16
+
+
+_TPU = {
+    "v4": _TpuGeneration(
+        TPU_V4,
+        _ici(4.5e10),   # bytes/s one way per link; "TPU v4p ... 4.5e10" BOOK_TPUS ICI table
+        # bytes/s per chip; "DCN bandwidth is typically around 6.25e9 bytes / second per TPU"
+        # BOOK_TPUS. No v4-specific figure was found; this is the book's typical value.
+        _dcn(6.25e9, BOOK_TPUS),
+        3,
+        # Shapes named in BOOK_TPUS ("2x2x1, 2x2x2 ... 2x2x4 ... 4x4x4 or 4x4x8") and CLOUD_V4
+        # ("4x4x8, 4x8x8"), up to the 16x16x16 pod.
+        ((2, 2, 1), (2, 2, 2), (2, 2, 4), (2, 4, 4), (4, 4, 4), (4, 4, 8), (4, 8, 8),
+         (8, 8, 8), (8, 8, 16), (8, 16, 16), (16, 16, 16)),
+        4096,           # chips; "TPU Pod size 4096 chips" CLOUD_V4
+        cube_wrap=True,
+    ),
+    "v5e": _TpuGeneration(
+        TPU_V5E,
+        _ici(4.5e10),   # bytes/s one way per link; "TPU v5e 4.5e10" BOOK_TPUS ICI table
+        # bytes/s per chip; "v5e has 3.125e9 bytes/s" BOOK_TPUS, = CLOUD_V5E's "Data center
+        # network bandwidth per Pod 6.4 Tbps" / 256 chips.
+        _dcn(3.125e9, BOOK_TPUS),
+        2,
+        # "The following 2D slice shapes are supported for v5e" CLOUD_V5E
+        ((1, 1), (2, 2), (2, 4), (4, 4), (4, 8), (8, 8), (8, 16), (16, 16)),
+        256,            # chips; "TPU Pod size 256 chips" CLOUD_V5E
+        cube_wrap=False,
+    ),
+    "v5p": _TpuGeneration(
+        TPU_V5P,
+        _ici(9e10),     # bytes/s one way per link; "TPU v5p 9e10" BOOK_TPUS ICI table
+        # bytes/s per chip; "Data center network (DCN) bandwidth per chip (Gbps) 50" CLOUD_V5P
+        _dcn(gbit_per_s(50), CLOUD_V5P),
+        3,
+        # "the most common single-slice shapes supported with v5p" CLOUD_V5P
+        ((2, 2, 1), (2, 2, 2), (2, 4, 4), (4, 4, 4), (4, 4, 8), (4, 8, 8), (8, 8, 8),
+         (8, 8, 16), (8, 16, 16), (16, 16, 16), (16, 16, 24)),
+        6144,           # chips; "The largest job that can be scheduled is a 96 cube (6144 chip)"
+        cube_wrap=True,
+    ),
+    "v6e": _TpuGeneration(
+        TPU_V6E,
+        _ici(9e10),     # bytes/s one way per link; "TPU v6e 9e10" BOOK_TPUS ICI table
+        # bytes/s per chip; "12.5e9 for TPU v6e" BOOK_TPUS, = CLOUD_V6E's 25.6 Tbps / 256 chips.
+        _dcn(12.5e9, BOOK_TPUS),
+        2,
+        # "the 2D slice shapes that are supported for v6e" CLOUD_V6E
+        ((1, 1), (2, 2), (2, 4), (4, 4), (4, 8), (8, 8), (8, 16), (16, 16)),
+        256,            # chips; "TPU Pod size 256 chips" CLOUD_V6E
+        cube_wrap=False,
+    ),
+}
+
+# Slices smaller than a cube that v4/v5p offer (no wraparound: "Smaller topologies (e.g. 2x2x1,
+# 2x2x2) can also be requested, albeit with no wraparounds" BOOK_TPUS).
+_SUBCUBE = {(1, 2, 2), (2, 2, 2), (2, 2, 4), (2, 4, 4)}
+
+
+def _tpu_wraps(gen: _TpuGeneration, shape: tuple[int, ...]) -> tuple[bool, ...]:
+    """Which slice axes close into a ring.
+
+    v4/v5p: "Any multiple of a full cube (e.g. 4x4x4 or 4x4x8) will have wraparounds provided by
+    the optical switches ... a 2x2x4 won't have any" (BOOK_TPUS); CLOUD_V4: a torus needs "each
+    dimension is a multiple of 4". v5e/v6e: "wraparounds along any axis of size 16 (meaning an
+    8x16 has a wraparound on the long axis) ... without wraps on dims < 16" (BOOK_TPUS).
+    """
+    if gen.cube_wrap:
+        whole_cubes = all(d % 4 == 0 for d in shape)
+        return tuple(whole_cubes for _ in shape)
+    return tuple(d == 16 for d in shape)
+
+
+def _tpu_shape_ok(gen: _TpuGeneration, shape: tuple[int, ...]) -> bool:
+    key = tuple(sorted(shape))
+    if key in {tuple(sorted(s)) for s in gen.shapes}:
+        return True
+    if gen.rank == 3 and len(shape) == 3:
+        # Any whole number of 4x4x4 cubes within the largest slice is rentable.
+        return (all(d % 4 == 0 for d in shape) and prod(shape) <= gen.max_chips) or \
+            key in _SUBCUBE
+    return False
+
+
+def _tpu_target(gen_name: str, shape: tuple[int, ...], slices: int = 1) -> Target:
+    gen = _TPU[gen_name]
+    shape_text = "x".join(map(str, shape))
+    name = f"tpu-{gen_name}-{shape_text}" + (f"-{slices}slices" if slices > 1 else "")
+    wraps = _tpu_wraps(gen, shape)
+    axes = []
+    if slices > 1:
+        axes.append(PhysicalAxis("slice", slices, gen.dcn))
+    for dim_name, size, wrap in zip("xyz", shape, wraps, strict=False):
+        if size > 1:
+            axes.append(PhysicalAxis(dim_name, size, gen.ici, wraparound=wrap and size > 2))
+    wrapped = [n for n, s, w in zip("xyz", shape, wraps, strict=False) if w and s > 2]
+    topo = f"{gen.rank}-D torus {shape_text}"
+    topo += f" (wraparound: {', '.join(wrapped)})" if wrapped else " (no wraparound)"
+    if slices > 1:
+        topo += f", {slices} slices over DCN"
+    return Target(name, "tpu", gen.chip, tuple(axes), topo)
+
+
+# ---------------------------------------------------------------------------------------------
+# NVIDIA GPUs in DGX nodes of 8, joined by InfiniBand (one NIC per GPU).
+
+NVLINK_STEP_LATENCY = 0.6e-6   # s per ring step; NCCL's model: hwLat[NVLINK][Ring][LL] = .6 us
+IB_STEP_LATENCY = 2.7e-6       # s per ring step; NCCL's model: hwLat[NET][Ring][LL] = 2.7 us
+GPUS_PER_NODE = 8              # "Sets of 8 GPUs called nodes" BOOK_GPUS; DGX A100/H100/H200/B200
+
+
+@dataclass(frozen=True)
+class _GpuGeneration:
+    chip: Chip
+    nvlink: Link
+    ib: Link
+
+
+def _nvlink(one_way: float) -> Link:
+    return Link("NVLink", one_way, NVLINK_STEP_LATENCY, switched=True, across=False,
+                source=BOOK_GPUS + " ; " + NCCL_TUNING)
+
+
+def _ib(per_gpu: float, source: str) -> Link:
+    return Link("InfiniBand", per_gpu, IB_STEP_LATENCY, switched=True, across=True,
+                source=source + " ; " + NCCL_TUNING)
+
+
+_GPU = {
+    "a100": _GpuGeneration(
+        Chip("A100 SXM 80GB", {
+            "bfloat16": 312e12,   # FLOP/s dense; "BFLOAT16 Tensor Core 312 TFLOPS" NV_A100
+            "float16": 312e12,    # FLOP/s dense; "FP16 Tensor Core 312 TFLOPS" NV_A100
+            "float32": 19.5e12,   # FLOP/s; "FP32 19.5 TFLOPS" NV_A100 (no TF32)
+            "int8": 624e12,       # OP/s dense; "INT8 Tensor Core 624 TOPS" NV_A100
+        },
+            memory_bytes=80 * GB,         # "GPU Memory 80GB HBM2e" NV_A100
+            memory_bandwidth=2039 * GB,   # bytes/s; "GPU Memory Bandwidth 2,039GB/s" NV_A100 SXM
+            source=NV_A100),
+        # bytes/s one way per GPU; NVLink 3.0: 12 ports x 25 GB/s, "Node GPU to GPU bandwidth
+        # 300 GB/s full-duplex" BOOK_GPUS; NV_A100: "NVLink 600GB/s" (both directions).
+        _nvlink(300 * GB),
+        # bytes/s per GPU; DGX A100 "Networking: 8x Single-Port Mellanox ConnectX-6 VPI 200Gb/s
+        # HDR InfiniBand", one per GPU (NV_DGX_A100 component specifications).
+        _ib(gbit_per_s(200), NV_DGX_A100),
+    ),
+    "h100": _GpuGeneration(
+        Chip("H100 SXM", {
+            "bfloat16": 989e12,       # FLOP/s dense; NV_H100 lists 1,979 with sparsity
+            "float16": 989e12,        # FLOP/s dense; same
+            "float8_e4m3fn": 1979e12,  # FLOP/s dense; NV_H100 lists 3,958 with sparsity
+            "float8_e5m2": 1979e12,
+            "float32": 67e12,         # FLOP/s; "FP32 67 teraFLOPS" NV_H100
+            "int8": 1979e12,          # OP/s dense; NV_H100 lists 3,958 with sparsity
+        },
+            memory_bytes=80 * GB,         # "GPU Memory 80GB" NV_H100 SXM
+            memory_bandwidth=3.35e12,     # bytes/s; "GPU Memory Bandwidth 3.35TB/s" NV_H100
+            source=NV_H100),
+        # bytes/s one way per GPU; "18 * 25=450GB/s of full-duplex bandwidth" BOOK_GPUS;
+        # NV_H100: "NVLink 900GB/s" (both directions).
+        _nvlink(450 * GB),
+        # bytes/s per GPU; DGX H100: "eight single-port NVIDIA ConnectX-7 VPI ... up to 400 Gb/s
+        # InfiniBand" NV_DGX_H; "each node has 400GB/s of egress bandwidth" BOOK_GPUS.
+        _ib(gbit_per_s(400), NV_DGX_H),
+    ),
+    "h200": _GpuGeneration(
+        Chip("H200 SXM", {
+            "bfloat16": 989e12,       # FLOP/s dense; NV_H200 lists 1,979 with sparsity
+            "float16": 989e12,
+            "float8_e4m3fn": 1979e12,  # FLOP/s dense; NV_H200 lists 3,958 with sparsity
+            "float8_e5m2": 1979e12,
+            "float32": 67e12,         # FLOP/s; "FP32 67 TFLOPS" NV_H200
+            "int8": 1979e12,          # OP/s dense
+        },
+            memory_bytes=141 * GB,        # "GPU Memory 141GB" NV_H200; DGX H200: 1,128 GB / 8
+            memory_bandwidth=4.8e12,      # bytes/s; "GPU Memory Bandwidth 4.8TB/s" NV_H200
+            source=NV_H200),
+        _nvlink(450 * GB),   # bytes/s one way; NVLink 4 as H100: NV_H200 "NVLink 900GB/s"
+        _ib(gbit_per_s(400), NV_DGX_H),   # bytes/s per GPU; DGX H200 = DGX H100 networking
+    ),
+    "b200": _GpuGeneration(
+        Chip("B200", {
+            # FLOP/s dense; DGX B200: "FP8 72 PFLOPS" with sparsity for 8 GPUs -> 4.5e15 dense
+            # FP8 per GPU, half that in bf16; BOOK_GPUS uses 2250e12 bf16, 4.5e15 fp8/int8.
+            "bfloat16": 2.25e15,
+            "float16": 2.25e15,
+            "float8_e4m3fn": 4.5e15,
+            "float8_e5m2": 4.5e15,
+            "int8": 4.5e15,
+            "float32": 80e12,     # FLOP/s; "a B200 can perform 80TFLOPs/s of vector fp32" BOOK_GPUS
+        },
+            memory_bytes=180 * GB,        # "8 x NVIDIA B200 GPUs that provide 1,440 GB" NV_DGX_B200
+            memory_bandwidth=8e12,        # bytes/s; DGX B200 "64 TB/s" / 8; BOOK_GPUS 8.0e12
+            source=NV_DGX_B200),
+        # bytes/s one way per GPU; NVLink 5: "50 GB/s ... 18 ... 900 GB/s" BOOK_GPUS
+        _nvlink(900 * GB),
+        # bytes/s per GPU; DGX B200: "8 x NVIDIA ConnectX-7 ... Up to 400Gbps" NV_DGX_B200
+        _ib(gbit_per_s(400), NV_DGX_B200),
+    ),
+}
+
+_GPU_SIZES = (1, 2, 4, 8)     # GPUs of one node a target may use
+
+
+def _gpu_target(gpu: str, gpus: int, nodes: int = 1) -> Target:
+    gen = _GPU[gpu]
+    name = f"{gpu}-{gpus}" + (f"x{nodes}" if nodes > 1 else "")
+    axes = []
+    if nodes > 1:
+        axes.append(PhysicalAxis("node", nodes, gen.ib))
+    if gpus > 1:
+        axes.append(PhysicalAxis("gpu", gpus, gen.nvlink))
+    if nodes > 1:
+        topo = f"{nodes} DGX nodes x {gpus} GPUs (NVLink in a node, InfiniBand across)"
+    else:
+        topo = f"{gpus} GPU{'s' if gpus > 1 else ''} of one NVLink node"
+    return Target(name, "gpu", gen.chip, tuple(axes), topo)
+
+
+# ---------------------------------------------------------------------------------------------
+# Graphcore Bow-2000: 4 Bow IPUs in a 1U machine.
+
+BOW_IPU = Chip(
+    "Bow IPU",
+    {
+        "float16": 1.4e15 / 4,   # FLOP/s; "4x Bow IPUs, 1.4 petaFLOPS FP16.16 AI compute" BOW_2000
+    },
+    memory_bytes=3.6 * GB / 4,   # bytes; "3.6GB In-Processor-Memory" for 4 IPUs, BOW_2000
+    # No public figure for In-Processor-Memory bandwidth was found: no memory roofline.
+    memory_bandwidth=None,
+    memory_kind="In-Processor-Memory",
+    source=BOW_2000,
+)
+# bytes/s; "IPU-Link - 512Gbps for communication within Bow Pods" BOW_2000. The datasheet does
+# not say per IPU or per direction, nor the wiring; we take it as each IPU's one-way egress
+# into an any-to-any fabric. No public latency figure: no latency floor.
+IPU_LINK = Link("IPU-Link", gbit_per_s(512), None, switched=True, across=False, source=BOW_2000)
+
+
+def _bow_target() -> Target:
+    return Target("bow-2000", "ipu", BOW_IPU, (PhysicalAxis("ipu", 4, IPU_LINK),),
+                  "4 IPUs joined by IPU-Links",
+                  notes=("IPU-Link bandwidth per IPU and wiring are our reading of the "
+                         "datasheet's single 512 Gbps figure",))
+
+
+CPU_HOST = Chip("CPU host", {}, None, None, source="")
+
+
+def _cpu_target() -> Target:
+    return Target("cpu", "cpu", CPU_HOST, (), "fake devices sharing one host")
+
+
+# ---------------------------------------------------------------------------------------------
+# The catalog.
+
+def _catalog() -> dict[str, Target]:
+    out: dict[str, Target] = {}
+
+    def add(t: Target) -> None:
+        out[t.name] = t
+
+    for gen_name in ("v5e", "v6e", "v4", "v5p"):
+        for shape in _TPU[gen_name].shapes:
+            add(_tpu_target(gen_name, shape))
+    add(_tpu_target("v5e", (16, 16), 2))
+    add(_tpu_target("v5e", (16, 16), 4))
+    add(_tpu_target("v6e", (16, 16), 2))
+    add(_tpu_target("v5p", (8, 16, 16), 2))
+    for gpu in _GPU:
+        for g in _GPU_SIZES:
+            add(_gpu_target(gpu, g))
+        for nodes in (2, 4, 16, 32):
+            add(_gpu_target(gpu, GPUS_PER_NODE, nodes))
+    add(_bow_target())
+    add(_cpu_target())
+    return out
+
+
+_CATALOG = _catalog()
+
+_TPU_NAME = re.compile(r"tpu-(?P<gen>v\w+?)-(?P<shape>\d+(?:x\d+)*)(?:-(?P<slices>\d+)slices)?")
+_GPU_NAME = re.compile(r"(?P<gpu>[a-z]\d+)-(?P<gpus>\d+)(?:x(?P<nodes>\d+))?")
+
+
+def targets() -> dict[str, Target]:
+    """The named targets, in listing order (TPUs by generation, GPUs, IPU, CPU).
+
+    get_target() also accepts any other valid name of the same grammar, such as
+    ``tpu-v5e-8x4`` or ``h100-8x64``.
+    """
+    return dict(_CATALOG)
+
+
+def get_target(name: str | Target) -> Target:
+    """The Target called `name`; the error lists the valid names and the name grammar."""
+    if isinstance(name, Target):
+        return name
+    if not isinstance(name, str):
+        raise TargetError(f"target {name!r} is not a name; {_grammar()}")
+    key = name.strip().lower()
+    if key in _CATALOG:
+        return _CATALOG[key]
+    m = _TPU_NAME.fullmatch(key)
+    if m:
+        return _parse_tpu(name, m)
+    m = _GPU_NAME.fullmatch(key)
+    if m and m["gpu"] in _GPU:
+        return _parse_gpu(name, m)
+    raise TargetError(f"unknown target {name!r}; {_grammar()}", target=name)
+
+
+def _grammar() -> str:
+    gens = ", ".join(f"'tpu-{g}-...'" for g in _TPU)
+    return (f"valid targets: {choices(_CATALOG)}. Also any valid TPU slice ({gens}, "
+            "plus '-<N>slices' for several slices over DCN) and any "
+            f"'<gpu>-8x<N>' for N DGX nodes, gpu one of {choices(_GPU)}")
+
+
+def _parse_tpu(name: str, m: re.Match) -> Target:
+    gen_name = m["gen"]
+    if gen_name not in _TPU:
+        raise TargetError(f"unknown TPU generation {gen_name!r} in {name!r}; generations: "
+                          f"{choices(_TPU)}", target=name)
+    gen = _TPU[gen_name]
+    shape = tuple(int(d) for d in m["shape"].split("x"))
+    if len(shape) != gen.rank or not _tpu_shape_ok(gen, shape):
+        listed = ", ".join("x".join(map(str, s)) for s in gen.shapes)
+        more = (" or any whole number of 4x4x4 cubes up to "
+                f"{gen.max_chips} chips" if gen.rank == 3 else "")
+        raise TargetError(f"{name!r}: TPU {gen_name} has no {m['shape']} slice; TPU "
+                          f"{gen_name} slices are {listed}{more} (axes in either order)",
+                          target=name)
+    slices = int(m["slices"]) if m["slices"] else 1
+    if slices < 1:
+        raise TargetError(f"{name!r}: the slice count must be at least 1", target=name)
+    return _tpu_target(gen_name, shape, slices)
+
+
+def _parse_gpu(name: str, m: re.Match) -> Target:
+    gpus = int(m["gpus"])
+    nodes = int(m["nodes"]) if m["nodes"] else 1
+    if nodes > 1 and gpus != GPUS_PER_NODE:
+        raise TargetError(f"{name!r}: multi-node targets use whole nodes of "
+                          f"{GPUS_PER_NODE} GPUs, e.g. '{m['gpu']}-8x{nodes}'", target=name)
+    if gpus not in _GPU_SIZES or nodes < 1:
+        raise TargetError(f"{name!r}: a node has {GPUS_PER_NODE} GPUs; write "
+                          f"'{m['gpu']}-G' with G in {choices(_GPU_SIZES)} or "
+                          f"'{m['gpu']}-8xN' for N nodes", target=name)
+    return _gpu_target(m["gpu"], gpus, nodes)
+
+
+def targets_with_chips(n: int) -> list[str]:
+    """Catalog names with exactly n devices, for error messages that suggest a target."""
+    return [t.name for t in _CATALOG.values() if t.chips == n]

@@ -1,0 +1,31 @@
+"""The collective opcodes of HLO, as one enum that every stage shares.
+
+Adding a collective kind: add a member here, teach `collective_kind` its opcode if it differs,
+and give it a formula in explorer/cost/model.py (an unknown kind raises there, never guessed).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class CollectiveKind(StrEnum):
+    """A collective as XLA names its opcode. A StrEnum: it compares equal to the opcode text
+    and writes to JSON as that text."""
+
+    ALL_REDUCE = "all-reduce"
+    ALL_GATHER = "all-gather"
+    REDUCE_SCATTER = "reduce-scatter"
+    ALL_TO_ALL = "all-to-all"
+    COLLECTIVE_PERMUTE = "collective-permute"
+
+
+def collective_kind(opcode: str) -> tuple[CollectiveKind | None, bool]:
+    """(the kind, whether it is the start of an async pair) of an HLO opcode; (None, False) for
+    an instruction that is not a collective."""
+    base, is_async = (opcode[: -len("-start")], True) if opcode.endswith("-start") else (opcode,
+                                                                                          False)
+    try:
+        return CollectiveKind(base), is_async
+    except ValueError:
+        return None, False

@@ -1,0 +1,220 @@
+"""The Report: what the partitioner did to one program, as frozen, JSON-able plain data.
+
+Nothing here imports jax: a Report can be saved, loaded and drawn anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from explorer.cost.model import Estimate
+from explorer.errors import TensorError, choices
+from explorer.hlo.collectives import CollectiveKind
+from explorer.spec.layout import shard_ranges, tiling_from_hlo
+from explorer.spec.mesh import MeshSpec
+from explorer.spec.tensor import DTYPE_BYTES, Entry, format_spec
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective of the optimized HLO.
+
+    `bytes` is the V of the textbook cost formulas: the per-device buffer reduced or gathered,
+    the larger of operand and result (summed over the parts of a combined, tuple-shaped one).
+    """
+
+    kind: CollectiveKind
+    axes: tuple[str, ...]        # mesh axes its device groups span, in mesh order; () if none match
+    group_size: int
+    shape: tuple[int, ...]       # result shape (the first part of a combined collective)
+    dtype: str                   # result dtype as XLA moves it (the CPU backend moves bf16 as f32)
+    bytes: int
+    parts: int = 1               # >1 when XLA combined several collectives into one tuple
+    is_async: bool = False
+    op_name: str = ""
+    source: str = ""             # file:line of the user code that caused it, "" if unknown
+    hlo_name: str = ""
+    computation: str = ""
+    operand_dtype: str = ""      # the dtype before a convert feeding it, when the CPU upcast it
+    groups: tuple[tuple[int, ...], ...] = ()
+    est_seconds: float | None = None   # predicted time on the report's target, if one was chosen
+
+    @property
+    def program_bytes(self) -> int:
+        """V in the program's dtype: what a TPU or GPU, which do not upcast, would move."""
+        if not self.operand_dtype:
+            return self.bytes
+        return self.bytes * DTYPE_BYTES[self.operand_dtype] // DTYPE_BYTES[self.dtype]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "program_bytes": self.program_bytes}
+
+
+class TensorRole(StrEnum):
+    """Where a tensor of the Report stands in the program."""
+
+    INPUT = "input"
+    OUTPUT = "output"
+    INTERMEDIATE = "intermediate"
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor as the partitioner laid it out: an input, an output or an intermediate."""
+
+    name: str
+    kind: TensorRole
+    shape: tuple[int, ...]
+    dtype: str
+    sharding: str                # XLA's HloSharding text, e.g. {devices=[2,1,4]<=[8] ...}
+    spec: tuple[Entry, ...] | None   # the same over mesh axes; None when no spec expresses it
+    shard_shape: tuple[int, ...]
+    replicas: int
+    bytes_per_device: int
+    op_name: str = ""
+    source: str = ""
+
+    @property
+    def spec_text(self) -> str:
+        return "(not a mesh-axis spec)" if self.spec is None else format_spec(self.spec)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["spec_text"] = self.spec_text
+        return d
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Per-device bytes from XLA's memory_analysis() of the per-device program."""
+
+    arguments: int
+    outputs: int
+    aliased: int
+    temporaries: int
+    generated_code: int
+
+    @property
+    def total(self) -> int:
+        # Aliased outputs reuse argument buffers, so they are counted once.
+        return self.arguments + self.outputs - self.aliased + self.temporaries
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "total": self.total}
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Per-device cost from XLA's cost_analysis(); None where XLA gave no number."""
+
+    flops: float | None
+    bytes_accessed: float | None
+    transcendentals: float | None
+    collective_bytes: int
+    xla_optimal_seconds: float | None = None
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Timing:
+    lower_s: float
+    compile_s: float
+    cached: bool = False
+    lookup_s: float = 0.0        # time to answer from the cache, when cached
+    # A real run of the compiled program, when asked for: median seconds and where it ran
+    # ("8 cpu device(s) of this host": the CPU, never a prediction for a target).
+    measured_s: float | None = None
+    measured_on: str = ""
+    measure_note: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    """What was analysed when it was a built-in workload, and how its layout was chosen."""
+
+    name: str
+    params: Mapping[str, Any]
+    preset: str | None = None
+    rules: str = ""                                     # the rule table applied, as text
+    specs: Mapping[str, str] = field(default_factory=dict)        # input -> spec text
+    activations: Mapping[str, str] = field(default_factory=dict)  # constraint point -> spec
+    origin: Mapping[str, str] = field(default_factory=dict)       # tensor -> spec's origin
+    # Workload-specific JSON-able data, e.g. a pipeline's schedule and bubble fraction.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k != "extra"}
+        return {**d, **dict(self.extra)}
+
+
+@dataclass(frozen=True)
+class Report:
+    mesh: MeshSpec
+    partitioner: str
+    backend: str
+    collectives: tuple[Collective, ...]
+    tensors: tuple[TensorInfo, ...]
+    memory: Memory | None
+    cost: Cost
+    timing: Timing
+    workload: WorkloadInfo | None = None
+    # The prediction for a target, when one was asked for.
+    estimate: Estimate | None = None
+    # What the readers could not read, said rather than guessed (e.g. an unreadable sharding).
+    notes: tuple[str, ...] = ()
+    # What XLA and Shardy printed while compiling (e.g. "Involuntary full rematerialization").
+    warnings: tuple[str, ...] = ()
+    stablehlo: str = field(default="", repr=False)
+    propagated_hlo: str = field(default="", repr=False)
+    optimized_hlo: str = field(default="", repr=False)
+
+    def tensor(self, name: str) -> TensorInfo:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise TensorError(f"no tensor named {name!r} in this report; tensors: "
+                          f"{choices(t.name for t in self.tensors if t.kind != 'intermediate')}"
+                          " and intermediates", tensor=name)
+
+    def placement(self, name: str) -> dict[int, tuple[tuple[int, int], ...]]:
+        """For each device holding part of tensor `name`, its half-open index range per dim."""
+        t = self.tensor(name)
+        tiling = tiling_from_hlo(t.sharding, len(t.shape), self.mesh.device_count)
+        return shard_ranges(tiling, t.shape)
+
+    def with_timing(self, timing: Timing) -> Report:
+        return replace(self, timing=timing)
+
+    def to_dict(self, texts: bool = False) -> dict:
+        d = {
+            "mesh": {**self.mesh.to_dict(), "partitioner": self.partitioner,
+                     "backend": self.backend},
+            "tensors": [t.to_dict() for t in self.tensors],
+            "collectives": [c.to_dict() for c in self.collectives],
+            "memory": self.memory.to_dict() if self.memory else None,
+            "cost": self.cost.to_dict(),
+            "timing": self.timing.to_dict(),
+        }
+        if self.workload is not None:
+            d["workload"] = self.workload.to_dict()
+        if self.estimate is not None:
+            est = self.estimate.to_dict()
+            est.pop("collectives")          # each collective carries its own est_seconds
+            d["cost"]["estimate"] = est
+        if self.notes:
+            d["notes"] = list(self.notes)
+        if self.warnings:
+            d["warnings"] = list(self.warnings)
+        if texts:
+            d["texts"] = {"stablehlo": self.stablehlo, "propagated_hlo": self.propagated_hlo,
+                          "optimized_hlo": self.optimized_hlo}
+        return d

@@ -1,0 +1,77 @@
+"""Plain-text forms of a Report: what the CLI prints and what tests can compare exactly."""
+
+from __future__ import annotations
+
+from explorer.report.report import Report
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "n/a"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def collectives_table(report: Report) -> list[str]:
+    if not report.collectives:
+        return ["(no collectives: every device computes its part alone)"]
+    rows = [["kind", "axes", "group", "shape", "bytes/device", "source", "op"]]
+    for c in report.collectives:
+        rows.append([c.kind + (" (async)" if c.is_async else "")
+                     + (f" ×{c.parts}" if c.parts > 1 else ""),
+                     ",".join(c.axes) or "-", str(c.group_size),
+                     f"{c.dtype}[{','.join(map(str, c.shape))}]", human_bytes(c.bytes),
+                     c.source or "-", c.op_name.rsplit("/", 1)[-1]])
+    return _table(rows)
+
+
+def tensors_table(report: Report, kinds=("input", "output")) -> list[str]:
+    rows = [["tensor", "kind", "shape", "spec", "shard", "replicas", "bytes/device"]]
+    for t in report.tensors:
+        if t.kind in kinds:
+            rows.append([t.name, t.kind, f"{t.dtype}[{','.join(map(str, t.shape))}]",
+                         t.spec_text, f"[{','.join(map(str, t.shard_shape))}]", str(t.replicas),
+                         human_bytes(t.bytes_per_device)])
+    return _table(rows)
+
+
+def summary(report: Report) -> str:
+    m, c, t = report.memory, report.cost, report.timing
+    n_inter = sum(1 for x in report.tensors if x.kind == "intermediate")
+    lines = [f"mesh {report.mesh.text()} ({report.mesh.device_count} devices, "
+             f"{report.mesh.axis_type} axes), partitioner {report.partitioner}, backend "
+             f"{report.backend}", "", "Tensors"]
+    lines += tensors_table(report)
+    lines += [f"(+ {n_inter} intermediates; --json lists them)", "", "Collectives"]
+    lines += collectives_table(report)
+    lines += ["", f"collective bytes per device: {human_bytes(c.collective_bytes)}"]
+    if m:
+        lines.append(f"memory per device: arguments {human_bytes(m.arguments)}, outputs "
+                     f"{human_bytes(m.outputs)}, temporaries {human_bytes(m.temporaries)}, "
+                     f"total {human_bytes(m.total)}")
+    else:
+        lines.append("memory per device: not reported by this backend")
+    flops = "n/a" if c.flops is None else f"{c.flops:.3g}"
+    lines.append(f"cost per device: {flops} flops, {human_bytes(c.bytes_accessed)} accessed")
+    lines += [f"note: {n}" for n in c.notes]
+    lines.append(f"lower {t.lower_s * 1e3:.0f} ms, compile {t.compile_s * 1e3:.0f} ms"
+                 + (" (cached)" if t.cached else ""))
+    if t.measured_s is not None:
+        lines.append(f"measured: {t.measured_s * 1e3:.2f} ms per step on {t.measured_on} "
+                     "(median of runs after warm-up; this machine, not a prediction)")
+    elif t.measure_note:
+        lines.append(t.measure_note)
+    if c.xla_optimal_seconds is not None:
+        lines.append(f"XLA's own estimate for {report.backend}: "
+                     f"{c.xla_optimal_seconds * 1e6:.1f} us per step (optimal_seconds)")
+    if report.estimate is not None:
+        lines += ["", "Predicted (analytical model, not a measurement)", report.estimate.text()]
+    return "\n".join(lines)

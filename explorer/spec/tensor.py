@@ -1,0 +1,218 @@
+"""Tensors and their PartitionSpecs as plain data, and the parser for spec text.
+
+A spec has one entry per tensor dimension: None (not split), an axis name, or a tuple of axis
+names (split over their product, major to minor). Spec text is tokenized and parsed here; it is
+never handed to eval, because it comes from users' widgets and command lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+
+from explorer.errors import (
+    DivisibilityError,
+    DuplicateAxisError,
+    RankError,
+    SpecError,
+    TensorError,
+    UnknownAxisError,
+    choices,
+)
+from explorer.spec.mesh import MeshSpec
+from explorer.spec.tokens import tokenize
+
+Entry = None | str | tuple[str, ...]
+
+# Bytes per element, by numpy/jax dtype name. Short HLO-style aliases map onto these names.
+DTYPE_BYTES = {
+    "float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "int32": 4, "int16": 2, "int8": 1, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1,
+}
+DTYPE_ALIASES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "s32": "int32",
+                 "i32": "int32", "s16": "int16", "s8": "int8", "i8": "int8", "u32": "uint32",
+                 "u16": "uint16", "u8": "uint8", "pred": "bool", "f8e4m3fn": "float8_e4m3fn",
+                 "f8e5m2": "float8_e5m2"}
+
+
+def normalize_dtype(dtype) -> str:
+    name = getattr(dtype, "name", None) or str(dtype)
+    name = DTYPE_ALIASES.get(name, name)
+    if name not in DTYPE_BYTES:
+        raise TensorError(f"dtype {dtype!r} is not supported; choose one of "
+                          f"{choices(DTYPE_BYTES)}")
+    return name
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input tensor: its name, global shape, dtype and PartitionSpec (None = replicated).
+
+    `spec` accepts a tuple, a jax PartitionSpec, or text such as "None,model" or "P('data', None)".
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+    spec: tuple[Entry, ...] = field(default=())
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise TensorError(f"tensor name {self.name!r} must be a non-empty string")
+        object.__setattr__(self, "shape", _check_shape(self.name, self.shape))
+        object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
+        object.__setattr__(self, "spec", normalize_spec(self.spec, tensor=self.name))
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return prod(self.shape) * DTYPE_BYTES[self.dtype]
+
+
+def _check_shape(name: str, shape) -> tuple[int, ...]:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise TensorError(f"tensor {name!r} has shape {shape!r}; a shape is a sequence of "
+                          "whole numbers", tensor=name) from None
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise TensorError(f"tensor {name!r} has dimension {d!r} in shape {dims}; every "
+                              "dimension must be a whole number >= 1", tensor=name)
+    return dims
+
+
+def normalize_spec(spec, tensor: str | None = None) -> tuple[Entry, ...]:
+    """Spec entries as a tuple of None | str | tuple[str, ...], from any accepted form."""
+    if spec is None:
+        return ()
+    if isinstance(spec, str):
+        return parse_spec(spec, tensor=tensor)
+    entries = []
+    for entry in tuple(spec):
+        if entry is None or isinstance(entry, str):
+            entries.append(None if entry in (None, "_", "None") else entry)
+        elif isinstance(entry, tuple | list):
+            if not all(isinstance(a, str) for a in entry):
+                raise SpecError(f"spec entry {entry!r} of tensor {tensor!r} must hold axis "
+                                "names", tensor=tensor)
+            entries.append(tuple(entry) if len(entry) > 1 else (entry[0] if entry else None))
+        else:
+            raise SpecError(f"spec entry {entry!r} of tensor {tensor!r} is not None, an axis "
+                            "name or a tuple of axis names", tensor=tensor)
+    return tuple(entries)
+
+
+def _tokens(text: str, tensor: str | None):
+    def fail(rest):
+        raise SpecError(f"cannot read spec {text!r} at {rest!r}: expected an axis name, None, "
+                        "_, '(' ,')' or ','", tensor=tensor)
+
+    toks = tokenize(text, fail)
+    bad = next((v for k, v in toks if k == "punct" and v in "=:"), None)
+    if bad:
+        fail(text[text.index(bad):].strip())
+    return toks
+
+
+def parse_spec(text: str, tensor: str | None = None) -> tuple[Entry, ...]:
+    """Parse `None,model`, `_,model`, `(data,fsdp),None`, or the same wrapped as `P('data', None)`.
+
+    Empty text means replicated."""
+    toks = _tokens(text, tensor)
+    if len(toks) >= 2 and toks[0] in (("name", "P"), ("name", "PartitionSpec")) \
+            and toks[1] == ("punct", "("):
+        if toks[-1] != ("punct", ")"):
+            raise SpecError(f"spec {text!r} opens P( but does not close it", tensor=tensor)
+        toks = toks[2:-1]
+    entries: list[Entry] = []
+    i = 0
+
+    def fail(msg):
+        raise SpecError(f"cannot read spec {text!r}: {msg}", tensor=tensor)
+
+    while i < len(toks):
+        kind, val = toks[i]
+        if kind == "punct" and val == "(":
+            names, i = [], i + 1
+            while i < len(toks) and toks[i] != ("punct", ")"):
+                k, v = toks[i]
+                if k == "quoted" or (k == "name" and v not in ("None", "_")):
+                    names.append(v)
+                elif toks[i] != ("punct", ","):
+                    fail(f"unexpected {v!r} inside a tuple of axis names")
+                i += 1
+            if i == len(toks):
+                fail("a '(' is not closed")
+            entries.append(tuple(names) if len(names) > 1 else (names[0] if names else None))
+            i += 1
+        elif kind == "name" and val in ("None", "_"):
+            entries.append(None)
+            i += 1
+        elif kind in ("name", "quoted"):
+            entries.append(val)
+            i += 1
+        else:
+            fail(f"unexpected {val!r} where an entry should be")
+        if i < len(toks):
+            if toks[i] != ("punct", ","):
+                fail(f"expected ',' between entries, found {toks[i][1]!r}")
+            i += 1
+    return tuple(entries)
+
+
+def entry_axes(entry: Entry) -> tuple[str, ...]:
+    if entry is None:
+        return ()
+    return (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+def format_entry(entry: Entry) -> str:
+    axes = entry_axes(entry)
+    if not axes:
+        return "None"
+    return axes[0] if len(axes) == 1 else "(" + ",".join(axes) + ")"
+
+
+def format_spec(spec: tuple[Entry, ...]) -> str:
+    """Spec as the text the parser reads back, e.g. `data,None`; `replicated` for no entries."""
+    if not any(entry_axes(e) for e in spec):
+        return "replicated"
+    return ",".join(format_entry(e) for e in spec)
+
+
+def check_spec(tensor: TensorSpec, mesh: MeshSpec) -> None:
+    """Raise the SpecError subclass naming what is wrong with this tensor's spec on this mesh."""
+    name, spec, shape = tensor.name, tensor.spec, tensor.shape
+    if spec and len(spec) != len(shape):
+        raise RankError(
+            f"spec {format_spec(spec)!r} of tensor {name!r} has {len(spec)} entries but the "
+            f"tensor has rank {len(shape)} (shape {shape}); give one entry per dimension, "
+            "None for a dimension that is not split", tensor=name, mesh=mesh)
+    used: dict[str, int] = {}
+    for dim, entry in enumerate(spec):
+        for axis in entry_axes(entry):
+            if axis not in mesh.shape:
+                raise UnknownAxisError(
+                    f"axis {axis!r} in the spec of tensor {name!r} is not found in mesh "
+                    f"{mesh.text()!r}; valid axes: {choices(mesh.names)}",
+                    tensor=name, axis=axis, mesh=mesh)
+            if axis in used:
+                raise DuplicateAxisError(
+                    f"axis {axis!r} is used for dimensions {used[axis]} and {dim} of tensor "
+                    f"{name!r}; a mesh axis can split only one dimension", tensor=name,
+                    axis=axis, mesh=mesh)
+            used[axis] = dim
+        axes = entry_axes(entry)
+        size = prod(mesh.size(a) for a in axes)
+        if shape[dim] % size:
+            raise DivisibilityError(
+                f"tensor {name!r}: shape={shape} is incompatible with mesh {mesh.text()!r}: "
+                f"dimension {dim} (size {shape[dim]}) is not divisible by "
+                f"{'×'.join(axes)}={size}; choose a size that is a multiple of {size} or "
+                "fewer axes", tensor=name, axis=axes[-1], mesh=mesh)

@@ -1,0 +1,162 @@
+"""The plan: what a preset, logical-axis rules, per-tensor specs and activation specs resolve to
+for one workload on one mesh, and the check of the result with the origin of each spec."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from explorer.errors import PresetError, RuleError, SpecError, WorkloadError, choices
+from explorer.spec.mesh import MeshSpec
+from explorer.spec.tensor import (
+    Entry,
+    TensorSpec,
+    check_spec,
+    entry_axes,
+    format_spec,
+    normalize_spec,
+)
+from explorer.strategy.presets import get_preset
+from explorer.strategy.rules import LOGICAL_NAMES, Rules, logical_spec, parse_rules
+from explorer.workloads.base import Workload
+from explorer.workloads.registry import WORKLOADS
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a preset, rules and specs resolve to for one workload on one mesh."""
+
+    specs: dict[str, tuple[Entry, ...]]            # input tensor -> spec, where not replicated
+    origin: dict[str, str]                         # input tensor -> where its spec came from
+    constraints: tuple[tuple[str, tuple[Entry, ...]], ...]   # the program's constraint table
+    activations: dict[str, tuple[Entry, ...]] = field(default_factory=dict)  # point -> spec
+    point_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    rules: Rules = field(default_factory=Rules)
+
+    def info(self) -> dict:
+        return {"rules": self.rules.text(),
+                "specs": {n: format_spec(s) for n, s in self.specs.items()},
+                "activations": {n: format_spec(s) for n, s in self.activations.items()},
+                "origin": dict(self.origin)}
+
+
+def plan(workload: Workload, params: dict, mesh: MeshSpec, specs: Mapping | None = None,
+         preset: str | None = None, rules=None, activations: Mapping | None = None) -> Plan:
+    """Resolve a request's layout: rules (preset, then user rules) for every tensor and point
+    with logical dims; per-tensor `specs` and per-point `activations` override them. An
+    activation spec of None or "free" leaves that point unconstrained."""
+    specs = dict(specs or {})
+    activations = dict(activations or {})
+    logical = workload.logical(params) if workload.logical is not None else {}
+    kinds = workload.kinds(params) if workload.kinds is not None else {}
+    points = workload.points(params) if workload.points is not None else {}
+    shapes = workload.shapes(params)
+
+    known = tuple(dict.fromkeys(LOGICAL_NAMES + tuple(
+        d for dims in [*logical.values(), *(p.dims for p in points.values())]
+        for d in dims if d is not None)))
+    table = Rules()
+    origin_of_rules = "rule"
+    if preset is not None:
+        p = get_preset(preset)
+        if p.workloads is not None and workload.name not in p.workloads:
+            missing = [w for w in p.workloads if w not in WORKLOADS]
+            if missing:
+                raise PresetError(
+                    f"preset {p.name!r} needs workload {missing[0]!r}, which is not available "
+                    f"in this installation; built-in workloads: {choices(WORKLOADS)}")
+            raise PresetError(f"preset {p.name!r} applies only to workload(s) "
+                              f"{choices(p.workloads)}, not {workload.name!r}; use "
+                              f"--workload {p.workloads[0]}")
+        table = p.rules_for(mesh)
+        origin_of_rules = f"preset {p.name!r}"
+    user_rules = parse_rules(rules, known)
+    user_rules.check_mesh(mesh)
+    table = table + user_rules
+    if rules is not None:
+        origin_of_rules += " + rules" if preset is not None else ""
+    if table.rules and not logical:
+        raise RuleError(f"workload {workload.name!r} declares no logical dimension names, so "
+                        "presets and rules cannot place its tensors; give a spec per tensor "
+                        "instead (--spec NAME=...)")
+
+    unknown = [n for n in activations if n not in points]
+    if unknown and points:
+        raise WorkloadError(f"workload {workload.name!r} has no constraint point "
+                            f"{unknown[0]!r}; its points are {choices(points)}")
+    if unknown:
+        with_points = [w.name for w in WORKLOADS.values() if w.points is not None]
+        raise WorkloadError(f"workload {workload.name!r} has no constraint points, so "
+                            f"activation spec {unknown[0]!r} cannot be applied; workloads with "
+                            f"points: {choices(with_points)}")
+
+    out_specs: dict[str, tuple[Entry, ...]] = {}
+    origin: dict[str, str] = {}         # tensor or point -> "spec", "activation" or the rules'
+    point_shapes: dict[str, tuple[int, ...]] = {}
+    tables: dict[str, dict] = {}
+
+    def by_rules(dims, kind):
+        if kind not in tables:
+            tables[kind] = table.table(kind)
+        return logical_spec(dims, tables[kind])
+
+    if table.rules:
+        for name, dims in logical.items():
+            spec = by_rules(tuple(dims), kinds.get(name, "param"))
+            if any(entry_axes(e) for e in spec):
+                out_specs[name], origin[name] = spec, origin_of_rules
+    for name, spec in specs.items():
+        if name in shapes:
+            out_specs[name], origin[name] = normalize_spec(spec, tensor=name), "spec"
+    # Unknown tensor names in `specs` are reported by Workload.tensors, with the choices.
+
+    point_specs: dict[str, tuple[Entry, ...]] = {}
+    for name, point in points.items():
+        if name in activations and _is_free(activations[name]):
+            continue                       # no constraint here, whatever the rules say
+        if name in activations:
+            point_specs[name] = normalize_spec(activations[name], tensor=name)
+            origin[name] = "activation"
+        elif table.rules:
+            point_specs[name] = by_rules(point.dims, point.kind)
+            origin[name] = origin_of_rules
+        else:
+            continue
+        point_shapes[name] = point.shape
+
+    constraints = dict(point_specs)
+    if workload.returns_state:
+        # State comes out in the layout it went in: replicated unless a spec or rule split it.
+        for name in shapes:
+            if kinds.get(name, "param") in ("param", "opt"):
+                constraints[name] = out_specs.get(name, ())
+    return Plan(out_specs, origin, tuple(constraints.items()), point_specs, point_shapes, table)
+
+
+def _is_free(spec) -> bool:
+    """`None` or "free": leave the point to the partitioner's propagation."""
+    return spec is None or (isinstance(spec, str) and spec.strip().lower() == "free")
+
+
+def check_planned(tensors: list[TensorSpec], plan_: Plan, mesh: MeshSpec) -> None:
+    """check_spec on every input, then every constraint point; an error says where the spec
+    came from when it was not written for that tensor."""
+    points = [TensorSpec(n, plan_.point_shapes[n], spec=s) for n, s in plan_.activations.items()]
+    for t in [*tensors, *points]:
+        is_point = t.name in plan_.activations
+        try:
+            check_spec(t, mesh)
+        except SpecError as e:
+            origin = plan_.origin.get(t.name, "spec")
+            if origin == "spec":
+                raise
+            what = f"constraint point {t.name!r} (an activation, not an input)" if is_point \
+                else f"tensor {t.name!r}"
+            how = (f"--activation {t.name}=..." if is_point else f"--spec {t.name}=...")
+            if origin == "activation":
+                source, fix = "its activation spec", f"change it with {how}"
+            else:
+                source = f"{origin}: {plan_.rules.text()}"
+                fix = f"override it with {how} or change the rule"
+            raise type(e)(f"{e} [{what}: spec {format_spec(t.spec)!r} from {source}; {fix}]",
+                          tensor=e.tensor, axis=e.axis, mesh=e.mesh) from None

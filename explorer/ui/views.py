@@ -1,0 +1,310 @@
+"""The main-area views. Each takes a Report and redraws in place (plotly batch_update), so an
+edit never rebuilds a figure. Colours key on device ids the same way in every view."""
+
+from __future__ import annotations
+
+import html
+from copy import deepcopy
+
+import ipywidgets as w
+import plotly.colors as pc
+import plotly.graph_objects as go
+
+from explorer.cost.model import format_seconds
+from explorer.report.report import Report
+from explorer.report.summary import human_bytes
+from explorer.ui.grids import Grid
+
+# One colour per device id, the same in every view: qualitative palettes concatenated.
+PALETTE = pc.qualitative.Plotly + pc.qualitative.D3 + pc.qualitative.Set2 + pc.qualitative.Dark2
+
+
+def discrete_scale(n: int) -> list:
+    """A stepped colorscale giving integer z = k exactly PALETTE[k % len(PALETTE)]."""
+    n = max(n, 1)
+    if n == 1:
+        return [[0, PALETTE[0]], [1, PALETTE[0]]]
+    scale = []
+    for k in range(n):
+        c = PALETTE[k % len(PALETTE)]
+        scale += [[k / n, c], [(k + 1) / n, c]]
+    return scale
+
+
+def _heatmap(height: int) -> go.FigureWidget:
+    fig = go.FigureWidget(go.Heatmap(z=[[0]], showscale=False, texttemplate="%{text}",
+                                     hovertemplate="%{customdata}<extra></extra>",
+                                     xgap=2, ygap=2))
+    fig.update_layout(height=height, margin=dict(l=70, r=10, t=40, b=30),
+                      yaxis=dict(autorange="reversed", type="category"),
+                      xaxis=dict(type="category", side="top"), title=dict(font=dict(size=13)))
+    keep_state(fig)
+    return fig
+
+
+def keep_state(fig: go.FigureWidget) -> None:
+    """Store the figure's current data and layout in its synced widget state.
+
+    add_trace and batch_update send only transient messages, which a view that does not exist
+    yet never sees; a view created later (a page reload in Voila, a figure inside a container
+    displayed after it was built) renders the synced state instead, which plotly refreshes only
+    when a figure is displayed on its own. Call it after building and after every update."""
+    fig._widget_data = deepcopy(fig._data)
+    fig._widget_layout = deepcopy(fig._layout_obj._props)
+
+
+def draw_grid(fig: go.FigureWidget, grid: Grid, colours: int) -> None:
+    with fig.batch_update():
+        t = fig.data[0]
+        t.z, t.text, t.customdata = grid.z, grid.text, grid.hover
+        t.x, t.y = grid.x_labels, grid.y_labels
+        t.colorscale = discrete_scale(colours)
+        t.zmin, t.zmax = -0.5, colours - 0.5
+        fig.layout.title.text = html.escape(grid.title)
+        fig.layout.yaxis.autorange = "reversed"     # first row on top, as in the sidebar
+    keep_state(fig)
+
+
+class PlacementView:
+    def __init__(self, on_pick):
+        self.tensor = w.Dropdown(description="tensor", options=[], layout=w.Layout(width="420px"))
+        self.tensor.observe(lambda c: on_pick(c["new"]), "value")
+        self.blocks = _heatmap(260)
+        self.mesh = _heatmap(260)
+        self.widget = w.VBox([self.tensor, self.blocks, self.mesh])
+        self.widget.add_class("explorer-placement")
+
+
+def tensor_options(report: Report) -> list[tuple[str, str]]:
+    opts = []
+    for t in report.tensors:
+        op = t.op_name.rsplit("/", 1)[-1]
+        label = t.name if t.kind != "intermediate" else f"{t.name}  ({op}"\
+            f"{' ' + t.source if t.source else ''})"
+        opts.append((f"{t.kind[:5]}: {label}", t.name))
+    return opts
+
+
+def collectives_html(report: Report, selected: int | None = None) -> str:
+    if not report.collectives:
+        return ("<p class='explorer-no-collectives'>No collectives: every device computes its "
+                "part alone.</p>")
+    est = report.estimate
+    est_head = f"<th>est ({html.escape(est.target)})</th>" if est else ""
+    head = ("<tr><th>#</th><th>kind</th><th>axes</th><th>group</th><th>shape</th>"
+            f"<th>bytes/device</th>{est_head}<th>source</th><th>op</th></tr>")
+    rows = []
+    for i, c in enumerate(report.collectives):
+        cls = " class='explorer-selected'" if i == selected else ""
+        kind = c.kind + (" (async)" if c.is_async else "") + (f" ×{c.parts}" if c.parts > 1
+                                                               else "")
+        rows.append(
+            f"<tr{cls} data-kind='{c.kind}' data-axes='{','.join(c.axes)}'><td>{i}</td>"
+            f"<td>{kind}</td><td>{','.join(c.axes) or '—'}</td><td>{c.group_size}</td>"
+            f"<td>{c.dtype}[{','.join(map(str, c.shape))}]</td><td>{human_bytes(c.bytes)}</td>"
+            + (f"<td>{format_seconds(c.est_seconds)}</td>" if est else "") +
+            f"<td><code>{html.escape(c.source or '—')}</code></td>"
+            f"<td>{html.escape(c.op_name.rsplit('/', 1)[-1])}</td></tr>")
+    total = human_bytes(report.cost.collective_bytes)
+    predicted = (f" Predicted on {html.escape(est.target)}: "
+                 f"{format_seconds(est.comm_seconds)} of communication." if est else "")
+    return (f"<table class='explorer-table'>{head}{''.join(rows)}</table>"
+            f"<p>{len(report.collectives)} collectives, {total} per device in all.{predicted}</p>")
+
+
+class CollectivesView:
+    def __init__(self, on_select):
+        self.table = w.HTML()
+        # -1 means none: ipywidgets shows a None value as an empty selection.
+        self.pick = w.Dropdown(description="highlight", options=[("—", -1)], value=-1,
+                               layout=w.Layout(width="520px"))
+        self.pick.observe(lambda c: on_select(None if c["new"] == -1 else c["new"]), "value")
+        self.groups = _heatmap(240)
+        # Shown only while a collective is highlighted (a FigureWidget's own `layout` is
+        # plotly's, so a Box around it carries the display toggle).
+        self.groups_box = w.Box([self.groups], layout=w.Layout(display="none"))
+        self.widget = w.VBox([self.table, self.pick, self.groups_box])
+        self.widget.add_class("explorer-collectives")
+
+    def options(self, report: Report) -> list:
+        return [("—", -1)] + [
+            (f"#{i} {c.kind} over {','.join(c.axes) or '?'} {human_bytes(c.bytes)} "
+             f"{c.source}", i) for i, c in enumerate(report.collectives)]
+
+
+class MemoryView:
+    def __init__(self):
+        self.fig = go.FigureWidget()
+        for name in ("arguments", "outputs", "temporaries"):
+            self.fig.add_bar(name=name, x=[0], y=["per device"], orientation="h")
+        self.fig.update_layout(barmode="stack", height=220, margin=dict(l=90, r=10, t=40, b=40),
+                               xaxis_title="bytes per device", title="memory per device")
+        keep_state(self.fig)
+        self.text = w.HTML()
+        self.widget = w.VBox([self.fig, self.text])
+        self.widget.add_class("explorer-memory")
+
+    def update(self, report: Report) -> None:
+        m = report.memory
+        fit = report.estimate.memory if report.estimate is not None else None
+        values = (m.arguments, m.outputs - m.aliased, m.temporaries) if m else (0, 0, 0)
+        with self.fig.batch_update():
+            for bar, v in zip(self.fig.data, values, strict=True):
+                bar.x = [v]
+                bar.text = [human_bytes(v)]
+            # The target's HBM as a vertical line; the axis stretches to show it.
+            self.fig.layout.shapes = [dict(type="line", x0=fit.capacity, x1=fit.capacity,
+                                           y0=0, y1=1, yref="paper",
+                                           line=dict(color="#b00020", dash="dash"))] if fit else []
+            self.fig.layout.title.text = (f"memory per device vs {report.estimate.target} HBM"
+                                          if fit else "memory per device")
+        keep_state(self.fig)
+        self.text.value = (
+            f"<p>Per device (SPMD: every device runs the same program): arguments "
+            f"{human_bytes(m.arguments)}, outputs {human_bytes(m.outputs)}, temporaries "
+            f"{human_bytes(m.temporaries)}, <b>total {human_bytes(m.total)}</b>.</p>" if m else
+            "<p>This backend reported no memory analysis.</p>")
+        if fit:
+            cls = "explorer-fits" if fit.fits else "explorer-oom"
+            self.text.value += (f"<p class='{cls}'><b>{'Fits' if fit.fits else 'Out of memory'}"
+                                f"</b> on {html.escape(report.estimate.target)}: "
+                                f"{html.escape(fit.text)}</p>")
+
+
+def timing_html(report: Report) -> str:
+    t, c, est = report.timing, report.cost, report.estimate
+    flops = "not reported" if c.flops is None else f"{c.flops:.3g}"
+    cached = " (answered from the cache)" if t.cached else ""
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in c.notes)
+    parts = [f"<p><b>Compile</b> (measured on {report.backend}): lower {t.lower_s * 1e3:.0f} ms, "
+             f"compile {t.compile_s * 1e3:.0f} ms{cached}.</p>",
+             _measured_html(t),
+             f"<p><b>Cost per device</b> (XLA cost_analysis of the {report.backend} program): "
+             f"{flops} flops, {human_bytes(c.bytes_accessed)} accessed; collectives move "
+             f"{human_bytes(c.collective_bytes)}.</p>"]
+    if est is None:
+        parts.append("<p><i>Pick a target to predict the step time on real hardware.</i></p>")
+    else:
+        comp = est.compute
+        bound = f", <b>{est.bound}-bound</b>" if est.bound else ""
+        parts.append(
+            f"<p class='explorer-prediction'><b>Predicted on {html.escape(est.target)}</b> "
+            f"(analytical model, not a measurement): step "
+            f"{format_seconds(est.step_lower_seconds)} with full overlap to "
+            f"{format_seconds(est.step_upper_seconds)} with none{bound}. Compute "
+            f"{format_seconds(comp.seconds)} ({comp.bound or 'unknown'}-bound, {comp.dtype}), "
+            f"communication {format_seconds(est.comm_seconds)}.</p>")
+        notes += "".join(f"<li>{html.escape(n)}</li>" for n in est.notes)
+    return f"<div class='explorer-timing-body'>{''.join(parts)}<ul>{notes}</ul></div>"
+
+
+def _measured_html(t) -> str:
+    if t.measured_s is not None:
+        return (f"<p class='explorer-measured'><b>Measured</b>: {t.measured_s * 1e3:.2f} ms per "
+                f"step on {html.escape(t.measured_on)} (median after warm-up; this machine, "
+                "not the target).</p>")
+    if t.measure_note:
+        return f"<p class='explorer-measured'>{html.escape(t.measure_note)}</p>"
+    return ""
+
+
+class TimingView:
+    """Compile times, XLA's cost, and with a target the predicted step on a roofline plot."""
+
+    def __init__(self):
+        self.text = w.HTML()
+        self.roofline = go.FigureWidget()
+        self.roofline.add_scatter(name="roof", mode="lines", line=dict(color="#555"))
+        self.roofline.add_scatter(name="this program", mode="markers+text",
+                                  marker=dict(size=12, color="#d62728"),
+                                  textposition="bottom right")
+        self.roofline.update_layout(height=300, margin=dict(l=60, r=10, t=40, b=50),
+                                    xaxis=dict(type="log", title="FLOPs per byte of HBM"),
+                                    yaxis=dict(type="log", title="FLOP/s per device"),
+                                    showlegend=False)
+        keep_state(self.roofline)
+        self.box = w.Box([self.roofline], layout=w.Layout(display="none"))
+        # A pipeline's schedule as a timeline: one row per stage, forward and backward bars.
+        self.schedule = go.FigureWidget()
+        for phase, colour in (("F", "#4c78a8"), ("B", "#f58518")):
+            self.schedule.add_bar(name="forward" if phase == "F" else "backward",
+                                  orientation="h", marker_color=colour, textposition="inside")
+        self.schedule.update_layout(barmode="overlay", height=220, bargap=0.2,
+                                    margin=dict(l=60, r=10, t=40, b=40),
+                                    xaxis_title="time (units of one stage forward)",
+                                    yaxis=dict(autorange="reversed", title="stage"))
+        keep_state(self.schedule)
+        self.schedule_box = w.Box([self.schedule], layout=w.Layout(display="none"))
+        self.widget = w.VBox([self.text, self.box, self.schedule_box])
+        self.widget.add_class("explorer-timing")
+
+    def update(self, report: Report) -> None:
+        self.text.value = timing_html(report)
+        self._draw_schedule(report.workload.to_dict() if report.workload else {})
+        point = _roofline_point(report)
+        self.box.layout.display = "" if point else "none"
+        if not point:
+            return
+        peak, bandwidth, intensity, achieved, label = point
+        xs = [min(intensity, peak / bandwidth) / 100, peak / bandwidth,
+              max(intensity, peak / bandwidth) * 100]
+        with self.roofline.batch_update():
+            self.roofline.data[0].x = xs
+            self.roofline.data[0].y = [min(peak, x * bandwidth) for x in xs]
+            self.roofline.data[1].x, self.roofline.data[1].y = [intensity], [achieved]
+            self.roofline.data[1].text = [label]
+            self.roofline.layout.title.text = (
+                f"roofline of one {report.estimate.target} device ({report.estimate.dtype})")
+        keep_state(self.roofline)
+
+
+    def _draw_schedule(self, info: dict) -> None:
+        entries = info.get("schedule")
+        self.schedule_box.layout.display = "" if entries else "none"
+        if not entries:
+            return
+        with self.schedule.batch_update():
+            for bar, phase in zip(self.schedule.data, ("F", "B"), strict=True):
+                mine = [e for e in entries if e["phase"] == phase]
+                bar.base = [e["start"] for e in mine]
+                bar.x = [e["end"] - e["start"] for e in mine]
+                bar.y = [f"s{e['stage']}" for e in mine]
+                bar.text = [str(e["microbatch"]) for e in mine]
+            self.schedule.layout.title.text = (
+                f"{info['params'].get('schedule', '')} schedule: bubble "
+                f"{info['bubble_fraction']:.0%} of stage time")
+        keep_state(self.schedule)
+
+
+def _roofline_point(report: Report):
+    """(peak FLOP/s, HBM bytes/s, intensity, attained FLOP/s, label), or None if unknown."""
+    est, c = report.estimate, report.cost
+    if est is None or not c.flops or not c.bytes_accessed or not est.compute.seconds:
+        return None
+    from explorer.cost.hardware import get_target
+
+    chip = get_target(est.target).chip
+    peak = chip.peak_flops.get(est.compute.dtype)
+    if not peak or not chip.memory_bandwidth:
+        return None
+    attained = c.flops / est.step_lower_seconds
+    return (peak, chip.memory_bandwidth, c.flops / c.bytes_accessed, attained,
+            f"{est.bound}-bound")
+
+
+def hlo_html(report: Report, which: str, selected: int | None = None,
+             max_lines: int = 4000) -> str:
+    text = {"optimized": report.optimized_hlo, "propagated": report.propagated_hlo,
+            "stablehlo": report.stablehlo}[which]
+    names = {c.hlo_name: i for i, c in enumerate(report.collectives)}
+    lines = text.splitlines()
+    out = []
+    for line in lines[:max_lines]:
+        esc = html.escape(line)
+        lhs = line.strip().removeprefix("ROOT ").split(" ", 1)[0].lstrip("%")
+        if which == "optimized" and lhs in names:
+            cls = "explorer-hlo-selected" if names[lhs] == selected else "explorer-hlo-collective"
+            esc = f"<mark class='{cls}'>{esc}</mark>"
+        out.append(esc)
+    more = f"\n… {len(lines) - max_lines} more lines" if len(lines) > max_lines else ""
+    return f"<pre class='explorer-hlo-text'>{chr(10).join(out)}{more}</pre>"

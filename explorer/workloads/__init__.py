@@ -1,0 +1,3 @@
+"""Built-in workloads: the Workload definition, the registry, one module per model.
+Imports explorer.spec; their functions use jax only when the worker traces them.
+"""

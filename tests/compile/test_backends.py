@@ -1,0 +1,88 @@
+"""Measured runs on the fake CPU devices, and ahead-of-time compiles for TPU topologies."""
+
+import importlib.util
+
+import pytest
+
+import explorer
+from explorer import analyze, analyze_workload
+
+MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
+needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
+                                  reason="libtpu (the tpu extra) is not installed")
+
+
+def test_measure_runs_the_program_and_says_where():
+    r = analyze_workload("mlp", "data=2,model=4", specs=MEGATRON, params={"batch": 64},
+                         measure=True)
+    assert r.timing.measured_s > 0
+    assert r.timing.measured_on == "8 cpu device(s) of this host"
+
+
+def test_measure_refuses_inputs_over_the_cap():
+    # 2^16 × 2^12 floats = 1 GiB per device on one device, plus w: over the 1 GiB cap.
+    r = analyze(lambda x: x * 2, explorer.TensorSpec("x", (2**16, 2**13)), mesh="d=1",
+                measure=True)
+    assert r.timing.measured_s is None
+    assert "over the cap of 1073741824 bytes" in r.timing.measure_note
+
+
+def test_bad_tpu_topology_names_the_format():
+    with pytest.raises(explorer.ExplorerError, match="'v5x:4x4' is not written as"):
+        analyze_workload("mlp", "data=16", tpu_topology="v5x:4x4")
+    with pytest.raises(explorer.ExplorerError, match="a v4 slice has 3 dimensions"):
+        analyze_workload("mlp", "data=16", tpu_topology="v4:4x4")
+
+
+@needs_libtpu
+def test_tpu_chip_count_must_match_the_mesh():
+    with pytest.raises(explorer.MeshError, match="has 16 chips but mesh 'data=8' has 8"):
+        analyze_workload("mlp", "data=8", tpu_topology="v5e:4x4")
+
+
+@needs_libtpu
+def test_tpu_compile_keeps_bf16_and_carries_xla_estimate():
+    r = analyze_workload("mlp", "data=2,model=4", specs=MEGATRON, tpu_topology="v5e:2x4",
+                         params={"dtype": "bfloat16"})
+    assert r.backend == "tpu v5e:2x4"
+    [c] = r.collectives
+    # The TPU moves bf16 (unlike the CPU backend): V = 128 × 1024 × 2 bytes.
+    assert (c.kind, c.axes, c.dtype, c.bytes) == ("all-reduce", ("model",), "bfloat16",
+                                                  128 * 1024 * 2)
+    assert c.operand_dtype == ""
+    assert r.cost.xla_optimal_seconds > 0
+    assert r.to_dict()["mesh"]["backend"] == "tpu v5e:2x4"
+    assert "TPU" in r.timing.measure_note
+    # TPU layouts are tiled: the optimized HLO carries T(8,128) tiles.
+    assert ":T(" in r.optimized_hlo
+
+
+@needs_libtpu
+def test_full_v4_pod_train_step_compiles():
+    # 4096 chips: over the 2048 fake-CPU-device limit, but a TPU topology brings its own.
+    r = analyze_workload("mlp_train", "data=64,model=64", preset="fsdp_tp",
+                         tpu_topology="v4:16x16x16")
+    assert r.mesh.device_count == 4096
+    assert r.collectives and {c.axes for c in r.collectives} <= {("data",), ("model",)}
+
+
+def test_without_libtpu_the_error_says_how_to_install_it(monkeypatch):
+    from explorer.compile import tpu as _tpu
+
+    monkeypatch.setattr(_tpu.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(explorer.ExplorerError, match=r"pip install 'sharding-explorer\[tpu\]'"):
+        analyze_workload("mlp", "data=8", tpu_topology="v5e:2x4")
+
+
+def test_real_devices_use_the_machines_own_devices():
+    # This machine has one CPU device of its own (no fake count): a 1-device mesh runs on it.
+    r = analyze(lambda x: x * 2, explorer.TensorSpec("x", (256, 256)), mesh="d=1",
+                real_devices=True, measure=True)
+    assert r.timing.measured_s > 0 and r.timing.measured_on == "1 cpu device(s) of this host"
+    with pytest.raises(explorer.CompileError,
+                       match="needs 2 devices but this worker has 1 \\(cpu\\)"):
+        analyze(lambda x: x * 2, explorer.TensorSpec("x", (256, 256)), mesh="d=2",
+                real_devices=True)
+    with pytest.raises(explorer.ExplorerError, match="exclude each other"):
+        analyze(lambda x: x, explorer.TensorSpec("x", (4,)), mesh="d=1", real_devices=True,
+                tpu_topology="v5e:1x1")

@@ -1,0 +1,152 @@
+"""End to end: a real Voila server on a loopback port, driven in headless Chromium by Playwright.
+
+Chromium comes from Debian's package (/usr/bin/chromium); Playwright's own browser download does
+not work here. Screenshots go to test-artifacts/.
+"""
+
+import os
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("voila")
+playwright = pytest.importorskip("playwright.sync_api")
+
+from explorer.ui.serve import free_port, voila_command  # noqa: E402
+
+CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
+    if os.environ.get("CI"):
+        raise RuntimeError(f"{CHROMIUM} is missing: .ci/run must install Debian's chromium")
+    pytest.skip(f"no Chromium at {CHROMIUM}", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    log = open(ARTIFACTS.mkdir(exist_ok=True) or ARTIFACTS / "voila.log", "w")
+    proc = subprocess.Popen(voila_command(port), stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 240   # a loaded 2-core machine can take a while
+    while True:
+        try:
+            urllib.request.urlopen(url + "voila/static/", timeout=2)
+            break
+        except urllib.error.HTTPError:    # any HTTP answer means the server is up
+            break
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError(f"Voila did not start; see {log.name}") from None
+            time.sleep(0.5)
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pg.goto(server, timeout=120_000)
+        pg.wait_for_selector(".explorer-status:has-text('compiled')", timeout=120_000)
+        yield pg
+        browser.close()
+
+
+def pick(page, tensor: str, dim: int, label: str) -> None:
+    page.locator(f".explorer-spec-{tensor} select").nth(dim).select_option(label=label)
+
+
+def collectives_text(page) -> str:
+    return page.locator(".explorer-collectives").first.inner_text()
+
+
+def wait_for_table(page, text: str, timeout=60_000) -> None:
+    page.wait_for_function(
+        "t => [...document.querySelectorAll('.explorer-collectives')]"
+        ".some(e => e.textContent.includes(t))", arg=text, timeout=timeout)
+
+
+def test_load_edit_see_collectives_change(page):
+    page.get_by_text("Collectives", exact=True).click()
+    wait_for_table(page, "all-reduce")
+    text = collectives_text(page)
+    assert "all-reduce" in text and "model" in text and "512.0 KiB" in text   # 128×1024×4 B
+    # Replicate both weights: the data-parallel forward pass needs no collective.
+    pick(page, "w1", 1, "—")
+    pick(page, "w2", 0, "—")
+    wait_for_table(page, "No collectives")
+    # Split w1's rows over model: partial sums of h (128×4096 floats) are all-reduced.
+    pick(page, "w1", 0, "model")
+    wait_for_table(page, "2.0 MiB")
+    text = collectives_text(page)
+    assert "all-reduce" in text and "model" in text
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "app-collectives.png"), full_page=True)
+
+
+def test_invalid_edit_shows_error_and_app_stays_usable(page):
+    size = page.locator(".explorer-mesh-axis").nth(1).locator("input").nth(1)
+    size.fill("3")
+    size.press("Enter")
+    error = page.locator(".explorer-spec-w1 .explorer-error")
+    error.filter(has_text="not divisible by model=3").wait_for(timeout=30_000)
+    page.wait_for_selector(".explorer-stale", timeout=10_000)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "app-error.png"), full_page=True)
+    # Fix it: the error goes, the stale marking goes, and a result is shown again.
+    size.fill("4")
+    size.press("Enter")
+    page.wait_for_selector(".explorer-stale", state="detached", timeout=60_000)
+    assert page.locator(".explorer-spec-w1 .explorer-error").inner_text() == ""
+    page.wait_for_selector(".explorer-status:has-text('compiled'), "
+                           ".explorer-status:has-text('cached')", timeout=60_000)
+
+
+def test_placement_view_draws_the_selected_tensor(page):
+    page.get_by_text("Placement", exact=True).click()
+    page.locator(".explorer-placement select").first.select_option(label="input: w2")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.explorer-placement .gtitle')]"
+        ".some(e => e.textContent.startsWith('w2 float32[4096,1024]'))", timeout=30_000)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "app-placement.png"), full_page=True)
+
+
+def test_spec_edit_redraws_the_heatmap_and_the_dataflow_graph(page):
+    page.get_by_text("Placement", exact=True).click()
+    page.locator(".explorer-placement select").first.select_option(label="input: w1")
+    # w1 split by columns over data alone: one row of 2 blocks; block 0 is held first by d0,
+    # block 1 by d4 (devices are numbered row-major over data=2 × model=4).
+    pick(page, "w1", 0, "—")
+    pick(page, "w1", 1, "data")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.explorer-placement .js-plotly-plot')]"
+        ".some(e => e.layout.title.text.startsWith('w1 float32[1024,4096]  spec None,data'))",
+        timeout=60_000)
+    blocks = page.evaluate("() => document.querySelector('.explorer-placement .js-plotly-plot')"
+                           ".data[0].z")
+    assert blocks == [[0, 4]]
+    # The HLO tab's dataflow graph is drawn for the current program when shown.
+    page.get_by_text("HLO", exact=True).click()
+    page.wait_for_function(
+        "() => { const e = document.querySelector('.explorer-graph .js-plotly-plot');"
+        " return e && e.data[3].x && e.data[3].x.length > 0; }", timeout=30_000)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "app-hlo-graph.png"), full_page=True)
