@@ -20,7 +20,7 @@ playwright = pytest.importorskip("playwright.sync_api")
 from explorer.ui.serve import free_port, voila_command  # noqa: E402
 
 CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 

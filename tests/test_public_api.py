@@ -1,0 +1,71 @@
+"""The public surface is chosen, not computed: explorer.__all__ is pinned here, and every type a
+Report holds (and an Estimate, which a Report holds) is part of it, so users and benchmarks never
+need a private import to name what the API returns."""
+
+import dataclasses
+import enum
+import types
+import typing
+
+import explorer
+
+PINNED = {
+    "analyze", "analyze_workload", "clear_cache", "PARTITIONERS", "WorkerPool",
+    "TensorSpec", "parse_spec", "MeshSpec", "parse_mesh",
+    "WORKLOADS", "Workload", "PRESETS", "Preset", "get_preset",
+    "Rules", "parse_rules", "logical_spec", "LOGICAL_NAMES",
+    "Report", "Collective", "CollectiveKind", "TensorInfo", "TensorRole", "Memory", "Cost",
+    "Timing", "WorkloadInfo",
+    "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
+    "AxisMapping",
+    "ExplorerError", "CompileError", "DivisibilityError", "DuplicateAxisError", "MappingError",
+    "MeshError", "PresetError", "RankError", "RuleError", "SpecError", "TargetError",
+    "TensorError", "UnknownAxisError", "WorkerError", "WorkloadError",
+}
+
+
+def test_all_is_the_pinned_list_and_each_name_exists():
+    assert set(explorer.__all__) == PINNED
+    assert len(explorer.__all__) == len(PINNED), "a name is listed twice"
+    for name in explorer.__all__:
+        assert getattr(explorer, name) is not None
+
+
+def _held_types(cls, seen):
+    """The explorer classes reachable from a dataclass's field annotations."""
+    if cls in seen:
+        return
+    seen.add(cls)
+    hints = typing.get_type_hints(cls)
+    for hint in hints.values():
+        stack = [hint]
+        while stack:
+            h = stack.pop()
+            stack.extend(typing.get_args(h))
+            if isinstance(h, type) and h.__module__.startswith("explorer"):
+                if dataclasses.is_dataclass(h):
+                    _held_types(h, seen)
+                elif issubclass(h, enum.Enum):
+                    seen.add(h)
+
+
+def test_every_type_a_report_holds_is_public():
+    held = set()
+    _held_types(explorer.Report, held)
+    assert explorer.Collective in held and explorer.Estimate in held   # the walk reaches them
+    missing = sorted(c.__name__ for c in held if getattr(explorer, c.__name__, None) is not c)
+    assert missing == [], f"types a Report holds but explorer does not export: {missing}"
+
+
+def test_every_error_is_public_and_an_explorer_error():
+    import explorer.errors as errors
+
+    for name, obj in vars(errors).items():
+        if isinstance(obj, type) and issubclass(obj, Exception) \
+                and obj.__module__ == errors.__name__:
+            assert issubclass(obj, explorer.ExplorerError)
+            assert getattr(explorer, name) is obj, f"{name} is not exported"
+
+
+def test_no_module_objects_leak_into_the_surface():
+    assert not [n for n in explorer.__all__ if isinstance(getattr(explorer, n), types.ModuleType)]
