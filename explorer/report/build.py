@@ -12,6 +12,7 @@ from math import prod
 from explorer.hlo.collectives import CollectiveKind, collective_kind
 from explorer.hlo.groups import axes_of_groups, axes_of_pairs, device_groups, source_target_pairs
 from explorer.hlo.module import HLO_DTYPE_BYTES, HLO_TO_NUMPY, HloModule, Instruction, parse_module
+from explorer.hlo.sharding import tiling_from_hlo
 from explorer.report.report import (
     Collective,
     Cost,
@@ -21,7 +22,7 @@ from explorer.report.report import (
     TensorRole,
     Timing,
 )
-from explorer.spec.layout import shard_shape, spec_from_tiling, tiling_from_hlo
+from explorer.spec.layout import shard_shape, spec_from_tiling
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import DTYPE_BYTES
 

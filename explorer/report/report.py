@@ -13,7 +13,8 @@ from typing import Any
 from explorer.cost.model import Estimate
 from explorer.errors import TensorError, choices
 from explorer.hlo.collectives import CollectiveKind
-from explorer.spec.layout import shard_ranges, tiling_from_hlo
+from explorer.hlo.sharding import tiling_from_hlo
+from explorer.spec.layout import shard_ranges
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import DTYPE_BYTES, Entry, format_spec
 

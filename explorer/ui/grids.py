@@ -12,8 +12,9 @@ from math import prod
 
 import numpy as np
 
+from explorer.hlo.sharding import tiling_from_hlo
 from explorer.report.report import Report, TensorInfo
-from explorer.spec.layout import Tiling, shard_ranges, tiling_from_hlo
+from explorer.spec.layout import Tiling, shard_ranges
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
-"""explorer.spec.layout against jax/XLA as the oracle, plus hand-computed cases.
+"""explorer.spec.layout against jax as the oracle, plus hand-computed cases.
 
 jax's NamedSharding.devices_indices_map and _to_xla_hlo_sharding give an
-independent answer for where every shard lives; XLA's own HloSharding parser
-(jax._src.lib.xla_client) checks the text parser on forms jax does not emit.
+independent answer for where every shard lives. The HLO text reader has its own
+tests in tests/hlo/test_sharding.py.
 """
 
 import os
@@ -11,7 +11,6 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 import itertools
 import math
-import time
 
 import jax
 import numpy as np
@@ -21,21 +20,14 @@ from hypothesis import strategies as st
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from explorer.hlo.sharding import tiling_from_hlo
 from explorer.spec.layout import (
     Tiling,
-    UnknownShardingError,
     shard_ranges,
     shard_shape,
     spec_from_tiling,
-    split_tuple_sharding,
-    tiling_from_hlo,
     tiling_from_spec,
 )
-
-try:
-    from jax._src.lib import xla_client as _xc
-except ImportError:  # pragma: no cover - private module moved
-    _xc = None
 
 MESHES = [
     (("x",), (8,)),
@@ -240,137 +232,6 @@ def test_uneven_dims_follow_xla():
     assert set(shard_ranges(t, (0,)).values()) == {((0, 0),)}
 
 
-def test_explicit_device_list():
-    # {devices=[2,2]0,2,1,3}: tile (0,0)->0, (0,1)->2, (1,0)->1, (1,1)->3.
-    # On a 2x2 mesh (a,b), device 2 = (a=1, b=0): dim 1 follows 'a', dim 0 follows 'b'.
-    t = tiling_from_hlo("{devices=[2,2]0,2,1,3}", 2, 4)
-    assert t == Tiling((2, 2), 1, (0, 2, 1, 3))
-    assert shard_ranges(t, (4, 6))[2] == ((0, 2), (3, 6))
-    assert spec_from_tiling(t, ("a", "b"), (2, 2)) == ("b", "a")
-    # Same placement written as an iota.
-    assert tiling_from_hlo("{devices=[2,2]<=[2,2]T(1,0)}", 2, 4) == t
-    # A permutation no mesh ordering produces.
-    odd = tiling_from_hlo("{devices=[2,2]0,3,1,2}", 2, 4)
-    assert spec_from_tiling(odd, ("a", "b"), (2, 2)) is None
-    # Replica order is not part of a placement.
-    assert tiling_from_hlo("{devices=[2,2]1,0,3,2 last_tile_dim_replicate}", 1, 4) == (
-        tiling_from_spec(("a",), ("a", "b"), (2, 2), 1)
-    )
-
-
-def test_whole_tensor_forms():
-    assert tiling_from_hlo("{replicated}", 2, 8) == Tiling((1, 1), 8, tuple(range(8)))
-    assert tiling_from_hlo("replicated", 0, 4) == Tiling((), 4, (0, 1, 2, 3))
-    m = tiling_from_hlo("{maximal device=3}", 2, 8)
-    assert m == Tiling((1, 1), 1, (3,))
-    assert shard_ranges(m, (5, 7)) == {3: ((0, 5), (0, 7))}
-    assert spec_from_tiling(m, ("x",), (8,)) is None
-    assert tiling_from_hlo("{manual}", 1, 8).manual == 8
-    assert tiling_from_hlo("{unreduced}", 1, 8).unreduced == 8
-    assert spec_from_tiling(tiling_from_hlo("{manual}", 1, 8), ("x",), (8,)) is None
-    with pytest.raises(UnknownShardingError):
-        tiling_from_hlo("{unknown shard_as 1}", 1, 8)
-
-
-def test_gspmd_shard_map_forms():
-    # Seen in GSPMD-partitioned shard_map over 'model' of data=2 x model=4, rank 2:
-    # [1,1,4,2]<=[2,4]T(1,0) = arange(8).reshape(2,4).T -> rows (0,4) (1,5) (2,6) (3,7);
-    # manual index = model coordinate, the 2 copies are the 'data' devices.
-    t = tiling_from_hlo(
-        "{devices=[1,1,4,2]<=[2,4]T(1,0) last_tile_dims={manual, replicated}}", 2, 8
-    )
-    assert (t.tiles, t.replicas, t.manual, t.unreduced, t.copies) == ((1, 1), 8, 4, 1, 2)
-    assert t.devices == (0, 4, 1, 5, 2, 6, 3, 7)
-    # Subgroup order in the text does not matter: XLA reorders to manual-first.
-    a = tiling_from_hlo("{devices=[2,1,2,2]<=[8] last_tile_dims={replicated, manual}}", 2, 8)
-    b = tiling_from_hlo(
-        "{devices=[2,1,2,2]<=[2,2,2]T(0,2,1) last_tile_dims={manual, replicated}}", 2, 8
-    )
-    assert a == b and a.manual == 2 and a.copies == 2
-    # Scalar inside a shard_map body.
-    s = tiling_from_hlo("{devices=[4,2]<=[2,4]T(1,0) last_tile_dims={manual, replicated}}", 0, 8)
-    assert s.tiles == () and s.manual == 4
-
-
-def test_text_noise_is_ignored():
-    base = tiling_from_hlo("{devices=[2,1,4]<=[8] last_tile_dim_replicate}", 2, 8)
-    for text in [
-        'sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate metadata={op_name="a {b} c"}}',
-        "devices=[2,1,4]<=[8] last_tile_dim_replicate",
-        "{devices=[2,1,4]<=[8] last_tile_dims={replicated}}",
-        "{devices=[2,1,4]<=[8] last_tile_dim_replicate shard_like 3}",
-        '{devices=[2,1,4]<=[8] last_tile_dim_replicate metadata={{op_name="x"}, {op_name="y"}}}',
-        "  {devices=[2,1,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}  ",
-    ]:
-        assert tiling_from_hlo(text, 2, 8) == base, text
-
-
-@pytest.mark.parametrize(
-    ("text", "rank", "n"),
-    [
-        ("{devices=[2,4]<=[8]}", 1, 8),  # rank mismatch
-        ("{devices=[2,4]<=[8]}", 2, 4),  # ids beyond num_devices
-        ("{devices=[2,2]0,1,2}", 2, 4),  # too few ids
-        ("{devices=[2,2]<=[3]}", 2, 4),  # iota size mismatch
-        ("{{replicated}, {replicated}}", 1, 8),  # tuple
-        ("{devices=[2,2]<=[4] last_tile_dims={bogus}}", 1, 4),
-        ("{devices=[2,2]<=[4] frobnicate}", 2, 4),
-        ("{maximal device=9}", 1, 8),
-        ('{mesh["a"=2], [{"a"}]}', 1, 2),
-        ("{devices=[2,2]<=[4]", 2, 4),  # unbalanced
-    ],
-)
-def test_malformed_hlo_raises(text, rank, n):
-    with pytest.raises(ValueError):
-        tiling_from_hlo(text, rank, n)
-
-
-def test_split_tuple_sharding():
-    assert split_tuple_sharding("{{replicated}, {devices=[2,1]<=[2]}}") == [
-        "{replicated}",
-        "{devices=[2,1]<=[2]}",
-    ]
-    assert split_tuple_sharding("{devices=[2,1]<=[2]}") == ["{devices=[2,1]<=[2]}"]
-    assert split_tuple_sharding("{}") == []
-    # XLA prints /*index=N*/ every fifth element; metadata may hold braces and commas.
-    text = (
-        "{{replicated}, {manual}, {maximal device=1}, {replicated}, {replicated}, /*index=5*/"
-        '{devices=[2]<=[2] metadata={op_name="f({a}, b)"}}}'
-    )
-    parts = split_tuple_sharding(text)
-    assert len(parts) == 6
-    assert parts[5] == '{devices=[2]<=[2] metadata={op_name="f({a}, b)"}}'
-    assert tiling_from_hlo(parts[5], 1, 2) == Tiling((2,), 1, (0, 1))
-
-
-def _brace_group(text: str, start: int) -> str:
-    depth = 0
-    for i in range(start, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        if depth == 0:
-            return text[start : i + 1]
-    raise AssertionError("unbalanced")
-
-
-def test_split_jax_tuple_output():
-    # The tuple sharding jax puts on a two-output function's ROOT tuple.
-    mesh = _jax_mesh(("data", "model"), (2, 4))
-    shardings = (NamedSharding(mesh, P("data")), NamedSharding(mesh, P()))
-    lowered = jax.jit(lambda x: (x, x.sum()), out_shardings=shardings).lower(
-        jax.ShapeDtypeStruct((16, 8), np.float32)
-    )
-    text = lowered.as_text(dialect="hlo")
-    at = text.find("sharding={{")
-    if at < 0:
-        pytest.skip("lowered HLO carries no tuple sharding in this jax version")
-    elements = split_tuple_sharding(_brace_group(text, at + len("sharding=")))
-    assert len(elements) == 2
-    assert tiling_from_hlo(elements[0], 2, 8) == tiling_from_spec(
-        ("data",), ("data", "model"), (2, 4), 2
-    )
-    assert tiling_from_hlo(elements[1], 0, 8) == Tiling((), 8, tuple(range(8)))
-
-
 def test_invalid_specs_raise():
     names, sizes = ("data", "model"), (2, 4)
     for spec, rank in [
@@ -384,124 +245,13 @@ def test_invalid_specs_raise():
             tiling_from_spec(spec, names, sizes, rank)
 
 
-# --------------------------------------------------------------------------- XLA's parser
-
-_TYPE_NAMES = {}
-if _xc is not None:
-    _T = _xc.OpSharding.Type
-    _TYPE_NAMES = {_T.MANUAL: "manual", _T.REPLICATED: "replicated", _T.UNREDUCED: "unreduced"}
+# --------------------------------------------------------------------------- 2048 devices
 
 
-def _xla_tiling(text, rank, n) -> Tiling:
-    """Tiling built from XLA's own parse of `text` (normalised by XLA)."""
-    h = _xc.HloSharding.from_string(text)
-    whole = (1,) * rank
-    if h.is_replicated():
-        return Tiling(whole, n, range(n))
-    if h.is_manual():
-        return Tiling(whole, n, range(n), manual=n)
-    if h.is_unreduced():
-        return Tiling(whole, n, range(n), unreduced=n)
-    if h.is_maximal():
-        return Tiling(whole, 1, h.tile_assignment_devices()[:1])
-    dims, devs = h.tile_assignment_dimensions(), list(h.tile_assignment_devices())
-    types = [_TYPE_NAMES[t] for t in h.subgroup_types()]
-    if h.replicate_on_last_tile_dim():
-        types.append("replicated")
-    group = {
-        name: math.prod(dims[rank + j] for j, t in enumerate(types) if t == name)
-        for name in ("manual", "unreduced", "replicated")
-    }
-    if math.prod(dims[:rank]) == 1 and sum(g > 1 for g in group.values()) == 1:
-        # One group over all devices: XLA treats this as {manual}/{unreduced}, so
-        # the order is immaterial; _layout sorts it, XLA sometimes keeps it.
-        devs = sorted(devs)
-    return Tiling(
-        dims[:rank],
-        math.prod(group.values()),
-        devs,
-        manual=group["manual"],
-        unreduced=group["unreduced"],
-    )
-
-
-@st.composite
-def _hlo_text(draw):
-    n = draw(st.sampled_from([2, 4, 6, 8, 12, 16]))
-    parts, rest = [], n
-    while rest > 1:  # a random ordered factorisation of n, with some 1s
-        d = draw(st.sampled_from([f for f in range(2, rest + 1) if rest % f == 0]))
-        parts.append(d)
-        rest //= d
-    parts += [1] * draw(st.integers(0, 2))
-    parts = draw(st.permutations(parts))
-    n_sub = draw(st.integers(0, min(3, len(parts))))
-    rank = len(parts) - n_sub
-    types = [draw(st.sampled_from(["manual", "replicated", "unreduced"])) for _ in range(n_sub)]
-    if draw(st.booleans()):
-        assignment = ",".join(map(str, draw(st.permutations(range(n)))))
-    else:
-        reshape = list(draw(st.permutations(parts)))
-        perm = draw(st.permutations(range(len(reshape))))
-        assignment = f"<=[{','.join(map(str, reshape))}]"
-        if len(reshape) > 1:  # XLA's parser rejects T(0)
-            assignment += f"T({','.join(map(str, perm))})"
-    suffix = ""
-    if types == ["replicated"] and draw(st.booleans()):
-        suffix = " last_tile_dim_replicate"
-    elif types:
-        suffix = " last_tile_dims={" + ", ".join(types) + "}"
-    return "{devices=[" + ",".join(map(str, parts)) + "]" + assignment + suffix + "}", rank, n
-
-
-@pytest.mark.skipif(_xc is None, reason="jax._src.lib.xla_client not available")
-@settings(max_examples=300, deadline=None)
-@given(_hlo_text())
-def test_hlo_parser_matches_xla(case):
-    text, rank, n = case
-    expected = _xla_tiling(text, rank, n)
-    assert tiling_from_hlo(text, rank, n) == expected
-    # XLA's normalised re-print must describe the same placement.
-    assert tiling_from_hlo(str(_xc.HloSharding.from_string(text)), rank, n) == expected
-    # spec_from_tiling is only allowed to answer with a spec that really produces it.
-    names = tuple(f"m{i}" for i in range(2))
-    for sizes in [(n,), (2, n // 2)]:
-        spec = spec_from_tiling(expected, names[: len(sizes)], sizes)
-        if spec is not None:
-            again = tiling_from_spec(spec, names[: len(sizes)], sizes, rank)
-            assert shard_ranges(again, (n,) * rank) == shard_ranges(expected, (n,) * rank)
-
-
-@pytest.mark.skipif(_xc is None, reason="jax._src.lib.xla_client not available")
-@pytest.mark.parametrize(
-    ("text", "rank"),
-    [
-        ("{replicated}", 2),
-        ("{manual}", 2),
-        ("{unreduced}", 2),
-        ("{maximal device=3}", 2),
-        ("{devices=[2,4]<=[8]}", 2),
-        ("{devices=[2,1,4]<=[8] last_tile_dim_replicate}", 2),
-        ("{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}", 2),
-        ("{devices=[2,2,2]<=[8] last_tile_dims={manual}}", 2),
-        ("{devices=[2,2,2]<=[8] last_tile_dims={unreduced, replicated}}", 1),
-        ("{devices=[2,2,2]<=[8] last_tile_dims={replicated, unreduced}}", 1),
-        ("{devices=[2,2,2]<=[8] last_tile_dims={manual, manual}}", 1),
-        ("{devices=[2,2,2,1]<=[8] last_tile_dims={manual, replicated}}", 2),
-        ("{devices=[2,1,4]3,2,1,0,7,6,5,4 last_tile_dim_replicate}", 2),
-        ("{devices=[1,1,8]<=[8] last_tile_dim_replicate}", 2),
-        ("{devices=[1,1,8]<=[8] last_tile_dims={manual}}", 2),
-        ("{devices=[2,4]<=[2,2,2]T(2,0,1)}", 2),
-    ],
-)
-def test_listed_forms_match_xla(text, rank):
-    assert tiling_from_hlo(text, rank, 8) == _xla_tiling(text, rank, 8)
-
-
-# --------------------------------------------------------------------------- speed
-
-
-def test_spec_from_tiling_speed_on_2048_devices():
+def test_spec_from_tiling_round_trips_on_2048_devices():
+    # The largest mesh the CPU backend allows: spec recovery is exact there too, and a
+    # near-miss (two devices swapped) is recognised as no spec at all. (No time is asserted:
+    # this machine is shared and noisy.)
     names, sizes = ("a", "b", "c"), (8, 16, 16)
     cases = [
         (("b", None, ("c", "a")), 3),
@@ -511,15 +261,8 @@ def test_spec_from_tiling_speed_on_2048_devices():
     ]
     for spec, rank in cases:
         tiling = tiling_from_spec(spec, names, sizes, rank)
-        start = time.perf_counter()
-        back = spec_from_tiling(tiling, names, sizes)
-        ms = (time.perf_counter() - start) * 1e3
-        print(f"spec_from_tiling {spec} on (8,16,16): {ms:.2f} ms")
-        assert back == _canonical(spec, names, sizes)
-    # A near-miss (two devices swapped) must come back None, also quickly.
+        assert spec_from_tiling(tiling, names, sizes) == _canonical(spec, names, sizes)
     devs = list(tiling_from_spec(("b", None, "c"), names, sizes, 3).devices)
     devs[0], devs[-1] = devs[-1], devs[0]
     broken = Tiling((16, 1, 16), 8, devs)
-    start = time.perf_counter()
     assert spec_from_tiling(broken, names, sizes) is None
-    print(f"spec_from_tiling near-miss: {(time.perf_counter() - start) * 1e3:.2f} ms")
