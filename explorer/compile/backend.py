@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import time
 
+from explorer.compile.protocol import CompileResult, Measurement, TensorLayout
 from explorer.spec.tensor import TensorSpec
 
 # Dump only the partitioner's passes: the module just before spmd-partitioning carries the
@@ -56,15 +57,17 @@ def _struct(spec: TensorSpec, mesh):
     return jax.ShapeDtypeStruct(spec.shape, jnp.dtype(spec.dtype), sharding=sharding)
 
 
-def _hlo_sharding_text(sharding, ndim: int) -> str:
+def _hlo_sharding_text(sharding, ndim: int) -> str | None:
+    """XLA's HloSharding text of a jax sharding, or None when it has no HLO form: the Report
+    then says the placement is unknown rather than guessing one."""
     try:
         return str(sharding._to_xla_hlo_sharding(ndim))
-    except Exception:  # a sharding type without an HLO form: say replicated, the safe reading
-        return "{replicated}"
+    except Exception:
+        return None
 
 
 def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | None = None,
-                    measure: bool = False, measure_cap: int = 1 << 30) -> dict:
+                    measure: bool = False, measure_cap: int = 1 << 30) -> CompileResult:
     import jax
 
     mesh = build_mesh(mesh_spec, tpu_devices(tpu_topology) if tpu_topology else None)
@@ -88,34 +91,35 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
 
     leaves = jax.tree.leaves(args, is_leaf=_is_spec)
     in_shardings = jax.tree.leaves(compiled.input_shardings[0])
-    inputs = [(s.name, s.shape, s.dtype, _hlo_sharding_text(sh, s.rank))
-              for s, sh in zip(leaves, in_shardings, strict=True)]
+    inputs = tuple(TensorLayout(s.name, s.shape, s.dtype, _hlo_sharding_text(sh, s.rank))
+                   for s, sh in zip(leaves, in_shardings, strict=True))
     out_info = jax.tree_util.tree_flatten_with_path(lowered.out_info)[0]
     out_shardings = jax.tree.leaves(compiled.output_shardings)
     outputs = []
     for (path, info), sh in zip(out_info, out_shardings, strict=True):
         name = "out" + jax.tree_util.keystr(path)
-        outputs.append((name, tuple(info.shape), str(info.dtype),
-                        _hlo_sharding_text(sh, len(info.shape))))
+        outputs.append(TensorLayout(name, tuple(info.shape), str(info.dtype),
+                                    _hlo_sharding_text(sh, len(info.shape))))
     if tpu_topology:
-        measured = {"note": "not measured: compiled ahead of time for a TPU that is not here"}
+        measured = Measurement(note="not measured: compiled ahead of time for a TPU that is "
+                                    "not here")
     elif measure:
         measured = _measure(compiled, args, mesh, measure_cap)
     else:
         measured = None
-    return {
-        "measured": measured,
-        "stablehlo": lowered.as_text(),
-        "propagated": propagated,
-        "optimized": compiled.as_text(),
-        "inputs": inputs,
-        "outputs": outputs,
-        "memory": _memory(compiled),
-        "cost": _cost(compiled),
-        "lower_s": t1 - t0,
-        "compile_s": t2 - t1,
-        "backend": f"tpu {tpu_topology}" if tpu_topology else jax.devices()[0].platform,
-    }
+    return CompileResult(
+        measured=measured,
+        stablehlo=lowered.as_text(),
+        propagated=propagated,
+        optimized=compiled.as_text(),
+        inputs=inputs,
+        outputs=tuple(outputs),
+        memory=_memory(compiled),
+        cost=_cost(compiled),
+        lower_s=t1 - t0,
+        compile_s=t2 - t1,
+        backend=f"tpu {tpu_topology}" if tpu_topology else jax.devices()[0].platform,
+    )
 
 
 def _read_first(folder: str, pattern: str) -> str:
@@ -152,7 +156,7 @@ MEASURE_WARMUP = 2
 MEASURE_RUNS = 5
 
 
-def _measure(compiled, args, mesh, cap: int) -> dict:
+def _measure(compiled, args, mesh, cap: int) -> Measurement:
     """Run the compiled program on random inputs: warm-up, then the median of several runs.
 
     On fake CPU devices this times the CPU, and says so; it is never a prediction."""
@@ -165,8 +169,8 @@ def _measure(compiled, args, mesh, cap: int) -> dict:
     devices = mesh.devices.flat
     where = f"{mesh.devices.size} {next(iter(devices)).platform} device(s) of this host"
     if per_device > cap:
-        return {"note": f"not measured: inputs need {per_device} bytes per device, over the "
-                        f"cap of {cap} bytes"}
+        return Measurement(note=f"not measured: inputs need {per_device} bytes per device, "
+                                f"over the cap of {cap} bytes")
     key = iter(jax.random.split(jax.random.key(0), max(len(leaves), 1)))
     arrays = jax.tree.map(lambda s: _random(s, mesh, next(key)), args, is_leaf=_is_spec)
     for _ in range(MEASURE_WARMUP):
@@ -176,7 +180,7 @@ def _measure(compiled, args, mesh, cap: int) -> dict:
         t0 = time.perf_counter()
         jax.block_until_ready(compiled(*arrays))
         times.append(time.perf_counter() - t0)
-    return {"seconds": statistics.median(times), "runs": MEASURE_RUNS, "on": where}
+    return Measurement(seconds=statistics.median(times), runs=MEASURE_RUNS, on=where)
 
 
 def _split(spec: TensorSpec, mesh) -> int:
