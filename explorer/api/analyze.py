@@ -10,8 +10,6 @@ import time
 from collections import OrderedDict
 from dataclasses import replace
 
-import cloudpickle
-
 from explorer.api.request import (
     check_inputs,
     check_mesh,
@@ -21,6 +19,7 @@ from explorer.api.request import (
 )
 from explorer.compile.pool import default_pool
 from explorer.compile.protocol import CompileRequest, WorkerKey
+from explorer.compile.sources import pickle_function
 from explorer.errors import ExplorerError, TensorError
 from explorer.report.build import build_report
 from explorer.report.report import Report
@@ -94,7 +93,7 @@ def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_o
         raise ExplorerError(f"{fn!r} is not a function; pass the function to analyze first")
     check_inputs(tensor_leaves(args), mesh_spec)
 
-    fn_bytes = cloudpickle.dumps(fn)
+    fn_bytes = pickle_function(fn)
     request = (mesh_spec, partitioner, args, bool(measure), tpu_topology, bool(real_devices))
     key = hashlib.sha256(fn_bytes + pickle.dumps(request)).hexdigest()
     if use_cache:

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from math import prod
 
-from explorer.compile.protocol import CompileResult, Measurement
+from explorer.compile.protocol import CELL_NAME, CompileResult, Measurement
 from explorer.hlo.collectives import CollectiveKind, collective_kind
 from explorer.hlo.groups import axes_of_groups, axes_of_pairs, device_groups, source_target_pairs
 from explorer.hlo.module import HLO_DTYPE_BYTES, HLO_TO_NUMPY, HloModule, Instruction, parse_module
@@ -74,7 +74,11 @@ def short_path(path: str) -> str:
 
 def _source(module: HloModule, instr: Instruction) -> str:
     src = module.source(instr)
-    return f"{short_path(src[0])}:{src[1]}" if src else ""
+    if not src:
+        return ""
+    if CELL_NAME.match(src[0]):     # a notebook cell, named as its prompt: "In [3], line 2"
+        return f"{src[0]}, line {src[1]}"
+    return f"{short_path(src[0])}:{src[1]}"
 
 
 def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None = None
