@@ -44,9 +44,9 @@ from explorer.errors import CompileError, WorkerError
 DEFAULT_TIMEOUT_S = 120.0
 MAX_DEVICES = 2048          # the CPU backend fails beyond 2048 fake devices (measured)
 MAX_WARM_WORKERS = 4        # each warm worker holds a jax runtime (~0.2-0.5 GB)
-# A worker is replaced after this many compiles: whatever jax or XLA keep per compile that
-# jax.clear_caches() does not free (the worker clears those caches itself) cannot pile up.
-RECYCLE_AFTER = 200
+# A worker is replaced after this many compiles, so that whatever jax or XLA keep per compile
+# beyond the caches the worker clears after each one cannot pile up without bound.
+RECYCLE_AFTER = 500
 _EXIT_GRACE_S = 2.0         # how long a worker that closed its socket gets to exit by itself
 
 
@@ -80,6 +80,28 @@ def _start_error(key: WorkerKey, python: str, e: OSError) -> WorkerError:
 # Lines of a worker's output that never explain a death (jax and absl start-up chatter).
 _NOISE = ("found in sys.modules after import of package", "warn(RuntimeWarning(msg))",
           "All log messages before absl::InitializeLog()")
+
+
+# What a signal that ended a worker usually means.
+_SIGNAL_HINTS = {
+    signal.SIGKILL: "sent by the kernel's out-of-memory killer or by another process; if "
+                    "memory ran out, shrink the program or the mesh",
+    signal.SIGSEGV: "a crash inside jax or XLA",
+    signal.SIGABRT: "jax or XLA aborted (a failed check inside the compiler)",
+    signal.SIGBUS: "a crash inside jax or XLA",
+}
+
+
+def _how_it_ended(status: int) -> str:
+    """'exit status 3', or 'killed by SIGKILL, ...' with what the signal usually means."""
+    if status >= 0:
+        return f"exit status {status}"
+    try:
+        sig = signal.Signals(-status)
+    except ValueError:
+        return f"killed by signal {-status}"
+    hint = _SIGNAL_HINTS.get(sig)
+    return f"killed by {sig.name}, {hint}" if hint else f"killed by {sig.name}"
 
 
 class Worker:
@@ -172,15 +194,8 @@ class Worker:
                 "(a thread or process the program started may have kept it alive); it was "
                 "stopped with every process it started, and a fresh worker will serve the next "
                 f"request.{said}")
-        if status < 0:
-            try:
-                how = f"killed by {signal.Signals(-status).name}"
-            except ValueError:
-                how = f"killed by signal {-status}"
-        else:
-            how = f"exit status {status}"
-        return WorkerError(f"the compile worker for {self.what} died ({how}); a fresh worker "
-                           f"will serve the next request.{said}")
+        return WorkerError(f"the compile worker for {self.what} died ({_how_it_ended(status)}); "
+                           f"a fresh worker will serve the next request.{said}")
 
     def kill(self) -> None:
         """Stop the worker and every process of its group, and release its files."""
@@ -231,17 +246,23 @@ class WorkerPool:
     def _checkin(self, worker: Worker) -> None:
         with self._lock:
             worker.users -= 1
+            current = self._workers.get(worker.key) is worker
             worn = worker.compiles >= self.recycle_after
             if worker.users == 0 and (worn or worker.closed):
                 worker.kill()
-                if self._workers.get(worker.key) is worker:
+                if current:
                     del self._workers[worker.key]
-            self._trim()
+            elif current:
+                self._workers.move_to_end(worker.key)     # most recently used last
+            self._trim(keep=worker)
 
-    def _trim(self) -> None:
-        """Close the least recently used idle workers beyond the limit (never a busy one)."""
+    def _trim(self, keep: Worker | None = None) -> None:
+        """Close the least recently used idle workers beyond the limit. A busy worker is never
+        closed, nor `keep`, the one that just served a request: while the others are busy the
+        pool stays over the limit, and trims back as they finish."""
         excess = len(self._workers) - self.max_workers
-        for key in [k for k, w in self._workers.items() if w.users == 0][:max(excess, 0)]:
+        idle = [k for k, w in self._workers.items() if w.users == 0 and w is not keep]
+        for key in idle[:max(excess, 0)]:
             self._workers.pop(key).kill()
 
     def run(self, key: WorkerKey, message: Message, timeout: float | None = None

@@ -26,9 +26,6 @@ from explorer.compile.protocol import (
     Sleep,
 )
 
-# jax.clear_caches() after this many compiles: every request jits a new function, so jax's
-# caches only ever grow (measured: see explorer.compile.pool.RECYCLE_AFTER).
-CLEAR_CACHES_EVERY = 1
 EXIT_PROGRAM_ENDED = 70      # the program raised SystemExit or KeyboardInterrupt
 
 
@@ -36,18 +33,18 @@ def _serve(conn: Connection) -> None:
     import jax
 
     jax.devices()          # load the backend before the first request: "warm" means warm
-    compiles = 0
     while True:
         try:
             message = conn.recv()
         except EOFError:
             return
-        reply = _answer(message)
+        conn.send(_answer(message))
         if isinstance(message, CompileRequest):
-            compiles += 1
-            if compiles % CLEAR_CACHES_EVERY == 0:
-                jax.clear_caches()
-        conn.send(reply)
+            # Every request jits a new function, so jax's caches (traces, lowerings,
+            # executables) would only grow, by 0.2-0.6 MB a compile (measured, 200 compiles of
+            # the transformer workloads); cleared, the worker's RSS stays flat. After the
+            # reply, so that the caller does not wait for it.
+            jax.clear_caches()
 
 
 def _answer(message: Message) -> Reply:
