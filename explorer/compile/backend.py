@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from explorer.compile.protocol import CompileResult, Measurement, TensorLayout
 from explorer.spec.tensor import TensorSpec
@@ -75,15 +79,16 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     structs = jax.tree.map(lambda s: _struct(s, mesh), args, is_leaf=_is_spec)
     # keep_unused so that HLO parameter i is always the i-th input tensor.
     jitted = jax.jit(fn, keep_unused=True)
-    t0 = time.perf_counter()
-    with jax.set_mesh(mesh):
-        lowered = jitted.lower(*structs)
-    t1 = time.perf_counter()
     dump = tempfile.mkdtemp(prefix="explorer-dump-", dir="/dev/shm" if os.path.isdir(
         "/dev/shm") else None)
     try:
-        compiled = lowered.compile(compiler_options={"xla_dump_to": dump, **_DUMP_OPTIONS})
-        t2 = time.perf_counter()
+        with _compiler_messages() as warnings:
+            t0 = time.perf_counter()
+            with jax.set_mesh(mesh):
+                lowered = jitted.lower(*structs)
+            t1 = time.perf_counter()
+            compiled = lowered.compile(compiler_options={"xla_dump_to": dump, **_DUMP_OPTIONS})
+            t2 = time.perf_counter()
         # CPU: "...before_spmd-partitioning.txt"; TPU: "...before_tpu-spmd-partitioning.txt".
         propagated = _read_first(dump, "*before_*spmd-partitioning.txt")
     finally:
@@ -119,7 +124,70 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         lower_s=t1 - t0,
         compile_s=t2 - t1,
         backend=f"tpu {tpu_topology}" if tpu_topology else jax.devices()[0].platform,
+        warnings=tuple(warnings),
     )
+
+
+@contextmanager
+def _compiler_messages() -> Iterator[list[str]]:
+    """Collect the warnings and errors XLA and Shardy print while the block runs.
+
+    They log from C++ straight to file descriptor 2, past Python's sys.stderr, so fd 2 points
+    at a temporary file for the duration; what was written is then copied to the real stderr
+    (the worker's log) and its warnings and errors go into the yielded list."""
+    messages: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield messages
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            text = capture.read()
+            os.write(2, text)
+            messages.extend(compiler_messages(text.decode(errors="replace")))
+
+
+# An absl log line: severity, date (MMDD), time ("09:02:24.749320", or "00:00:1796115794.53"
+# with the seconds since the epoch), thread, file:line] message.
+_ABSL = re.compile(r"([IWEF])\d{4} [\d:.]+\s+\d+\s+[^\s\]]+\] ?(.*)")
+# MLIR and other diagnostics without absl's prefix, e.g. "loc(...): warning: ...".
+_DIAGNOSTIC = re.compile(r".*\b(warning|error):", re.IGNORECASE)
+# Printed whatever the program, so they say nothing about it: start-up chatter of absl and
+# libtpu (which looks for a TPU that an ahead-of-time compile does not need), and the notice
+# that comes with every GSPMD compile (the user chose gspmd).
+_NOISE = (
+    "All log messages before absl::InitializeLog()",
+    "Logging before InitGoogle()",
+    "could not determine TPU",
+    "TPU_WORKER_HOSTNAMES",
+    "TPU_ACCELERATOR_TYPE",
+    "GSPMD sharding propagation is going to be deprecated",
+)
+
+
+def compiler_messages(text: str) -> list[str]:
+    """The warnings and errors in what XLA and Shardy printed, one entry per message.
+
+    absl lines of severity W, E or F start a message (E and F marked "error: "); lines
+    without a prefix continue the message before them; info lines are dropped, as are
+    messages printed whatever the program (_NOISE)."""
+    messages: list[str | None] = []       # None: a dropped message whose continuation to drop
+    for line in text.splitlines():
+        m = _ABSL.match(line)
+        if m:
+            severity, message = m.groups()
+            keep = severity != "I" and not any(n in message for n in _NOISE)
+            messages.append(("error: " if severity in "EF" else "") + message if keep else None)
+        elif _DIAGNOSTIC.match(line) and not any(n in line for n in _NOISE):
+            messages.append(line.strip())
+        elif messages and messages[-1] is not None and line.strip():
+            messages[-1] += "\n" + line.rstrip()
+    return [m for m in messages if m]
 
 
 def _read_first(folder: str, pattern: str) -> str:
