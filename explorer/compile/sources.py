@@ -30,11 +30,10 @@ _DYNAMIC = "<dynamic-code>"
 def cell_name(filename: str) -> str | None:
     """"In [3]" for the file IPython compiled cell 3 into (ipykernel's /tmp/ipykernel_PID/HASH.py,
     terminal IPython's <ipython-input-3-...>), None for any other file or outside IPython."""
-    if "IPython" not in sys.modules:
-        return None      # never import IPython: outside a kernel there are no cells
-    from IPython.core.getipython import get_ipython
-
-    shell = get_ipython()
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return None     # never import IPython (a UI library): outside it there are no cells
+    shell = ipython.get_ipython()
     compiler = getattr(shell, "compile", None)
     format_code_name = getattr(compiler, "format_code_name", None)   # IPython >= 8
     if format_code_name is None:
