@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from multiprocessing.connection import Connection
 
@@ -133,6 +134,8 @@ class Worker:
             raise _start_error(key, python, e) from None
         child_sock.close()
         self.conn = Connection(parent_sock.detach())
+        self._request_start = 0     # where the current request's output starts in the log
+        self._answered = 0
 
     def exit_status(self) -> int | None:
         """The exit status (negative: the signal) once the process has ended, else None.
@@ -151,12 +154,17 @@ class Worker:
     def alive(self) -> bool:
         return not self.closed and self.exit_status() is None
 
-    def log_tail(self, lines: int = 8) -> str:
-        """The last lines of the worker's output that could explain what happened to it."""
+    def _log_size(self) -> int:
         try:
-            self._log.seek(0, os.SEEK_END)
-            size = self._log.tell()
-            self._log.seek(max(0, size - 65536))
+            return self._log.seek(0, os.SEEK_END)
+        except (OSError, ValueError):
+            return 0
+
+    def log_tail(self, lines: int = 8) -> str:
+        """The last lines the worker wrote during the current request that could explain what
+        happened to it (not the warnings of earlier compiles, nor start-up chatter)."""
+        try:
+            self._log.seek(max(self._request_start, self._log_size() - 65536))
             text = self._log.read().decode(errors="replace")
         except (OSError, ValueError):
             return ""
@@ -165,6 +173,8 @@ class Worker:
         return "\n".join(kept[-lines:])
 
     def request(self, message: Message, timeout: float) -> Reply:
+        if self._answered:          # what it printed while starting belongs to the first
+            self._request_start = self._log_size()
         try:
             self.conn.send(message)
             if not self.conn.poll(timeout):
@@ -173,7 +183,9 @@ class Worker:
                     f"compile took longer than the {timeout:g} s limit on {self.what} "
                     "and its worker was stopped; simplify the program, shrink the mesh "
                     "or raise the timeout")
-            return self.conn.recv()
+            reply = self.conn.recv()
+            self._answered += 1
+            return reply
         except (EOFError, OSError):
             raise self._lost() from None
 
@@ -182,7 +194,7 @@ class Worker:
         status = self.exit_status()
         waited = 0.0
         while status is None and waited < _EXIT_GRACE_S:
-            threading.Event().wait(0.05)
+            time.sleep(0.05)
             waited += 0.05
             status = self.exit_status()
         tail = self.log_tail()

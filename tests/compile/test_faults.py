@@ -11,7 +11,7 @@ import time
 import pytest
 
 from explorer import TensorSpec, WorkerError, WorkerPool, analyze
-from explorer.compile.protocol import Ping, Pong, Sleep, WorkerKey
+from explorer.compile.protocol import Crash, Ping, Pong, Sleep, WorkerKey
 
 X = TensorSpec("x", (8,), spec="d")
 
@@ -114,6 +114,16 @@ def test_a_missing_interpreter_is_a_worker_error():
     p.close()
 
 
+def test_a_worker_that_dies_while_starting_shows_why(pool, monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_no_such_flag=1")     # XLA refuses to start
+    with pytest.raises(WorkerError) as info:
+        pool.warm(WorkerKey.fake_cpu(2))
+    assert "for 2 devices died" in str(info.value)
+    assert "Unknown flag in XLA_FLAGS: --xla_no_such_flag=1" in str(info.value)
+    monkeypatch.undo()
+    _next_request_works(pool)
+
+
 def test_running_out_of_file_descriptors_is_a_worker_error(pool):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     filler = []
@@ -194,3 +204,18 @@ def test_more_busy_device_counts_than_warm_workers_all_finish():
         assert len(p._workers) == 2
     finally:
         p.close()
+
+
+def test_a_death_quotes_only_what_its_own_request_printed(pool):
+    def reshard(a):     # XLA warns about this one (see test_compile_request.py)
+        import jax
+        from jax.sharding import PartitionSpec
+
+        return jax.lax.with_sharding_constraint(a * 2, PartitionSpec(None, ("x", "y"), None))
+
+    a = TensorSpec("a", (16, 16, 16), spec="y,None,x")
+    assert analyze(reshard, a, mesh="x=2,y=4", pool=pool, use_cache=False).warnings
+    with pytest.raises(WorkerError) as info:
+        pool.run(WorkerKey.fake_cpu(8), Crash(exit_code=3))
+    assert str(info.value) == ("the compile worker for 8 devices died (exit status 3); a fresh "
+                               "worker will serve the next request.")
