@@ -22,6 +22,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import explorer  # noqa: E402
+from explorer.compile.protocol import WorkerKey  # noqa: E402
 from explorer.workloads.registry import WORKLOADS  # noqa: E402
 
 MESH = "data=2,model=4"
@@ -98,7 +99,7 @@ def main():
         tensors = w.tensors(params, {"x": ("data", None), "w1": ("fsdp", "model"),
                                      "w2": ("model", "fsdp")})
         t0 = time.perf_counter()
-        explorer.WorkerPool.warm(explorer.compile.pool.default_pool(), 2048)
+        explorer.compile.pool.default_pool().warm(WorkerKey.fake_cpu(2048))
         start = time.perf_counter() - t0
         t0 = time.perf_counter()
         r = explorer.analyze(w.build(params), *tensors, mesh=mesh, use_cache=False)

@@ -10,8 +10,6 @@ import time
 from collections import OrderedDict
 from dataclasses import replace
 
-import cloudpickle
-
 from explorer.api.request import (
     check_inputs,
     check_mesh,
@@ -20,6 +18,8 @@ from explorer.api.request import (
     check_timeout,
 )
 from explorer.compile.pool import default_pool
+from explorer.compile.protocol import CompileRequest, WorkerKey
+from explorer.compile.sources import pickle_function
 from explorer.errors import ExplorerError, TensorError
 from explorer.report.build import build_report
 from explorer.report.report import Report
@@ -93,7 +93,7 @@ def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_o
         raise ExplorerError(f"{fn!r} is not a function; pass the function to analyze first")
     check_inputs(tensor_leaves(args), mesh_spec)
 
-    fn_bytes = cloudpickle.dumps(fn)
+    fn_bytes = pickle_function(fn)
     request = (mesh_spec, partitioner, args, bool(measure), tpu_topology, bool(real_devices))
     key = hashlib.sha256(fn_bytes + pickle.dumps(request)).hexdigest()
     if use_cache:
@@ -108,13 +108,14 @@ def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_o
 
     if cache_only:
         return None
-    message = {"op": "compile", "fn": fn_bytes, "args": args, "mesh": mesh_spec,
-               "partitioner": partitioner, "sys_path": list(sys.path), "measure": measure,
-               "tpu_topology": tpu_topology}
+    message = CompileRequest(fn=fn_bytes, args=args, mesh=mesh_spec, partitioner=partitioner,
+                             sys_path=tuple(sys.path), measure=bool(measure),
+                             tpu_topology=tpu_topology)
     # TPU compiles need no local devices: one shared worker with libtpu loaded serves them all.
-    worker_key = "tpu" if tpu_topology else "real" if real_devices else mesh_spec.device_count
-    raw = (pool or default_pool()).run(worker_key, message, timeout)
-    report = build_report(raw, mesh_spec, partitioner)
+    worker_key = (WorkerKey.tpu() if tpu_topology else WorkerKey.real() if real_devices
+                  else WorkerKey.fake_cpu(mesh_spec.device_count))
+    result = (pool or default_pool()).compile(worker_key, message, timeout)
+    report = build_report(result, mesh_spec, partitioner)
     if use_cache:
         with _cache_lock:
             _cache[key] = report

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from explorer.compile.protocol import CompileResult, Measurement, TensorLayout
 from explorer.spec.tensor import TensorSpec
 
 # Dump only the partitioner's passes: the module just before spmd-partitioning carries the
@@ -56,15 +61,17 @@ def _struct(spec: TensorSpec, mesh):
     return jax.ShapeDtypeStruct(spec.shape, jnp.dtype(spec.dtype), sharding=sharding)
 
 
-def _hlo_sharding_text(sharding, ndim: int) -> str:
+def _hlo_sharding_text(sharding, ndim: int) -> str | None:
+    """XLA's HloSharding text of a jax sharding, or None when it has no HLO form: the Report
+    then says the placement is unknown rather than guessing one."""
     try:
         return str(sharding._to_xla_hlo_sharding(ndim))
-    except Exception:  # a sharding type without an HLO form: say replicated, the safe reading
-        return "{replicated}"
+    except Exception:
+        return None
 
 
 def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | None = None,
-                    measure: bool = False, measure_cap: int = 1 << 30) -> dict:
+                    measure: bool = False, measure_cap: int = 1 << 30) -> CompileResult:
     import jax
 
     mesh = build_mesh(mesh_spec, tpu_devices(tpu_topology) if tpu_topology else None)
@@ -72,15 +79,16 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     structs = jax.tree.map(lambda s: _struct(s, mesh), args, is_leaf=_is_spec)
     # keep_unused so that HLO parameter i is always the i-th input tensor.
     jitted = jax.jit(fn, keep_unused=True)
-    t0 = time.perf_counter()
-    with jax.set_mesh(mesh):
-        lowered = jitted.lower(*structs)
-    t1 = time.perf_counter()
     dump = tempfile.mkdtemp(prefix="explorer-dump-", dir="/dev/shm" if os.path.isdir(
         "/dev/shm") else None)
     try:
-        compiled = lowered.compile(compiler_options={"xla_dump_to": dump, **_DUMP_OPTIONS})
-        t2 = time.perf_counter()
+        with _compiler_messages() as warnings:
+            t0 = time.perf_counter()
+            with jax.set_mesh(mesh):
+                lowered = jitted.lower(*structs)
+            t1 = time.perf_counter()
+            compiled = lowered.compile(compiler_options={"xla_dump_to": dump, **_DUMP_OPTIONS})
+            t2 = time.perf_counter()
         # CPU: "...before_spmd-partitioning.txt"; TPU: "...before_tpu-spmd-partitioning.txt".
         propagated = _read_first(dump, "*before_*spmd-partitioning.txt")
     finally:
@@ -88,34 +96,98 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
 
     leaves = jax.tree.leaves(args, is_leaf=_is_spec)
     in_shardings = jax.tree.leaves(compiled.input_shardings[0])
-    inputs = [(s.name, s.shape, s.dtype, _hlo_sharding_text(sh, s.rank))
-              for s, sh in zip(leaves, in_shardings, strict=True)]
+    inputs = tuple(TensorLayout(s.name, s.shape, s.dtype, _hlo_sharding_text(sh, s.rank))
+                   for s, sh in zip(leaves, in_shardings, strict=True))
     out_info = jax.tree_util.tree_flatten_with_path(lowered.out_info)[0]
     out_shardings = jax.tree.leaves(compiled.output_shardings)
     outputs = []
     for (path, info), sh in zip(out_info, out_shardings, strict=True):
         name = "out" + jax.tree_util.keystr(path)
-        outputs.append((name, tuple(info.shape), str(info.dtype),
-                        _hlo_sharding_text(sh, len(info.shape))))
+        outputs.append(TensorLayout(name, tuple(info.shape), str(info.dtype),
+                                    _hlo_sharding_text(sh, len(info.shape))))
     if tpu_topology:
-        measured = {"note": "not measured: compiled ahead of time for a TPU that is not here"}
+        measured = Measurement(note="not measured: compiled ahead of time for a TPU that is "
+                                    "not here")
     elif measure:
         measured = _measure(compiled, args, mesh, measure_cap)
     else:
         measured = None
-    return {
-        "measured": measured,
-        "stablehlo": lowered.as_text(),
-        "propagated": propagated,
-        "optimized": compiled.as_text(),
-        "inputs": inputs,
-        "outputs": outputs,
-        "memory": _memory(compiled),
-        "cost": _cost(compiled),
-        "lower_s": t1 - t0,
-        "compile_s": t2 - t1,
-        "backend": f"tpu {tpu_topology}" if tpu_topology else jax.devices()[0].platform,
-    }
+    return CompileResult(
+        measured=measured,
+        stablehlo=lowered.as_text(),
+        propagated=propagated,
+        optimized=compiled.as_text(),
+        inputs=inputs,
+        outputs=tuple(outputs),
+        memory=_memory(compiled),
+        cost=_cost(compiled),
+        lower_s=t1 - t0,
+        compile_s=t2 - t1,
+        backend=f"tpu {tpu_topology}" if tpu_topology else jax.devices()[0].platform,
+        warnings=tuple(warnings),
+    )
+
+
+@contextmanager
+def _compiler_messages() -> Iterator[list[str]]:
+    """Collect the warnings and errors XLA and Shardy print while the block runs.
+
+    They log from C++ straight to file descriptor 2, past Python's sys.stderr, so fd 2 points
+    at a temporary file for the duration; what was written is then copied to the real stderr
+    (the worker's log) and its warnings and errors go into the yielded list."""
+    messages: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield messages
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            text = capture.read()
+            os.write(2, text)
+            messages.extend(compiler_messages(text.decode(errors="replace")))
+
+
+# An absl log line: severity, date (MMDD), time ("09:02:24.749320", or "00:00:1796115794.53"
+# with the seconds since the epoch), thread, file:line] message.
+_ABSL = re.compile(r"([IWEF])\d{4} [\d:.]+\s+\d+\s+[^\s\]]+\] ?(.*)")
+# MLIR and other diagnostics without absl's prefix, e.g. "loc(...): warning: ...".
+_DIAGNOSTIC = re.compile(r".*\b(warning|error):", re.IGNORECASE)
+# Printed whatever the program, so they say nothing about it: start-up chatter of absl and
+# libtpu (which looks for a TPU that an ahead-of-time compile does not need), and the notice
+# that comes with every GSPMD compile (the user chose gspmd).
+_NOISE = (
+    "All log messages before absl::InitializeLog()",
+    "Logging before InitGoogle()",
+    "could not determine TPU",
+    "TPU_WORKER_HOSTNAMES",
+    "TPU_ACCELERATOR_TYPE",
+    "GSPMD sharding propagation is going to be deprecated",
+)
+
+
+def compiler_messages(text: str) -> list[str]:
+    """The warnings and errors in what XLA and Shardy printed, one entry per message.
+
+    absl lines of severity W, E or F start a message (E and F marked "error: "); lines
+    without a prefix continue the message before them; info lines are dropped, as are
+    messages printed whatever the program (_NOISE)."""
+    messages: list[str | None] = []       # None: a dropped message whose continuation to drop
+    for line in text.splitlines():
+        m = _ABSL.match(line)
+        if m:
+            severity, message = m.groups()
+            keep = severity != "I" and not any(n in message for n in _NOISE)
+            messages.append(("error: " if severity in "EF" else "") + message if keep else None)
+        elif _DIAGNOSTIC.match(line) and not any(n in line for n in _NOISE):
+            messages.append(line.strip())
+        elif messages and messages[-1] is not None and line.strip():
+            messages[-1] += "\n" + line.rstrip()
+    return [m for m in messages if m]
 
 
 def _read_first(folder: str, pattern: str) -> str:
@@ -152,7 +224,7 @@ MEASURE_WARMUP = 2
 MEASURE_RUNS = 5
 
 
-def _measure(compiled, args, mesh, cap: int) -> dict:
+def _measure(compiled, args, mesh, cap: int) -> Measurement:
     """Run the compiled program on random inputs: warm-up, then the median of several runs.
 
     On fake CPU devices this times the CPU, and says so; it is never a prediction."""
@@ -165,8 +237,8 @@ def _measure(compiled, args, mesh, cap: int) -> dict:
     devices = mesh.devices.flat
     where = f"{mesh.devices.size} {next(iter(devices)).platform} device(s) of this host"
     if per_device > cap:
-        return {"note": f"not measured: inputs need {per_device} bytes per device, over the "
-                        f"cap of {cap} bytes"}
+        return Measurement(note=f"not measured: inputs need {per_device} bytes per device, "
+                                f"over the cap of {cap} bytes")
     key = iter(jax.random.split(jax.random.key(0), max(len(leaves), 1)))
     arrays = jax.tree.map(lambda s: _random(s, mesh, next(key)), args, is_leaf=_is_spec)
     for _ in range(MEASURE_WARMUP):
@@ -176,7 +248,7 @@ def _measure(compiled, args, mesh, cap: int) -> dict:
         t0 = time.perf_counter()
         jax.block_until_ready(compiled(*arrays))
         times.append(time.perf_counter() - t0)
-    return {"seconds": statistics.median(times), "runs": MEASURE_RUNS, "on": where}
+    return Measurement(seconds=statistics.median(times), runs=MEASURE_RUNS, on=where)
 
 
 def _split(spec: TensorSpec, mesh) -> int:

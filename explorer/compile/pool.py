@@ -1,73 +1,180 @@
-"""Compile workers: one warm process per device count, replaced when it crashes or hangs.
+"""Compile workers: one warm process per WorkerKey, replaced when it crashes, hangs or has served
+its share of compiles.
 
-jax fixes the number of fake CPU devices when it starts, so each device count needs its own
+jax fixes its devices (the number of fake CPU devices) when it starts, so each key needs its own
 process. Running compiles out of process also means a compiler crash or a runaway compile can
 never take the caller (a notebook kernel, the CLI) down with it.
 
-Requests travel over a socketpair as pickled messages; the user's function is serialized with
-cloudpickle so closures and notebook-defined functions work. Both ends are our own processes.
+Requests travel over a socketpair as pickled explorer.compile.protocol messages; the user's
+function is pickled by explorer.compile.sources so that closures, notebook cells and their
+source lines survive. Both ends are our own processes.
+
+Each worker leads its own session (process group): a program that starts threads or processes
+cannot keep a stopped worker alive, since the whole group is killed, and a Ctrl-C in the
+caller's terminal does not reach the workers.
 """
 
 from __future__ import annotations
 
+import atexit
+import errno
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+from collections import OrderedDict
 from multiprocessing.connection import Connection
 
+from explorer.compile.protocol import (
+    Backend,
+    CompileRequest,
+    CompileResult,
+    Failure,
+    Message,
+    Ping,
+    Pong,
+    Reply,
+    WorkerKey,
+)
 from explorer.errors import CompileError, WorkerError
 
 DEFAULT_TIMEOUT_S = 120.0
 MAX_DEVICES = 2048          # the CPU backend fails beyond 2048 fake devices (measured)
 MAX_WARM_WORKERS = 4        # each warm worker holds a jax runtime (~0.2-0.5 GB)
+# A worker is replaced after this many compiles, so that whatever jax or XLA keep per compile
+# beyond the caches the worker clears after each one cannot pile up without bound.
+RECYCLE_AFTER = 500
+_EXIT_GRACE_S = 2.0         # how long a worker that closed its socket gets to exit by itself
 
 
-def _worker_env(key: int | str) -> dict:
-    """The environment of the worker for `key`: a fake CPU device count, "tpu" (one CPU device;
-    TPU topologies bring their own devices) or "real" (the machine's own accelerators)."""
+def _worker_env(key: WorkerKey) -> dict:
+    """The environment of the worker for `key`: its fake CPU device count, or the machine's own
+    devices for Backend.REAL."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     flags = [f for f in env.get("XLA_FLAGS", "").split()
              if not f.startswith("--xla_force_host_platform_device_count")]
-    if key != "real":
-        flags.append(f"--xla_force_host_platform_device_count={1 if key == 'tpu' else key}")
+    if key.backend is not Backend.REAL:
+        flags.append(f"--xla_force_host_platform_device_count={key.devices}")
         env["JAX_PLATFORMS"] = "cpu"
     env["XLA_FLAGS"] = " ".join(flags)
     return env
 
 
-class Worker:
-    """One child process: fake CPU devices (a count), "tpu" (for TPU AOT) or "real" devices."""
+def _start_error(key: WorkerKey, python: str, e: OSError) -> WorkerError:
+    what = f"could not start the compile worker for {key.describe()}"
+    if isinstance(e, FileNotFoundError):
+        return WorkerError(f"{what}: the Python interpreter {python!r} was not found "
+                           f"({e.strerror}); reinstall the environment or run from a Python "
+                           "that exists")
+    if e.errno in (errno.EMFILE, errno.ENFILE):
+        return WorkerError(f"{what}: this process has run out of file descriptors ({e}); "
+                           "close files and sockets it no longer needs, or raise the limit "
+                           "(ulimit -n)")
+    return WorkerError(f"{what}: {type(e).__name__}: {e}")
 
-    def __init__(self, key: int | str):
+
+# Lines of a worker's output that never explain a death (jax and absl start-up chatter).
+_NOISE = ("found in sys.modules after import of package", "warn(RuntimeWarning(msg))",
+          "All log messages before absl::InitializeLog()")
+
+
+# What a signal that ended a worker usually means.
+_SIGNAL_HINTS = {
+    signal.SIGKILL: "sent by the kernel's out-of-memory killer or by another process; if "
+                    "memory ran out, shrink the program or the mesh",
+    signal.SIGSEGV: "a crash inside jax or XLA",
+    signal.SIGABRT: "jax or XLA aborted (a failed check inside the compiler)",
+    signal.SIGBUS: "a crash inside jax or XLA",
+}
+
+
+def _how_it_ended(status: int) -> str:
+    """'exit status 3', or 'killed by SIGKILL, ...' with what the signal usually means."""
+    if status >= 0:
+        return f"exit status {status}"
+    try:
+        sig = signal.Signals(-status)
+    except ValueError:
+        return f"killed by signal {-status}"
+    hint = _SIGNAL_HINTS.get(sig)
+    return f"killed by {sig.name}, {hint}" if hint else f"killed by {sig.name}"
+
+
+class Worker:
+    """One child process serving one WorkerKey."""
+
+    def __init__(self, key: WorkerKey, python: str | None = None):
         self.key = key
-        # How messages name this worker: "8 devices", "the tpu worker", "the real-devices worker".
-        self.what = f"{key} devices" if isinstance(key, int) else f"the {key} worker"
-        parent_sock, child_sock = socket.socketpair()
-        self._log = tempfile.TemporaryFile(mode="w+b")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "explorer.compile.worker", str(child_sock.fileno()),
-             str(key)],
-            pass_fds=(child_sock.fileno(),), env=_worker_env(key),
-            stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
+        self.what = key.describe()
+        self.lock = threading.Lock()     # one request at a time
+        self.users = 0                   # requests that hold or wait for it (under pool lock)
+        self.compiles = 0
+        self.closed = False
+        python = python or sys.executable
+        opened = []
+        try:
+            parent_sock, child_sock = socket.socketpair()
+            opened += [parent_sock, child_sock]
+            self._log = tempfile.TemporaryFile(mode="w+b")
+            opened.append(self._log)
+            self.proc = subprocess.Popen(
+                [python, "-m", "explorer.compile.worker", str(child_sock.fileno()),
+                 key.label()],
+                pass_fds=(child_sock.fileno(),), env=_worker_env(key),
+                stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+                start_new_session=True)
+        except OSError as e:
+            for f in opened:
+                f.close()
+            raise _start_error(key, python, e) from None
         child_sock.close()
         self.conn = Connection(parent_sock.detach())
-        self.lock = threading.Lock()
+        self._request_start = 0     # where the current request's output starts in the log
+        self._answered = 0
+
+    def exit_status(self) -> int | None:
+        """The exit status (negative: the signal) once the process has ended, else None.
+        Peeks without reaping, so that the pid, and with it the process group, stays ours
+        until kill() has stopped every process of the group."""
+        if self.proc.returncode is not None:
+            return self.proc.returncode
+        try:
+            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return self.proc.poll()
+        if info is None:
+            return None
+        return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return not self.closed and self.exit_status() is None
 
-    def log_tail(self, lines: int = 15) -> str:
+    def _log_size(self) -> int:
         try:
-            self._log.seek(0)
-            return b"\n".join(self._log.read().splitlines()[-lines:]).decode(errors="replace")
+            return self._log.seek(0, os.SEEK_END)
+        except (OSError, ValueError):
+            return 0
+
+    def log_tail(self, lines: int = 8) -> str:
+        """The last lines the worker wrote during the current request that could explain what
+        happened to it (not the warnings of earlier compiles, nor start-up chatter)."""
+        try:
+            self._log.seek(max(self._request_start, self._log_size() - 65536))
+            text = self._log.read().decode(errors="replace")
         except (OSError, ValueError):
             return ""
+        kept = [ln for ln in text.splitlines()
+                if ln.strip() and not any(n in ln for n in _NOISE)]
+        return "\n".join(kept[-lines:])
 
-    def request(self, message: dict, timeout: float) -> dict:
+    def request(self, message: Message, timeout: float) -> Reply:
+        if self._answered:          # what it printed while starting belongs to the first
+            self._request_start = self._log_size()
         try:
             self.conn.send(message)
             if not self.conn.poll(timeout):
@@ -76,56 +183,127 @@ class Worker:
                     f"compile took longer than the {timeout:g} s limit on {self.what} "
                     "and its worker was stopped; simplify the program, shrink the mesh "
                     "or raise the timeout")
-            return self.conn.recv()
-        except (EOFError, OSError, BrokenPipeError):
-            code = self.proc.wait(timeout=5) if self.proc.poll() is None else self.proc.poll()
-            tail = self.log_tail()
-            self.kill()
-            raise WorkerError(
-                f"the compile worker for {self.what} died (exit status {code}); "
-                f"a fresh worker will be started on the next request. Its last output:\n{tail}"
-            ) from None
+            reply = self.conn.recv()
+            self._answered += 1
+            return reply
+        except (EOFError, OSError):
+            raise self._lost() from None
+
+    def _lost(self) -> WorkerError:
+        """The error for a worker whose connection broke; stops what is left of it."""
+        status = self.exit_status()
+        waited = 0.0
+        while status is None and waited < _EXIT_GRACE_S:
+            time.sleep(0.05)
+            waited += 0.05
+            status = self.exit_status()
+        tail = self.log_tail()
+        self.kill()
+        said = f" Its last output:\n{tail}" if tail else ""
+        if status is None:
+            return WorkerError(
+                f"the compile worker for {self.what} closed its connection but did not exit "
+                "(a thread or process the program started may have kept it alive); it was "
+                "stopped with every process it started, and a fresh worker will serve the next "
+                f"request.{said}")
+        return WorkerError(f"the compile worker for {self.what} died ({_how_it_ended(status)}); "
+                           f"a fresh worker will serve the next request.{said}")
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
+        """Stop the worker and every process of its group, and release its files."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)   # its session: pgid == pid
+            except (ProcessLookupError, PermissionError):
+                pass
             self.proc.wait()
         self.conn.close()
         self._log.close()
 
 
 class WorkerPool:
-    """Warm workers keyed by device count, least recently used first out."""
+    """Warm workers keyed by WorkerKey, at most `max_workers` of them idle at a time.
 
-    def __init__(self, timeout: float = DEFAULT_TIMEOUT_S, max_workers: int = MAX_WARM_WORKERS):
+    Beyond the limit the least recently used idle worker is closed. A busy worker is never
+    closed to make room: while all are busy the pool runs over the limit, and trims back when
+    they finish. A worker is replaced after `recycle_after` compiles."""
+
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT_S, max_workers: int = MAX_WARM_WORKERS,
+                 recycle_after: int = RECYCLE_AFTER, python: str | None = None):
         self.timeout = timeout
         self.max_workers = max_workers
-        self._workers: dict[int, Worker] = {}
+        self.recycle_after = recycle_after
+        self.python = python            # the interpreter the workers run; None: this one
+        self._workers: OrderedDict[WorkerKey, Worker] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _get(self, key: int | str) -> Worker:
+    def _checkout(self, key: WorkerKey) -> Worker:
         with self._lock:
             worker = self._workers.pop(key, None)
-            if worker is None or not worker.alive():
-                worker = Worker(key)
+            if worker is not None and not worker.alive() and worker.users == 0:
+                worker.kill()
+                worker = None
+            elif worker is not None and not worker.alive():
+                worker = None     # its current user reports the death; the next gets a new one
+            if worker is None:
+                worker = Worker(key, self.python)
+            worker.users += 1
             self._workers[key] = worker     # re-insert: most recently used last
-            while len(self._workers) > self.max_workers:
-                oldest = next(iter(self._workers))
-                self._workers.pop(oldest).kill()
+            self._trim()
             return worker
 
-    def run(self, key: int | str, message: dict, timeout: float | None = None) -> dict:
-        """Send `message` to the worker for `key` (a device count, or "tpu")."""
-        worker = self._get(key)
-        with worker.lock:
-            reply = worker.request(message, self.timeout if timeout is None else timeout)
-        if not reply["ok"]:
-            raise CompileError(reply["error"])
-        return reply["result"]
+    def _checkin(self, worker: Worker) -> None:
+        with self._lock:
+            worker.users -= 1
+            current = self._workers.get(worker.key) is worker
+            worn = worker.compiles >= self.recycle_after
+            if worker.users == 0 and (worn or worker.closed):
+                worker.kill()
+                if current:
+                    del self._workers[worker.key]
+            elif current:
+                self._workers.move_to_end(worker.key)     # most recently used last
+            self._trim(keep=worker)
 
-    def warm(self, key: int | str) -> None:
+    def _trim(self, keep: Worker | None = None) -> None:
+        """Close the least recently used idle workers beyond the limit. A busy worker is never
+        closed, nor `keep`, the one that just served a request: while the others are busy the
+        pool stays over the limit, and trims back as they finish."""
+        excess = len(self._workers) - self.max_workers
+        idle = [k for k, w in self._workers.items() if w.users == 0 and w is not keep]
+        for key in idle[:max(excess, 0)]:
+            self._workers.pop(key).kill()
+
+    def run(self, key: WorkerKey, message: Message, timeout: float | None = None
+            ) -> CompileResult | Pong:
+        """Send `message` to the worker for `key`; raise CompileError if the program failed,
+        WorkerError if the worker could not answer."""
+        timeout = self.timeout if timeout is None else timeout
+        while True:
+            worker = self._checkout(key)
+            try:
+                with worker.lock:
+                    if worker.closed:      # stopped while this request waited its turn
+                        continue
+                    reply = worker.request(message, timeout)
+                    if isinstance(message, CompileRequest):
+                        worker.compiles += 1
+            finally:
+                self._checkin(worker)
+            if isinstance(reply, Failure):
+                raise CompileError(reply.error)
+            return reply
+
+    def compile(self, key: WorkerKey, request: CompileRequest, timeout: float | None = None
+                ) -> CompileResult:
+        return self.run(key, request, timeout)
+
+    def warm(self, key: WorkerKey) -> Pong:
         """Start (or keep) the worker for `key` and wait until jax is loaded in it."""
-        self.run(key, {"op": "ping"})
+        return self.run(key, Ping())
 
     def close(self) -> None:
         with self._lock:
@@ -135,10 +313,14 @@ class WorkerPool:
 
 
 _POOL: WorkerPool | None = None
+_POOL_LOCK = threading.Lock()
 
 
 def default_pool() -> WorkerPool:
     global _POOL
-    if _POOL is None:
-        _POOL = WorkerPool()
-    return _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = WorkerPool()
+            # Workers lead their own sessions, so nothing else stops them when we exit.
+            atexit.register(_POOL.close)
+        return _POOL

@@ -7,8 +7,10 @@ partitioner saw after propagation, source lines from the modules' stack-frame ta
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from math import prod
 
+from explorer.compile.protocol import CELL_NAME, CompileResult, Measurement
 from explorer.hlo.collectives import CollectiveKind, collective_kind
 from explorer.hlo.groups import axes_of_groups, axes_of_pairs, device_groups, source_target_pairs
 from explorer.hlo.module import HLO_DTYPE_BYTES, HLO_TO_NUMPY, HloModule, Instruction, parse_module
@@ -30,14 +32,14 @@ from explorer.spec.tensor import DTYPE_BYTES
 _NOT_TENSORS = {"parameter", "constant", "tuple", "get-tuple-element", "after-all", "token"}
 
 
-def build_report(raw: dict, mesh: MeshSpec, partitioner: str) -> Report:
-    optimized = parse_module(raw["optimized"])
-    propagated = parse_module(raw["propagated"]) if raw.get("propagated") else None
+def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report:
+    optimized = parse_module(raw.optimized)
+    propagated = parse_module(raw.propagated) if raw.propagated else None
     unread: list[str] = []     # what the readers could not read, said in the Report
     collectives = tuple(read_collectives(optimized, mesh, unread))
     tensors = (
-        _io_tensors(raw["inputs"], TensorRole.INPUT, mesh, unread)
-        + _io_tensors(raw["outputs"], TensorRole.OUTPUT, mesh, unread)
+        _io_tensors(raw.inputs, TensorRole.INPUT, mesh, unread)
+        + _io_tensors(raw.outputs, TensorRole.OUTPUT, mesh, unread)
         + (read_intermediates(propagated, mesh, unread) if propagated else [])
     )
     notes = [] if propagated else ["the compiler ran no partitioning pass, so intermediates "
@@ -45,16 +47,17 @@ def build_report(raw: dict, mesh: MeshSpec, partitioner: str) -> Report:
     return Report(
         mesh=mesh,
         partitioner=partitioner,
-        backend=raw.get("backend", "cpu"),
+        backend=raw.backend,
         collectives=collectives,
         tensors=tuple(tensors),
-        memory=Memory(**raw["memory"]) if raw.get("memory") else None,
-        cost=_cost(raw.get("cost"), collectives, notes),
+        memory=Memory(**raw.memory) if raw.memory else None,
+        cost=_cost(raw.cost, collectives, notes),
         timing=_timing(raw),
-        stablehlo=raw["stablehlo"],
-        propagated_hlo=raw.get("propagated", ""),
-        optimized_hlo=raw["optimized"],
+        stablehlo=raw.stablehlo,
+        propagated_hlo=raw.propagated,
+        optimized_hlo=raw.optimized,
         notes=tuple(unread),
+        warnings=raw.warnings,
     )
 
 
@@ -72,7 +75,11 @@ def short_path(path: str) -> str:
 
 def _source(module: HloModule, instr: Instruction) -> str:
     src = module.source(instr)
-    return f"{short_path(src[0])}:{src[1]}" if src else ""
+    if not src:
+        return ""
+    if CELL_NAME.match(src[0]):     # a notebook cell, named as its prompt: "In [3], line 2"
+        return f"{src[0]}, line {src[1]}"
+    return f"{short_path(src[0])}:{src[1]}"
 
 
 def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None = None
@@ -235,7 +242,7 @@ def read_intermediates(module: HloModule, mesh: MeshSpec, unread: list[str] | No
     return out
 
 
-def _cost(cost: dict | None, collectives, notes: list[str]) -> Cost:
+def _cost(cost: Mapping[str, float] | None, collectives, notes: list[str]) -> Cost:
     total = sum(c.bytes for c in collectives)
     if not cost:
         return Cost(None, None, None, total, None,
@@ -256,7 +263,7 @@ def _cost(cost: dict | None, collectives, notes: list[str]) -> Cost:
                 total, optimal, tuple(notes))
 
 
-def _timing(raw: dict) -> Timing:
-    measured = raw.get("measured") or {}
-    return Timing(raw["lower_s"], raw["compile_s"], measured_s=measured.get("seconds"),
-                  measured_on=measured.get("on", ""), measure_note=measured.get("note", ""))
+def _timing(raw: CompileResult) -> Timing:
+    measured = raw.measured or Measurement()
+    return Timing(raw.lower_s, raw.compile_s, measured_s=measured.seconds,
+                  measured_on=measured.on, measure_note=measured.note)

@@ -3,6 +3,9 @@
 import pytest
 
 from explorer import TensorSpec, WorkerError, WorkerPool, analyze
+from explorer.compile.protocol import Crash, Ping, Sleep, WorkerKey
+
+cpu = WorkerKey.fake_cpu
 
 
 @pytest.fixture
@@ -22,32 +25,31 @@ def test_several_device_counts_in_one_process(pool):
                     use_cache=False)
         assert r.mesh.device_count == n
         assert [(c.kind, c.group_size) for c in r.collectives] == [("all-reduce", n)]
-    assert sorted(pool._workers) == [8, 64]
+    assert sorted(k.devices for k in pool._workers) == [8, 64]
 
 
 def test_a_crashed_worker_is_replaced(pool):
-    pool.warm(8)
-    first = pool._workers[8].proc.pid
-    with pytest.raises(WorkerError, match="died"):
-        pool.run(8, {"op": "crash"})
+    first = pool.warm(cpu(8)).pid
+    with pytest.raises(WorkerError, match=r"died \(exit status 3\)"):
+        pool.run(cpu(8), Crash(exit_code=3))
     r = analyze(_total, TensorSpec("x", (8,), spec="d"), mesh="d=8", pool=pool, use_cache=False)
     assert r.collectives[0].kind == "all-reduce"
-    assert pool._workers[8].proc.pid != first
+    assert pool.warm(cpu(8)).pid != first
 
 
 def test_a_killed_worker_is_replaced(pool):
-    pool.warm(4)
-    pool._workers[4].proc.kill()
-    pool._workers[4].proc.wait()
+    pool.warm(cpu(4))
+    pool._workers[cpu(4)].proc.kill()
+    pool._workers[cpu(4)].proc.wait()
     r = analyze(_total, TensorSpec("x", (8,), spec="d"), mesh="d=4", pool=pool, use_cache=False)
     assert r.collectives[0].group_size == 4
 
 
 def test_a_compile_past_the_time_limit_is_stopped(pool):
-    pool.warm(2)
-    with pytest.raises(WorkerError, match="longer than the 1 s limit"):
-        pool.run(2, {"op": "sleep", "seconds": 30}, timeout=1)
-    assert pool.run(2, {"op": "ping"})["devices"] == 2
+    pool.warm(cpu(2))
+    with pytest.raises(WorkerError, match="longer than the 1 s limit on 2 devices"):
+        pool.run(cpu(2), Sleep(30), timeout=1)
+    assert pool.run(cpu(2), Ping()).devices == 2
 
 
 def test_an_error_in_the_user_function_is_reported_and_the_worker_lives(pool):
@@ -58,14 +60,14 @@ def test_an_error_in_the_user_function_is_reported_and_the_worker_lives(pool):
 
     with pytest.raises(CompileError, match="undefined_name"):
         analyze(broken, TensorSpec("x", (4, 4)), mesh="d=2", pool=pool, use_cache=False)
-    assert pool.run(2, {"op": "ping"})["devices"] == 2
+    assert pool.warm(cpu(2)).devices == 2
 
 
 def test_least_recently_used_worker_is_closed_beyond_the_limit():
     p = WorkerPool(max_workers=2)
     try:
         for n in (1, 2, 3):
-            p.warm(n)
-        assert list(p._workers) == [2, 3]
+            p.warm(cpu(n))
+        assert list(p._workers) == [cpu(2), cpu(3)]
     finally:
         p.close()

@@ -1,0 +1,156 @@
+"""What the parent and a compile worker say to each other: frozen dataclasses, pickled over a
+socketpair between two of our own processes.
+
+The parent sends a `CompileRequest` or a control message (`Ping`, and `Crash` and `Sleep`,
+which exist for the tests of crash and time-limit recovery); the worker answers each with one
+reply: a `CompileResult`, a `Pong`, or a `Failure` that carries the program's error.
+No jax here: both sides import this module, and the parent never loads jax.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from explorer.spec.mesh import MeshSpec
+
+# The file name a notebook cell's code objects carry to the worker ("In [3]", as its prompt
+# reads; see explorer.compile.sources), and so the file of its collectives' source lines.
+CELL_NAME = re.compile(r"In \[\d+\]\Z")
+
+
+class Backend(StrEnum):
+    """Which devices a worker compiles for."""
+
+    FAKE_CPU = "cpu"      # N fake CPU devices (--xla_force_host_platform_device_count=N)
+    TPU_AOT = "tpu"       # ahead of time for a TPU topology (libtpu brings the devices)
+    REAL = "real"         # the machine's own devices, whatever and however many they are
+
+
+@dataclass(frozen=True)
+class WorkerKey:
+    """Which worker serves a request. jax fixes its devices when it starts, so each key is its
+    own process. `devices` is the fake CPU device count the worker starts with; None for
+    REAL (the machine decides)."""
+
+    backend: Backend
+    devices: int | None
+
+    @classmethod
+    def fake_cpu(cls, devices: int) -> WorkerKey:
+        return cls(Backend.FAKE_CPU, devices)
+
+    @classmethod
+    def tpu(cls) -> WorkerKey:
+        # One CPU device: a TPU topology brings its own devices; jax only needs to start.
+        return cls(Backend.TPU_AOT, 1)
+
+    @classmethod
+    def real(cls) -> WorkerKey:
+        return cls(Backend.REAL, None)
+
+    def describe(self) -> str:
+        """How messages name the worker: "8 devices", "the tpu worker", ..."""
+        if self.backend is Backend.FAKE_CPU:
+            return f"{self.devices} device{'s' if self.devices != 1 else ''}"
+        if self.backend is Backend.TPU_AOT:
+            return "the tpu worker"
+        return "the real-devices worker"
+
+    def label(self) -> str:
+        """A short token for the worker's command line (what `ps` shows)."""
+        return str(self.devices) if self.backend is Backend.FAKE_CPU else self.backend.value
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    """Compile `fn` (cloudpickled, see explorer.compile.sources) on abstract inputs `args` (a
+    pytree of TensorSpecs) sharded over `mesh`."""
+
+    fn: bytes
+    args: Any
+    mesh: MeshSpec
+    partitioner: str
+    sys_path: tuple[str, ...] = ()      # so the worker can import what `fn` refers to by name
+    measure: bool = False
+    tpu_topology: str | None = None
+
+
+@dataclass(frozen=True)
+class Ping:
+    """Answered with a Pong once jax is loaded: "warm" means ready."""
+
+
+@dataclass(frozen=True)
+class Crash:
+    """For the tests of crash recovery: the worker exits at once with `exit_code`."""
+
+    exit_code: int = 3
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """For the tests of the time limit and of busy workers: sleep, then answer a Pong."""
+
+    seconds: float
+
+
+Message = CompileRequest | Ping | Crash | Sleep
+
+
+class TensorLayout(NamedTuple):
+    """An input or output as jax placed it. `sharding` is XLA's HloSharding text, or None when
+    jax gave no HLO form for it (never a guess)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    sharding: str | None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A real run of the compiled program, or the reason there was none (`note`)."""
+
+    seconds: float | None = None     # median of `runs` timed runs
+    runs: int = 0
+    on: str = ""                     # e.g. "8 cpu device(s) of this host"
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """What one compile produced: texts and numbers, no jax objects."""
+
+    stablehlo: str
+    propagated: str                  # the module before spmd-partitioning; "" if none ran
+    optimized: str
+    inputs: tuple[TensorLayout, ...]
+    outputs: tuple[TensorLayout, ...]
+    memory: Mapping[str, int] | None     # memory_analysis(): arguments, outputs, aliased, ...
+    cost: Mapping[str, float] | None     # cost_analysis() as XLA names its keys
+    lower_s: float
+    compile_s: float
+    backend: str                     # "cpu", "gpu", "tpu v5e:4x4", ...
+    measured: Measurement | None = None
+    warnings: tuple[str, ...] = ()   # what XLA and Shardy printed while compiling
+
+
+@dataclass(frozen=True)
+class Pong:
+    devices: int                     # len(jax.devices()) in the worker
+    pid: int
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The program failed (jax or XLA rejected it, or the user's function raised); the worker
+    lives on."""
+
+    error: str
+
+
+Reply = CompileResult | Pong | Failure

@@ -1,0 +1,166 @@
+"""The user's own file and line survive the trip to the worker (explorer.compile.sources).
+
+Functions here are defined inside the tests so that cloudpickle ships them by value, as it does
+a script's or a notebook cell's functions (a module-level function of an importable module goes
+by reference and keeps its file anyway)."""
+
+import functools
+import inspect
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import cloudpickle
+import jax.numpy as jnp
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from explorer import ExplorerError, TensorSpec, WorkerPool, analyze
+from explorer.compile.sources import pickle_function
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def pool():
+    p = WorkerPool(timeout=60)
+    yield p
+    p.close()
+
+
+def _line_of(fn, text: str) -> int:
+    """The file line of the first line of `fn`'s source that contains `text`."""
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def _codes(code):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, type(code)):
+            yield from _codes(const)
+
+
+def test_source_is_this_file_and_the_line_of_the_matmul(pool):
+    def step(x, w):
+        h = jnp.tanh(x)
+        return h @ w       # contracts the dimension split over d: an all-reduce over d
+
+    x = TensorSpec("x", (8, 16), spec="None,d")
+    w = TensorSpec("w", (16, 4), spec="d,None")
+    r = analyze(step, x, w, mesh="d=4", pool=pool, use_cache=False)
+    [c] = r.collectives
+    assert (c.kind, c.axes) == ("all-reduce", ("d",))
+    assert c.source == f"{os.path.relpath(__file__)}:{_line_of(step, 'h @ w')}"
+
+
+def test_every_code_object_shipped_by_value_keeps_its_file():
+    scale = 3.0
+
+    def inner(y):
+        return y * scale               # a closure over a float
+
+    def outer(x, k):
+        def nested(y):                 # a code object among outer's constants
+            return inner(y) + k
+        return nested(x)
+
+    shipped = pickle_function(functools.partial(outer, k=1))
+    assert b"<dynamic-code>" not in shipped
+    loaded = cloudpickle.loads(shipped)
+    inner_copy = loaded.func.__closure__[0].cell_contents
+    codes = [*_codes(loaded.func.__code__), inner_copy.__code__]
+    assert len(codes) == 3
+    assert {c.co_filename for c in codes} == {__file__}
+    assert loaded(2.0) == outer(2.0, 1) == 7.0
+
+
+def _module_level_helper(x):
+    return x - 1
+
+
+def test_a_global_function_pickled_by_value_keeps_its_file():
+    module = sys.modules[__name__]
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        shipped = pickle_function(lambda x: _module_level_helper(x) * 2)
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+    loaded = cloudpickle.loads(shipped)
+    helper = loaded.__globals__["_module_level_helper"]
+    assert helper is not _module_level_helper          # it travelled by value
+    assert helper.__code__.co_filename == __file__
+    assert helper.__code__.co_firstlineno == inspect.getsourcelines(_module_level_helper)[1]
+
+
+def test_a_script_s_function_names_the_script(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""\
+        import explorer
+        from explorer import TensorSpec
+
+
+        def layer(x, w):
+            return x @ w
+
+
+        def model(x, w):
+            return layer(x, w) + 1
+
+        x = TensorSpec("x", (8, 16), spec="None,d")
+        w = TensorSpec("w", (16, 4), spec="d,None")
+        r = explorer.analyze(model, x, w, mesh="d=2")
+        print([c.source for c in r.collectives])
+        """))
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
+    assert out.returncode == 0, out.stderr
+    # `layer` and `model` are in __main__: cloudpickle ships them by value.
+    assert out.stdout.strip() == "['train.py:6']"
+
+
+def test_a_notebook_cell_shows_as_its_prompt(tmp_path):
+    cells = [
+        f"import sys\nsys.path.insert(0, {ROOT!r})\nimport explorer\nfrom explorer import "
+        "TensorSpec",
+        "def layer(x, w):\n    y = x * 2\n    return y @ w",
+        "def model(x, w):\n    return layer(x, w) + 1\n\n"
+        "x = TensorSpec('x', (8, 16), spec='None,d')\n"
+        "w = TensorSpec('w', (16, 4), spec='d,None')\n"
+        "r = explorer.analyze(model, x, w, mesh='d=2')\n"
+        "print([c.source for c in r.collectives])",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    layer_cell, model_cell = nb.cells[1], nb.cells[2]
+    n = layer_cell.execution_count
+    k = 1 + next(i for i, line in enumerate(cells[1].splitlines()) if "@ w" in line)
+    printed = "".join(o.get("text", "") for o in model_cell.outputs)
+    assert (n, k) == (2, 3)
+    assert printed.strip() == f"['In [{n}], line {k}']"
+
+
+def test_an_unpicklable_closure_says_what_and_how_to_restructure(pool):
+    lock = threading.Lock()
+
+    def step(x):
+        with lock:
+            return x * 2
+
+    with pytest.raises(ExplorerError) as info:
+        analyze(step, TensorSpec("x", (4,)), mesh="d=2", pool=pool, use_cache=False)
+    message = str(info.value)
+    assert f"cannot send function {step.__qualname__!r} to the compile worker" in message
+    assert "closure variable 'lock' holds a lock" in message
+    assert "cannot pickle '_thread.lock' object" in message
+    assert "inside the function" in message and "pass the data" in message
+
+    def fixed(x):
+        with threading.Lock():       # made inside the function: nothing to ship
+            return x * 2
+
+    assert analyze(fixed, TensorSpec("x", (4,)), mesh="d=2", pool=pool).collectives == ()
