@@ -12,13 +12,8 @@ from explorer.api.request import PARTITIONERS
 from explorer.api.workload import analyze_workload
 from explorer.compile.pool import WorkerPool
 from explorer.cost.hardware import Target, get_target, targets
-from explorer.cost.model import (
-    AxisMapping,
-    CollectiveTime,
-    ComputeTime,
-    Estimate,
-    MemoryFit,
-)
+from explorer.cost.mapping import AxisMapping
+from explorer.cost.model import CollectiveTime, ComputeTime, Estimate, MemoryFit
 from explorer.errors import (
     CompileError,
     DivisibilityError,

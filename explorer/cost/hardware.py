@@ -1,7 +1,7 @@
 """The hardware catalog, as data: chips, their links, and the slices and nodes people rent.
 
 Every number carries its unit and a public source. Where sources differ we say which one we took
-and why. Nothing here computes a time; the formulas live in _costmodel.py and
+and why. Nothing here computes a time; the formulas live in explorer/cost/model.py and
 docs/cost-model.md.
 
 Target names:
@@ -87,7 +87,6 @@ class Link:
     latency: float | None        # seconds per hop (torus) or per ring step (switched)
     switched: bool               # any-to-any through switches: no torus hops, no wraparound
     across: bool                 # joins slices/nodes: the slow tier of a hierarchical collective
-    links_per_direction: int = 1   # torus links along one axis, one direction
     source: str = ""
 
 
@@ -591,6 +590,12 @@ def _parse_gpu(name: str, m: re.Match) -> Target:
                           f"'{m['gpu']}-G' with G in {choices(_GPU_SIZES)} or "
                           f"'{m['gpu']}-8xN' for N nodes", target=name)
     return _gpu_target(m["gpu"], gpus, nodes)
+
+
+def tpu_generations() -> dict[str, int]:
+    """The catalog's TPU generations (the names jax's topology strings use, e.g. 'v5e'), each with
+    the number of dimensions of its torus."""
+    return {name: gen.rank for name, gen in _TPU.items()}
 
 
 def targets_with_chips(n: int) -> list[str]:

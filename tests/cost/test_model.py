@@ -6,25 +6,25 @@ No jax here: the cost model is pure arithmetic over the catalog.
 """
 
 import json
+from enum import StrEnum
 from types import SimpleNamespace
 
 import pytest
 
 from explorer import TargetError
-from explorer.cost.hardware import get_target, targets
+from explorer.compile.tpu import topology_chips
+from explorer.cost import model
+from explorer.cost.hardware import get_target, targets, tpu_generations
+from explorer.cost.mapping import AxisMapping, check_mapping, default_mapping, parse_mapping
 from explorer.cost.model import (
-    AxisMapping,
-    MappingError,
-    check_mapping,
     collective_time,
     compute_time,
-    default_mapping,
     estimate,
     estimate_report,
     memory_fit,
-    parse_mapping,
 )
-from explorer.errors import ExplorerError
+from explorer.errors import ExplorerError, MappingError
+from explorer.hlo.collectives import CollectiveKind
 
 
 def coll(kind, nbytes, *axes, group_size=None):
@@ -422,8 +422,28 @@ def test_mapping_that_does_not_fit_names_the_limit():
         check_mapping("tpu-v5e-4x4", ("a", "b"), (4, 4), "a=x,b=x")
     with pytest.raises(MappingError, match="made for h100-8, not a100-8"):
         collective_time("all-gather", 1, ("a",), "a100-8", default_mapping("h100-8", "a", (8,)))
-    with pytest.raises(ExplorerError, match="not one of"):
-        collective_time("broadcast", 1, ("a",), "h100-8", default_mapping("h100-8", "a", (8,)))
+
+
+def test_every_collective_kind_has_a_formula_and_others_raise(monkeypatch):
+    assert set(model.FORMULAS) == set(CollectiveKind)
+    mapping = default_mapping("h100-8", ("a",), (8,))
+    # A kind string XLA might print that the explorer has no formula for.
+    with pytest.raises(ExplorerError, match="'broadcast' has no time formula") as e:
+        collective_time("broadcast", 2**20, ("a",), "h100-8", mapping)
+    assert "'all-gather'" in str(e.value) and "'collective-permute'" in str(e.value)
+
+    # A kind from another enum, and a member whose formula was never written: both raise, and
+    # neither is priced as some other kind.
+    class FakeKind(StrEnum):
+        RAGGED_ALL_TO_ALL = "ragged-all-to-all"
+
+    with pytest.raises(ExplorerError, match="'ragged-all-to-all' has no time formula"):
+        collective_time(FakeKind.RAGGED_ALL_TO_ALL, 2**20, ("a",), "h100-8", mapping)
+    without_permute = {k: f for k, f in model.FORMULAS.items()
+                       if k is not CollectiveKind.COLLECTIVE_PERMUTE}
+    monkeypatch.setattr(model, "FORMULAS", without_permute)
+    with pytest.raises(ExplorerError, match="'collective-permute' has no time formula"):
+        collective_time(CollectiveKind.COLLECTIVE_PERMUTE, 2**20, ("a",), "h100-8", mapping)
 
 
 def test_default_mapping_puts_inner_axes_on_fast_links():
@@ -440,3 +460,11 @@ def test_mapping_text_round_trip():
     m = check_mapping("tpu-v5e-16x16", ("a", "b"), (8, 32), "a=y:8,b=x+y:2")
     assert isinstance(m, AxisMapping)
     assert check_mapping("tpu-v5e-16x16", ("a", "b"), (8, 32), m.text()) == m
+
+
+def test_tpu_topologies_take_their_generations_from_the_catalog():
+    # CLOUD v4/v5p: 3-D torus slices (e.g. 4x4x8); v5e/v6e: 2-D (e.g. 16x16).
+    assert tpu_generations() == {"v4": 3, "v5e": 2, "v5p": 3, "v6e": 2}
+    assert topology_chips("v5p:4x4x8") == 128 and topology_chips("v6e:16x16") == 256
+    with pytest.raises(ExplorerError, match="a v5e slice has 2 dimensions"):
+        topology_chips("v5e:4x4x4")
