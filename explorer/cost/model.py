@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from math import prod
 
-from explorer.cost.hardware import Target, format_bytes, format_rate, get_target
+from explorer.cost.hardware import CLOUD_BF16, Chip, Target, format_bytes, format_rate, get_target
 from explorer.cost.mapping import AxisMapping, Segment, check_mapping, default_mapping
 from explorer.errors import ExplorerError, MappingError, choices
 from explorer.hlo.collectives import CollectiveKind
@@ -281,11 +281,33 @@ class ComputeTime:
     memory_seconds: float | None
     bound: str | None                   # "compute" or "memory"
     peak_flops: float | None
-    dtype: str
+    dtype: str                          # the program's matmul dtype
     notes: tuple[str, ...] = ()
+    peak_dtype: str = ""                # the dtype whose peak was used; "" when none was
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def matmul_peak(chip: Chip, dtype: str) -> tuple[float | None, str, str]:
+    """(peak FLOP/s, the dtype it is quoted for, a note) for matmuls in `dtype` on `chip`.
+
+    A float32 program on a chip with no float32 figure but a `float32_matmul_as` rule (TPUs)
+    runs at that dtype's peak, and the note says so; otherwise a missing dtype has no peak.
+    """
+    dtype = normalize_dtype(dtype)
+    if dtype in chip.peak_flops:
+        return chip.peak_flops[dtype], dtype, ""
+    alias = chip.float32_matmul_as
+    if dtype == "float32" and alias in chip.peak_flops:
+        peak = chip.peak_flops[alias]
+        return peak, alias, (
+            f"{chip.name} has no float32 matmul peak; it runs float32 matmuls as {alias} passes "
+            f"with float32 accumulation by default ({CLOUD_BF16}), so the {alias} peak "
+            f"{format_rate(peak, 'FLOP/s')} is used")
+    have = choices(chip.peak_flops) if chip.peak_flops else "none"
+    return None, "", (f"no sourced {dtype} peak for {chip.name} (sourced dtypes: {have}), so "
+                      "compute time is unknown")
 
 
 def compute_time(flops: float | None, bytes_accessed: float | None, dtype: str,
@@ -294,16 +316,15 @@ def compute_time(flops: float | None, bytes_accessed: float | None, dtype: str,
     chip = target.chip
     dtype = normalize_dtype(dtype)
     notes = []
-    peak = chip.peak_flops.get(dtype)
+    peak, peak_dtype, peak_note = matmul_peak(chip, dtype)
     flops_s = memory_s = None
     if flops is None:
         notes.append("XLA gave no FLOP count, so compute time is unknown")
-    elif peak is None:
-        have = choices(chip.peak_flops) if chip.peak_flops else "none"
-        notes.append(f"no sourced {dtype} peak for {chip.name} (sourced dtypes: {have}), so "
-                     "compute time is unknown")
     else:
-        flops_s = flops / peak
+        if peak_note:
+            notes.append(peak_note)
+        if peak is not None:
+            flops_s = flops / peak
     if bytes_accessed is None:
         notes.append("XLA gave no bytes-accessed count, so the HBM roofline is unknown")
     elif chip.memory_bandwidth is None:
@@ -311,10 +332,10 @@ def compute_time(flops: float | None, bytes_accessed: float | None, dtype: str,
     else:
         memory_s = bytes_accessed / chip.memory_bandwidth
     if flops_s is None:
-        return ComputeTime(None, None, memory_s, None, peak, dtype, tuple(notes))
-    if memory_s is not None and memory_s > flops_s:
-        return ComputeTime(memory_s, flops_s, memory_s, "memory", peak, dtype, tuple(notes))
-    return ComputeTime(flops_s, flops_s, memory_s, "compute", peak, dtype, tuple(notes))
+        return ComputeTime(None, None, memory_s, None, peak, dtype, tuple(notes), peak_dtype)
+    bound = "memory" if memory_s is not None and memory_s > flops_s else "compute"
+    return ComputeTime(max(flops_s, memory_s or 0.0), flops_s, memory_s, bound, peak, dtype,
+                       tuple(notes), peak_dtype)
 
 
 @dataclass(frozen=True)
@@ -398,7 +419,7 @@ class Estimate:
         else:
             mem = f", HBM {format_seconds(c.memory_seconds)}" if c.memory_seconds else ""
             lines.append(f"compute  {format_seconds(c.seconds)} ({c.bound}-bound: FLOPs at "
-                         f"{format_rate(c.peak_flops, 'FLOP/s')} {c.dtype} "
+                         f"{format_rate(c.peak_flops, 'FLOP/s')} {c.peak_dtype} "
                          f"{format_seconds(c.flops_seconds)}{mem})")
         lines.append(f"comm     {format_seconds(self.comm_seconds)} in "
                      f"{len(self.collectives)} collective(s)")

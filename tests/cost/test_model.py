@@ -330,10 +330,28 @@ def test_missing_flops_is_said_not_invented():
     assert est.bound is None and est.memory is None
     assert est.step_lower_seconds == pytest.approx(est.comm_seconds)
     assert any("no FLOP count" in n for n in est.notes)
-    # A dtype without a sourced peak is said too (no float32 figure for TPUs).
-    est = estimate([], 1e12, None, None, "float32", ("data",), (4,), "tpu-v5e-2x2")
+    # A dtype without a sourced peak is said too: no int32 figure for the H100, no float16
+    # one for TPUs (the bf16 rule below is for float32 only).
+    est = estimate([], 1e12, None, None, "int32", ("data",), (8,), "h100-8")
+    assert est.compute.seconds is None and est.step_lower_seconds is None
+    assert any("no sourced int32 peak for H100 SXM" in n for n in est.notes)
+    est = estimate([], 1e12, None, None, "float16", ("data",), (4,), "tpu-v5e-2x2")
     assert est.compute.seconds is None
-    assert any("no sourced float32 peak for TPU v5e" in n for n in est.notes)
+
+
+def test_tpu_float32_is_predicted_at_the_bf16_peak():
+    # Cloud TPU, "Improve your model's performance with bfloat16": "By default, TPUs perform
+    # matrix multiplication operations with bfloat16 values and accumulations with IEEE float32
+    # values"; no TPU page quotes a float32 peak. TPU v5e bf16: 197e12 FLOP/s (Cloud v5e page),
+    # so 197e12 FLOPs take one second; 819e9 bytes at 819 GB/s (same page) take one too.
+    est = estimate([], 197e12, 819e9 / 2, None, "float32", ("data",), (4,), "tpu-v5e-2x2")
+    assert est.compute.seconds == pytest.approx(1.0)
+    assert est.compute.memory_seconds == pytest.approx(0.5)
+    assert est.step_lower_seconds == pytest.approx(1.0) == est.step_upper_seconds
+    assert est.dtype == "float32" and est.compute.peak_dtype == "bfloat16"
+    [note] = [n for n in est.notes if "float32" in n]
+    assert "TPU v5e has no float32 matmul peak" in note and "bfloat16 peak 197 TFLOP/s" in note
+    assert "197 TFLOP/s bfloat16" in est.text()
 
 
 def test_cpu_and_bow_have_no_invented_numbers():
