@@ -18,13 +18,14 @@ NCCL_TESTS = https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from math import prod
 
 from explorer.cost.hardware import CLOUD_BF16, Chip, Target, format_bytes, format_rate, get_target
 from explorer.cost.mapping import AxisMapping, Segment, check_mapping, default_mapping
 from explorer.errors import ExplorerError, MappingError, choices
 from explorer.hlo.collectives import CollectiveKind
+from explorer.hlo.schedule import Work
 from explorer.spec.tensor import normalize_dtype
 
 # ---------------------------------------------------------------------------------------------
@@ -43,6 +44,7 @@ class CollectiveTime:
     bound: str | None                   # "bandwidth" or "latency"
     links: str = ""                     # e.g. "ICI y:16 (wraparound)", "NVLink x8 + InfiniBand x4"
     note: str = ""
+    runs: int = 1                       # times one step runs it (a collective in a loop: trips)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -338,6 +340,46 @@ def compute_time(flops: float | None, bytes_accessed: float | None, dtype: str,
                        tuple(notes), peak_dtype)
 
 
+def roofline_seconds(flops: float, nbytes: float, peak: float, bandwidth: float | None) -> float:
+    """One instruction on the roofline: max(FLOPs / peak, bytes / HBM bandwidth); FLOPs alone
+    where the chip has no sourced memory bandwidth."""
+    return max(flops / peak, nbytes / bandwidth if bandwidth else 0.0)
+
+
+def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
+                           target: str | Target) -> ComputeTime:
+    """Compute over a schedule: each instruction on its own roofline, summed.
+
+    `work` holds (FLOPs, bytes, runs) per scheduled instruction. XLA runs the instructions of
+    one device one after another, so a memory-bound fusion cannot hide behind a compute-bound
+    dot: the roofline (SCALING_BOOK, tpus, Question 4) applies per instruction, and the sum is
+    at least the whole-program max(FLOPs / peak, bytes / bandwidth). `bound` names the side
+    whose instructions take most of the time.
+    """
+    target = get_target(target)
+    chip = target.chip
+    dtype = normalize_dtype(dtype)
+    peak, peak_dtype, peak_note = matmul_peak(chip, dtype)
+    bandwidth = chip.memory_bandwidth
+    notes = [peak_note] if peak_note else []
+    if bandwidth is None:
+        notes.append(f"no sourced memory bandwidth for {chip.name}, so no memory roofline")
+    memory_s = sum(r * b for _, b, r in work) / bandwidth if bandwidth else None
+    if peak is None:
+        return ComputeTime(None, None, memory_s, None, None, dtype, tuple(notes), "")
+    seconds = flops_bound = 0.0
+    for f, b, r in work:
+        t = r * roofline_seconds(f, b, peak, bandwidth)
+        seconds += t
+        if not bandwidth or f / peak >= b / bandwidth:
+            flops_bound += t
+    notes.append(f"compute sums {sum(r for *_, r in work)} scheduled instruction runs, each at "
+                 "max(FLOPs / peak, bytes / HBM bandwidth)")
+    bound = "compute" if flops_bound >= seconds - flops_bound else "memory"
+    return ComputeTime(seconds, sum(r * f for f, _, r in work) / peak, memory_s, bound, peak,
+                       dtype, tuple(notes), peak_dtype)
+
+
 @dataclass(frozen=True)
 class MemoryFit:
     """Per-device bytes against one chip's memory."""
@@ -393,6 +435,9 @@ class Estimate:
     bound: str | None                            # "compute", "memory" or "communication"
     memory: MemoryFit | None
     notes: tuple[str, ...] = field(default=())
+    # The step on the predicted timeline of the scheduled program (explorer.report.trace):
+    # asynchronous collectives overlap the compute scheduled between their start and done.
+    step_trace_seconds: float | None = None
 
     @property
     def compute_seconds(self) -> float | None:
@@ -405,6 +450,7 @@ class Estimate:
             "compute": self.compute.to_dict(), "comm_seconds": self.comm_seconds,
             "step_lower_seconds": self.step_lower_seconds,
             "step_upper_seconds": self.step_upper_seconds, "bound": self.bound,
+            "step_trace_seconds": self.step_trace_seconds,
             "memory": self.memory.to_dict() if self.memory else None,
             "notes": list(self.notes),
         }
@@ -427,6 +473,7 @@ class Estimate:
             secs = format_seconds(t.seconds) if t.seconds is not None else "?"
             over = ",".join(t.axes) or "-"
             lines.append(f"  {t.kind} over {over}: {format_bytes(t.bytes)}, {secs}"
+                         + (f" x{t.runs} (in a loop)" if t.runs != 1 else "")
                          + (f", {t.links}" if t.links else "")
                          + (f" [{t.bound}-bound]" if t.bound == "latency" else ""))
         if self.step_lower_seconds is not None:
@@ -434,6 +481,9 @@ class Estimate:
                      if self.step_upper_seconds is not None else "?")
             lines.append(f"step     {format_seconds(self.step_lower_seconds)} (full overlap) to "
                          f"{upper} (no overlap)" + (f": {self.bound}-bound" if self.bound else ""))
+        if self.step_trace_seconds is not None:
+            lines.append(f"trace    {format_seconds(self.step_trace_seconds)} on the predicted "
+                         "timeline of the compiled schedule")
         if self.memory:
             lines.append(f"memory   {self.memory.text}")
         lines += [f"note     {n}" for n in self.notes]
@@ -454,13 +504,17 @@ def format_seconds(s: float | None) -> str:
 def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float | None,
              memory_bytes: float | None, dtype: str, mesh_names: Sequence[str],
              mesh_sizes: Sequence[int], target: str | Target,
-             mapping: AxisMapping | str | Mapping | None = None) -> Estimate:
+             mapping: AxisMapping | str | Mapping | None = None,
+             work: Work | None = None) -> Estimate:
     """Predict a step on `target` from plain data.
 
     `collectives`: objects with .kind, .axes, .program_bytes and .group_size (Report's
-    Collective). `flops`, `bytes_accessed`: per device, from XLA's cost analysis (None when XLA
-    gave none). `memory_bytes`: per device. `dtype`: the matmul dtype whose peak applies.
-    `mapping`: None for default_mapping, else as check_mapping takes.
+    Collective; .hlo_name too when `work` is given). `flops`, `bytes_accessed`: per device, from
+    XLA's cost analysis (None when XLA gave none). `memory_bytes`: per device. `dtype`: the
+    matmul dtype whose peak applies. `mapping`: None for default_mapping, else as check_mapping
+    takes. `work`: what the compiled schedule runs (explorer.hlo.schedule.schedule_work); with
+    it, compute is summed per instruction and a collective in a loop counts once per trip,
+    so that the bounds bracket the step on the predicted timeline.
     """
     target = get_target(target)
     if mapping is None:
@@ -470,13 +524,27 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
     notes: list[str] = []
     times = tuple(collective_time(c.kind, c.program_bytes, c.axes, target, placed,
                                   getattr(c, "group_size", None)) for c in collectives)
+    if work is not None:
+        times = tuple(replace(t, runs=work.collective_runs.get(getattr(c, "hlo_name", ""), 1))
+                      for c, t in zip(collectives, times, strict=True))
     unplaced = [t for t in times if t.seconds is None]
-    comm = sum(t.seconds for t in times if t.seconds is not None)
+    comm = sum(t.runs * t.seconds for t in times if t.seconds is not None)
     if unplaced:
         notes.append(f"{len(unplaced)} collective(s) could not be timed "
                      f"({unplaced[0].note}); communication time counts only the others")
-    comp = compute_time(flops, bytes_accessed, dtype, target)
+    if work is None:
+        comp = compute_time(flops, bytes_accessed, dtype, target)
+    else:
+        comp = scheduled_compute_time(work.compute, dtype, target)
+        notes += [f"loop {name!r}: its trip count could not be read, so its body is counted "
+                  "once" for name in work.uncounted_loops]
     notes += comp.notes
+    if work is not None:
+        whole = compute_time(flops, bytes_accessed, dtype, target)
+        if whole.seconds is not None and comp.seconds is not None:
+            notes.append(f"for comparison, XLA's whole-program counts ({flops:.3g} FLOPs, "
+                         f"{format_bytes(bytes_accessed or 0)} accessed, loop bodies once) give "
+                         f"{format_seconds(whole.seconds)} on one roofline")
     fit = memory_fit(memory_bytes, target)
     if memory_bytes is None:
         notes.append("no per-device memory figure, so no memory verdict")
@@ -492,11 +560,13 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
 
 
 def estimate_report(report, target: str | Target, dtype: str | None = None,
-                    mapping: AxisMapping | str | Mapping | None = None) -> Estimate:
-    """estimate() applied to a Report. `dtype` defaults to that of the largest input tensor."""
+                    mapping: AxisMapping | str | Mapping | None = None,
+                    work: Work | None = None) -> Estimate:
+    """estimate() applied to a Report. `dtype` defaults to that of the largest input tensor;
+    `work` is what the Report's compiled schedule runs, as estimate() takes it."""
     if dtype is None:
         inputs = [t for t in report.tensors if t.kind == "input"] or list(report.tensors)
         dtype = max(inputs, key=lambda t: t.bytes_per_device).dtype if inputs else "float32"
     memory = report.memory.total if report.memory is not None else None
     return estimate(report.collectives, report.cost.flops, report.cost.bytes_accessed, memory,
-                    dtype, report.mesh.names, report.mesh.sizes, target, mapping)
+                    dtype, report.mesh.names, report.mesh.sizes, target, mapping, work)

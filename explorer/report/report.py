@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from explorer.cost.model import Estimate
 from explorer.errors import TensorError, choices
@@ -17,6 +17,9 @@ from explorer.hlo.sharding import tiling_from_hlo
 from explorer.spec.layout import shard_ranges
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import DTYPE_BYTES, Entry, format_spec
+
+if TYPE_CHECKING:   # trace.py reads Reports' parts; the field only names its type
+    from explorer.report.trace import StepTrace
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,9 @@ class Report:
     workload: WorkloadInfo | None = None
     # The prediction for a target, when one was asked for.
     estimate: Estimate | None = None
+    # The predicted timeline of the compiled schedule on that target (events on a compute and a
+    # communication lane); None without an estimate or where the target has no peak to time by.
+    trace: StepTrace | None = field(default=None, repr=False)
     # What the readers could not read, said rather than guessed (e.g. an unreadable sharding).
     notes: tuple[str, ...] = ()
     # What XLA and Shardy printed while compiling (e.g. "Involuntary full rematerialization").
