@@ -370,3 +370,92 @@ def test_no_trace_without_a_peak():
     r = analyze_workload("mlp", "data=8", target="cpu")
     assert r.estimate is not None and r.trace is None
     assert r.estimate.step_trace_seconds is None
+
+
+# ---------------------------------------------------------------------------------------------
+# The schedule reader's counts, on fusions as the TPU compiler prints them.
+
+FUSIONS = """HloModule jit_tpu, is_scheduled=true, num_partitions=8
+
+""" + ADD + """
+%conv_body (l: f32[128,1024], r: bf16[1024,512]) -> f32[128,512] {
+  %l = f32[128,1024]{1,0} parameter(0)
+  %r = bf16[1024,512]{1,0} parameter(1)
+  ROOT %c = f32[128,512]{1,0} convolution(%l, %r), dim_labels=bf_io->bf
+}
+
+%conv3_body (x3: f32[4,32,64], k3: bf16[64,256,1]) -> f32[4,32,256] {
+  %x3 = f32[4,32,64]{2,1,0} parameter(0)
+  %k3 = bf16[64,256,1]{2,1,0} parameter(1)
+  ROOT %c3 = f32[4,32,256]{2,1,0} convolution(%x3, %k3), window={size=1}, dim_labels=0bf_io0->0bf
+}
+
+%slice_body (stack: f32[6,128,512], i: s32[]) -> f32[1,128,512] {
+  %stack = f32[6,128,512]{2,1,0} parameter(0)
+  %i = s32[] parameter(1)
+  %z = s32[] constant(0)
+  ROOT %one = f32[1,128,512]{2,1,0} dynamic-slice(%stack, %i, %z, %z), dynamic_slice_sizes={1,128,512}
+}
+
+%reduce_then_slice (in: f32[256,512]) -> f32[128,512] {
+  %in = f32[256,512]{1,0} parameter(0)
+  %ar.rs = f32[256,512]{1,0} all-reduce(%in), channel_id=1, replica_groups=[4,2]<=[8], use_global_device_ids=true, to_apply=%add
+  %z2 = s32[] constant(0)
+  ROOT %half = f32[128,512]{1,0} dynamic-slice(%ar.rs, %z2, %z2), dynamic_slice_sizes={128,512}
+}
+
+%gather_beside_matmul (g: f32[64,512], m: f32[128,1024], n: bf16[1024,512]) -> (f32[128,512], f32[128,512]) {
+  %g = f32[64,512]{1,0} parameter(0)
+  %m = f32[128,1024]{1,0} parameter(1)
+  %n = bf16[1024,512]{1,0} parameter(2)
+  %ag.in = f32[128,512]{1,0} all-gather(%g), channel_id=2, replica_groups=[4,2]<=[8], dimensions={0}, use_global_device_ids=true
+  %mm.in = f32[128,512]{1,0} convolution(%m, %n), dim_labels=bf_io->bf
+  ROOT %pair = (f32[128,512]{1,0}, f32[128,512]{1,0}) tuple(%ag.in, %mm.in)
+}
+
+ENTRY %main (l: f32[128,1024], r: bf16[1024,512], x3: f32[4,32,64], k3: bf16[64,256,1], stack: f32[6,128,512], i: s32[], in: f32[256,512], g: f32[64,512]) -> f32[128,512] {
+  %pl = f32[128,1024]{1,0} parameter(0)
+  %pr = bf16[1024,512]{1,0} parameter(1)
+  %px = f32[4,32,64]{2,1,0} parameter(2)
+  %pk = bf16[64,256,1]{2,1,0} parameter(3)
+  %ps = f32[6,128,512]{2,1,0} parameter(4)
+  %pi = s32[] parameter(5)
+  %pin = f32[256,512]{1,0} parameter(6)
+  %pg = f32[64,512]{1,0} parameter(7)
+  %conv = f32[128,512]{1,0} fusion(%pl, %pr), kind=kOutput, calls=%conv_body
+  %conv3 = f32[4,32,256]{2,1,0} fusion(%px, %pk), kind=kOutput, calls=%conv3_body
+  %layer = f32[1,128,512]{2,1,0} fusion(%ps, %pi), kind=kLoop, calls=%slice_body
+  %rs = f32[128,512]{1,0} fusion(%pin), kind=kCustom, calls=%reduce_then_slice
+  %both = (f32[128,512]{1,0}, f32[128,512]{1,0}) fusion(%pg, %pl, %pr), kind=kOutput, calls=%gather_beside_matmul
+  ROOT %out = f32[128,512]{1,0} get-tuple-element(%both), index=1
+}
+"""
+
+
+def test_fusion_counts_convolutions_slices_and_collectives_in_place():
+    steps = {s.instr.name: s for s in read_schedule(FUSIONS).steps}
+    # A matmul as the TPU prints it: kernel [in=1024, out=512], so 2·128·512·1024 FLOPs.
+    assert steps["conv"].flops == 2 * 128 * 512 * 1024
+    assert steps["conv"].bytes == 128 * 1024 * 4 + 1024 * 512 * 2 + 128 * 512 * 4
+    # 0bf_io0->0bf: M = 4·32 rows, K = 64 inputs, N = 256 outputs, a window of 1.
+    assert steps["conv3"].flops == 2 * (4 * 32) * 256 * 64
+    # A loop body's slice of a stacked weight reads one layer of the stack, not all six.
+    assert steps["layer"].bytes == 128 * 512 * 4 + 4 + 128 * 512 * 4
+    # A collective fused with arithmetic that needs its result: a collective, math after it.
+    assert steps["rs"].kind is StepKind.COLLECTIVE and steps["rs"].collectives == ("ar.rs",)
+    assert not steps["rs"].overlaps
+    # A gather fused with an independent matmul: the matmul runs alongside it.
+    assert steps["both"].kind is StepKind.COLLECTIVE and steps["both"].collectives == ("ag.in",)
+    assert steps["both"].overlaps and steps["both"].flops == 2 * 128 * 512 * 1024
+
+
+def test_fused_collective_math_runs_after_or_beside_it():
+    est, trace = predict(FUSIONS, mesh="data=4,model=2", target="h100-8")
+    ev = by_hlo(trace)
+    math = [e for e in trace.events if e.lane == Lane.COMPUTE]
+    # `rs`: the slice starts when the all-reduce ends; `both`: the matmul starts with the gather.
+    rs_math = next(e for e in math if e.hlo == "rs")
+    both_math = next(e for e in math if e.hlo == "both")
+    assert rs_math.start == pytest.approx(ev["ar.rs"].end)
+    assert both_math.start == pytest.approx(ev["ag.in"].start)
+    within(est, trace.seconds)
