@@ -42,6 +42,7 @@ from explorer.report.report import (
     Timing,
     WorkloadInfo,
 )
+from explorer.report.trace import StepTrace, TraceEvent, TraceLane
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, parse_spec
 from explorer.strategy.presets import PRESETS, Preset, get_preset
@@ -62,7 +63,7 @@ __all__ = [
     "Timing", "WorkloadInfo",
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
-    "AxisMapping",
+    "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
     # errors
     "ExplorerError", "CompileError", "DivisibilityError", "DuplicateAxisError", "MappingError",
     "MeshError", "PresetError", "RankError", "RuleError", "SpecError", "TargetError",

@@ -8,18 +8,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from explorer.cost.model import Estimate
 from explorer.errors import TensorError, choices
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.sharding import tiling_from_hlo
+from explorer.report.trace import StepTrace
 from explorer.spec.layout import shard_ranges
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import DTYPE_BYTES, Entry, format_spec
-
-if TYPE_CHECKING:   # trace.py reads Reports' parts; the field only names its type
-    from explorer.report.trace import StepTrace
 
 
 @dataclass(frozen=True)

@@ -29,15 +29,14 @@ from typing import Any
 
 from explorer.cost.hardware import get_target
 from explorer.cost.model import CollectiveTime, Estimate, roofline_seconds
-from explorer.hlo.module import Instruction
+from explorer.hlo.module import Instruction, short_path
 from explorer.hlo.schedule import Schedule, Step, StepKind
-from explorer.report.build import short_path
 
 # Events kept for display; a longer step is still timed to its end, only not listed.
 MAX_EVENTS = 100_000
 
 
-class Lane(StrEnum):
+class TraceLane(StrEnum):
     COMPUTE = "compute"
     COMMUNICATION = "communication"
 
@@ -47,7 +46,7 @@ class TraceEvent:
     """One instruction on the timeline."""
 
     name: str                    # what it does: the op name's last part, or the collective
-    lane: Lane
+    lane: TraceLane
     start: float                 # seconds from the start of the step
     duration: float              # seconds
     hlo: str                     # the HLO instruction
@@ -68,13 +67,13 @@ class StepTrace:
     seconds: float               # when both lanes are done
     notes: tuple[str, ...] = ()
 
-    def lane_seconds(self, lane: Lane) -> float:
+    def lane_seconds(self, lane: TraceLane) -> float:
         """Busy time of one lane (the listed events)."""
         return sum(e.duration for e in self.events if e.lane == lane)
 
     def to_chrome(self) -> dict:
         """Chrome trace-event JSON: complete ("X") events in microseconds, one thread per lane."""
-        tids = {Lane.COMPUTE: 1, Lane.COMMUNICATION: 2}
+        tids = {TraceLane.COMPUTE: 1, TraceLane.COMMUNICATION: 2}
         meta = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0,
                  "args": {"name": f"predicted step on {self.target}"}}]
         meta += [{"name": "thread_name", "ph": "M", "pid": 1, "tid": tid,
@@ -166,7 +165,7 @@ class _Timeline:
             return begin
         seconds = roofline_seconds(s.flops, s.bytes, self.peak, self.bandwidth)
         op = s.instr.op_name.rsplit("/", 1)[-1] or s.instr.opcode
-        self.emit(TraceEvent(op, Lane.COMPUTE, begin, seconds, s.instr.name,
+        self.emit(TraceEvent(op, TraceLane.COMPUTE, begin, seconds, s.instr.name,
                              self.source(s.instr),
                              {"opcode": s.instr.opcode, "flops": s.flops, "bytes": s.bytes,
                               "op_name": s.instr.op_name, **where}))
@@ -192,7 +191,7 @@ class _Timeline:
                 "kind": str(c.kind), "axes": list(c.axes), "bytes": c.program_bytes,
                 "group_size": c.group_size, "links": t.links, "bound": t.bound,
                 "async": s.kind is StepKind.COLLECTIVE_START}
-            self.emit(TraceEvent(label, Lane.COMMUNICATION, at, seconds, name,
+            self.emit(TraceEvent(label, TraceLane.COMMUNICATION, at, seconds, name,
                                  c.source if c is not None else self.source(s.instr),
                                  {**args, **where}))
             at += seconds

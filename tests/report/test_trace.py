@@ -21,7 +21,7 @@ from explorer.cost.model import estimate
 from explorer.hlo.module import parse_module
 from explorer.hlo.schedule import StepKind, read_schedule, schedule_work, trip_count
 from explorer.report.build import read_collectives
-from explorer.report.trace import Lane, step_trace
+from explorer.report.trace import TraceLane, step_trace
 from explorer.spec.mesh import parse_mesh
 
 PEAK = 989e12      # FLOP/s, H100 SXM bf16 dense
@@ -101,9 +101,9 @@ def test_async_collective_overlaps_the_compute_between_start_and_done():
     assert AG > 7 * 0.6e-6 and AR > 14 * 0.6e-6 and DOT1 > 10.5e6 / HBM
     ev = by_hlo(trace)
     ag, d1, d2, ar, neg = ev["ags"], ev["dot.1"], ev["dot.2"], ev["ar"], ev["neg"]
-    assert [e.lane for e in (ag, d1, d2, ar, neg)] == [Lane.COMMUNICATION, Lane.COMPUTE,
-                                                      Lane.COMPUTE, Lane.COMMUNICATION,
-                                                      Lane.COMPUTE]
+    assert [e.lane for e in (ag, d1, d2, ar, neg)] == [TraceLane.COMMUNICATION, TraceLane.COMPUTE,
+                                                      TraceLane.COMPUTE, TraceLane.COMMUNICATION,
+                                                      TraceLane.COMPUTE]
     # The gather starts with the step and the independent dot runs under it.
     assert ag.start == 0 and ag.duration == pytest.approx(AG)
     assert d1.start == 0 and d1.duration == pytest.approx(DOT1)
@@ -299,14 +299,14 @@ def test_compiled_training_step_trace_lies_within_the_bounds(tmp_path):
     assert est.step_trace_seconds == trace.seconds
     within(est, trace.seconds)
     # Every collective of the report is on the timeline once, with its own predicted time.
-    comm = [e for e in trace.events if e.lane == Lane.COMMUNICATION]
+    comm = [e for e in trace.events if e.lane == TraceLane.COMMUNICATION]
     assert sorted(e.hlo for e in comm) == sorted(c.hlo_name for c in r.collectives)
     for e in comm:
         [c] = [c for c in r.collectives if c.hlo_name == e.hlo]
         assert e.duration == pytest.approx(c.est_seconds)
-    assert trace.lane_seconds(Lane.COMPUTE) == pytest.approx(est.compute.seconds)
+    assert trace.lane_seconds(TraceLane.COMPUTE) == pytest.approx(est.compute.seconds)
     # The FLOPs read from the dots' dims agree with XLA's own cost analysis of the program.
-    assert sum(e.args["flops"] for e in trace.events if e.lane == Lane.COMPUTE) == \
+    assert sum(e.args["flops"] for e in trace.events if e.lane == TraceLane.COMPUTE) == \
         pytest.approx(r.cost.flops, rel=0.02)
     d = json.loads(json.dumps(r.to_dict()))
     assert d["cost"]["estimate"]["step_trace_seconds"] == pytest.approx(trace.seconds)
@@ -345,7 +345,7 @@ def test_scan_loop_collectives_count_once_per_layer():
     # The per-layer reduction of h @ w over `model` runs once per layer: six times.
     looped = [t for t in est.collectives if t.runs == 6]
     assert looped and all(t.axes == ("model",) for t in looped)
-    events = [e for e in trace.events if e.lane == Lane.COMMUNICATION
+    events = [e for e in trace.events if e.lane == TraceLane.COMMUNICATION
               and e.args.get("loop") is not None]
     assert sorted({e.args["iteration"] for e in events}) == list(range(6))
     assert est.comm_seconds == pytest.approx(sum(t.runs * t.seconds for t in est.collectives))
@@ -452,7 +452,7 @@ def test_fusion_counts_convolutions_slices_and_collectives_in_place():
 def test_fused_collective_math_runs_after_or_beside_it():
     est, trace = predict(FUSIONS, mesh="data=4,model=2", target="h100-8")
     ev = by_hlo(trace)
-    math = [e for e in trace.events if e.lane == Lane.COMPUTE]
+    math = [e for e in trace.events if e.lane == TraceLane.COMPUTE]
     # `rs`: the slice starts when the all-reduce ends; `both`: the matmul starts with the gather.
     rs_math = next(e for e in math if e.hlo == "rs")
     both_math = next(e for e in math if e.hlo == "both")
