@@ -183,7 +183,8 @@ def measure_collectives(devices, target: str, sizes, repeats: int) -> list[dict]
     from jax.sharding import AxisType, Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from explorer.cost.model import collective_time, default_mapping
+    from explorer.cost.mapping import default_mapping
+    from explorer.cost.model import collective_time
 
     k = len(devices)
     mesh = Mesh(np.array(devices), ("x",), axis_types=(AxisType.Auto,))

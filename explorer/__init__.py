@@ -12,13 +12,8 @@ from explorer.api.request import PARTITIONERS
 from explorer.api.workload import analyze_workload
 from explorer.compile.pool import WorkerPool
 from explorer.cost.hardware import Target, get_target, targets
-from explorer.cost.model import (
-    AxisMapping,
-    CollectiveTime,
-    ComputeTime,
-    Estimate,
-    MemoryFit,
-)
+from explorer.cost.mapping import AxisMapping
+from explorer.cost.model import CollectiveTime, ComputeTime, Estimate, MemoryFit
 from explorer.errors import (
     CompileError,
     DivisibilityError,
@@ -47,6 +42,7 @@ from explorer.report.report import (
     Timing,
     WorkloadInfo,
 )
+from explorer.report.trace import StepTrace, TraceEvent, TraceLane
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, parse_spec
 from explorer.strategy.presets import PRESETS, Preset, get_preset
@@ -67,7 +63,7 @@ __all__ = [
     "Timing", "WorkloadInfo",
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
-    "AxisMapping",
+    "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
     # errors
     "ExplorerError", "CompileError", "DivisibilityError", "DuplicateAxisError", "MappingError",
     "MeshError", "PresetError", "RankError", "RuleError", "SpecError", "TargetError",

@@ -54,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--mapping", metavar="AXES",
                    help="place mesh axes on the target's links, e.g. data=node,model=gpu "
                    "(default: innermost mesh axes on the fastest links)")
+    a.add_argument("--trace", metavar="FILE",
+                   help="write the predicted step timeline on --target as Chrome trace-event "
+                   "JSON (open it in Perfetto, chrome://tracing or TensorBoard)")
     a.add_argument("--measure", action="store_true",
                    help="also run the program on random inputs and time it (on fake CPU "
                    "devices this times this CPU; skipped over 1 GiB of inputs per device)")
@@ -125,6 +128,9 @@ def _analyze(args) -> int:
     from explorer.report.summary import summary
 
     get_workload(args.workload)
+    if args.trace and not args.target:
+        raise ExplorerError(f"--trace {args.trace} needs --target: the timeline is predicted "
+                            "for a target, e.g. --target h100-8 (see `targets`)")
     report = analyze_workload(args.workload, args.mesh, specs=_key_values(args.spec, "--spec"),
                               params=_key_values(args.param, "--param"),
                               preset=args.preset, rules=args.rules,
@@ -133,6 +139,14 @@ def _analyze(args) -> int:
                               timeout=args.timeout, target=args.target, mapping=args.mapping,
                               measure=args.measure, tpu_topology=args.tpu_topology,
                               real_devices=args.real_devices)
+    if args.trace:
+        if report.trace is None:
+            raise ExplorerError(f"no trace for --target {args.target}: "
+                                + "; ".join(report.estimate.compute.notes or
+                                            ("its compiled program has no schedule",)))
+        with open(args.trace, "w") as f:
+            json.dump(report.trace.to_chrome(), f)
+        print(f"trace written to {args.trace}", file=sys.stderr)
     if args.json:
         print(json.dumps(report.to_dict(texts=bool(args.hlo))))
     else:

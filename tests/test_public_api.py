@@ -17,7 +17,7 @@ PINNED = {
     "Report", "Collective", "CollectiveKind", "TensorInfo", "TensorRole", "Memory", "Cost",
     "Timing", "WorkloadInfo",
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
-    "AxisMapping",
+    "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
     "ExplorerError", "CompileError", "DivisibilityError", "DuplicateAxisError", "MappingError",
     "MeshError", "PresetError", "RankError", "RuleError", "SpecError", "TargetError",
     "TensorError", "UnknownAxisError", "WorkerError", "WorkloadError",

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from explorer.compile.pool import MAX_DEVICES
 from explorer.compile.tpu import check_topology
 from explorer.cost.hardware import get_target
-from explorer.cost.model import AxisMapping, check_mapping, default_mapping
+from explorer.cost.mapping import AxisMapping, check_mapping, default_mapping
 from explorer.errors import ExplorerError, TensorError, choices
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, check_spec

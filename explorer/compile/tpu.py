@@ -10,24 +10,26 @@ import importlib.util
 import re
 from math import prod
 
+from explorer.cost.hardware import tpu_generations
 from explorer.errors import ExplorerError, MeshError, choices
 from explorer.spec.mesh import MeshSpec
 
-# Generations jax's topology names accept, with the dimensions of their torus.
-GENERATIONS = {"v4": 3, "v5p": 3, "v5e": 2, "v6e": 2}
-
 
 def topology_chips(topology: str) -> int:
+    """Chips of a jax TPU topology name such as 'v5e:4x4'; the generations and their torus
+    dimensions are the hardware catalog's."""
+    generations = tpu_generations()
     m = re.fullmatch(r"([a-z0-9]+):(\d+(?:x\d+)*)", topology or "")
-    if not m or m.group(1) not in GENERATIONS:
+    if not m or m.group(1) not in generations:
         raise ExplorerError(
             f"TPU topology {topology!r} is not written as GENERATION:SHAPE; generations "
-            f"{choices(GENERATIONS)}, e.g. 'v5e:4x4', 'v6e:16x16' or 'v4:16x16x16'")
-    dims = [int(d) for d in m.group(2).split("x")]
-    if len(dims) != GENERATIONS[m.group(1)] or min(dims) < 1:
+            f"{choices(generations)}, e.g. 'v5e:4x4', 'v6e:16x16' or 'v4:16x16x16'")
+    gen, dims = m.group(1), [int(d) for d in m.group(2).split("x")]
+    rank = generations[gen]
+    if len(dims) != rank or min(dims) < 1:
         raise ExplorerError(
-            f"TPU topology {topology!r}: a {m.group(1)} slice has {GENERATIONS[m.group(1)]} "
-            f"dimensions, e.g. {m.group(1)}:{'x'.join(['4'] * GENERATIONS[m.group(1)])}")
+            f"TPU topology {topology!r}: a {gen} slice has {rank} dimensions, e.g. "
+            f"{gen}:{'x'.join(['4'] * rank)}")
     return prod(dims)
 
 

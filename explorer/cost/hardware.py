@@ -1,7 +1,7 @@
 """The hardware catalog, as data: chips, their links, and the slices and nodes people rent.
 
 Every number carries its unit and a public source. Where sources differ we say which one we took
-and why. Nothing here computes a time; the formulas live in _costmodel.py and
+and why. Nothing here computes a time; the formulas live in explorer/cost/model.py and
 docs/cost-model.md.
 
 Target names:
@@ -46,6 +46,8 @@ CLOUD_V4 = "https://cloud.google.com/tpu/docs/v4"
 CLOUD_V5E = "https://cloud.google.com/tpu/docs/v5e"
 CLOUD_V5P = "https://cloud.google.com/tpu/docs/v5p"
 CLOUD_V6E = "https://cloud.google.com/tpu/docs/v6e"
+CLOUD_BF16 = "https://cloud.google.com/tpu/docs/bfloat16"
+JAX_PRECISION = "https://docs.jax.dev/en/latest/201/precision.html"
 NV_A100 = "https://www.nvidia.com/en-us/data-center/a100/"
 NV_H100 = "https://www.nvidia.com/en-us/data-center/h100/"
 NV_H200 = "https://www.nvidia.com/en-us/data-center/h200/"
@@ -72,6 +74,9 @@ class Chip:
     memory_bandwidth: float | None      # HBM <-> cores, bytes/s
     memory_kind: str = "HBM"
     source: str = ""
+    # The dtype whose peak a float32 matmul runs at when the chip has no float32 figure of its
+    # own (TPUs: bf16 passes with f32 accumulation by default); None: no such rule.
+    float32_matmul_as: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,6 @@ class Link:
     latency: float | None        # seconds per hop (torus) or per ring step (switched)
     switched: bool               # any-to-any through switches: no torus hops, no wraparound
     across: bool                 # joins slices/nodes: the slow tier of a hierarchical collective
-    links_per_direction: int = 1   # torus links along one axis, one direction
     source: str = ""
 
 
@@ -178,6 +182,12 @@ def format_bytes(value: float) -> str:
 # s; "Each hop over an ICI link has some intrinsic overhead ... typically around 1us" BOOK_SHARDING
 TPU_HOP_LATENCY = 1e-6
 
+# "By default, TPUs perform matrix multiplication operations with bfloat16 values and
+# accumulations with IEEE float32 values" CLOUD_BF16; "float32 dot products may be computed with
+# reduced-precision arithmetic internally (bfloat16 on TPU ...)" JAX_PRECISION. No TPU page
+# quotes a float32 matmul peak, so a float32 program is predicted at the bf16 peak.
+_TPU_FLOAT32_MATMUL = "bfloat16"
+
 TPU_V4 = Chip(
     "TPU v4",
     {
@@ -187,6 +197,7 @@ TPU_V4 = Chip(
     memory_bytes=32 * GiB,          # "HBM2 capacity and bandwidth 32 GiB, 1200 GBps" CLOUD_V4
     memory_bandwidth=1200 * GB,     # bytes/s; same line
     source=CLOUD_V4,
+    float32_matmul_as=_TPU_FLOAT32_MATMUL,
 )
 TPU_V5E = Chip(
     "TPU v5e",
@@ -197,6 +208,7 @@ TPU_V5E = Chip(
     memory_bytes=16 * GB,           # "HBM2 capacity and bandwidth 16 GB, 819 GBps" CLOUD_V5E
     memory_bandwidth=819 * GB,      # bytes/s; same line (the book rounds to 8.1e11)
     source=CLOUD_V5E,
+    float32_matmul_as=_TPU_FLOAT32_MATMUL,
 )
 TPU_V5P = Chip(
     "TPU v5p",
@@ -209,6 +221,7 @@ TPU_V5P = Chip(
     memory_bytes=95 * GiB,          # "HBM capacity per chip (GiB) 95" CLOUD_V5P
     memory_bandwidth=2765 * GB,     # bytes/s; "HBM bandwidth per chip (GBps) 2765" CLOUD_V5P
     source=CLOUD_V5P,
+    float32_matmul_as=_TPU_FLOAT32_MATMUL,
 )
 TPU_V6E = Chip(
     "TPU v6e",
@@ -219,6 +232,7 @@ TPU_V6E = Chip(
     memory_bytes=32 * GB,           # "HBM capacity per chip 32 GB" CLOUD_V6E
     memory_bandwidth=1640 * GB,     # bytes/s; "HBM bandwidth per chip 1640 GBps" CLOUD_V6E
     source=CLOUD_V6E,
+    float32_matmul_as=_TPU_FLOAT32_MATMUL,
 )
 
 
@@ -591,6 +605,12 @@ def _parse_gpu(name: str, m: re.Match) -> Target:
                           f"'{m['gpu']}-G' with G in {choices(_GPU_SIZES)} or "
                           f"'{m['gpu']}-8xN' for N nodes", target=name)
     return _gpu_target(m["gpu"], gpus, nodes)
+
+
+def tpu_generations() -> dict[str, int]:
+    """The catalog's TPU generations (the names jax's topology strings use, e.g. 'v5e'), each with
+    the number of dimensions of its torus."""
+    return {name: gen.rank for name, gen in _TPU.items()}
 
 
 def targets_with_chips(n: int) -> list[str]:

@@ -1,6 +1,7 @@
 """Predicted step time on real hardware, from plain numbers: the roofline and collective formulas.
 
-Pure functions over the hardware catalog (_hardware.py); no jax. Every formula names its source
+Pure functions over the hardware catalog (explorer/cost/hardware.py) and a mapping of mesh axes
+onto its links (explorer/cost/mapping.py); no jax. Every formula names its source
 here and in docs/cost-model.md. V is always bytes per device in the program's dtype, as in
 Report's `Collective.program_bytes`:
 
@@ -16,254 +17,16 @@ NCCL_TESTS = https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from math import gcd, prod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from math import prod
 
-from explorer.cost.hardware import (
-    PhysicalAxis,
-    Target,
-    format_bytes,
-    format_rate,
-    get_target,
-    targets_with_chips,
-)
+from explorer.cost.hardware import CLOUD_BF16, Chip, Target, format_bytes, format_rate, get_target
+from explorer.cost.mapping import AxisMapping, Segment, check_mapping, default_mapping
 from explorer.errors import ExplorerError, MappingError, choices
+from explorer.hlo.collectives import CollectiveKind
+from explorer.hlo.schedule import Work
 from explorer.spec.tensor import normalize_dtype
-
-KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
-BOUNDS = ("compute", "memory", "communication")
-
-
-# ---------------------------------------------------------------------------------------------
-# Mapping mesh axes onto the machine.
-
-@dataclass(frozen=True)
-class Segment:
-    """The part of one physical axis that one mesh axis occupies.
-
-    On a physical axis shared by several mesh axes, the later mesh axis (inner, as in row-major
-    device order) takes neighbouring chips (stride 1); an earlier one steps over it (stride =
-    the inner factors), so its traffic crosses `stride` links per logical hop.
-    """
-
-    mesh_axis: str
-    axis: PhysicalAxis
-    factor: int
-    stride: int = 1
-
-    @property
-    def wraps(self) -> bool:
-        """A closed ring: the physical axis wraps and this segment goes all the way round."""
-        return (self.axis.wraparound and not self.axis.link.switched
-                and self.factor * self.stride == self.axis.size)
-
-    def text(self) -> str:
-        return self.axis.name if self.factor == self.axis.size else \
-            f"{self.axis.name}:{self.factor}"
-
-
-@dataclass(frozen=True)
-class AxisMapping:
-    """Where each mesh axis lives on a target. Build it with default_mapping/check_mapping."""
-
-    target: str
-    names: tuple[str, ...]
-    sizes: tuple[int, ...]
-    placement: tuple[tuple[Segment, ...], ...]     # per mesh axis, in mesh order
-
-    def segments(self, mesh_axis: str) -> tuple[Segment, ...]:
-        if mesh_axis not in self.names:
-            raise MappingError(f"collective names mesh axis {mesh_axis!r}, which the mesh "
-                               f"lacks; mesh axes: {choices(self.names)}", axis=mesh_axis,
-                               target=self.target)
-        return self.placement[self.names.index(mesh_axis)]
-
-    def to_dict(self) -> dict[str, str]:
-        return {n: "+".join(s.text() for s in segs) or "-"
-                for n, segs in zip(self.names, self.placement, strict=True)}
-
-    def text(self) -> str:
-        """The mapping as check_mapping/parse_mapping accept it, e.g. 'data=slice,model=x+y'."""
-        return ",".join(f"{n}={t}" for n, t in self.to_dict().items())
-
-
-def parse_mapping(text: str) -> dict[str, tuple[str, ...]]:
-    """`'data=slice,model=x+y:2'` -> {'data': ('slice',), 'model': ('x', 'y:2')}.
-
-    Each mesh axis names the physical axes it spans, joined by '+'; ':k' takes k of that
-    axis's chips instead of all of them.
-    """
-    out: dict[str, tuple[str, ...]] = {}
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        name, eq, rhs = (p.strip() for p in part.partition("="))
-        if not eq or not rhs:
-            raise MappingError(f"mapping entry {part!r} in {text!r} is not mesh_axis=physical "
-                               "axes; write e.g. 'data=slice,model=x+y' or 'model=gpu+node:2'")
-        out[name] = tuple(p.strip() for p in rhs.split("+"))
-    return out
-
-
-def _check_mesh(target: Target, names, sizes) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    names, sizes = tuple(names), tuple(int(s) for s in sizes)
-    if len(names) != len(sizes):
-        raise MappingError(f"mesh has {len(names)} axis names but {len(sizes)} sizes")
-    n = prod(sizes)
-    if target.chips is not None and n != target.chips:
-        same = targets_with_chips(n)
-        hint = (f"; targets with {n} devices: {choices(same)}" if same else
-                f"; no catalog target has {n} devices")
-        mesh = ",".join(f"{a}={s}" for a, s in zip(names, sizes, strict=True))
-        raise MappingError(f"mesh {mesh!r} has {n} devices but {target.name} has "
-                           f"{target.chips} chips{hint}", target=target.name)
-    return names, sizes
-
-
-def _limit(target: Target, axis: PhysicalAxis) -> str:
-    """The physical limit of an axis, in words, for error messages."""
-    if axis.name == "gpu":
-        return f"a node has {axis.size} GPU{'s' if axis.size > 1 else ''} on NVLink"
-    if axis.name == "node":
-        return f"{target.name} has {axis.size} nodes on InfiniBand"
-    if axis.name == "slice":
-        return f"{target.name} has {axis.size} slices on DCN"
-    if axis.name == "ipu":
-        return f"a Bow-2000 has {axis.size} IPUs"
-    return f"{target.name}'s ICI dimension {axis.name!r} has {axis.size} chips"
-
-
-def _hint(target: Target, axis: PhysicalAxis, mesh_axis: str, size: int) -> str:
-    others = [a for a in target.axes if a.name != axis.name]
-    if not others:
-        return ""
-    rest = size // axis.size if size % axis.size == 0 else None
-    if rest and any(a.size % rest == 0 for a in others):
-        nxt = next(a for a in others if a.size % rest == 0)
-        return f"; map the rest elsewhere, e.g. {mesh_axis}={axis.name}+{nxt.name}:{rest}"
-    return f"; other axes: {', '.join(a.describe() for a in others)}"
-
-
-def check_mapping(target: str | Target, mesh_names: Sequence[str], mesh_sizes: Sequence[int],
-                  mapping: AxisMapping | str | Mapping[str, str | Sequence]) -> AxisMapping:
-    """Validate a user mapping of mesh axes onto physical axes; the error names the limit.
-
-    `mapping` is text ('data=slice,model=x+y:2'), a dict {mesh axis: physical axes}, whose
-    values are a name, 'name:k', (name, k) or a sequence of those, or an AxisMapping.
-    """
-    target = get_target(target)
-    names, sizes = _check_mesh(target, mesh_names, mesh_sizes)
-    if isinstance(mapping, AxisMapping):
-        mapping = {n: tuple(s.text() for s in segs)
-                   for n, segs in zip(mapping.names, mapping.placement, strict=True)}
-    elif isinstance(mapping, str):
-        mapping = parse_mapping(mapping)
-    for key in mapping:
-        if key not in names:
-            raise MappingError(f"mapping names mesh axis {key!r}, which the mesh lacks; mesh "
-                               f"axes: {choices(names)}", axis=key, target=target.name)
-    if target.family == "cpu":
-        return AxisMapping(target.name, names, sizes, tuple(() for _ in names))
-    phys_names = [a.name for a in target.axes]
-    raw: list[list[tuple[PhysicalAxis, int]]] = []
-    for name, size in zip(names, sizes, strict=True):
-        entries = mapping.get(name, ())
-        if isinstance(entries, str) or (isinstance(entries, tuple) and len(entries) == 2
-                                        and isinstance(entries[1], int)):
-            entries = (entries,)
-        if not entries and size > 1:
-            raise MappingError(f"mesh axis {name!r} (size {size}) is not mapped; map it onto "
-                               f"{', '.join(a.describe() for a in target.axes)}",
-                               axis=name, target=target.name)
-        placed = []
-        for entry in entries:
-            if isinstance(entry, tuple):
-                phys_name, factor = entry
-            else:
-                phys_name, _, f_text = str(entry).partition(":")
-                factor = None
-                if f_text:
-                    if not re.fullmatch(r"\d+", f_text.strip()):
-                        raise MappingError(f"mesh axis {name!r}: {entry!r} has factor "
-                                           f"{f_text!r}, not a whole number", axis=name,
-                                           target=target.name)
-                    factor = int(f_text)
-            phys_name = phys_name.strip()
-            if phys_name not in phys_names:
-                raise MappingError(
-                    f"mesh axis {name!r} is mapped to {phys_name!r}, which {target.name} lacks; "
-                    f"its axes: {', '.join(a.describe() for a in target.axes) or '(none)'}",
-                    axis=name, target=target.name)
-            axis = target.axis(phys_name)
-            factor = axis.size if factor is None else factor
-            if factor < 1 or factor > axis.size or axis.size % factor:
-                raise MappingError(
-                    f"mesh axis {name!r} takes {factor} from {phys_name!r} but "
-                    f"{_limit(target, axis)}; a factor must divide {axis.size}"
-                    + _hint(target, axis, name, factor), axis=name, target=target.name)
-            placed.append((axis, factor))
-        spanned = prod(f for _, f in placed)
-        if spanned != size:
-            where = " + ".join(f"{a.name}:{f}" for a, f in placed)
-            limits = "; ".join(_limit(target, a) for a, _ in placed)
-            hint = _hint(target, placed[0][0], name, size) if len(placed) == 1 else ""
-            raise MappingError(
-                f"mesh axis {name!r} has size {size} but is mapped to {where} = {spanned} "
-                f"devices ({limits}){hint}", axis=name, target=target.name)
-        raw.append(placed)
-    # Each physical axis must be shared out exactly; inner (later) mesh axes get stride 1.
-    placement: list[list[Segment]] = [[] for _ in names]
-    for axis in target.axes:
-        stride = 1
-        for i in reversed(range(len(names))):
-            for a, f in raw[i]:
-                if a.name == axis.name:
-                    placement[i].append(Segment(names[i], axis, f, stride))
-                    stride *= f
-        if stride > axis.size or axis.size % stride:
-            users = [names[i] for i in range(len(names)) if any(a.name == axis.name
-                                                                 for a, _ in raw[i])]
-            raise MappingError(f"mesh axes {choices(users)} ask for {stride} of "
-                               f"{axis.name!r} but {_limit(target, axis)}",
-                               axis=users[0] if users else None, target=target.name)
-    return AxisMapping(target.name, names, sizes,
-                       tuple(tuple(p) for p in placement))
-
-
-def default_mapping(target: str | Target, mesh_names: Sequence[str],
-                    mesh_sizes: Sequence[int]) -> AxisMapping:
-    """Innermost mesh axes on the fastest links: walk the mesh from its last axis and the
-    machine from its innermost axis (ICI/NVLink before DCN/InfiniBand), giving each mesh axis
-    the largest factor of the current physical axis that divides it."""
-    target = get_target(target)
-    names, sizes = _check_mesh(target, mesh_names, mesh_sizes)
-    if target.family == "cpu":
-        return AxisMapping(target.name, names, sizes, tuple(() for _ in names))
-    remaining = [a.size for a in target.axes]
-    j = len(remaining) - 1
-    assign: dict[str, list[tuple[str, int]]] = {}
-    for i in reversed(range(len(names))):
-        need, placed = sizes[i], []
-        while need > 1:
-            while j >= 0 and remaining[j] == 1:
-                j -= 1
-            f = gcd(need, remaining[j]) if j >= 0 else 1
-            if f == 1:
-                left = target.axes[j].describe() if j >= 0 else "nothing"
-                raise MappingError(
-                    f"no default mapping: mesh axis {names[i]!r} still needs {need} devices "
-                    f"but the next free physical axis is {left}; give a mapping such as "
-                    f"'{names[i]}=...' over {choices(a.name for a in target.axes)}",
-                    axis=names[i], target=target.name)
-            placed.append((target.axes[j].name, f))
-            need //= f
-            remaining[j] //= f
-        assign[names[i]] = placed
-    return check_mapping(target, names, sizes, assign)
-
 
 # ---------------------------------------------------------------------------------------------
 # Collectives.
@@ -272,7 +35,7 @@ def default_mapping(target: str | Target, mesh_names: Sequence[str],
 class CollectiveTime:
     """The predicted time of one collective on the target."""
 
-    kind: str
+    kind: CollectiveKind
     axes: tuple[str, ...]
     bytes: int                          # V, per device, in the program's dtype
     seconds: float | None               # max(bandwidth, latency); None when it cannot be placed
@@ -281,6 +44,7 @@ class CollectiveTime:
     bound: str | None                   # "bandwidth" or "latency"
     links: str = ""                     # e.g. "ICI y:16 (wraparound)", "NVLink x8 + InfiniBand x4"
     note: str = ""
+    runs: int = 1                       # times one step runs it (a collective in a loop: trips)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -298,73 +62,153 @@ def _link_text(segs: Sequence[Segment]) -> str:
     return " + ".join(parts)
 
 
-def _torus(kind: str, v: float, segs: Sequence[Segment]) -> tuple[float, float]:
-    """(bandwidth seconds, hops) over the torus dimensions `segs` (TPU ICI).
+@dataclass(frozen=True)
+class _TorusRun:
+    """One torus segment as the formulas see it."""
+
+    n: int          # chips along it
+    w: float        # one-way bandwidth per link left to this group, bytes/s (link / stride)
+    ring: bool      # closed by a wraparound
+    hops: int       # hops to cross it once: floor(n/2) on a ring, n-1 on a line, times stride
+    stride: int
+
+
+def _torus_runs(segs: Sequence[Segment]) -> list[_TorusRun]:
+    """A mesh axis that steps over `stride` chips shares each link with `stride` other groups,
+    so it gets w / stride of it."""
+    return [_TorusRun(s.factor, s.axis.link.bandwidth / s.stride, s.wraps,
+                      (s.factor // 2 if s.wraps else s.factor - 1) * s.stride, s.stride)
+            for s in segs]
+
+
+# Every formula returns (bandwidth seconds, hops or ring steps); the latency floor is the steps
+# times the link's per-hop latency. Sources are in each docstring and in docs/cost-model.md.
+
+def _torus_gather(v: float, runs: Sequence[_TorusRun]) -> tuple[float, float]:
+    """All-gather or reduce-scatter over torus dimensions (TPU ICI).
 
     SCALING_BOOK, sharding, "How long does this take?": a bidirectional ring all-gather of V
     bytes over |X| chips takes |X|/2 hops of V/|X| each way, T = V / W_bidi; without wraparound
     data crosses |X|-1 hops one way ("3 * 8.4e6 / 4.5e10", Pop Quiz 2). Exactly: ring
     floor(n/2)·(V/n)/w, line (n-1)·(V/n)/w, w = one-way link bandwidth. Several torus axes add
-    their bandwidth ("increases the available bandwidth by a factor of N_axes"). A mesh axis that
-    steps over `stride` chips shares each link with `stride` other groups: w / stride.
+    their bandwidth ("increases the available bandwidth by a factor of N_axes").
     """
-    per = []
-    for s in segs:
-        w = s.axis.link.bandwidth * s.axis.link.links_per_direction / s.stride
-        n, ring = s.factor, s.wraps
-        hops = (n // 2 if ring else n - 1) * s.stride
-        per.append((n, w, ring, hops))
-    if kind in ("all-gather", "reduce-scatter", "all-reduce"):
-        speed = sum(w * n / (n // 2) if ring else w * n / (n - 1) for n, w, ring, _ in per)
-        seconds, hops = v / speed, sum(h for *_, h in per)
-        if kind == "all-reduce":   # "an AllReduce is twice as expensive as an AllGather"
-            seconds, hops = 2 * seconds, 2 * hops
-        return seconds, hops
-    if kind == "all-to-all":
-        # SCALING_BOOK: "AllGather / 4 for a bidirectional ring", i.e. n·V/(4·W_bidi) with V the
-        # per-device buffer. A line (no wraparound) halves the bandwidth: its middle link carries
-        # floor(n/2)·ceil(n/2)·V/n each way. Over several axes the worst one bounds it (the
-        # bisection of the torus cuts the longest dimension); our derivation, not the book's.
-        worst = max(n * v / (8 * w) if ring else (n // 2) * (n - n // 2) * v / (n * w)
-                    for n, w, ring, _ in per)
-        return worst, sum(h for *_, h in per)
-    # collective-permute: each device sends V over one (possibly strided) link.
-    return v / min(w for _, w, _, _ in per), max(s.stride for s in segs)
+    speed = sum(r.w * r.n / (r.n // 2) if r.ring else r.w * r.n / (r.n - 1) for r in runs)
+    return v / speed, sum(r.hops for r in runs)
 
 
-def _switched(kind: str, v: float, n: int, w: float) -> tuple[float, float]:
-    """(bandwidth seconds, ring steps) over n devices behind a switch (NVLink, IPU-Link).
+def _torus_all_reduce(v: float, runs: Sequence[_TorusRun]) -> tuple[float, float]:
+    """SCALING_BOOK, sharding: "an AllReduce is twice as expensive as an AllGather"."""
+    seconds, hops = _torus_gather(v, runs)
+    return 2 * seconds, 2 * hops
+
+
+def _torus_all_to_all(v: float, runs: Sequence[_TorusRun]) -> tuple[float, float]:
+    """SCALING_BOOK, sharding: "AllGather / 4 for a bidirectional ring", i.e. n·V/(4·W_bidi) with
+    V the per-device buffer. A line (no wraparound) halves the bandwidth: its middle link carries
+    floor(n/2)·ceil(n/2)·V/n each way. Over several axes the worst one bounds it (the bisection
+    of the torus cuts the longest dimension); our derivation, not the book's."""
+    worst = max(r.n * v / (8 * r.w) if r.ring else (r.n // 2) * (r.n - r.n // 2) * v / (r.n * r.w)
+                for r in runs)
+    return worst, sum(r.hops for r in runs)
+
+
+def _torus_permute(v: float, runs: Sequence[_TorusRun]) -> tuple[float, float]:
+    """Each device sends V over one (possibly strided) link."""
+    return v / min(r.w for r in runs), max(r.stride for r in runs)
+
+
+def _switched_gather(v: float, n: int, w: float) -> tuple[float, float]:
+    """All-gather, reduce-scatter or all-to-all over n devices behind a switch (NVLink,
+    IPU-Link).
 
     SCALING_BOOK, gpus, "Intra-node collectives": T_AG/RS = bytes·(N-1)/(N·W_egress), the same
-    as NCCL_TESTS's "t = S*(n-1) / (B*n)"; AllReduce twice that (NCCL_TESTS: 2(n-1)/n);
-    AllToAll "B·(N-1)/(W·N²)" with B = N·V, i.e. V·(N-1)/(N·W).
+    as NCCL_TESTS's "t = S*(n-1) / (B*n)"; AllToAll "B·(N-1)/(W·N²)" with B = N·V, i.e.
+    V·(N-1)/(N·W).
     """
-    if kind in ("all-gather", "reduce-scatter", "all-to-all"):
-        return v * (n - 1) / (n * w), n - 1
-    if kind == "all-reduce":
-        return 2 * v * (n - 1) / (n * w), 2 * (n - 1)
+    return v * (n - 1) / (n * w), n - 1
+
+
+def _switched_all_reduce(v: float, n: int, w: float) -> tuple[float, float]:
+    """Twice an all-gather (NCCL_TESTS: busBw = algBw · 2(n-1)/n)."""
+    return 2 * v * (n - 1) / (n * w), 2 * (n - 1)
+
+
+def _switched_permute(v: float, n: int, w: float) -> tuple[float, float]:
     return v / w, 1
 
 
-def _across(kind: str, v: float, m: int, g: int, w: float) -> tuple[float, float]:
-    """(bandwidth seconds, ring steps) across m slices/nodes, g group members in each.
+def _across_gather(v: float, m: int, g: int, w: float) -> tuple[float, float]:
+    """All-gather or reduce-scatter across m slices/nodes, g group members in each.
 
     SCALING_BOOK, gpus, "Cross-node collectives": T_AG/RS = bytes·(M-1)/(M·W_node egress); and
     "Reductions when array is sharded over a separate axis": the group's share of node egress
     is its members' NICs, so W_node = g·W_per_device (bytes/400e9 · D_node/max(D_node, Y)).
-    AllReduce twice that; AllToAll "B·(M-1)/(M²·W_node egress)" = V·(M-1)/(M·W_per_device).
     """
-    if kind in ("all-gather", "reduce-scatter"):
-        return v * (m - 1) / (m * g * w), m - 1
-    if kind == "all-reduce":
-        return 2 * v * (m - 1) / (m * g * w), 2 * (m - 1)
-    if kind == "all-to-all":
-        return v * (m - 1) / (m * w), m - 1
+    return v * (m - 1) / (m * g * w), m - 1
+
+
+def _across_all_reduce(v: float, m: int, g: int, w: float) -> tuple[float, float]:
+    seconds, steps = _across_gather(v, m, g, w)
+    return 2 * seconds, 2 * steps
+
+
+def _across_all_to_all(v: float, m: int, g: int, w: float) -> tuple[float, float]:
+    """SCALING_BOOK, gpus: AllToAll "B·(M-1)/(M²·W_node egress)" = V·(M-1)/(M·W_per_device)."""
+    return v * (m - 1) / (m * w), m - 1
+
+
+def _across_permute(v: float, m: int, g: int, w: float) -> tuple[float, float]:
     return v / w, 1
 
 
-def collective_time(kind: str, nbytes: float, axes: Sequence[str], target: str | Target,
-                    mapping: AxisMapping, group_size: int | None = None) -> CollectiveTime:
+def _whole_buffer(v: float, m: int) -> float:
+    return v
+
+
+def _local_share(v: float, m: int) -> float:
+    """An all-to-all keeps 1/m of each buffer inside the slice/node; the rest crosses."""
+    return v / m
+
+
+@dataclass(frozen=True)
+class KindFormulas:
+    """How one collective kind is timed on each tier of links."""
+
+    torus: Callable[[float, Sequence[_TorusRun]], tuple[float, float]]
+    switched: Callable[[float, int, float], tuple[float, float]]     # (V, n, w)
+    across: Callable[[float, int, int, float], tuple[float, float]]  # (V, m, g, w)
+    inside_bytes: Callable[[float, int], float] = _whole_buffer      # (V, m) -> V in the node
+
+
+_GATHER = KindFormulas(_torus_gather, _switched_gather, _across_gather)
+
+# One entry per CollectiveKind: a kind added to the enum without a formula raises, never guessed.
+FORMULAS: Mapping[CollectiveKind, KindFormulas] = {
+    CollectiveKind.ALL_GATHER: _GATHER,
+    CollectiveKind.REDUCE_SCATTER: _GATHER,
+    CollectiveKind.ALL_REDUCE: KindFormulas(_torus_all_reduce, _switched_all_reduce,
+                                            _across_all_reduce),
+    CollectiveKind.ALL_TO_ALL: KindFormulas(_torus_all_to_all, _switched_gather,
+                                            _across_all_to_all, _local_share),
+    CollectiveKind.COLLECTIVE_PERMUTE: KindFormulas(_torus_permute, _switched_permute,
+                                                    _across_permute),
+}
+
+
+def formulas_for(kind: CollectiveKind | str) -> tuple[CollectiveKind, KindFormulas]:
+    """The kind as the enum, and its formulas; an ExplorerError for a kind with none."""
+    try:
+        member = CollectiveKind(kind)
+        return member, FORMULAS[member]
+    except (ValueError, KeyError):
+        raise ExplorerError(f"collective kind {str(kind)!r} has no time formula; kinds with one: "
+                            f"{choices(str(k) for k in FORMULAS)}") from None
+
+
+def collective_time(kind: CollectiveKind | str, nbytes: float, axes: Sequence[str],
+                    target: str | Target, mapping: AxisMapping,
+                    group_size: int | None = None) -> CollectiveTime:
     """Predicted seconds for one collective of V = `nbytes` per device over mesh `axes`.
 
     Within a slice or node (ICI, NVLink) and across them (DCN, InfiniBand) are two tiers of a
@@ -377,8 +221,7 @@ def collective_time(kind: str, nbytes: float, axes: Sequence[str], target: str |
         raise MappingError(f"the mapping was made for {mapping.target}, not {target.name}; "
                            "build it with default_mapping or check_mapping for this target",
                            target=target.name)
-    if kind not in KINDS:
-        raise ExplorerError(f"collective kind {kind!r} is not one of {choices(KINDS)}")
+    kind, formulas = formulas_for(kind)
     axes = tuple(axes)
     v = float(nbytes)
 
@@ -403,15 +246,14 @@ def collective_time(kind: str, nbytes: float, axes: Sequence[str], target: str |
     g, m = prod(s.factor for s in inside), prod(s.factor for s in across)
     tiers = []   # (bandwidth seconds, hops, per-hop latency or None)
     if inside:
-        # An all-to-all keeps 1/m of each buffer inside the slice/node; the rest crosses.
-        v_in = v / m if kind == "all-to-all" else v
+        v_in = formulas.inside_bytes(v, m)
         if all(s.axis.link.switched for s in inside):
-            bw, hops = _switched(kind, v_in, g, inside[0].axis.link.bandwidth)
+            bw, hops = formulas.switched(v_in, g, inside[0].axis.link.bandwidth)
         else:
-            bw, hops = _torus(kind, v_in, inside)
+            bw, hops = formulas.torus(v_in, _torus_runs(inside))
         tiers.append((bw, hops, inside[0].axis.link.latency))
     if across:
-        bw, hops = _across(kind, v, m, g, across[0].axis.link.bandwidth)
+        bw, hops = formulas.across(v, m, g, across[0].axis.link.bandwidth)
         tiers.append((bw, hops, across[0].axis.link.latency))
     bandwidth = max(t[0] for t in tiers)
     latency = sum(h * lat for _, h, lat in tiers if lat is not None)
@@ -441,11 +283,33 @@ class ComputeTime:
     memory_seconds: float | None
     bound: str | None                   # "compute" or "memory"
     peak_flops: float | None
-    dtype: str
+    dtype: str                          # the program's matmul dtype
     notes: tuple[str, ...] = ()
+    peak_dtype: str = ""                # the dtype whose peak was used; "" when none was
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def matmul_peak(chip: Chip, dtype: str) -> tuple[float | None, str, str]:
+    """(peak FLOP/s, the dtype it is quoted for, a note) for matmuls in `dtype` on `chip`.
+
+    A float32 program on a chip with no float32 figure but a `float32_matmul_as` rule (TPUs)
+    runs at that dtype's peak, and the note says so; otherwise a missing dtype has no peak.
+    """
+    dtype = normalize_dtype(dtype)
+    if dtype in chip.peak_flops:
+        return chip.peak_flops[dtype], dtype, ""
+    alias = chip.float32_matmul_as
+    if dtype == "float32" and alias in chip.peak_flops:
+        peak = chip.peak_flops[alias]
+        return peak, alias, (
+            f"{chip.name} has no float32 matmul peak; it runs float32 matmuls as {alias} passes "
+            f"with float32 accumulation by default ({CLOUD_BF16}), so the {alias} peak "
+            f"{format_rate(peak, 'FLOP/s')} is used")
+    have = choices(chip.peak_flops) if chip.peak_flops else "none"
+    return None, "", (f"no sourced {dtype} peak for {chip.name} (sourced dtypes: {have}), so "
+                      "compute time is unknown")
 
 
 def compute_time(flops: float | None, bytes_accessed: float | None, dtype: str,
@@ -454,16 +318,15 @@ def compute_time(flops: float | None, bytes_accessed: float | None, dtype: str,
     chip = target.chip
     dtype = normalize_dtype(dtype)
     notes = []
-    peak = chip.peak_flops.get(dtype)
+    peak, peak_dtype, peak_note = matmul_peak(chip, dtype)
     flops_s = memory_s = None
     if flops is None:
         notes.append("XLA gave no FLOP count, so compute time is unknown")
-    elif peak is None:
-        have = choices(chip.peak_flops) if chip.peak_flops else "none"
-        notes.append(f"no sourced {dtype} peak for {chip.name} (sourced dtypes: {have}), so "
-                     "compute time is unknown")
     else:
-        flops_s = flops / peak
+        if peak_note:
+            notes.append(peak_note)
+        if peak is not None:
+            flops_s = flops / peak
     if bytes_accessed is None:
         notes.append("XLA gave no bytes-accessed count, so the HBM roofline is unknown")
     elif chip.memory_bandwidth is None:
@@ -471,10 +334,50 @@ def compute_time(flops: float | None, bytes_accessed: float | None, dtype: str,
     else:
         memory_s = bytes_accessed / chip.memory_bandwidth
     if flops_s is None:
-        return ComputeTime(None, None, memory_s, None, peak, dtype, tuple(notes))
-    if memory_s is not None and memory_s > flops_s:
-        return ComputeTime(memory_s, flops_s, memory_s, "memory", peak, dtype, tuple(notes))
-    return ComputeTime(flops_s, flops_s, memory_s, "compute", peak, dtype, tuple(notes))
+        return ComputeTime(None, None, memory_s, None, peak, dtype, tuple(notes), peak_dtype)
+    bound = "memory" if memory_s is not None and memory_s > flops_s else "compute"
+    return ComputeTime(max(flops_s, memory_s or 0.0), flops_s, memory_s, bound, peak, dtype,
+                       tuple(notes), peak_dtype)
+
+
+def roofline_seconds(flops: float, nbytes: float, peak: float, bandwidth: float | None) -> float:
+    """One instruction on the roofline: max(FLOPs / peak, bytes / HBM bandwidth); FLOPs alone
+    where the chip has no sourced memory bandwidth."""
+    return max(flops / peak, nbytes / bandwidth if bandwidth else 0.0)
+
+
+def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
+                           target: str | Target) -> ComputeTime:
+    """Compute over a schedule: each instruction on its own roofline, summed.
+
+    `work` holds (FLOPs, bytes, runs) per scheduled instruction. XLA runs the instructions of
+    one device one after another, so a memory-bound fusion cannot hide behind a compute-bound
+    dot: the roofline (SCALING_BOOK, tpus, Question 4) applies per instruction, and the sum is
+    at least the whole-program max(FLOPs / peak, bytes / bandwidth). `bound` names the side
+    whose instructions take most of the time.
+    """
+    target = get_target(target)
+    chip = target.chip
+    dtype = normalize_dtype(dtype)
+    peak, peak_dtype, peak_note = matmul_peak(chip, dtype)
+    bandwidth = chip.memory_bandwidth
+    notes = [peak_note] if peak_note else []
+    if bandwidth is None:
+        notes.append(f"no sourced memory bandwidth for {chip.name}, so no memory roofline")
+    memory_s = sum(r * b for _, b, r in work) / bandwidth if bandwidth else None
+    if peak is None:
+        return ComputeTime(None, None, memory_s, None, None, dtype, tuple(notes), "")
+    seconds = flops_bound = 0.0
+    for f, b, r in work:
+        t = r * roofline_seconds(f, b, peak, bandwidth)
+        seconds += t
+        if not bandwidth or f / peak >= b / bandwidth:
+            flops_bound += t
+    notes.append(f"compute sums {sum(r for *_, r in work)} scheduled instruction runs, each at "
+                 "max(FLOPs / peak, bytes / HBM bandwidth)")
+    bound = "compute" if flops_bound >= seconds - flops_bound else "memory"
+    return ComputeTime(seconds, sum(r * f for f, _, r in work) / peak, memory_s, bound, peak,
+                       dtype, tuple(notes), peak_dtype)
 
 
 @dataclass(frozen=True)
@@ -532,6 +435,9 @@ class Estimate:
     bound: str | None                            # "compute", "memory" or "communication"
     memory: MemoryFit | None
     notes: tuple[str, ...] = field(default=())
+    # The step on the predicted timeline of the scheduled program (explorer.report.trace):
+    # asynchronous collectives overlap the compute scheduled between their start and done.
+    step_trace_seconds: float | None = None
 
     @property
     def compute_seconds(self) -> float | None:
@@ -544,6 +450,7 @@ class Estimate:
             "compute": self.compute.to_dict(), "comm_seconds": self.comm_seconds,
             "step_lower_seconds": self.step_lower_seconds,
             "step_upper_seconds": self.step_upper_seconds, "bound": self.bound,
+            "step_trace_seconds": self.step_trace_seconds,
             "memory": self.memory.to_dict() if self.memory else None,
             "notes": list(self.notes),
         }
@@ -558,7 +465,7 @@ class Estimate:
         else:
             mem = f", HBM {format_seconds(c.memory_seconds)}" if c.memory_seconds else ""
             lines.append(f"compute  {format_seconds(c.seconds)} ({c.bound}-bound: FLOPs at "
-                         f"{format_rate(c.peak_flops, 'FLOP/s')} {c.dtype} "
+                         f"{format_rate(c.peak_flops, 'FLOP/s')} {c.peak_dtype} "
                          f"{format_seconds(c.flops_seconds)}{mem})")
         lines.append(f"comm     {format_seconds(self.comm_seconds)} in "
                      f"{len(self.collectives)} collective(s)")
@@ -566,6 +473,7 @@ class Estimate:
             secs = format_seconds(t.seconds) if t.seconds is not None else "?"
             over = ",".join(t.axes) or "-"
             lines.append(f"  {t.kind} over {over}: {format_bytes(t.bytes)}, {secs}"
+                         + (f" x{t.runs} (in a loop)" if t.runs != 1 else "")
                          + (f", {t.links}" if t.links else "")
                          + (f" [{t.bound}-bound]" if t.bound == "latency" else ""))
         if self.step_lower_seconds is not None:
@@ -573,6 +481,9 @@ class Estimate:
                      if self.step_upper_seconds is not None else "?")
             lines.append(f"step     {format_seconds(self.step_lower_seconds)} (full overlap) to "
                          f"{upper} (no overlap)" + (f": {self.bound}-bound" if self.bound else ""))
+        if self.step_trace_seconds is not None:
+            lines.append(f"trace    {format_seconds(self.step_trace_seconds)} on the predicted "
+                         "timeline of the compiled schedule")
         if self.memory:
             lines.append(f"memory   {self.memory.text}")
         lines += [f"note     {n}" for n in self.notes]
@@ -593,13 +504,17 @@ def format_seconds(s: float | None) -> str:
 def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float | None,
              memory_bytes: float | None, dtype: str, mesh_names: Sequence[str],
              mesh_sizes: Sequence[int], target: str | Target,
-             mapping: AxisMapping | str | Mapping | None = None) -> Estimate:
+             mapping: AxisMapping | str | Mapping | None = None,
+             work: Work | None = None) -> Estimate:
     """Predict a step on `target` from plain data.
 
     `collectives`: objects with .kind, .axes, .program_bytes and .group_size (Report's
-    Collective). `flops`, `bytes_accessed`: per device, from XLA's cost analysis (None when XLA
-    gave none). `memory_bytes`: per device. `dtype`: the matmul dtype whose peak applies.
-    `mapping`: None for default_mapping, else as check_mapping takes.
+    Collective; .hlo_name too when `work` is given). `flops`, `bytes_accessed`: per device, from
+    XLA's cost analysis (None when XLA gave none). `memory_bytes`: per device. `dtype`: the
+    matmul dtype whose peak applies. `mapping`: None for default_mapping, else as check_mapping
+    takes. `work`: what the compiled schedule runs (explorer.hlo.schedule.schedule_work); with
+    it, compute is summed per instruction and a collective in a loop counts once per trip,
+    so that the bounds bracket the step on the predicted timeline.
     """
     target = get_target(target)
     if mapping is None:
@@ -609,13 +524,27 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
     notes: list[str] = []
     times = tuple(collective_time(c.kind, c.program_bytes, c.axes, target, placed,
                                   getattr(c, "group_size", None)) for c in collectives)
+    if work is not None:
+        times = tuple(replace(t, runs=work.collective_runs.get(getattr(c, "hlo_name", ""), 1))
+                      for c, t in zip(collectives, times, strict=True))
     unplaced = [t for t in times if t.seconds is None]
-    comm = sum(t.seconds for t in times if t.seconds is not None)
+    comm = sum(t.runs * t.seconds for t in times if t.seconds is not None)
     if unplaced:
         notes.append(f"{len(unplaced)} collective(s) could not be timed "
                      f"({unplaced[0].note}); communication time counts only the others")
-    comp = compute_time(flops, bytes_accessed, dtype, target)
+    if work is None:
+        comp = compute_time(flops, bytes_accessed, dtype, target)
+    else:
+        comp = scheduled_compute_time(work.compute, dtype, target)
+        notes += [f"loop {name!r}: its trip count could not be read, so its body is counted "
+                  "once" for name in work.uncounted_loops]
     notes += comp.notes
+    if work is not None:
+        whole = compute_time(flops, bytes_accessed, dtype, target)
+        if whole.seconds is not None and comp.seconds is not None:
+            notes.append(f"for comparison, XLA's whole-program counts ({flops:.3g} FLOPs, "
+                         f"{format_bytes(bytes_accessed or 0)} accessed, loop bodies once) give "
+                         f"{format_seconds(whole.seconds)} on one roofline")
     fit = memory_fit(memory_bytes, target)
     if memory_bytes is None:
         notes.append("no per-device memory figure, so no memory verdict")
@@ -631,11 +560,13 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
 
 
 def estimate_report(report, target: str | Target, dtype: str | None = None,
-                    mapping: AxisMapping | str | Mapping | None = None) -> Estimate:
-    """estimate() applied to a Report. `dtype` defaults to that of the largest input tensor."""
+                    mapping: AxisMapping | str | Mapping | None = None,
+                    work: Work | None = None) -> Estimate:
+    """estimate() applied to a Report. `dtype` defaults to that of the largest input tensor;
+    `work` is what the Report's compiled schedule runs, as estimate() takes it."""
     if dtype is None:
         inputs = [t for t in report.tensors if t.kind == "input"] or list(report.tensors)
         dtype = max(inputs, key=lambda t: t.bytes_per_device).dtype if inputs else "float32"
     memory = report.memory.total if report.memory is not None else None
     return estimate(report.collectives, report.cost.flops, report.cost.bytes_accessed, memory,
-                    dtype, report.mesh.names, report.mesh.sizes, target, mapping)
+                    dtype, report.mesh.names, report.mesh.sizes, target, mapping, work)

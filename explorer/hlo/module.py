@@ -7,6 +7,7 @@ is the one complete source.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from math import prod
@@ -187,6 +188,18 @@ class HloModule:
         if f and ln:
             return (f.group(1), int(ln.group(1)), "")
         return None
+
+
+def short_path(path: str) -> str:
+    """A source path as people read it: package-relative inside explorer, cwd-relative below it."""
+    norm = path.replace(os.sep, "/")
+    if "/explorer/" in norm:
+        return "explorer/" + norm.rsplit("/explorer/", 1)[1]
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
 
 
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")

@@ -6,14 +6,20 @@ partitioner saw after propagation, source lines from the modules' stack-frame ta
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from math import prod
 
 from explorer.compile.protocol import CELL_NAME, CompileResult, Measurement
 from explorer.hlo.collectives import CollectiveKind, collective_kind
 from explorer.hlo.groups import axes_of_groups, axes_of_pairs, device_groups, source_target_pairs
-from explorer.hlo.module import HLO_DTYPE_BYTES, HLO_TO_NUMPY, HloModule, Instruction, parse_module
+from explorer.hlo.module import (
+    HLO_DTYPE_BYTES,
+    HLO_TO_NUMPY,
+    HloModule,
+    Instruction,
+    parse_module,
+    short_path,
+)
 from explorer.hlo.sharding import tiling_from_hlo
 from explorer.report.report import (
     Collective,
@@ -59,18 +65,6 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
         notes=tuple(unread),
         warnings=raw.warnings,
     )
-
-
-def short_path(path: str) -> str:
-    """A source path as people read it: package-relative inside explorer, cwd-relative below it."""
-    norm = path.replace(os.sep, "/")
-    if "/explorer/" in norm:
-        return "explorer/" + norm.rsplit("/explorer/", 1)[1]
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
 
 
 def _source(module: HloModule, instr: Instruction) -> str:

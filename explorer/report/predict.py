@@ -1,7 +1,8 @@
 """Attach a target's predicted times to a Report (the cost model applied after the compile).
 
 Kept apart from the compile so that a cached Report can be re-predicted for another target or
-axis mapping without compiling again.
+axis mapping without compiling again. The compiled schedule, when the Report has one, makes
+the estimate count compute per instruction and loops by their trips, and gives the trace.
 """
 
 from __future__ import annotations
@@ -9,12 +10,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 from explorer.cost.model import estimate_report
+from explorer.hlo.schedule import read_schedule, schedule_work
 from explorer.report.report import Report
+from explorer.report.trace import step_trace
 
 
 def with_target(report: Report, target: str, mapping=None, dtype: str | None = None) -> Report:
-    """`report` with est_seconds on every collective and the step estimate for `target`."""
-    est = estimate_report(report, target, dtype=dtype, mapping=mapping)
+    """`report` with est_seconds on every collective, the step estimate for `target` and the
+    predicted step trace."""
+    schedule = read_schedule(report.optimized_hlo)
+    work = schedule_work(schedule) if schedule.steps else None
+    est = estimate_report(report, target, dtype=dtype, mapping=mapping, work=work)
+    trace = step_trace(schedule, report.collectives, est) if work is not None else None
+    if trace is not None:
+        est = replace(est, step_trace_seconds=trace.seconds)
     collectives = tuple(replace(c, est_seconds=t.seconds)
                         for c, t in zip(report.collectives, est.collectives, strict=True))
-    return replace(report, collectives=collectives, estimate=est)
+    return replace(report, collectives=collectives, estimate=est, trace=trace)

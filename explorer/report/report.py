@@ -14,6 +14,7 @@ from explorer.cost.model import Estimate
 from explorer.errors import TensorError, choices
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.sharding import tiling_from_hlo
+from explorer.report.trace import StepTrace
 from explorer.spec.layout import shard_ranges
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import DTYPE_BYTES, Entry, format_spec
@@ -170,6 +171,9 @@ class Report:
     workload: WorkloadInfo | None = None
     # The prediction for a target, when one was asked for.
     estimate: Estimate | None = None
+    # The predicted timeline of the compiled schedule on that target (events on a compute and a
+    # communication lane); None without an estimate or where the target has no peak to time by.
+    trace: StepTrace | None = field(default=None, repr=False)
     # What the readers could not read, said rather than guessed (e.g. an unreadable sharding).
     notes: tuple[str, ...] = ()
     # What XLA and Shardy printed while compiling (e.g. "Involuntary full rematerialization").

@@ -18,7 +18,7 @@ import ipywidgets as w
 
 from explorer.api.workload import analyze_workload
 from explorer.cost.hardware import get_target, targets
-from explorer.cost.model import check_mapping, default_mapping
+from explorer.cost.mapping import check_mapping, default_mapping
 from explorer.errors import ExplorerError, MeshError, SpecError, WorkloadError
 from explorer.report.report import Report
 from explorer.spec.mesh import parse_mesh

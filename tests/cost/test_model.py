@@ -6,25 +6,25 @@ No jax here: the cost model is pure arithmetic over the catalog.
 """
 
 import json
+from enum import StrEnum
 from types import SimpleNamespace
 
 import pytest
 
 from explorer import TargetError
-from explorer.cost.hardware import get_target, targets
+from explorer.compile.tpu import topology_chips
+from explorer.cost import model
+from explorer.cost.hardware import get_target, targets, tpu_generations
+from explorer.cost.mapping import AxisMapping, check_mapping, default_mapping, parse_mapping
 from explorer.cost.model import (
-    AxisMapping,
-    MappingError,
-    check_mapping,
     collective_time,
     compute_time,
-    default_mapping,
     estimate,
     estimate_report,
     memory_fit,
-    parse_mapping,
 )
-from explorer.errors import ExplorerError
+from explorer.errors import ExplorerError, MappingError
+from explorer.hlo.collectives import CollectiveKind
 
 
 def coll(kind, nbytes, *axes, group_size=None):
@@ -330,10 +330,28 @@ def test_missing_flops_is_said_not_invented():
     assert est.bound is None and est.memory is None
     assert est.step_lower_seconds == pytest.approx(est.comm_seconds)
     assert any("no FLOP count" in n for n in est.notes)
-    # A dtype without a sourced peak is said too (no float32 figure for TPUs).
-    est = estimate([], 1e12, None, None, "float32", ("data",), (4,), "tpu-v5e-2x2")
+    # A dtype without a sourced peak is said too: no int32 figure for the H100, no float16
+    # one for TPUs (the bf16 rule below is for float32 only).
+    est = estimate([], 1e12, None, None, "int32", ("data",), (8,), "h100-8")
+    assert est.compute.seconds is None and est.step_lower_seconds is None
+    assert any("no sourced int32 peak for H100 SXM" in n for n in est.notes)
+    est = estimate([], 1e12, None, None, "float16", ("data",), (4,), "tpu-v5e-2x2")
     assert est.compute.seconds is None
-    assert any("no sourced float32 peak for TPU v5e" in n for n in est.notes)
+
+
+def test_tpu_float32_is_predicted_at_the_bf16_peak():
+    # Cloud TPU, "Improve your model's performance with bfloat16": "By default, TPUs perform
+    # matrix multiplication operations with bfloat16 values and accumulations with IEEE float32
+    # values"; no TPU page quotes a float32 peak. TPU v5e bf16: 197e12 FLOP/s (Cloud v5e page),
+    # so 197e12 FLOPs take one second; 819e9 bytes at 819 GB/s (same page) take one too.
+    est = estimate([], 197e12, 819e9 / 2, None, "float32", ("data",), (4,), "tpu-v5e-2x2")
+    assert est.compute.seconds == pytest.approx(1.0)
+    assert est.compute.memory_seconds == pytest.approx(0.5)
+    assert est.step_lower_seconds == pytest.approx(1.0) == est.step_upper_seconds
+    assert est.dtype == "float32" and est.compute.peak_dtype == "bfloat16"
+    [note] = [n for n in est.notes if "float32" in n]
+    assert "TPU v5e has no float32 matmul peak" in note and "bfloat16 peak 197 TFLOP/s" in note
+    assert "197 TFLOP/s bfloat16" in est.text()
 
 
 def test_cpu_and_bow_have_no_invented_numbers():
@@ -422,8 +440,28 @@ def test_mapping_that_does_not_fit_names_the_limit():
         check_mapping("tpu-v5e-4x4", ("a", "b"), (4, 4), "a=x,b=x")
     with pytest.raises(MappingError, match="made for h100-8, not a100-8"):
         collective_time("all-gather", 1, ("a",), "a100-8", default_mapping("h100-8", "a", (8,)))
-    with pytest.raises(ExplorerError, match="not one of"):
-        collective_time("broadcast", 1, ("a",), "h100-8", default_mapping("h100-8", "a", (8,)))
+
+
+def test_every_collective_kind_has_a_formula_and_others_raise(monkeypatch):
+    assert set(model.FORMULAS) == set(CollectiveKind)
+    mapping = default_mapping("h100-8", ("a",), (8,))
+    # A kind string XLA might print that the explorer has no formula for.
+    with pytest.raises(ExplorerError, match="'broadcast' has no time formula") as e:
+        collective_time("broadcast", 2**20, ("a",), "h100-8", mapping)
+    assert "'all-gather'" in str(e.value) and "'collective-permute'" in str(e.value)
+
+    # A kind from another enum, and a member whose formula was never written: both raise, and
+    # neither is priced as some other kind.
+    class FakeKind(StrEnum):
+        RAGGED_ALL_TO_ALL = "ragged-all-to-all"
+
+    with pytest.raises(ExplorerError, match="'ragged-all-to-all' has no time formula"):
+        collective_time(FakeKind.RAGGED_ALL_TO_ALL, 2**20, ("a",), "h100-8", mapping)
+    without_permute = {k: f for k, f in model.FORMULAS.items()
+                       if k is not CollectiveKind.COLLECTIVE_PERMUTE}
+    monkeypatch.setattr(model, "FORMULAS", without_permute)
+    with pytest.raises(ExplorerError, match="'collective-permute' has no time formula"):
+        collective_time(CollectiveKind.COLLECTIVE_PERMUTE, 2**20, ("a",), "h100-8", mapping)
 
 
 def test_default_mapping_puts_inner_axes_on_fast_links():
@@ -440,3 +478,11 @@ def test_mapping_text_round_trip():
     m = check_mapping("tpu-v5e-16x16", ("a", "b"), (8, 32), "a=y:8,b=x+y:2")
     assert isinstance(m, AxisMapping)
     assert check_mapping("tpu-v5e-16x16", ("a", "b"), (8, 32), m.text()) == m
+
+
+def test_tpu_topologies_take_their_generations_from_the_catalog():
+    # CLOUD v4/v5p: 3-D torus slices (e.g. 4x4x8); v5e/v6e: 2-D (e.g. 16x16).
+    assert tpu_generations() == {"v4": 3, "v5e": 2, "v5p": 3, "v6e": 2}
+    assert topology_chips("v5p:4x4x8") == 128 and topology_chips("v6e:16x16") == 256
+    with pytest.raises(ExplorerError, match="a v5e slice has 2 dimensions"):
+        topology_chips("v5e:4x4x4")

@@ -14,13 +14,16 @@ import explorer
 from explorer import analyze_workload
 
 NVLINK_H100 = 450e9   # bytes/s, one direction
+NVLINK_A100 = 300e9   # bytes/s, one direction: NVLink 3, "600GB/s" both ways (nvidia.com a100)
+NVLINK_STEP = 0.6e-6  # s per ring step: NCCL's hwLat[NVLINK][Ring][LL] (src/graph/tuning.cc)
+
+MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
+BIG = {"batch": 4096, "d_model": 1024}
 
 
 def test_megatron_all_reduce_on_h100_nvlink():
-    batch, d_model = 4096, 1024
-    r = analyze_workload("mlp", "data=2,model=4", target="h100-8",
-                         specs={"x": "data,None", "w1": "None,model", "w2": "model,None"},
-                         params={"batch": batch, "d_model": d_model})
+    batch, d_model = BIG["batch"], BIG["d_model"]
+    r = analyze_workload("mlp", "data=2,model=4", target="h100-8", specs=MEGATRON, params=BIG)
     [c] = r.collectives
     v = batch // 2 * d_model * 4                    # 8 MiB per device
     expected = 2 * (4 - 1) / 4 * v / NVLINK_H100     # ring all-reduce over the 4 model GPUs
@@ -36,13 +39,20 @@ def test_megatron_all_reduce_on_h100_nvlink():
 
 
 def test_the_cached_compile_is_re_predicted_for_another_target():
-    specs = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
-    a = analyze_workload("mlp", "data=2,model=4", specs=specs, target="h100-8")
-    b = analyze_workload("mlp", "data=2,model=4", specs=specs, target="a100-8")
+    a = analyze_workload("mlp", "data=2,model=4", specs=MEGATRON, params=BIG, target="h100-8")
+    b = analyze_workload("mlp", "data=2,model=4", specs=MEGATRON, params=BIG, target="a100-8")
     assert b.timing.cached
-    # A100 NVLink 3: 600 GB/s both ways, 300 GB/s each way, vs H100's 450: 1.5× slower when
-    # bandwidth-bound, never faster.
-    assert b.collectives[0].est_seconds >= a.collectives[0].est_seconds
+    assert a.estimate.target == "h100-8" and b.estimate.target == "a100-8"
+    # 8 MiB per device over 4 GPUs: 2·3/4·V/w is 14 us on H100, 21 us on A100, against a
+    # latency floor of 2·3 ring steps · 0.6 us = 3.6 us, so both are bandwidth-bound and the
+    # ratio of their times is the inverse ratio of the one-way NVLink bandwidths, 450/300.
+    v = BIG["batch"] // 2 * BIG["d_model"] * 4
+    [ta], [tb] = a.estimate.collectives, b.estimate.collectives
+    assert ta.bound == tb.bound == "bandwidth"
+    assert 2 * 3 * NVLINK_STEP < 2 * 3 / 4 * v / NVLINK_H100
+    assert b.collectives[0].est_seconds / a.collectives[0].est_seconds == \
+        pytest.approx(NVLINK_H100 / NVLINK_A100, rel=1e-9)
+    assert b.collectives[0].est_seconds == pytest.approx(2 * 3 / 4 * v / NVLINK_A100, rel=1e-9)
 
 
 def test_unknown_target_lists_the_choices_before_compiling():

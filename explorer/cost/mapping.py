@@ -1,0 +1,243 @@
+"""Where each mesh axis lives on a target: mesh axes mapped onto physical axes (links).
+
+A mapping places every mesh axis on one or more physical axes of the target (torus dimensions,
+the GPUs of a node, nodes, slices); the time formulas in explorer/cost/model.py read which links
+a collective crosses from it. Rules and examples: docs/cost-model.md, "Mapping mesh axes onto the
+machine". Pure data and validation; no jax.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from math import gcd, prod
+
+from explorer.cost.hardware import PhysicalAxis, Target, get_target, targets_with_chips
+from explorer.errors import MappingError, choices
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The part of one physical axis that one mesh axis occupies.
+
+    On a physical axis shared by several mesh axes, the later mesh axis (inner, as in row-major
+    device order) takes neighbouring chips (stride 1); an earlier one steps over it (stride =
+    the inner factors), so its traffic crosses `stride` links per logical hop.
+    """
+
+    mesh_axis: str
+    axis: PhysicalAxis
+    factor: int
+    stride: int = 1
+
+    @property
+    def wraps(self) -> bool:
+        """A closed ring: the physical axis wraps and this segment goes all the way round."""
+        return (self.axis.wraparound and not self.axis.link.switched
+                and self.factor * self.stride == self.axis.size)
+
+    def text(self) -> str:
+        return self.axis.name if self.factor == self.axis.size else \
+            f"{self.axis.name}:{self.factor}"
+
+
+@dataclass(frozen=True)
+class AxisMapping:
+    """Where each mesh axis lives on a target. Build it with default_mapping/check_mapping."""
+
+    target: str
+    names: tuple[str, ...]
+    sizes: tuple[int, ...]
+    placement: tuple[tuple[Segment, ...], ...]     # per mesh axis, in mesh order
+
+    def segments(self, mesh_axis: str) -> tuple[Segment, ...]:
+        if mesh_axis not in self.names:
+            raise MappingError(f"collective names mesh axis {mesh_axis!r}, which the mesh "
+                               f"lacks; mesh axes: {choices(self.names)}", axis=mesh_axis,
+                               target=self.target)
+        return self.placement[self.names.index(mesh_axis)]
+
+    def to_dict(self) -> dict[str, str]:
+        return {n: "+".join(s.text() for s in segs) or "-"
+                for n, segs in zip(self.names, self.placement, strict=True)}
+
+    def text(self) -> str:
+        """The mapping as check_mapping/parse_mapping accept it, e.g. 'data=slice,model=x+y'."""
+        return ",".join(f"{n}={t}" for n, t in self.to_dict().items())
+
+
+def parse_mapping(text: str) -> dict[str, tuple[str, ...]]:
+    """`'data=slice,model=x+y:2'` -> {'data': ('slice',), 'model': ('x', 'y:2')}.
+
+    Each mesh axis names the physical axes it spans, joined by '+'; ':k' takes k of that
+    axis's chips instead of all of them.
+    """
+    out: dict[str, tuple[str, ...]] = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        name, eq, rhs = (p.strip() for p in part.partition("="))
+        if not eq or not rhs:
+            raise MappingError(f"mapping entry {part!r} in {text!r} is not mesh_axis=physical "
+                               "axes; write e.g. 'data=slice,model=x+y' or 'model=gpu+node:2'")
+        out[name] = tuple(p.strip() for p in rhs.split("+"))
+    return out
+
+
+def _check_mesh(target: Target, names, sizes) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    names, sizes = tuple(names), tuple(int(s) for s in sizes)
+    if len(names) != len(sizes):
+        raise MappingError(f"mesh has {len(names)} axis names but {len(sizes)} sizes")
+    n = prod(sizes)
+    if target.chips is not None and n != target.chips:
+        same = targets_with_chips(n)
+        hint = (f"; targets with {n} devices: {choices(same)}" if same else
+                f"; no catalog target has {n} devices")
+        mesh = ",".join(f"{a}={s}" for a, s in zip(names, sizes, strict=True))
+        raise MappingError(f"mesh {mesh!r} has {n} devices but {target.name} has "
+                           f"{target.chips} chips{hint}", target=target.name)
+    return names, sizes
+
+
+def _limit(target: Target, axis: PhysicalAxis) -> str:
+    """The physical limit of an axis, in words, for error messages."""
+    if axis.name == "gpu":
+        return f"a node has {axis.size} GPU{'s' if axis.size > 1 else ''} on NVLink"
+    if axis.name == "node":
+        return f"{target.name} has {axis.size} nodes on InfiniBand"
+    if axis.name == "slice":
+        return f"{target.name} has {axis.size} slices on DCN"
+    if axis.name == "ipu":
+        return f"a Bow-2000 has {axis.size} IPUs"
+    return f"{target.name}'s ICI dimension {axis.name!r} has {axis.size} chips"
+
+
+def _hint(target: Target, axis: PhysicalAxis, mesh_axis: str, size: int) -> str:
+    others = [a for a in target.axes if a.name != axis.name]
+    if not others:
+        return ""
+    rest = size // axis.size if size % axis.size == 0 else None
+    if rest and any(a.size % rest == 0 for a in others):
+        nxt = next(a for a in others if a.size % rest == 0)
+        return f"; map the rest elsewhere, e.g. {mesh_axis}={axis.name}+{nxt.name}:{rest}"
+    return f"; other axes: {', '.join(a.describe() for a in others)}"
+
+
+def check_mapping(target: str | Target, mesh_names: Sequence[str], mesh_sizes: Sequence[int],
+                  mapping: AxisMapping | str | Mapping[str, str | Sequence]) -> AxisMapping:
+    """Validate a user mapping of mesh axes onto physical axes; the error names the limit.
+
+    `mapping` is text ('data=slice,model=x+y:2'), a dict {mesh axis: physical axes}, whose
+    values are a name, 'name:k', (name, k) or a sequence of those, or an AxisMapping.
+    """
+    target = get_target(target)
+    names, sizes = _check_mesh(target, mesh_names, mesh_sizes)
+    if isinstance(mapping, AxisMapping):
+        mapping = {n: tuple(s.text() for s in segs)
+                   for n, segs in zip(mapping.names, mapping.placement, strict=True)}
+    elif isinstance(mapping, str):
+        mapping = parse_mapping(mapping)
+    for key in mapping:
+        if key not in names:
+            raise MappingError(f"mapping names mesh axis {key!r}, which the mesh lacks; mesh "
+                               f"axes: {choices(names)}", axis=key, target=target.name)
+    if target.family == "cpu":
+        return AxisMapping(target.name, names, sizes, tuple(() for _ in names))
+    phys_names = [a.name for a in target.axes]
+    raw: list[list[tuple[PhysicalAxis, int]]] = []
+    for name, size in zip(names, sizes, strict=True):
+        entries = mapping.get(name, ())
+        if isinstance(entries, str) or (isinstance(entries, tuple) and len(entries) == 2
+                                        and isinstance(entries[1], int)):
+            entries = (entries,)
+        if not entries and size > 1:
+            raise MappingError(f"mesh axis {name!r} (size {size}) is not mapped; map it onto "
+                               f"{', '.join(a.describe() for a in target.axes)}",
+                               axis=name, target=target.name)
+        placed = []
+        for entry in entries:
+            if isinstance(entry, tuple):
+                phys_name, factor = entry
+            else:
+                phys_name, _, f_text = str(entry).partition(":")
+                factor = None
+                if f_text:
+                    if not re.fullmatch(r"\d+", f_text.strip()):
+                        raise MappingError(f"mesh axis {name!r}: {entry!r} has factor "
+                                           f"{f_text!r}, not a whole number", axis=name,
+                                           target=target.name)
+                    factor = int(f_text)
+            phys_name = phys_name.strip()
+            if phys_name not in phys_names:
+                raise MappingError(
+                    f"mesh axis {name!r} is mapped to {phys_name!r}, which {target.name} lacks; "
+                    f"its axes: {', '.join(a.describe() for a in target.axes) or '(none)'}",
+                    axis=name, target=target.name)
+            axis = target.axis(phys_name)
+            factor = axis.size if factor is None else factor
+            if factor < 1 or factor > axis.size or axis.size % factor:
+                raise MappingError(
+                    f"mesh axis {name!r} takes {factor} from {phys_name!r} but "
+                    f"{_limit(target, axis)}; a factor must divide {axis.size}"
+                    + _hint(target, axis, name, factor), axis=name, target=target.name)
+            placed.append((axis, factor))
+        spanned = prod(f for _, f in placed)
+        if spanned != size:
+            where = " + ".join(f"{a.name}:{f}" for a, f in placed)
+            limits = "; ".join(_limit(target, a) for a, _ in placed)
+            hint = _hint(target, placed[0][0], name, size) if len(placed) == 1 else ""
+            raise MappingError(
+                f"mesh axis {name!r} has size {size} but is mapped to {where} = {spanned} "
+                f"devices ({limits}){hint}", axis=name, target=target.name)
+        raw.append(placed)
+    # Each physical axis must be shared out exactly; inner (later) mesh axes get stride 1.
+    placement: list[list[Segment]] = [[] for _ in names]
+    for axis in target.axes:
+        stride = 1
+        for i in reversed(range(len(names))):
+            for a, f in raw[i]:
+                if a.name == axis.name:
+                    placement[i].append(Segment(names[i], axis, f, stride))
+                    stride *= f
+        if stride > axis.size or axis.size % stride:
+            users = [names[i] for i in range(len(names)) if any(a.name == axis.name
+                                                                 for a, _ in raw[i])]
+            raise MappingError(f"mesh axes {choices(users)} ask for {stride} of "
+                               f"{axis.name!r} but {_limit(target, axis)}",
+                               axis=users[0] if users else None, target=target.name)
+    return AxisMapping(target.name, names, sizes,
+                       tuple(tuple(p) for p in placement))
+
+
+def default_mapping(target: str | Target, mesh_names: Sequence[str],
+                    mesh_sizes: Sequence[int]) -> AxisMapping:
+    """Innermost mesh axes on the fastest links: walk the mesh from its last axis and the
+    machine from its innermost axis (ICI/NVLink before DCN/InfiniBand), giving each mesh axis
+    the largest factor of the current physical axis that divides it."""
+    target = get_target(target)
+    names, sizes = _check_mesh(target, mesh_names, mesh_sizes)
+    if target.family == "cpu":
+        return AxisMapping(target.name, names, sizes, tuple(() for _ in names))
+    remaining = [a.size for a in target.axes]
+    j = len(remaining) - 1
+    assign: dict[str, list[tuple[str, int]]] = {}
+    for i in reversed(range(len(names))):
+        need, placed = sizes[i], []
+        while need > 1:
+            while j >= 0 and remaining[j] == 1:
+                j -= 1
+            f = gcd(need, remaining[j]) if j >= 0 else 1
+            if f == 1:
+                left = target.axes[j].describe() if j >= 0 else "nothing"
+                raise MappingError(
+                    f"no default mapping: mesh axis {names[i]!r} still needs {need} devices "
+                    f"but the next free physical axis is {left}; give a mapping such as "
+                    f"'{names[i]}=...' over {choices(a.name for a in target.axes)}",
+                    axis=names[i], target=target.name)
+            placed.append((target.axes[j].name, f))
+            need //= f
+            remaining[j] //= f
+        assign[names[i]] = placed
+    return check_mapping(target, names, sizes, assign)

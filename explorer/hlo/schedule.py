@@ -1,0 +1,390 @@
+"""The scheduled entry computation of an optimized module: what runs, in order, and its size.
+
+XLA schedules a module before it emits code and prints `is_scheduled=true` in its header; in
+such a module each computation lists its instructions in execution order (CPU compiles and TPU
+ahead-of-time compiles alike). This reader turns the entry computation into Steps: what each
+instruction is (free, compute, a synchronous collective, the start or done of an asynchronous
+one, a loop) and the numbers a cost model needs (FLOPs, bytes touched). It prices nothing:
+explorer/report/trace.py turns Steps into times on a target.
+
+Counting rules (docs/cost-model.md, "The predicted step trace"):
+
+- dot: 2 · prod(result dims) · prod(lhs contracting dims); convolution: 2 · prod(result dims)
+  · prod(kernel dims) / kernel output features. A fusion counts the dots and convolutions of
+  its `calls=` body (and of fusions nested in it).
+- bytes: every operand plus the result, as the instruction's shapes say.
+- parameters, constants, tuples, get-tuple-element, bitcasts and ids cost nothing; so do
+  asynchronous copies and slices (copy-start, slice-start: DMAs that run beside compute).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from math import ceil, prod
+
+from explorer.hlo.collectives import collective_kind
+from explorer.hlo.module import HloModule, Instruction, parse_module
+
+# Instructions that move no data and do no arithmetic of their own.
+FREE_OPCODES = frozenset({
+    "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "partition-id",
+    "replica-id", "after-all", "add-dependency", "opt-barrier", "domain", "async-update",
+})
+
+
+class StepKind(StrEnum):
+    FREE = "free"
+    COMPUTE = "compute"                      # costed from its FLOPs and bytes
+    COLLECTIVE = "collective"                # synchronous: compute waits for it
+    COLLECTIVE_START = "collective-start"    # an asynchronous collective begins
+    COLLECTIVE_DONE = "collective-done"      # ... and compute waits for it here
+    LOOP = "loop"                            # a while: its body runs `trips` times
+
+
+@dataclass(frozen=True)
+class Step:
+    """One instruction of a scheduled computation."""
+
+    instr: Instruction
+    kind: StepKind
+    flops: float = 0.0          # dot and convolution FLOPs, fusion bodies included
+    bytes: float = 0.0          # operands + result
+    # The collective instructions it runs, named as explorer.report.build.read_collectives
+    # names them: the -start itself, the collective inside an async-start's or a fusion's body.
+    collectives: tuple[str, ...] = ()
+    start: str = ""             # COLLECTIVE_DONE: the name of its start
+    body: tuple[Step, ...] = ()  # LOOP: the body's steps
+    trips: int | None = None    # LOOP: how many times the body runs; None when unreadable
+    # COLLECTIVE fusion: its body has a dot or convolution that does not wait for the
+    # collective (TPU async collective fusions), so that arithmetic runs alongside it; else the
+    # fusion's arithmetic runs after the collective (e.g. the slice of an all-reduce-scatter).
+    overlaps: bool = False
+
+
+@dataclass(frozen=True)
+class Schedule:
+    module: HloModule
+    steps: tuple[Step, ...]
+    scheduled: bool             # the header says is_scheduled=true: text order is run order
+
+
+def read_schedule(text: str) -> Schedule:
+    """The entry computation of an optimized module's text (compiled.as_text()) as Steps."""
+    module = parse_module(text)
+    header = next((ln for ln in text.splitlines() if ln.startswith("HloModule ")), "")
+    reader = _Reader(module)
+    return Schedule(module, reader.steps(module.entry), "is_scheduled=true" in header)
+
+
+def dot_flops(instr: Instruction, names: dict[str, Instruction]) -> float:
+    """2 · prod(result dims) · prod(lhs contracting dims): one multiply and one add per term."""
+    lhs = names.get(instr.operands[0]) if instr.operands else None
+    if lhs is None or not lhs.arrays or not instr.arrays:
+        return 0.0
+    dims = lhs.arrays[0].dims
+    contracting = _ints(instr.attr("lhs_contracting_dims"))
+    return 2.0 * prod(instr.arrays[0].dims) * prod(dims[d] for d in contracting if d < len(dims))
+
+
+def convolution_flops(instr: Instruction, names: dict[str, Instruction]) -> float:
+    """2 · prod(result dims) · (kernel elements per output feature): each output element sums
+    over the kernel's input features and window. dim_labels name the kernel's output feature
+    dimension 'o' (e.g. `bf_io->bf`, `b01f_01io->b01f`)."""
+    rhs = names.get(instr.operands[1]) if len(instr.operands) > 1 else None
+    labels = instr.attr("dim_labels") or ""
+    m = re.fullmatch(r"[^_]*_([^-]*)->.*", labels)
+    if rhs is None or not rhs.arrays or not instr.arrays or not m or "o" not in m.group(1):
+        return 0.0
+    kernel = rhs.arrays[0].dims
+    out_features = kernel[m.group(1).index("o")]
+    return 2.0 * prod(instr.arrays[0].dims) * prod(kernel) / max(out_features, 1)
+
+
+def trip_count(module: HloModule, loop: Instruction) -> int | None:
+    """How many times a while runs its body: XLA's `known_trip_count`, else read from a
+    condition `i < N` (or `<=`, `>`, `>=`, `!=`) on a counter that starts at a constant and
+    steps by a constant in the body; None when neither can be read."""
+    config = _json(loop.attr("backend_config"))
+    known = config.get("known_trip_count", {}).get("n")
+    if known is not None:
+        return int(known)
+    bound = _condition(module, (loop.attr("condition") or "").lstrip("%"))
+    if bound is None:
+        return None
+    index, limit, direction = bound
+    names = module.by_name()
+    init = config.get("known_init_step", {})
+    start = int(init["init"]) if "init" in init else _tuple_constant(names, loop, index)
+    step = int(init["step"]) if "step" in init else _body_step(
+        module, (loop.attr("body") or "").lstrip("%"), index)
+    if start is None or not step:
+        return None
+    if step > 0 and direction in ("LT", "NE"):
+        span = limit - start
+    elif step > 0 and direction == "LE":
+        span = limit - start + 1
+    elif step < 0 and direction in ("GT", "NE"):
+        span = start - limit
+    elif step < 0 and direction == "GE":
+        span = start - limit + 1
+    else:
+        return None
+    return max(0, ceil(span / abs(step)))
+
+
+# ---------------------------------------------------------------------------------------------
+
+class _Reader:
+    def __init__(self, module: HloModule):
+        self.module = module
+        self.names = module.by_name()
+
+    def steps(self, computation: str) -> tuple[Step, ...]:
+        out: list[Step] = []
+        for instr in self.module.computations.get(computation, []):
+            if instr.opcode == "call":
+                # A call runs its computation in place: inline its steps.
+                out += self.steps((instr.attr("to_apply") or "").lstrip("%"))
+            else:
+                out.append(self.step(instr))
+        return tuple(out)
+
+    def step(self, instr: Instruction) -> Step:
+        op = instr.opcode
+        kind, is_async = collective_kind(op)
+        if kind is not None:   # its time is the collective's formula, not its bytes
+            return Step(instr, StepKind.COLLECTIVE_START if is_async else StepKind.COLLECTIVE,
+                        collectives=(instr.name,))
+        if op == "async-start":
+            called = (instr.attr("calls") or "").lstrip("%")
+            inner = self.collectives_in(called)
+            if inner:
+                return Step(instr, StepKind.COLLECTIVE_START, collectives=inner)
+            return Step(instr, StepKind.COMPUTE, flops=self.flops_in(called),
+                        bytes=self.operand_bytes(instr) + self.root_bytes(called))
+        if op.endswith("-done"):
+            start = self.start_of(instr)
+            if start is not None:
+                return Step(instr, StepKind.COLLECTIVE_DONE, start=start.name)
+            return Step(instr, StepKind.FREE)
+        if op in FREE_OPCODES or op.endswith("-start") or op in ("send", "recv"):
+            return Step(instr, StepKind.FREE)
+        if op == "while":
+            body = (instr.attr("body") or "").lstrip("%")
+            return Step(instr, StepKind.LOOP, body=self.steps(body),
+                        trips=trip_count(self.module, instr))
+        if op == "fusion":
+            called = (instr.attr("calls") or "").lstrip("%")
+            flops, nbytes = self.flops_in(called), self.fusion_bytes(instr, called)
+            inner = self.collectives_in(called)
+            if inner:
+                # A collective run in place inside a fusion (TPU: all-reduce-scatter fusions,
+                # async collective fusions): a synchronous collective with arithmetic of its own.
+                return Step(instr, StepKind.COLLECTIVE, flops=flops, bytes=nbytes,
+                            collectives=inner, overlaps=self.independent_math(called))
+            return Step(instr, StepKind.COMPUTE, flops=flops, bytes=nbytes)
+        if op == "conditional":
+            branches = re.findall(r"%?([\w.\-]+)", instr.attr("branch_computations") or "")
+            branches += [(instr.attr(k) or "").lstrip("%")
+                         for k in ("true_computation", "false_computation") if instr.attr(k)]
+            # One branch runs; count the costliest.
+            return Step(instr, StepKind.COMPUTE, bytes=self.touched(instr),
+                        flops=max((self.flops_in(b) for b in branches), default=0.0))
+        return Step(instr, StepKind.COMPUTE, flops=self.flops(instr), bytes=self.touched(instr))
+
+    def flops(self, instr: Instruction) -> float:
+        if instr.opcode == "dot":
+            return dot_flops(instr, self.names)
+        if instr.opcode == "convolution":
+            return convolution_flops(instr, self.names)
+        if instr.opcode in ("fusion", "call"):
+            return self.flops_in((instr.attr("calls") or instr.attr("to_apply") or "").lstrip("%"))
+        return 0.0
+
+    def flops_in(self, computation: str) -> float:
+        return sum(self.flops(i) for i in self.module.computations.get(computation, []))
+
+    def collectives_in(self, computation: str) -> tuple[str, ...]:
+        out: list[str] = []
+        for i in self.module.computations.get(computation, []):
+            if collective_kind(i.opcode)[0] is not None:
+                out.append(i.name)
+            elif i.opcode in ("fusion", "call"):
+                out += self.collectives_in((i.attr("calls") or i.attr("to_apply") or "")
+                                           .lstrip("%"))
+        return tuple(out)
+
+    def independent_math(self, computation: str) -> bool:
+        """Whether the computation has a dot or convolution that uses no collective's result."""
+        after: set[str] = set()     # instructions that wait for a collective
+        for i in self.module.computations.get(computation, []):
+            if collective_kind(i.opcode)[0] is not None or self.collectives_in(
+                    (i.attr("calls") or "").lstrip("%")) or any(o in after for o in i.operands):
+                after.add(i.name)
+            elif self.flops(i) > 0:
+                return True
+        return False
+
+    def start_of(self, done: Instruction) -> Instruction | None:
+        """The asynchronous collective a -done waits for (through async-update links)."""
+        instr = done
+        while instr.operands and instr.operands[0] in self.names:
+            instr = self.names[instr.operands[0]]
+            kind, is_async = collective_kind(instr.opcode)
+            if kind is not None:
+                return instr if is_async else None
+            if instr.opcode == "async-start":
+                called = (instr.attr("calls") or "").lstrip("%")
+                return instr if self.collectives_in(called) else None
+            if instr.opcode != "async-update":
+                return None
+        return None
+
+    def operand_bytes(self, instr: Instruction) -> float:
+        return float(sum(a.nbytes for o in instr.operands if o in self.names
+                         for a in self.names[o].arrays))
+
+    def touched(self, instr: Instruction) -> float:
+        return self.operand_bytes(instr) + sum(a.nbytes for a in instr.arrays)
+
+    def fusion_bytes(self, fusion: Instruction, called: str) -> float:
+        """Operands + result, where an operand the body only slices counts as its slices
+        (a loop body reading one layer of a stacked weight reads that layer, not the stack)."""
+        body = self.module.computations.get(called, [])
+        users: dict[str, list[Instruction]] = {}
+        for i in body:
+            for o in i.operands:
+                users.setdefault(o, []).append(i)
+        params = {int(i.operand_text): i.name for i in body
+                  if i.opcode == "parameter" and i.operand_text.strip().isdigit()}
+        total = float(sum(a.nbytes for a in fusion.arrays))
+        for k, name in enumerate(fusion.operands):
+            full = sum(a.nbytes for a in self.names[name].arrays) if name in self.names else 0
+            used = users.get(params.get(k, ""), [])
+            if used and all(u.opcode in ("slice", "dynamic-slice") and u.operands[0] == params[k]
+                            for u in used):
+                total += min(full, sum(a.nbytes for u in used for a in u.arrays))
+            else:
+                total += full
+        return total
+
+    def root_bytes(self, computation: str) -> float:
+        root = next((i for i in self.module.computations.get(computation, []) if i.is_root), None)
+        return float(sum(a.nbytes for a in root.arrays)) if root else 0.0
+
+
+def _ints(text: str | None) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", text or ""))
+
+
+def _json(text: str | None) -> dict:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _constant(instr: Instruction | None) -> int | None:
+    if instr is None or instr.opcode != "constant":
+        return None
+    m = re.fullmatch(r"\s*(-?\d+)\s*", instr.operand_text)
+    return int(m.group(1)) if m else None
+
+
+def _condition(module: HloModule, name: str) -> tuple[int, int, str] | None:
+    """(tuple index of the counter, the constant it is compared with, the direction as written
+    `counter OP constant`) of a loop condition `ROOT compare(gte(param), constant)`, the compare
+    possibly wrapped in a fusion; None for any other condition."""
+    instrs = module.computations.get(name, [])
+    names = {i.name: i for i in instrs}
+    root = next((i for i in instrs if i.is_root), None)
+    if root is None:
+        return None
+    compare, operands = root, [names.get(o) for o in root.operands]
+    if root.opcode == "fusion":
+        inner = module.computations.get((root.attr("calls") or "").lstrip("%"), [])
+        compare = next((i for i in inner if i.is_root), None)
+        params = {i.name: int(i.operand_text) for i in inner if i.opcode == "parameter"}
+        if compare is None or any(o not in params for o in compare.operands):
+            return None
+        operands = [operands[params[o]] if params[o] < len(operands) else None
+                    for o in compare.operands]
+    m = re.search(r"direction=(\w+)", compare.attrs)
+    if compare.opcode != "compare" or not m or len(operands) != 2:
+        return None
+    flipped = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE", "NE": "NE", "EQ": "EQ"}
+    for counter, limit, direction in ((operands[0], operands[1], m.group(1)),
+                                      (operands[1], operands[0], flipped.get(m.group(1), ""))):
+        value = _constant(limit)
+        if counter is not None and counter.opcode == "get-tuple-element" and value is not None:
+            index = _ints(counter.attr("index"))
+            if index:
+                return index[0], value, direction
+    return None
+
+
+def _tuple_constant(names: dict[str, Instruction], loop: Instruction, index: int) -> int | None:
+    """The constant a while's init tuple holds at `index` (through copies), if it is one."""
+    init = names.get(loop.operands[0]) if loop.operands else None
+    if init is None or init.opcode != "tuple" or index >= len(init.operands):
+        return None
+    value = names.get(init.operands[index])
+    while value is not None and value.opcode == "copy" and value.operands:
+        value = names.get(value.operands[0])
+    return _constant(value)
+
+
+def _body_step(module: HloModule, body: str, index: int) -> int | None:
+    """The constant the body adds to tuple element `index` (`ROOT tuple(..., add(gte, c))`)."""
+    instrs = module.computations.get(body, [])
+    names = {i.name: i for i in instrs}
+    root = next((i for i in instrs if i.is_root), None)
+    if root is None or root.opcode != "tuple" or index >= len(root.operands):
+        return None
+    update = names.get(root.operands[index])
+    if update is None or update.opcode not in ("add", "subtract"):
+        return None
+    a, b = (names.get(o) for o in update.operands[:2])
+    if a is None or b is None or a.opcode != "get-tuple-element" \
+            or _ints(a.attr("index"))[:1] != (index,):
+        return None
+    value = _constant(b)
+    if value is None:
+        return None
+    return value if update.opcode == "add" else -value
+
+
+@dataclass(frozen=True)
+class Work:
+    """What a schedule runs, summed over loop trips, for the cost model's totals."""
+
+    # (FLOPs, bytes, runs) of every step that computes, in schedule order; a fusion that runs a
+    # collective in place contributes its own arithmetic here too.
+    compute: tuple[tuple[float, float, int], ...]
+    collective_runs: dict[str, int]     # collective instruction name -> times it runs
+    uncounted_loops: tuple[str, ...]    # whiles whose trip count could not be read: run once
+
+
+def schedule_work(schedule: Schedule) -> Work:
+    compute: list[tuple[float, float, int]] = []
+    runs: dict[str, int] = {}
+    uncounted: list[str] = []
+
+    def walk(steps: tuple[Step, ...], times: int) -> None:
+        for s in steps:
+            if s.kind is StepKind.LOOP:
+                if s.trips is None:
+                    uncounted.append(s.instr.name)
+                walk(s.body, times * (1 if s.trips is None else s.trips))
+                continue
+            if s.kind in (StepKind.COMPUTE, StepKind.COLLECTIVE) and (s.flops or s.bytes):
+                compute.append((s.flops, s.bytes, times))
+            for name in s.collectives:
+                runs[name] = runs.get(name, 0) + times
+
+    walk(schedule.steps, 1)
+    return Work(tuple(compute), runs, tuple(uncounted))

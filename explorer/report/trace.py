@@ -1,0 +1,209 @@
+"""The predicted step trace: the compiled schedule laid out in time on a target.
+
+The optimized module's entry computation is scheduled (explorer.hlo.schedule); walking it in
+order on two lanes, compute and communication:
+
+- a compute instruction runs on the compute lane for its roofline time on the target,
+  max(FLOPs / peak, bytes / HBM bandwidth), at the Estimate's peak;
+- a synchronous collective starts when both lanes are free and the compute lane waits for it;
+  a fusion that runs a collective in place computes after it, or alongside it when its body
+  has a dot or convolution that does not use the collective's result;
+- an asynchronous collective starts on the communication lane when the compute lane reaches its
+  start and the lane is free (collectives run one at a time), overlaps the compute scheduled
+  before its done, and the done makes the compute lane wait for it;
+- a while runs its body trip-count times (once, with a note, when the count is unreadable).
+
+Collective times are the cost model's (the Estimate's CollectiveTime of each collective). At
+every moment until the step ends one lane is busy, so the step lies between max(compute,
+communication) and their sum: the Estimate's bounds when it was made from the same schedule.
+The trace writes itself as Chrome trace-event JSON, which Perfetto, chrome://tracing and
+TensorBoard read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from explorer.cost.hardware import get_target
+from explorer.cost.model import CollectiveTime, Estimate, roofline_seconds
+from explorer.hlo.module import Instruction, short_path
+from explorer.hlo.schedule import Schedule, Step, StepKind
+
+# Events kept for display; a longer step is still timed to its end, only not listed.
+MAX_EVENTS = 100_000
+
+
+class TraceLane(StrEnum):
+    COMPUTE = "compute"
+    COMMUNICATION = "communication"
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One instruction on the timeline."""
+
+    name: str                    # what it does: the op name's last part, or the collective
+    lane: TraceLane
+    start: float                 # seconds from the start of the step
+    duration: float              # seconds
+    hlo: str                     # the HLO instruction
+    source: str = ""             # file:line of the user code, "" if unknown
+    args: Mapping[str, Any] = field(default_factory=dict)   # JSON-able details
+
+    @property
+    def end(self) -> float:
+        return self.start + self.duration
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """The predicted timeline of one step of the compiled program on a target."""
+
+    target: str
+    events: tuple[TraceEvent, ...]
+    seconds: float               # when both lanes are done
+    notes: tuple[str, ...] = ()
+
+    def lane_seconds(self, lane: TraceLane) -> float:
+        """Busy time of one lane (the listed events)."""
+        return sum(e.duration for e in self.events if e.lane == lane)
+
+    def to_chrome(self) -> dict:
+        """Chrome trace-event JSON: complete ("X") events in microseconds, one thread per lane."""
+        tids = {TraceLane.COMPUTE: 1, TraceLane.COMMUNICATION: 2}
+        meta = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0,
+                 "args": {"name": f"predicted step on {self.target}"}}]
+        meta += [{"name": "thread_name", "ph": "M", "pid": 1, "tid": tid,
+                  "args": {"name": str(lane)}} for lane, tid in tids.items()]
+        events = [{"name": e.name, "cat": str(e.lane), "ph": "X", "ts": e.start * 1e6,
+                   "dur": e.duration * 1e6, "pid": 1, "tid": tids[e.lane],
+                   "args": {"hlo": e.hlo, "source": e.source, **e.args}}
+                  for e in self.events]
+        return {"traceEvents": meta + events, "displayTimeUnit": "ns",
+                "otherData": {"target": self.target, "step_seconds": self.seconds,
+                              "notes": list(self.notes)}}
+
+
+def step_trace(schedule: Schedule, collectives: Sequence, estimate: Estimate
+               ) -> StepTrace | None:
+    """Lay `schedule` out in time with the numbers of `estimate`.
+
+    `collectives`: Report's Collectives (in the order of estimate.collectives), matched to the
+    schedule's instructions by `hlo_name`. None when there is nothing to time: an empty
+    schedule, or no peak for the Estimate's dtype on its target.
+    """
+    peak = estimate.compute.peak_flops
+    if peak is None or not schedule.steps:
+        return None
+    timeline = _Timeline(schedule, peak, get_target(estimate.target).chip.memory_bandwidth,
+                         {c.hlo_name: (c, t) for c, t in
+                          zip(collectives, estimate.collectives, strict=True)})
+    timeline.run(schedule.steps, {})
+    notes = list(dict.fromkeys(timeline.notes))
+    if not schedule.scheduled:
+        notes.insert(0, "the module is not marked is_scheduled=true; its text order was taken as "
+                        "the run order")
+    missing = [c.hlo_name for c in collectives if c.hlo_name not in timeline.seen]
+    if missing:
+        notes.append(f"{len(missing)} collective(s) sit outside the scheduled entry (e.g. "
+                     f"{missing[0]!r} in a conditional branch) and are not on the timeline")
+    if timeline.dropped:
+        notes.append(f"the timeline lists the first {MAX_EVENTS} events; "
+                     f"{timeline.dropped} more are timed but not listed")
+    return StepTrace(estimate.target, tuple(timeline.events), timeline.end(), tuple(notes))
+
+
+class _Timeline:
+    def __init__(self, schedule: Schedule, peak: float, bandwidth: float | None,
+                 collectives: dict[str, tuple[Any, CollectiveTime]]):
+        self.module = schedule.module
+        self.peak, self.bandwidth = peak, bandwidth
+        self.collectives = collectives
+        self.compute_at = 0.0              # the compute lane is free from here
+        self.comm_at = 0.0                 # the communication lane is free from here
+        self.pending: dict[str, float] = {}   # async start -> when its collective ends
+        self.events: list[TraceEvent] = []
+        self.dropped = 0
+        self.notes: list[str] = []
+        self.seen: set[str] = set()
+
+    def end(self) -> float:
+        return max([self.compute_at, self.comm_at, *self.pending.values()])
+
+    def run(self, steps: tuple[Step, ...], where: dict[str, Any]) -> None:
+        for s in steps:
+            if s.kind is StepKind.COMPUTE:
+                self.compute_at = self.compute(s, self.compute_at, where)
+            elif s.kind is StepKind.COLLECTIVE:
+                begin = max(self.compute_at, self.comm_at)
+                self.comm_at = self.communicate(s, begin, where)
+                math_from = begin if s.overlaps else self.comm_at
+                self.compute_at = max(self.comm_at, self.compute(s, math_from, where))
+            elif s.kind is StepKind.COLLECTIVE_START:
+                self.comm_at = self.communicate(s, max(self.compute_at, self.comm_at), where)
+                self.pending[s.instr.name] = self.comm_at
+            elif s.kind is StepKind.COLLECTIVE_DONE:
+                self.compute_at = max(self.compute_at, self.pending.pop(s.start, 0.0))
+            elif s.kind is StepKind.LOOP:
+                self.loop(s, where)
+
+    def loop(self, s: Step, where: dict[str, Any]) -> None:
+        trips = s.trips
+        if trips is None:
+            trips = 1
+            self.notes.append(f"loop {s.instr.name!r}: its trip count could not be read, so its "
+                              "body is counted once")
+        for k in range(trips):
+            self.run(s.body, {**where, "loop": s.instr.name, "iteration": k})
+
+    def compute(self, s: Step, begin: float, where: dict[str, Any]) -> float:
+        """Run the step's own arithmetic from `begin` on the compute lane; when it ends."""
+        if not (s.flops or s.bytes):
+            return begin
+        seconds = roofline_seconds(s.flops, s.bytes, self.peak, self.bandwidth)
+        op = s.instr.op_name.rsplit("/", 1)[-1] or s.instr.opcode
+        self.emit(TraceEvent(op, TraceLane.COMPUTE, begin, seconds, s.instr.name,
+                             self.source(s.instr),
+                             {"opcode": s.instr.opcode, "flops": s.flops, "bytes": s.bytes,
+                              "op_name": s.instr.op_name, **where}))
+        return begin + seconds
+
+    def communicate(self, s: Step, begin: float, where: dict[str, Any]) -> float:
+        """Run the step's collectives one after another from `begin`; when the last ends."""
+        at = begin
+        for name in s.collectives:
+            self.seen.add(name)
+            if name not in self.collectives:
+                self.notes.append(f"collective {name!r} is not among the report's collectives; "
+                                  "it is shown with no duration")
+                c, t = None, None
+            else:
+                c, t = self.collectives[name]
+            seconds = t.seconds if t is not None and t.seconds is not None else 0.0
+            if t is not None and t.seconds is None:
+                self.notes.append(f"{c.kind} {name!r} could not be timed ({t.note}); it is "
+                                  "shown with no duration")
+            label = f"{c.kind} over {','.join(c.axes) or '-'}" if c is not None else name
+            args = {} if c is None else {
+                "kind": str(c.kind), "axes": list(c.axes), "bytes": c.program_bytes,
+                "group_size": c.group_size, "links": t.links, "bound": t.bound,
+                "async": s.kind is StepKind.COLLECTIVE_START}
+            self.emit(TraceEvent(label, TraceLane.COMMUNICATION, at, seconds, name,
+                                 c.source if c is not None else self.source(s.instr),
+                                 {**args, **where}))
+            at += seconds
+        return at
+
+    def emit(self, event: TraceEvent) -> None:
+        if len(self.events) < MAX_EVENTS:
+            self.events.append(event)
+        else:
+            self.dropped += 1
+
+    def source(self, instr: Instruction) -> str:
+        src = self.module.source(instr)
+        return f"{short_path(src[0])}:{src[1]}" if src else ""
+
