@@ -10,8 +10,9 @@ partitioning needed it, and reads the shardings of that instruction and its oper
   cases 2 and 3, https://jax-ml.github.io/scaling-book/sharding/);
 - `gather-operand`: an operand is gathered because the computation that uses it needs it less
   sharded (FSDP weights before a matmul; the scaling book's case 4);
-- `reshard`: the layout moves between producer and consumer (a sharding constraint, the output
-  layout, a shard_map's in_specs, or propagation meeting a conflict);
+- `reshard`: the layout moves between producer and consumer (a sharding constraint, a
+  shard_map's in_specs, or propagation meeting a conflict; the explorer's jit leaves output
+  layouts to propagation, so an output spec never is the cause);
 - `indexing`: a gather, scatter or dynamic slice along a sharded dimension;
 - `explicit`: the program asked for it (psum, ppermute, all_to_all inside a shard_map);
 - `unknown`: none of these is shown by the modules; the text says what was missing.
@@ -26,12 +27,13 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from functools import lru_cache
 
 import numpy as np
 
 from explorer.hlo.collectives import CollectiveKind, collective_kind
 from explorer.hlo.groups import axes_of_groups, axes_of_pairs, device_groups, source_target_pairs
-from explorer.hlo.module import HloModule, Instruction
+from explorer.hlo.module import Array, HloModule, Instruction, parse_shape
 from explorer.hlo.sharding import tiling_from_hlo
 from explorer.spec.mesh import MeshSpec
 
@@ -65,6 +67,9 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Why:
+    """Why one collective exists: a code, one sentence naming the tensors, lines and mesh
+    axes, and the instructions and shardings it was read from."""
+
     reason: Reason
     text: str
     evidence: Evidence = Evidence()
@@ -95,6 +100,16 @@ _LAYOUT_OPS = {
 _INDEXING_OPS = {"gather", "scatter", "dynamic-slice", "dynamic-update-slice"}
 _REDUCER = {"add": "sum", "maximum": "maximum", "minimum": "minimum", "multiply": "product",
             "and": "logical and", "or": "logical or"}
+
+
+@lru_cache(maxsize=8192)
+def _parsed_shape(text: str) -> tuple[Array, ...]:
+    return tuple(parse_shape(text))
+
+
+def _arrays(i: Instruction) -> tuple[Array, ...]:
+    """`i.arrays`, parsed once per shape text: the reader asks for shapes many times."""
+    return _parsed_shape(i.shape)
 
 
 def _ints(text: str | None) -> tuple[int, ...]:
@@ -197,6 +212,7 @@ class WhyReader:
         self.names: dict[str, Instruction] = {}
         self.by_op_name: dict[str, list[Instruction]] = {}
         self.users: dict[str, list[Instruction]] = {}
+        self._layouts: dict[tuple[str | None, int], tuple | None] = {}
         if propagated is not None:
             self.names = propagated.by_name()
             # Reducer and comparator bodies repeat their caller's op_name; a shard_map body,
@@ -292,7 +308,7 @@ class WhyReader:
             used = {x for c in chain for x in self._axes_of(c, collective_kind(c.opcode)[0])}
             chain_axes = tuple(x for x in self.mesh.names if x in used)
         operands = [self.opt_names.get(o) for o in instr.operands]
-        result = instr.arrays
+        result = _arrays(instr)
         if instr.opcode.endswith("-start") and len(result) > len(operands):
             result = result[len(operands):]     # start ops return (operands..., results...)
         gather_dim = None
@@ -406,9 +422,9 @@ class WhyReader:
         of the anchor (for a reduction) or of one of its operands (for a data movement) has
         the collective's shape."""
         def fits(i: Instruction | None) -> int:
-            if i is None or not i.arrays:
+            if i is None or not _arrays(i):
                 return 2
-            dims = i.arrays[0].dims
+            dims = _arrays(i)[0].dims
             if len(dims) != len(t.dims):
                 return 2
             ax = self._axes(i)
@@ -527,7 +543,7 @@ class WhyReader:
         found = []
         for name in a.operands:
             o = self.names.get(name)
-            if o is None or not o.arrays:
+            if o is None or not _arrays(o):
                 continue
             oa = self._axes(o)
             if oa is None:
@@ -540,7 +556,7 @@ class WhyReader:
                 score = 0
                 if t.gather_dim is not None and d != t.gather_dim:
                     score += 2
-                local = self._shard_dims(o.arrays[0].dims, after)
+                local = self._shard_dims(_arrays(o)[0].dims, after)
                 if local != tuple(t.dims):
                     # XLA may have reshaped it on the way, but not changed its size.
                     if strict or math.prod(local) != math.prod(t.dims):
@@ -624,7 +640,7 @@ class WhyReader:
 
     def _dot_required(self, a: Instruction, side: int) -> tuple[tuple[str, ...], ...] | None:
         ops = [self.names.get(o) for o in a.operands[:2]]
-        if any(o is None or not o.arrays for o in ops):
+        if any(o is None or not _arrays(o) for o in ops):
             return None
         result = self._axes(a)
         other = self._axes(ops[1 - side])
@@ -634,13 +650,13 @@ class WhyReader:
         batch, contracting = _ints(a.attr(f"{mine}_batch_dims")), _ints(
             a.attr(f"{mine}_contracting_dims"))
         their_contracting = _ints(a.attr(f"{theirs}_contracting_dims"))
-        free = [k for k in range(len(ops[side].arrays[0].dims)) if k not in batch + contracting]
-        lhs_rank = len(ops[0].arrays[0].dims)
+        free = [k for k in range(len(_arrays(ops[side])[0].dims)) if k not in batch + contracting]
+        lhs_rank = len(_arrays(ops[0])[0].dims)
         lhs_free = lhs_rank - len(_ints(a.attr("lhs_batch_dims"))) - len(
             _ints(a.attr("lhs_contracting_dims")))
         offset = len(batch) + (0 if side == 0 else lhs_free)
         need = []
-        for k in range(len(ops[side].arrays[0].dims)):
+        for k in range(len(_arrays(ops[side])[0].dims)):
             if k in batch:
                 need.append(result[batch.index(k)])
             elif k in contracting:
@@ -782,9 +798,9 @@ class WhyReader:
             return self._dot_required(a, index)
         result = self._axes(a)
         o = self.names.get(a.operands[index])
-        if result is None or o is None or not o.arrays or not a.arrays:
+        if result is None or o is None or not _arrays(o) or not _arrays(a):
             return None
-        rank = len(o.arrays[0].dims)
+        rank = len(_arrays(o)[0].dims)
         if a.opcode == "transpose":
             perm = _ints(a.attr("dimensions"))
             need = [()] * rank
@@ -806,7 +822,7 @@ class WhyReader:
         if a.opcode == "reshape":
             need = [()] * rank
             for i in range(len(result)):
-                for _, j in _dim_sources(a, i, a.arrays[0].dims, [o]):
+                for _, j in _dim_sources(a, i, _arrays(a)[0].dims, [o]):
                     need[j] = result[i]
             return tuple(need)
         if _same_tensor(a, o) and len(result) == rank:
@@ -872,14 +888,14 @@ class WhyReader:
         found = set()
         while todo and len(seen) < 4096:
             i, d = todo.pop()
-            if (i.name, d) in seen or not i.arrays:
+            if (i.name, d) in seen or not _arrays(i):
                 continue
             seen.add((i.name, d))
             if i.opcode == "parameter":
                 if i.computation == self.prop.entry:
                     found.add((i, d))
                 continue
-            dims = i.arrays[0].dims
+            dims = _arrays(i)[0].dims
             ops = [self.names[o] for o in i.operands if o in self.names]
             todo += _dim_sources(i, d, dims, ops)
         return found
@@ -887,10 +903,13 @@ class WhyReader:
     # -- naming ----------------------------------------------------------------------------------
 
     def _axes(self, i: Instruction) -> tuple[tuple[str, ...], ...] | None:
-        arrays = i.arrays
+        arrays = _arrays(i)
         if len(arrays) != 1:
             return None
-        return dim_axes(i.sharding, len(arrays[0].dims), self.mesh)
+        key = (i.sharding, len(arrays[0].dims))
+        if key not in self._layouts:
+            self._layouts[key] = dim_axes(key[0], key[1], self.mesh)
+        return self._layouts[key]
 
     def _name(self, i: Instruction | None, t: _Target) -> str:
         if i is None:
@@ -934,7 +953,7 @@ class WhyReader:
 
     def _show(self, i: Instruction) -> str:
         """One instruction as evidence: `%name = f32[8,64] opcode(operands)`, op_name."""
-        shape = " ".join(a.text() for a in i.arrays)
+        shape = " ".join(a.text() for a in _arrays(i))
         ops = i.operand_text if i.opcode == "parameter" else ", ".join(
             "%" + o for o in i.operands)
         meta = f" [{i.op_name}]" if i.op_name else ""
@@ -997,8 +1016,8 @@ def _same_tensor(a: Instruction, o: Instruction) -> bool:
     transposes or reshapes it: then a layout change at `a` is a change of `o`'s layout."""
     if a.opcode in ("transpose", "reshape", "copy", "custom-call", "bitcast"):
         return True
-    return (a.opcode in _LAYOUT_OPS and bool(a.arrays) and bool(o.arrays)
-            and a.arrays[0].dims == o.arrays[0].dims)
+    return (a.opcode in _LAYOUT_OPS and bool(_arrays(a)) and bool(_arrays(o))
+            and _arrays(a)[0].dims == _arrays(o)[0].dims)
 
 
 _RENAMING = {"reshape": "reshaped", "broadcast": "broadcast", "copy": "copied",
@@ -1053,14 +1072,14 @@ def _indexed_dims(a: Instruction, names: dict[str, Instruction]) -> list[int]:
     if a.opcode == "scatter":
         return sorted(set(_ints(a.attr("scatter_dims_to_operand_dims"))))
     src = names.get(a.operands[0])
-    if src is None or not src.arrays or not a.arrays:
+    if src is None or not _arrays(src) or not _arrays(a):
         return []
-    full = src.arrays[0].dims
+    full = _arrays(src)[0].dims
     if a.opcode == "dynamic-slice":
         part = _ints(a.attr("dynamic_slice_sizes"))
     else:   # dynamic-update-slice: the update is operand 1
         upd = names.get(a.operands[1]) if len(a.operands) > 1 else None
-        part = upd.arrays[0].dims if upd is not None and upd.arrays else ()
+        part = _arrays(upd)[0].dims if upd is not None and _arrays(upd) else ()
     return [d for d, (n, p) in enumerate(zip(full, part, strict=False)) if p < n]
 
 
@@ -1076,10 +1095,10 @@ def _dim_sources(i: Instruction, d: int, dims, ops: list[Instruction]):
     if op == "dot" and len(ops) == 2:
         lb, rb = _ints(i.attr("lhs_batch_dims")), _ints(i.attr("rhs_batch_dims"))
         lc, rc = _ints(i.attr("lhs_contracting_dims")), _ints(i.attr("rhs_contracting_dims"))
-        lfree = [k for k in range(len(ops[0].arrays[0].dims)) if k not in lb + lc] \
-            if ops[0].arrays else []
-        rfree = [k for k in range(len(ops[1].arrays[0].dims)) if k not in rb + rc] \
-            if ops[1].arrays else []
+        lfree = [k for k in range(len(_arrays(ops[0])[0].dims)) if k not in lb + lc] \
+            if _arrays(ops[0]) else []
+        rfree = [k for k in range(len(_arrays(ops[1])[0].dims)) if k not in rb + rc] \
+            if _arrays(ops[1]) else []
         if d < len(lb):
             return [(ops[0], lb[d]), (ops[1], rb[d])]
         d -= len(lb)
@@ -1089,21 +1108,21 @@ def _dim_sources(i: Instruction, d: int, dims, ops: list[Instruction]):
         return [(ops[1], rfree[d])] if d < len(rfree) else []
     if op == "reduce" and ops:
         reduced = set(_ints(i.attr("dimensions")))
-        kept = [k for k in range(len(ops[0].arrays[0].dims)) if k not in reduced] \
-            if ops[0].arrays else []
+        kept = [k for k in range(len(_arrays(ops[0])[0].dims)) if k not in reduced] \
+            if _arrays(ops[0]) else []
         return [(ops[0], kept[d])] if d < len(kept) else []
-    if op == "reshape" and ops and ops[0].arrays:
-        src = ops[0].arrays[0].dims
+    if op == "reshape" and ops and _arrays(ops[0]):
+        src = _arrays(ops[0])[0].dims
         before = math.prod(dims[:d])
         for j in range(len(src)):
             if math.prod(src[:j]) == before and src[j] == dims[d]:
                 return [(ops[0], j)]
         return []
     if op in ("slice", "dynamic-slice", "pad", "concatenate", "reverse", "reduce-window"):
-        return [(ops[0], d)] if ops and ops[0].arrays and len(ops[0].arrays[0].dims) == len(
+        return [(ops[0], d)] if ops and _arrays(ops[0]) and len(_arrays(ops[0])[0].dims) == len(
             dims) else []
     if op in _LAYOUT_OPS and op not in ("tuple", "get-tuple-element", "parameter"):
-        return [(o, d) for o in ops if o.arrays and o.arrays[0].dims == tuple(dims)]
+        return [(o, d) for o in ops if _arrays(o) and _arrays(o)[0].dims == tuple(dims)]
     return []
 
 
@@ -1115,6 +1134,11 @@ def explain_collectives(optimized: HloModule, propagated: HloModule | None, mesh
     out = {}
     for instr in optimized.instructions():
         kind, _ = collective_kind(instr.opcode)
-        if kind is not None:
+        if kind is None:
+            continue
+        try:
             out[instr.name] = reader.explain(instr)
+        except Exception as e:  # a module shape the reader does not know: say so, go on
+            out[instr.name] = Why(Reason.UNKNOWN, f"No reason found: the reader could not "
+                                  f"follow this {kind} ({type(e).__name__}: {e}).")
     return out

@@ -260,3 +260,17 @@ def test_every_why_names_only_mesh_axes_and_known_codes():
     for c in r.collectives:
         assert c.why.reason in set(Reason)
         assert set(re.findall(r"over `(\w+)`", c.why.text)) <= {"data", "model"}
+
+
+def test_the_summary_shows_the_code_and_the_reason_of_each_collective():
+    from explorer.report.summary import summary
+
+    r = explorer.analyze(megatron_mlp, T("x", (16, 64), "float32", "data,None"),
+                         T("w1", (64, 256), "float32", "None,model"),
+                         T("w2", (256, 64), "float32", "model,None"), mesh="data=2,model=4")
+    text = summary(r)
+    [row] = [line for line in text.splitlines() if line.startswith("1 ")]
+    assert "all-reduce" in row and "partial-sum" in row
+    assert code_of("MEGATRON_DOWN") in row
+    assert "Why each collective exists" in text
+    assert f"#1 [partial-sum] {r.collectives[0].why.text}" in text
