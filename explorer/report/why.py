@@ -34,7 +34,7 @@ import numpy as np
 from explorer.hlo.collectives import CollectiveKind, collective_kind
 from explorer.hlo.groups import axes_of_groups, axes_of_pairs, device_groups, source_target_pairs
 from explorer.hlo.module import Array, HloModule, Instruction, parse_shape
-from explorer.hlo.sharding import tiling_from_hlo
+from explorer.hlo.sharding import split_tuple_sharding, tiling_from_hlo
 from explorer.spec.mesh import MeshSpec
 
 
@@ -796,6 +796,18 @@ class WhyReader:
                           ) -> tuple[tuple[str, ...], ...] | None:
         if a.opcode == "dot":
             return self._dot_required(a, index)
+        if a.opcode == "tuple":
+            # A tuple holds each operand in the layout its own element of the sharding gives.
+            o = self.names.get(a.operands[index])
+            try:
+                parts = split_tuple_sharding(a.sharding) if a.sharding else []
+            except ValueError:
+                return None
+            if len(parts) == 1 and not a.sharding.startswith("{{"):
+                parts = parts * len(a.operands)        # one sharding for every element
+            if o is None or len(_arrays(o)) != 1 or index >= len(parts):
+                return None
+            return dim_axes(parts[index], len(_arrays(o)[0].dims), self.mesh)
         result = self._axes(a)
         o = self.names.get(a.operands[index])
         if result is None or o is None or not _arrays(o) or not _arrays(a):
@@ -1014,7 +1026,7 @@ _CONFLICT = ("where propagation gave it a different layout from its operand (a c
 def _same_tensor(a: Instruction, o: Instruction) -> bool:
     """Whether `a` only copies, converts or maps `o` element by element (same shape), or
     transposes or reshapes it: then a layout change at `a` is a change of `o`'s layout."""
-    if a.opcode in ("transpose", "reshape", "copy", "custom-call", "bitcast"):
+    if a.opcode in ("transpose", "reshape", "copy", "custom-call", "bitcast", "tuple"):
         return True
     return (a.opcode in _LAYOUT_OPS and bool(_arrays(a)) and bool(_arrays(o))
             and _arrays(a)[0].dims == _arrays(o)[0].dims)
