@@ -431,11 +431,57 @@ class WhyReader:
             local = self._shard_dims(dims, ax) if ax else dims
             return 0 if tuple(t.dims) in (tuple(dims), local) else 1
 
+        moved = self._input_of(self.opt, self.opt_names, t.operand)
+        # The inputs (weights) the reduced value was computed from, next to the collective.
+        near = self._inputs_near(self.opt, self.opt_names, t.operand, 2)
+
         def score(a: Instruction) -> int:
             if t.kind in (CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER):
-                return fits(a)
-            return min([fits(self.names.get(o)) for o in a.operands], default=2)
+                same = not near or bool(near & self._inputs_near(self.prop, self.names, a, 1))
+                return (0 if same else 4) + fits(a)
+            operands = [self.names.get(o) for o in a.operands]
+            # The collective moves a program input (a weight): the anchor that uses that
+            # input comes first, whatever the other layers look like.
+            same = moved is not None and any(
+                self._input_of(self.prop, self.names, o) == moved for o in operands)
+            return (0 if same else 4) + min([fits(o) for o in operands], default=2)
         return sorted(anchors, key=score)
+
+    def _input_of(self, module: HloModule, names: dict[str, Instruction],
+                  i: Instruction | None) -> int | None:
+        """The number of the program input that `i` is, after reshapes, copies, converts and
+        broadcasts (the same in both modules: parameter i is the i-th input); None if it is
+        not one."""
+        for _ in range(8):
+            if i is None:
+                return None
+            if i.opcode == "parameter":
+                number = _ints(i.operand_text)
+                return number[0] if i.computation == module.entry and number else None
+            if len(i.operands) != 1 or not (i.opcode in _RENAMING or self._renames(module, i)):
+                return None
+            i = names.get(i.operands[0])
+        return None
+
+    def _inputs_near(self, module: HloModule, names: dict[str, Instruction],
+                     i: Instruction | None, depth: int) -> set[int]:
+        """The program inputs among `i`'s operands (and theirs, to `depth` levels)."""
+        found: set[int] = set()
+        level = [i] if i is not None else []
+        for _ in range(depth):
+            level = [names[o] for x in level for o in x.operands if o in names]
+            found |= {n for x in level if (n := self._input_of(module, names, x)) is not None}
+        return found
+
+    @staticmethod
+    def _renames(module: HloModule, i: Instruction) -> bool:
+        """A fusion that only copies, reshapes or converts its one operand (XLA's
+        `wrapped_copy` of a weight it relays out before a collective)."""
+        if i.opcode != "fusion":
+            return False
+        body = module.computations.get((i.attr("calls") or "").lstrip("%"), [])
+        return bool(body) and all(x.opcode in _RENAMING or x.opcode == "parameter"
+                                  for x in body)
 
     # -- partial sums ----------------------------------------------------------------------------
 
@@ -562,8 +608,12 @@ class WhyReader:
                     if strict or math.prod(local) != math.prod(t.dims):
                         continue
                     score += 1
-                if t.operand is not None and t.operand.op_name and t.operand.op_name != \
-                        o.op_name:
+                moved = self._input_of(self.opt, self.opt_names, t.operand)
+                if moved is not None:
+                    if self._input_of(self.prop, self.names, o) != moved:
+                        score += 4
+                elif t.operand is not None and t.operand.op_name and \
+                        t.operand.op_name != o.op_name:
                     score += 4
                 found.append((score, o, after, d))
         if not found:
@@ -577,6 +627,7 @@ class WhyReader:
                      zip(dims, axes, strict=False))
 
     def _gather_exact(self, a: Instruction, t: _Target) -> Why | None:
+        # Anchors come ranked with the one that uses the moved input first (see _rank).
         return self._gather(a, t, strict=True)
 
     def _gather(self, a: Instruction, t: _Target, strict: bool = False) -> Why | None:
