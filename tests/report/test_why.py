@@ -274,3 +274,31 @@ def test_the_summary_shows_the_code_and_the_reason_of_each_collective():
     assert code_of("MEGATRON_DOWN") in row
     assert "Why each collective exists" in text
     assert f"#1 [partial-sum] {r.collectives[0].why.text}" in text
+
+
+def test_combined_data_parallel_gradients_are_one_partial_sum_over_the_batch():
+    # transformer_train under dp on data=8: 19 parameter gradients (embed, 8 per block × 2,
+    # final_norm, unembed) and the loss's sum over the batch, each a partial sum over `data`,
+    # which XLA combines into one all-reduce of 20 parts.
+    r = explorer.analyze_workload("transformer_train", "data=8", preset="dp")
+    [c] = r.collectives
+    assert (c.kind, c.axes, c.parts) == ("all-reduce", ("data",), 20)
+    assert c.why.reason == Reason.PARTIAL_SUM
+    assert c.why.text.startswith("XLA combined 20 all-reduces into one, each for the same reason")
+    assert "the gradient is summed over the batch dimension, sharded over `data`" in c.why.text
+    assert "input `tokens`, the batch dimension" in c.why.text
+
+
+def test_a_gather_done_in_two_steps_is_explained_once_for_both():
+    # moe under fsdp_tp on data=2,model=4: the router [128,8] is split over `data` on its embed
+    # dimension, which the router matmul contracts against tokens whose embed is not split.
+    # XLA gathers it with a collective-permute and then an all-gather over `model`.
+    r = explorer.analyze_workload("moe", "data=2,model=4", preset="fsdp_tp")
+    line = r.collectives[0].source
+    steps = [c for c in r.collectives if c.source == line and c.kind != "all-reduce"]
+    assert [c.kind for c in steps] == ["collective-permute", "all-gather"]
+    first, last = steps
+    assert last.shape == (128, 8)
+    assert last.why.reason == first.why.reason == Reason.GATHER_OPERAND
+    assert "contracts dimension 0 of input `router` (data,None)" in last.why.text
+    assert first.why.text.startswith("Step 1 of 2 of one data movement")
