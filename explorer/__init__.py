@@ -47,6 +47,7 @@ from explorer.report.report import (
     Timing,
     WorkloadInfo,
 )
+from explorer.report.why import Evidence, Reason, Why
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, parse_spec
 from explorer.strategy.presets import PRESETS, Preset, get_preset
@@ -64,7 +65,7 @@ __all__ = [
     "Rules", "parse_rules", "logical_spec", "LOGICAL_NAMES",
     # the Report and what it holds
     "Report", "Collective", "CollectiveKind", "TensorInfo", "TensorRole", "Memory", "Cost",
-    "Timing", "WorkloadInfo",
+    "Timing", "WorkloadInfo", "Why", "Reason", "Evidence",
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "AxisMapping",

@@ -33,8 +33,8 @@ import numpy as np
 
 from explorer.hlo.collectives import CollectiveKind, collective_kind
 from explorer.hlo.groups import axes_of_groups, axes_of_pairs, device_groups, source_target_pairs
-from explorer.hlo.module import Array, HloModule, Instruction, parse_shape
-from explorer.hlo.sharding import split_tuple_sharding, tiling_from_hlo
+from explorer.hlo.module import Array, HloModule, Instruction, close_bracket, parse_shape
+from explorer.hlo.sharding import tiling_from_hlo
 from explorer.spec.mesh import MeshSpec
 
 
@@ -110,6 +110,21 @@ def _parsed_shape(text: str) -> tuple[Array, ...]:
 def _arrays(i: Instruction) -> tuple[Array, ...]:
     """`i.arrays`, parsed once per shape text: the reader asks for shapes many times."""
     return _parsed_shape(i.shape)
+
+
+def _tuple_parts(sharding: str) -> list[str]:
+    """The element shardings of a tuple sharding `{{a}, {b}}`: `["{a}", "{b}"]`; ValueError
+    for text cut short."""
+    text = re.sub(r"/\*.*?\*/", "", sharding).strip()[1:-1]
+    parts, i = [], 0
+    while i < len(text):
+        if text[i] == "{":
+            end = close_bracket(text, i)
+            parts.append(text[i:end])
+            i = end
+        else:
+            i += 1
+    return parts
 
 
 def _ints(text: str | None) -> tuple[int, ...]:
@@ -851,11 +866,11 @@ class WhyReader:
             # A tuple holds each operand in the layout its own element of the sharding gives.
             o = self.names.get(a.operands[index])
             try:
-                parts = split_tuple_sharding(a.sharding) if a.sharding else []
+                parts = _tuple_parts(a.sharding) if a.sharding else []
             except ValueError:
                 return None
-            if len(parts) == 1 and not a.sharding.startswith("{{"):
-                parts = parts * len(a.operands)        # one sharding for every element
+            if not a.sharding.startswith("{{"):
+                parts = [a.sharding] * len(a.operands)        # one sharding for every element
             if o is None or len(_arrays(o)) != 1 or index >= len(parts):
                 return None
             return dim_axes(parts[index], len(_arrays(o)[0].dims), self.mesh)

@@ -302,3 +302,13 @@ def test_a_gather_done_in_two_steps_is_explained_once_for_both():
     assert last.why.reason == first.why.reason == Reason.GATHER_OPERAND
     assert "contracts dimension 0 of input `router` (data,None)" in last.why.text
     assert first.why.text.startswith("Step 1 of 2 of one data movement")
+
+
+def test_tuple_shardings_split_into_their_elements():
+    from explorer.report.why import _tuple_parts
+
+    assert _tuple_parts("{{devices=[2,1,4,1]<=[8]}, {devices=[2,4,1,1]<=[8]}, "
+                        "/*index=2*/{replicated}}") == [
+        "{devices=[2,1,4,1]<=[8]}", "{devices=[2,4,1,1]<=[8]}", "{replicated}"]
+    assert _tuple_parts("{{devices=[2,1]<=[2] last_tile_dims={manual}}, {maximal device=0}}") \
+        == ["{devices=[2,1]<=[2] last_tile_dims={manual}}", "{maximal device=0}"]
