@@ -43,6 +43,7 @@ from explorer.report.report import (
     WorkloadInfo,
 )
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
+from explorer.report.why import Evidence, Reason, Why
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, parse_spec
 from explorer.strategy.presets import PRESETS, Preset, get_preset
@@ -60,7 +61,7 @@ __all__ = [
     "Rules", "parse_rules", "logical_spec", "LOGICAL_NAMES",
     # the Report and what it holds
     "Report", "Collective", "CollectiveKind", "TensorInfo", "TensorRole", "Memory", "Cost",
-    "Timing", "WorkloadInfo",
+    "Timing", "WorkloadInfo", "Why", "Reason", "Evidence",
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",

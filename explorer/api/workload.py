@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import replace
 
 from explorer.api.analyze import analyze
+from explorer.report.memory import with_workload
 from explorer.report.report import WorkloadInfo
 from explorer.spec.mesh import parse_mesh
 from explorer.strategy.plan import check_planned, plan
@@ -46,4 +46,4 @@ def analyze_workload(name: str, mesh, specs: Mapping | None = None,
         return None                                   # a cache_only miss
     extra = workload.info(resolved) if workload.info is not None else {}
     info = WorkloadInfo(name=name, params=resolved, preset=preset, extra=extra, **layout.info())
-    return replace(report, workload=info)   # None: cache_only miss
+    return with_workload(report, info, workload)

@@ -6,7 +6,9 @@ partitioner saw after propagation, source lines from the modules' stack-frame ta
 
 from __future__ import annotations
 
+import linecache
 from collections.abc import Mapping
+from dataclasses import replace
 from math import prod
 
 from explorer.compile.protocol import CELL_NAME, CompileResult, Measurement
@@ -30,6 +32,7 @@ from explorer.report.report import (
     TensorRole,
     Timing,
 )
+from explorer.report.why import explain_collectives
 from explorer.spec.layout import shard_shape, spec_from_tiling
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import DTYPE_BYTES
@@ -43,6 +46,7 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
     propagated = parse_module(raw.propagated) if raw.propagated else None
     unread: list[str] = []     # what the readers could not read, said in the Report
     collectives = tuple(read_collectives(optimized, mesh, unread))
+    collectives = with_reasons(collectives, optimized, propagated, mesh, _input_names(raw))
     tensors = (
         _io_tensors(raw.inputs, TensorRole.INPUT, mesh, unread)
         + _io_tensors(raw.outputs, TensorRole.OUTPUT, mesh, unread)
@@ -74,6 +78,28 @@ def _source(module: HloModule, instr: Instruction) -> str:
     if CELL_NAME.match(src[0]):     # a notebook cell, named as its prompt: "In [3], line 2"
         return f"{src[0]}, line {src[1]}"
     return f"{short_path(src[0])}:{src[1]}"
+
+
+def _source_text(module: HloModule, instr: Instruction) -> str:
+    """The line of code at the instruction's source location, stripped; read here, in the
+    parent process, from the absolute path the compiler recorded ("" for a file that is not
+    readable, such as `<dynamic-code>`)."""
+    src = module.source(instr)
+    if not src or not src[1]:
+        return ""
+    return linecache.getline(src[0], src[1]).strip()
+
+
+def _input_names(raw: CompileResult) -> list[str]:
+    """The program's input names in HLO parameter order, from the worker's output."""
+    return [entry.name for entry in raw.inputs]
+
+
+def with_reasons(collectives, optimized: HloModule, propagated: HloModule | None,
+                 mesh: MeshSpec, inputs: list[str]) -> tuple[Collective, ...]:
+    """The collectives, each with why it exists, read from the two modules."""
+    whys = explain_collectives(optimized, propagated, mesh, inputs)
+    return tuple(replace(c, why=whys.get(c.hlo_name)) for c in collectives)
 
 
 def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None = None
@@ -127,6 +153,7 @@ def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None
             is_async=is_async,
             op_name=instr.op_name,
             source=_source(module, instr),
+            source_text=_source_text(module, instr),
             hlo_name=instr.name,
             computation=instr.computation,
             operand_dtype=_upcast_from(operands, first.dtype if first else "", module, names),
@@ -181,7 +208,8 @@ def _components(pairs: list[tuple[int, int]]) -> list[list[int]]:
     return list(groups.values())
 
 
-def _tensor(name, kind, shape, dtype, sharding, mesh, itemsize, op_name="", source=""):
+def _tensor(name, kind, shape, dtype, sharding, mesh, itemsize, op_name="", source="",
+            source_text=""):
     tiling = tiling_from_hlo(sharding, len(shape), mesh.device_count)
     per_device = shard_shape(tiling, shape)
     spec = spec_from_tiling(tiling, mesh.names, mesh.sizes)
@@ -191,7 +219,8 @@ def _tensor(name, kind, shape, dtype, sharding, mesh, itemsize, op_name="", sour
         name=name, kind=kind, shape=tuple(shape), dtype=dtype, sharding=sharding,
         spec=spec,
         shard_shape=tuple(per_device), replicas=tiling.replicas,
-        bytes_per_device=int(prod(per_device) * itemsize), op_name=op_name, source=source)
+        bytes_per_device=int(prod(per_device) * itemsize), op_name=op_name, source=source,
+        source_text=source_text)
 
 
 def _io_tensors(entries, role: TensorRole, mesh: MeshSpec, unread: list[str]
@@ -225,7 +254,8 @@ def read_intermediates(module: HloModule, mesh: MeshSpec, unread: list[str] | No
             tensor = _tensor(instr.name, TensorRole.INTERMEDIATE, a.dims,
                              HLO_TO_NUMPY.get(a.dtype, a.dtype),
                              sharding, mesh, HLO_DTYPE_BYTES.get(a.dtype, 4),
-                             op_name=instr.op_name, source=_source(module, instr))
+                             op_name=instr.op_name, source=_source(module, instr),
+                             source_text=_source_text(module, instr))
         except ValueError:   # e.g. {unknown}: the partitioner decided nothing to draw
             skipped.append(f"{instr.name} {sharding}")
             continue

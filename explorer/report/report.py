@@ -15,6 +15,7 @@ from explorer.errors import TensorError, choices
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.sharding import tiling_from_hlo
 from explorer.report.trace import StepTrace
+from explorer.report.why import Why
 from explorer.spec.layout import shard_ranges
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import DTYPE_BYTES, Entry, format_spec
@@ -38,11 +39,13 @@ class Collective:
     is_async: bool = False
     op_name: str = ""
     source: str = ""             # file:line of the user code that caused it, "" if unknown
+    source_text: str = ""        # that line of code, stripped; "" where the file is not readable
     hlo_name: str = ""
     computation: str = ""
     operand_dtype: str = ""      # the dtype before a convert feeding it, when the CPU upcast it
     groups: tuple[tuple[int, ...], ...] = ()
     est_seconds: float | None = None   # predicted time on the report's target, if one was chosen
+    why: Why | None = None       # why the partitioner inserted it (explorer/report/why.py)
 
     @property
     def program_bytes(self) -> int:
@@ -78,6 +81,7 @@ class TensorInfo:
     bytes_per_device: int
     op_name: str = ""
     source: str = ""
+    source_text: str = ""        # the line of code at `source`, stripped
 
     @property
     def spec_text(self) -> str:
@@ -89,23 +93,40 @@ class TensorInfo:
         return d
 
 
+MEMORY_KINDS = ("params", "grads", "optimizer", "activations", "other")
+
+
 @dataclass(frozen=True)
 class Memory:
-    """Per-device bytes from XLA's memory_analysis() of the per-device program."""
+    """Per-device bytes from XLA's memory_analysis() of the per-device program.
+
+    `kinds` splits them by what the tensors are (explorer/report/memory.py), where that is
+    known: for a built-in workload, from its tensor kinds and gradient constraint points; None
+    for a user function, whose bytes are then all `other`."""
 
     arguments: int
     outputs: int
     aliased: int
     temporaries: int
     generated_code: int
+    kinds: Mapping[str, int | None] | None = None
 
     @property
     def total(self) -> int:
         # Aliased outputs reuse argument buffers, so they are counted once.
         return self.arguments + self.outputs - self.aliased + self.temporaries
 
+    @property
+    def by_kind(self) -> dict[str, int | None]:
+        """Bytes per device for each of MEMORY_KINDS; None where a kind could not be located
+        (gradients of a program with no gradient constraint points)."""
+        if self.kinds is None:
+            return {k: (self.total if k == "other" else 0) for k in MEMORY_KINDS}
+        return {k: self.kinds.get(k, 0) for k in MEMORY_KINDS}
+
     def to_dict(self) -> dict:
-        return {**asdict(self), "total": self.total}
+        d = {k: v for k, v in asdict(self).items() if k != "kinds"}
+        return {**d, "total": self.total, "by_kind": self.by_kind}
 
 
 @dataclass(frozen=True)

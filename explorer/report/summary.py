@@ -20,17 +20,46 @@ def _table(rows: list[list[str]]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
+CODE_WIDTH = 48     # the code column shows this much of each line
+
+
+def _code(text: str) -> str:
+    if not text:
+        return "-"
+    return text if len(text) <= CODE_WIDTH else text[:CODE_WIDTH - 1] + "…"
+
+
 def collectives_table(report: Report) -> list[str]:
     if not report.collectives:
         return ["(no collectives: every device computes its part alone)"]
-    rows = [["kind", "axes", "group", "shape", "bytes/device", "source", "op"]]
-    for c in report.collectives:
-        rows.append([c.kind + (" (async)" if c.is_async else "")
+    rows = [["#", "kind", "axes", "group", "shape", "bytes/device", "why", "source", "code"]]
+    for i, c in enumerate(report.collectives, 1):
+        rows.append([str(i), c.kind + (" (async)" if c.is_async else "")
                      + (f" ×{c.parts}" if c.parts > 1 else ""),
                      ",".join(c.axes) or "-", str(c.group_size),
                      f"{c.dtype}[{','.join(map(str, c.shape))}]", human_bytes(c.bytes),
-                     c.source or "-", c.op_name.rsplit("/", 1)[-1]])
+                     c.why.reason if c.why else "-", c.source or "-", _code(c.source_text)])
     return _table(rows)
+
+
+def why_lines(report: Report) -> list[str]:
+    """One paragraph per collective: its number, reason code and the sentence that explains it;
+    collectives with the same reason and text are listed once, with all their numbers."""
+    seen: dict[tuple[str, str], list[int]] = {}
+    for i, c in enumerate(report.collectives, 1):
+        if c.why is not None:
+            seen.setdefault((c.why.reason, c.why.text), []).append(i)
+    return [f"#{','.join(map(str, numbers))} [{reason}] {text}"
+            for (reason, text), numbers in seen.items()]
+
+
+def memory_by_kind(report: Report) -> str | None:
+    m = report.memory
+    if m is None:
+        return None
+    parts = [f"{kind} {'not located' if n is None else human_bytes(n)}"
+             for kind, n in m.by_kind.items()]
+    return "memory by kind per device: " + ", ".join(parts)
 
 
 def tensors_table(report: Report, kinds=("input", "output")) -> list[str]:
@@ -52,11 +81,14 @@ def summary(report: Report) -> str:
     lines += tensors_table(report)
     lines += [f"(+ {n_inter} intermediates; --json lists them)", "", "Collectives"]
     lines += collectives_table(report)
+    if report.collectives:
+        lines += ["", "Why each collective exists"] + why_lines(report)
     lines += ["", f"collective bytes per device: {human_bytes(c.collective_bytes)}"]
     if m:
         lines.append(f"memory per device: arguments {human_bytes(m.arguments)}, outputs "
                      f"{human_bytes(m.outputs)}, temporaries {human_bytes(m.temporaries)}, "
                      f"total {human_bytes(m.total)}")
+        lines.append(memory_by_kind(report))
     else:
         lines.append("memory per device: not reported by this backend")
     flops = "n/a" if c.flops is None else f"{c.flops:.3g}"

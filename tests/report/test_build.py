@@ -86,3 +86,54 @@ def test_a_truncated_instruction_line_is_skipped_not_misread():
     assert parse_instruction("  %ar = f32[8]{0} all-reduce(%a, %b") is None
     full = parse_instruction("  %ar = f32[8]{0} all-reduce(%a, %b), channel_id=1")
     assert full.operands == ("a", "b") and full.attrs == "channel_id=1"
+
+
+def test_source_text_is_the_line_read_from_the_absolute_path(tmp_path):
+    # The compiler records the absolute path; the line is read from there (in this process),
+    # while `source` shows the path shortened.
+    src = tmp_path / "model.py"
+    src.write_text("".join(f"# line {i}\n" for i in range(1, 42))
+                   + "    y = jnp.einsum('bd,df->bf', x, w)   \n")
+    text = HLO.replace('"/home/u/model.py"', f'"{src}"')
+    cs = read_collectives(parse_module(text), MESH)
+    [ag] = [c for c in cs if c.kind == "all-gather"]
+    assert ag.source.endswith("model.py:42")
+    assert ag.source_text == "y = jnp.einsum('bd,df->bf', x, w)"
+    # Collectives with no source location, or a file that cannot be read, carry no text.
+    [ar] = [c for c in cs if c.kind == "all-reduce"]
+    assert (ar.source, ar.source_text) == ("", "")
+    [ag_missing] = [c for c in read_collectives(parse_module(HLO), MESH)
+                    if c.kind == "all-gather"]
+    assert ag_missing.source == "/home/u/model.py:42" and ag_missing.source_text == ""
+
+
+def test_intermediates_carry_their_source_text(tmp_path):
+    from explorer.report.build import read_intermediates
+
+    src = tmp_path / "f.py"
+    src.write_text("def f(x):\n    return x * 2\n")
+    propagated = f"""HloModule m, num_partitions=8
+
+FileNames
+1 "{src}"
+
+FunctionNames
+1 "f"
+
+FileLocations
+1 {{file_name_id=1 function_name_id=1 line=2 end_line=2 column=1 end_column=9}}
+
+StackFrames
+1 {{file_location_id=1 parent_frame_id=1}}
+
+ENTRY %main (x: f32[8,4]) -> f32[8,4] {{
+  %x = f32[8,4]{{1,0}} parameter(0), sharding={{devices=[2,1,4]<=[8] last_tile_dim_replicate}}
+  %two = f32[8,4]{{1,0}} broadcast(f32[] %c), dimensions={{}}, sharding={{replicated}}
+  %mul = f32[8,4]{{1,0}} multiply(%x, %two), sharding={{devices=[2,1,4]<=[8] \
+last_tile_dim_replicate}}, metadata={{op_name="jit(f)/mul" stack_frame_id=1}}
+  ROOT %out = f32[8,4]{{1,0}} copy(%mul), sharding={{replicated}}
+}}
+"""
+    tensors = {t.name: t for t in read_intermediates(parse_module(propagated), MESH)}
+    assert tensors["mul"].source_text == "return x * 2"
+    assert tensors["two"].source_text == ""
