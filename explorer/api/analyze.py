@@ -14,6 +14,7 @@ import cloudpickle
 
 from explorer.api.request import (
     check_flag,
+    check_function,
     check_inputs,
     check_mesh,
     check_partitioner,
@@ -114,6 +115,7 @@ def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto
     are some) instead of fake CPU ones: the mesh must have exactly as many devices, and
     `measure` then times the real hardware.
     """
+    check_function(fn)
     timeout = check_timeout(timeout)
     measure, use_cache, cache_only = (check_flag(v, n) for v, n in (
         (measure, "measure"), (use_cache, "use_cache"), (cache_only, "cache_only")))

@@ -48,6 +48,11 @@ def check_timeout(timeout) -> float | None:
     return float(timeout)
 
 
+def check_function(fn) -> None:
+    if not callable(fn):
+        raise ExplorerError(f"{show(fn)} is not a function; pass the function to analyze first")
+
+
 def check_flag(value, name: str) -> bool:
     """A yes/no option: True or False (0 and 1 too), not any object that happens to be truthy."""
     if not isinstance(value, bool | int) or value not in (0, 1):
