@@ -161,3 +161,15 @@ def test_unknown_workload_names_of_any_type():
     for name in (["mlp"], None, 5):
         with pytest.raises(explorer.WorkloadError, match="is unknown; choose one of 'matmul'"):
             analyze_workload(name, "data=2", cache_only=True)
+
+
+def test_huge_ints_in_names_still_give_their_message():
+    # Found by test_fuzz: formatting repr(10**5000) raises ValueError (over 4300 digits), so
+    # the message about the bad value failed in its own f-string.
+    huge = 10 ** 5000
+    with pytest.raises(explorer.PresetError, match="preset <an int of 16610 bits> is unknown"):
+        analyze_workload("mlp", "data=2", preset=huge, cache_only=True)
+    with pytest.raises(explorer.WorkloadError, match="no constraint point <an int of 16610 "):
+        analyze_workload("mlp", "data=2", activations={huge: "data,None"}, cache_only=True)
+    with pytest.raises(explorer.ExplorerError, match="<an int of 16610 bits> is not a function"):
+        analyze(huge, X, mesh="d=2", cache_only=True)
