@@ -28,10 +28,13 @@ def _seconds(text: str) -> float:
     from explorer.api.request import check_timeout
 
     try:
-        return check_timeout(float(text))
-    except (ValueError, OverflowError) as e:     # ExplorerError is a ValueError
-        raise argparse.ArgumentTypeError(str(e) if isinstance(e, ExplorerError) else
-                                         f"{text!r} is not a number of seconds") from None
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    try:
+        return check_timeout(seconds)
+    except ExplorerError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _port(text: str) -> int:

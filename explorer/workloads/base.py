@@ -58,7 +58,7 @@ class Range:
 
 # Bounds of the size params the built-in workloads share. Each is above what the largest public
 # models use: Llama 3 405B (Dubey et al. 2024, Table 3) has 126 layers, d_model 16384, d_ff
-# 53248, 128 heads of 128, vocab 128256, seq 8192 (128k in long-context training) and a global
+# 53248, 128 heads of 128, a 128k vocab, seq 8192 (128k in long-context training) and a global
 # batch of 16M tokens; a 70B model has 80 layers, d_model 8192, d_ff 28672. The per-tensor
 # element bound (explorer.spec.bounds) then limits what a combination of them may make.
 BATCH = Range(1, 2 ** 24)        # rows (sequences, or tokens for the MLPs): 16M tokens

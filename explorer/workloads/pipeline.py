@@ -446,9 +446,10 @@ def pipeline_step(x, w, *, stages, microbatches, schedule, counts, lr):
 
 DEFAULTS = {"layers": 4, "stages": 4, "microbatches": 8, "batch": 64, "d_model": 256,
             "schedule": "gpipe", "cuts": "", "lr": 0.1, "dtype": "float32"}
-# The program unrolls 2(M+S-1) ticks and every layer, so the schedule bounds the program size:
-# stages up to the most layers; microbatches up to 1024 (Megatron-LM's 1T-parameter run,
-# Narayanan et al. 2021 Table 1, has a few hundred per pipeline).
+# The program unrolls 2(M+S-1) ticks and every layer, so these bound the program's size: stages
+# up to the most layers; microbatches up to 1024 (Megatron-LM's 1T-parameter run, Narayanan et
+# al. 2021 Table 1, puts a batch of 3072 on 6 data-parallel pipelines: 512 microbatches each at
+# a microbatch size of 1).
 STAGES = Range(1, LAYERS.high)
 MICROBATCHES = Range(1, 1024)
 BOUNDS = {"layers": LAYERS, "stages": STAGES, "microbatches": MICROBATCHES, "batch": BATCH,
