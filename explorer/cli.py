@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from explorer.errors import ExplorerError
+from explorer.spec.bounds import MAX_ELEMENTS, MAX_TOTAL_ELEMENTS, power_text
 from explorer.strategy.presets import PRESETS
 from explorer.workloads.registry import WORKLOADS, get_workload
 
@@ -21,6 +23,45 @@ def _key_values(items: list[str], what: str) -> dict[str, str]:
     return out
 
 
+def _seconds(text: str) -> float:
+    """--timeout: a positive, finite number of seconds (argparse's float takes 'nan' and 'inf')."""
+    from explorer.api.request import check_timeout
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    try:
+        return check_timeout(seconds)
+    except ExplorerError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _port(text: str) -> int:
+    """--port: a TCP port, 1 to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = None
+    if port is None or not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {text!r} is not a whole number from 1 to 65535")
+    return port
+
+
+def _strict_json(obj) -> str:
+    """JSON that strict parsers read: NaN and infinities (not JSON) are written as null."""
+    def finite(x):
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {k: finite(v) for k, v in x.items()}
+        if isinstance(x, list | tuple):
+            return [finite(v) for v in x]
+        return x
+
+    return json.dumps(finite(obj), allow_nan=False)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sharding-explorer", description=(
         "See which collectives GSPMD/Shardy inserts for a sharded JAX program, over which mesh "
@@ -28,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
     app = sub.add_parser("app", help="start the interactive explorer in Voila (the default "
                          "with no command) and print its URL")
-    app.add_argument("--port", type=int, default=None, help="default: a free port")
+    app.add_argument("--port", type=_port, default=None, help="default: a free port")
     app.add_argument("--ip", default="127.0.0.1",
                      help="address to listen on (default: this machine only)")
     a = sub.add_parser("analyze", help="compile a built-in workload on a mesh and report")
@@ -68,7 +109,8 @@ def _parser() -> argparse.ArgumentParser:
                    "(needs the tpu extra; the mesh's device count must equal the chips)")
     a.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])
     a.add_argument("--axis-type", default="auto", choices=["auto", "explicit"])
-    a.add_argument("--timeout", type=float, default=None, help="compile time limit, seconds")
+    a.add_argument("--timeout", type=_seconds, default=None,
+                   help="compile time limit, seconds")
     a.add_argument("--json", action="store_true", help="one JSON object on stdout")
     a.add_argument("--hlo", choices=["optimized", "propagated", "stablehlo"],
                    help="also print this program text")
@@ -80,11 +122,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _workloads_text() -> str:
-    lines = []
+    lines = ["Numeric params take values in the interval shown ([1, 256]: 1 to 256; (0, 1000]: "
+             "above 0, up to 1000). Every tensor a workload makes (inputs, constraint points, "
+             f"large intermediates) has at most {power_text(MAX_ELEMENTS)} elements, its inputs "
+             f"{power_text(MAX_TOTAL_ELEMENTS)} in all.", ""]
     for w in WORKLOADS.values():
         params = w.resolve()
         lines.append(f"{w.name}: {w.description}")
-        lines.append("  params: " + " ".join(f"{k}={v}" for k, v in w.defaults.items()))
+        lines.append("  params: " + ", ".join(w.param_text(k) for k in w.defaults))
         lines.append("  tensors: " + ", ".join(
             f"{n}[{','.join(map(str, s))}]" for n, s in w.shapes(params).items()))
         points = getattr(w, "points", None)
@@ -148,7 +193,7 @@ def _analyze(args) -> int:
             json.dump(report.trace.to_chrome(), f)
         print(f"trace written to {args.trace}", file=sys.stderr)
     if args.json:
-        print(json.dumps(report.to_dict(texts=bool(args.hlo))))
+        print(_strict_json(report.to_dict(texts=bool(args.hlo))))
     else:
         layout = report.workload.to_dict() if report.workload else {}
         print("\n".join(_layout_text(layout) + [summary(report)]))

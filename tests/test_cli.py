@@ -1,6 +1,7 @@
 """The command line: summaries, JSON, workload listing, and bad input (exit 2, no traceback)."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -25,18 +26,52 @@ def test_json_has_the_documented_keys_and_values():
     assert names == {"x", "w1", "w2"}
 
 
+def _table(lines, header):
+    """The rows of the text table under `header`, split on the runs of spaces between columns."""
+    start = lines.index(header) + 1
+    rows = []
+    for line in lines[start + 1:]:
+        if not line.strip() or line.startswith("("):
+            break
+        rows.append(re.split(r"\s{2,}", line.strip()))
+    return re.split(r"\s{2,}", lines[start].strip()), rows
+
+
 def test_summary_is_readable():
     p = run("analyze", "--workload", "matmul", "--mesh", "model=4", "--spec", "x=None,model",
             "--spec", "w=model,None")
     assert p.returncode == 0, p.stderr
-    assert "all-reduce" in p.stdout and "model" in p.stdout
-    assert "Collectives" in p.stdout and "memory per device" in p.stdout
+    lines = p.stdout.splitlines()
+    # x [256, 1024] split on k over model=4: each device holds x[:, 256 k] and w[256 k, :], so
+    # its product is a partial sum of the whole y [256, 4096]: one all-reduce over model of
+    # 256·4096·4 bytes = 4 MiB, a group of 4.
+    header, rows = _table(lines, "Collectives")
+    assert header == ["kind", "axes", "group", "shape", "bytes/device", "source", "op"]
+    assert [r[:5] for r in rows] == [["all-reduce", "model", "4", "float32[256,4096]",
+                                      "4.0 MiB"]]
+    assert 256 * 4096 * 4 == 4 * 2 ** 20
+    header, rows = _table(lines, "Tensors")
+    assert {r[0]: r[3:] for r in rows} == {
+        "x": ["None,model", "[256,256]", "1", "256.0 KiB"],       # 256·256·4 = 262144 B
+        "w": ["model,None", "[256,4096]", "1", "4.0 MiB"],        # 256·4096·4 = 4 MiB
+        "out": ["replicated", "[256,4096]", "4", "4.0 MiB"]}
+    assert "collective bytes per device: 4.0 MiB" in lines
+    # Arguments: 262144 + 4194304 = 4456448 B = 4.25 MiB, printed to one decimal (4.2); the
+    # output y is 4 MiB. Temporaries are XLA's business.
+    [memory] = [line for line in lines if line.startswith("memory per device:")]
+    assert memory.startswith("memory per device: arguments 4.2 MiB, outputs 4.0 MiB, ")
 
 
-def test_workloads_lists_tensors_and_params():
+def test_workloads_lists_tensors_params_and_their_bounds():
     p = run("workloads")
     assert p.returncode == 0
-    assert "mlp_train:" in p.stdout and "w1[1024,4096]" in p.stdout and "lr=0.1" in p.stdout
+    assert "mlp_train:" in p.stdout and "w1[1024,4096]" in p.stdout
+    lines = p.stdout.splitlines()
+    train = lines[lines.index(next(x for x in lines if x.startswith("transformer_train:"))) + 1]
+    assert train.startswith("  params: batch=8 [1, 2**24], seq=32 [1, 2**20], ")
+    assert "layers=2 [1, 256]" in train and "lr=0.001 (0, 1000]" in train
+    assert "schedule=gpipe (gpipe|1f1b)" in p.stdout
+    assert "at most 2**48 elements" in lines[0]
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -47,7 +82,7 @@ def test_workloads_lists_tensors_and_params():
     (["--mesh", "data=0"], "size 0"),
     (["--mesh", "data=two"], "'two'"),
     (["--mesh", "a=64,b=64"], "limit of 2048"),
-    (["--mesh", "data=2", "--param", "batch=-4"], "batch='-4' of workload 'mlp' must be > 0"),
+    (["--mesh", "data=2", "--param", "batch=-4"], "batch='-4' of workload 'mlp' must be >= 1"),
     (["--mesh", "data=2", "--param", "batch=lots"], "batch='lots'"),
     (["--mesh", "data=2", "--param", "dtype=float128"], "'float128'"),
     (["--mesh", "data=2", "--param", "depth=3"], "no param 'depth'"),
@@ -140,3 +175,76 @@ def test_measure_and_tpu_topology_flags():
     assert "measured:" in p.stdout and "4 cpu device(s) of this host" in p.stdout
     p = run("analyze", "--workload", "matmul", "--mesh", "model=4", "--tpu-topology", "v5e:4x4")
     assert p.returncode == 2 and "has 16 chips but mesh 'model=4' has 4" in p.stderr
+
+
+# --- in-process: main(argv) exits 0 or 2, never with a traceback ---------------------------------
+
+def main(argv, capsys):
+    """explorer.cli.main in this process: (exit status, stdout, stderr)."""
+    from explorer.cli import main as cli_main
+
+    try:
+        code = cli_main(argv)
+    except SystemExit as e:          # argparse's own errors
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--timeout", "nan"], "timeout nan is not a positive, finite number"),
+    (["--timeout", "inf"], "timeout inf is not"),
+    (["--timeout", "-1"], "timeout -1.0 is not"),
+    (["--timeout", "1e400"], "timeout inf is not"),
+    (["--timeout", "soon"], "'soon' is not a number of seconds"),
+    (["--param", "lr=nan"], "param lr='nan' of workload 'mlp_train' is not a finite number"),
+    (["--param", "lr=inf"], "lr='inf'"),
+    (["--param", "lr=-inf"], "lr='-inf'"),
+    (["--param", "batch=1e3"], "batch='1e3'"),
+    (["--param", "batch=" + "9" * 5000], "is not a whole number"),
+    (["--param", "batch=" + "9" * 30], "must be >= 1 and <= 16777216"),
+    (["--mesh", "data=" + "9" * 5000], "the limit is 2**20"),
+    (["--target", "h100-2", "--mapping", "data=gpu:" + "9" * 5000], "cannot be read"),
+    (["--tpu-topology", "v5e:" + "9" * 5000], "is not a topology name"),
+])
+def test_bad_numbers_exit_2_with_one_message(argv, fragment, capsys):
+    base = ["analyze", "--workload", "mlp_train", "--mesh", "data=2"]
+    code, out, err = main(base + argv, capsys)
+    assert code == 2 and out == ""
+    assert fragment in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "5000"])
+def test_moe_capacity_factor_out_of_bounds(value, capsys):
+    code, out, err = main(["analyze", "--workload", "moe", "--mesh", "data=2", "--param",
+                           f"capacity_factor={value}"], capsys)
+    assert code == 2 and f"param capacity_factor='{value}' of workload 'moe'" in err
+    assert "> 0 and <= 4096" in err
+
+
+@pytest.mark.parametrize("port", ["-5", "0", "65536", "http", "1e3"])
+def test_app_port_out_of_range(port, capsys):
+    code, out, err = main(["app", "--port", port], capsys)
+    assert code == 2
+    assert f"port {port!r} is not a whole number from 1 to 65535" in err
+
+
+def test_strict_json_writes_non_finite_numbers_as_null():
+    from explorer.cli import _strict_json
+
+    text = _strict_json({"a": float("nan"), "b": [float("inf"), 1.5, (float("-inf"),)],
+                         "c": {"d": 2}})
+    assert json.loads(text) == {"a": None, "b": [None, 1.5, [None]], "c": {"d": 2}}
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def test_json_output_parses_with_a_strict_parser(capsys):
+    code, out, err = main(["analyze", "--workload", "mlp_train", "--mesh", "data=2", "--param",
+                           "batch=8", "--param", "d_model=16", "--param", "d_ff=32", "--param",
+                           "lr=0.5", "--json"], capsys)
+    assert code == 0, err
+    d = json.loads(out, parse_constant=_reject_constant)     # NaN/Infinity would raise here
+    assert d["workload"]["params"]["lr"] == 0.5

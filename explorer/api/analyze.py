@@ -11,6 +11,8 @@ from collections import OrderedDict
 from dataclasses import replace
 
 from explorer.api.request import (
+    check_flag,
+    check_function,
     check_inputs,
     check_mesh,
     check_partitioner,
@@ -20,9 +22,10 @@ from explorer.api.request import (
 from explorer.compile.pool import default_pool
 from explorer.compile.protocol import CompileRequest, WorkerKey
 from explorer.compile.sources import pickle_function
-from explorer.errors import ExplorerError, TensorError
+from explorer.errors import TensorError, choices
 from explorer.report.build import build_report
 from explorer.report.report import Report
+from explorer.spec.bounds import MAX_PYTREE_DEPTH, MAX_TENSORS, power_text, show
 from explorer.spec.tensor import TensorSpec
 
 CACHE_SIZE = 128
@@ -32,24 +35,63 @@ _cache_lock = threading.Lock()
 
 
 def tensor_leaves(tree) -> list[TensorSpec]:
-    """The TensorSpecs of a pytree of them, in jax's flattening order."""
-    if isinstance(tree, TensorSpec):
-        return [tree]
-    if isinstance(tree, dict):
-        # jax flattens dicts in sorted key order.
-        return [x for k in sorted(tree) for x in tensor_leaves(tree[k])]
-    if isinstance(tree, list | tuple) and not hasattr(tree, "_fields"):
-        return [x for item in tree for x in tensor_leaves(item)]
-    if tree is None:
-        return []
-    import jax  # other pytrees (namedtuples, flax state, ...): ask jax how they flatten
+    """The TensorSpecs of a pytree of them, in jax's flattening order.
 
-    leaves = jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, TensorSpec))
+    Checked on the way, before anything is sent to a worker: every leaf a TensorSpec, dict keys
+    that jax can sort, at most MAX_PYTREE_DEPTH levels and MAX_TENSORS leaves."""
+    out: list[TensorSpec] = []
+    _collect(tree, out, 0)
+    _check_count(out)
+    return out
+
+
+def _check_count(out: list[TensorSpec]) -> None:
+    if len(out) > MAX_TENSORS:
+        raise TensorError(f"more than {power_text(MAX_TENSORS)} input tensors; the limit is "
+                          f"{power_text(MAX_TENSORS)}")
+
+
+def _collect(tree, out: list[TensorSpec], depth: int) -> None:
+    if depth > MAX_PYTREE_DEPTH:
+        raise TensorError(f"the inputs are nested more than {MAX_PYTREE_DEPTH} levels deep; "
+                          "pass a flatter pytree of TensorSpecs")
+    _check_count(out)       # on the way too, so that a huge tree stops early
+    if isinstance(tree, TensorSpec):
+        out.append(tree)
+    elif type(tree) is dict:
+        try:
+            keys = sorted(tree)            # jax flattens a dict in sorted key order
+        except TypeError:
+            kinds = sorted({type(k).__name__ for k in tree})
+            raise TensorError(f"a dict of inputs has keys of types {choices(kinds)} "
+                              f"({show(list(tree))}), which cannot be sorted, and jax "
+                              "flattens a dict in sorted key order; use keys of one type, "
+                              "e.g. all str") from None
+        for k in keys:
+            _collect(tree[k], out, depth + 1)
+    elif isinstance(tree, list | tuple) and not hasattr(tree, "_fields"):
+        for item in tree:
+            _collect(item, out, depth + 1)
+    elif tree is None:
+        return
+    else:
+        _collect_other(tree, out)
+
+
+def _collect_other(tree, out: list[TensorSpec]) -> None:
+    """Other pytrees (namedtuples, flax state, ...): ask jax how they flatten."""
+    import jax
+
+    try:
+        leaves = jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, TensorSpec))
+    except (TypeError, ValueError, RecursionError) as e:
+        raise TensorError(f"the inputs {show(tree)} cannot be flattened as a pytree ({e}); "
+                          "describe each input as TensorSpec(name, shape, dtype, spec)") from None
     bad = [x for x in leaves if not isinstance(x, TensorSpec)]
     if bad:
-        raise TensorError(f"argument leaf {bad[0]!r} is not an explorer.TensorSpec; describe "
-                          "each input as TensorSpec(name, shape, dtype, spec)")
-    return leaves
+        raise TensorError(f"argument leaf {show(bad[0])} is not an explorer.TensorSpec; "
+                          "describe each input as TensorSpec(name, shape, dtype, spec)")
+    out.extend(leaves)
 
 
 def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto",
@@ -73,7 +115,10 @@ def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto
     are some) instead of fake CPU ones: the mesh must have exactly as many devices, and
     `measure` then times the real hardware.
     """
+    check_function(fn)
     timeout = check_timeout(timeout)
+    measure, use_cache, cache_only = (check_flag(v, n) for v, n in (
+        (measure, "measure"), (use_cache, "use_cache"), (cache_only, "cache_only")))
     mesh_spec = check_mesh(mesh, axis_type, tpu_topology=tpu_topology, real_devices=real_devices)
     # Target and mapping are checked before the compile, so a bad one costs nothing.
     check_target(target, mapping, mesh_spec)
@@ -89,8 +134,6 @@ def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto
 def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_only,
              measure, tpu_topology, real_devices):
     check_partitioner(partitioner)
-    if not callable(fn):
-        raise ExplorerError(f"{fn!r} is not a function; pass the function to analyze first")
     check_inputs(tensor_leaves(args), mesh_spec)
 
     fn_bytes = pickle_function(fn)

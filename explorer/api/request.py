@@ -5,40 +5,70 @@ valid choices, so that every caller reports bad input the same way."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from explorer.compile.pool import MAX_DEVICES
 from explorer.compile.tpu import check_topology
 from explorer.cost.hardware import get_target
 from explorer.cost.mapping import AxisMapping, check_mapping, default_mapping
-from explorer.errors import ExplorerError, TensorError, choices
+from explorer.errors import ExplorerError, MappingError, TargetError, TensorError, choices
+from explorer.spec.bounds import (
+    MAX_MESH_DEVICES,
+    MAX_TENSORS,
+    MAX_TOTAL_ELEMENTS,
+    power_text,
+    show,
+)
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, check_spec
 
 PARTITIONERS = ("shardy", "gspmd")
+MAX_TIMEOUT = 24 * 3600       # seconds; a compile that needs longer is not coming back
+_MAX_NAME = 200               # characters of a target or topology name; real ones are short
 
 
 def check_partitioner(partitioner) -> str:
-    if partitioner not in PARTITIONERS:
-        raise ExplorerError(f"partitioner {partitioner!r} is not one of {choices(PARTITIONERS)}")
+    if not isinstance(partitioner, str) or partitioner not in PARTITIONERS:
+        raise ExplorerError(f"partitioner {show(partitioner)} is not one of "
+                            f"{choices(PARTITIONERS)}")
     return partitioner
 
 
 def check_timeout(timeout) -> float | None:
-    """None (the pool's default) or a positive, finite number of seconds."""
+    """None (the pool's default) or a positive, finite number of seconds, at most a day."""
     if timeout is None:
         return None
+    # Compared before any float(): float() of a huge int overflows.
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
-            or not math.isfinite(timeout) or timeout <= 0:
-        raise ExplorerError(f"timeout {timeout!r} is not a positive, finite number of seconds; "
-                            "pass e.g. timeout=120, or None for the default")
+            or (isinstance(timeout, float) and not math.isfinite(timeout)) \
+            or not 0 < timeout <= MAX_TIMEOUT:
+        raise ExplorerError(f"timeout {show(timeout)} is not a positive, finite number of "
+                            f"seconds up to {MAX_TIMEOUT}; pass e.g. timeout=120, or None for "
+                            "the default")
     return float(timeout)
+
+
+def check_function(fn) -> None:
+    if not callable(fn):
+        raise ExplorerError(f"{show(fn)} is not a function; pass the function to analyze first")
+
+
+def check_flag(value, name: str) -> bool:
+    """A yes/no option: True or False (0 and 1 too), not any object that happens to be truthy."""
+    if not isinstance(value, bool | int) or value not in (0, 1):
+        raise ExplorerError(f"{name}={show(value)} is not True or False")
+    return bool(value)
 
 
 def check_mesh(mesh, axis_type: str = "auto", *, tpu_topology: str | None = None,
                real_devices: bool = False) -> MeshSpec:
     """The parsed mesh, checked against what will compile it: the fake CPU devices' limit, a TPU
     topology's chip count, or (real devices) nothing, since the machine's own count decides."""
+    real_devices = check_flag(real_devices, "real_devices")
+    if tpu_topology is not None and (not isinstance(tpu_topology, str)
+                                     or len(tpu_topology) > _MAX_NAME):
+        raise ExplorerError(f"TPU topology {show(tpu_topology)} is not a topology name like "
+                            "'v5e:4x4'")
     if real_devices and tpu_topology:
         raise ExplorerError("real_devices and tpu_topology exclude each other: compile for "
                             "this machine's devices or for a TPU topology, not both")
@@ -50,6 +80,12 @@ def check_mesh(mesh, axis_type: str = "auto", *, tpu_topology: str | None = None
     return mesh_spec
 
 
+# A mapping's value for one mesh axis: a physical axis name, "name:k", (name, k), or a
+# sequence of those.
+_MAPPING_FORMS = ("text like 'data=node,model=gpu', a dict {mesh axis: physical axes} whose "
+                  "values are a name, 'name:k', (name, k) or a list of those, or an AxisMapping")
+
+
 def check_target(target: str | None, mapping, mesh: MeshSpec) -> AxisMapping | None:
     """The axis mapping a prediction on `target` will use (None without a target): a known
     target, and a mapping (or the default one) that fits the mesh."""
@@ -58,18 +94,69 @@ def check_target(target: str | None, mapping, mesh: MeshSpec) -> AxisMapping | N
             raise ExplorerError("a mapping places mesh axes on a target's links; choose a "
                                 "target too (see explorer.targets())")
         return None
-    get_target(target)
+    if isinstance(target, str) and len(target) > _MAX_NAME:
+        raise TargetError(f"target {show(target)} is not a target name (see explorer.targets())")
+    try:
+        get_target(target)
+    except ExplorerError:
+        raise
+    except (TypeError, ValueError, ArithmeticError, LookupError):
+        # e.g. a slice size too long to read as a number; the catalog's own errors pass above.
+        raise TargetError(f"target {show(target)} is not a target name; see "
+                          "explorer.targets()") from None
     if mapping is None:
         return default_mapping(target, mesh.names, mesh.sizes)
-    return check_mapping(target, mesh.names, mesh.sizes, mapping)
+    _check_mapping_form(mapping)
+    try:
+        return check_mapping(target, mesh.names, mesh.sizes, mapping)
+    except ExplorerError:
+        raise
+    except (TypeError, ValueError, AttributeError, ArithmeticError, LookupError):
+        # The parser assumes the forms above; anything it cannot read is the user's value.
+        raise MappingError(f"mapping {show(mapping)} cannot be read; write it as "
+                           f"{_MAPPING_FORMS}") from None
+
+
+def _check_mapping_form(mapping) -> None:
+    """The mapping's structure, before the parser sees it: it unpacks entries and compares
+    factors without checking their types."""
+    if isinstance(mapping, AxisMapping | str):
+        return
+    if not isinstance(mapping, Mapping):
+        raise MappingError(f"mapping {show(mapping)} is not {_MAPPING_FORMS}")
+    for axis, value in mapping.items():
+        entries = (value,) if isinstance(value, str) or _is_pair(value) else value
+        if not isinstance(entries, tuple | list) \
+                or not all(isinstance(e, str) or _is_pair(e) for e in entries):
+            raise MappingError(f"mapping of mesh axis {show(axis)}: {show(value)} is not a "
+                               "physical axis name, 'name:k', (name, k) or a list of those, "
+                               "e.g. 'gpu', 'node:2', ('node', 2) or ['gpu', 'node:2']",
+                               axis=axis if isinstance(axis, str) else None)
+
+
+def _is_pair(value) -> bool:
+    """(name, k): a physical axis and how many of its devices, k a whole number."""
+    return (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str)
+            and isinstance(value[1], int) and not isinstance(value[1], bool)
+            and 1 <= value[1] <= MAX_MESH_DEVICES)
 
 
 def check_inputs(leaves: Iterable[TensorSpec], mesh: MeshSpec) -> None:
-    """Every input named once, and each spec fits its tensor and the mesh."""
+    """Every input named once, each spec fits its tensor and the mesh, and the inputs within
+    the count and total-size bounds."""
     seen = set()
+    total = 0
     for t in leaves:
         if t.name in seen:
             raise TensorError(f"two inputs are named {t.name!r}; give each tensor its own name",
                               tensor=t.name)
         seen.add(t.name)
+        if len(seen) > MAX_TENSORS:
+            raise TensorError(f"more than {power_text(MAX_TENSORS)} input tensors; the limit "
+                              f"is {power_text(MAX_TENSORS)}")
+        total += math.prod(t.shape)
+        if total > MAX_TOTAL_ELEMENTS:
+            raise TensorError(f"the inputs up to {t.name!r} have more than "
+                              f"{power_text(MAX_TOTAL_ELEMENTS)} elements in all; the limit is "
+                              f"{power_text(MAX_TOTAL_ELEMENTS)}", tensor=t.name)
         check_spec(t, mesh)

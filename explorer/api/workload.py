@@ -6,9 +6,11 @@ import functools
 from collections.abc import Mapping
 
 from explorer.api.analyze import analyze
+from explorer.api.request import check_mesh, check_target, check_timeout
+from explorer.errors import WorkloadError
 from explorer.report.memory import with_workload
 from explorer.report.report import WorkloadInfo
-from explorer.spec.mesh import parse_mesh
+from explorer.spec.bounds import show
 from explorer.strategy.plan import check_planned, plan
 from explorer.workloads.registry import get_workload
 
@@ -30,9 +32,18 @@ def analyze_workload(name: str, mesh, specs: Mapping | None = None,
     Other keyword arguments go to explorer.analyze (partitioner, axis_type, timeout,
     cache_only, ...).
     """
+    # Everything cheap is checked first, so that bad input never waits for a plan or a compile.
     workload = get_workload(name)
+    for what, value in (("specs", specs), ("activations", activations)):
+        if value is not None and not isinstance(value, Mapping):
+            raise WorkloadError(f"{what} {show(value)} are not a mapping of name to spec, "
+                                "e.g. {'x': 'data,None'}")
+    kwargs["timeout"] = check_timeout(kwargs.get("timeout"))
     resolved = workload.resolve(params)
-    mesh_spec = parse_mesh(mesh, kwargs.pop("axis_type", "auto"))
+    mesh_spec = check_mesh(mesh, kwargs.pop("axis_type", "auto"),
+                           tpu_topology=kwargs.get("tpu_topology"),
+                           real_devices=kwargs.get("real_devices", False))
+    check_target(kwargs.get("target"), kwargs.get("mapping"), mesh_spec)
     if workload.check is not None:
         workload.check(resolved, mesh_spec)
     layout = plan(workload, resolved, mesh_spec, specs, preset, rules, activations)

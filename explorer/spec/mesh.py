@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from math import prod
 
 from explorer.errors import MeshError, choices
+from explorer.spec.bounds import MAX_MESH_AXES, MAX_MESH_DEVICES, power_text, show
 
 AXIS_TYPES = ("auto", "explicit")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -29,25 +30,39 @@ class MeshSpec:
     axis_type: str = "auto"
 
     def __post_init__(self):
+        if not isinstance(self.names, tuple) or not isinstance(self.sizes, tuple):
+            raise MeshError(f"mesh names {show(self.names)} and sizes {show(self.sizes)} must be "
+                            "tuples; build a mesh with parse_mesh('data=2,model=4')")
         if len(self.names) != len(self.sizes):
             raise MeshError(f"mesh has {len(self.names)} names but {len(self.sizes)} sizes")
         if not self.names:
             raise MeshError("mesh has no axes; write it as name=size pairs, e.g. 'data=2,model=4'")
+        if len(self.names) > MAX_MESH_AXES:
+            raise MeshError(f"mesh has {len(self.names)} axes; the limit is {MAX_MESH_AXES}")
         for name, size in zip(self.names, self.sizes, strict=True):
             if not isinstance(name, str) or not _NAME.match(name):
-                raise MeshError(f"mesh axis name {name!r} is not an identifier "
-                                "(letters, digits and '_', not starting with a digit)", axis=name)
+                raise MeshError(f"mesh axis name {show(name)} is not an identifier "
+                                "(letters, digits and '_', not starting with a digit)",
+                                axis=name if isinstance(name, str) else None)
             if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise MeshError(f"mesh axis {name!r} has size {size!r}; sizes are whole "
+                raise MeshError(f"mesh axis {name!r} has size {show(size)}; sizes are whole "
                                 "numbers >= 1", axis=name)
+            if size > MAX_MESH_DEVICES:
+                raise MeshError(f"mesh axis {name!r} has size {show(size)}, more devices than "
+                                f"any machine has; the limit is {power_text(MAX_MESH_DEVICES)}",
+                                axis=name)
         seen = set()
         for name in self.names:
             if name in seen:
                 raise MeshError(f"mesh axis {name!r} appears twice in {self.text()!r}; "
                                 "axis names must be unique", axis=name)
             seen.add(name)
-        if self.axis_type not in AXIS_TYPES:
-            raise MeshError(f"axis type {self.axis_type!r} is not one of {choices(AXIS_TYPES)}")
+        if self.device_count > MAX_MESH_DEVICES:
+            raise MeshError(f"mesh {self.text()!r} has {self.device_count} devices, more than any "
+                            f"machine has; the limit is {power_text(MAX_MESH_DEVICES)}")
+        if not isinstance(self.axis_type, str) or self.axis_type not in AXIS_TYPES:
+            raise MeshError(f"axis type {show(self.axis_type)} is not one of "
+                            f"{choices(AXIS_TYPES)}")
 
     @property
     def device_count(self) -> int:
@@ -78,9 +93,12 @@ def parse_mesh(mesh: str | Mapping[str, int] | MeshSpec, axis_type: str = "auto"
     if isinstance(mesh, MeshSpec):
         return mesh
     if isinstance(mesh, Mapping):
+        if len(mesh) > MAX_MESH_AXES:
+            raise MeshError(f"mesh has {len(mesh)} axes; the limit is {MAX_MESH_AXES}")
         return MeshSpec(tuple(mesh.keys()), tuple(mesh.values()), axis_type)
     if not isinstance(mesh, str):
-        raise MeshError(f"mesh {mesh!r} is neither text like 'data=2,model=4' nor a mapping")
+        raise MeshError(f"mesh {show(mesh)} is neither text like 'data=2,model=4' nor a "
+                        "mapping")
     names, sizes = [], []
     for part in mesh.split(","):
         part = part.strip()
@@ -91,7 +109,11 @@ def parse_mesh(mesh: str | Mapping[str, int] | MeshSpec, axis_type: str = "auto"
             raise MeshError(f"mesh entry {part!r} in {mesh!r} has no '='; write name=size, "
                             "e.g. 'data=2,model=4'")
         if not re.fullmatch(r"[+-]?\d+", size):
-            raise MeshError(f"mesh axis {name!r} has size {size!r}, which is not a whole number",
+            raise MeshError(f"mesh axis {name!r} has size {show(size)}, which is not a whole "
+                            "number", axis=name)
+        if len(size.lstrip("+-0")) > len(str(MAX_MESH_DEVICES)):   # int() of 5000 digits fails
+            raise MeshError(f"mesh axis {name!r} has size {show(size)}, more devices than any "
+                            f"machine has; the limit is {power_text(MAX_MESH_DEVICES)}",
                             axis=name)
         names.append(name)
         sizes.append(int(size))

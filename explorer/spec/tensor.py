@@ -7,7 +7,9 @@ never handed to eval, because it comes from users' widgets and command lines.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
+from itertools import islice
 from math import prod
 
 from explorer.errors import (
@@ -19,6 +21,7 @@ from explorer.errors import (
     UnknownAxisError,
     choices,
 )
+from explorer.spec.bounds import MAX_ELEMENTS, MAX_RANK, power_text, show
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tokens import tokenize
 
@@ -36,10 +39,17 @@ DTYPE_ALIASES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "s32": 
 
 
 def normalize_dtype(dtype) -> str:
-    name = getattr(dtype, "name", None) or str(dtype)
-    name = DTYPE_ALIASES.get(name, name)
+    """The dtype's numpy name, from a name, an alias (`bf16`), a numpy/jax dtype or a scalar
+    type (`jnp.bfloat16`)."""
+    if isinstance(dtype, str):
+        name = dtype
+    elif isinstance(dtype, type):
+        name = dtype.__name__
+    else:
+        name = getattr(dtype, "name", None)
+    name = DTYPE_ALIASES.get(name, name) if isinstance(name, str) else None
     if name not in DTYPE_BYTES:
-        raise TensorError(f"dtype {dtype!r} is not supported; choose one of "
+        raise TensorError(f"dtype {show(dtype)} is not supported; choose one of "
                           f"{choices(DTYPE_BYTES)}")
     return name
 
@@ -58,7 +68,7 @@ class TensorSpec:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
-            raise TensorError(f"tensor name {self.name!r} must be a non-empty string")
+            raise TensorError(f"tensor name {show(self.name)} must be a non-empty string")
         object.__setattr__(self, "shape", _check_shape(self.name, self.shape))
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
         object.__setattr__(self, "spec", normalize_spec(self.spec, tensor=self.name))
@@ -73,38 +83,72 @@ class TensorSpec:
 
 
 def _check_shape(name: str, shape) -> tuple[int, ...]:
-    if isinstance(shape, int):
+    """The shape as a tuple of Python ints, each >= 1, of rank <= MAX_RANK and at most
+    MAX_ELEMENTS elements: beyond that XLA's int64 byte sizes overflow."""
+    if isinstance(shape, int) and not isinstance(shape, bool):
         shape = (shape,)
-    try:
-        dims = tuple(shape)
-    except TypeError:
-        raise TensorError(f"tensor {name!r} has shape {shape!r}; a shape is a sequence of "
-                          "whole numbers", tensor=name) from None
-    for d in dims:
-        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-            raise TensorError(f"tensor {name!r} has dimension {d!r} in shape {dims}; every "
-                              "dimension must be a whole number >= 1", tensor=name)
+    if isinstance(shape, str | bytes) or not hasattr(shape, "__iter__"):
+        raise TensorError(f"tensor {name!r} has shape {show(shape)}; a shape is a sequence of "
+                          "whole numbers, e.g. (1024, 4096)", tensor=name)
+    # islice: an endless iterable must not hang the check.
+    given = tuple(islice(iter(shape), MAX_RANK + 1))
+    if len(given) > MAX_RANK:
+        raise TensorError(f"tensor {name!r} has shape {show(shape)} with more than {MAX_RANK} "
+                          f"dimensions; the limit is {MAX_RANK}", tensor=name)
+    dims = []
+    for d in given:
+        try:
+            if isinstance(d, bool) or type(d).__name__ == "bool_":
+                raise TypeError
+            dim = operator.index(d)      # int and numpy integers, not floats
+        except TypeError:
+            dim = None
+        if dim is None or dim < 1:
+            raise TensorError(f"tensor {name!r} has dimension {show(d)} in shape {show(given)}; "
+                              "every dimension must be a whole number >= 1", tensor=name)
+        dims.append(dim)
+    dims = tuple(dims)
+    if prod(dims) > MAX_ELEMENTS:
+        raise TensorError(f"tensor {name!r} has shape {show(dims)}, {_elements(prod(dims))} "
+                          f"elements; the limit is {power_text(MAX_ELEMENTS)} elements per tensor "
+                          "(its bytes must fit XLA's int64 sizes); shrink a dimension",
+                          tensor=name)
     return dims
 
 
+def _elements(n: int) -> str:
+    return str(n) if n < 10 ** 30 else f"about 2**{n.bit_length() - 1}"
+
+
 def normalize_spec(spec, tensor: str | None = None) -> tuple[Entry, ...]:
-    """Spec entries as a tuple of None | str | tuple[str, ...], from any accepted form."""
+    """Spec entries as a tuple of None | str | tuple[str, ...], from any accepted form: None,
+    text, a tuple or list of entries, or a jax PartitionSpec."""
     if spec is None:
         return ()
     if isinstance(spec, str):
         return parse_spec(spec, tensor=tensor)
+    if hasattr(spec, "partitions") and hasattr(spec, "unreduced"):   # a jax PartitionSpec
+        if spec.unreduced or getattr(spec, "reduced", None):
+            raise SpecError(f"spec {show(spec)} of tensor {tensor!r} has unreduced or reduced "
+                            "axes, which an input cannot have; give its entries only",
+                            tensor=tensor)
+        spec = tuple(spec.partitions)
+    if not isinstance(spec, tuple | list):
+        raise SpecError(f"spec {show(spec)} of tensor {tensor!r} is not text (e.g. "
+                        "'data,None'), a tuple of entries (e.g. ('data', None)) or a jax "
+                        "PartitionSpec", tensor=tensor)
     entries = []
-    for entry in tuple(spec):
+    for entry in spec:
         if entry is None or isinstance(entry, str):
             entries.append(None if entry in (None, "_", "None") else entry)
         elif isinstance(entry, tuple | list):
             if not all(isinstance(a, str) for a in entry):
-                raise SpecError(f"spec entry {entry!r} of tensor {tensor!r} must hold axis "
+                raise SpecError(f"spec entry {show(entry)} of tensor {tensor!r} must hold axis "
                                 "names", tensor=tensor)
             entries.append(tuple(entry) if len(entry) > 1 else (entry[0] if entry else None))
         else:
-            raise SpecError(f"spec entry {entry!r} of tensor {tensor!r} is not None, an axis "
-                            "name or a tuple of axis names", tensor=tensor)
+            raise SpecError(f"spec entry {show(entry)} of tensor {tensor!r} is not None, an "
+                            "axis name or a tuple of axis names", tensor=tensor)
     return tuple(entries)
 
 
@@ -124,6 +168,9 @@ def parse_spec(text: str, tensor: str | None = None) -> tuple[Entry, ...]:
     """Parse `None,model`, `_,model`, `(data,fsdp),None`, or the same wrapped as `P('data', None)`.
 
     Empty text means replicated."""
+    if not isinstance(text, str):
+        raise SpecError(f"spec {show(text)} is not text such as 'data,None'; to pass entries, "
+                        "use a tuple or a TensorSpec", tensor=tensor)
     toks = _tokens(text, tensor)
     if len(toks) >= 2 and toks[0] in (("name", "P"), ("name", "PartitionSpec")) \
             and toks[1] == ("punct", "("):

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from explorer.errors import PresetError, RuleError, SpecError, WorkloadError, choices
+from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import (
     Entry,
@@ -83,11 +84,11 @@ def plan(workload: Workload, params: dict, mesh: MeshSpec, specs: Mapping | None
     unknown = [n for n in activations if n not in points]
     if unknown and points:
         raise WorkloadError(f"workload {workload.name!r} has no constraint point "
-                            f"{unknown[0]!r}; its points are {choices(points)}")
+                            f"{show(unknown[0])}; its points are {choices(points)}")
     if unknown:
         with_points = [w.name for w in WORKLOADS.values() if w.points is not None]
         raise WorkloadError(f"workload {workload.name!r} has no constraint points, so "
-                            f"activation spec {unknown[0]!r} cannot be applied; workloads with "
+                            f"activation spec {show(unknown[0])} cannot be applied; workloads with "
                             f"points: {choices(with_points)}")
 
     out_specs: dict[str, tuple[Entry, ...]] = {}

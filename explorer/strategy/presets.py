@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorer.errors import PresetError, choices
+from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import (
     entry_axes,
@@ -128,5 +129,5 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
 
 def get_preset(name: str) -> Preset:
     if not isinstance(name, str) or name not in PRESETS:
-        raise PresetError(f"preset {name!r} is unknown; choose one of {choices(PRESETS)}")
+        raise PresetError(f"preset {show(name)} is unknown; choose one of {choices(PRESETS)}")
     return PRESETS[name]

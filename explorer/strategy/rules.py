@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from explorer.errors import RuleError, choices
+from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Entry, entry_axes, format_entry
 from explorer.spec.tokens import tokenize
@@ -115,7 +116,7 @@ def _entry(value, rule_text: str) -> Entry:
     if isinstance(value, tuple | list) and all(isinstance(a, str) for a in value):
         axes = tuple(a for a in value if a not in ("None", "_"))
         return None if not axes else axes[0] if len(axes) == 1 else axes
-    raise RuleError(f"rule {rule_text!r}: mesh axes {value!r} are not None, an axis name or a "
+    raise RuleError(f"rule {rule_text!r}: mesh axes {show(value)} are not None, an axis name or a "
                     "tuple of axis names", rule=rule_text)
 
 
@@ -131,15 +132,18 @@ def parse_rules(rules, known: Iterable[str] = LOGICAL_NAMES) -> Rules:
     if isinstance(rules, Mapping):
         out = []
         for key, value in rules.items():
-            kind, _, name = str(key).rpartition(":")
+            if not isinstance(key, str):
+                raise RuleError(f"rule key {show(key)} is not a logical dimension name such as "
+                                "'batch' or 'opt:embed'")
+            kind, _, name = key.rpartition(":")
             kind = kind.strip() or None
             name = name.strip()
-            text = f"{key}={value}"
+            text = f"{key}={value if isinstance(value, str) else show(value)}"
             _check_name(name, kind, known, text)
             out.append(Rule(kind, name, _entry(value, text)))
         return Rules(tuple(out))
     if not isinstance(rules, str):
-        raise RuleError(f"rules {rules!r} are neither text like 'batch=data,mlp=model' nor a "
+        raise RuleError(f"rules {show(rules)} are neither text like 'batch=data,mlp=model' nor a "
                         "mapping of logical name to mesh axes")
     return _parse_text(rules, tuple(known))
 

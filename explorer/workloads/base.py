@@ -7,10 +7,19 @@ defines the shape of one, so that workload modules can define theirs without imp
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from explorer.errors import WorkloadError, choices
+from explorer.spec.bounds import (
+    MAX_ELEMENTS,
+    MAX_TENSORS,
+    MAX_TEXT,
+    MAX_TOTAL_ELEMENTS,
+    power_text,
+    show,
+)
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import TensorSpec, normalize_dtype
 
@@ -22,6 +31,45 @@ class Point:
     shape: tuple[int, ...]
     dims: tuple[str | None, ...]    # logical dimension names
     kind: str                       # "act" or "grad", for kind-scoped rules
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric param may take: low <= value <= high, or low < value when
+    `low_open` (a learning rate must be > 0 but may be as small as one likes)."""
+
+    low: int | float
+    high: int | float
+    low_open: bool = False
+
+    def __contains__(self, value) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        return above and value <= self.high
+
+    def text(self) -> str:
+        """Interval notation, as the `workloads` listing shows it: [1, 2**24] or (0, 1000]."""
+        high = power_text(self.high) if isinstance(self.high, int) else f"{self.high:g}"
+        return f"{'(' if self.low_open else '['}{self.low}, {high}]"
+
+    def words(self) -> str:
+        low = f"> {self.low}" if self.low_open else f">= {self.low}"
+        return f"{low} and <= {self.high}"
+
+
+# Bounds of the size params the built-in workloads share. Each is above what the largest public
+# models use: Llama 3 405B (Dubey et al. 2024, Table 3) has 126 layers, d_model 16384, d_ff
+# 53248, 128 heads of 128, a 128k vocab, seq 8192 (128k in long-context training) and a global
+# batch of 16M tokens; a 70B model has 80 layers, d_model 8192, d_ff 28672. The per-tensor
+# element bound (explorer.spec.bounds) then limits what a combination of them may make.
+BATCH = Range(1, 2 ** 24)        # rows (sequences, or tokens for the MLPs): 16M tokens
+SEQ = Range(1, 2 ** 20)          # a 1M-token context
+D_MODEL = Range(1, 2 ** 16)      # 4x Llama 3 405B's 16384
+D_FF = Range(1, 2 ** 18)         # 5x Llama 3 405B's 53248
+HEADS = Range(1, 1024)
+D_HEAD = Range(1, 1024)
+VOCAB = Range(1, 2 ** 20)        # 4x Gemma's 256k
+LAYERS = Range(1, 256)           # 2x Llama 3 405B's 126; the programs unroll every layer
+LR = Range(0, 1000, low_open=True)
 
 
 @dataclass(frozen=True)
@@ -46,45 +94,157 @@ class Workload:
     # True when the function returns its state (params, optimizer state) under the input names:
     # the state then comes out in the layout it went in, as a training loop needs.
     returns_state: bool = False
+    # Every numeric param's bounds, checked before any work is done: a size beyond them makes
+    # the tensor list, the program or XLA's int64 sizes grow without limit.
+    bounds: Mapping[str, Range] = field(default_factory=dict)
+    # Text params with a fixed set of values (e.g. a pipeline schedule) -> those values.
+    options: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Optional: the program's largest intermediate tensors (e.g. attention scores), name ->
+    # shape; held to the per-tensor element bound like the inputs and the constraint points.
+    intermediates: Callable[[dict], dict[str, tuple[int, ...]]] | None = None
+
+    def __post_init__(self):
+        for key, default in self.defaults.items():
+            numeric = isinstance(default, int | float) and not isinstance(default, bool)
+            if numeric and key not in self.bounds:
+                raise WorkloadError(f"workload {self.name!r}: param {key!r} has no bounds; give "
+                                    f"bounds={{{key!r}: Range(low, high)}}")
+            if numeric and default not in self.bounds[key]:
+                raise WorkloadError(f"workload {self.name!r}: the default {key}={default!r} is "
+                                    f"outside its bounds {self.bounds[key].text()}")
+        stray = [k for k in (*self.bounds, *self.options) if k not in self.defaults]
+        if stray:
+            raise WorkloadError(f"workload {self.name!r} bounds param {stray[0]!r}, which it "
+                                f"does not have; its params are {choices(self.defaults)}")
 
     def tensors(self, params: Mapping, specs: Mapping | None = None) -> list[TensorSpec]:
         specs = dict(specs or {})
         shapes = self.shapes(params)
         unknown = [n for n in specs if n not in shapes]
         if unknown:
-            raise WorkloadError(f"workload {self.name!r} has no tensor {unknown[0]!r}; its "
+            raise WorkloadError(f"workload {self.name!r} has no tensor {show(unknown[0])}; its "
                                 f"tensors are {choices(shapes)}")
         dtypes = self.dtypes(params) if self.dtypes is not None else {}
         default = params.get("dtype", "float32")
         return [TensorSpec(n, s, dtypes.get(n, default), specs.get(n))
                 for n, s in shapes.items()]
 
+    def param_text(self, key: str) -> str:
+        """`key=default` and what the param may be, for the `workloads` listing."""
+        default = self.defaults[key]
+        if key in self.bounds:
+            return f"{key}={default} {self.bounds[key].text()}"
+        if key in self.options:
+            return f"{key}={default} ({'|'.join(self.options[key])})"
+        return f"{key}={default!r}" if default == "" else f"{key}={default}"
+
     def resolve(self, overrides: Mapping | None = None) -> dict:
-        """Defaults updated by `overrides`, each checked and converted to the default's type."""
+        """Defaults updated by `overrides`, each checked against its bounds and converted to the
+        default's type; then the sizes of the tensors they make are checked. All of it is cheap
+        and comes before any work, so a huge param fails at once instead of hanging."""
+        if overrides is None:
+            overrides = {}
+        if not isinstance(overrides, Mapping):
+            raise WorkloadError(f"params {show(overrides)} of workload {self.name!r} are not a "
+                                "mapping of param name to value, e.g. {'batch': 8}; its params "
+                                f"are {choices(self.defaults)}")
         params = dict(self.defaults)
-        for key, value in (overrides or {}).items():
-            if key not in self.defaults:
-                raise WorkloadError(f"workload {self.name!r} has no param {key!r}; its params "
-                                    f"are {choices(self.defaults)}")
-            params[key] = _convert(self.name, key, value, self.defaults[key])
+        for key, value in overrides.items():
+            if not isinstance(key, str) or key not in self.defaults:
+                raise WorkloadError(f"workload {self.name!r} has no param {show(key)}; its "
+                                    f"params are {choices(self.defaults)}")
+            params[key] = self._convert(key, value)
+        self._check_sizes(params)
         return params
 
+    def _convert(self, key: str, value):
+        default = self.defaults[key]
+        where = f"param {key}={show(value)} of workload {self.name!r}"
+        if isinstance(default, str):
+            if key == "dtype":
+                return normalize_dtype(value)
+            text = _text(value)
+            if text is None:
+                raise WorkloadError(f"{where} is not text")
+            if key in self.options and text not in self.options[key]:
+                raise WorkloadError(f"{where} is unknown; choose one of "
+                                    f"{choices(self.options[key])}")
+            if len(text) > MAX_TEXT:
+                raise WorkloadError(f"{where} has {len(text)} characters; the limit is "
+                                    f"{MAX_TEXT}")
+            return text
+        whole = isinstance(default, int)
+        number = _number(value, whole)
+        if number is None:
+            kind = "whole number" if whole else "finite number"
+            raise WorkloadError(f"{where} is not a {kind}; it must be "
+                                f"{self.bounds[key].words()}")
+        if number not in self.bounds[key]:
+            raise WorkloadError(f"{where} must be {self.bounds[key].words()} (its bounds; see "
+                                "`sharding-explorer workloads`)")
+        return number
 
-def _convert(workload: str, key: str, value, default):
-    if isinstance(default, str):
-        return normalize_dtype(value) if key == "dtype" else str(value)
-    kind = "whole number" if isinstance(default, int) else "number"
+    def _check_sizes(self, params: dict) -> None:
+        """Every tensor the params make (inputs, constraint points, declared intermediates)
+        within the per-tensor element bound, and the inputs within the count and total bounds:
+        the shapes are computed, never allocated, so this is cheap once the params are bounded."""
+        shapes = self.shapes(params)
+        if len(shapes) > MAX_TENSORS:
+            raise WorkloadError(f"workload {self.name!r} would have {len(shapes)} input tensors "
+                                f"with these params; the limit is {power_text(MAX_TENSORS)}")
+        made = {f"tensor {n!r}": s for n, s in shapes.items()}
+        if self.points is not None:
+            made.update({f"constraint point {n!r}": p.shape
+                         for n, p in self.points(params).items()})
+        if self.intermediates is not None:
+            made.update({f"intermediate {n!r}": s for n, s in self.intermediates(params).items()})
+        for what, shape in made.items():
+            if math.prod(shape) > MAX_ELEMENTS:
+                raise WorkloadError(
+                    f"workload {self.name!r}: {what} would have shape {list(shape)}, "
+                    f"{_about(math.prod(shape))} elements; the limit is "
+                    f"{power_text(MAX_ELEMENTS)} per tensor (its bytes must fit XLA's int64 "
+                    "sizes); shrink the params that size it")
+        total = sum(math.prod(s) for s in shapes.values())
+        if total > MAX_TOTAL_ELEMENTS:
+            raise WorkloadError(
+                f"workload {self.name!r}: its inputs would have {_about(total)} elements in all; "
+                f"the limit is {power_text(MAX_TOTAL_ELEMENTS)}; shrink the params")
+
+
+def _about(n: int) -> str:
+    return str(n) if n < 2 ** 64 else f"about 2**{n.bit_length() - 1}"
+
+
+def _text(value) -> str | None:
+    """A text param from text, a whole number or a sequence of them (cut points "1,3")."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple):
+        parts = [_text(v) if not isinstance(v, list | tuple) else None for v in value]
+        return None if None in parts else ",".join(parts)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() <= 64:
+        return str(value)
+    return None
+
+
+def _number(value, whole: bool) -> int | float | None:
+    """`value` as an int (`whole`) or a finite float, or None when it is not one. Text is read
+    as a number (the CLI's params are text); bools, NaN, infinities and fractions for a whole
+    number are refused."""
+    if isinstance(value, bool):
+        return None
     try:
-        if isinstance(value, bool):
-            raise ValueError
-        number = int(value) if isinstance(default, int) else float(value)
-        if isinstance(default, int) and isinstance(value, float) and value != number:
-            raise ValueError
-    except (TypeError, ValueError):
-        raise WorkloadError(f"param {key}={value!r} of workload {workload!r} is not a "
-                            f"{kind}") from None
-    if number <= 0:
-        raise WorkloadError(f"param {key}={value!r} of workload {workload!r} must be > 0")
+        if not whole:
+            number = float(value)
+        elif isinstance(value, int | str):
+            number = int(value)
+        else:
+            number = int(value)
+            if float(value) != number:
+                return None     # 2.5 for a whole number: int() would truncate it
+    except (TypeError, ValueError, ArithmeticError):    # OverflowError is an ArithmeticError
+        return None
+    if not whole and not math.isfinite(number):
+        return None
     return number
-
-

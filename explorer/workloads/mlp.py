@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 
-from explorer.workloads.base import Point, Workload
+from explorer.workloads.base import BATCH, D_FF, D_MODEL, LR, Point, Range, Workload
 from explorer.workloads.models import constrain
 
 
@@ -45,6 +45,7 @@ def _mlp_shapes(p):
 
 
 _MLP_DEFAULTS = {"batch": 256, "d_model": 1024, "d_ff": 4096, "dtype": "float32"}
+_MLP_BOUNDS = {"batch": BATCH, "d_model": D_MODEL, "d_ff": D_FF}
 _MLP_LOGICAL = {"x": ("batch", "embed"), "w1": ("embed", "mlp"), "w2": ("mlp", "embed")}
 
 
@@ -62,16 +63,20 @@ MATMUL = Workload(
     lambda p: {"x": (p["m"], p["k"]), "w": (p["k"], p["n"])},
     lambda p: matmul,
     logical=lambda p: {"x": ("batch", "embed"), "w": ("embed", "mlp")},
-    kinds=lambda p: {"x": "input"})
+    kinds=lambda p: {"x": "input"},
+    # m like a batch of tokens; k and n like a hidden or a vocab dimension (2**20).
+    bounds={"m": BATCH, "k": Range(1, 2 ** 20), "n": Range(1, 2 ** 20)},
+    intermediates=lambda p: {"y": (p["m"], p["n"])})
 
 MLP = Workload(
     "mlp", "y = gelu(x @ w1) @ w2", _MLP_DEFAULTS, _mlp_shapes,
     lambda p: mlp, logical=lambda p: _MLP_LOGICAL,
-    kinds=lambda p: {"x": "input"}, points=lambda p: _mlp_points(p, False))
+    kinds=lambda p: {"x": "input"}, points=lambda p: _mlp_points(p, False),
+    bounds=_MLP_BOUNDS)
 
 MLP_TRAIN = Workload(
     "mlp_train", "one SGD step of the mlp on mean(y**2): forward, backward, update; returns "
     "the new w1, w2", {**_MLP_DEFAULTS, "lr": 0.1},
     _mlp_shapes, lambda p: functools.partial(mlp_train, lr=p["lr"]),
     logical=lambda p: _MLP_LOGICAL, kinds=lambda p: {"x": "input"},
-    points=lambda p: _mlp_points(p, True))
+    points=lambda p: _mlp_points(p, True), bounds={**_MLP_BOUNDS, "lr": LR})

@@ -32,7 +32,20 @@ from collections.abc import Mapping
 
 from explorer.errors import WorkloadError
 from explorer.spec.mesh import MeshSpec
-from explorer.workloads.base import Point, Workload
+from explorer.workloads.base import (
+    BATCH,
+    D_FF,
+    D_HEAD,
+    D_MODEL,
+    HEADS,
+    LAYERS,
+    LR,
+    SEQ,
+    VOCAB,
+    Point,
+    Range,
+    Workload,
+)
 
 # --- building blocks -------------------------------------------------------------------------
 
@@ -137,6 +150,16 @@ def _stream_points(p, layers: int) -> dict[str, Point]:
 # Sizes where one attention weight (d_model·heads·d_head) is as big as the activation
 # (batch·seq·d_model): the partitioner then moves activations, as the textbooks do, rather than
 # weights (see docs/strategies.md, megatron_sp).
+_BLOCK_BOUNDS = {"batch": BATCH, "seq": SEQ, "d_model": D_MODEL, "heads": HEADS,
+                 "d_head": D_HEAD, "d_ff": D_FF}
+
+
+def _scores(p) -> tuple[int, ...]:
+    """The attention scores [batch, heads, seq, seq]: quadratic in seq, the largest
+    intermediate at long context."""
+    return (p["batch"], p["heads"], p["seq"], p["seq"])
+
+
 _TRANSFORMER_DEFAULTS = {"batch": 8, "seq": 16, "d_model": 256, "heads": 8, "d_head": 32,
                          "d_ff": 1024, "dtype": "float32"}
 
@@ -150,6 +173,8 @@ TRANSFORMER = Workload(
     logical=lambda p: {"x": _STREAM, **_block_logical()},
     kinds=lambda p: {"x": "input"},
     points=lambda p: _stream_points(p, 1),
+    bounds=_BLOCK_BOUNDS,
+    intermediates=lambda p: {"scores": _scores(p)},
 )
 
 
@@ -274,6 +299,9 @@ TRANSFORMER_TRAIN = Workload(
     points=_train_points,
     dtypes=lambda p: {"tokens": "int32", "targets": "int32"},
     returns_state=True,
+    bounds={**_BLOCK_BOUNDS, "vocab": VOCAB, "layers": LAYERS, "lr": LR},
+    # The one-hot tokens and the logits are [batch, seq, vocab].
+    intermediates=lambda p: {"scores": _scores(p), "logits": (p["batch"], p["seq"], p["vocab"])},
 )
 
 
@@ -370,4 +398,13 @@ MOE = Workload(
     info=lambda p: {"capacity": expert_capacity(p)},
     kinds=lambda p: {"x": "input"},
     points=_moe_points,
+    bounds={"batch": BATCH, "seq": SEQ, "d_model": D_MODEL, "d_ff": D_FF,
+            # 4096 experts: twice the Switch Transformer's largest (Fedus et al. 2021, 2048);
+            # top_k is unrolled in the program; capacity_factor up to the most experts, so that
+            # experts/top_k ("no token dropped") is always allowed.
+            "experts": Range(1, 4096), "top_k": Range(1, 64),
+            "capacity_factor": Range(0, 4096, low_open=True)},
+    intermediates=lambda p: {
+        "combine": (p["batch"], p["seq"], p["experts"], expert_capacity(p)),
+        "expert_hidden": (p["experts"], p["batch"], expert_capacity(p), p["d_ff"])},
 )

@@ -63,7 +63,7 @@ from fractions import Fraction
 
 from explorer.errors import WorkloadError, choices
 from explorer.spec.mesh import MeshSpec
-from explorer.workloads.base import Workload
+from explorer.workloads.base import BATCH, D_MODEL, LAYERS, LR, Range, Workload
 
 SCHEDULES = ("gpipe", "1f1b")
 AXIS = "stage"
@@ -233,16 +233,25 @@ def _check_params(p: dict) -> None:
             f"(e.g. {-(-p['layers'] // p['stages']) * p['stages']}) or a stages count that "
             f"divides {p['layers']}")
     if p["batch"] % p["microbatches"]:
-        good = [m for m in range(1, p["batch"] + 1) if p["batch"] % m == 0]
-        near = min(good, key=lambda m: (abs(m - p["microbatches"]), m))
+        batch, m = p["batch"], p["microbatches"]
+        lower, upper = batch // m * m, (batch // m + 1) * m
+        multiples = f"{lower} or {upper}" if lower else f"{upper}"
         raise WorkloadError(
-            f"microbatches={p['microbatches']} does not divide batch={p['batch']}: each "
-            f"microbatch is batch/microbatches rows; choose microbatches dividing {p['batch']} "
-            f"(e.g. {near}) or a batch that is a multiple of {p['microbatches']}")
+            f"microbatches={m} does not divide batch={batch}: each microbatch is "
+            f"batch/microbatches rows; choose microbatches dividing {batch} (e.g. "
+            f"{_near_divisor(batch, m)}) or a batch that is a multiple of {m} (e.g. "
+            f"{multiples})")
     if p["schedule"] not in SCHEDULES:
         raise WorkloadError(f"schedule={p['schedule']!r} is unknown; choose one of "
                             f"{choices(SCHEDULES)}")
     parse_cuts(p["cuts"], p["layers"], p["stages"])
+
+
+def _near_divisor(batch: int, m: int) -> int:
+    """The divisor of `batch` nearest `m` (the smaller on a tie), among the microbatch counts
+    the bounds allow: at most MICROBATCHES.high tries, however large the batch."""
+    top = min(batch, MICROBATCHES.high)
+    return min((d for d in range(1, top + 1) if batch % d == 0), key=lambda d: (abs(d - m), d))
 
 
 def check(p: dict, mesh: MeshSpec) -> None:
@@ -437,6 +446,14 @@ def pipeline_step(x, w, *, stages, microbatches, schedule, counts, lr):
 
 DEFAULTS = {"layers": 4, "stages": 4, "microbatches": 8, "batch": 64, "d_model": 256,
             "schedule": "gpipe", "cuts": "", "lr": 0.1, "dtype": "float32"}
+# The program unrolls 2(M+S-1) ticks and every layer, so these bound the program's size: stages
+# up to the most layers; microbatches up to 1024 (Megatron-LM's 1T-parameter run, Narayanan et
+# al. 2021 Table 1, puts a batch of 3072 on 6 data-parallel pipelines: 512 microbatches each at
+# a microbatch size of 1).
+STAGES = Range(1, LAYERS.high)
+MICROBATCHES = Range(1, 1024)
+BOUNDS = {"layers": LAYERS, "stages": STAGES, "microbatches": MICROBATCHES, "batch": BATCH,
+          "d_model": D_MODEL, "lr": LR}
 
 
 def _shapes(p: dict) -> dict[str, tuple[int, ...]]:
@@ -470,4 +487,9 @@ PIPELINE = Workload(
     "one SGD step of a stack of `layers` tanh(h @ w[l]) layers, pipelined over mesh axis "
     "'stage' (shard_map + ppermute) in `microbatches` microbatches with the GPipe or 1F1B "
     "schedule; cuts = first layer of stages 1.. ('' = even); returns the new w",
-    DEFAULTS, _shapes, _build, logical=_logical, check=check, info=_info)
+    DEFAULTS, _shapes, _build, logical=_logical, check=check, info=_info,
+    bounds=BOUNDS, options={"schedule": SCHEDULES},
+    # Uneven cuts gather w into per-stage blocks [stages, largest stage, d_model, d_model];
+    # the largest stage has at most layers - (stages - 1) layers.
+    intermediates=lambda p: {"stage_blocks": (p["stages"], p["layers"] - p["stages"] + 1,
+                                              p["d_model"], p["d_model"])})

@@ -8,6 +8,7 @@ Adding a workload: define a `Workload` in a module of this package and list it h
 from __future__ import annotations
 
 from explorer.errors import WorkloadError, choices
+from explorer.spec.bounds import show
 from explorer.workloads.base import Workload
 from explorer.workloads.mlp import MATMUL, MLP, MLP_TRAIN
 from explorer.workloads.models import MOE, TRANSFORMER, TRANSFORMER_TRAIN
@@ -19,6 +20,7 @@ WORKLOADS: dict[str, Workload] = {
 
 
 def get_workload(name: str) -> Workload:
-    if name not in WORKLOADS:
-        raise WorkloadError(f"workload {name!r} is unknown; choose one of {choices(WORKLOADS)}")
+    if not isinstance(name, str) or name not in WORKLOADS:
+        raise WorkloadError(f"workload {show(name)} is unknown; choose one of "
+                            f"{choices(WORKLOADS)}")
     return WORKLOADS[name]

@@ -14,6 +14,7 @@ from explorer import (
     parse_mesh,
     parse_spec,
 )
+from explorer.spec.bounds import MAX_ELEMENTS, MAX_MESH_DEVICES, MAX_RANK, show
 from explorer.spec.tensor import check_spec, format_spec
 
 
@@ -34,11 +35,12 @@ def test_parse_spec(text, expected):
 
 
 @pytest.mark.parametrize("text", ["data,,", "P('data'", "(data,None", "data model", "1,2",
-                                  "__import__('os')", "data;rm", "data=2", "a:b"])
+                                  "__import__('os')", "data;rm", "data=2", "a:b", None, 5,
+                                  ("data",)])
 def test_parse_spec_rejects_with_the_text(text):
     with pytest.raises(SpecError) as e:
         parse_spec(text)
-    assert repr(text) in str(e.value) or text.strip() in str(e.value)
+    assert repr(text) in str(e.value) or str(text).strip() in str(e.value)
 
 
 def test_format_spec_round_trips():
@@ -111,7 +113,8 @@ def test_divisibility_names_dim_and_axes():
 
 
 @pytest.mark.parametrize("shape, fragment", [((0, 4), "dimension 0"), ((-1, 4), "dimension -1"),
-                                              (("a", 4), "dimension 'a'"), ("big", "dimension")])
+                                              (("a", 4), "dimension 'a'"),
+                                              ("big", "a shape is a sequence of whole numbers")])
 def test_bad_shapes(shape, fragment):
     with pytest.raises(TensorError, match=fragment):
         TensorSpec("x", shape)
@@ -130,3 +133,114 @@ def test_spec_accepts_jax_partitionspec():
     assert TensorSpec("x", (4, 4), spec=P("data", None)).spec == ("data", None)
     assert TensorSpec("x", (4, 4), spec=P(("data", "model"), None)).spec == \
         (("data", "model"), None)
+
+
+# --- bounds: every shape, spec and mesh that passes here fits what XLA computes with ---------
+
+@pytest.mark.parametrize("shape, fragment", [
+    ((2 ** 70,), "the limit is 2**48 elements per tensor"),         # beyond int64 alone
+    ((2 ** 40, 2 ** 40), "the limit is 2**48 elements per tensor"),  # each dim fits, not both
+    ((2 ** 62,), "the limit is 2**48 elements per tensor"),         # its bytes overflow int64
+    ((1,) * 17, "more than 16 dimensions; the limit is 16"),
+    ((True, 4), "dimension True"),
+    ((4.0, 4), "dimension 4.0"),
+    ((4, None), "dimension None"),
+    ((0,), "dimension 0"),
+    (5.5, "shape 5.5"),
+    (None, "shape None"),
+])
+def test_shapes_beyond_the_bounds_name_the_value_and_the_limit(shape, fragment):
+    with pytest.raises(TensorError) as e:
+        TensorSpec("x", shape)
+    assert fragment in str(e.value) and e.value.tensor == "x"
+
+
+def test_shapes_at_the_bounds_pass_and_numpy_ints_are_ints():
+    import numpy as np
+
+    assert TensorSpec("x", (2 ** 24, 2 ** 24)).shape == (2 ** 24, 2 ** 24)   # = MAX_ELEMENTS
+    assert 2 ** 24 * 2 ** 24 == MAX_ELEMENTS
+    assert TensorSpec("x", (1,) * MAX_RANK).rank == MAX_RANK
+    shape = TensorSpec("x", (np.int64(4), np.int32(8))).shape
+    assert shape == (4, 8) and all(type(d) is int for d in shape)
+    with pytest.raises(TensorError, match="dimension np.True_"):
+        TensorSpec("x", (np.bool_(True),))
+
+
+def test_an_endless_shape_does_not_hang():
+    import itertools
+
+    with pytest.raises(TensorError, match="more than 16 dimensions"):
+        TensorSpec("x", itertools.repeat(2))
+
+
+def test_a_huge_int_in_a_message_is_shown_by_its_size():
+    # Python refuses to print an int of more than 4300 digits; the message must still come out.
+    with pytest.raises(TensorError, match="an int of 16610 bits"):
+        TensorSpec("x", (10 ** 5000,))
+    assert show(10 ** 5000) == "<an int of 16610 bits>"
+    assert show("a" * 200).endswith("...") and len(show("a" * 200)) == 80
+
+
+@pytest.mark.parametrize("spec", [5, 1.5, True, {"data"}, object()])
+def test_a_spec_that_is_no_spec_form_is_a_spec_error(spec):
+    with pytest.raises(SpecError) as e:
+        TensorSpec("x", (4,), spec=spec)
+    assert show(spec) in str(e.value) and "a jax PartitionSpec" in str(e.value)
+
+
+@pytest.mark.parametrize("spec, fragment", [((5,), "spec entry 5"), (((1, 2),), "(1, 2)"),
+                                            ([None, 2.5], "spec entry 2.5")])
+def test_a_bad_spec_entry_names_it(spec, fragment):
+    with pytest.raises(SpecError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        TensorSpec("x", (4, 4), spec=spec)
+
+
+def test_partitionspec_with_unreduced_axes_is_refused():
+    from jax.sharding import PartitionSpec as P
+
+    with pytest.raises(SpecError, match="unreduced or reduced axes"):
+        TensorSpec("x", (4, 4), spec=P("data", None, unreduced={"model"}))
+
+
+@pytest.mark.parametrize("dtype", [None, 5, ["float32"], float("nan")])
+def test_a_dtype_that_is_no_name_lists_the_choices(dtype):
+    with pytest.raises(TensorError, match="is not supported; choose one of 'float32'"):
+        TensorSpec("x", (4,), dtype=dtype)
+
+
+def test_dtype_from_numpy_and_jax_types():
+    import jax.numpy as jnp
+    import numpy as np
+
+    assert TensorSpec("x", (4,), dtype=np.float32).dtype == "float32"
+    assert TensorSpec("x", (4,), dtype=jnp.bfloat16).dtype == "bfloat16"
+    assert TensorSpec("x", (4,), dtype=np.dtype("int8")).dtype == "int8"
+
+
+@pytest.mark.parametrize("mesh, fragment", [
+    ({"a": 2 ** 21}, "has size 2097152, more devices than any machine has; the limit is 2**20"),
+    ({"a": 2 ** 11, "b": 2 ** 10}, "2097152 devices, more than any machine has"),
+    ("a=" + "9" * 5000, "the limit is 2**20"),      # int() of 5000 digits would raise
+    ({"a": 10 ** 5000}, "an int of 16610 bits"),
+    ({f"a{i}": 1 for i in range(17)}, "17 axes; the limit is 16"),
+    ({"a": 2.0}, "has size 2.0"),
+    ({"a": True}, "has size True"),
+    ({3: 2}, "mesh axis name 3"),
+    ("data=2", None),
+])
+def test_mesh_bounds(mesh, fragment):
+    if fragment is None:
+        assert parse_mesh(mesh).device_count == 2
+        return
+    with pytest.raises(MeshError) as e:
+        parse_mesh(mesh)
+    assert fragment in str(e.value)
+
+
+def test_largest_mesh_passes():
+    assert parse_mesh({"a": 2 ** 10, "b": 2 ** 10}).device_count == MAX_MESH_DEVICES
+    with pytest.raises(MeshError, match="axis type 'implicit' is not one of 'auto', 'explicit'"):
+        parse_mesh("a=2", axis_type="implicit")
+    with pytest.raises(MeshError, match=r"axis type \['auto'\]"):
+        parse_mesh("a=2", axis_type=["auto"])

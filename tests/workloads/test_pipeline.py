@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer import WorkloadError, analyze, parse_mesh
+from explorer import WorkloadError, analyze, analyze_workload, parse_mesh
 from explorer.workloads.pipeline import (
     PIPELINE,
     bubble_fraction,
@@ -206,11 +206,39 @@ def test_microbatches_must_divide_batch():
         PIPELINE.check(p, parse_mesh("stage=4"))
 
 
-def test_unknown_schedule_param():
-    p = PIPELINE.resolve({"schedule": "interleaved"})
-    with pytest.raises(WorkloadError, match=r"schedule='interleaved' is unknown; choose one of "
-                                            r"'gpipe', '1f1b'"):
+def test_microbatch_message_is_cheap_for_a_huge_batch():
+    # Issue 14: the message listed every divisor of the batch, a billion tries for 10**9.
+    # The nearest divisors of 10**9 to 3 are 2 and 4 (2 wins the tie); the multiples of 3 around
+    # 10**9 are 999999999 and 1000000002.
+    p = {**PIPELINE.defaults, "batch": 10 ** 9, "microbatches": 3}
+    with pytest.raises(WorkloadError, match=r"choose microbatches dividing 1000000000 \(e\.g\. "
+                       r"2\) or a batch that is a multiple of 3 \(e\.g\. 999999999 or "
+                       r"1000000002\)"):
         PIPELINE.check(p, parse_mesh("stage=4"))
+    # Through the API, the batch's bound stops it first.
+    with pytest.raises(WorkloadError, match=r"batch=1000000000 of workload 'pipeline' must be "
+                                            r">= 1 and <= 16777216"):
+        analyze_workload("pipeline", "stage=4", params={"batch": 10 ** 9, "microbatches": 3})
+
+
+def test_unknown_schedule_param():
+    with pytest.raises(WorkloadError, match=r"schedule='interleaved' of workload 'pipeline' is "
+                                            r"unknown; choose one of 'gpipe', '1f1b'"):
+        PIPELINE.resolve({"schedule": "interleaved"})
+    p = {**PIPELINE.defaults, "schedule": "interleaved"}     # check() still checks it
+    with pytest.raises(WorkloadError, match=r"schedule='interleaved' is unknown"):
+        PIPELINE.check(p, parse_mesh("stage=4"))
+
+
+@pytest.mark.parametrize("cuts, fragment", [
+    ([1, 2, 3], None), ((1, 2, 3), None), ("x" * 5000, "has 5000 characters; the limit is 4096"),
+    (1.5, "is not text"), ([10 ** 30], "is not text"), (None, "is not text")])
+def test_cuts_param_forms(cuts, fragment):
+    if fragment is None:
+        assert PIPELINE.resolve({"layers": 8, "cuts": cuts})["cuts"] == "1,2,3"
+        return
+    with pytest.raises(WorkloadError, match=fragment):
+        PIPELINE.resolve({"cuts": cuts})
 
 
 def test_mesh_needs_a_stage_axis_of_size_stages():

@@ -23,20 +23,20 @@ F32 = 4
 
 # --- workload structure (no compile) ---------------------------------------------------------
 
-@pytest.mark.parametrize("workload, params", [
-    (TRANSFORMER, {}), (TRANSFORMER_TRAIN, {"layers": 2}), (MOE, {}),
-    (explorer.WORKLOADS["mlp_train"], {})])
-def test_every_tensor_and_point_has_one_logical_name_per_dimension(workload, params):
-    p = workload.resolve(params)
+@pytest.mark.parametrize("name", list(explorer.WORKLOADS))
+def test_every_tensor_and_point_has_one_logical_name_per_dimension(name):
+    workload = explorer.WORKLOADS[name]
+    p = workload.resolve({})
     shapes, logical = workload.shapes(p), workload.logical(p)
+    points = workload.points(p) if workload.points is not None else {}
     assert list(logical) == list(shapes)
-    for name, shape in shapes.items():
-        assert len(logical[name]) == len(shape), name
-    for name, point in workload.points(p).items():
-        assert len(point.dims) == len(point.shape), name
+    for tensor, shape in shapes.items():
+        assert len(logical[tensor]) == len(shape), tensor
+    for point_name, point in points.items():
+        assert len(point.dims) == len(point.shape), point_name
         assert point.kind in ("act", "grad")
     used = {d for dims in logical.values() for d in dims}
-    used |= {d for pt in workload.points(p).values() for d in pt.dims}
+    used |= {d for pt in points.values() for d in pt.dims}
     assert used - {None} <= set(LOGICAL_NAMES)
 
 
@@ -68,6 +68,113 @@ def test_moe_capacity_follows_gshard():
     with pytest.raises(explorer.WorkloadError, match="top_k=3 of workload 'moe' is more than "
                        "experts=2"):
         analyze_workload("moe", "data=2", params={"top_k": 3, "experts": 2})
+
+
+# --- param bounds: checked in Workload.resolve, before any work ------------------------------
+
+def _numeric(workload):
+    return [k for k, v in workload.defaults.items() if not isinstance(v, str)]
+
+
+@pytest.mark.parametrize("name", list(explorer.WORKLOADS))
+def test_every_numeric_param_has_bounds_that_hold_at_the_ends(name):
+    workload = explorer.WORKLOADS[name]
+    for key in _numeric(workload):
+        bound = workload.bounds[key]
+        assert workload.defaults[key] in bound, key
+        # The top of each bound resolves with the other params at their defaults ...
+        assert workload.resolve({key: bound.high})[key] == bound.high
+        # ... and one step past either end fails with a message that names the bound.
+        for bad in (bound.high * 2, bound.low if bound.low_open else bound.low - 1):
+            with pytest.raises(explorer.WorkloadError) as e:
+                workload.resolve({key: bad})
+            assert f"param {key}={bad!r} of workload {name!r} must be " \
+                   f"{'>' if bound.low_open else '>='} {bound.low} and <= {bound.high}" \
+                   in str(e.value)
+
+
+def test_a_workload_must_bound_every_numeric_param():
+    from explorer.workloads.base import Range, Workload
+
+    with pytest.raises(explorer.WorkloadError, match="param 'n' has no bounds"):
+        Workload("w", "", {"n": 8}, lambda p: {}, lambda p: abs)
+    with pytest.raises(explorer.WorkloadError, match=r"default n=8 is outside its bounds \[1, 4\]"):
+        Workload("w", "", {"n": 8}, lambda p: {}, lambda p: abs, bounds={"n": Range(1, 4)})
+
+
+def test_a_huge_layer_count_fails_at_once():
+    # Issue 14: layers=10**6 hung building a quarter-million tensor specs before any compile.
+    with pytest.raises(explorer.WorkloadError, match=r"layers=1000000 of workload "
+                       r"'transformer_train' must be >= 1 and <= 256"):
+        analyze_workload("transformer_train", "data=2", params={"layers": 10 ** 6},
+                         cache_only=True)
+
+
+@pytest.mark.parametrize("params, fragment", [
+    ({"batch": float("inf")}, "param batch=inf of workload 'transformer' is not a whole number"),
+    ({"batch": float("nan")}, "batch=nan"),
+    ({"batch": 2.5}, "batch=2.5 of workload 'transformer' is not a whole number"),
+    ({"batch": True}, "batch=True"),
+    ({"batch": "1e3"}, "batch='1e3'"),
+    ({"batch": [8]}, "batch=[8]"),
+    ({"batch": 10 ** 5000}, "batch=<an int of 16610 bits> of workload 'transformer' must be"),
+    ({"batch": "9" * 5000}, "is not a whole number"),     # int() refuses 5000 digits
+    ({7: 8}, "has no param 7"),
+    ({"dtype": 5}, "dtype 5 is not supported"),
+])
+def test_bad_param_values_are_workload_errors(params, fragment):
+    with pytest.raises(explorer.ExplorerError) as e:
+        TRANSFORMER.resolve(params)
+    assert fragment in str(e.value)
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), "nan", "inf", 0,
+                                   -1.0, 5000.0, 10 ** 400])
+def test_float_params_must_be_finite_and_within_bounds(value):
+    # moe's capacity_factor = inf was an OverflowError in ceil(); lr = nan printed NaN JSON.
+    for workload, key in ((MOE, "capacity_factor"), (TRANSFORMER_TRAIN, "lr")):
+        with pytest.raises(explorer.WorkloadError, match=f"param {key}="):
+            workload.resolve({key: value})
+
+
+def test_params_that_are_not_a_mapping():
+    with pytest.raises(explorer.WorkloadError, match=r"params \[\('batch', 8\)\] of workload "
+                       "'mlp' are not a mapping"):
+        analyze_workload("mlp", "data=2", params=[("batch", 8)], cache_only=True)
+
+
+def test_tensors_beyond_the_element_bound_name_the_tensor():
+    # Scores [batch, heads, seq, seq] = 2**10 · 8 · 2**20 · 2**20 = 2**53 > 2**48, though each
+    # param is within its bounds.
+    with pytest.raises(explorer.WorkloadError, match=r"intermediate 'scores' would have shape "
+                       r"\[1024, 8, 1048576, 1048576\], 9007199254740992 elements; the limit "
+                       r"is 2\*\*48"):
+        TRANSFORMER.resolve({"batch": 2 ** 10, "seq": 2 ** 20})
+    # x [batch, d_model] = 2**24 · 2**16 = 2**40 is fine; the hidden [batch, d_ff] point of
+    # 2**24 · 2**18 = 2**42 too; w1 [d_model, d_ff] = 2**34 too. All within: it resolves.
+    explorer.WORKLOADS["mlp"].resolve({"batch": 2 ** 24, "d_model": 2 ** 16, "d_ff": 2 ** 18})
+    # moe's combine [batch, seq, experts, capacity] with capacity = ceil(4096 · 64 · 2**20 / 64)
+    # = 2**32: 8 · 2**20 · 64 · 2**32 = 2**61.
+    with pytest.raises(explorer.WorkloadError, match="intermediate 'combine'"):
+        MOE.resolve({"capacity_factor": 4096, "top_k": 64, "experts": 64, "seq": 2 ** 20})
+
+
+def test_real_model_configs_fit_the_bounds():
+    # Llama 2/3 70B: 80 layers, d_model 8192, 64 heads of 128, d_ff 28672, vocab 128256,
+    # seq 8192, a global batch of 1024 sequences (Touvron et al. 2023; Dubey et al. 2024).
+    p = TRANSFORMER_TRAIN.resolve({"layers": 80, "d_model": 8192, "heads": 64, "d_head": 128,
+                                   "d_ff": 28672, "vocab": 128256, "seq": 8192, "batch": 1024})
+    # tokens, targets, then params, m, v: 3 · (embed, final_norm, unembed + 8 per layer).
+    assert len(TRANSFORMER_TRAIN.shapes(p)) == 2 + 3 * (3 + 8 * 80) == 1931
+    # Llama 3 405B: 126 layers, d_model 16384, 128 heads, d_ff 53248; 16M tokens per batch.
+    TRANSFORMER_TRAIN.resolve({"layers": 126, "d_model": 16384, "heads": 128, "d_head": 128,
+                               "d_ff": 53248, "vocab": 128256, "seq": 8192, "batch": 2048})
+    # DeepSeek-V3's MoE layers: 256 experts, top-8, d_model 7168, expert d_ff 2048.
+    MOE.resolve({"experts": 256, "top_k": 8, "d_model": 7168, "d_ff": 2048, "seq": 4096,
+                 "batch": 1024})
+    # GPT-3 175B pipelined: 96 layers over 8 stages, d_model 12288.
+    explorer.WORKLOADS["pipeline"].resolve({"layers": 96, "stages": 8, "microbatches": 64,
+                                            "batch": 512, "d_model": 12288})
 
 
 # --- the math, run in this process on tiny arrays ---------------------------------------------
@@ -232,10 +339,10 @@ def test_rules_naming_a_missing_axis_or_a_workload_without_names():
     with pytest.raises(explorer.RuleError, match="rule 'batch=fsdp' names mesh axis 'fsdp', "
                        "which mesh 'data=8' lacks; mesh axes: 'data'"):
         analyze_workload("mlp", "data=8", rules="batch=fsdp")
-    from explorer.workloads.base import Workload
+    from explorer.workloads.base import Range, Workload
 
     bare = Workload("bare", "no logical names", {"n": 8}, lambda p: {"x": (p["n"],)},
-                    lambda p: abs)
+                    lambda p: abs, bounds={"n": Range(1, 64)})
     with pytest.raises(explorer.RuleError, match="workload 'bare' declares no logical "
                        "dimension names"):
         plan(bare, {"n": 8}, explorer.parse_mesh("data=8"), preset="dp")
