@@ -46,9 +46,12 @@ def test_summary_is_readable():
     # its product is a partial sum of the whole y [256, 4096]: one all-reduce over model of
     # 256·4096·4 bytes = 4 MiB, a group of 4.
     header, rows = _table(lines, "Collectives")
-    assert header == ["kind", "axes", "group", "shape", "bytes/device", "source", "op"]
-    assert [r[:5] for r in rows] == [["all-reduce", "model", "4", "float32[256,4096]",
-                                      "4.0 MiB"]]
+    assert header == ["#", "kind", "axes", "group", "shape", "bytes/device", "why", "source",
+                      "code"]
+    assert [r[:7] for r in rows] == [["1", "all-reduce", "model", "4", "float32[256,4096]",
+                                      "4.0 MiB", "partial-sum"]]
+    # The source is the matmul of the built-in workload, shown with its code.
+    assert rows[0][7].startswith("explorer/workloads/mlp.py:") and rows[0][8] == "return x @ w"
     assert 256 * 4096 * 4 == 4 * 2 ** 20
     header, rows = _table(lines, "Tensors")
     assert {r[0]: r[3:] for r in rows} == {
