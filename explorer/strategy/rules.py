@@ -72,9 +72,6 @@ class Rules:
         """`other` after self: its rules win where both name the same logical dimension."""
         return Rules(self.rules + other.rules)
 
-    def axes(self) -> set[str]:
-        return {a for r in self.rules for a in entry_axes(r.entry)}
-
     def text(self) -> str:
         return ",".join(r.text() for r in self.rules)
 
@@ -216,15 +213,3 @@ def logical_spec(dims: Iterable[str | None], table: Mapping[str, Entry]) -> tupl
         out[dims.index(name)] = entry
     return tuple(out)
 
-
-def resolve(logical: Mapping[str, Iterable[str | None]], kinds: Mapping[str, str],
-            rules: Rules, default_kind: str = "param") -> dict[str, tuple[Entry, ...]]:
-    """Tensor name -> spec entries, for every tensor with logical dims, under `rules`."""
-    tables: dict[str, dict[str, Entry]] = {}
-    out = {}
-    for name, dims in logical.items():
-        kind = kinds.get(name, default_kind)
-        if kind not in tables:
-            tables[kind] = rules.table(kind)
-        out[name] = logical_spec(tuple(dims), tables[kind])
-    return out
