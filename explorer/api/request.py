@@ -5,15 +5,14 @@ valid choices, so that every caller reports bad input the same way."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from explorer.compile.pool import MAX_DEVICES
 from explorer.compile.tpu import check_topology
 from explorer.cost.hardware import get_target
 from explorer.cost.mapping import AxisMapping, check_mapping, default_mapping
-from explorer.errors import ExplorerError, MappingError, TargetError, TensorError, choices
+from explorer.errors import ExplorerError, TargetError, TensorError, choices
 from explorer.spec.bounds import (
-    MAX_MESH_DEVICES,
     MAX_TENSORS,
     MAX_TOTAL_ELEMENTS,
     power_text,
@@ -82,8 +81,6 @@ def check_mesh(mesh, axis_type: str = "auto", *, tpu_topology: str | None = None
 
 # A mapping's value for one mesh axis: a physical axis name, "name:k", (name, k), or a
 # sequence of those.
-_MAPPING_FORMS = ("text like 'data=node,model=gpu', a dict {mesh axis: physical axes} whose "
-                  "values are a name, 'name:k', (name, k) or a list of those, or an AxisMapping")
 
 
 def check_target(target: str | None, mapping, mesh: MeshSpec) -> AxisMapping | None:
@@ -106,39 +103,7 @@ def check_target(target: str | None, mapping, mesh: MeshSpec) -> AxisMapping | N
                           "explorer.targets()") from None
     if mapping is None:
         return default_mapping(target, mesh.names, mesh.sizes)
-    _check_mapping_form(mapping)
-    try:
-        return check_mapping(target, mesh.names, mesh.sizes, mapping)
-    except ExplorerError:
-        raise
-    except (TypeError, ValueError, AttributeError, ArithmeticError, LookupError):
-        # The parser assumes the forms above; anything it cannot read is the user's value.
-        raise MappingError(f"mapping {show(mapping)} cannot be read; write it as "
-                           f"{_MAPPING_FORMS}") from None
-
-
-def _check_mapping_form(mapping) -> None:
-    """The mapping's structure, before the parser sees it: it unpacks entries and compares
-    factors without checking their types."""
-    if isinstance(mapping, AxisMapping | str):
-        return
-    if not isinstance(mapping, Mapping):
-        raise MappingError(f"mapping {show(mapping)} is not {_MAPPING_FORMS}")
-    for axis, value in mapping.items():
-        entries = (value,) if isinstance(value, str) or _is_pair(value) else value
-        if not isinstance(entries, tuple | list) \
-                or not all(isinstance(e, str) or _is_pair(e) for e in entries):
-            raise MappingError(f"mapping of mesh axis {show(axis)}: {show(value)} is not a "
-                               "physical axis name, 'name:k', (name, k) or a list of those, "
-                               "e.g. 'gpu', 'node:2', ('node', 2) or ['gpu', 'node:2']",
-                               axis=axis if isinstance(axis, str) else None)
-
-
-def _is_pair(value) -> bool:
-    """(name, k): a physical axis and how many of its devices, k a whole number."""
-    return (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str)
-            and isinstance(value[1], int) and not isinstance(value[1], bool)
-            and 1 <= value[1] <= MAX_MESH_DEVICES)
+    return check_mapping(target, mesh.names, mesh.sizes, mapping)
 
 
 def check_inputs(leaves: Iterable[TensorSpec], mesh: MeshSpec) -> None:

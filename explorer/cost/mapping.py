@@ -15,6 +15,7 @@ from math import gcd, prod
 
 from explorer.cost.hardware import PhysicalAxis, Target, get_target, targets_with_chips
 from explorer.errors import MappingError, choices
+from explorer.spec.bounds import show
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,37 @@ def _hint(target: Target, axis: PhysicalAxis, mesh_axis: str, size: int) -> str:
     return f"; other axes: {', '.join(a.describe() for a in others)}"
 
 
+_MAPPING_FORMS = ("text like 'data=node,model=gpu', a dict {mesh axis: physical axes} whose "
+                  "values are a name, 'name:k', (name, k) or a list of those, or an AxisMapping")
+# A physical axis has at most this many chips (a 4096-chip pod's longest axis is 16); larger
+# factors are refused before any arithmetic.
+MAX_FACTOR = 2**20
+
+
+def _check_mapping_form(mapping) -> None:
+    """The mapping's structure, checked before its entries are read: a mapping of mesh axes to
+    a name, 'name:k', (name, k) or a list of those."""
+    if isinstance(mapping, AxisMapping | str):
+        return
+    if not isinstance(mapping, Mapping):
+        raise MappingError(f"mapping {show(mapping)} is not {_MAPPING_FORMS}")
+    for axis, value in mapping.items():
+        entries = (value,) if isinstance(value, str) or _is_pair(value) else value
+        if not isinstance(entries, tuple | list) \
+                or not all(isinstance(e, str) or _is_pair(e) for e in entries):
+            raise MappingError(f"mapping of mesh axis {show(axis)}: {show(value)} is not a "
+                               "physical axis name, 'name:k', (name, k) or a list of those, "
+                               "e.g. 'gpu', 'node:2', ('node', 2) or ['gpu', 'node:2']",
+                               axis=axis if isinstance(axis, str) else None)
+
+
+def _is_pair(value) -> bool:
+    """(name, k): a physical axis and how many of its devices, k a whole number."""
+    return (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str)
+            and isinstance(value[1], int) and not isinstance(value[1], bool)
+            and 1 <= value[1] <= MAX_FACTOR)
+
+
 def check_mapping(target: str | Target, mesh_names: Sequence[str], mesh_sizes: Sequence[int],
                   mapping: AxisMapping | str | Mapping[str, str | Sequence]) -> AxisMapping:
     """Validate a user mapping of mesh axes onto physical axes; the error names the limit.
@@ -134,6 +166,7 @@ def check_mapping(target: str | Target, mesh_names: Sequence[str], mesh_sizes: S
     """
     target = get_target(target)
     names, sizes = _check_mesh(target, mesh_names, mesh_sizes)
+    _check_mapping_form(mapping)
     if isinstance(mapping, AxisMapping):
         mapping = {n: tuple(s.text() for s in segs)
                    for n, segs in zip(mapping.names, mapping.placement, strict=True)}
@@ -164,12 +197,13 @@ def check_mapping(target: str | Target, mesh_names: Sequence[str], mesh_sizes: S
                 phys_name, _, f_text = str(entry).partition(":")
                 factor = None
                 if f_text:
-                    if not re.fullmatch(r"\d+", f_text.strip()):
-                        raise MappingError(f"mesh axis {name!r}: {entry!r} has factor "
-                                           f"{f_text!r}, not a whole number", axis=name,
-                                           target=target.name)
+                    if not re.fullmatch(r"\d{1,7}", f_text.strip()):
+                        raise MappingError(
+                            f"mesh axis {name!r}: {show(entry)} has factor {show(f_text)}, not "
+                            f"a whole number from 1 to {MAX_FACTOR}", axis=name,
+                            target=target.name)
                     factor = int(f_text)
-            phys_name = phys_name.strip()
+            phys_name = str(phys_name).strip()
             if phys_name not in phys_names:
                 raise MappingError(
                     f"mesh axis {name!r} is mapped to {phys_name!r}, which {target.name} lacks; "
