@@ -8,6 +8,7 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
+from explorer.report.compare import Metric  # noqa: E402
 from explorer.ui import Explorer  # noqa: E402
 from explorer.ui.app import TAB_TITLES  # noqa: E402
 
@@ -244,7 +245,7 @@ def test_hlo_tab_draws_the_dataflow_graph_and_compare_tab_diffs_a_pin(app):
     comparison = app.compare.comparison
     assert [x.kind for x in comparison.removed] == ["all-reduce"] and not comparison.added
     # The all-reduce's V, 128 × 1024 × 4 bytes, is gone.
-    assert comparison.metric("collective bytes/device").delta == -524288
+    assert comparison.metric(Metric.COLLECTIVE_BYTES).delta == -524288
 
 
 def test_rank_3_tensors_are_drawn_as_small_multiples():
