@@ -171,7 +171,9 @@ class MemoryView:
                                 f"{html.escape(fit.text)}</p>")
 
 
-def timing_html(report: Report) -> str:
+def timing_html(report: Report, unavailable: str | None = None) -> str:
+    """Compile times, XLA's cost and the prediction; `unavailable` says why a picked target
+    gave no prediction (it does not fit the mesh)."""
     t, c, est = report.timing, report.cost, report.estimate
     flops = "not reported" if c.flops is None else f"{c.flops:.3g}"
     cached = " (answered from the cache)" if t.cached else ""
@@ -182,7 +184,10 @@ def timing_html(report: Report) -> str:
              f"<p><b>Cost per device</b> (XLA cost_analysis of the {report.backend} program): "
              f"{flops} flops, {human_bytes(c.bytes_accessed)} accessed; collectives move "
              f"{human_bytes(c.collective_bytes)}.</p>"]
-    if est is None:
+    if est is None and unavailable:
+        parts.append("<p class='explorer-prediction-unavailable'><b>Prediction unavailable"
+                     f"</b>: {html.escape(unavailable)}</p>")
+    elif est is None:
         parts.append("<p><i>Pick a target to predict the step time on real hardware.</i></p>")
     else:
         comp = est.compute
@@ -238,8 +243,8 @@ class TimingView:
         self.widget = w.VBox([self.text, self.box, self.schedule_box])
         self.widget.add_class("explorer-timing")
 
-    def update(self, report: Report) -> None:
-        self.text.value = timing_html(report)
+    def update(self, report: Report, unavailable: str | None = None) -> None:
+        self.text.value = timing_html(report, unavailable)
         self._draw_schedule(report.workload.to_dict() if report.workload else {})
         point = _roofline_point(report)
         self.box.layout.display = "" if point else "none"

@@ -4,6 +4,7 @@ what the widgets display (the hyperspy way). Edits compile at once here (no even
 from html import unescape
 
 import pytest
+from traitlets import TraitError
 
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
@@ -28,8 +29,11 @@ def show(app, title):
 
 
 def mesh_size(app, axis, value):
-    row = next(r for r in app.mesh_editor.rows.children if r.children[0].value == axis)
-    row.children[1].value = value
+    app.mesh_editor.row(axis).size_w.value = value
+
+
+def rename(app, index, name):
+    app.mesh_editor.rows[index].name_w.value = name
 
 
 def test_initial_result_is_the_megatron_all_reduce(app):
@@ -44,14 +48,14 @@ def test_initial_result_is_the_megatron_all_reduce(app):
 def test_changing_a_spec_picker_recompiles(app):
     # Replicate w1 and w2: the data-parallel forward pass needs no collective at all.
     show(app, "Collectives")
-    app.spec_rows["w1"].pickers[1].value = "None"
-    app.spec_rows["w2"].pickers[0].value = "None"
+    app.spec_rows["w1"].pickers[1].value = []
+    app.spec_rows["w2"].pickers[0].value = []
     assert app.report.collectives == ()
     assert "No collectives" in app.collectives.table.value
     # Shard w1's rows over model (x split over data): x @ w1 contracts a model-split dimension,
     # so each device holds a partial sum of its [256/2, 4096] block of h, all-reduced over
     # model: V = 128 × 4096 × 4 bytes.
-    app.spec_rows["w1"].pickers[0].value = "model"
+    app.spec_rows["w1"].pickers[0].value = ["model"]
     assert [(c.kind, c.axes, c.bytes) for c in app.report.collectives] == \
         [("all-reduce", ("model",), 128 * 4096 * 4)]
 
@@ -72,12 +76,12 @@ def test_invalid_mesh_size_shows_inline_error_and_keeps_last_result(app):
 
 def test_zero_size_and_duplicate_axis_name_errors_name_the_value(app):
     mesh_size(app, "data", 0)
-    assert "size 0" in app.mesh_editor.error.value
+    assert "size 0" in app.mesh_editor.rows[0].error.value
     mesh_size(app, "data", 2)
-    app.mesh_editor.rows.children[1].children[0].value = "data"
-    assert "'data' appears twice" in unescape(app.mesh_editor.error.value)
-    app.mesh_editor.rows.children[1].children[0].value = "model"
-    assert app.mesh_editor.error.value == "" and app.error is None
+    rename(app, 1, "data")
+    assert "'data' appears twice" in unescape(app.mesh_editor.rows[1].error.value)
+    rename(app, 1, "model")
+    assert app.mesh_editor.rows[1].error.value == "" and app.error is None
 
 
 def test_add_and_remove_axes(app):
@@ -86,9 +90,8 @@ def test_add_and_remove_axes(app):
     assert "16 devices" in app.mesh_editor.count.value
     assert app.report.mesh.device_count == 16
     # The new axis is offered in every spec picker.
-    assert "axis0" in [v for _, v in app.spec_rows["x"].pickers[0].options]
-    remove_model = app.mesh_editor.rows.children[1].children[2]
-    remove_model.click()
+    assert "axis0" in app.spec_rows["x"].pickers[0].allowed_tags
+    app.mesh_editor.rows[1].remove.click()         # model
     assert [n for n, _ in app.mesh_editor.axes] == ["data", "axis0"]
     # Pickers that named the removed axis fall back to "not split".
     assert app.spec_rows["w1"].spec == (None, None)
@@ -99,8 +102,8 @@ def test_switching_workload_rebuilds_params_and_specs(app):
     app.workload_w.value = "matmul"
     assert set(app.spec_rows) == {"x", "w"}
     assert [c.description for c in app.params_box.children] == ["m", "k", "n", "dtype"]
-    app.spec_rows["x"].pickers[1].value = "model"
-    app.spec_rows["w"].pickers[0].value = "model"
+    app.spec_rows["x"].pickers[1].value = ["model"]
+    app.spec_rows["w"].pickers[0].value = ["model"]
     assert [(c.kind, c.axes) for c in app.report.collectives] == [("all-reduce", ("model",))]
 
 
@@ -189,7 +192,7 @@ def test_preset_places_unpinned_tensors_and_picks_win():
         assert app.spec_rows["w2"].spec == ("model", None)
         assert ("all-reduce", ("model",)) in {(c.kind, c.axes) for c in app.report.collectives}
         # A pick pins that tensor: it survives recompiles and wins over the preset.
-        app.spec_rows["w2"].pickers[0].value = "None"
+        app.spec_rows["w2"].pickers[0].value = []
         assert "w2" in app.pinned and app.report.tensor("w2").spec == (None, None)
         assert app.report.tensor("w1").spec == (None, "model")
         # A new preset releases the picks.
@@ -240,8 +243,8 @@ def test_hlo_tab_draws_the_dataflow_graph_and_compare_tab_diffs_a_pin(app):
     assert (c.kind, c.axes) == ("all-reduce", ("model",))
     show(app, "Compare")
     app.compare.pin_button.click()                       # pin the Megatron result as A
-    app.spec_rows["w1"].pickers[1].value = "None"
-    app.spec_rows["w2"].pickers[0].value = "None"        # B: replicated weights
+    app.spec_rows["w1"].pickers[1].value = []
+    app.spec_rows["w2"].pickers[0].value = []            # B: replicated weights
     comparison = app.compare.comparison
     assert [x.kind for x in comparison.removed] == ["all-reduce"] and not comparison.added
     # The all-reduce's V, 128 × 1024 × 4 bytes, is gone.
@@ -278,15 +281,15 @@ def test_debounce_starts_an_isolated_edit_at_once_and_merges_a_burst():
         try:
             # A burst: two edits in one go compile once, for the last of them, after the delay.
             t0 = time.perf_counter()
-            app.spec_rows["w1"].pickers[1].value = "None"
-            app.spec_rows["w2"].pickers[0].value = "None"
+            app.spec_rows["w1"].pickers[1].value = []
+            app.spec_rows["w2"].pickers[0].value = []
             while app.report.collectives:                 # Megatron's all-reduce goes away
                 await asyncio.sleep(0.02)
             assert len(compiles) == 1 and compiles[0][0] - t0 >= 0.3
             assert compiles[0][1]["specs"]["w2"] == (None, None)
             # An isolated edit, with nothing waiting or compiling, starts at once.
             t1 = time.perf_counter()
-            app.spec_rows["w1"].pickers[0].value = "model"
+            app.spec_rows["w1"].pickers[0].value = ["model"]
             while not app.report.collectives:
                 await asyncio.sleep(0.02)
             assert len(compiles) == 2 and compiles[1][0] - t1 < 0.3
@@ -304,3 +307,144 @@ def test_a_target_name_spelled_unlike_the_listing_is_offered():
         assert app.report.estimate.target == "tpu-v5e-8x4"
     finally:
         app.close()
+
+
+# ---------------------------------------------------------------------- hardening (issue 14)
+
+def all_errors(app) -> list[str]:
+    """Every error text the sidebar shows."""
+    shown = [r.error.value for r in app.spec_rows.values()]
+    shown += [r.error.value for r in app.mesh_editor.rows]
+    shown += [app.mesh_editor.error.value, app.params_error.value, app.layout_error.value,
+              app.error_w.value]
+    return [unescape(e) for e in shown if e]
+
+
+def test_an_invalid_axis_name_stays_on_its_row_and_every_edit_path_recovers(app):
+    good = app.report
+    rename(app, 1, "a b")                                  # model -> "a b"
+    assert "'a b' is not an identifier" in unescape(app.mesh_editor.rows[1].error.value)
+    assert all_errors(app) == [unescape(app.mesh_editor.rows[1].error.value)]
+    assert app.report is good and "explorer-stale" in app.tabs._dom_classes
+    # The pickers offer the axes of the last valid mesh only, so 'a b' cannot be picked.
+    for row in app.spec_rows.values():
+        assert all(p.allowed_tags == ["data", "model"] for p in row.pickers)
+    with pytest.raises(TraitError):
+        app.spec_rows["x"].pickers[0].value = ["a b"]
+    # A size param edit while the mesh is wrong rebuilds the rows at the new size, keeps the
+    # picks, and the one error still names the axis.
+    app.params_box.children[0].value = 512                 # batch
+    assert app.spec_rows["x"].shape == (512, 1024)
+    assert app.spec_rows["w1"].spec == (None, "model")
+    assert all_errors(app) == [unescape(app.mesh_editor.rows[1].error.value)]
+    # Fixing the name recovers everything; w1's pick follows the rename.
+    rename(app, 1, "mp")
+    assert all_errors(app) == [] and app.error is None
+    assert "explorer-stale" not in app.tabs._dom_classes
+    assert app.report.mesh.names == ("data", "mp")
+    assert app.spec_rows["w1"].spec == (None, "mp") and app.spec_rows["w2"].spec == ("mp", None)
+    # batch 512 over data=2: the all-reduce's V is a [256, 1024] f32 block per device.
+    assert [(c.kind, c.axes, c.bytes) for c in app.report.collectives] == [
+        ("all-reduce", ("mp",), 256 * 1024 * 4)]
+    app.params_box.children[0].value = 256                 # and later edits compile as usual
+    assert app.report.collectives[0].bytes == 128 * 1024 * 4 and all_errors(app) == []
+
+
+def test_an_axis_name_holding_mesh_text_is_rejected_not_parsed(app):
+    good = app.report
+    rename(app, 1, "model=4,extra")
+    error = unescape(app.mesh_editor.rows[1].error.value)
+    assert "'model=4,extra' is not an identifier" in error
+    # Nothing was compiled from it: the editor and the last result agree on 2 axes, 8 devices.
+    assert "8 devices" in app.mesh_editor.count.value
+    assert app.report is good and app.report.mesh.names == ("data", "model")
+    rename(app, 1, "model")
+    assert all_errors(app) == [] and app.report.mesh.device_count == 8
+
+
+def test_the_axis_count_is_bounded_and_pickers_grow_linearly():
+    from explorer.errors import MeshError
+    from explorer.ui.editors import MAX_AXES
+
+    eight = ",".join(f"a{i}=1" for i in range(MAX_AXES))
+    app = Explorer(workload="mlp", mesh=eight, debounce=None)
+    try:
+        assert app.mesh_editor.add.disabled
+        assert "at most 8" in app.mesh_editor.add.tooltip
+        app.mesh_editor.add.click()                         # disabled: nothing happens
+        assert len(app.mesh_editor.rows) == MAX_AXES
+        # One choice per axis in every picker; a tuple of three axes is three picks.
+        assert app.spec_rows["x"].pickers[0].allowed_tags == [f"a{i}" for i in range(8)]
+        app.spec_rows["x"].pickers[0].value = ["a2", "a0", "a5"]
+        assert app.spec_rows["x"].spec[0] == ("a2", "a0", "a5")
+        # (Size-1 axes split nothing, so the compiled program is replicated; the request
+        # carries the spec as picked.)
+        assert app.report.workload.specs["x"] == "(a2,a0,a5),None"
+        app.mesh_editor.rows[0].remove.click()
+        assert not app.mesh_editor.add.disabled
+        # a0 is gone: the pick keeps the axes that are left, in order.
+        assert app.spec_rows["x"].spec[0] == ("a2", "a5")
+    finally:
+        app.close()
+    with pytest.raises(MeshError, match="at most 8 axes; this one has 9"):
+        Explorer(workload="mlp", mesh=eight + ",a8=1", debounce=None)
+
+
+def test_an_unexpected_error_in_a_callback_is_shown_not_raised(app, caplog):
+    def broken():
+        raise RuntimeError("boom")
+
+    real = app._request
+    app._request = broken
+    app.partitioner_w.value = "gspmd"                      # the callback must not raise
+    assert "unexpected error" in app.error_w.value and "RuntimeError: boom" in app.error_w.value
+    assert isinstance(app.unexpected, RuntimeError)
+    assert "explorer-stale" in app.tabs._dom_classes
+    assert "boom" in caplog.text                           # the traceback goes to the log
+    app._request = real
+    app.partitioner_w.value = "shardy"                     # the next edit starts afresh
+    assert app.error is None and app.unexpected is None and app.error_w.value == ""
+    assert app.report.partitioner == "shardy"
+
+
+def test_a_target_that_does_not_fit_the_mesh_still_compiles_without_a_prediction():
+    app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, target="h100-8",
+                   debounce=None)
+    try:
+        # Only targets with the mesh's 8 devices are offered, GPUs then TPUs.
+        labels = [label for label, _ in app.target_w.options]
+        values = [v for _, v in app.target_w.options]
+        assert "h100-8" in values and "tpu-v5e-2x4" in values and "h100-8x2" not in values
+        assert labels.index("GPU · h100-8") < labels.index("TPU · tpu-v5e-2x4")
+        app.mesh_editor.add.click()                         # axis0=2: 16 devices
+        assert app.report.mesh.device_count == 16 and app.report.estimate is None
+        assert "explorer-stale" not in app.tabs._dom_classes
+        assert "no prediction" in unescape(app.target_error.value)
+        show(app, "Timing")
+        assert "Prediction unavailable" in app.timing.text.value
+        assert "h100-8x2" in unescape(app.timing.text.value)   # the reason names what fits
+        # The picked target stays, marked; the offer follows the device count.
+        assert app.target_w.value == "h100-8"
+        assert ("h100-8 (8 devices, not 16)", "h100-8") in app.target_w.options
+        assert "h100-8x2" in [v for _, v in app.target_w.options]
+        app.target_w.value = "h100-8x2"
+        assert app.report.estimate.target == "h100-8x2" and app.target_error.value == ""
+        assert "Predicted on h100-8x2" in app.timing.text.value
+    finally:
+        app.close()
+
+
+def test_errors_speak_of_widgets_not_cli_flags():
+    from explorer.ui.app import app_language
+
+    app = Explorer(workload="mlp", mesh="data=2,model=4", debounce=None)
+    try:
+        app.preset_w.value = "ep"                           # needs an 'expert' axis
+        shown = unescape(app.layout_error.value)
+        assert "expert" in shown and "--" not in shown
+        assert "e.g. the mesh " in shown
+    finally:
+        app.close()
+    assert app_language("use --workload moe") == "pick workload moe"
+    assert app_language("override it with --spec w1=... or change the rule") == \
+        "override it with the spec picker of w1 or change the rule"

@@ -69,8 +69,18 @@ def page(server):
         browser.close()
 
 
-def pick(page, tensor: str, dim: int, label: str) -> None:
-    page.locator(f".explorer-spec-{tensor} select").nth(dim).select_option(label=label)
+def pick(page, tensor: str, dim: int, axes: list[str]) -> None:
+    """Set a dimension's mesh axes as a user does: remove its tags, then type each axis."""
+    picker = page.locator(f".explorer-spec-{tensor} .explorer-dim-{dim}")
+    close = picker.locator(".jupyter-widget-tag-close")
+    while close.count():
+        close.first.click()
+    for axis in axes:
+        picker.click()
+        box = picker.locator("input.jupyter-widget-taginput")
+        box.fill(axis)
+        box.press("Enter")
+        picker.locator(".jupyter-widget-tag", has_text=axis).wait_for(timeout=10_000)
 
 
 def collectives_text(page) -> str:
@@ -89,11 +99,11 @@ def test_load_edit_see_collectives_change(page):
     text = collectives_text(page)
     assert "all-reduce" in text and "model" in text and "512.0 KiB" in text   # 128×1024×4 B
     # Replicate both weights: the data-parallel forward pass needs no collective.
-    pick(page, "w1", 1, "—")
-    pick(page, "w2", 0, "—")
+    pick(page, "w1", 1, [])
+    pick(page, "w2", 0, [])
     wait_for_table(page, "No collectives")
     # Split w1's rows over model: partial sums of h (128×4096 floats) are all-reduced.
-    pick(page, "w1", 0, "model")
+    pick(page, "w1", 0, ["model"])
     wait_for_table(page, "2.0 MiB")
     text = collectives_text(page)
     assert "all-reduce" in text and "model" in text
@@ -134,8 +144,8 @@ def test_spec_edit_redraws_the_heatmap_and_the_dataflow_graph(page):
     page.locator(".explorer-placement select").first.select_option(label="input: w1")
     # w1 split by columns over data alone: one row of 2 blocks; block 0 is held first by d0,
     # block 1 by d4 (devices are numbered row-major over data=2 × model=4).
-    pick(page, "w1", 0, "—")
-    pick(page, "w1", 1, "data")
+    pick(page, "w1", 0, [])
+    pick(page, "w1", 1, ["data"])
     page.wait_for_function(
         "() => [...document.querySelectorAll('.explorer-placement .js-plotly-plot')]"
         ".some(e => e.layout.title.text.startsWith('w1 float32[1024,4096]  spec None,data'))",
