@@ -40,6 +40,7 @@ from explorer.ui.views import (
     collectives_html,
     draw_grid,
     hlo_html,
+    legend_html,
     tensor_options,
     timing_html,
 )
@@ -59,6 +60,10 @@ mark.explorer-hlo-collective { background: #dbeafe; }
 mark.explorer-hlo-selected { background: #fde047; }
 .explorer-status { font-size: 13px; }
 .explorer-pinned code { font-weight: bold; }
+.explorer-legend { font-size: 12px; line-height: 1.8; }
+.explorer-legend-item { margin-right: 12px; white-space: nowrap; }
+.explorer-swatch { display: inline-block; width: 11px; height: 11px; margin-right: 4px;
+  vertical-align: -1px; border-radius: 2px; }
 </style>"""
 
 
@@ -180,7 +185,8 @@ class Explorer:
         self.error_w = w.HTML()
         self.error_w.add_class("explorer-error")
 
-        self.placement = PlacementView(guard(lambda _: self._draw_placement()))
+        self.placement = PlacementView(guard(lambda _: self._draw_placement()),
+                                       guard(lambda _: self._list_tensors()))
         self.collectives = CollectivesView(guard(self._select_collective))
         self.memory = MemoryView()
         self.timing = TimingView()
@@ -519,13 +525,9 @@ class Explorer:
                          f"{(t.lower_s + t.compile_s):.2f} s · {report.mesh.device_count} "
                          f"devices · {len(report.collectives)} collectives")
         self.selected = None
-        options = tensor_options(report)
-        keep = self.placement.tensor.value
-        names = [v for _, v in options]
         self._muted += 1
         try:
-            self.placement.tensor.options = options
-            self.placement.tensor.value = keep if keep in names else names[0]
+            self._list_tensors(draw=False)
             self.collectives.pick.options = self.collectives.options(report)
             self.collectives.pick.value = -1
         finally:
@@ -561,14 +563,42 @@ class Explorer:
         self._drawn.discard(TAB_TITLES.index(title))
         self._draw_tab(self.tabs.selected_index)
 
+    def _list_tensors(self, draw: bool = True) -> None:
+        """The placement picker's entries for the current report, keeping the selection."""
+        if self.report is None:
+            return
+        options = tensor_options(self.report, self.placement.plumbing.value)
+        keep = self.placement.tensor.value
+        names = [v for _, v in options]
+        self._muted += 1
+        try:
+            self.placement.tensor.options = options
+            self.placement.tensor.value = keep if keep in names else names[0]
+        finally:
+            self._muted -= 1
+        if draw and self.placement.tensor.value != keep:
+            self._draw_placement()
+
+    def _dim_names(self, tensor: str) -> tuple[str | None, ...] | None:
+        """The logical names of a workload input's dimensions (("batch", "embed")), if any."""
+        info = self.report.workload if self.report is not None else None
+        if info is None or info.name not in WORKLOADS:
+            return None
+        workload = get_workload(info.name)
+        if workload.logical is None:
+            return None
+        return workload.logical(dict(info.params)).get(tensor)
+
     def _draw_placement(self) -> None:
         if self.report is None or self.placement.tensor.value is None:
             return
-        n = self.report.mesh.device_count
         name = self.placement.tensor.value
-        draw_grid(self.placement.blocks, placement_grid(self.report, name), n)
-        grid = mesh_grid(self.report, name)
-        draw_grid(self.placement.mesh, grid, max(max(r) for r in grid.z) + 1)
+        blocks = placement_grid(self.report, name, self._dim_names(name))
+        n_blocks = len(blocks.legend)
+        draw_grid(self.placement.blocks, blocks, n_blocks)
+        draw_grid(self.placement.mesh, mesh_grid(self.report, name), n_blocks)
+        self.placement.legend.value = legend_html(
+            blocks, f"block of {name}: a block and the devices holding it share a colour")
 
     def _draw_groups(self) -> None:
         shown = self.report is not None and self.selected is not None
@@ -577,6 +607,7 @@ class Explorer:
             grid = group_grid(self.report, self.selected)
             draw_grid(self.collectives.groups, grid,
                       max(len(self.report.collectives[self.selected].groups), 1))
+            self.collectives.legend.value = legend_html(grid, "device group")
 
     def _select_collective(self, index) -> None:
         if self._muted or self.report is None:

@@ -4,6 +4,7 @@ edit never rebuilds a figure. Colours key on device ids the same way in every vi
 from __future__ import annotations
 
 import html
+import re
 from copy import deepcopy
 
 import ipywidgets as w
@@ -11,7 +12,7 @@ import plotly.colors as pc
 import plotly.graph_objects as go
 
 from explorer.cost.model import format_seconds
-from explorer.report.report import Report
+from explorer.report.report import Report, TensorRole
 from explorer.report.summary import human_bytes
 from explorer.ui.grids import Grid
 
@@ -61,28 +62,102 @@ def draw_grid(fig: go.FigureWidget, grid: Grid, colours: int) -> None:
         t.colorscale = discrete_scale(colours)
         t.zmin, t.zmax = -0.5, colours - 0.5
         fig.layout.title.text = html.escape(grid.title)
+        fig.layout.xaxis.title.text = html.escape(grid.x_title)
+        fig.layout.yaxis.title.text = html.escape(grid.y_title)
         fig.layout.yaxis.autorange = "reversed"     # first row on top, as in the sidebar
+        # Panel titles sit just above each panel's first cell.
+        fig.layout.annotations = [
+            dict(x=x, y=y, text=html.escape(text), showarrow=False, xanchor="left",
+                 yanchor="bottom", yshift=14, xshift=-30, font=dict(size=11, color="#444"))
+            for x, y, text in grid.panels]
     keep_state(fig)
 
 
+def colour(key: int) -> str:
+    """The colour of key `key` in every grid (discrete_scale gives z = key this colour)."""
+    return PALETTE[key % len(PALETTE)]
+
+
+def legend_html(grid: Grid, meaning: str, limit: int = 16) -> str:
+    """The colours of `grid` as swatches with what each one means."""
+    items = "".join(
+        f"<span class='explorer-legend-item'><span class='explorer-swatch' "
+        f"style='background:{colour(k)}'></span>{html.escape(text)}</span>"
+        for k, text in grid.legend[:limit])
+    more = (f"<span class='explorer-legend-item'>… {len(grid.legend) - limit} more (hover a "
+            "cell)</span>" if len(grid.legend) > limit else "")
+    return (f"<div class='explorer-legend'><b>Colour = {html.escape(meaning)}</b> {items}{more}"
+            "</div>")
+
+
 class PlacementView:
-    def __init__(self, on_pick):
-        self.tensor = w.Dropdown(description="tensor", options=[], layout=w.Layout(width="420px"))
+    """A tensor picker, its blocks, the device grid, and one legend for both."""
+
+    def __init__(self, on_pick, on_plumbing):
+        self.tensor = w.Dropdown(description="tensor", options=[], layout=w.Layout(width="520px"))
         self.tensor.observe(lambda c: on_pick(c["new"]), "value")
+        self.plumbing = w.Checkbox(value=False, indent=False,
+                                   description="list plumbing too (scalars, masks, reshapes, "
+                                               "copies)")
+        self.plumbing.observe(lambda c: on_plumbing(c["new"]), "value")
         self.blocks = _heatmap(260)
         self.mesh = _heatmap(260)
-        self.widget = w.VBox([self.tensor, self.blocks, self.mesh])
+        self.legend = w.HTML()
+        self.widget = w.VBox([w.HBox([self.tensor, self.plumbing]), self.legend, self.blocks,
+                              self.mesh])
         self.widget.add_class("explorer-placement")
 
 
-def tensor_options(report: Report) -> list[tuple[str, str]]:
-    opts = []
+# Intermediates that only move, reshape, convert or index data, by the primitive or HLO opcode
+# their name comes from: listed only on request, since a train step or a pipeline has hundreds.
+PLUMBING = frozenset({
+    "bitcast", "copy", "tuple", "get-tuple-element", "reshape", "squeeze", "broadcast",
+    "broadcast_in_dim", "convert_element_type", "convert", "iota", "select_n", "lt", "le", "gt",
+    "ge", "eq", "ne", "and", "or", "not", "rem", "clamp", "axis_index", "dynamic_slice",
+    "dynamic_update_slice", "add_any", "concatenate", "pad", "slice", "optimization_barrier",
+})
+
+
+def is_plumbing(t) -> bool:
+    """An intermediate nobody looks for in a placement view: a scalar, a boolean mask, or the
+    result of an op in PLUMBING."""
+    if t.kind != TensorRole.INTERMEDIATE:
+        return False
+    stem = re.sub(r"[.\d]+$", "", t.name)
+    return not t.shape or t.dtype == "bool" or stem in PLUMBING
+
+
+def short_op(op_name: str) -> str:
+    """The tail of a jax op name as people read it: `dot_general`. A combined op
+    (`jit(f)/(a/dot_general:b/reduce_sum)`) gives its distinct tails: `dot_general+reduce_sum`;
+    fused ones (`a;b`) likewise. No stray brackets."""
+    body = op_name.strip()
+    parts = []
+    for piece in re.split(r"[:;]", body):
+        tail = piece.strip().rsplit("/", 1)[-1]
+        # Unbalanced brackets belong to the combined op's list, not to the op.
+        while tail.endswith(")") and tail.count(")") > tail.count("("):
+            tail = tail[:-1]
+        while tail.startswith("(") and tail.count("(") > tail.count(")"):
+            tail = tail[1:]
+        if tail and tail not in parts:
+            parts.append(tail)
+    return "+".join(parts)
+
+
+def tensor_options(report: Report, plumbing: bool = False) -> list[tuple[str, str]]:
+    """Picker entries grouped inputs, outputs, intermediates; plumbing only when asked."""
+    groups = {TensorRole.INPUT: [], TensorRole.OUTPUT: [], TensorRole.INTERMEDIATE: []}
     for t in report.tensors:
-        op = t.op_name.rsplit("/", 1)[-1]
-        label = t.name if t.kind != "intermediate" else f"{t.name}  ({op}"\
-            f"{' ' + t.source if t.source else ''})"
-        opts.append((f"{t.kind[:5]}: {label}", t.name))
-    return opts
+        if not plumbing and is_plumbing(t):
+            continue
+        shape = f"{t.dtype}[{','.join(map(str, t.shape))}]"
+        label = f"{t.kind}: {t.name}  {shape}"
+        if t.kind == TensorRole.INTERMEDIATE:
+            where = " ".join(x for x in (short_op(t.op_name), t.source) if x)
+            label += f"  ({where})" if where else ""
+        groups[TensorRole(t.kind)].append((label, t.name))
+    return [o for g in groups.values() for o in g]
 
 
 def collectives_html(report: Report, selected: int | None = None) -> str:
@@ -122,7 +197,8 @@ class CollectivesView:
         self.groups = _heatmap(240)
         # Shown only while a collective is highlighted (a FigureWidget's own `layout` is
         # plotly's, so a Box around it carries the display toggle).
-        self.groups_box = w.Box([self.groups], layout=w.Layout(display="none"))
+        self.legend = w.HTML()
+        self.groups_box = w.VBox([self.legend, self.groups], layout=w.Layout(display="none"))
         self.widget = w.VBox([self.table, self.pick, self.groups_box])
         self.widget.add_class("explorer-collectives")
 

@@ -127,16 +127,58 @@ def test_selecting_a_collective_colours_its_groups_and_marks_its_hlo_line(app):
     assert "explorer-hlo-selected" in app.hlo.value
 
 
-def test_placement_heatmap_colours_blocks_by_device(app):
+def test_placement_colours_mean_the_block_in_both_heatmaps(app):
     app.placement.tensor.value = "w1"
-    t = app.placement.blocks.data[0]
-    # w1 split over model on columns: one row of 4 blocks, first holders d0..d3.
+    blocks, mesh = app.placement.blocks, app.placement.mesh
+    t = blocks.data[0]
+    # w1 [1024, 4096] split over model on columns: one row of 4 blocks of 1024 columns; block
+    # k is held by devices k and k+4 (row-major over data=2 × model=4).
     assert [list(r) for r in t.z] == [[0, 1, 2, 3]]
-    assert [list(r) for r in t.text] == [["d0,d4", "d1,d5", "d2,d6", "d3,d7"]]
-    mesh = app.placement.mesh.data[0]
-    assert [list(r) for r in mesh.z] == [[0, 1, 2, 3], [0, 1, 2, 3]]
+    assert [list(r) for r in t.text] == [["b0: d0,d4", "b1: d1,d5", "b2: d2,d6", "b3: d3,d7"]]
+    assert list(t.x) == ["0:1024", "1024:2048", "2048:3072", "3072:4096"]
+    assert list(t.y) == ["0:1024"]
+    assert blocks.layout.xaxis.title.text == "dim 1 (mlp, 4096): 4 blocks over model"
+    assert blocks.layout.yaxis.title.text == "dim 0 (embed, 1024): not split"
+    # The device grid colours each device by the block it holds, with the same scale: a colour
+    # is one block in both figures.
+    m = mesh.data[0]
+    assert [list(r) for r in m.z] == [[0, 1, 2, 3], [0, 1, 2, 3]]
+    assert m.text[1][2] == "d6: b2"
+    assert m.colorscale == t.colorscale and (m.zmin, m.zmax) == (t.zmin, t.zmax) == (-0.5, 3.5)
+    assert list(m.y) == ["data=0", "data=1"] and list(m.x)[0] == "model=0"
+    assert mesh.layout.yaxis.title.text == "mesh axis data (2)"
+    assert mesh.layout.xaxis.title.text == "mesh axis model (4)"
+    legend = unescape(app.placement.legend.value)
+    assert "Colour = block of w1" in legend
+    assert "b2 [0:1024, 2048:3072] on d2,d6" in legend
     # The figure's synced state matches, so a view opened later draws the same.
     assert [list(r) for r in app.placement.blocks._widget_data[0]["z"]] == [[0, 1, 2, 3]]
+
+
+def test_tensor_picker_groups_roles_and_hides_plumbing():
+    app = Explorer(workload="transformer_train", mesh="data=2,model=4", preset="fsdp_tp",
+                   debounce=None)
+    try:
+        options = app.placement.tensor.options
+        roles = [label.split(":", 1)[0] for label, _ in options]
+        # Grouped: every input, then every output, then the intermediates.
+        assert roles == sorted(roles, key=["input", "output", "intermediate"].index)
+        report = app.report
+        inputs = [t.name for t in report.tensors if t.kind == "input"]
+        assert [v for (label, v) in options if label.startswith("input:")] == inputs
+        shown = {v for _, v in options}
+        plumbing = [t for t in report.tensors if t.kind == "intermediate" and (
+            t.name.startswith(("broadcast", "convert_element_type", "eq", "iota"))
+            or t.dtype == "bool")]
+        assert plumbing and not shown & {t.name for t in plumbing}
+        assert "  (dot_general " in next(label for label, v in options
+                                          if v.startswith("dot_general"))
+        app.placement.plumbing.value = True
+        assert len(app.placement.tensor.options) == len(report.tensors)
+        assert all(label.count("(") == label.count(")")
+                   for label, _ in app.placement.tensor.options)
+    finally:
+        app.close()
 
 
 def test_memory_and_timing_views(app):
@@ -255,15 +297,22 @@ def test_rank_3_tensors_are_drawn_as_small_multiples():
     from explorer import TensorSpec, analyze
     from explorer.ui.grids import placement_grid
 
-    # x[8,4,16] split over data on dim 0 and model on dim 2: two panels (dim-0 blocks 0 and 1),
-    # each one row of 4 column blocks; devices are row-major over data=2 × model=4, so panel 0
-    # holds d0..d3 and panel 1 d4..d7, with an empty separator column between them.
+    # x[8,4,16] split over data on dim 0 and model on dim 2: two panels (dim-0 blocks 0:4 and
+    # 4:8), each one row of 4 column blocks; devices are row-major over data=2 × model=4, so
+    # panel 0 holds d0..d3 and panel 1 d4..d7, with a gap column between them.
     r = analyze(lambda x: x * 2, TensorSpec("x", (8, 4, 16), spec="data,None,model"),
                 mesh="data=2,model=4")
-    g = placement_grid(r, "x")
+    g = placement_grid(r, "x", ("batch", "seq", "embed"))
     assert g.z == [[0, 1, 2, 3, None, 4, 5, 6, 7]]
     assert len(set(g.x_labels)) == len(g.x_labels)       # category labels stay distinct
-    assert g.hover[0][5].startswith("[1] block [4:8, 0:4, 0:4]")
+    # Ticks are the index ranges of dim 2 (4 columns each), the same text in both panels.
+    assert [x.replace("\u200b", "") for x in g.x_labels] == [
+        "0:4", "4:8", "8:12", "12:16", " ", "0:4", "4:8", "8:12", "12:16"]
+    assert g.x_title == "dim 2 (embed, 16): 4 blocks over model"
+    assert g.y_title == "dim 1 (seq, 4): not split" and g.y_labels == ["0:4"]
+    assert [p[2] for p in g.panels] == ["dim 0 0:4", "dim 0 4:8"]
+    assert g.hover[0][5].startswith("block 4 [4:8, 0:4, 0:4]")
+    assert g.text[0][5] == "b4: d4"
 
 
 def test_debounce_starts_an_isolated_edit_at_once_and_merges_a_burst():
