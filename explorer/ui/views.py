@@ -208,13 +208,46 @@ class CollectivesView:
              f"{c.source}", i) for i, c in enumerate(report.collectives)]
 
 
+def binary_ticks(top: float, count: int = 5) -> list[float]:
+    """Tick positions from 0 to `top` at a round step in one binary unit (KiB, MiB, GiB): the
+    axis then reads 0, 2.0 MiB, 4.0 MiB, ... rather than plotly's decimal '80B'."""
+    if top <= 0:
+        return [0.0]
+    unit = 1.0
+    while top / unit >= 1024 and unit < 1024.0 ** 4:
+        unit *= 1024
+    raw = top / unit / count
+    step = next((m * 10 ** e for e in range(-2, 4) for m in (1, 2, 5) if m * 10 ** e >= raw),
+                1000.0) * unit
+    return [k * step for k in range(int(top // step) + 1)]
+
+
+# A target's memory is drawn to scale only up to this many times the program's total; beyond,
+# the bars would be slivers, so the axis stops at the total and says where the limit is.
+_CAPACITY_IN_SCALE = 5.0
+MEMORY_PARTS = (("arguments", "#4c78a8"), ("outputs (not aliased)", "#f58518"),
+                ("temporaries", "#54a24b"))
+
+
+def memory_parts(m) -> tuple[int, int, int]:
+    """(arguments, outputs not aliased, temporaries): they add up to m.total."""
+    return (m.arguments, m.outputs - m.aliased, m.temporaries)
+
+
 class MemoryView:
+    """Per-device memory as one stacked bar, every part labelled, in binary units; the target's
+    memory as a line when it is in scale, else named at the axis end."""
+
     def __init__(self):
         self.fig = go.FigureWidget()
-        for name in ("arguments", "outputs", "temporaries"):
-            self.fig.add_bar(name=name, x=[0], y=["per device"], orientation="h")
-        self.fig.update_layout(barmode="stack", height=220, margin=dict(l=90, r=10, t=40, b=40),
-                               xaxis_title="bytes per device", title="memory per device")
+        for name, colour_ in MEMORY_PARTS:
+            self.fig.add_bar(name=name, x=[0], y=["per device"], orientation="h",
+                             marker_color=colour_, textposition="inside",
+                             insidetextanchor="middle", cliponaxis=False,
+                             hovertemplate="%{hovertext}<extra>" + name + "</extra>")
+        self.fig.update_layout(barmode="stack", height=230, margin=dict(l=90, r=20, t=40, b=50),
+                               xaxis_title="bytes per device", title="memory per device",
+                               legend=dict(orientation="h", y=-0.45, x=0))
         keep_state(self.fig)
         self.text = w.HTML()
         self.widget = w.VBox([self.fig, self.text])
@@ -223,28 +256,61 @@ class MemoryView:
     def update(self, report: Report) -> None:
         m = report.memory
         fit = report.estimate.memory if report.estimate is not None else None
-        values = (m.arguments, m.outputs - m.aliased, m.temporaries) if m else (0, 0, 0)
+        values = memory_parts(m) if m else (0, 0, 0)
+        total = sum(values)
+        in_scale = fit is not None and fit.capacity <= _CAPACITY_IN_SCALE * max(total, 1)
+        top = max(fit.capacity if in_scale else total, 1) * 1.08
+        ticks = binary_ticks(top)
         with self.fig.batch_update():
             for bar, v in zip(self.fig.data, values, strict=True):
                 bar.x = [v]
-                bar.text = [human_bytes(v)]
-            # The target's HBM as a vertical line; the axis stretches to show it.
-            self.fig.layout.shapes = [dict(type="line", x0=fit.capacity, x1=fit.capacity,
-                                           y0=0, y1=1, yref="paper",
-                                           line=dict(color="#b00020", dash="dash"))] if fit else []
-            self.fig.layout.title.text = (f"memory per device vs {report.estimate.target} HBM"
-                                          if fit else "memory per device")
+                # A part too thin to hold its label shows it on hover only.
+                bar.text = [human_bytes(v) if v >= 0.08 * top else ""]
+                bar.hovertext = [human_bytes(v)]
+            self.fig.layout.xaxis.range = [0, top]
+            self.fig.layout.xaxis.tickvals = ticks
+            self.fig.layout.xaxis.ticktext = [human_bytes(t) if t else "0" for t in ticks]
+            shapes, notes = [], []
+            if fit and in_scale:
+                shapes.append(dict(type="line", x0=fit.capacity, x1=fit.capacity, y0=0, y1=1,
+                                   yref="paper", line=dict(color="#b00020", dash="dash")))
+                notes.append(dict(x=fit.capacity, y=1, yref="paper", yanchor="bottom",
+                                  text=f"HBM {human_bytes(fit.capacity)}", showarrow=False,
+                                  font=dict(color="#b00020", size=11)))
+            elif fit:
+                notes.append(dict(x=1, xref="paper", y=1, yref="paper", yanchor="bottom",
+                                  xanchor="right", showarrow=False,
+                                  font=dict(color="#b00020", size=11),
+                                  text=f"HBM {human_bytes(fit.capacity)}: "
+                                       f"{fit.capacity / max(total, 1):,.0f}× this, off scale →"))
+            self.fig.layout.shapes = shapes
+            self.fig.layout.annotations = notes
+            self.fig.layout.title.text = (
+                f"memory per device: {human_bytes(total)}"
+                + (f" of {human_bytes(fit.capacity)} on {report.estimate.target}" if fit
+                   else ""))
         keep_state(self.fig)
-        self.text.value = (
-            f"<p>Per device (SPMD: every device runs the same program): arguments "
-            f"{human_bytes(m.arguments)}, outputs {human_bytes(m.outputs)}, temporaries "
-            f"{human_bytes(m.temporaries)}, <b>total {human_bytes(m.total)}</b>.</p>" if m else
-            "<p>This backend reported no memory analysis.</p>")
-        if fit:
-            cls = "explorer-fits" if fit.fits else "explorer-oom"
-            self.text.value += (f"<p class='{cls}'><b>{'Fits' if fit.fits else 'Out of memory'}"
-                                f"</b> on {html.escape(report.estimate.target)}: "
-                                f"{html.escape(fit.text)}</p>")
+        self.text.value = memory_html(report)
+
+
+def memory_html(report: Report) -> str:
+    """The memory numbers in words, in one unit system; the parts add up to the total."""
+    m = report.memory
+    if m is None:
+        return "<p>This backend reported no memory analysis.</p>"
+    args, outs, temps = memory_parts(m)
+    aliased = (f" (outputs {human_bytes(m.outputs)}, of which {human_bytes(m.aliased)} reuse "
+               "argument buffers)" if m.aliased else "")
+    out = (f"<p>Per device (SPMD: every device runs the same program): arguments "
+           f"{human_bytes(args)} + outputs (not aliased) {human_bytes(outs)} + temporaries "
+           f"{human_bytes(temps)} = <b>total {human_bytes(m.total)}</b>{aliased}.</p>")
+    fit = report.estimate.memory if report.estimate is not None else None
+    if fit:
+        cls = "explorer-fits" if fit.fits else "explorer-oom"
+        out += (f"<p class='{cls}'><b>{'Fits' if fit.fits else 'Out of memory'}</b> on "
+                f"{html.escape(report.estimate.target)}: uses {human_bytes(fit.bytes)} of "
+                f"{human_bytes(fit.capacity)} per device ({fit.fraction:.2%}).</p>")
+    return out
 
 
 def timing_html(report: Report, unavailable: str | None = None) -> str:

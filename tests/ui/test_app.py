@@ -185,11 +185,41 @@ def test_memory_and_timing_views(app):
     m = app.report.memory
     assert app.memory.fig.data[0].x == (0,)          # not drawn while its tab is hidden
     show(app, "Memory")
-    assert app.memory.fig.data[0].x == (m.arguments,)
-    assert "total" in app.memory.text.value
+    # Megatron MLP per device: x [128, 1024] + w1 [1024, 1024] + w2 [1024, 1024] in f32.
+    assert m.arguments == (128 * 1024 + 2 * 1024 * 1024) * 4
+    parts = [bar.x[0] for bar in app.memory.fig.data]
+    assert parts == [m.arguments, m.outputs - m.aliased, m.temporaries]
+    assert sum(parts) == m.total
+    assert "= <b>total " in app.memory.text.value
     show(app, "Timing")
     assert "compile" in app.timing.text.value and "flops" in app.timing.text.value
     assert "Pick a target" in app.timing.text.value
+
+
+def test_memory_axis_reads_in_binary_units_and_a_far_limit_is_named_not_drawn():
+    from explorer.ui.views import binary_ticks
+
+    # 0..10 MiB in 5 steps: 2 MiB apart.
+    assert binary_ticks(10 * 2**20) == [k * 2 * 2**20 for k in range(6)]
+    assert binary_ticks(3000) == [0, 1024, 2048]            # 2.9 KiB: whole KiB apart
+    assert binary_ticks(600) == [0, 200, 400, 600]          # 600 / 5 = 120: round up to 200
+    app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, target="h100-8",
+                   debounce=None)
+    try:
+        show(app, "Memory")
+        m, fig = app.report.memory, app.memory.fig
+        assert all(t == "0" or t.endswith(("B", "KiB", "MiB")) for t in fig.layout.xaxis.ticktext)
+        # 80 GB of HBM against ~9 MiB: drawn to scale the bar would vanish, so the axis ends
+        # near the total and the limit is named at its end.
+        assert fig.layout.xaxis.range[1] < 2 * m.total
+        assert fig.layout.shapes == ()
+        [note] = fig.layout.annotations
+        assert note.text.startswith("HBM 74.5 GiB") and "off scale" in note.text  # 80e9 B
+        assert "Fits" in app.memory.text.value and "GB" not in app.memory.text.value
+        for bar in fig.data:                # every part is labelled, at least on hover
+            assert bar.hovertext[0].endswith(("B", "KiB", "MiB"))
+    finally:
+        app.close()
 
 
 def test_partitioner_toggle(app):
