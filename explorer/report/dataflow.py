@@ -408,3 +408,61 @@ def dataflow(report: Report, max_nodes: int = 200) -> Graph:
     return Graph(module.entry, tuple(shown), tuple(edges), tuple(elided_edges),
                  tuple(tuple(r) for r in rows), len(nodes), elided, tuple(notes))
 
+
+
+# ------------------------------------------------------------------------------ slicing
+
+# Instructions a value passes through unchanged on its way to a slice.
+_RELABEL = {"get-tuple-element", "bitcast", "copy"}
+
+
+def sliced_all_reduces(report: Report) -> dict[int, tuple[int, int]]:
+    """All-reduces whose result is only ever sliced, as {collective index: (parts sliced,
+    parts)}. A part is sliced when each use is a dynamic-slice of it, directly or as the first
+    step of a fusion (through bitcasts and copies); a combined (tuple) all-reduce counts its
+    parts one by one. Such a pair does the work of a reduce-scatter: the CPU backend never forms
+    reduce-scatter and writes it this way, where a TPU or GPU compile would not."""
+    module = parse_module(report.optimized_hlo)
+    users: dict[tuple[str, str], list[tuple[Instruction, int]]] = {}
+    for comp, instrs in module.computations.items():
+        for instr in instrs:
+            for position, operand in enumerate(instr.operands):
+                users.setdefault((comp, operand), []).append((instr, position))
+
+    def parameter(comp: str, index: int) -> str | None:
+        return next((i.name for i in module.computations.get(comp, [])
+                     if i.opcode == "parameter" and i.operand_text.strip() == str(index)), None)
+
+    def only_sliced(comp: str, name: str, depth: int = 0) -> bool:
+        uses = users.get((comp, name), [])
+        if not uses or depth > 6:
+            return False
+        for user, position in uses:
+            if user.opcode == "dynamic-slice" and position == 0:
+                continue
+            if user.opcode in _RELABEL and only_sliced(comp, user.name, depth + 1):
+                continue
+            called = _called(user) if user.opcode == "fusion" else []
+            inner = parameter(called[0], position) if called else None
+            if inner is not None and only_sliced(called[0], inner, depth + 1):
+                continue
+            return False
+        return True
+
+    out = {}
+    for i, c in enumerate(report.collectives):
+        if c.kind != "all-reduce":
+            continue
+        if c.parts == 1:
+            sliced = int(only_sliced(c.computation, c.hlo_name))
+        else:
+            # Parts are read through get-tuple-elements (`index=k`), perhaps several per part.
+            readers: dict[str, list[str]] = {}
+            for u, _ in users.get((c.computation, c.hlo_name), []):
+                if u.opcode == "get-tuple-element":
+                    readers.setdefault(u.attr("index") or "", []).append(u.name)
+            sliced = sum(all(only_sliced(c.computation, name) for name in names)
+                         for names in readers.values())
+        if sliced:
+            out[i] = (sliced, c.parts)
+    return out

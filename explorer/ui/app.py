@@ -49,9 +49,15 @@ from explorer.workloads.registry import WORKLOADS, get_workload
 STYLE = """<style>
 .explorer-error { color: #b00020; font-size: 12px; }
 .explorer-stale { opacity: 0.45; filter: grayscale(0.6); }
+.explorer-table-wrap { max-width: 100%; overflow-x: auto; }
 .explorer-table { border-collapse: collapse; font-size: 12px; }
-.explorer-table th, .explorer-table td { border-bottom: 1px solid #ddd; padding: 2px 8px;
-  text-align: left; }
+.explorer-table th, .explorer-table td { border-bottom: 1px solid #ddd; padding: 2px 6px;
+  text-align: left; white-space: nowrap; }
+.explorer-table td.explorer-where { white-space: normal; }
+.explorer-table tr.explorer-note-row td { white-space: normal; color: #555; font-size: 11px;
+  border-bottom: 1px solid #ddd; }
+.explorer-latency { color: #9a3412; font-size: 11px; }
+.explorer-op { color: #666; }
 .explorer-table tr.explorer-selected { background: #fff3c4; }
 .explorer-app pre.explorer-hlo-text { font-size: 11px; max-height: 520px; overflow: auto;
   line-height: 1.3; white-space: pre; }

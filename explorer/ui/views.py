@@ -12,6 +12,7 @@ import plotly.colors as pc
 import plotly.graph_objects as go
 
 from explorer.cost.model import format_seconds
+from explorer.report.dataflow import sliced_all_reduces
 from explorer.report.report import Report, TensorRole
 from explorer.report.summary import human_bytes
 from explorer.ui.grids import Grid
@@ -160,31 +161,62 @@ def tensor_options(report: Report, plumbing: bool = False) -> list[tuple[str, st
     return [o for g in groups.values() for o in g]
 
 
+def _short_source(source: str) -> str:
+    """`explorer/workloads/models.py:56` as `models.py:56` (the full path goes in a tooltip)."""
+    return source.rsplit("/", 1)[-1]
+
+
 def collectives_html(report: Report, selected: int | None = None) -> str:
+    """The collectives as a table narrow enough for a notebook cell: what, over which axes,
+    how big, the predicted time (marked where latency, not bandwidth, bounds it), and where in
+    the user's code. An all-reduce the CPU backend wrote in place of a reduce-scatter says so."""
     if not report.collectives:
         return ("<p class='explorer-no-collectives'>No collectives: every device computes its "
                 "part alone.</p>")
+    e = html.escape
     est = report.estimate
-    est_head = f"<th>est ({html.escape(est.target)})</th>" if est else ""
-    head = ("<tr><th>#</th><th>kind</th><th>axes</th><th>group</th><th>shape</th>"
-            f"<th>bytes/device</th>{est_head}<th>source</th><th>op</th></tr>")
+    sliced = sliced_all_reduces(report) if report.backend == "cpu" else {}
+    est_head = f"<th>est. {e(est.target)}</th>" if est else ""
+    head = ("<tr><th>#</th><th>kind</th><th>over</th><th>shape</th><th>bytes/dev</th>"
+            f"{est_head}<th>source</th></tr>")
+    columns = 6 + bool(est)
     rows = []
     for i, c in enumerate(report.collectives):
         cls = " class='explorer-selected'" if i == selected else ""
-        kind = c.kind + (" (async)" if c.is_async else "") + (f" ×{c.parts}" if c.parts > 1
-                                                               else "")
+        kind = c.kind + (f" ×{c.parts}" if c.parts > 1 else "") + (" async" if c.is_async
+                                                                    else "")
+        over = f"{','.join(c.axes) or '—'} ({c.group_size})"
+        time_cell = ""
+        if est:
+            t = est.collectives[i] if i < len(est.collectives) else None
+            bound = (" <span class='explorer-latency'>[latency-bound]</span>"
+                     if t is not None and t.bound == "latency" else "")
+            time_cell = f"<td>{format_seconds(c.est_seconds)}{bound}</td>"
+        op = short_op(c.op_name)
+        where = (f"<code title='{e(c.source, quote=True)}'>{e(_short_source(c.source))}</code>"
+                 if c.source else "—") + (f" <span class='explorer-op'>{e(op)}</span>"
+                                           if op else "")
         rows.append(
             f"<tr{cls} data-kind='{c.kind}' data-axes='{','.join(c.axes)}'><td>{i}</td>"
-            f"<td>{kind}</td><td>{','.join(c.axes) or '—'}</td><td>{c.group_size}</td>"
+            f"<td>{e(kind)}</td><td>{e(over)}</td>"
             f"<td>{c.dtype}[{','.join(map(str, c.shape))}]</td><td>{human_bytes(c.bytes)}</td>"
-            + (f"<td>{format_seconds(c.est_seconds)}</td>" if est else "") +
-            f"<td><code>{html.escape(c.source or '—')}</code></td>"
-            f"<td>{html.escape(c.op_name.rsplit('/', 1)[-1])}</td></tr>")
+            f"{time_cell}<td class='explorer-where'>{where}</td></tr>")
+        if i in sliced:
+            n, parts = sliced[i]
+            which = "its result is" if parts == 1 else f"{n} of its {parts} parts are"
+            rows.append(
+                f"<tr class='explorer-note-row' data-note='reduce-scatter'><td></td>"
+                f"<td colspan='{columns - 1}'>↳ {which} then sliced per device: a "
+                "reduce-scatter, which the CPU backend writes as all-reduce + slice; a TPU or "
+                "GPU compile moves about half the bytes"
+                + (" (the estimate is for the all-reduce)" if est else "") + ".</td></tr>")
     total = human_bytes(report.cost.collective_bytes)
-    predicted = (f" Predicted on {html.escape(est.target)}: "
-                 f"{format_seconds(est.comm_seconds)} of communication." if est else "")
-    return (f"<table class='explorer-table'>{head}{''.join(rows)}</table>"
-            f"<p>{len(report.collectives)} collectives, {total} per device in all.{predicted}</p>")
+    predicted = (f" Predicted on {e(est.target)}: {format_seconds(est.comm_seconds)} of "
+                 "communication." if est else "")
+    return (f"<div class='explorer-table-wrap'><table class='explorer-table'>{head}"
+            f"{''.join(rows)}</table></div>"
+            f"<p>{len(report.collectives)} collectives, {total} per device in all.{predicted}"
+            "</p>")
 
 
 class CollectivesView:

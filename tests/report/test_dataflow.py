@@ -6,9 +6,11 @@ import json
 import pytest
 
 import explorer
-from explorer.report.dataflow import NodeRole, dataflow, layers
+from explorer.report.dataflow import NodeRole, dataflow, layers, sliced_all_reduces
 from explorer.report.report import Collective, Cost, Report, Timing
 from explorer.spec.mesh import MeshSpec
+from explorer.spec.tensor import entry_axes
+from explorer.workloads.registry import get_workload
 
 MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
 
@@ -161,3 +163,50 @@ def test_transformer_train_graph_fits_the_default_budget_with_every_collective(t
     g = dataflow(transformer)
     check_layers(g)
     assert len(g.nodes) <= 200 and len(g.collectives) == len(transformer.collectives)
+
+
+def gram_split_by_rows(x):
+    """x.T @ x with the rows of the result split over data: the partial sums over the batch
+    are reduced and scattered, a reduce-scatter."""
+    import jax
+    from jax.sharding import PartitionSpec
+
+    return jax.lax.with_sharding_constraint(x.T @ x, PartitionSpec("data", None))
+
+
+def gram_replicated(x):
+    import jax
+    from jax.sharding import PartitionSpec
+
+    return jax.lax.with_sharding_constraint(x.T @ x, PartitionSpec(None, None))
+
+
+def test_an_all_reduce_only_sliced_is_found_as_a_reduce_scatter():
+    x = explorer.TensorSpec("x", (8, 16), spec="data,None")
+    # Batch split over data=4: each device holds a partial [16, 16] sum. Wanting rows split
+    # over data is a reduce-scatter; the CPU backend writes an all-reduce and a dynamic-slice.
+    r = explorer.analyze(gram_split_by_rows, x, mesh="data=4")
+    [c] = r.collectives
+    assert (c.kind, c.axes) == ("all-reduce", ("data",))
+    assert sliced_all_reduces(r) == {0: (1, 1)}
+    # Replicated, the whole sum is wanted: a real all-reduce.
+    r = explorer.analyze(gram_replicated, x, mesh="data=4")
+    assert [(c.kind, c.axes) for c in r.collectives] == [("all-reduce", ("data",))]
+    assert sliced_all_reduces(r) == {}
+
+
+def test_sliced_parts_of_a_combined_all_reduce_are_counted(transformer):
+    # fsdp_tp's gradient all-reduce over data combines the gradients of every weight; those of
+    # the data-split weights are then sliced to each device's shard, the others used whole.
+    # Every one of its weights is split over data here (fsdp), so each weight's gradient is
+    # sliced: as many sliced parts as weights. The rest (the loss) is used whole.
+    workload = get_workload("transformer_train")
+    kinds = workload.kinds(dict(transformer.workload.params))
+    weights = [t for t in transformer.tensors
+               if t.kind == "input" and kinds.get(t.name, "param") == "param"]
+    split = [t for t in weights if any("data" in entry_axes(e) for e in t.spec)]
+    assert len(split) == len(weights) == 19
+    [(i, (n, parts))] = sliced_all_reduces(transformer).items()
+    c = transformer.collectives[i]
+    assert (c.kind, c.axes, c.parts) == ("all-reduce", ("data",), parts)
+    assert n == len(split) and parts > n

@@ -41,7 +41,7 @@ def test_initial_result_is_the_megatron_all_reduce(app):
     assert (c.kind, c.axes, c.bytes) == ("all-reduce", ("model",), 128 * 1024 * 4)
     show(app, "Collectives")
     assert "all-reduce" in app.collectives.table.value
-    assert "<td>model</td>" in app.collectives.table.value
+    assert "<td>model (4)</td>" in app.collectives.table.value       # axes (group size)
     assert app.status.value.count("compiled") == 1 and "8 devices" in app.status.value
 
 
@@ -222,6 +222,33 @@ def test_memory_axis_reads_in_binary_units_and_a_far_limit_is_named_not_drawn():
         app.close()
 
 
+def test_collectives_table_marks_latency_and_the_cpu_reduce_scatter():
+    import re
+
+    from explorer.report.dataflow import sliced_all_reduces
+
+    app = Explorer(workload="transformer_train", mesh="data=2,model=4", preset="fsdp_tp",
+                   target="tpu-v5e-2x4", debounce=None)
+    try:
+        report, table = app.report, app.collectives.table.value
+        latency = sum(t.bound == "latency" for t in report.estimate.collectives)
+        assert latency > 0 and table.count("[latency-bound]") == latency
+        # The gradient all-reduce over data is sliced per device afterwards: said beside it.
+        [(i, (n, parts))] = sliced_all_reduces(report).items()
+        note = re.search(r"<tr class='explorer-note-row'[^>]*>.*?</tr>", table).group(0)
+        assert f"{n} of its {parts} parts are then sliced" in note and "reduce-scatter" in note
+        row = table.index(f"<td>{i}</td>")
+        assert table.index(note) > row                     # right after its row
+        # Op names without stray brackets; sources shortened, full path on hover.
+        ops = re.findall(r"<span class='explorer-op'>([^<]*)</span>", table)
+        assert ops and all(op.count("(") == op.count(")") for op in ops)
+        assert "dot_general+reduce_sum" in ops
+        assert "<code title='explorer/workloads/models.py:56'>models.py:56</code>" in table
+        assert table.count("<th>") == 7 and "explorer-table-wrap" in table
+    finally:
+        app.close()
+
+
 def test_partitioner_toggle(app):
     app.partitioner_w.value = "gspmd"
     assert app.report.partitioner == "gspmd"
@@ -234,7 +261,7 @@ def test_target_adds_predictions_and_a_wrong_size_target_is_flagged():
     try:
         assert app.report.estimate.target == "h100-8"
         show(app, "Collectives")
-        assert "est (h100-8)" in app.collectives.table.value
+        assert "est. h100-8" in app.collectives.table.value
         show(app, "Timing")
         assert "Predicted on h100-8" in app.timing.text.value
         assert app.timing.box.layout.display == ""            # the roofline is shown
