@@ -292,9 +292,11 @@ class Explorer:
         old = {n: r.spec for n, r in self.spec_rows.items()}
         rows = {}
         for n, shape in shapes.items():
-            spec = specs.get(n, old.get(n, ()))
-            if len(spec) != len(shape):
-                spec = ()        # a rank that changed with the params: start unsplit
+            spec = specs.get(n)
+            if spec is None:
+                spec = old.get(n, ())
+                if len(spec) != len(shape):
+                    spec = ()    # a rank that changed with the params: start unsplit
             rows[n] = SpecRow(n, shape, self._axis_names, spec,
                               self._guard(lambda n=n: self._picked(n)))
             if n in self.pinned:

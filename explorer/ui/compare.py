@@ -27,7 +27,8 @@ _CSS = ("<style>.explorer-compare table{border-collapse:collapse;font-size:12px;
         "font-variant-numeric:tabular-nums}.explorer-compare th.explorer-side{"
         "border-left:2px solid #999}.explorer-compare td.explorer-side{border-left:2px solid #999}"
         ".explorer-compare .explorer-better{color:#15803d}"
-        ".explorer-compare .explorer-worse{color:#b91c1c}</style>")
+        ".explorer-compare .explorer-worse{color:#b91c1c}"
+        ".explorer-compare td{white-space:nowrap}</style>")
 
 
 def _delta_cell(m: Delta) -> str:
@@ -77,7 +78,8 @@ def comparison_html(c: Comparison) -> str:
                 f"<td>{_status_text(r)}</td><td>{e(r.kind)}</td>"
                 f"<td>{e(','.join(r.axes) or '?')}</td>"
                 f"<td>{e(r.dtype)}[{','.join(map(str, r.shape))}]</td>"
-                f"<td><code>{e(r.source or '—')}</code></td>{cells}</tr>")
+                f"<td><code title='{e(r.source, quote=True)}'>"
+                f"{e(r.source.rsplit('/', 1)[-1] or '—')}</code></td>{cells}</tr>")
         table = ("<table class='explorer-compare-collectives'><tr><th></th><th>kind</th>"
                  "<th>axes</th><th>shape</th><th>source</th>"
                  "<th class='explorer-side'>A count</th><th>A bytes</th>"

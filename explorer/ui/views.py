@@ -37,9 +37,13 @@ def _heatmap(height: int) -> go.FigureWidget:
     fig = go.FigureWidget(go.Heatmap(z=[[0]], showscale=False, texttemplate="%{text}",
                                      hovertemplate="%{customdata}<extra></extra>",
                                      xgap=2, ygap=2))
-    fig.update_layout(height=height, margin=dict(l=70, r=10, t=40, b=30),
+    # The x axis is on top, under the figure title: the title sits at the very top, left, and
+    # the margin leaves room for both it and the axis title.
+    fig.update_layout(height=height, margin=dict(l=70, r=10, t=88, b=20),
                       yaxis=dict(autorange="reversed", type="category"),
-                      xaxis=dict(type="category", side="top"), title=dict(font=dict(size=13)))
+                      xaxis=dict(type="category", side="top"),
+                      title=dict(font=dict(size=13), x=0.01, xanchor="left", y=0.98,
+                                 yanchor="top", yref="container"))
     keep_state(fig)
     return fig
 
@@ -101,8 +105,8 @@ class PlacementView:
                                    description="list plumbing too (scalars, masks, reshapes, "
                                                "copies)")
         self.plumbing.observe(lambda c: on_plumbing(c["new"]), "value")
-        self.blocks = _heatmap(260)
-        self.mesh = _heatmap(260)
+        self.blocks = _heatmap(300)
+        self.mesh = _heatmap(300)
         self.legend = w.HTML()
         self.widget = w.VBox([w.HBox([self.tensor, self.plumbing]), self.legend, self.blocks,
                               self.mesh])
@@ -153,10 +157,11 @@ def tensor_options(report: Report, plumbing: bool = False) -> list[tuple[str, st
         if not plumbing and is_plumbing(t):
             continue
         shape = f"{t.dtype}[{','.join(map(str, t.shape))}]"
-        label = f"{t.kind}: {t.name}  {shape}"
+        # Single spaces: a browser collapses runs of them in option labels.
+        label = f"{t.kind}: {t.name} {shape}"
         if t.kind == TensorRole.INTERMEDIATE:
             where = " ".join(x for x in (short_op(t.op_name), t.source) if x)
-            label += f"  ({where})" if where else ""
+            label += f" ({where})" if where else ""
         groups[TensorRole(t.kind)].append((label, t.name))
     return [o for g in groups.values() for o in g]
 
@@ -215,7 +220,8 @@ def collectives_html(report: Report, selected: int | None = None) -> str:
                  "communication." if est else "")
     return (f"<div class='explorer-table-wrap'><table class='explorer-table'>{head}"
             f"{''.join(rows)}</table></div>"
-            f"<p>{len(report.collectives)} collectives, {total} per device in all.{predicted}"
+            f"<p>{len(report.collectives)} collective{'s' if len(report.collectives) > 1 else ''}"
+            f", {total} per device in all.{predicted}"
             "</p>")
 
 
@@ -271,19 +277,23 @@ class MemoryView:
     memory as a line when it is in scale, else named at the axis end."""
 
     def __init__(self):
-        self.fig = go.FigureWidget()
-        for name, colour_ in MEMORY_PARTS:
-            self.fig.add_bar(name=name, x=[0], y=["per device"], orientation="h",
-                             marker_color=colour_, textposition="inside",
-                             insidetextanchor="middle", cliponaxis=False,
-                             hovertemplate="%{hovertext}<extra>" + name + "</extra>")
-        self.fig.update_layout(barmode="stack", height=230, margin=dict(l=90, r=20, t=40, b=50),
-                               xaxis_title="bytes per device", title="memory per device",
-                               legend=dict(orientation="h", y=-0.45, x=0))
-        keep_state(self.fig)
+        self.fig = self._new_figure()
         self.text = w.HTML()
         self.widget = w.VBox([self.fig, self.text])
         self.widget.add_class("explorer-memory")
+
+    @staticmethod
+    def _new_figure() -> go.FigureWidget:
+        fig = go.FigureWidget()
+        for name, colour_ in MEMORY_PARTS:
+            fig.add_bar(name=name, x=[0], y=["per device"], orientation="h",
+                        marker_color=colour_, textposition="inside", insidetextanchor="middle",
+                        cliponaxis=False, hovertemplate="%{hovertext}<extra>" + name + "</extra>")
+        fig.update_layout(barmode="stack", height=230, margin=dict(l=90, r=20, t=40, b=50),
+                          xaxis_title="bytes per device", title="memory per device",
+                          legend=dict(orientation="h", y=-0.45, x=0, traceorder="normal"))
+        keep_state(fig)
+        return fig
 
     def update(self, report: Report) -> None:
         m = report.memory
@@ -293,6 +303,10 @@ class MemoryView:
         in_scale = fit is not None and fit.capacity <= _CAPACITY_IN_SCALE * max(total, 1)
         top = max(fit.capacity if in_scale else total, 1) * 1.08
         ticks = binary_ticks(top)
+        # A new figure per update, as for the dataflow graph: this tab is drawn when it is
+        # shown, while the browser creates its view, and a view created then was seen (Voila,
+        # plotly 7) to miss the in-place update and keep the empty chart.
+        old, self.fig = self.fig, self._new_figure()
         with self.fig.batch_update():
             for bar, v in zip(self.fig.data, values, strict=True):
                 bar.x = [v]
@@ -322,6 +336,8 @@ class MemoryView:
                 + (f" of {human_bytes(fit.capacity)} on {report.estimate.target}" if fit
                    else ""))
         keep_state(self.fig)
+        self.widget.children = (self.fig, self.text)
+        old.close()
         self.text.value = memory_html(report)
 
 

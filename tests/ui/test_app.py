@@ -171,7 +171,7 @@ def test_tensor_picker_groups_roles_and_hides_plumbing():
             t.name.startswith(("broadcast", "convert_element_type", "eq", "iota"))
             or t.dtype == "bool")]
         assert plumbing and not shown & {t.name for t in plumbing}
-        assert "  (dot_general " in next(label for label, v in options
+        assert " (dot_general " in next(label for label, v in options
                                           if v.startswith("dot_general"))
         app.placement.plumbing.value = True
         assert len(app.placement.tensor.options) == len(report.tensors)
@@ -545,6 +545,16 @@ def test_a_target_that_does_not_fit_the_mesh_still_compiles_without_a_prediction
         assert "Predicted on h100-8x2" in app.timing.text.value
     finally:
         app.close()
+
+
+def test_bad_initial_specs_are_refused_naming_the_tensor():
+    from explorer.errors import RankError, UnknownAxisError
+
+    with pytest.raises(UnknownAxisError, match="'w1' names mesh axis 'tp'.*'data', 'model'"):
+        Explorer(workload="mlp", mesh="data=2,model=4", specs={"w1": "None,tp"}, debounce=None)
+    with pytest.raises(RankError, match="'x' has 3 entries for a tensor of rank 2"):
+        Explorer(workload="mlp", mesh="data=2,model=4", specs={"x": "data,None,None"},
+                 debounce=None)
 
 
 def test_errors_speak_of_widgets_not_cli_flags():

@@ -131,7 +131,8 @@ def test_invalid_edit_shows_error_and_app_stays_usable(page):
 
 def test_placement_view_draws_the_selected_tensor(page):
     page.get_by_text("Placement", exact=True).click()
-    page.locator(".explorer-placement select").first.select_option(label="input: w2")
+    picker = page.locator(".explorer-placement select").first
+    picker.select_option(label="input: w2 float32[4096,1024]")
     page.wait_for_function(
         "() => [...document.querySelectorAll('.explorer-placement .gtitle')]"
         ".some(e => e.textContent.startsWith('w2 float32[4096,1024]'))", timeout=30_000)
@@ -141,9 +142,10 @@ def test_placement_view_draws_the_selected_tensor(page):
 
 def test_spec_edit_redraws_the_heatmap_and_the_dataflow_graph(page):
     page.get_by_text("Placement", exact=True).click()
-    page.locator(".explorer-placement select").first.select_option(label="input: w1")
-    # w1 split by columns over data alone: one row of 2 blocks; block 0 is held first by d0,
-    # block 1 by d4 (devices are numbered row-major over data=2 × model=4).
+    picker = page.locator(".explorer-placement select").first
+    picker.select_option(label="input: w1 float32[1024,4096]")
+    # w1 split by columns over data alone: one row of 2 blocks; block 0 is held by d0..d3,
+    # block 1 by d4..d7 (devices are numbered row-major over data=2 × model=4).
     pick(page, "w1", 0, [])
     pick(page, "w1", 1, ["data"])
     page.wait_for_function(
@@ -152,7 +154,10 @@ def test_spec_edit_redraws_the_heatmap_and_the_dataflow_graph(page):
         timeout=60_000)
     blocks = page.evaluate("() => document.querySelector('.explorer-placement .js-plotly-plot')"
                            ".data[0].z")
-    assert blocks == [[0, 4]]
+    assert blocks == [[0, 1]]               # coloured by block number
+    labels = page.evaluate("() => document.querySelector('.explorer-placement .js-plotly-plot')"
+                           ".data[0].text")
+    assert labels == [["b0: d0…d3 ×4", "b1: d4…d7 ×4"]]
     # The HLO tab's dataflow graph is drawn for the current program when shown.
     page.get_by_text("HLO", exact=True).click()
     page.wait_for_function(
@@ -160,3 +165,33 @@ def test_spec_edit_redraws_the_heatmap_and_the_dataflow_graph(page):
         " return e && e.data[3].x && e.data[3].x.length > 0; }", timeout=30_000)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "app-hlo-graph.png"), full_page=True)
+
+
+# Per tab: an element, and text it shows once the tab is drawn for the current result.
+TAB_MARKERS = {
+    "Placement": (".explorer-placement .explorer-legend", "Colour = block of"),
+    "Collectives": (".explorer-collectives .explorer-table", "bytes/dev"),
+    "Memory": (".explorer-memory .gtitle", "memory per device:"),
+    "Timing": (".explorer-timing-body", "Compile"),
+    "HLO": (".explorer-graph .gtitle", "per-device program"),
+}
+
+
+def test_every_tab_renders(page):
+    """Each tab draws its content in the page; a screenshot of each goes to test-artifacts/."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    for title, (marker, text) in TAB_MARKERS.items():
+        page.get_by_text(title, exact=True).click()
+        try:
+            page.locator(marker).filter(has_text=text).first.wait_for(state="visible",
+                                                                      timeout=30_000)
+        finally:       # on failure too: the picture shows what was drawn instead
+            page.screenshot(path=str(ARTIFACTS / f"tab-{title.lower()}.png"), full_page=True)
+    page.get_by_text("Compare", exact=True).click()
+    page.locator(".explorer-compare-pin").click()
+    page.locator(".explorer-compare-metrics").wait_for(state="visible", timeout=30_000)
+    pick(page, "w2", 1, ["data"])                  # B differs from the pinned A
+    # The edit shows as B's change; w2 was replicated by the first test.
+    page.locator(".explorer-compare").filter(has_text="spec w2: replicated -> None,data") \
+        .first.wait_for(timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "tab-compare.png"), full_page=True)
