@@ -124,7 +124,8 @@ def table_marker(report) -> str:
     """A part of the collectives table that names this result (no source paths in it)."""
     if not report.collectives:
         return "No collectives"
-    return (f"{len(report.collectives)} collectives, "
+    n = len(report.collectives)
+    return (f"{n} collective{'s' if n > 1 else ''}, "
             f"{human_bytes(report.cost.collective_bytes)} per device in all.")
 
 
