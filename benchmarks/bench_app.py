@@ -7,7 +7,7 @@ It starts Voila on notebooks/app.ipynb on a free loopback port, opens it in head
 (Debian's /usr/bin/chromium, driven by Playwright) and, per round, makes four edits:
 
 1. param edit, uncached: a new `batch` in the IntText (fill, then Enter);
-2. spec edit, uncached: a new entry in x's first spec picker;
+2. spec edit, uncached: x's first dimension gains or loses the axis `model` in its picker;
 3. spec edit, cached: the picker back to its previous entry (a request seen in step 1);
 4. spec edit, cached: the picker forward again (the request of step 2).
 
@@ -57,9 +57,10 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 WORKLOAD, MESH, TARGET = "mlp", "data=2,model=4", "h100-8"
 START_SPECS = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
 START_BATCH = 256
-# Entries cycled through x's first spec picker (option values, as SpecRow writes them). Each
-# differs from the one before, so every spec edit changes x's placement and the collectives.
-X_CYCLE = ["(data,model)", "None", "data"]
+# Entries cycled through x's first spec picker. Each differs from the one before, so every spec
+# edit changes x's placement and the collectives; and each is one user action away from the one
+# before (the picker holds mesh axes as tags: `model` is typed in after `data`, or removed).
+X_CYCLE = ["(data,model)", "data"]
 TENSOR = "x"            # the tensor the placement tab shows (the first, the app's default)
 DEBOUNCE_S = inspect.signature(Explorer).parameters["debounce"].default
 
@@ -86,16 +87,20 @@ ARM_JS = """([expTitle, marker]) => {
     if (b.tTable !== null && b.tTitle !== null) { b.t1 = now; b.stop(); }
   };
   const start = e => {
-    if (b.t0 === null && (e.type === 'change' || e.key === 'Enter')) b.t0 = performance.now();
+    const removal = e.type === 'mousedown' && e.target.closest('.jupyter-widget-tag-close');
+    if (b.t0 === null && (e.type === 'change' || e.key === 'Enter' || removal))
+      b.t0 = performance.now();
   };
   const obs = new MutationObserver(check);
   b.stop = () => {
     obs.disconnect();
     document.removeEventListener('change', start, true);
     document.removeEventListener('keydown', start, true);
+    document.removeEventListener('mousedown', start, true);
   };
   document.addEventListener('change', start, true);
   document.addEventListener('keydown', start, true);
+  document.addEventListener('mousedown', start, true);
   obs.observe(document.body, {subtree: true, childList: true, characterData: true});
   window.__bench = b;
 }"""
@@ -119,7 +124,8 @@ def table_marker(report) -> str:
     """A part of the collectives table that names this result (no source paths in it)."""
     if not report.collectives:
         return "No collectives"
-    return (f"{len(report.collectives)} collectives, "
+    n = len(report.collectives)
+    return (f"{n} collective{'s' if n > 1 else ''}, "
             f"{human_bytes(report.cost.collective_bytes)} per device in all.")
 
 
@@ -201,9 +207,17 @@ def run_edit(page, edit: dict, timeout_ms: int) -> dict:
         page.evaluate(ARM_JS, [edit["title"], edit["marker"]])
         box.press("Enter")
     else:
-        page.evaluate(ARM_JS, [edit["title"], edit["marker"]])
-        label = "—" if edit["entry"] == "None" else edit["entry"]   # ipywidgets' option text
-        page.locator(f".explorer-spec-{TENSOR} select").first.select_option(label=label)
+        picker = page.locator(f".explorer-spec-{TENSOR} .explorer-dim-0")
+        if edit["entry"] == "data":          # from (data,model): remove the model tag
+            page.evaluate(ARM_JS, [edit["title"], edit["marker"]])
+            picker.locator(".jupyter-widget-tag", has_text="model") \
+                .locator(".jupyter-widget-tag-close").click()
+        else:                                # from data: type model after it
+            picker.click()
+            box = picker.locator("input.jupyter-widget-taginput")
+            box.fill("model")
+            page.evaluate(ARM_JS, [edit["title"], edit["marker"]])
+            box.press("Enter")
     try:
         page.wait_for_function("() => window.__bench.t1 !== null", timeout=timeout_ms)
     except Exception:

@@ -1,3 +1,3 @@
-"""Pure readers of XLA HLO text: modules, shardings, replica groups, dataflow.
+"""Pure readers of XLA HLO text: modules, shardings, replica groups, collective kinds, schedules.
 Imports explorer.spec and explorer.errors; no jax.
 """

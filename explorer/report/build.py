@@ -71,7 +71,9 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
     )
 
 
-def _source(module: HloModule, instr: Instruction) -> str:
+def source_label(module: HloModule, instr: Instruction) -> str:
+    """Where an instruction came from, as people read it: `file.py:12`, or `In [3], line 2` for
+    a notebook cell."""
     src = module.source(instr)
     if not src:
         return ""
@@ -152,7 +154,7 @@ def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None
             parts=len(result),
             is_async=is_async,
             op_name=instr.op_name,
-            source=_source(module, instr),
+            source=source_label(module, instr),
             source_text=_source_text(module, instr),
             hlo_name=instr.name,
             computation=instr.computation,
@@ -254,7 +256,7 @@ def read_intermediates(module: HloModule, mesh: MeshSpec, unread: list[str] | No
             tensor = _tensor(instr.name, TensorRole.INTERMEDIATE, a.dims,
                              HLO_TO_NUMPY.get(a.dtype, a.dtype),
                              sharding, mesh, HLO_DTYPE_BYTES.get(a.dtype, 4),
-                             op_name=instr.op_name, source=_source(module, instr),
+                             op_name=instr.op_name, source=source_label(module, instr),
                              source_text=_source_text(module, instr))
         except ValueError:   # e.g. {unknown}: the partitioner decided nothing to draw
             skipped.append(f"{instr.name} {sharding}")

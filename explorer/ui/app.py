@@ -10,19 +10,22 @@ are dropped.
 from __future__ import annotations
 
 import asyncio
+import functools
 import html
+import logging
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import ipywidgets as w
 
+from explorer.api.request import check_inputs, check_mesh, check_partitioner, check_target
 from explorer.api.workload import analyze_workload
 from explorer.cost.hardware import get_target, targets
-from explorer.cost.mapping import check_mapping, default_mapping
-from explorer.errors import ExplorerError, MeshError, SpecError, WorkloadError
+from explorer.errors import ExplorerError, MeshError, SpecError, TensorError, WorkloadError
 from explorer.report.report import Report
-from explorer.spec.mesh import parse_mesh
-from explorer.spec.tensor import check_spec, normalize_spec
+from explorer.spec.mesh import MeshSpec, parse_mesh
+from explorer.spec.tensor import normalize_spec
 from explorer.strategy.plan import check_planned, plan
 from explorer.strategy.presets import PRESETS, get_preset
 from explorer.ui.compare import CompareView
@@ -37,6 +40,7 @@ from explorer.ui.views import (
     collectives_html,
     draw_grid,
     hlo_html,
+    legend_html,
     tensor_options,
     timing_html,
 )
@@ -45,9 +49,15 @@ from explorer.workloads.registry import WORKLOADS, get_workload
 STYLE = """<style>
 .explorer-error { color: #b00020; font-size: 12px; }
 .explorer-stale { opacity: 0.45; filter: grayscale(0.6); }
+.explorer-table-wrap { max-width: 100%; overflow-x: auto; }
 .explorer-table { border-collapse: collapse; font-size: 12px; }
-.explorer-table th, .explorer-table td { border-bottom: 1px solid #ddd; padding: 2px 8px;
-  text-align: left; }
+.explorer-table th, .explorer-table td { border-bottom: 1px solid #ddd; padding: 2px 6px;
+  text-align: left; white-space: nowrap; }
+.explorer-table td.explorer-where { white-space: normal; }
+.explorer-table tr.explorer-note-row td { white-space: normal; color: #555; font-size: 11px;
+  border-bottom: 1px solid #ddd; }
+.explorer-latency { color: #9a3412; font-size: 11px; }
+.explorer-op { color: #666; }
 .explorer-table tr.explorer-selected { background: #fff3c4; }
 .explorer-app pre.explorer-hlo-text { font-size: 11px; max-height: 520px; overflow: auto;
   line-height: 1.3; white-space: pre; }
@@ -56,10 +66,49 @@ mark.explorer-hlo-collective { background: #dbeafe; }
 mark.explorer-hlo-selected { background: #fde047; }
 .explorer-status { font-size: 13px; }
 .explorer-pinned code { font-weight: bold; }
+.explorer-legend { font-size: 12px; line-height: 1.8; }
+.explorer-legend-item { margin-right: 12px; white-space: nowrap; }
+.explorer-swatch { display: inline-block; width: 11px; height: 11px; margin-right: 4px;
+  vertical-align: -1px; border-radius: 2px; }
 </style>"""
 
 
 TAB_TITLES = ["Placement", "Collectives", "Memory", "Timing", "HLO", "Compare"]
+
+
+_log = logging.getLogger(__name__)
+
+# Errors from the core sometimes suggest a CLI flag; in the app the same fix is a widget.
+_APP_WORDS = [
+    (re.compile(r"\(--spec NAME=\.\.\.\)"), "(pick a spec for each tensor under Specs)"),
+    (re.compile(r"--spec (\w+)=\.\.\."), r"the spec picker of \1"),
+    (re.compile(r"--activation (\w+)=\.\.\."), r"an activation spec for \1 (Python API)"),
+    (re.compile(r"use --workload (\w+)"), r"pick workload \1"),
+    (re.compile(r"--workload (\w+)"), r"workload \1"),
+    (re.compile(r"e\.g\. --mesh (\S+)"), r"e.g. the mesh \1"),
+    (re.compile(r"--mesh (\S+)"), r"the mesh \1"),
+    (re.compile(r"--(preset|rules|target|mapping|partitioner) "), r"the \1 "),
+]
+
+
+def app_language(message: str) -> str:
+    """`message` with CLI flags (`--spec w1=...`) put as the app's widgets."""
+    for pattern, replacement in _APP_WORDS:
+        message = pattern.sub(replacement, message)
+    return message
+
+
+def target_options(devices: int, current: str = "") -> list[tuple[str, str]]:
+    """The targets with `devices` devices, grouped by family (GPU, TPU, then the rest), and
+    `current` kept (marked) when it does not match, so that a selection is never lost."""
+    family_order = {"gpu": 0, "tpu": 1}
+    fitting = [t for t in targets().values() if t.chips == devices]
+    fitting.sort(key=lambda t: family_order.get(t.family, 2))      # stable: catalog order within
+    options = [("— none —", "")] + [(f"{t.family.upper()} · {t.name}", t.name) for t in fitting]
+    if current and current not in [v for _, v in options]:
+        chips = get_target(current).chips
+        options.append((f"{current} ({chips} devices, not {devices})", current))
+    return options
 
 
 def _running_loop():
@@ -74,6 +123,8 @@ class Explorer:
 
     Display it in a notebook cell; `Explorer.widget` is the ipywidgets AppLayout. With
     `debounce=None`, or when no event loop runs (plain Python, tests), edits compile at once.
+    Every widget callback is guarded: an unexpected error is shown in the app, never raised into
+    the kernel, and the next edit starts afresh.
     """
 
     def __init__(self, workload: str = "mlp", mesh="data=2,model=4", specs=None, params=None,
@@ -82,6 +133,9 @@ class Explorer:
         self.debounce, self.pool = debounce, pool
         self.report: Report | None = None
         self.error: str | None = None
+        self.unexpected: BaseException | None = None     # the last error that was a bug
+        self.prediction_note: str | None = None          # why the last request has no target
+        self.unavailable: str | None = None              # why the shown report has none
         self.selected: int | None = None
         self._generation = 0
         self._muted = 0
@@ -93,7 +147,11 @@ class Explorer:
         self._timer = None          # the scheduled start of a compile, while one waits
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="explorer")
         get_workload(workload)
+        check_partitioner(partitioner)
         mesh_spec = parse_mesh(mesh)
+        # The axes of the last valid mesh: what the spec pickers offer.
+        self._axis_names: tuple[str, ...] = mesh_spec.names
+        guard = self._guard
 
         self.workload_w = w.Dropdown(options=list(WORKLOADS), value=workload,
                                      description="workload")
@@ -101,7 +159,8 @@ class Explorer:
         self.params_error = w.HTML()
         self.params_error.add_class("explorer-error")
         self.mesh_editor = MeshEditor(list(zip(mesh_spec.names, mesh_spec.sizes, strict=True)),
-                                      self._edited)
+                                      guard(self._edited))
+        self.mesh_editor.commit()
         self.specs_box = w.VBox()
         self.spec_rows: dict[str, SpecRow] = {}
         # Tensors whose picker the user set: their spec wins over the preset and rules; the
@@ -118,12 +177,9 @@ class Explorer:
         self.partitioner_w = w.ToggleButtons(options=[("Shardy", "shardy"), ("GSPMD", "gspmd")],
                                              value=partitioner, description="partitioner",
                                              style={"button_width": "70px"})
-        names = list(targets())
-        if target and get_target(target).name not in names:
-            names.append(get_target(target).name)    # a valid name the listing spells otherwise
-        self.target_w = w.Dropdown(options=[("— none —", "")] + [(n, n) for n in names],
-                                   value=get_target(target).name if target else "",
-                                   description="target")
+        target = get_target(target).name if target else ""
+        self.target_w = w.Dropdown(options=target_options(mesh_spec.device_count, target),
+                                   value=target, description="target")
         self.mapping_w = w.Text(value=mapping, description="mapping", continuous_update=False,
                                 placeholder="default, e.g. data=node,model=gpu")
         self.measure_w = w.Checkbox(value=False, description="measure a real run (this CPU)",
@@ -135,12 +191,13 @@ class Explorer:
         self.error_w = w.HTML()
         self.error_w.add_class("explorer-error")
 
-        self.placement = PlacementView(lambda _: self._draw_placement())
-        self.collectives = CollectivesView(self._select_collective)
+        self.placement = PlacementView(guard(lambda _: self._draw_placement()),
+                                       guard(lambda _: self._list_tensors()))
+        self.collectives = CollectivesView(guard(self._select_collective))
         self.memory = MemoryView()
         self.timing = TimingView()
         self.hlo_which = w.ToggleButtons(options=["optimized", "propagated", "stablehlo"])
-        self.hlo_which.observe(lambda _: self._redraw("HLO"), "value")
+        self.hlo_which.observe(guard(lambda _: self._redraw("HLO")), "value")
         self.hlo = w.HTML()
         self.graph = GraphView()
         self.compare = CompareView(lambda: self.report)
@@ -150,12 +207,11 @@ class Explorer:
                                     self.compare.widget])
         for i, title in enumerate(TAB_TITLES):
             self.tabs.set_title(i, title)
-        self.tabs.observe(lambda change: self._draw_tab(change["new"]), "selected_index")
-
+        self.tabs.observe(guard(lambda change: self._draw_tab(change["new"])), "selected_index")
 
         sidebar = w.VBox([self.workload_w, self.params_box, self.params_error,
                           self.mesh_editor.widget, self.preset_w, self.rules_w,
-                          self.layout_error, w.HTML("<b>Specs</b> (per dimension)"),
+                          self.layout_error, w.HTML("<b>Specs</b> (mesh axes per dimension)"),
                           self.specs_box, self.partitioner_w, self.target_w, self.mapping_w,
                           self.target_error, self.measure_w, self.status, self.error_w],
                          layout=w.Layout(width="440px"))
@@ -164,11 +220,11 @@ class Explorer:
                                   pane_widths=["460px", 1, 0], pane_heights=["50px", 1, 0])
         self.widget.add_class("explorer-app")
 
-        self.workload_w.observe(lambda _: self._workload_changed(), "value")
+        self.workload_w.observe(guard(lambda _: self._workload_changed()), "value")
         for wid in (self.partitioner_w, self.target_w, self.mapping_w, self.measure_w):
-            wid.observe(lambda _: self._edited(), "value")
+            wid.observe(guard(lambda _: self._edited()), "value")
         for wid in (self.preset_w, self.rules_w):
-            wid.observe(lambda _: self._layout_changed(), "value")
+            wid.observe(guard(lambda _: self._layout_changed()), "value")
         specs = {n: normalize_spec(s, tensor=n) for n, s in (specs or {}).items()}
         self._build_workload(params or {}, specs)
         # The first result is computed before the cell returns, so the app appears complete.
@@ -176,6 +232,30 @@ class Explorer:
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
+
+    # ------------------------------------------------------------------ guarding callbacks
+
+    def _guard(self, fn):
+        """`fn` as a widget callback: an error it raises is shown, never raised to the widget
+        (where ipywidgets would print it to the kernel log and leave the app half-updated)."""
+
+        @functools.wraps(fn)
+        def guarded(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except ExplorerError as e:
+                self._show_error(str(e))
+            except Exception as e:      # a bug: say so in the app, keep it for a report
+                self._show_unexpected(e)
+            return None
+
+        return guarded
+
+    def _show_unexpected(self, e: BaseException) -> None:
+        _log.exception("explorer: unexpected error in a widget callback", exc_info=e)
+        self.unexpected = e
+        self._show_error(f"unexpected error (a bug in the explorer; please report it): "
+                         f"{type(e).__name__}: {e}", force=True)
 
     # ------------------------------------------------------------------ sidebar state
 
@@ -193,7 +273,7 @@ class Explorer:
                 else:
                     wid = w.FloatText(value=float(value), description=key)
                 wid.layout.width = "220px"
-                wid.observe(lambda _: self._params_changed(), "value")
+                wid.observe(self._guard(lambda _: self._params_changed()), "value")
                 widgets.append(wid)
             self.params_box.children = widgets
             self._build_specs(specs)
@@ -201,18 +281,27 @@ class Explorer:
             self._muted -= 1
 
     def _build_specs(self, specs: dict) -> None:
-        """Spec rows for the workload's tensors at the current sizes, keeping picked specs."""
+        """Spec rows for the workload's tensors at the current sizes, keeping picked specs.
+
+        The pickers offer the axes of the last valid mesh, never a name still being typed."""
         workload = get_workload(self.workload_w.value)
         try:
             shapes = workload.shapes(workload.resolve(self.params))
         except ExplorerError:
-            return
-        axis_names = tuple(n for n, _ in self.mesh_editor.axes)
+            return           # _request reports it on the params
         old = {n: r.spec for n, r in self.spec_rows.items()}
-        self.spec_rows = {
-            n: SpecRow(n, shape, axis_names, specs.get(n, old.get(n, ())),
-                       lambda n=n: self._picked(n))
-            for n, shape in shapes.items()}
+        rows = {}
+        for n, shape in shapes.items():
+            spec = specs.get(n)
+            if spec is None:
+                spec = old.get(n, ())
+                if len(spec) != len(shape):
+                    spec = ()    # a rank that changed with the params: start unsplit
+            rows[n] = SpecRow(n, shape, self._axis_names, spec,
+                              self._guard(lambda n=n: self._picked(n)))
+            if n in self.pinned:
+                rows[n].widget.add_class("explorer-pinned")
+        self.spec_rows = rows
         self.specs_box.children = [r.widget for r in self.spec_rows.values()]
 
     @property
@@ -253,80 +342,99 @@ class Explorer:
 
     # ------------------------------------------------------------------ edit -> compile
 
-    def _request(self):
-        """Validate the edited state; errors are shown inline and raised."""
+    def _clear_errors(self) -> None:
         for row in self.spec_rows.values():
             row.error.value = ""
+        for r in self.mesh_editor.rows:
+            r.error.value = ""
         self.mesh_editor.error.value = self.params_error.value = self.error_w.value = ""
         self.target_error.value = self.layout_error.value = ""
+
+    @staticmethod
+    def _put(where: w.HTML, e: ExplorerError):
+        where.value = html.escape(app_language(str(e)))
+        return e
+
+    def _mesh(self) -> MeshSpec:
+        """The edited mesh, checked by the request validator; on success the spec pickers move
+        to its axes (a renamed axis keeps its picks) and the targets to its device count."""
+        mesh = self.mesh_editor.mesh()          # errors sit on the row at fault
         try:
-            mesh = parse_mesh(self.mesh_editor.text)
+            mesh = check_mesh(mesh)
         except MeshError as e:
-            self.mesh_editor.error.value = html.escape(str(e))
-            raise
-        names = mesh.names
+            raise self._put(self.mesh_editor.error, e) from None
+        renames = self.mesh_editor.renames()
         for row in self.spec_rows.values():
-            row.set_axes(names)
+            row.set_axes(mesh.names, renames)
+        self.mesh_editor.commit()
+        self._axis_names = mesh.names
+        options = target_options(mesh.device_count, self.target_w.value)
+        if self.target_w.options != tuple(options):
+            value = self.target_w.value
+            self.target_w.options = options
+            self.target_w.value = value
+        return mesh
+
+    def _request(self):
+        """Validate the edited state with explorer.api.request, as the API and the CLI do;
+        each error is shown next to the widget at fault and raised."""
+        self._clear_errors()
+        mesh = self._mesh()
         workload = get_workload(self.workload_w.value)
         try:
             params = workload.resolve(self.params)
         except ExplorerError as e:
-            self.params_error.value = html.escape(str(e))
-            raise
+            raise self._put(self.params_error, e) from None
         specs = {n: r.spec for n, r in self.spec_rows.items() if n in self.pinned}
         preset, rules = self.preset_w.value or None, self.rules_w.value.strip() or None
         try:
             layout = plan(workload, params, mesh, specs, preset, rules)
         except ExplorerError as e:
-            self.layout_error.value = html.escape(str(e))
-            raise
+            raise self._put(self.layout_error, e) from None
         for n, row in self.spec_rows.items():
             if n not in self.pinned:
                 row.set_spec(layout.specs.get(n, ()))
         tensors = workload.tensors(params, layout.specs)
         failed = None
-        for t in tensors:
+        for t in tensors:           # one at a time, so that every row at fault shows its error
             try:
-                check_spec(t, mesh)
-            except SpecError as e:
-                self.spec_rows[t.name].error.value = html.escape(str(e))
-                failed = failed or e
+                check_inputs([t], mesh)
+            except (SpecError, TensorError) as e:
+                failed = failed or self._put(self.spec_rows[t.name].error, e)
         if failed:
             raise failed
         try:
             check_planned(tensors, layout, mesh)   # the constraint points the rules place
         except SpecError as e:
-            self.layout_error.value = html.escape(str(e))
-            raise
+            raise self._put(self.layout_error, e) from None
         try:
-            mesh.check_device_limit(2048)
             if workload.check is not None:
                 workload.check(params, mesh)
         except MeshError as e:
-            self.mesh_editor.error.value = html.escape(str(e))
-            raise
+            raise self._put(self.mesh_editor.error, e) from None
         except WorkloadError as e:
-            self.params_error.value = html.escape(str(e))
-            raise
+            raise self._put(self.params_error, e) from None
+        partitioner = check_partitioner(self.partitioner_w.value)
         target, mapping = self.target_w.value or None, self.mapping_w.value.strip() or None
-        if target:
-            try:
-                if mapping:
-                    check_mapping(target, mesh.names, mesh.sizes, mapping)
-                else:
-                    default_mapping(target, mesh.names, mesh.sizes)
-            except ExplorerError as e:
-                self.target_error.value = html.escape(str(e))
-                raise
+        self.prediction_note = None
+        try:
+            check_target(target, mapping, mesh)
+        except ExplorerError as e:
+            # The program still compiles; only the prediction needs a target that fits.
+            self.prediction_note = app_language(str(e))
+            self.target_error.value = html.escape(
+                f"no prediction: {self.prediction_note}")
+            target = mapping = None
         return dict(name=self.workload_w.value, mesh=mesh, specs=specs, params=params,
-                    preset=preset, rules=rules, partitioner=self.partitioner_w.value,
-                    target=target, mapping=mapping, measure=self.measure_w.value)
+                    preset=preset, rules=rules, partitioner=partitioner,
+                    target=target, mapping=mapping, measure=self.measure_w.value,
+                    unavailable=self.prediction_note)
 
     def _edited(self, wait: bool = False) -> None:
         if self._muted:
             return
         self._generation += 1
-        self._muted += 1      # set_axes in _request may touch pickers
+        self._muted += 1      # set_axes and set_spec in _request touch pickers
         try:
             request = self._request()
         except ExplorerError as e:
@@ -336,7 +444,7 @@ class Explorer:
             self._muted -= 1
         hit = self._compile(request, cache_only=True)
         if hit is not None:
-            self._show(hit)
+            self._show(hit, request["unavailable"])
             return
         loop = _running_loop()
         if loop is None or self.debounce is None or wait:
@@ -348,7 +456,7 @@ class Explorer:
         quiet = self._timer is None and not self._busy
         if self._timer is not None:
             self._timer.cancel()
-        self._timer = loop.call_later(0 if quiet else self.debounce, self._start,
+        self._timer = loop.call_later(0 if quiet else self.debounce, self._guard(self._start),
                                       self._generation, request, loop)
 
     def _compile(self, request, cache_only=False):
@@ -360,9 +468,11 @@ class Explorer:
                                 pool=self.pool, cache_only=cache_only)
 
     def _run(self, request):
+        """The compile's Report, or the error it raised (shown by _finish, never lost in the
+        executor's thread)."""
         try:
             return self._compile(request)
-        except ExplorerError as e:
+        except Exception as e:
             return e
 
     def _start(self, generation, request, loop) -> None:
@@ -379,7 +489,8 @@ class Explorer:
         self._busy = True
         tick()
         future = loop.run_in_executor(self._executor, self._run, request)
-        future.add_done_callback(lambda f: self._finish(generation, request, f.result()))
+        future.add_done_callback(
+            self._guard(lambda f: self._finish(generation, request, f.result())))
 
     _busy = False
 
@@ -389,46 +500,49 @@ class Explorer:
             return            # a newer edit is on its way; its result will be shown
         if isinstance(result, ExplorerError):
             self._show_error(str(result))
+        elif isinstance(result, Exception):
+            self._show_unexpected(result)
         else:
-            self._show(result)
+            self._show(result, request["unavailable"])
 
     # ------------------------------------------------------------------ drawing
 
     def _set_status(self, text: str) -> None:
         self.status.value = f"<span>{html.escape(text)}</span>"
 
-    def _show_error(self, message: str) -> None:
+    def _show_error(self, message: str, force: bool = False) -> None:
+        """Show `message` unless an inline error already says it (`force`: show it anyway)."""
+        message = app_language(message)
         self.error = message
-        if not any(r.error.value for r in self.spec_rows.values()) and not (
-                self.mesh_editor.error.value or self.params_error.value
-                or self.target_error.value or self.layout_error.value):
+        inline = [*(r.error for r in self.spec_rows.values()),
+                  *(r.error for r in self.mesh_editor.rows), self.mesh_editor.error,
+                  self.params_error, self.layout_error]
+        if force or not any(e.value for e in inline):
             self.error_w.value = html.escape(message)
         self.tabs.add_class("explorer-stale")
         self._set_status("⚠ error: fix the highlighted input"
                          + ("; showing the last good result, greyed" if self.report else ""))
 
-    def _show(self, report: Report) -> None:
-        self.report, self.error = report, None
+    def _show(self, report: Report, unavailable: str | None = None) -> None:
+        """Show `report`; `unavailable` says why it has no prediction, if a target was picked."""
+        self.report, self.error, self.unexpected = report, None, None
+        self.unavailable = unavailable
         self.tabs.remove_class("explorer-stale")
         t = report.timing
         self._set_status(f"● {'cached' if t.cached else 'compiled'} in "
                          f"{(t.lower_s + t.compile_s):.2f} s · {report.mesh.device_count} "
                          f"devices · {len(report.collectives)} collectives")
         self.selected = None
-        options = tensor_options(report)
-        keep = self.placement.tensor.value
-        names = [v for _, v in options]
         self._muted += 1
         try:
-            self.placement.tensor.options = options
-            self.placement.tensor.value = keep if keep in names else names[0]
+            self._list_tensors(draw=False)
             self.collectives.pick.options = self.collectives.options(report)
             self.collectives.pick.value = -1
         finally:
             self._muted -= 1
         # The HTML parts are cheap and always current; figures wait for their tab (_draw_tab).
         self.collectives.table.value = collectives_html(report)
-        self.timing.text.value = timing_html(report)
+        self.timing.text.value = timing_html(report, unavailable)
         self._drawn = set()
         self._draw_tab(self.tabs.selected_index)
 
@@ -445,7 +559,7 @@ class Explorer:
         elif title == "Memory":
             self.memory.update(self.report)
         elif title == "Timing":
-            self.timing.update(self.report)
+            self.timing.update(self.report, self.unavailable)
         elif title == "HLO":
             self.hlo.value = hlo_html(self.report, self.hlo_which.value, self.selected)
             self.graph.update(self.report, self.selected)
@@ -457,14 +571,42 @@ class Explorer:
         self._drawn.discard(TAB_TITLES.index(title))
         self._draw_tab(self.tabs.selected_index)
 
+    def _list_tensors(self, draw: bool = True) -> None:
+        """The placement picker's entries for the current report, keeping the selection."""
+        if self.report is None:
+            return
+        options = tensor_options(self.report, self.placement.plumbing.value)
+        keep = self.placement.tensor.value
+        names = [v for _, v in options]
+        self._muted += 1
+        try:
+            self.placement.tensor.options = options
+            self.placement.tensor.value = keep if keep in names else names[0]
+        finally:
+            self._muted -= 1
+        if draw and self.placement.tensor.value != keep:
+            self._draw_placement()
+
+    def _dim_names(self, tensor: str) -> tuple[str | None, ...] | None:
+        """The logical names of a workload input's dimensions (("batch", "embed")), if any."""
+        info = self.report.workload if self.report is not None else None
+        if info is None or info.name not in WORKLOADS:
+            return None
+        workload = get_workload(info.name)
+        if workload.logical is None:
+            return None
+        return workload.logical(dict(info.params)).get(tensor)
+
     def _draw_placement(self) -> None:
         if self.report is None or self.placement.tensor.value is None:
             return
-        n = self.report.mesh.device_count
         name = self.placement.tensor.value
-        draw_grid(self.placement.blocks, placement_grid(self.report, name), n)
-        grid = mesh_grid(self.report, name)
-        draw_grid(self.placement.mesh, grid, max(max(r) for r in grid.z) + 1)
+        blocks = placement_grid(self.report, name, self._dim_names(name))
+        n_blocks = len(blocks.legend)
+        draw_grid(self.placement.blocks, blocks, n_blocks)
+        draw_grid(self.placement.mesh, mesh_grid(self.report, name), n_blocks)
+        self.placement.legend.value = legend_html(
+            blocks, f"block of {name}: a block and the devices holding it share a colour")
 
     def _draw_groups(self) -> None:
         shown = self.report is not None and self.selected is not None
@@ -473,6 +615,7 @@ class Explorer:
             grid = group_grid(self.report, self.selected)
             draw_grid(self.collectives.groups, grid,
                       max(len(self.report.collectives[self.selected].groups), 1))
+            self.collectives.legend.value = legend_html(grid, "device group")
 
     def _select_collective(self, index) -> None:
         if self._muted or self.report is None:

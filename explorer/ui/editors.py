@@ -1,15 +1,24 @@
 """Sidebar editors: the mesh (add, remove, rename axes, set sizes) and one spec row per tensor.
 
-Each editor owns its widgets and reports edits through one callback; it never compiles.
+Each editor owns its widgets and reports edits through one callback; it never compiles. Both
+hold structured values (axis names and sizes; per dimension, a tuple of mesh axes), so nothing
+the user types is ever joined into text and parsed again.
 """
 
 from __future__ import annotations
 
-from itertools import permutations
+import html
+from collections.abc import Callable, Mapping, Sequence
 
 import ipywidgets as w
 
-from explorer.spec.tensor import Entry, entry_axes, format_entry, parse_spec
+from explorer.errors import MeshError, RankError, UnknownAxisError, choices
+from explorer.spec.mesh import MeshSpec
+from explorer.spec.tensor import Entry, entry_axes
+
+# The app edits meshes of at most this many axes: each axis is a row here and a choice in every
+# spec picker, and beyond a handful neither reads. The Python API takes any number.
+MAX_AXES = 8
 
 
 def css_name(tensor: str) -> str:
@@ -17,94 +26,162 @@ def css_name(tensor: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "-" for c in tensor)
 
 
-class MeshEditor:
-    """Rows of (name, size, remove) and an add button; `axes` is the current list of pairs."""
+class AxisRow:
+    """One mesh axis: its name, its size, a remove button and the row's own error."""
 
-    def __init__(self, axes: list[tuple[str, int]], on_change):
+    def __init__(self, name: str, size: int, on_change: Callable[[], None],
+                 on_remove: Callable[[AxisRow], None]):
+        self.name_w = w.Text(value=name, layout=w.Layout(width="90px"), continuous_update=False)
+        self.size_w = w.IntText(value=size, layout=w.Layout(width="70px"))
+        self.remove = w.Button(description="✕", layout=w.Layout(width="36px"),
+                               tooltip="remove this axis")
+        self.error = w.HTML()
+        self.error.add_class("explorer-error")
+        # The name this row had in the last valid mesh: a rename carries spec picks over.
+        self.committed: str | None = None
+        self.widget = w.VBox([w.HBox([self.name_w, self.size_w, self.remove]), self.error])
+        self.widget.add_class("explorer-mesh-axis")
+        self.name_w.observe(lambda _: on_change(), "value")
+        self.size_w.observe(lambda _: on_change(), "value")
+        self.remove.on_click(lambda _: on_remove(self))
+
+    @property
+    def name(self) -> str:
+        return self.name_w.value.strip()
+
+    @property
+    def size(self) -> int:
+        return self.size_w.value
+
+    def check(self) -> None:
+        """This row alone: a valid axis name and size (MeshSpec's own rule), shown on the row."""
+        try:
+            MeshSpec((self.name,), (self.size,))
+        except MeshError as e:
+            self.error.value = html.escape(str(e))
+            raise
+        self.error.value = ""
+
+
+class MeshEditor:
+    """Rows of (name, size, remove) and an add button, up to MAX_AXES rows."""
+
+    def __init__(self, axes: Sequence[tuple[str, int]], on_change: Callable[[], None]):
         self._on_change = on_change
-        self.rows = w.VBox()
+        self.rows: list[AxisRow] = []
+        self.box = w.VBox()
         self.count = w.HTML()
         self.add = w.Button(description="+ axis", layout=w.Layout(width="80px"),
-                            tooltip="add a mesh axis")
+                            tooltip=f"add a mesh axis (at most {MAX_AXES})")
         self.add.on_click(lambda _: self._add())
         self.error = w.HTML()
         self.error.add_class("explorer-error")
-        self.widget = w.VBox([w.HTML("<b>Mesh</b>"), self.rows, w.HBox([self.add, self.count]),
-                              self.error])
+        self.widget = w.VBox([w.HTML("<b>Mesh</b> (axis name, size)"), self.box,
+                              w.HBox([self.add, self.count]), self.error])
         self.widget.add_class("explorer-mesh")
         self.set_axes(axes)
 
-    def set_axes(self, axes: list[tuple[str, int]]) -> None:
-        self.rows.children = [self._row(n, s) for n, s in axes]
-        self._update_count()
+    def set_axes(self, axes: Sequence[tuple[str, int]]) -> None:
+        if len(axes) > MAX_AXES:
+            raise MeshError(f"the app edits meshes of at most {MAX_AXES} axes; this one has "
+                            f"{len(axes)}. Merge axes, or use explorer.analyze for more")
+        self.rows = [AxisRow(n, s, self._changed, self._remove) for n, s in axes]
+        self._layout()
 
-    def _row(self, name: str, size: int) -> w.HBox:
-        name_w = w.Text(value=name, layout=w.Layout(width="90px"), continuous_update=False)
-        size_w = w.IntText(value=size, layout=w.Layout(width="70px"))
-        remove = w.Button(description="✕", layout=w.Layout(width="36px"),
-                          tooltip="remove this axis")
-        row = w.HBox([name_w, size_w, remove])
-        row.add_class("explorer-mesh-axis")
-        name_w.observe(lambda _: self._changed(), "value")
-        size_w.observe(lambda _: self._changed(), "value")
-        remove.on_click(lambda _: self._remove(row))
-        return row
+    def _layout(self) -> None:
+        self.box.children = [r.widget for r in self.rows]
+        self.add.disabled = len(self.rows) >= MAX_AXES
+        n = 1
+        for r in self.rows:
+            n *= max(r.size, 0)
+        self.count.value = f"<span class='explorer-device-count'>{n} devices</span>"
 
     def _add(self) -> None:
-        taken = {n for n, _ in self.axes}
+        if len(self.rows) >= MAX_AXES:
+            return
+        taken = {r.name for r in self.rows}
         name = next(f"axis{i}" for i in range(len(taken) + 1) if f"axis{i}" not in taken)
-        self.rows.children = [*self.rows.children, self._row(name, 2)]
+        self.rows.append(AxisRow(name, 2, self._changed, self._remove))
         self._changed()
 
-    def _remove(self, row) -> None:
-        self.rows.children = [r for r in self.rows.children if r is not row]
+    def _remove(self, row: AxisRow) -> None:
+        self.rows = [r for r in self.rows if r is not row]
         self._changed()
+
+    def _changed(self) -> None:
+        self._layout()
+        self._on_change()
 
     @property
     def axes(self) -> list[tuple[str, int]]:
-        return [(r.children[0].value.strip(), r.children[1].value) for r in self.rows.children]
+        return [(r.name, r.size) for r in self.rows]
 
-    @property
-    def text(self) -> str:
-        return ",".join(f"{n}={s}" for n, s in self.axes)
+    def row(self, name: str) -> AxisRow:
+        return next(r for r in self.rows if r.name == name)
 
-    def _update_count(self) -> None:
-        n = 1
-        for _, s in self.axes:
-            n *= max(s, 0)
-        self.count.value = f"<span class='explorer-device-count'>{n} devices</span>"
+    def mesh(self) -> MeshSpec:
+        """The mesh of the rows, built from their names and sizes; a bad row gets the error."""
+        self.error.value = ""
+        failed = None
+        for r in self.rows:
+            try:
+                r.check()
+            except MeshError as e:
+                failed = failed or e
+        if failed:
+            raise failed
+        seen: set[str] = set()
+        for r in self.rows:
+            if r.name in seen:
+                message = f"mesh axis {r.name!r} appears twice; axis names must be unique"
+                r.error.value = html.escape(message)
+                raise MeshError(message, axis=r.name)
+            seen.add(r.name)
+        try:
+            return MeshSpec(tuple(r.name for r in self.rows), tuple(r.size for r in self.rows))
+        except MeshError as e:          # no rows at all
+            self.error.value = html.escape(str(e))
+            raise
 
-    def _changed(self) -> None:
-        self._update_count()
-        self._on_change()
+    def renames(self) -> dict[str, str]:
+        """Old name -> new name of each row renamed since the last commit."""
+        return {r.committed: r.name for r in self.rows
+                if r.committed is not None and r.committed != r.name}
+
+    def commit(self) -> None:
+        """The rows' names are those of a valid mesh now."""
+        for r in self.rows:
+            r.committed = r.name
 
 
-def entry_options(axis_names: tuple[str, ...], current: Entry = None) -> list[tuple[str, str]]:
-    """Choices for one dimension: not split, each axis, and ordered combinations of axes.
-
-    Option values are the entries' text (`None`, `data`, `(data,model)`), never None itself:
-    ipywidgets shows a Dropdown whose value is None as having no selection at all."""
-    options = [("—", "None")]
-    for k in range(1, min(len(axis_names), 3) + 1):
-        for combo in permutations(axis_names, k):
-            text = format_entry(combo[0] if k == 1 else combo)
-            options.append((text, text))
-    current_text = format_entry(current)
-    if all(v != current_text for _, v in options):
-        options.append((current_text, current_text))   # e.g. a preset's 4-axis tuple
-    return options
+def entry_of(tags: Sequence[str]) -> Entry:
+    """A picker's tags as a spec entry: none -> None, one axis -> its name, more -> a tuple."""
+    tags = tuple(tags)
+    return None if not tags else tags[0] if len(tags) == 1 else tags
 
 
 class SpecRow:
-    """One tensor: its name and shape, a picker per dimension, and its inline error."""
+    """One tensor: its name and shape, an axis picker per dimension, and its inline error.
 
-    def __init__(self, name: str, shape: tuple[int, ...], axis_names, spec, on_change):
+    A picker holds the mesh axes its dimension is split over, in order (major to minor): none
+    for not split, one axis, or several. It offers each mesh axis once, so its choices grow with
+    the axis count, not with the count of ordered axis tuples."""
+
+    def __init__(self, name: str, shape: tuple[int, ...], axis_names: Sequence[str], spec,
+                 on_change: Callable[[], None]):
         self.name, self.shape = name, shape
+        self.axis_names = tuple(axis_names)
         spec = tuple(spec) + (None,) * (len(shape) - len(spec))
-        self.pickers = [w.Dropdown(options=entry_options(axis_names, e), value=format_entry(e),
-                                   layout=w.Layout(width="110px"),
-                                   description_allow_html=False) for e in spec]
-        for p in self.pickers:
+        self._check_axes(spec)
+        self.pickers = [
+            w.TagsInput(value=list(entry_axes(e)), allowed_tags=list(self.axis_names),
+                        allow_duplicates=False, placeholder="not split",
+                        tooltip=f"mesh axes dimension {d} of {name} is split over, major "
+                                "first; empty: not split",
+                        layout=w.Layout(width="130px"))
+            for d, e in enumerate(spec)]
+        for d, p in enumerate(self.pickers):
+            p.add_class(f"explorer-dim-{d}")
             p.observe(lambda _: on_change(), "value")
         label = w.HTML(f"<code>{name}</code><br><small>[{','.join(map(str, shape))}]</small>",
                        layout=w.Layout(width="110px"))
@@ -115,21 +192,39 @@ class SpecRow:
 
     @property
     def spec(self) -> tuple[Entry, ...]:
-        return tuple(parse_spec(p.value)[0] for p in self.pickers)
+        return tuple(entry_of(p.value) for p in self.pickers)
 
-    def set_axes(self, axis_names) -> None:
-        """Offer the new mesh's axes; entries naming a removed axis fall back to not split."""
-        for p, entry in zip(self.pickers, self.spec, strict=True):
-            keep = entry if all(a in axis_names for a in entry_axes(entry)) else None
-            options = entry_options(axis_names, keep)
-            if tuple(p.options) != tuple(options):
-                p.options = options
-            p.value = format_entry(keep)
+    def _check_axes(self, spec) -> None:
+        if len(spec) != len(self.shape):
+            raise RankError(f"spec of {self.name!r} has {len(spec)} entries for a tensor of "
+                            f"rank {len(self.shape)} {list(self.shape)}; give one per "
+                            "dimension", tensor=self.name)
+        for e in spec:
+            for a in entry_axes(e):
+                if a not in self.axis_names:
+                    raise UnknownAxisError(
+                        f"spec of {self.name!r} names mesh axis {a!r}, which the mesh lacks; "
+                        f"its axes are {choices(self.axis_names)}", tensor=self.name, axis=a)
+
+    def set_axes(self, axis_names: Sequence[str],
+                 renames: Mapping[str, str] | None = None) -> None:
+        """Offer the new mesh's axes. A renamed axis keeps its place in the picks under its new
+        name; an axis the mesh no longer has is dropped from them."""
+        axis_names, renames = tuple(axis_names), renames or {}
+        for p in self.pickers:
+            tags = [renames.get(a, a) for a in p.value]
+            tags = [a for a in tags if a in axis_names]
+            # Widen the allowed tags first: the picker rejects a value outside them.
+            p.allowed_tags = list(dict.fromkeys([*p.allowed_tags, *axis_names]))
+            if tags != list(p.value):
+                p.value = tags
+            p.allowed_tags = list(axis_names)
+        self.axis_names = axis_names
 
     def set_spec(self, spec) -> None:
         spec = tuple(spec) + (None,) * (len(self.shape) - len(spec))
+        self._check_axes(spec)
         for p, e in zip(self.pickers, spec, strict=True):
-            text = format_entry(e)
-            if text not in [v for _, v in p.options]:
-                p.options = [*p.options, (text, text)]
-            p.value = text
+            tags = list(entry_axes(e))
+            if tags != list(p.value):
+                p.value = tags

@@ -4,6 +4,7 @@ edit never rebuilds a figure. Colours key on device ids the same way in every vi
 from __future__ import annotations
 
 import html
+import re
 from copy import deepcopy
 
 import ipywidgets as w
@@ -11,7 +12,8 @@ import plotly.colors as pc
 import plotly.graph_objects as go
 
 from explorer.cost.model import format_seconds
-from explorer.report.report import Report
+from explorer.report.dataflow import sliced_all_reduces
+from explorer.report.report import Report, TensorRole
 from explorer.report.summary import human_bytes
 from explorer.ui.grids import Grid
 
@@ -35,9 +37,13 @@ def _heatmap(height: int) -> go.FigureWidget:
     fig = go.FigureWidget(go.Heatmap(z=[[0]], showscale=False, texttemplate="%{text}",
                                      hovertemplate="%{customdata}<extra></extra>",
                                      xgap=2, ygap=2))
-    fig.update_layout(height=height, margin=dict(l=70, r=10, t=40, b=30),
+    # The x axis is on top, under the figure title: the title sits at the very top, left, and
+    # the margin leaves room for both it and the axis title.
+    fig.update_layout(height=height, margin=dict(l=70, r=10, t=88, b=20),
                       yaxis=dict(autorange="reversed", type="category"),
-                      xaxis=dict(type="category", side="top"), title=dict(font=dict(size=13)))
+                      xaxis=dict(type="category", side="top"),
+                      title=dict(font=dict(size=13), x=0.01, xanchor="left", y=0.98,
+                                 yanchor="top", yref="container"))
     keep_state(fig)
     return fig
 
@@ -61,55 +67,162 @@ def draw_grid(fig: go.FigureWidget, grid: Grid, colours: int) -> None:
         t.colorscale = discrete_scale(colours)
         t.zmin, t.zmax = -0.5, colours - 0.5
         fig.layout.title.text = html.escape(grid.title)
+        fig.layout.xaxis.title.text = html.escape(grid.x_title)
+        fig.layout.yaxis.title.text = html.escape(grid.y_title)
         fig.layout.yaxis.autorange = "reversed"     # first row on top, as in the sidebar
+        # Panel titles sit just above each panel's first cell.
+        fig.layout.annotations = [
+            dict(x=x, y=y, text=html.escape(text), showarrow=False, xanchor="left",
+                 yanchor="bottom", yshift=14, xshift=-30, font=dict(size=11, color="#444"))
+            for x, y, text in grid.panels]
     keep_state(fig)
 
 
+def colour(key: int) -> str:
+    """The colour of key `key` in every grid (discrete_scale gives z = key this colour)."""
+    return PALETTE[key % len(PALETTE)]
+
+
+def legend_html(grid: Grid, meaning: str, limit: int = 16) -> str:
+    """The colours of `grid` as swatches with what each one means."""
+    items = "".join(
+        f"<span class='explorer-legend-item'><span class='explorer-swatch' "
+        f"style='background:{colour(k)}'></span>{html.escape(text)}</span>"
+        for k, text in grid.legend[:limit])
+    more = (f"<span class='explorer-legend-item'>… {len(grid.legend) - limit} more (hover a "
+            "cell)</span>" if len(grid.legend) > limit else "")
+    return (f"<div class='explorer-legend'><b>Colour = {html.escape(meaning)}</b> {items}{more}"
+            "</div>")
+
+
 class PlacementView:
-    def __init__(self, on_pick):
-        self.tensor = w.Dropdown(description="tensor", options=[], layout=w.Layout(width="420px"))
+    """A tensor picker, its blocks, the device grid, and one legend for both."""
+
+    def __init__(self, on_pick, on_plumbing):
+        self.tensor = w.Dropdown(description="tensor", options=[], layout=w.Layout(width="520px"))
         self.tensor.observe(lambda c: on_pick(c["new"]), "value")
-        self.blocks = _heatmap(260)
-        self.mesh = _heatmap(260)
-        self.widget = w.VBox([self.tensor, self.blocks, self.mesh])
+        self.plumbing = w.Checkbox(value=False, indent=False,
+                                   description="list plumbing too (scalars, masks, reshapes, "
+                                               "copies)")
+        self.plumbing.observe(lambda c: on_plumbing(c["new"]), "value")
+        self.blocks = _heatmap(300)
+        self.mesh = _heatmap(300)
+        self.legend = w.HTML()
+        self.widget = w.VBox([w.HBox([self.tensor, self.plumbing]), self.legend, self.blocks,
+                              self.mesh])
         self.widget.add_class("explorer-placement")
 
 
-def tensor_options(report: Report) -> list[tuple[str, str]]:
-    opts = []
+# Intermediates that only move, reshape, convert or index data, by the primitive or HLO opcode
+# their name comes from: listed only on request, since a train step or a pipeline has hundreds.
+PLUMBING = frozenset({
+    "bitcast", "copy", "tuple", "get-tuple-element", "reshape", "squeeze", "broadcast",
+    "broadcast_in_dim", "convert_element_type", "convert", "iota", "select_n", "lt", "le", "gt",
+    "ge", "eq", "ne", "and", "or", "not", "rem", "clamp", "axis_index", "dynamic_slice",
+    "dynamic_update_slice", "add_any", "concatenate", "pad", "slice", "optimization_barrier",
+})
+
+
+def is_plumbing(t) -> bool:
+    """An intermediate nobody looks for in a placement view: a scalar, a boolean mask, or the
+    result of an op in PLUMBING."""
+    if t.kind != TensorRole.INTERMEDIATE:
+        return False
+    stem = re.sub(r"[.\d]+$", "", t.name)
+    return not t.shape or t.dtype == "bool" or stem in PLUMBING
+
+
+def short_op(op_name: str) -> str:
+    """The tail of a jax op name as people read it: `dot_general`. A combined op
+    (`jit(f)/(a/dot_general:b/reduce_sum)`) gives its distinct tails: `dot_general+reduce_sum`;
+    fused ones (`a;b`) likewise. No stray brackets."""
+    body = op_name.strip()
+    parts = []
+    for piece in re.split(r"[:;]", body):
+        tail = piece.strip().rsplit("/", 1)[-1]
+        # Unbalanced brackets belong to the combined op's list, not to the op.
+        while tail.endswith(")") and tail.count(")") > tail.count("("):
+            tail = tail[:-1]
+        while tail.startswith("(") and tail.count("(") > tail.count(")"):
+            tail = tail[1:]
+        if tail and tail not in parts:
+            parts.append(tail)
+    return "+".join(parts)
+
+
+def tensor_options(report: Report, plumbing: bool = False) -> list[tuple[str, str]]:
+    """Picker entries grouped inputs, outputs, intermediates; plumbing only when asked."""
+    groups = {TensorRole.INPUT: [], TensorRole.OUTPUT: [], TensorRole.INTERMEDIATE: []}
     for t in report.tensors:
-        op = t.op_name.rsplit("/", 1)[-1]
-        label = t.name if t.kind != "intermediate" else f"{t.name}  ({op}"\
-            f"{' ' + t.source if t.source else ''})"
-        opts.append((f"{t.kind[:5]}: {label}", t.name))
-    return opts
+        if not plumbing and is_plumbing(t):
+            continue
+        shape = f"{t.dtype}[{','.join(map(str, t.shape))}]"
+        # Single spaces: a browser collapses runs of them in option labels.
+        label = f"{t.kind}: {t.name} {shape}"
+        if t.kind == TensorRole.INTERMEDIATE:
+            where = " ".join(x for x in (short_op(t.op_name), t.source) if x)
+            label += f" ({where})" if where else ""
+        groups[TensorRole(t.kind)].append((label, t.name))
+    return [o for g in groups.values() for o in g]
+
+
+def _short_source(source: str) -> str:
+    """`explorer/workloads/models.py:56` as `models.py:56` (the full path goes in a tooltip)."""
+    return source.rsplit("/", 1)[-1]
 
 
 def collectives_html(report: Report, selected: int | None = None) -> str:
+    """The collectives as a table narrow enough for a notebook cell: what, over which axes,
+    how big, the predicted time (marked where latency, not bandwidth, bounds it), and where in
+    the user's code. An all-reduce the CPU backend wrote in place of a reduce-scatter says so."""
     if not report.collectives:
         return ("<p class='explorer-no-collectives'>No collectives: every device computes its "
                 "part alone.</p>")
+    e = html.escape
     est = report.estimate
-    est_head = f"<th>est ({html.escape(est.target)})</th>" if est else ""
-    head = ("<tr><th>#</th><th>kind</th><th>axes</th><th>group</th><th>shape</th>"
-            f"<th>bytes/device</th>{est_head}<th>source</th><th>op</th></tr>")
+    sliced = sliced_all_reduces(report) if report.backend == "cpu" else {}
+    est_head = f"<th>est. {e(est.target)}</th>" if est else ""
+    head = ("<tr><th>#</th><th>kind</th><th>over</th><th>shape</th><th>bytes/dev</th>"
+            f"{est_head}<th>source</th></tr>")
+    columns = 6 + bool(est)
     rows = []
     for i, c in enumerate(report.collectives):
         cls = " class='explorer-selected'" if i == selected else ""
-        kind = c.kind + (" (async)" if c.is_async else "") + (f" ×{c.parts}" if c.parts > 1
-                                                               else "")
+        kind = c.kind + (f" ×{c.parts}" if c.parts > 1 else "") + (" async" if c.is_async
+                                                                    else "")
+        over = f"{','.join(c.axes) or '—'} ({c.group_size})"
+        time_cell = ""
+        if est:
+            t = est.collectives[i] if i < len(est.collectives) else None
+            bound = (" <span class='explorer-latency'>[latency-bound]</span>"
+                     if t is not None and t.bound == "latency" else "")
+            time_cell = f"<td>{format_seconds(c.est_seconds)}{bound}</td>"
+        op = short_op(c.op_name)
+        where = (f"<code title='{e(c.source, quote=True)}'>{e(_short_source(c.source))}</code>"
+                 if c.source else "—") + (f" <span class='explorer-op'>{e(op)}</span>"
+                                           if op else "")
         rows.append(
             f"<tr{cls} data-kind='{c.kind}' data-axes='{','.join(c.axes)}'><td>{i}</td>"
-            f"<td>{kind}</td><td>{','.join(c.axes) or '—'}</td><td>{c.group_size}</td>"
+            f"<td>{e(kind)}</td><td>{e(over)}</td>"
             f"<td>{c.dtype}[{','.join(map(str, c.shape))}]</td><td>{human_bytes(c.bytes)}</td>"
-            + (f"<td>{format_seconds(c.est_seconds)}</td>" if est else "") +
-            f"<td><code>{html.escape(c.source or '—')}</code></td>"
-            f"<td>{html.escape(c.op_name.rsplit('/', 1)[-1])}</td></tr>")
+            f"{time_cell}<td class='explorer-where'>{where}</td></tr>")
+        if i in sliced:
+            n, parts = sliced[i]
+            which = "its result is" if parts == 1 else f"{n} of its {parts} parts are"
+            rows.append(
+                f"<tr class='explorer-note-row' data-note='reduce-scatter'><td></td>"
+                f"<td colspan='{columns - 1}'>↳ {which} then sliced per device: a "
+                "reduce-scatter, which the CPU backend writes as all-reduce + slice; a TPU or "
+                "GPU compile moves about half the bytes"
+                + (" (the estimate is for the all-reduce)" if est else "") + ".</td></tr>")
     total = human_bytes(report.cost.collective_bytes)
-    predicted = (f" Predicted on {html.escape(est.target)}: "
-                 f"{format_seconds(est.comm_seconds)} of communication." if est else "")
-    return (f"<table class='explorer-table'>{head}{''.join(rows)}</table>"
-            f"<p>{len(report.collectives)} collectives, {total} per device in all.{predicted}</p>")
+    predicted = (f" Predicted on {e(est.target)}: {format_seconds(est.comm_seconds)} of "
+                 "communication." if est else "")
+    return (f"<div class='explorer-table-wrap'><table class='explorer-table'>{head}"
+            f"{''.join(rows)}</table></div>"
+            f"<p>{len(report.collectives)} collective{'s' if len(report.collectives) > 1 else ''}"
+            f", {total} per device in all.{predicted}"
+            "</p>")
 
 
 class CollectivesView:
@@ -122,7 +235,8 @@ class CollectivesView:
         self.groups = _heatmap(240)
         # Shown only while a collective is highlighted (a FigureWidget's own `layout` is
         # plotly's, so a Box around it carries the display toggle).
-        self.groups_box = w.Box([self.groups], layout=w.Layout(display="none"))
+        self.legend = w.HTML()
+        self.groups_box = w.VBox([self.legend, self.groups], layout=w.Layout(display="none"))
         self.widget = w.VBox([self.table, self.pick, self.groups_box])
         self.widget.add_class("explorer-collectives")
 
@@ -132,46 +246,124 @@ class CollectivesView:
              f"{c.source}", i) for i, c in enumerate(report.collectives)]
 
 
+def binary_ticks(top: float, count: int = 5) -> list[float]:
+    """Tick positions from 0 to `top` at a round step in one binary unit (KiB, MiB, GiB): the
+    axis then reads 0, 2.0 MiB, 4.0 MiB, ... rather than plotly's decimal '80B'."""
+    if top <= 0:
+        return [0.0]
+    unit = 1.0
+    while top / unit >= 1024 and unit < 1024.0 ** 4:
+        unit *= 1024
+    raw = top / unit / count
+    step = next((m * 10 ** e for e in range(-2, 4) for m in (1, 2, 5) if m * 10 ** e >= raw),
+                1000.0) * unit
+    return [k * step for k in range(int(top // step) + 1)]
+
+
+# A target's memory is drawn to scale only up to this many times the program's total; beyond,
+# the bars would be slivers, so the axis stops at the total and says where the limit is.
+_CAPACITY_IN_SCALE = 5.0
+MEMORY_PARTS = (("arguments", "#4c78a8"), ("outputs (not aliased)", "#f58518"),
+                ("temporaries", "#54a24b"))
+
+
+def memory_parts(m) -> tuple[int, int, int]:
+    """(arguments, outputs not aliased, temporaries): they add up to m.total."""
+    return (m.arguments, m.outputs - m.aliased, m.temporaries)
+
+
 class MemoryView:
+    """Per-device memory as one stacked bar, every part labelled, in binary units; the target's
+    memory as a line when it is in scale, else named at the axis end."""
+
     def __init__(self):
-        self.fig = go.FigureWidget()
-        for name in ("arguments", "outputs", "temporaries"):
-            self.fig.add_bar(name=name, x=[0], y=["per device"], orientation="h")
-        self.fig.update_layout(barmode="stack", height=220, margin=dict(l=90, r=10, t=40, b=40),
-                               xaxis_title="bytes per device", title="memory per device")
-        keep_state(self.fig)
+        self.fig = self._new_figure()
         self.text = w.HTML()
         self.widget = w.VBox([self.fig, self.text])
         self.widget.add_class("explorer-memory")
 
+    @staticmethod
+    def _new_figure() -> go.FigureWidget:
+        fig = go.FigureWidget()
+        for name, colour_ in MEMORY_PARTS:
+            fig.add_bar(name=name, x=[0], y=["per device"], orientation="h",
+                        marker_color=colour_, textposition="inside", insidetextanchor="middle",
+                        cliponaxis=False, hovertemplate="%{hovertext}<extra>" + name + "</extra>")
+        fig.update_layout(barmode="stack", height=230, margin=dict(l=90, r=20, t=40, b=50),
+                          xaxis_title="bytes per device", title="memory per device",
+                          legend=dict(orientation="h", y=-0.45, x=0, traceorder="normal"))
+        keep_state(fig)
+        return fig
+
     def update(self, report: Report) -> None:
         m = report.memory
         fit = report.estimate.memory if report.estimate is not None else None
-        values = (m.arguments, m.outputs - m.aliased, m.temporaries) if m else (0, 0, 0)
+        values = memory_parts(m) if m else (0, 0, 0)
+        total = sum(values)
+        in_scale = fit is not None and fit.capacity <= _CAPACITY_IN_SCALE * max(total, 1)
+        top = max(fit.capacity if in_scale else total, 1) * 1.08
+        ticks = binary_ticks(top)
+        # A new figure per update, as for the dataflow graph: this tab is drawn when it is
+        # shown, while the browser creates its view, and a view created then was seen (Voila,
+        # plotly 7) to miss the in-place update and keep the empty chart.
+        old, self.fig = self.fig, self._new_figure()
         with self.fig.batch_update():
             for bar, v in zip(self.fig.data, values, strict=True):
                 bar.x = [v]
-                bar.text = [human_bytes(v)]
-            # The target's HBM as a vertical line; the axis stretches to show it.
-            self.fig.layout.shapes = [dict(type="line", x0=fit.capacity, x1=fit.capacity,
-                                           y0=0, y1=1, yref="paper",
-                                           line=dict(color="#b00020", dash="dash"))] if fit else []
-            self.fig.layout.title.text = (f"memory per device vs {report.estimate.target} HBM"
-                                          if fit else "memory per device")
+                # A part too thin to hold its label shows it on hover only.
+                bar.text = [human_bytes(v) if v >= 0.08 * top else ""]
+                bar.hovertext = [human_bytes(v)]
+            self.fig.layout.xaxis.range = [0, top]
+            self.fig.layout.xaxis.tickvals = ticks
+            self.fig.layout.xaxis.ticktext = [human_bytes(t) if t else "0" for t in ticks]
+            shapes, notes = [], []
+            if fit and in_scale:
+                shapes.append(dict(type="line", x0=fit.capacity, x1=fit.capacity, y0=0, y1=1,
+                                   yref="paper", line=dict(color="#b00020", dash="dash")))
+                notes.append(dict(x=fit.capacity, y=1, yref="paper", yanchor="bottom",
+                                  text=f"HBM {human_bytes(fit.capacity)}", showarrow=False,
+                                  font=dict(color="#b00020", size=11)))
+            elif fit:
+                notes.append(dict(x=1, xref="paper", y=1, yref="paper", yanchor="bottom",
+                                  xanchor="right", showarrow=False,
+                                  font=dict(color="#b00020", size=11),
+                                  text=f"HBM {human_bytes(fit.capacity)}: "
+                                       f"{fit.capacity / max(total, 1):,.0f}× this, off scale →"))
+            self.fig.layout.shapes = shapes
+            self.fig.layout.annotations = notes
+            self.fig.layout.title.text = (
+                f"memory per device: {human_bytes(total)}"
+                + (f" of {human_bytes(fit.capacity)} on {report.estimate.target}" if fit
+                   else ""))
         keep_state(self.fig)
-        self.text.value = (
-            f"<p>Per device (SPMD: every device runs the same program): arguments "
-            f"{human_bytes(m.arguments)}, outputs {human_bytes(m.outputs)}, temporaries "
-            f"{human_bytes(m.temporaries)}, <b>total {human_bytes(m.total)}</b>.</p>" if m else
-            "<p>This backend reported no memory analysis.</p>")
-        if fit:
-            cls = "explorer-fits" if fit.fits else "explorer-oom"
-            self.text.value += (f"<p class='{cls}'><b>{'Fits' if fit.fits else 'Out of memory'}"
-                                f"</b> on {html.escape(report.estimate.target)}: "
-                                f"{html.escape(fit.text)}</p>")
+        self.widget.children = (self.fig, self.text)
+        old.close()
+        self.text.value = memory_html(report)
 
 
-def timing_html(report: Report) -> str:
+def memory_html(report: Report) -> str:
+    """The memory numbers in words, in one unit system; the parts add up to the total."""
+    m = report.memory
+    if m is None:
+        return "<p>This backend reported no memory analysis.</p>"
+    args, outs, temps = memory_parts(m)
+    aliased = (f" (outputs {human_bytes(m.outputs)}, of which {human_bytes(m.aliased)} reuse "
+               "argument buffers)" if m.aliased else "")
+    out = (f"<p>Per device (SPMD: every device runs the same program): arguments "
+           f"{human_bytes(args)} + outputs (not aliased) {human_bytes(outs)} + temporaries "
+           f"{human_bytes(temps)} = <b>total {human_bytes(m.total)}</b>{aliased}.</p>")
+    fit = report.estimate.memory if report.estimate is not None else None
+    if fit:
+        cls = "explorer-fits" if fit.fits else "explorer-oom"
+        out += (f"<p class='{cls}'><b>{'Fits' if fit.fits else 'Out of memory'}</b> on "
+                f"{html.escape(report.estimate.target)}: uses {human_bytes(fit.bytes)} of "
+                f"{human_bytes(fit.capacity)} per device ({fit.fraction:.2%}).</p>")
+    return out
+
+
+def timing_html(report: Report, unavailable: str | None = None) -> str:
+    """Compile times, XLA's cost and the prediction; `unavailable` says why a picked target
+    gave no prediction (it does not fit the mesh)."""
     t, c, est = report.timing, report.cost, report.estimate
     flops = "not reported" if c.flops is None else f"{c.flops:.3g}"
     cached = " (answered from the cache)" if t.cached else ""
@@ -182,7 +374,10 @@ def timing_html(report: Report) -> str:
              f"<p><b>Cost per device</b> (XLA cost_analysis of the {report.backend} program): "
              f"{flops} flops, {human_bytes(c.bytes_accessed)} accessed; collectives move "
              f"{human_bytes(c.collective_bytes)}.</p>"]
-    if est is None:
+    if est is None and unavailable:
+        parts.append("<p class='explorer-prediction-unavailable'><b>Prediction unavailable"
+                     f"</b>: {html.escape(unavailable)}</p>")
+    elif est is None:
         parts.append("<p><i>Pick a target to predict the step time on real hardware.</i></p>")
     else:
         comp = est.compute
@@ -238,8 +433,8 @@ class TimingView:
         self.widget = w.VBox([self.text, self.box, self.schedule_box])
         self.widget.add_class("explorer-timing")
 
-    def update(self, report: Report) -> None:
-        self.text.value = timing_html(report)
+    def update(self, report: Report, unavailable: str | None = None) -> None:
+        self.text.value = timing_html(report, unavailable)
         self._draw_schedule(report.workload.to_dict() if report.workload else {})
         point = _roofline_point(report)
         self.box.layout.display = "" if point else "none"

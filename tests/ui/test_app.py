@@ -4,10 +4,12 @@ what the widgets display (the hyperspy way). Edits compile at once here (no even
 from html import unescape
 
 import pytest
+from traitlets import TraitError
 
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
+from explorer.report.compare import Metric  # noqa: E402
 from explorer.ui import Explorer  # noqa: E402
 from explorer.ui.app import TAB_TITLES  # noqa: E402
 
@@ -27,8 +29,11 @@ def show(app, title):
 
 
 def mesh_size(app, axis, value):
-    row = next(r for r in app.mesh_editor.rows.children if r.children[0].value == axis)
-    row.children[1].value = value
+    app.mesh_editor.row(axis).size_w.value = value
+
+
+def rename(app, index, name):
+    app.mesh_editor.rows[index].name_w.value = name
 
 
 def test_initial_result_is_the_megatron_all_reduce(app):
@@ -36,21 +41,21 @@ def test_initial_result_is_the_megatron_all_reduce(app):
     assert (c.kind, c.axes, c.bytes) == ("all-reduce", ("model",), 128 * 1024 * 4)
     show(app, "Collectives")
     assert "all-reduce" in app.collectives.table.value
-    assert "<td>model</td>" in app.collectives.table.value
+    assert "<td>model (4)</td>" in app.collectives.table.value       # axes (group size)
     assert app.status.value.count("compiled") == 1 and "8 devices" in app.status.value
 
 
 def test_changing_a_spec_picker_recompiles(app):
     # Replicate w1 and w2: the data-parallel forward pass needs no collective at all.
     show(app, "Collectives")
-    app.spec_rows["w1"].pickers[1].value = "None"
-    app.spec_rows["w2"].pickers[0].value = "None"
+    app.spec_rows["w1"].pickers[1].value = []
+    app.spec_rows["w2"].pickers[0].value = []
     assert app.report.collectives == ()
     assert "No collectives" in app.collectives.table.value
     # Shard w1's rows over model (x split over data): x @ w1 contracts a model-split dimension,
     # so each device holds a partial sum of its [256/2, 4096] block of h, all-reduced over
     # model: V = 128 × 4096 × 4 bytes.
-    app.spec_rows["w1"].pickers[0].value = "model"
+    app.spec_rows["w1"].pickers[0].value = ["model"]
     assert [(c.kind, c.axes, c.bytes) for c in app.report.collectives] == \
         [("all-reduce", ("model",), 128 * 4096 * 4)]
 
@@ -71,12 +76,12 @@ def test_invalid_mesh_size_shows_inline_error_and_keeps_last_result(app):
 
 def test_zero_size_and_duplicate_axis_name_errors_name_the_value(app):
     mesh_size(app, "data", 0)
-    assert "size 0" in app.mesh_editor.error.value
+    assert "size 0" in app.mesh_editor.rows[0].error.value
     mesh_size(app, "data", 2)
-    app.mesh_editor.rows.children[1].children[0].value = "data"
-    assert "'data' appears twice" in unescape(app.mesh_editor.error.value)
-    app.mesh_editor.rows.children[1].children[0].value = "model"
-    assert app.mesh_editor.error.value == "" and app.error is None
+    rename(app, 1, "data")
+    assert "'data' appears twice" in unescape(app.mesh_editor.rows[1].error.value)
+    rename(app, 1, "model")
+    assert app.mesh_editor.rows[1].error.value == "" and app.error is None
 
 
 def test_add_and_remove_axes(app):
@@ -85,9 +90,8 @@ def test_add_and_remove_axes(app):
     assert "16 devices" in app.mesh_editor.count.value
     assert app.report.mesh.device_count == 16
     # The new axis is offered in every spec picker.
-    assert "axis0" in [v for _, v in app.spec_rows["x"].pickers[0].options]
-    remove_model = app.mesh_editor.rows.children[1].children[2]
-    remove_model.click()
+    assert "axis0" in app.spec_rows["x"].pickers[0].allowed_tags
+    app.mesh_editor.rows[1].remove.click()         # model
     assert [n for n, _ in app.mesh_editor.axes] == ["data", "axis0"]
     # Pickers that named the removed axis fall back to "not split".
     assert app.spec_rows["w1"].spec == (None, None)
@@ -98,8 +102,8 @@ def test_switching_workload_rebuilds_params_and_specs(app):
     app.workload_w.value = "matmul"
     assert set(app.spec_rows) == {"x", "w"}
     assert [c.description for c in app.params_box.children] == ["m", "k", "n", "dtype"]
-    app.spec_rows["x"].pickers[1].value = "model"
-    app.spec_rows["w"].pickers[0].value = "model"
+    app.spec_rows["x"].pickers[1].value = ["model"]
+    app.spec_rows["w"].pickers[0].value = ["model"]
     assert [(c.kind, c.axes) for c in app.report.collectives] == [("all-reduce", ("model",))]
 
 
@@ -123,27 +127,126 @@ def test_selecting_a_collective_colours_its_groups_and_marks_its_hlo_line(app):
     assert "explorer-hlo-selected" in app.hlo.value
 
 
-def test_placement_heatmap_colours_blocks_by_device(app):
+def test_placement_colours_mean_the_block_in_both_heatmaps(app):
     app.placement.tensor.value = "w1"
-    t = app.placement.blocks.data[0]
-    # w1 split over model on columns: one row of 4 blocks, first holders d0..d3.
+    blocks, mesh = app.placement.blocks, app.placement.mesh
+    t = blocks.data[0]
+    # w1 [1024, 4096] split over model on columns: one row of 4 blocks of 1024 columns; block
+    # k is held by devices k and k+4 (row-major over data=2 × model=4).
     assert [list(r) for r in t.z] == [[0, 1, 2, 3]]
-    assert [list(r) for r in t.text] == [["d0,d4", "d1,d5", "d2,d6", "d3,d7"]]
-    mesh = app.placement.mesh.data[0]
-    assert [list(r) for r in mesh.z] == [[0, 1, 2, 3], [0, 1, 2, 3]]
+    assert [list(r) for r in t.text] == [["b0: d0,d4", "b1: d1,d5", "b2: d2,d6", "b3: d3,d7"]]
+    assert list(t.x) == ["0:1024", "1024:2048", "2048:3072", "3072:4096"]
+    assert list(t.y) == ["0:1024"]
+    assert blocks.layout.xaxis.title.text == "dim 1 (mlp, 4096): 4 blocks over model"
+    assert blocks.layout.yaxis.title.text == "dim 0 (embed, 1024): not split"
+    # The device grid colours each device by the block it holds, with the same scale: a colour
+    # is one block in both figures.
+    m = mesh.data[0]
+    assert [list(r) for r in m.z] == [[0, 1, 2, 3], [0, 1, 2, 3]]
+    assert m.text[1][2] == "d6: b2"
+    assert m.colorscale == t.colorscale and (m.zmin, m.zmax) == (t.zmin, t.zmax) == (-0.5, 3.5)
+    assert list(m.y) == ["data=0", "data=1"] and list(m.x)[0] == "model=0"
+    assert mesh.layout.yaxis.title.text == "mesh axis data (2)"
+    assert mesh.layout.xaxis.title.text == "mesh axis model (4)"
+    legend = unescape(app.placement.legend.value)
+    assert "Colour = block of w1" in legend
+    assert "b2 [0:1024, 2048:3072] on d2,d6" in legend
     # The figure's synced state matches, so a view opened later draws the same.
     assert [list(r) for r in app.placement.blocks._widget_data[0]["z"]] == [[0, 1, 2, 3]]
+
+
+def test_tensor_picker_groups_roles_and_hides_plumbing():
+    app = Explorer(workload="transformer_train", mesh="data=2,model=4", preset="fsdp_tp",
+                   debounce=None)
+    try:
+        options = app.placement.tensor.options
+        roles = [label.split(":", 1)[0] for label, _ in options]
+        # Grouped: every input, then every output, then the intermediates.
+        assert roles == sorted(roles, key=["input", "output", "intermediate"].index)
+        report = app.report
+        inputs = [t.name for t in report.tensors if t.kind == "input"]
+        assert [v for (label, v) in options if label.startswith("input:")] == inputs
+        shown = {v for _, v in options}
+        plumbing = [t for t in report.tensors if t.kind == "intermediate" and (
+            t.name.startswith(("broadcast", "convert_element_type", "eq", "iota"))
+            or t.dtype == "bool")]
+        assert plumbing and not shown & {t.name for t in plumbing}
+        assert " (dot_general " in next(label for label, v in options
+                                          if v.startswith("dot_general"))
+        app.placement.plumbing.value = True
+        assert len(app.placement.tensor.options) == len(report.tensors)
+        assert all(label.count("(") == label.count(")")
+                   for label, _ in app.placement.tensor.options)
+    finally:
+        app.close()
 
 
 def test_memory_and_timing_views(app):
     m = app.report.memory
     assert app.memory.fig.data[0].x == (0,)          # not drawn while its tab is hidden
     show(app, "Memory")
-    assert app.memory.fig.data[0].x == (m.arguments,)
-    assert "total" in app.memory.text.value
+    # Megatron MLP per device: x [128, 1024] + w1 [1024, 1024] + w2 [1024, 1024] in f32.
+    assert m.arguments == (128 * 1024 + 2 * 1024 * 1024) * 4
+    parts = [bar.x[0] for bar in app.memory.fig.data]
+    assert parts == [m.arguments, m.outputs - m.aliased, m.temporaries]
+    assert sum(parts) == m.total
+    assert "= <b>total " in app.memory.text.value
     show(app, "Timing")
     assert "compile" in app.timing.text.value and "flops" in app.timing.text.value
     assert "Pick a target" in app.timing.text.value
+
+
+def test_memory_axis_reads_in_binary_units_and_a_far_limit_is_named_not_drawn():
+    from explorer.ui.views import binary_ticks
+
+    # 0..10 MiB in 5 steps: 2 MiB apart.
+    assert binary_ticks(10 * 2**20) == [k * 2 * 2**20 for k in range(6)]
+    assert binary_ticks(3000) == [0, 1024, 2048]            # 2.9 KiB: whole KiB apart
+    assert binary_ticks(600) == [0, 200, 400, 600]          # 600 / 5 = 120: round up to 200
+    app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, target="h100-8",
+                   debounce=None)
+    try:
+        show(app, "Memory")
+        m, fig = app.report.memory, app.memory.fig
+        assert all(t == "0" or t.endswith(("B", "KiB", "MiB")) for t in fig.layout.xaxis.ticktext)
+        # 80 GB of HBM against ~9 MiB: drawn to scale the bar would vanish, so the axis ends
+        # near the total and the limit is named at its end.
+        assert fig.layout.xaxis.range[1] < 2 * m.total
+        assert fig.layout.shapes == ()
+        [note] = fig.layout.annotations
+        assert note.text.startswith("HBM 74.5 GiB") and "off scale" in note.text  # 80e9 B
+        assert "Fits" in app.memory.text.value and "GB" not in app.memory.text.value
+        for bar in fig.data:                # every part is labelled, at least on hover
+            assert bar.hovertext[0].endswith(("B", "KiB", "MiB"))
+    finally:
+        app.close()
+
+
+def test_collectives_table_marks_latency_and_the_cpu_reduce_scatter():
+    import re
+
+    from explorer.report.dataflow import sliced_all_reduces
+
+    app = Explorer(workload="transformer_train", mesh="data=2,model=4", preset="fsdp_tp",
+                   target="tpu-v5e-2x4", debounce=None)
+    try:
+        report, table = app.report, app.collectives.table.value
+        latency = sum(t.bound == "latency" for t in report.estimate.collectives)
+        assert latency > 0 and table.count("[latency-bound]") == latency
+        # The gradient all-reduce over data is sliced per device afterwards: said beside it.
+        [(i, (n, parts))] = sliced_all_reduces(report).items()
+        note = re.search(r"<tr class='explorer-note-row'[^>]*>.*?</tr>", table).group(0)
+        assert f"{n} of its {parts} parts are then sliced" in note and "reduce-scatter" in note
+        row = table.index(f"<td>{i}</td>")
+        assert table.index(note) > row                     # right after its row
+        # Op names without stray brackets; sources shortened, full path on hover.
+        ops = re.findall(r"<span class='explorer-op'>([^<]*)</span>", table)
+        assert ops and all(op.count("(") == op.count(")") for op in ops)
+        assert "dot_general+reduce_sum" in ops
+        assert "<code title='explorer/workloads/models.py:56'>models.py:56</code>" in table
+        assert table.count("<th>") == 7 and "explorer-table-wrap" in table
+    finally:
+        app.close()
 
 
 def test_partitioner_toggle(app):
@@ -158,7 +261,7 @@ def test_target_adds_predictions_and_a_wrong_size_target_is_flagged():
     try:
         assert app.report.estimate.target == "h100-8"
         show(app, "Collectives")
-        assert "est (h100-8)" in app.collectives.table.value
+        assert "est. h100-8" in app.collectives.table.value
         show(app, "Timing")
         assert "Predicted on h100-8" in app.timing.text.value
         assert app.timing.box.layout.display == ""            # the roofline is shown
@@ -188,7 +291,7 @@ def test_preset_places_unpinned_tensors_and_picks_win():
         assert app.spec_rows["w2"].spec == ("model", None)
         assert ("all-reduce", ("model",)) in {(c.kind, c.axes) for c in app.report.collectives}
         # A pick pins that tensor: it survives recompiles and wins over the preset.
-        app.spec_rows["w2"].pickers[0].value = "None"
+        app.spec_rows["w2"].pickers[0].value = []
         assert "w2" in app.pinned and app.report.tensor("w2").spec == (None, None)
         assert app.report.tensor("w1").spec == (None, "model")
         # A new preset releases the picks.
@@ -239,57 +342,71 @@ def test_hlo_tab_draws_the_dataflow_graph_and_compare_tab_diffs_a_pin(app):
     assert (c.kind, c.axes) == ("all-reduce", ("model",))
     show(app, "Compare")
     app.compare.pin_button.click()                       # pin the Megatron result as A
-    app.spec_rows["w1"].pickers[1].value = "None"
-    app.spec_rows["w2"].pickers[0].value = "None"        # B: replicated weights
+    app.spec_rows["w1"].pickers[1].value = []
+    app.spec_rows["w2"].pickers[0].value = []            # B: replicated weights
     comparison = app.compare.comparison
     assert [x.kind for x in comparison.removed] == ["all-reduce"] and not comparison.added
     # The all-reduce's V, 128 × 1024 × 4 bytes, is gone.
-    assert comparison.metric("collective bytes/device").delta == -524288
+    assert comparison.metric(Metric.COLLECTIVE_BYTES).delta == -524288
 
 
 def test_rank_3_tensors_are_drawn_as_small_multiples():
     from explorer import TensorSpec, analyze
     from explorer.ui.grids import placement_grid
 
-    # x[8,4,16] split over data on dim 0 and model on dim 2: two panels (dim-0 blocks 0 and 1),
-    # each one row of 4 column blocks; devices are row-major over data=2 × model=4, so panel 0
-    # holds d0..d3 and panel 1 d4..d7, with an empty separator column between them.
+    # x[8,4,16] split over data on dim 0 and model on dim 2: two panels (dim-0 blocks 0:4 and
+    # 4:8), each one row of 4 column blocks; devices are row-major over data=2 × model=4, so
+    # panel 0 holds d0..d3 and panel 1 d4..d7, with a gap column between them.
     r = analyze(lambda x: x * 2, TensorSpec("x", (8, 4, 16), spec="data,None,model"),
                 mesh="data=2,model=4")
-    g = placement_grid(r, "x")
+    g = placement_grid(r, "x", ("batch", "seq", "embed"))
     assert g.z == [[0, 1, 2, 3, None, 4, 5, 6, 7]]
     assert len(set(g.x_labels)) == len(g.x_labels)       # category labels stay distinct
-    assert g.hover[0][5].startswith("[1] block [4:8, 0:4, 0:4]")
+    # Ticks are the index ranges of dim 2 (4 columns each), the same text in both panels.
+    assert [x.replace("\u200b", "") for x in g.x_labels] == [
+        "0:4", "4:8", "8:12", "12:16", " ", "0:4", "4:8", "8:12", "12:16"]
+    assert g.x_title == "dim 2 (embed, 16): 4 blocks over model"
+    assert g.y_title == "dim 1 (seq, 4): not split" and g.y_labels == ["0:4"]
+    assert [p[2] for p in g.panels] == ["dim 0 0:4", "dim 0 4:8"]
+    assert g.hover[0][5].startswith("block 4 [4:8, 0:4, 0:4]")
+    assert g.text[0][5] == "b4: d4"
 
 
 def test_debounce_starts_an_isolated_edit_at_once_and_merges_a_burst():
     import asyncio
-    import time
 
     async def scenario():
         # Created inside a running event loop, as in a kernel: edits compile in the background.
         app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, debounce=0.3,
                        params={"batch": 64})
-        compiles = []
+        loop = asyncio.get_running_loop()
+        delays, compiles = [], []
+        call_later = loop.call_later
+
+        def spy(delay, callback, *args):      # the delay each compile start is scheduled with
+            if getattr(callback, "__wrapped__", None) == app._start:
+                delays.append(delay)
+            return call_later(delay, callback, *args)
+
+        loop.call_later = spy
         run = app._run
-        app._run = lambda request: (compiles.append((time.perf_counter(), request)),
-                                    run(request))[1]
+        app._run = lambda request: (compiles.append(request), run(request))[1]
         try:
-            # A burst: two edits in one go compile once, for the last of them, after the delay.
-            t0 = time.perf_counter()
-            app.spec_rows["w1"].pickers[1].value = "None"
-            app.spec_rows["w2"].pickers[0].value = "None"
+            # A burst: the first edit is scheduled at once; the second, arriving while it
+            # waits, replaces it and waits the debounce. One compile, for the last edit.
+            app.spec_rows["w1"].pickers[1].value = []
+            app.spec_rows["w2"].pickers[0].value = []
             while app.report.collectives:                 # Megatron's all-reduce goes away
                 await asyncio.sleep(0.02)
-            assert len(compiles) == 1 and compiles[0][0] - t0 >= 0.3
-            assert compiles[0][1]["specs"]["w2"] == (None, None)
-            # An isolated edit, with nothing waiting or compiling, starts at once.
-            t1 = time.perf_counter()
-            app.spec_rows["w1"].pickers[0].value = "model"
+            assert delays == [0, 0.3]
+            assert len(compiles) == 1 and compiles[0]["specs"]["w2"] == (None, None)
+            # An isolated edit, with nothing waiting or compiling, is scheduled at once.
+            app.spec_rows["w1"].pickers[0].value = ["model"]
             while not app.report.collectives:
                 await asyncio.sleep(0.02)
-            assert len(compiles) == 2 and compiles[1][0] - t1 < 0.3
+            assert delays == [0, 0.3, 0] and len(compiles) == 2
         finally:
+            del loop.call_later
             app.close()
 
     asyncio.run(scenario())
@@ -303,3 +420,154 @@ def test_a_target_name_spelled_unlike_the_listing_is_offered():
         assert app.report.estimate.target == "tpu-v5e-8x4"
     finally:
         app.close()
+
+
+# ---------------------------------------------------------------------- hardening (issue 14)
+
+def all_errors(app) -> list[str]:
+    """Every error text the sidebar shows."""
+    shown = [r.error.value for r in app.spec_rows.values()]
+    shown += [r.error.value for r in app.mesh_editor.rows]
+    shown += [app.mesh_editor.error.value, app.params_error.value, app.layout_error.value,
+              app.error_w.value]
+    return [unescape(e) for e in shown if e]
+
+
+def test_an_invalid_axis_name_stays_on_its_row_and_every_edit_path_recovers(app):
+    good = app.report
+    rename(app, 1, "a b")                                  # model -> "a b"
+    assert "'a b' is not an identifier" in unescape(app.mesh_editor.rows[1].error.value)
+    assert all_errors(app) == [unescape(app.mesh_editor.rows[1].error.value)]
+    assert app.report is good and "explorer-stale" in app.tabs._dom_classes
+    # The pickers offer the axes of the last valid mesh only, so 'a b' cannot be picked.
+    for row in app.spec_rows.values():
+        assert all(p.allowed_tags == ["data", "model"] for p in row.pickers)
+    with pytest.raises(TraitError):
+        app.spec_rows["x"].pickers[0].value = ["a b"]
+    # A size param edit while the mesh is wrong rebuilds the rows at the new size, keeps the
+    # picks, and the one error still names the axis.
+    app.params_box.children[0].value = 512                 # batch
+    assert app.spec_rows["x"].shape == (512, 1024)
+    assert app.spec_rows["w1"].spec == (None, "model")
+    assert all_errors(app) == [unescape(app.mesh_editor.rows[1].error.value)]
+    # Fixing the name recovers everything; w1's pick follows the rename.
+    rename(app, 1, "mp")
+    assert all_errors(app) == [] and app.error is None
+    assert "explorer-stale" not in app.tabs._dom_classes
+    assert app.report.mesh.names == ("data", "mp")
+    assert app.spec_rows["w1"].spec == (None, "mp") and app.spec_rows["w2"].spec == ("mp", None)
+    # batch 512 over data=2: the all-reduce's V is a [256, 1024] f32 block per device.
+    assert [(c.kind, c.axes, c.bytes) for c in app.report.collectives] == [
+        ("all-reduce", ("mp",), 256 * 1024 * 4)]
+    app.params_box.children[0].value = 256                 # and later edits compile as usual
+    assert app.report.collectives[0].bytes == 128 * 1024 * 4 and all_errors(app) == []
+
+
+def test_an_axis_name_holding_mesh_text_is_rejected_not_parsed(app):
+    good = app.report
+    rename(app, 1, "model=4,extra")
+    error = unescape(app.mesh_editor.rows[1].error.value)
+    assert "'model=4,extra' is not an identifier" in error
+    # Nothing was compiled from it: the editor and the last result agree on 2 axes, 8 devices.
+    assert "8 devices" in app.mesh_editor.count.value
+    assert app.report is good and app.report.mesh.names == ("data", "model")
+    rename(app, 1, "model")
+    assert all_errors(app) == [] and app.report.mesh.device_count == 8
+
+
+def test_the_axis_count_is_bounded_and_pickers_grow_linearly():
+    from explorer.errors import MeshError
+    from explorer.ui.editors import MAX_AXES
+
+    eight = ",".join(f"a{i}=1" for i in range(MAX_AXES))
+    app = Explorer(workload="mlp", mesh=eight, debounce=None)
+    try:
+        assert app.mesh_editor.add.disabled
+        assert "at most 8" in app.mesh_editor.add.tooltip
+        app.mesh_editor.add.click()                         # disabled: nothing happens
+        assert len(app.mesh_editor.rows) == MAX_AXES
+        # One choice per axis in every picker; a tuple of three axes is three picks.
+        assert app.spec_rows["x"].pickers[0].allowed_tags == [f"a{i}" for i in range(8)]
+        app.spec_rows["x"].pickers[0].value = ["a2", "a0", "a5"]
+        assert app.spec_rows["x"].spec[0] == ("a2", "a0", "a5")
+        # (Size-1 axes split nothing, so the compiled program is replicated; the request
+        # carries the spec as picked.)
+        assert app.report.workload.specs["x"] == "(a2,a0,a5),None"
+        app.mesh_editor.rows[0].remove.click()
+        assert not app.mesh_editor.add.disabled
+        # a0 is gone: the pick keeps the axes that are left, in order.
+        assert app.spec_rows["x"].spec[0] == ("a2", "a5")
+    finally:
+        app.close()
+    with pytest.raises(MeshError, match="at most 8 axes; this one has 9"):
+        Explorer(workload="mlp", mesh=eight + ",a8=1", debounce=None)
+
+
+def test_an_unexpected_error_in_a_callback_is_shown_not_raised(app, caplog):
+    def broken():
+        raise RuntimeError("boom")
+
+    real = app._request
+    app._request = broken
+    app.partitioner_w.value = "gspmd"                      # the callback must not raise
+    assert "unexpected error" in app.error_w.value and "RuntimeError: boom" in app.error_w.value
+    assert isinstance(app.unexpected, RuntimeError)
+    assert "explorer-stale" in app.tabs._dom_classes
+    assert "boom" in caplog.text                           # the traceback goes to the log
+    app._request = real
+    app.partitioner_w.value = "shardy"                     # the next edit starts afresh
+    assert app.error is None and app.unexpected is None and app.error_w.value == ""
+    assert app.report.partitioner == "shardy"
+
+
+def test_a_target_that_does_not_fit_the_mesh_still_compiles_without_a_prediction():
+    app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, target="h100-8",
+                   debounce=None)
+    try:
+        # Only targets with the mesh's 8 devices are offered, GPUs then TPUs.
+        labels = [label for label, _ in app.target_w.options]
+        values = [v for _, v in app.target_w.options]
+        assert "h100-8" in values and "tpu-v5e-2x4" in values and "h100-8x2" not in values
+        assert labels.index("GPU · h100-8") < labels.index("TPU · tpu-v5e-2x4")
+        app.mesh_editor.add.click()                         # axis0=2: 16 devices
+        assert app.report.mesh.device_count == 16 and app.report.estimate is None
+        assert "explorer-stale" not in app.tabs._dom_classes
+        assert "no prediction" in unescape(app.target_error.value)
+        show(app, "Timing")
+        assert "Prediction unavailable" in app.timing.text.value
+        assert "h100-8x2" in unescape(app.timing.text.value)   # the reason names what fits
+        # The picked target stays, marked; the offer follows the device count.
+        assert app.target_w.value == "h100-8"
+        assert ("h100-8 (8 devices, not 16)", "h100-8") in app.target_w.options
+        assert "h100-8x2" in [v for _, v in app.target_w.options]
+        app.target_w.value = "h100-8x2"
+        assert app.report.estimate.target == "h100-8x2" and app.target_error.value == ""
+        assert "Predicted on h100-8x2" in app.timing.text.value
+    finally:
+        app.close()
+
+
+def test_bad_initial_specs_are_refused_naming_the_tensor():
+    from explorer.errors import RankError, UnknownAxisError
+
+    with pytest.raises(UnknownAxisError, match="'w1' names mesh axis 'tp'.*'data', 'model'"):
+        Explorer(workload="mlp", mesh="data=2,model=4", specs={"w1": "None,tp"}, debounce=None)
+    with pytest.raises(RankError, match="'x' has 3 entries for a tensor of rank 2"):
+        Explorer(workload="mlp", mesh="data=2,model=4", specs={"x": "data,None,None"},
+                 debounce=None)
+
+
+def test_errors_speak_of_widgets_not_cli_flags():
+    from explorer.ui.app import app_language
+
+    app = Explorer(workload="mlp", mesh="data=2,model=4", debounce=None)
+    try:
+        app.preset_w.value = "ep"                           # needs an 'expert' axis
+        shown = unescape(app.layout_error.value)
+        assert "expert" in shown and "--" not in shown
+        assert "e.g. the mesh " in shown
+    finally:
+        app.close()
+    assert app_language("use --workload moe") == "pick workload moe"
+    assert app_language("override it with --spec w1=... or change the rule") == \
+        "override it with the spec picker of w1 or change the rule"

@@ -69,8 +69,18 @@ def page(server):
         browser.close()
 
 
-def pick(page, tensor: str, dim: int, label: str) -> None:
-    page.locator(f".explorer-spec-{tensor} select").nth(dim).select_option(label=label)
+def pick(page, tensor: str, dim: int, axes: list[str]) -> None:
+    """Set a dimension's mesh axes as a user does: remove its tags, then type each axis."""
+    picker = page.locator(f".explorer-spec-{tensor} .explorer-dim-{dim}")
+    close = picker.locator(".jupyter-widget-tag-close")
+    while close.count():
+        close.first.click()
+    for axis in axes:
+        picker.click()
+        box = picker.locator("input.jupyter-widget-taginput")
+        box.fill(axis)
+        box.press("Enter")
+        picker.locator(".jupyter-widget-tag", has_text=axis).wait_for(timeout=10_000)
 
 
 def collectives_text(page) -> str:
@@ -89,11 +99,11 @@ def test_load_edit_see_collectives_change(page):
     text = collectives_text(page)
     assert "all-reduce" in text and "model" in text and "512.0 KiB" in text   # 128×1024×4 B
     # Replicate both weights: the data-parallel forward pass needs no collective.
-    pick(page, "w1", 1, "—")
-    pick(page, "w2", 0, "—")
+    pick(page, "w1", 1, [])
+    pick(page, "w2", 0, [])
     wait_for_table(page, "No collectives")
     # Split w1's rows over model: partial sums of h (128×4096 floats) are all-reduced.
-    pick(page, "w1", 0, "model")
+    pick(page, "w1", 0, ["model"])
     wait_for_table(page, "2.0 MiB")
     text = collectives_text(page)
     assert "all-reduce" in text and "model" in text
@@ -121,7 +131,8 @@ def test_invalid_edit_shows_error_and_app_stays_usable(page):
 
 def test_placement_view_draws_the_selected_tensor(page):
     page.get_by_text("Placement", exact=True).click()
-    page.locator(".explorer-placement select").first.select_option(label="input: w2")
+    picker = page.locator(".explorer-placement select").first
+    picker.select_option(label="input: w2 float32[4096,1024]")
     page.wait_for_function(
         "() => [...document.querySelectorAll('.explorer-placement .gtitle')]"
         ".some(e => e.textContent.startsWith('w2 float32[4096,1024]'))", timeout=30_000)
@@ -131,18 +142,22 @@ def test_placement_view_draws_the_selected_tensor(page):
 
 def test_spec_edit_redraws_the_heatmap_and_the_dataflow_graph(page):
     page.get_by_text("Placement", exact=True).click()
-    page.locator(".explorer-placement select").first.select_option(label="input: w1")
-    # w1 split by columns over data alone: one row of 2 blocks; block 0 is held first by d0,
-    # block 1 by d4 (devices are numbered row-major over data=2 × model=4).
-    pick(page, "w1", 0, "—")
-    pick(page, "w1", 1, "data")
+    picker = page.locator(".explorer-placement select").first
+    picker.select_option(label="input: w1 float32[1024,4096]")
+    # w1 split by columns over data alone: one row of 2 blocks; block 0 is held by d0..d3,
+    # block 1 by d4..d7 (devices are numbered row-major over data=2 × model=4).
+    pick(page, "w1", 0, [])
+    pick(page, "w1", 1, ["data"])
     page.wait_for_function(
         "() => [...document.querySelectorAll('.explorer-placement .js-plotly-plot')]"
         ".some(e => e.layout.title.text.startsWith('w1 float32[1024,4096]  spec None,data'))",
         timeout=60_000)
     blocks = page.evaluate("() => document.querySelector('.explorer-placement .js-plotly-plot')"
                            ".data[0].z")
-    assert blocks == [[0, 4]]
+    assert blocks == [[0, 1]]               # coloured by block number
+    labels = page.evaluate("() => document.querySelector('.explorer-placement .js-plotly-plot')"
+                           ".data[0].text")
+    assert labels == [["b0: d0…d3 ×4", "b1: d4…d7 ×4"]]
     # The HLO tab's dataflow graph is drawn for the current program when shown.
     page.get_by_text("HLO", exact=True).click()
     page.wait_for_function(
@@ -150,3 +165,33 @@ def test_spec_edit_redraws_the_heatmap_and_the_dataflow_graph(page):
         " return e && e.data[3].x && e.data[3].x.length > 0; }", timeout=30_000)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "app-hlo-graph.png"), full_page=True)
+
+
+# Per tab: an element, and text it shows once the tab is drawn for the current result.
+TAB_MARKERS = {
+    "Placement": (".explorer-placement .explorer-legend", "Colour = block of"),
+    "Collectives": (".explorer-collectives .explorer-table", "bytes/dev"),
+    "Memory": (".explorer-memory .gtitle", "memory per device:"),
+    "Timing": (".explorer-timing-body", "Compile"),
+    "HLO": (".explorer-graph .gtitle", "per-device program"),
+}
+
+
+def test_every_tab_renders(page):
+    """Each tab draws its content in the page; a screenshot of each goes to test-artifacts/."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    for title, (marker, text) in TAB_MARKERS.items():
+        page.get_by_text(title, exact=True).click()
+        try:
+            page.locator(marker).filter(has_text=text).first.wait_for(state="visible",
+                                                                      timeout=30_000)
+        finally:       # on failure too: the picture shows what was drawn instead
+            page.screenshot(path=str(ARTIFACTS / f"tab-{title.lower()}.png"), full_page=True)
+    page.get_by_text("Compare", exact=True).click()
+    page.locator(".explorer-compare-pin").click()
+    page.locator(".explorer-compare-metrics").wait_for(state="visible", timeout=30_000)
+    pick(page, "w2", 1, ["data"])                  # B differs from the pinned A
+    # The edit shows as B's change; w2 was replicated by the first test.
+    page.locator(".explorer-compare").filter(has_text="spec w2: replicated -> None,data") \
+        .first.wait_for(timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "tab-compare.png"), full_page=True)

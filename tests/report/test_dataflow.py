@@ -1,0 +1,212 @@
+"""The HLO dataflow graph: nodes, collapsed plumbing, collectives, eliding, layers. Pure: no
+plotting library is needed."""
+
+import json
+
+import pytest
+
+import explorer
+from explorer.report.dataflow import NodeRole, dataflow, layers, sliced_all_reduces
+from explorer.report.report import Collective, Cost, Report, Timing
+from explorer.spec.mesh import MeshSpec
+from explorer.spec.tensor import entry_axes
+from explorer.workloads.registry import get_workload
+
+MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
+
+
+@pytest.fixture(scope="module")
+def megatron():
+    return explorer.analyze_workload("mlp", "data=2,model=4", specs=MEGATRON)
+
+
+@pytest.fixture(scope="module")
+def transformer():
+    return explorer.analyze_workload("transformer_train", "data=2,model=4", preset="fsdp_tp")
+
+
+def check_layers(g):
+    """Every edge points down at least one layer; every node sits in exactly one layer."""
+    for a, b in g.edges + g.elided_edges:
+        assert g.layer_of(a) < g.layer_of(b), (g.nodes[a].name, g.nodes[b].name)
+    assert sorted(i for row in g.layers for i in row) == list(range(len(g.nodes)))
+
+
+def test_layers_of_a_hand_drawn_dag():
+    # a -> b -> d, a -> c -> d, and an input p read only by d. Longest path puts a, {b, c}, d
+    # on layers 0, 1, 2; p, computed from nothing, floats to just above its first reader.
+    a, b, c, d, p = range(5)
+    rows = layers(5, [(a, b), (a, c), (b, d), (c, d), (p, d)])
+    assert [sorted(r) for r in rows] == [[a], [b, c, p], [d]]
+    # A chain stays a chain, one node per layer, in order.
+    assert layers(3, [(0, 1), (1, 2)]) == [[0], [1], [2]]
+    assert layers(0, []) == []
+
+
+def test_barycenter_order_removes_a_crossing():
+    # Two chains, 0 -> 3 and 1 -> 2. In index order the second row, [2, 3], would draw the
+    # edges crossed; ordering it by the producers' x puts 3 under 0 and 2 under 1.
+    assert layers(4, [(0, 3), (1, 2)]) == [[0, 1], [3, 2]]
+    assert layers(4, [(0, 2), (1, 3)]) == [[0, 1], [2, 3]]
+
+
+def test_megatron_mlp_graph(megatron):
+    g = dataflow(megatron)
+    check_layers(g)
+    # x, w1 -> dot -> gelu -> dot (with w2) -> all-reduce over model: the partial sums of the
+    # second matmul, a per-device [128, 1024] f32 block = 512 KiB.
+    assert [sorted(g.nodes[i].text for i in layer) for layer in g.layers] == [
+        ["w1 f32[1024,1024]", "x f32[128,1024]"],
+        ["dot_general f32[128,1024]"],
+        ["mul f32[128,1024]", "w2 f32[1024,1024]"],
+        ["dot_general f32[128,1024]"],
+        ["all-reduce model 512.0 KiB"],
+    ]
+    inputs = {n.label: g.index(n.name) for n in g.nodes if n.role == NodeRole.INPUT}
+    assert set(inputs) == {"x", "w1", "w2"}
+    dots = [i for i, n in enumerate(g.nodes) if n.fused == "dot"]
+    assert len(dots) == 2 and all(g.nodes[i].opcode == "fusion" for i in dots)
+    assert all(g.nodes[i].is_landmark for i in dots)
+    first, second = sorted(dots, key=g.layer_of)
+    assert sorted(g.preds(first)) == sorted([inputs["x"], inputs["w1"]])
+    assert inputs["w2"] in g.preds(second)
+    for i in inputs.values():                    # every parameter feeds a dot fusion
+        assert set(g.succs(i)) & set(dots)
+    [ar] = g.collectives
+    assert (ar.kind, ar.axes, ar.bytes, ar.text) == (
+        "all-reduce", ("model",), 524288, "all-reduce model 512.0 KiB")
+    assert ar.collective == 0 and ar.is_output
+    k = g.index(ar.name)
+    assert g.preds(k) == [second] and k in g.downstream(second)
+    assert g.layer_of(k) == g.layer_of(second) + 1
+    assert g.elided == 0 and g.total == len(g.nodes) == 7
+    text = g.render_text()
+    assert text.splitlines()[0] == f"dataflow of {g.computation}: 7 nodes, 6 edges, 5 layers"
+    assert f"{ar.name} = all-reduce model 512.0 KiB [output] <- {g.nodes[second].name}" in text
+    json.dumps(g.to_dict())
+
+
+HLO = """HloModule m, entry_computation_layout={(f32[8,4]{1,0})->f32[8,4]{1,0}}
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %main (p0: f32[8,4], p1: (f32[4,4], f32[4])) -> (f32[8,4], f32[4]) {
+  %p0 = f32[8,4]{1,0} parameter(0), metadata={op_name="x"}
+  %p1 = (f32[4,4]{1,0}, f32[4]{0}) parameter(1), metadata={op_name="params"}
+  %w = f32[4,4]{1,0} get-tuple-element(%p1), index=0
+  %bias = f32[4]{0} get-tuple-element(%p1), index=1
+  %c = f32[] constant(2)
+  %wb = f32[4,4]{1,0} bitcast(%w)
+  %dot = f32[8,4]{1,0} dot(%p0, %wb), lhs_contracting_dims={1}, rhs_contracting_dims={0}, \
+metadata={op_name="jit(f)/dot_general"}
+  %cb = f32[8,4]{1,0} broadcast(%c), dimensions={}
+  %mul = f32[8,4]{1,0} multiply(%dot, %cb), metadata={op_name="jit(f)/mul"}
+  %ar = f32[8,4]{1,0} all-reduce(%mul), replica_groups={{0,1}}, to_apply=%add
+  ROOT %out = (f32[8,4]{1,0}, f32[4]{0}) tuple(%ar, %bias)
+}
+"""
+
+
+def hand_report(hlo: str = HLO) -> Report:
+    ar = Collective(kind="all-reduce", axes=("model",), group_size=2, shape=(8, 4),
+                    dtype="float32", bytes=128, hlo_name="ar", computation="main")
+    return Report(mesh=MeshSpec(("model",), (2,)), partitioner="shardy", backend="cpu",
+                  collectives=(ar,), tensors=(), memory=None,
+                  cost=Cost(None, None, None, 128), timing=Timing(0.0, 0.0),
+                  optimized_hlo=hlo)
+
+
+def test_plumbing_collapses_into_edges():
+    g = dataflow(hand_report())
+    check_layers(g)
+    # The constant is dropped; get-tuple-element, bitcast and the root tuple become edges.
+    assert [n.name for n in g.nodes] == ["p0", "p1", "dot", "cb", "mul", "ar"]
+    edges = {(g.nodes[a].name, g.nodes[b].name) for a, b in g.edges}
+    assert edges == {("p0", "dot"), ("p1", "dot"), ("dot", "mul"), ("cb", "mul"),
+                     ("mul", "ar")}
+    assert {n.name for n in g.nodes if n.is_output} == {"ar", "p1"}
+    assert g.node("ar").text == "all-reduce model 128 B"
+    assert g.node("ar").role == NodeRole.COLLECTIVE and g.node("p0").role == NodeRole.INPUT
+    assert g.node("p1").shape == "(f32[4,4], f32[4])"
+    assert g.node("dot").label == "dot_general" and g.node("dot").is_landmark
+    assert not g.node("mul").is_landmark
+
+
+def test_max_nodes_keeps_every_collective(transformer):
+    full = dataflow(transformer, max_nodes=100_000)
+    g = dataflow(transformer, max_nodes=60)
+    check_layers(g)
+    assert full.elided == 0 and g.total == len(full.nodes)
+    assert g.elided == g.total - len(g.nodes) > 0
+    assert f"{g.elided} of {g.total} nodes elided" in g.render_text()
+    # The must-keep set (37 collectives and their neighbours: the combined gradient all-reduce
+    # alone feeds every optimizer update) is larger than 60; above it the budget holds.
+    must = len(g.nodes)
+    assert must > 60 and len(dataflow(transformer, max_nodes=must + 7).nodes) == must + 7
+    assert sorted(n.collective for n in g.collectives) == list(range(len(transformer.collectives)))
+    kept = {n.name for n in g.nodes}
+    for c in full.collectives:                   # and every collective's neighbours
+        k = full.index(c.name)
+        assert {full.nodes[i].name for i in full.preds(k) + full.succs(k)} <= kept
+    # Eliding keeps reachability: what a kept node reaches through elided nodes, it still
+    # reaches along the (dotted) elided edges.
+    for n in g.nodes[::7]:
+        want = {full.nodes[i].name for i in full.downstream(full.index(n.name))} & kept
+        assert {g.nodes[i].name for i in g.downstream(g.index(n.name))} == want
+
+
+def test_transformer_train_graph_fits_the_default_budget_with_every_collective(transformer):
+    g = dataflow(transformer)
+    check_layers(g)
+    assert len(g.nodes) <= 200 and len(g.collectives) == len(transformer.collectives)
+
+
+def gram_split_by_rows(x):
+    """x.T @ x with the rows of the result split over data: the partial sums over the batch
+    are reduced and scattered, a reduce-scatter."""
+    import jax
+    from jax.sharding import PartitionSpec
+
+    return jax.lax.with_sharding_constraint(x.T @ x, PartitionSpec("data", None))
+
+
+def gram_replicated(x):
+    import jax
+    from jax.sharding import PartitionSpec
+
+    return jax.lax.with_sharding_constraint(x.T @ x, PartitionSpec(None, None))
+
+
+def test_an_all_reduce_only_sliced_is_found_as_a_reduce_scatter():
+    x = explorer.TensorSpec("x", (8, 16), spec="data,None")
+    # Batch split over data=4: each device holds a partial [16, 16] sum. Wanting rows split
+    # over data is a reduce-scatter; the CPU backend writes an all-reduce and a dynamic-slice.
+    r = explorer.analyze(gram_split_by_rows, x, mesh="data=4")
+    [c] = r.collectives
+    assert (c.kind, c.axes) == ("all-reduce", ("data",))
+    assert sliced_all_reduces(r) == {0: (1, 1)}
+    # Replicated, the whole sum is wanted: a real all-reduce.
+    r = explorer.analyze(gram_replicated, x, mesh="data=4")
+    assert [(c.kind, c.axes) for c in r.collectives] == [("all-reduce", ("data",))]
+    assert sliced_all_reduces(r) == {}
+
+
+def test_sliced_parts_of_a_combined_all_reduce_are_counted(transformer):
+    # fsdp_tp's gradient all-reduce over data combines the gradients of every weight; those of
+    # the data-split weights are then sliced to each device's shard, the others used whole.
+    # Every one of its weights is split over data here (fsdp), so each weight's gradient is
+    # sliced: as many sliced parts as weights. The rest (the loss) is used whole.
+    workload = get_workload("transformer_train")
+    kinds = workload.kinds(dict(transformer.workload.params))
+    weights = [t for t in transformer.tensors
+               if t.kind == "input" and kinds.get(t.name, "param") == "param"]
+    split = [t for t in weights if any("data" in entry_axes(e) for e in t.spec)]
+    assert len(split) == len(weights) == 19
+    [(i, (n, parts))] = sliced_all_reduces(transformer).items()
+    c = transformer.collectives[i]
+    assert (c.kind, c.axes, c.parts) == ("all-reduce", ("data",), parts)
+    assert n == len(split) and parts > n
