@@ -207,7 +207,7 @@ def main(argv, capsys):
     (["--param", "batch=" + "9" * 5000], "is not a whole number"),
     (["--param", "batch=" + "9" * 30], "must be >= 1 and <= 16777216"),
     (["--mesh", "data=" + "9" * 5000], "the limit is 2**20"),
-    (["--target", "h100-2", "--mapping", "data=gpu:" + "9" * 5000], "cannot be read"),
+    (["--target", "h100-2", "--mapping", "data=gpu:" + "9" * 5000], "not a whole number from 1"),
     (["--tpu-topology", "v5e:" + "9" * 5000], "is not a topology name"),
 ])
 def test_bad_numbers_exit_2_with_one_message(argv, fragment, capsys):
