@@ -20,17 +20,22 @@ def analyze_workload(name: str, mesh, specs: Mapping | None = None,
                      activations: Mapping | None = None, **kwargs):
     """Analyze a built-in workload on `mesh`.
 
-    specs: tensor name -> spec (text, tuple or PartitionSpec); wins over preset and rules.
-    preset: a strategy from explorer.PRESETS (`"zero3"`, `"megatron"`, ...): logical-axis rules
-        for every tensor and constraint point, checked against the mesh axes it expects.
-    rules: logical-axis rules, text (`"batch=data,mlp=model,opt:embed=data"`) or a mapping;
-        applied after the preset's, so they win where both name a logical dimension.
-    activations: constraint point -> spec, pinned in the program with
-        jax.lax.with_sharding_constraint (e.g. {"layer0": "data,None,None",
-        "layer1": "None,None,model"}); wins over rules; None or "free" leaves a point to
-        propagation. See the workload's points (`sharding-explorer workloads`).
-    Other keyword arguments go to explorer.analyze (partitioner, axis_type, timeout,
-    cache_only, ...).
+    Args:
+        name: a workload from explorer.WORKLOADS (`sharding-explorer workloads` lists them).
+        mesh: text like "data=2,model=4", a mapping, or a MeshSpec.
+        specs: tensor name -> spec (text, tuple or PartitionSpec); wins over preset and rules.
+        params: the workload's size params, e.g. {"batch": 512}; each is checked against its
+            bound before any work is done.
+        preset: a strategy from explorer.PRESETS (`"zero3"`, `"megatron"`, ...): logical-axis
+            rules for every tensor and constraint point, checked against the mesh axes it
+            expects.
+        rules: logical-axis rules, text (`"batch=data,mlp=model,opt:embed=data"`) or a mapping;
+            applied after the preset's, so they win where both name a logical dimension.
+        activations: constraint point -> spec, pinned in the program with
+            jax.lax.with_sharding_constraint (e.g. `{"layer0": "data,None,None"}`); wins over
+            rules; None or "free" leaves a point to propagation. See the workload's points
+            (`sharding-explorer workloads`).
+        **kwargs: passed to explorer.analyze (partitioner, axis_type, timeout, target, ...).
     """
     # Everything cheap is checked first, so that bad input never waits for a plan or a compile.
     workload = get_workload(name)
