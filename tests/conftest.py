@@ -16,3 +16,10 @@ def _close_workers():
     from explorer.compile.pool import default_pool
 
     default_pool().close()
+
+
+def pytest_collection_modifyitems(items):
+    # Every test that drives a real Voila server in Chromium lives in a *_browser.py file.
+    for item in items:
+        if item.path.name.endswith("_browser.py"):
+            item.add_marker(pytest.mark.browser)

@@ -25,6 +25,7 @@ import math
 import os
 import signal
 
+import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
@@ -44,6 +45,9 @@ from explorer.cost.hardware import targets_with_chips
 from explorer.spec.bounds import MAX_ELEMENTS, MAX_MESH_DEVICES, MAX_RANK
 from explorer.spec.tensor import DTYPE_ALIASES, DTYPE_BYTES
 from explorer.workloads.registry import WORKLOADS
+
+# Thousands of cases: CI runs them all; the inner loop skips them.
+pytestmark = pytest.mark.slow
 
 # --- run length ---------------------------------------------------------------------------------
 

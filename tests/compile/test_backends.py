@@ -8,8 +8,13 @@ import explorer
 from explorer import analyze, analyze_workload
 
 MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
-needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
+_NO_LIBTPU = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
                                   reason="libtpu (the tpu extra) is not installed")
+
+
+def needs_libtpu(test):
+    """A test that compiles for a TPU topology: marked `tpu`, skipped without libtpu."""
+    return pytest.mark.tpu(_NO_LIBTPU(test))
 
 
 def test_measure_runs_the_program_and_says_where():

@@ -13,6 +13,9 @@ import pytest
 from explorer import TensorSpec, WorkerError, WorkerPool, analyze
 from explorer.compile.protocol import Crash, Ping, Pong, Sleep, WorkerKey
 
+# Each fault test starts, breaks and replaces real worker processes: seconds apiece.
+pytestmark = pytest.mark.slow
+
 X = TensorSpec("x", (8,), spec="d")
 
 

@@ -29,8 +29,13 @@ HBM = 3.35e12      # bytes/s
 NVLINK = 450e9     # bytes/s one way
 MiB = 2**20
 
-needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
+_NO_LIBTPU = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
                                   reason="libtpu (the tpu extra) is not installed")
+
+
+def needs_libtpu(test):
+    """A test that compiles for a TPU topology: marked `tpu`, skipped without libtpu."""
+    return pytest.mark.tpu(_NO_LIBTPU(test))
 
 ADD = """%add (x: bf16[], y: bf16[]) -> bf16[] {
   %x = bf16[] parameter(0)

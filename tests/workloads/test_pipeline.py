@@ -378,6 +378,7 @@ def test_uneven_cuts_move_the_weights():
     assert r.workload.extra["stage_layers"] == [[0, 1], [1, 2], [2, 3], [3, 8]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,layers,cuts,microbatches", [("gpipe", 4, "", 2),
                                                            ("1f1b", 4, "", 4),
                                                            ("1f1b", 8, "1,2,6", 4)])
