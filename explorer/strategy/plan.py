@@ -68,7 +68,7 @@ def plan(workload: Workload, params: dict, mesh: MeshSpec, specs: Mapping | None
                     f"in this installation; built-in workloads: {choices(WORKLOADS)}")
             raise PresetError(f"preset {p.name!r} applies only to workload(s) "
                               f"{choices(p.workloads)}, not {workload.name!r}; use "
-                              f"--workload {p.workloads[0]}")
+                              f"workload {p.workloads[0]!r}")
         table = p.rules_for(mesh)
         origin_of_rules = f"preset {p.name!r}"
     user_rules = parse_rules(rules, known)
@@ -79,7 +79,7 @@ def plan(workload: Workload, params: dict, mesh: MeshSpec, specs: Mapping | None
     if table.rules and not logical:
         raise RuleError(f"workload {workload.name!r} declares no logical dimension names, so "
                         "presets and rules cannot place its tensors; give a spec per tensor "
-                        "instead (--spec NAME=...)")
+                        "instead")
 
     unknown = [n for n in activations if n not in points]
     if unknown and points:
@@ -153,7 +153,9 @@ def check_planned(tensors: list[TensorSpec], plan_: Plan, mesh: MeshSpec) -> Non
                 raise
             what = f"constraint point {t.name!r} (an activation, not an input)" if is_point \
                 else f"tensor {t.name!r}"
-            how = (f"--activation {t.name}=..." if is_point else f"--spec {t.name}=...")
+            # Said without CLI flags: the API, the CLI and the app each have their own way.
+            how = (f"an activation spec for {t.name!r}" if is_point
+                   else f"a spec for tensor {t.name!r}")
             if origin == "activation":
                 source, fix = "its activation spec", f"change it with {how}"
             else:

@@ -43,8 +43,8 @@ class Preset:
             raise PresetError(
                 f"preset {self.name!r} needs mesh axis {axis!r}, which mesh {mesh.text()!r} "
                 f"lacks; it expects axes {choices(self.requires + self.optional)} (optional: "
-                f"{choices(self.optional)}); name a mesh axis {axis!r}, e.g. --mesh "
-                f"{_example_mesh(self)}", axis=axis, mesh=mesh)
+                f"{choices(self.optional)}); name a mesh axis {axis!r}, e.g. mesh "
+                f"{_example_mesh(self)!r}", axis=axis, mesh=mesh)
         out = []
         for r in parse_rules(self.rules).rules:
             axes = tuple(a for a in entry_axes(r.entry) if a in mesh.shape)

@@ -296,7 +296,7 @@ def test_preset_needing_an_axis_the_mesh_lacks():
     with pytest.raises(explorer.PresetError, match="preset 'dp' needs mesh axis 'data', which "
                        "mesh 'model=8' lacks") as e:
         analyze_workload("transformer", "model=8", preset="dp")
-    assert "--mesh data=8" in str(e.value) and e.value.axis == "data"
+    assert "mesh 'data=8" in str(e.value) and e.value.axis == "data"
     with pytest.raises(explorer.PresetError, match="needs mesh axis 'expert'"):
         analyze_workload("moe", "data=8", preset="ep")
 
@@ -324,7 +324,7 @@ def test_a_rule_that_does_not_divide_says_where_it_came_from():
     # heads=8 over model=3 does not divide; the spec came from the preset, not the user.
     with pytest.raises(explorer.DivisibilityError, match="not divisible by model=3") as e:
         analyze_workload("transformer", "model=3", preset="megatron")
-    assert "from preset 'megatron'" in str(e.value) and "--spec wq=" in str(e.value)
+    assert "from preset 'megatron'" in str(e.value) and "a spec for tensor 'wq'" in str(e.value)
     assert e.value.tensor == "wq"
 
 

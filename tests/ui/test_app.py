@@ -582,7 +582,7 @@ def test_errors_speak_of_widgets_not_cli_flags():
         app.preset_w.value = "ep"                           # needs an 'expert' axis
         shown = unescape(app.layout_error.value)
         assert "expert" in shown and "--" not in shown
-        assert "e.g. the mesh " in shown
+        assert "e.g. mesh 'expert=8'" in shown
     finally:
         app.close()
     assert app_language("use --workload moe") == "pick workload moe"
