@@ -40,11 +40,11 @@ class Preset:
         missing = [a for a in self.requires if a not in mesh.shape]
         if missing:
             axis = missing[0]
+            optional = f" (and optionally {choices(self.optional)})" if self.optional else ""
             raise PresetError(
-                f"preset {self.name!r} needs mesh axis {axis!r}, which mesh {mesh.text()!r} "
-                f"lacks; it expects axes {choices(self.requires + self.optional)} (optional: "
-                f"{choices(self.optional)}); name a mesh axis {axis!r}, e.g. mesh "
-                f"{_example_mesh(self)!r}", axis=axis, mesh=mesh)
+                f"preset {self.name!r} places tensors over mesh axes {choices(self.requires)}"
+                f"{optional}, but mesh {mesh.text()!r} has no axis {axis!r}; name a mesh axis "
+                f"{axis!r}, e.g. mesh {_example_mesh(self)!r}", axis=axis, mesh=mesh)
         out = []
         for r in parse_rules(self.rules).rules:
             axes = tuple(a for a in entry_axes(r.entry) if a in mesh.shape)

@@ -293,11 +293,17 @@ def test_pp_moves_activations_between_stages():
 # --- bad input --------------------------------------------------------------------------------
 
 def test_preset_needing_an_axis_the_mesh_lacks():
-    with pytest.raises(explorer.PresetError, match="preset 'dp' needs mesh axis 'data', which "
-                       "mesh 'model=8' lacks") as e:
+    with pytest.raises(explorer.PresetError) as e:
         analyze_workload("transformer", "model=8", preset="dp")
-    assert "mesh 'data=8" in str(e.value) and e.value.axis == "data"
-    with pytest.raises(explorer.PresetError, match="needs mesh axis 'expert'"):
+    # Each axis is named once: the ones it needs, then the optional ones, if any.
+    assert str(e.value) == ("preset 'dp' places tensors over mesh axes 'data', but mesh "
+                            "'model=8' has no axis 'data'; name a mesh axis 'data', e.g. mesh "
+                            "'data=8'")
+    assert e.value.axis == "data"
+    with pytest.raises(explorer.PresetError, match="'megatron' places tensors over mesh axes "
+                       r"'model' \(and optionally 'data'\), but mesh 'data=8' has no axis"):
+        analyze_workload("transformer", "data=8", preset="megatron")
+    with pytest.raises(explorer.PresetError, match="has no axis 'expert'"):
         analyze_workload("moe", "data=8", preset="ep")
 
 

@@ -415,7 +415,7 @@ def test_cli_lists_presets_and_points():
 
 @pytest.mark.parametrize("args, fragment", [
     (["--preset", "zero4"], "preset 'zero4' is unknown; choose one of 'dp'"),
-    (["--preset", "dp", "--mesh", "model=8"], "needs mesh axis 'data'"),
+    (["--preset", "dp", "--mesh", "model=8"], "has no axis 'data'"),
     (["--rules", "mpl=model"], "logical dimension 'mpl'"),
     (["--activation", "layer0"], "--activation 'layer0' is not written as NAME=VALUE"),
     (["--activation", "lyr0=data,None,None"], "no constraint point 'lyr0'"),
