@@ -23,3 +23,25 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.path.name.endswith("_browser.py"):
             item.add_marker(pytest.mark.browser)
+
+
+# Two reports of the mlp on data=2,model=4 that several test folders read (compare, dataflow,
+# graph): Megatron specs (one all-reduce over model) and replicated weights (none).
+MLP_MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
+MLP_REPLICATED = {"x": "data,None", "w1": "None,None", "w2": "None,None"}
+
+
+@pytest.fixture(scope="session")
+def megatron():
+    import explorer
+
+    return explorer.analyze_workload("mlp", "data=2,model=4", specs=MLP_MEGATRON,
+                                     target="h100-8")
+
+
+@pytest.fixture(scope="session")
+def replicated():
+    import explorer
+
+    return explorer.analyze_workload("mlp", "data=2,model=4", specs=MLP_REPLICATED,
+                                     target="h100-8")

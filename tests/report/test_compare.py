@@ -4,23 +4,9 @@ import json
 
 import pytest
 
-import explorer
 from explorer.report.compare import Metric, Unit, compare
 from explorer.report.report import Collective, Cost, Memory, Report, Timing, WorkloadInfo
 from explorer.spec.mesh import MeshSpec
-
-MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
-REPLICATED = {"x": "data,None", "w1": "None,None", "w2": "None,None"}
-
-
-@pytest.fixture(scope="module")
-def megatron():
-    return explorer.analyze_workload("mlp", "data=2,model=4", specs=MEGATRON, target="h100-8")
-
-
-@pytest.fixture(scope="module")
-def replicated():
-    return explorer.analyze_workload("mlp", "data=2,model=4", specs=REPLICATED, target="h100-8")
 
 
 def test_megatron_vs_replicated(megatron, replicated):

@@ -12,13 +12,6 @@ from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import entry_axes
 from explorer.workloads.registry import get_workload
 
-MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
-
-
-@pytest.fixture(scope="module")
-def megatron():
-    return explorer.analyze_workload("mlp", "data=2,model=4", specs=MEGATRON)
-
 
 @pytest.fixture(scope="module")
 def transformer():

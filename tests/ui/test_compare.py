@@ -5,22 +5,8 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-import explorer  # noqa: E402
 from explorer.report.compare import compare  # noqa: E402
 from explorer.ui.compare import CompareView, comparison_html  # noqa: E402
-
-MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
-REPLICATED = {"x": "data,None", "w1": "None,None", "w2": "None,None"}
-
-
-@pytest.fixture(scope="module")
-def megatron():
-    return explorer.analyze_workload("mlp", "data=2,model=4", specs=MEGATRON, target="h100-8")
-
-
-@pytest.fixture(scope="module")
-def replicated():
-    return explorer.analyze_workload("mlp", "data=2,model=4", specs=REPLICATED, target="h100-8")
 
 
 def test_comparison_html_colours_rows_and_indents_parts(megatron, replicated):

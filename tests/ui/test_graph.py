@@ -9,13 +9,6 @@ import explorer  # noqa: E402
 from explorer.report.dataflow import NodeRole, dataflow  # noqa: E402
 from explorer.ui.graph import GraphView, draw  # noqa: E402
 
-MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
-
-
-@pytest.fixture(scope="module")
-def megatron():
-    return explorer.analyze_workload("mlp", "data=2,model=4", specs=MEGATRON)
-
 
 def test_drawing_keeps_row_order_and_room_for_captions(megatron):
     d = draw(dataflow(megatron))
