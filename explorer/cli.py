@@ -69,9 +69,13 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
     app = sub.add_parser("app", help="start the interactive explorer in Voila (the default "
                          "with no command) and print its URL")
-    app.add_argument("--port", type=_port, default=None, help="default: a free port")
+    app.add_argument("--port", type=_port, default=None,
+                     help="default: 8866, or a free port when 8866 is taken")
     app.add_argument("--ip", default="127.0.0.1",
-                     help="address to listen on (default: this machine only)")
+                     help="address to listen on (default: this machine only; any other address "
+                          "requires the token printed in the URL)")
+    app.add_argument("--token", action="store_true",
+                     help="require a token in the URL on loopback too")
     a = sub.add_parser("analyze", help="compile a built-in workload on a mesh and report")
     a.add_argument("--workload", required=True, help=f"one of: {', '.join(WORKLOADS)}")
     a.add_argument("--param", action="append", default=[], metavar="K=V",
@@ -210,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in (None, "app"):
             from explorer.ui.serve import serve
 
-            return serve(getattr(args, "port", None), getattr(args, "ip", "127.0.0.1"))
+            return serve(getattr(args, "port", None), getattr(args, "ip", "127.0.0.1"),
+                         token=True if getattr(args, "token", False) else None)
         if args.command == "targets":
             from explorer.cost.hardware import targets
 

@@ -1,11 +1,24 @@
-"""Start Voila on the app notebook: what `sharding-explorer app` runs."""
+"""Start Voila on the app notebook: what `sharding-explorer app` runs.
+
+Voila runs in its own process group, so that SIGTERM or Ctrl-C to `sharding-explorer app`
+stops Voila and its kernels (each kernel's compile workers exit when their kernel's socket
+closes). Bound beyond loopback, the app asks for a token, printed in its URL.
+"""
 
 from __future__ import annotations
 
+import ipaddress
+import os
+import secrets
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+# Voila's own default port; when it is taken, a free one is used and printed.
+DEFAULT_PORT = 8866
 
 # Idle kernels (each holds compile workers) are culled; a cell that hangs is stopped.
 VOILA_LIMITS = [
@@ -25,22 +38,97 @@ def app_notebook() -> Path:
     raise FileNotFoundError("the app notebook is missing from this installation")
 
 
+def is_loopback(ip: str) -> bool:
+    if ip == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:
+        return False
+
+
+def port_is_free(port: int, ip: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((ip, port))
+        except OSError:
+            return False
+        return True
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def voila_command(port: int, ip: str = "127.0.0.1") -> list[str]:
+def voila_command(port: int, ip: str = "127.0.0.1", token: str | None = None) -> list[str]:
+    access = [f"--Voila.token={token}"] if token else []
     return [sys.executable, "-m", "voila", str(app_notebook()), "--no-browser",
-            f"--port={port}", f"--Voila.ip={ip}", *VOILA_LIMITS]
+            f"--port={port}", f"--Voila.ip={ip}", *access, *VOILA_LIMITS]
 
 
-def serve(port: int | None = None, ip: str = "127.0.0.1") -> int:
-    """Run Voila in the foreground until interrupted; returns its exit status."""
-    port = port or free_port()
-    print(f"sharding-explorer app: http://{ip}:{port}/", flush=True)
+def serve(port: int | None = None, ip: str = "127.0.0.1", token: bool | None = None) -> int:
+    """Run Voila until it exits, or until this process gets SIGTERM or SIGINT (Ctrl-C), which
+    stop Voila's whole process group. Returns Voila's exit status (0 when stopped).
+
+    `port`: None for DEFAULT_PORT, or a free port when that one is taken. `token`: require a
+    token in the URL; None means "only when bound beyond loopback"."""
+    if port is None:
+        port = DEFAULT_PORT if port_is_free(DEFAULT_PORT, ip) else free_port()
+    secret = secrets.token_urlsafe(24) if (token or (token is None and not is_loopback(ip))) \
+        else None
+    query = f"?token={secret}" if secret else ""
+    print(f"sharding-explorer app: http://{ip}:{port}/{query}", flush=True)
+    proc = subprocess.Popen(voila_command(port, ip, secret), start_new_session=True,
+                            preexec_fn=_die_with_parent)
+    stop_requested: list[float] = []
+
+    def stop(signum, frame):
+        # Only signal here: waiting inside a handler that interrupted proc.wait() would
+        # deadlock on Popen's wait lock. The loop below escalates if Voila lingers.
+        if not stop_requested:
+            stop_requested.append(time.monotonic())
+            _signal_group(proc.pid, signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        return subprocess.call(voila_command(port, ip))
-    except KeyboardInterrupt:
-        return 0
+        while True:
+            try:
+                code = proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if stop_requested and time.monotonic() - stop_requested[0] > STOP_GRACE_S:
+                    _signal_group(proc.pid, signal.SIGKILL)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if proc.poll() is None:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+        # Kernels Voila left behind share its process group: stop them too.
+        _signal_group(proc.pid, signal.SIGKILL)
+    return 0 if stop_requested or code in (-signal.SIGTERM, -signal.SIGINT) else code
+
+
+# Seconds Voila gets to stop its kernels after SIGTERM before its group is killed.
+STOP_GRACE_S = 10.0
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _die_with_parent() -> None:
+    """In the Voila child, before exec: SIGTERM when `sharding-explorer app` dies, even by
+    SIGKILL, so that no Voila outlives the command that started it (Linux only)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)          # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
