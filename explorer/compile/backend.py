@@ -196,11 +196,12 @@ def peak_section(live_range: str) -> str:
 
 
 def value_lines(buffer_assignment: str) -> str:
-    """The "value: <ID NAME @POS> (size=BYTES,offset=...): SHAPE" lines of a buffer-assignment
-    dump: each HLO value with the bytes allocated for it (a TPU's padding included, which the
-    live-range dump leaves out) and its shape with its layout and memory space."""
+    """The "allocation N: ..." headers of a buffer-assignment dump and the "value: <ID NAME
+    @POS> (size=BYTES,offset=OFFSET): SHAPE" lines under each: where each HLO value lives, with
+    the bytes allocated for it (a TPU's padding included, which the live ranges leave out) and
+    its shape with layout and memory space."""
     return "\n".join(line.strip() for line in buffer_assignment.splitlines()
-                     if line.lstrip().startswith("value: <"))
+                     if line.lstrip().startswith(("value: <", "allocation ")))
 
 
 def root_shardings(module_text: str, count: int) -> list[str | None]:

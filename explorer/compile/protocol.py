@@ -157,8 +157,9 @@ class CompileResult:
     # The "Live ranges at N (peak):" section of XLA's live-range dump: every buffer live at
     # the memory peak of the per-device program, with its bytes. "" when none was written.
     peak_live: str = ""
-    # The "value:" lines of XLA's buffer-assignment dump: each value's allocated bytes (with the
-    # target's padding, which the live ranges leave out) and its shape with layout.
+    # The allocations and "value:" lines of XLA's buffer-assignment dump: where each value
+    # lives, its allocated bytes (with the target's padding, which the live ranges leave out)
+    # and its shape with layout.
     buffer_values: str = ""
     out_of_memory: OutOfMemory | None = None
 

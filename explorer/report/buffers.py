@@ -17,6 +17,8 @@ the HBM.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
+from typing import NamedTuple
 
 from explorer.hlo.module import (
     HLO_TO_NUMPY,
@@ -94,18 +96,33 @@ def _made_by(instr: Instruction, module: HloModule, inputs: list[str]) -> str:
     return instr.op_name or instr.opcode
 
 
-_VALUE = re.compile(r"^\s*value: <\d+ (\S+) @\d+> \(size=(\d+),offset=\d+\): (.*)$")
+_ALLOCATION = re.compile(r"^\s*allocation (\d+):")
+_VALUE = re.compile(r"^\s*value: <\d+ (\S+) @\d+> \(size=(\d+),offset=(\d+)\): (.*)$")
 
 
-def assigned(buffer_values: str) -> dict[str, tuple[int, str]]:
+class Slice(NamedTuple):
+    """Where the buffer assignment put a value: bytes [offset, offset + size) of an allocation."""
+
+    allocation: int
+    offset: int
+    size: int
+    shape: str                   # with layout and memory space
+
+
+def assigned(buffer_values: str) -> dict[str, Slice]:
     """Value name ("fusion", "copy-start{0}"; a whole tuple "copy-start{}" is named like an
-    array, "copy-start") -> (bytes allocated, shape text with layout)."""
-    out = {}
+    array, "copy-start") -> where it lives."""
+    out: dict[str, Slice] = {}
+    allocation = -1
     for line in buffer_values.splitlines():
+        a = _ALLOCATION.match(line)
+        if a:
+            allocation = int(a.group(1))
+            continue
         m = _VALUE.match(line)
         if m:
-            name = m.group(1).removesuffix("{}")
-            out.setdefault(name, (int(m.group(2)), m.group(3).strip()))
+            out.setdefault(m.group(1).removesuffix("{}"), Slice(
+                allocation, int(m.group(3)), int(m.group(2)), m.group(4).strip()))
     return out
 
 
@@ -114,25 +131,34 @@ def top_buffers(peak_live: str, module: HloModule, buffer_values: str = "",
                 ) -> tuple[Buffer, ...]:
     """The `count` largest buffers live at the peak, largest first (ties in the dump's order),
     sized as the buffer assignment allocated them (as the live ranges count them where the
-    assignment does not list them).
+    assignment does not list them). `inputs` names the program's inputs in HLO parameter order.
 
-    A buffer whose instruction is not in `module` is still listed, with its bytes and no
-    shape: the dump said it is there. `inputs` names the program's inputs in HLO parameter
-    order."""
+    Values live at the same time in overlapping bytes of one allocation are one buffer updated
+    in place (an all-reduce writing over the matmul result it sums): the live ranges count each,
+    the device holds it once. It is listed once, as the first of them in the dump, with the
+    others as its `aliases`. A buffer whose instruction is not in `module` is still listed, with
+    its bytes and no shape: the dump said it is there."""
     names = module.by_name()
-    sizes = assigned(buffer_values)
-    out = []
+    slices = assigned(buffer_values)
+    out: list[Buffer] = []
+    held: list[tuple[Slice, int]] = []        # slices listed so far, with their index in out
     for name, index, live_bytes in peak_entries(peak_live):
         label = name + (f"{{{','.join(map(str, index))}}}" if index else "")
-        nbytes, shape = sizes.get(label, (live_bytes, None))
+        where = slices.get(label)
+        shared = next((i for s, i in held if where is not None and _overlap(s, where)), None)
+        if shared is not None:
+            out[shared] = replace(out[shared], aliases=out[shared].aliases + (label,))
+            continue
         instr = names.get(name)
-        if shape is None and instr is not None:
-            shape = subshape(instr.shape, index)
+        shape = where.shape if where else (subshape(instr.shape, index) if instr else None)
         if shape is not None and _memory_space(shape) != 0:
             continue
         arrays = parse_shape(shape) if shape is not None and not shape.startswith("(") else []
         dims, dtype = ((arrays[0].dims, HLO_TO_NUMPY.get(arrays[0].dtype, arrays[0].dtype))
                        if len(arrays) == 1 else ((), "tuple" if shape else ""))
+        nbytes = where.size if where else live_bytes
+        if where is not None:
+            held.append((where, len(out)))
         if instr is None:
             out.append(Buffer(label, nbytes, dims, dtype, ""))
             continue
@@ -142,3 +168,8 @@ def top_buffers(peak_live: str, module: HloModule, buffer_values: str = "",
             source=source_of(module, instr), source_text=source_line(module, instr)))
     out.sort(key=lambda b: -b.bytes)      # stable: equal sizes keep the dump's order
     return tuple(out[:count])
+
+
+def _overlap(a: Slice, b: Slice) -> bool:
+    return (a.allocation == b.allocation and a.offset < b.offset + b.size
+            and b.offset < a.offset + a.size)

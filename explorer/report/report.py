@@ -151,6 +151,9 @@ class Buffer:
                                  # name; the HLO opcode where the compiler recorded neither
     source: str = ""             # file:line of the user code, "" if unknown
     source_text: str = ""        # that line of code, stripped
+    # Other values live in the same bytes at the peak: one buffer updated in place (an
+    # all-reduce over the matmul result it sums), which the device holds once.
+    aliases: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -83,7 +83,8 @@ def memory_lines(report: Report) -> list[str]:
         lines.append("largest buffers live at the memory peak, per device:")
         rows = [["bytes", "buffer", "value", "made by", "source", "code"]]
         for b in report.top_buffers:
-            rows.append([human_bytes(b.bytes), b.name,
+            rows.append([human_bytes(b.bytes),
+                         b.name + (f" (= {', '.join(b.aliases)})" if b.aliases else ""),
                          f"{b.dtype}[{','.join(map(str, b.shape))}]" if b.dtype else "-",
                          b.instruction or "-", b.source or "-", _code(b.source_text)])
         lines += ["  " + row for row in _table(rows)]

@@ -60,7 +60,8 @@ def test_buffers_at_the_peak_of_a_two_layer_program():
     d = r.to_dict()["memory"]
     assert d["top_buffers"][0] == {"name": r.top_buffers[0].name, "bytes": 524288,
                                    "shape": (128, 1024), "dtype": "float32",
-                                   "instruction": "input w1", "source": "", "source_text": ""}
+                                   "instruction": "input w1", "source": "", "source_text": "",
+                                   "aliases": ()}
     assert d["verdict"] is None
     assert "largest buffers live at the memory peak, per device:" in summary(r)
 
@@ -124,6 +125,40 @@ def test_the_peak_section_is_read_with_allocated_sizes_and_vmem_left_out():
     assert [(b.name, b.bytes, b.shape, b.instruction) for b in buffers] == [
         ("param.1", 128 * 1024 * F32, (128, 1024), "input w1"),
         ("fusion", 16 * 128 * F32, (32, 16), "jit(f)/dot_general")]
+
+
+# An all-reduce that sums a matmul result in place, as the TPU compiler assigned it (captured
+# from a v5e compile of x @ w with the contracting dimension over data=8): both values are live
+# at the peak, in the same bytes of allocation 1.
+IN_PLACE_LIVE = """  Live ranges at 3 (peak):
+    all-reduce{}: 68719476736 bytes (cumulative: 68719476736 bytes)
+    fusion{}: 68719476736 bytes (cumulative: 137438953472 bytes)
+    param{}: 4294967296 bytes (cumulative: 141733920768 bytes)
+"""
+IN_PLACE_ASSIGNMENT = """allocation 1: size 68719476736, output shape is |f32[131072,131072]|, maybe-live-out:
+ value: <12 fusion @0> (size=68719476736,offset=0): f32[131072,131072]{1,0:T(8,128)}
+ value: <13 all-reduce @0> (size=68719476736,offset=0): f32[131072,131072]{1,0:T(8,128)}
+allocation 2: size 4294967296, parameter 0, shape |f32[131072,8192]| at ShapeIndex {}:
+ value: <10 param @0> (size=4294967296,offset=0): f32[131072,8192]{1,0:T(8,128)}
+"""
+IN_PLACE_MODULE = """HloModule jit_f, num_partitions=8
+
+ENTRY %main.0_spmd (param: f32[131072,8192]) -> f32[131072,131072] {
+  %param = f32[131072,8192]{1,0:T(8,128)} parameter(0), metadata={op_name="x"}
+  %fusion = f32[131072,131072]{1,0:T(8,128)} fusion(%param), kind=kOutput, calls=%f, metadata={op_name="jit(f)/dot_general"}
+  ROOT %all-reduce = f32[131072,131072]{1,0:T(8,128)} all-reduce(%fusion), channel_id=1, replica_groups=[1,8]<=[8], to_apply=%add, metadata={op_name="jit(f)/dot_general"}
+}
+"""
+
+
+def test_values_updated_in_place_are_one_buffer():
+    buffers = top_buffers(peak_section(IN_PLACE_LIVE), parse_module(IN_PLACE_MODULE),
+                          value_lines(IN_PLACE_ASSIGNMENT), ["x"])
+    # 131072² f32 = 64 GiB held once (the live ranges count it twice), and x's 4 GiB slice:
+    # 68 GiB, where the live ranges' cumulative count says 132 GiB.
+    assert [(b.name, b.bytes, b.aliases, b.instruction) for b in buffers] == [
+        ("all-reduce", 131072**2 * F32, ("fusion",), "jit(f)/dot_general"),
+        ("param", 131072 * 8192 * F32, (), "input x")]
 
 
 def test_subshape_walks_nested_tuples():
@@ -194,6 +229,9 @@ def test_a_tpu_program_over_its_hbm_is_a_verdict_with_the_rest_of_the_report():
                                                      131072**2 * BF16)
     assert r.tensor("x").shard_shape == (131072, 128)
     assert r.tensor("out").shard_shape == (131072, 128)
+    # The buffers at the peak hold what the compiler counted (the partial Gram matrix once,
+    # summed in place by the all-reduce).
+    assert sum(b.bytes for b in r.top_buffers) == held
     top = r.top_buffers[0]
     assert (top.shape, top.dtype, top.bytes) == ((131072, 131072), "bfloat16", 131072**2 * BF16)
     assert top.source_text == "y = jnp.tanh(x @ x.T)   # GRAM"
