@@ -7,7 +7,9 @@ CompileResult.peak_live). Each line names an HLO value: an instruction of the op
 and, for a tuple-shaped one, the index of its part. The live ranges count a value's logical
 bytes; the buffer-assignment dump ("value: <ID NAME @POS> (size=BYTES,...): SHAPE", kept as
 CompileResult.buffer_values) has the bytes allocated for it, a TPU's tile padding included, and
-its shape with its layout. The module gives the jax operation that made it and the user's line.
+its shape with its layout, and where it lives: values live at once in the same bytes are one
+buffer updated in place, held once. The module gives the jax operation that made it and the
+user's line.
 
 Buffers in a memory space other than the device's main one (a TPU's on-chip VMEM and SMEM,
 `S(1)` and `S(2)` in their layouts) are left out: they are scratch of a fusion, not what fills
@@ -34,6 +36,7 @@ TOP_BUFFERS = 10
 
 _LINE = re.compile(r"^\s*(\S+?)\{([\d,]*)\}: (\d+) bytes")
 _SPACE = re.compile(r"S\((\d+)\)")
+_COMMENT = re.compile(r"/\*.*?\*/")
 
 
 def peak_entries(peak_live: str) -> list[tuple[str, tuple[int, ...], int]]:
@@ -50,6 +53,7 @@ def peak_entries(peak_live: str) -> list[tuple[str, tuple[int, ...], int]]:
 def subshape(shape: str, index: tuple[int, ...]) -> str | None:
     """The text of part `index` of an HLO shape: "(f32[2], (s32[], bf16[4]))" at (1, 1) is
     "bf16[4]"; None when the index does not exist."""
+    shape = _COMMENT.sub("", shape)      # XLA marks long tuples' parts: /*index=5*/
     for i in index:
         shape = shape.strip()
         if not shape.startswith("("):

@@ -167,6 +167,7 @@ def test_subshape_walks_nested_tuples():
     assert subshape(shape, (1, 1)) == "bf16[4,8]{1,0:T(8,128)(2,1)}"
     assert subshape(shape, (2,)) == "u32[]"
     assert subshape(shape, (3,)) is None and subshape("f32[2]", (0,)) is None
+    assert subshape("(f32[], /*index=1*/(s8[2], u8[3]))", (1, 0)) == "s8[2]"
 
 
 def test_output_shardings_are_read_from_the_root_of_the_propagated_module():
