@@ -16,12 +16,24 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from explorer.compile.protocol import CompileResult, Measurement, TensorLayout
+from explorer.compile.protocol import CompileResult, Measurement, OutOfMemory, TensorLayout
+from explorer.hlo.module import close_bracket, parse_module
 from explorer.spec.tensor import TensorSpec
 
-# Dump only the partitioner's passes: the module just before spmd-partitioning carries the
-# propagated `sharding={...}` of every instruction, which compiled.as_text() no longer has.
-_DUMP_OPTIONS = {"xla_dump_hlo_pass_re": "spmd-partitioning", "xla_dump_hlo_as_text": True}
+# The passes whose input module we read (XLA dumps the module before and after each pass the
+# regex matches, as "...after_<previous pass>.before_<pass>.txt"):
+# - spmd-partitioning: the module just before it carries the propagated `sharding={...}` of
+#   every instruction, which compiled.as_text() no longer has;
+# - the CPU backend's dtype promotions, which move bf16 and f16 collectives as f32 (measured on
+#   jax 0.10.2, in this order: all-reduce-promotion for all-reduces, float-normalization-bf16
+#   for all-gathers, all-to-alls and permutes; change-op-data-type for dots): the module
+#   before the first of them has each collective in the program's own dtype.
+# With xla_dump_to set, XLA also writes the optimized module's buffer assignment and live
+# ranges ("...after_optimizations-live-range.txt"), on the CPU and for a TPU alike, and for a
+# TPU even when the program does not fit its memory.
+PROMOTION_PASSES = ("all-reduce-promotion", "float-normalization-bf16", "change-op-data-type")
+_DUMP_OPTIONS = {"xla_dump_hlo_pass_re": "|".join(("spmd-partitioning",) + PROMOTION_PASSES),
+                 "xla_dump_hlo_as_text": True}
 
 
 def _is_spec(x) -> bool:
@@ -81,33 +93,56 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     jitted = jax.jit(fn, keep_unused=True)
     dump = tempfile.mkdtemp(prefix="explorer-dump-", dir="/dev/shm" if os.path.isdir(
         "/dev/shm") else None)
+    out_of_memory = None
     try:
         with _compiler_messages() as warnings:
             t0 = time.perf_counter()
             with jax.set_mesh(mesh):
                 lowered = jitted.lower(*structs)
             t1 = time.perf_counter()
-            compiled = lowered.compile(compiler_options={"xla_dump_to": dump, **_DUMP_OPTIONS})
+            try:
+                compiled = lowered.compile(
+                    compiler_options={"xla_dump_to": dump, **_DUMP_OPTIONS})
+            except jax.errors.JaxRuntimeError as e:
+                # A program too big for the device is an answer: keep what the compiler wrote.
+                if not is_out_of_memory(str(e)) or not _files(dump, "*after_optimizations.txt"):
+                    raise
+                compiled, out_of_memory = None, OutOfMemory(str(e))
             t2 = time.perf_counter()
         # CPU: "...before_spmd-partitioning.txt"; TPU: "...before_tpu-spmd-partitioning.txt".
         propagated = _read_first(dump, "*before_*spmd-partitioning.txt")
+        unpromoted = _read_first_before(dump, PROMOTION_PASSES)
+        # CPU: "...cpu_after_optimizations-live-range.txt"; TPU: "...after_optimizations-...".
+        peak_live = peak_section(_read_first(dump, "*after_optimizations-live-range.txt"))
+        buffer_values = value_lines(
+            _read_first(dump, "*after_optimizations-buffer-assignment.txt")) if peak_live else ""
+        optimized = (_read_first(dump, "*after_optimizations.txt") if compiled is None
+                     else compiled.as_text())
     finally:
         shutil.rmtree(dump, ignore_errors=True)
 
     leaves = jax.tree.leaves(args, is_leaf=_is_spec)
-    in_shardings = jax.tree.leaves(compiled.input_shardings[0])
+    out_info = jax.tree_util.tree_flatten_with_path(lowered.out_info)[0]
+    if compiled is not None:
+        in_shardings = jax.tree.leaves(compiled.input_shardings[0])
+        out_texts = [_hlo_sharding_text(sh, len(info.shape)) for (_, info), sh in zip(
+            out_info, jax.tree.leaves(compiled.output_shardings), strict=True)]
+    else:
+        # No executable to ask: the inputs are placed as requested, and the outputs as the
+        # partitioner's propagation left the entry's root.
+        in_shardings = [st.sharding for st in jax.tree.leaves(structs)]
+        out_texts = root_shardings(propagated, len(out_info))
     inputs = tuple(TensorLayout(s.name, s.shape, s.dtype, _hlo_sharding_text(sh, s.rank))
                    for s, sh in zip(leaves, in_shardings, strict=True))
-    out_info = jax.tree_util.tree_flatten_with_path(lowered.out_info)[0]
-    out_shardings = jax.tree.leaves(compiled.output_shardings)
-    outputs = []
-    for (path, info), sh in zip(out_info, out_shardings, strict=True):
-        name = "out" + jax.tree_util.keystr(path)
-        outputs.append(TensorLayout(name, tuple(info.shape), str(info.dtype),
-                                    _hlo_sharding_text(sh, len(info.shape))))
+    outputs = tuple(TensorLayout("out" + jax.tree_util.keystr(path), tuple(info.shape),
+                                 str(info.dtype), text)
+                    for (path, info), text in zip(out_info, out_texts, strict=True))
     if tpu_topology:
         measured = Measurement(note="not measured: compiled ahead of time for a TPU that is "
                                     "not here")
+    elif compiled is None:
+        measured = Measurement(note="not measured: the program does not fit the device's "
+                                    "memory") if measure else None
     elif measure:
         measured = _measure(compiled, args, mesh, measure_cap)
     else:
@@ -116,16 +151,88 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         measured=measured,
         stablehlo=lowered.as_text(),
         propagated=propagated,
-        optimized=compiled.as_text(),
+        optimized=optimized,
         inputs=inputs,
-        outputs=tuple(outputs),
-        memory=_memory(compiled),
-        cost=_cost(compiled),
+        outputs=outputs,
+        memory=_memory(compiled) if compiled is not None else None,
+        cost=_cost(compiled) if compiled is not None else None,
         lower_s=t1 - t0,
         compile_s=t2 - t1,
         backend=f"tpu {tpu_topology}" if tpu_topology else jax.devices()[0].platform,
         warnings=tuple(warnings),
+        unpromoted=unpromoted,
+        peak_live=peak_live,
+        buffer_values=buffer_values,
+        out_of_memory=out_of_memory,
     )
+
+
+# XLA's words for a program over the device's memory: the TPU compiler's "RESOURCE_EXHAUSTED:
+# Ran out of memory on HBM, ..." (ahead of time) or "... in memory space hbm" (on a TPU).
+_OUT_OF_MEMORY = re.compile(r"RESOURCE_EXHAUSTED:.*\b(out of memory|memory space)\b",
+                            re.IGNORECASE | re.DOTALL)
+
+
+def is_out_of_memory(message: str) -> bool:
+    return bool(_OUT_OF_MEMORY.search(message))
+
+
+_PEAK = re.compile(r"^\s*Live ranges at \d+ \(peak\):\s*$")
+_LIVE_ENTRY = re.compile(r"^\s+\S.*: \d+ bytes")
+
+
+def peak_section(live_range: str) -> str:
+    """The "Live ranges at N (peak):" header of an HloLiveRange dump and the buffer lines under
+    it ("  name{index}: BYTES bytes (cumulative: ...)"); "" when there is none. The rest of the
+    dump lists every value of the program, which the reader does not need."""
+    lines = live_range.splitlines()
+    for i, line in enumerate(lines):
+        if _PEAK.match(line):
+            j = i + 1
+            while j < len(lines) and _LIVE_ENTRY.match(lines[j]):
+                j += 1
+            return "\n".join(lines[i:j])
+    return ""
+
+
+def value_lines(buffer_assignment: str) -> str:
+    """The "allocation N: ..." headers of a buffer-assignment dump and the "value: <ID NAME
+    @POS> (size=BYTES,offset=OFFSET): SHAPE" lines under each: where each HLO value lives, with
+    the bytes allocated for it (a TPU's padding included, which the live ranges leave out) and
+    its shape with layout and memory space."""
+    return "\n".join(line.strip() for line in buffer_assignment.splitlines()
+                     if line.lstrip().startswith(("value: <", "allocation ")))
+
+
+def root_shardings(module_text: str, count: int) -> list[str | None]:
+    """The HloSharding text of each of the `count` outputs, read from the `sharding=` of the
+    entry computation's root in `module_text` (a tuple sharding `{{...}, {...}}` for several
+    outputs); None for each output where it does not say."""
+    if not module_text:
+        return [None] * count
+    module = parse_module(module_text)
+    roots = [i for i in module.computations.get(module.entry, []) if i.is_root]
+    text = roots[0].sharding if roots else None
+    if text is None:
+        return [None] * count
+    if not text.startswith("{{"):
+        return [text] * count       # one sharding for the whole root: each output's
+    parts = _tuple_parts(text)
+    return parts if len(parts) == count else [None] * count
+
+
+def _tuple_parts(text: str) -> list[str]:
+    """"{{a}, {b}}" -> ["{a}", "{b}"]."""
+    inner = text[1:-1]
+    parts, i = [], 0
+    while i < len(inner):
+        if inner[i] == "{":
+            end = close_bracket(inner, i)
+            parts.append(inner[i:end])
+            i = end
+        else:
+            i += 1
+    return parts
 
 
 @contextmanager
@@ -190,11 +297,28 @@ def compiler_messages(text: str) -> list[str]:
     return [m for m in messages if m]
 
 
+def _files(folder: str, pattern: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(folder, pattern)))
+
+
 def _read_first(folder: str, pattern: str) -> str:
-    files = sorted(glob.glob(os.path.join(folder, pattern)))
+    files = _files(folder, pattern)
     if not files:
         return ""
     with open(files[0]) as f:
+        return f.read()
+
+
+def _read_first_before(folder: str, passes: tuple[str, ...]) -> str:
+    """The module dumped just before the earliest of `passes` to run; XLA numbers its dumps
+    in the order they were written ("module_0000.jit_f.0002.<pipeline>.after_<a>.before_<b>
+    .txt"), so the earliest is the one with the lowest number."""
+    files = [f for p in passes for f in _files(folder, f"*.before_{p}.txt")]
+    numbered = [(int(m.group(1)), f) for f in files
+                if (m := re.search(r"\.(\d+)\.[^.]+\.after_.*\.before_", os.path.basename(f)))]
+    if not numbered:
+        return ""
+    with open(min(numbered)[1]) as f:
         return f.read()
 
 

@@ -122,8 +122,21 @@ class Measurement:
 
 
 @dataclass(frozen=True)
+class OutOfMemory:
+    """The compiler's refusal of a program that does not fit the device's memory (a TPU
+    compile: "RESOURCE_EXHAUSTED: Ran out of memory on HBM, ..."). It is an answer about the
+    program, not a failure: the result that carries it still has the modules the compiler
+    wrote before it stopped."""
+
+    message: str                     # the compiler's own words, verbatim
+
+
+@dataclass(frozen=True)
 class CompileResult:
-    """What one compile produced: texts and numbers, no jax objects."""
+    """What one compile produced: texts and numbers, no jax objects.
+
+    When `out_of_memory` is set the compiler refused the program: `optimized` is the module it
+    wrote before buffer assignment (collectives final), and `memory` and `cost` are None."""
 
     stablehlo: str
     propagated: str                  # the module before spmd-partitioning; "" if none ran
@@ -137,6 +150,18 @@ class CompileResult:
     backend: str                     # "cpu", "gpu", "tpu v5e:4x4", ...
     measured: Measurement | None = None
     warnings: tuple[str, ...] = ()   # what XLA and Shardy printed while compiling
+    # The module just before the CPU backend's first dtype-promotion pass (all-reduce-promotion
+    # upcasts bf16 all-reduces to f32, float-normalization-bf16 the other collectives): the
+    # program's own dtype of each collective. "" where no such pass ran (TPU, GPU).
+    unpromoted: str = ""
+    # The "Live ranges at N (peak):" section of XLA's live-range dump: every buffer live at
+    # the memory peak of the per-device program, with its bytes. "" when none was written.
+    peak_live: str = ""
+    # The allocations and "value:" lines of XLA's buffer-assignment dump: where each value
+    # lives, its allocated bytes (with the target's padding, which the live ranges leave out)
+    # and its shape with layout.
+    buffer_values: str = ""
+    out_of_memory: OutOfMemory | None = None
 
 
 @dataclass(frozen=True)

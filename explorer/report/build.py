@@ -6,32 +6,35 @@ partitioner saw after propagation, source lines from the modules' stack-frame ta
 
 from __future__ import annotations
 
-import linecache
 from collections.abc import Mapping
 from dataclasses import replace
 from math import prod
 
-from explorer.compile.protocol import CELL_NAME, CompileResult, Measurement
-from explorer.hlo.collectives import CollectiveKind, collective_kind
+from explorer.compile.protocol import CompileResult, Measurement
+from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.groups import axes_of_groups, axes_of_pairs, device_groups, source_target_pairs
 from explorer.hlo.module import (
     HLO_DTYPE_BYTES,
     HLO_TO_NUMPY,
     HloModule,
-    Instruction,
     parse_module,
-    short_path,
 )
 from explorer.hlo.sharding import tiling_from_hlo
+from explorer.report.buffers import top_buffers
+from explorer.report.dtypes import collectives_of, program_dtypes
+from explorer.report.oom import memory_verdict
 from explorer.report.report import (
     Collective,
     Cost,
     Memory,
+    MemoryVerdict,
     Report,
     TensorInfo,
     TensorRole,
     Timing,
 )
+from explorer.report.source import source_line, source_of
+from explorer.report.summary import human_bytes
 from explorer.report.why import explain_collectives
 from explorer.spec.layout import shard_shape, spec_from_tiling
 from explorer.spec.mesh import MeshSpec
@@ -45,7 +48,8 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
     optimized = parse_module(raw.optimized)
     propagated = parse_module(raw.propagated) if raw.propagated else None
     unread: list[str] = []     # what the readers could not read, said in the Report
-    collectives = tuple(read_collectives(optimized, mesh, unread))
+    unpromoted = parse_module(raw.unpromoted) if raw.unpromoted else None
+    collectives = tuple(read_collectives(optimized, mesh, unread, unpromoted))
     collectives = with_reasons(collectives, optimized, propagated, mesh, _input_names(raw))
     tensors = (
         _io_tensors(raw.inputs, TensorRole.INPUT, mesh, unread)
@@ -54,6 +58,9 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
     )
     notes = [] if propagated else ["the compiler ran no partitioning pass, so intermediates "
                                    "are not listed"]
+    verdict = memory_verdict(raw.out_of_memory.message) if raw.out_of_memory else None
+    if verdict is not None:
+        unread.insert(0, _refused(verdict))
     return Report(
         mesh=mesh,
         partitioner=partitioner,
@@ -68,28 +75,23 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
         optimized_hlo=raw.optimized,
         notes=tuple(unread),
         warnings=raw.warnings,
+        top_buffers=(top_buffers(raw.peak_live, optimized, raw.buffer_values, _input_names(raw))
+                     if raw.peak_live else ()),
+        memory_verdict=verdict,
     )
 
 
-def source_label(module: HloModule, instr: Instruction) -> str:
-    """Where an instruction came from, as people read it: `file.py:12`, or `In [3], line 2` for
-    a notebook cell."""
-    src = module.source(instr)
-    if not src:
-        return ""
-    if CELL_NAME.match(src[0]):     # a notebook cell, named as its prompt: "In [3], line 2"
-        return f"{src[0]}, line {src[1]}"
-    return f"{short_path(src[0])}:{src[1]}"
-
-
-def _source_text(module: HloModule, instr: Instruction) -> str:
-    """The line of code at the instruction's source location, stripped; read here, in the
-    parent process, from the absolute path the compiler recorded ("" for a file that is not
-    readable, such as `<dynamic-code>`)."""
-    src = module.source(instr)
-    if not src or not src[1]:
-        return ""
-    return linecache.getline(src[0], src[1]).strip()
+def _refused(verdict: MemoryVerdict) -> str:
+    """The Report note of a program the compiler refused for want of memory."""
+    if verdict.required is not None and verdict.available is not None:
+        size = (f": it needs {human_bytes(verdict.required)} of {verdict.memory} per device "
+                f"({verdict.what}), the device has {human_bytes(verdict.available)}")
+    else:
+        size = ""
+    return (f"the program does not fit the device's memory{size}. The compiler stopped before "
+            "it finished, so XLA's memory and cost analyses are missing; the collectives, "
+            "placement and largest buffers are read from the optimized module and live ranges "
+            "it wrote before it stopped")
 
 
 def _input_names(raw: CompileResult) -> list[str]:
@@ -104,30 +106,20 @@ def with_reasons(collectives, optimized: HloModule, propagated: HloModule | None
     return tuple(replace(c, why=whys.get(c.hlo_name)) for c in collectives)
 
 
-def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None = None
-                     ) -> list[Collective]:
+def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None = None,
+                     unpromoted: HloModule | None = None) -> list[Collective]:
     """One Collective per collective instruction; an async -start/-done pair counts once.
 
     A collective whose device groups cannot be read is still reported, with no groups and no
-    axes, and `unread` gets a note that says so."""
+    axes, and `unread` gets a note that says so. `unpromoted` is the module before the CPU
+    backend's dtype promotions, where each collective has the program's dtype; None where no
+    promotion ran (the optimized dtypes are then the program's)."""
     names = module.by_name()
-    done_of = {}
-    wrapped = set()   # computations run by async-start: their collectives are async
-    for instr in module.instructions():
-        if instr.opcode.endswith("-done") and instr.operands:
-            done_of[instr.operands[0]] = instr
-        if instr.opcode == "async-start" and instr.attr("calls"):
-            wrapped.add(instr.attr("calls").lstrip("%"))
+    placed = collectives_of(module)
+    dtypes = program_dtypes(placed, unpromoted)
     out = []
-    for instr in module.instructions():
-        kind, is_async = collective_kind(instr.opcode)
-        if kind is None:
-            continue
-        is_async = is_async or instr.computation in wrapped
+    for instr, kind, is_async, result in placed:
         operands = [names[o] for o in instr.operands if o in names]
-        result = done_of[instr.name].arrays if instr.name in done_of else instr.arrays
-        if is_async and instr.name not in done_of and len(result) > 1:
-            result = result[len(result) // 2:]   # start ops return (operands..., results...)
         operand_bytes = sum(a.nbytes for o in operands for a in o.arrays)
         result_bytes = sum(a.nbytes for a in result)
         try:
@@ -144,6 +136,15 @@ def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None
                 unread.append(f"{kind} {instr.name}: its device groups could not be read ({e}); "
                               "its axes are not shown")
         first = result[0] if result else None
+        program = dtypes[instr.name]
+        op_arrays = [a for o in operands for a in o.arrays]
+        if len(op_arrays) != len(result):
+            op_arrays = result
+        # V of each part in the program's dtype: the larger of operand and result elements.
+        part_bytes = tuple(int(max(prod(o.dims), prod(r.dims)) * HLO_DTYPE_BYTES.get(d, 4))
+                           for o, r, d in zip(op_arrays, result, program, strict=True))
+        upcast = [d for d, r in zip(program, result, strict=True) if d != r.dtype]
+        narrowest = min(upcast, key=lambda d: HLO_DTYPE_BYTES.get(d, 4)) if upcast else ""
         out.append(Collective(
             kind=kind,
             axes=tuple(axes),
@@ -154,41 +155,16 @@ def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None
             parts=len(result),
             is_async=is_async,
             op_name=instr.op_name,
-            source=source_label(module, instr),
-            source_text=_source_text(module, instr),
+            source=source_of(module, instr),
+            source_text=source_line(module, instr),
             hlo_name=instr.name,
             computation=instr.computation,
-            operand_dtype=_upcast_from(operands, first.dtype if first else "", module, names),
+            operand_dtype=HLO_TO_NUMPY.get(narrowest, narrowest),
             groups=tuple(tuple(g) for g in groups),
+            program_dtypes=tuple(HLO_TO_NUMPY.get(d, d) for d in program),
+            program_part_bytes=part_bytes,
         ))
     return out
-
-
-_NARROW_FLOATS = ("bf16", "f16", "f8e4m3fn", "f8e5m2")
-
-
-def _upcast_from(operands: list[Instruction], dtype: str, module: HloModule, names) -> str:
-    """The narrower float dtype the program had before a convert fed this collective, or "".
-
-    The CPU backend converts bf16 to f32 around collectives (directly, or inside a fusion such
-    as `wrapped_convert` or `convert_convert_fusion`); a prediction for a TPU or GPU should count
-    the program's dtype, not the CPU's."""
-    width = HLO_DTYPE_BYTES.get(dtype, 4)
-    seen = []
-    for o in operands:
-        converts = [o] if o.opcode == "convert" else []
-        called = o.attr("calls") if o.opcode in ("fusion", "call") else None
-        if called:
-            converts += [i for i in module.computations.get(called.lstrip("%"), [])
-                         if i.opcode == "convert"]
-        for c in converts:
-            seen += [a.dtype for a in c.arrays]
-            seen += [a.dtype for src in c.operands if src in names for a in names[src].arrays]
-    narrow = [d for d in seen if d in _NARROW_FLOATS and HLO_DTYPE_BYTES[d] < width]
-    if not narrow:
-        return ""
-    d = min(narrow, key=lambda d: HLO_DTYPE_BYTES[d])
-    return HLO_TO_NUMPY.get(d, d)
 
 
 def _components(pairs: list[tuple[int, int]]) -> list[list[int]]:
@@ -256,8 +232,8 @@ def read_intermediates(module: HloModule, mesh: MeshSpec, unread: list[str] | No
             tensor = _tensor(instr.name, TensorRole.INTERMEDIATE, a.dims,
                              HLO_TO_NUMPY.get(a.dtype, a.dtype),
                              sharding, mesh, HLO_DTYPE_BYTES.get(a.dtype, 4),
-                             op_name=instr.op_name, source=source_label(module, instr),
-                             source_text=_source_text(module, instr))
+                             op_name=instr.op_name, source=source_of(module, instr),
+                             source_text=source_line(module, instr))
         except ValueError:   # e.g. {unknown}: the partitioner decided nothing to draw
             skipped.append(f"{instr.name} {sharding}")
             continue

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from explorer.hlo.module import HloModule, Instruction, parse_module
-from explorer.report.build import source_label
 from explorer.report.report import Report
+from explorer.report.source import source_of
 from explorer.report.summary import human_bytes
 
 # Instructions that only re-label, re-pack or wait for a value: an edge goes through them.
@@ -230,7 +230,7 @@ def _node(report: Report, module: HloModule, instr: Instruction, by_comp) -> Nod
     op_name = instr.op_name
     tail = op_name.rsplit("/", 1)[-1]
     common = dict(name=instr.name, opcode=instr.opcode, shape=_shape_text(instr), op_name=op_name,
-                  source=source_label(module, instr), hlo=_hlo_line(instr),
+                  source=source_of(module, instr), hlo=_hlo_line(instr),
                   bytes=sum(a.nbytes for a in instr.arrays))
     index = by_comp.get((instr.computation, instr.name))
     called = _called(instr)

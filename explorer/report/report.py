@@ -42,14 +42,23 @@ class Collective:
     source_text: str = ""        # that line of code, stripped; "" where the file is not readable
     hlo_name: str = ""
     computation: str = ""
-    operand_dtype: str = ""      # the dtype before a convert feeding it, when the CPU upcast it
+    # The narrowest dtype the program gives a part that XLA moves in a wider one (the CPU
+    # backend's upcast of bf16), "" when every part moves in the program's dtype.
+    operand_dtype: str = ""
     groups: tuple[tuple[int, ...], ...] = ()
+    # Per part, in the order of the (tuple) result: the program's dtype, read from the module
+    # before the CPU backend's promotion passes (explorer/report/dtypes.py), and V in it.
+    program_dtypes: tuple[str, ...] = ()
+    program_part_bytes: tuple[int, ...] = ()
     est_seconds: float | None = None   # predicted time on the report's target, if one was chosen
     why: Why | None = None       # why the partitioner inserted it (explorer/report/why.py)
 
     @property
     def program_bytes(self) -> int:
-        """V in the program's dtype: what a TPU or GPU, which do not upcast, would move."""
+        """V in the program's dtype: what a TPU or GPU, which do not upcast, would move; each
+        part of a combined collective counted in its own dtype."""
+        if self.program_part_bytes:
+            return sum(self.program_part_bytes)
         if not self.operand_dtype:
             return self.bytes
         return self.bytes * DTYPE_BYTES[self.operand_dtype] // DTYPE_BYTES[self.dtype]
@@ -130,6 +139,44 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class Buffer:
+    """One buffer live at the memory peak of the per-device program, as XLA's buffer
+    assignment sized it (with the target's padding: a TPU tiles its layouts)."""
+
+    name: str                    # the HLO value: instruction name, "{i}" for a tuple's part i
+    bytes: int
+    shape: tuple[int, ...]
+    dtype: str
+    instruction: str             # the jax operation that made it (its op_name), or an input's
+                                 # name; the HLO opcode where the compiler recorded neither
+    source: str = ""             # file:line of the user code, "" if unknown
+    source_text: str = ""        # that line of code, stripped
+    # Other values live in the same bytes at the peak: one buffer updated in place (an
+    # all-reduce over the matmul result it sums), which the device holds once.
+    aliases: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class MemoryVerdict:
+    """The compiler's refusal of a program that does not fit the device's memory: what it
+    needs and what there is, per device, as the compiler rounded them (None where its message
+    does not say), and its own words."""
+
+    memory: str                  # which memory, as the compiler names it: "HBM"
+    required: int | None         # bytes per device
+    available: int | None        # bytes per device
+    what: str                    # what the compiler counted as required, e.g. "HLO temporaries"
+    message: str                 # the compiler's message, verbatim
+    fits: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Cost:
     """Per-device cost from XLA's cost_analysis(); None where XLA gave no number."""
 
@@ -199,6 +246,12 @@ class Report:
     notes: tuple[str, ...] = ()
     # What XLA and Shardy printed while compiling (e.g. "Involuntary full rematerialization").
     warnings: tuple[str, ...] = ()
+    # The largest buffers live at the memory peak, per device, largest first
+    # (explorer/report/buffers.py); () where the compiler wrote no live ranges.
+    top_buffers: tuple[Buffer, ...] = ()
+    # Set when the compiler refused the program for want of memory (a TPU compile); `memory`
+    # is then None and the collectives and placement come from the module it wrote before.
+    memory_verdict: MemoryVerdict | None = None
     stablehlo: str = field(default="", repr=False)
     propagated_hlo: str = field(default="", repr=False)
     optimized_hlo: str = field(default="", repr=False)
@@ -220,13 +273,20 @@ class Report:
     def with_timing(self, timing: Timing) -> Report:
         return replace(self, timing=timing)
 
+    def _memory_dict(self) -> dict | None:
+        d = self.memory.to_dict() if self.memory else None
+        if d is None and not self.top_buffers and self.memory_verdict is None:
+            return None
+        return {**(d or {}), "top_buffers": [b.to_dict() for b in self.top_buffers],
+                "verdict": self.memory_verdict.to_dict() if self.memory_verdict else None}
+
     def to_dict(self, texts: bool = False) -> dict:
         d = {
             "mesh": {**self.mesh.to_dict(), "partitioner": self.partitioner,
                      "backend": self.backend},
             "tensors": [t.to_dict() for t in self.tensors],
             "collectives": [c.to_dict() for c in self.collectives],
-            "memory": self.memory.to_dict() if self.memory else None,
+            "memory": self._memory_dict(),
             "cost": self.cost.to_dict(),
             "timing": self.timing.to_dict(),
         }

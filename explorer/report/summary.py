@@ -62,6 +62,35 @@ def memory_by_kind(report: Report) -> str | None:
     return "memory by kind per device: " + ", ".join(parts)
 
 
+def memory_lines(report: Report) -> list[str]:
+    """Memory per device: XLA's analysis, or the verdict of a program that does not fit; then
+    the largest buffers live at the peak."""
+    m, v = report.memory, report.memory_verdict
+    if v is not None:
+        if v.required is not None and v.available is not None:
+            lines = [f"memory per device: DOES NOT FIT: {human_bytes(v.required)} of {v.memory} "
+                     f"needed ({v.what}), {human_bytes(v.available)} available"]
+        else:
+            lines = ["memory per device: DOES NOT FIT"]
+        lines.append("  the compiler: " + v.message.strip().replace("\n", "\n  "))
+    elif m:
+        lines = [f"memory per device: arguments {human_bytes(m.arguments)}, outputs "
+                 f"{human_bytes(m.outputs)}, temporaries {human_bytes(m.temporaries)}, "
+                 f"total {human_bytes(m.total)}", memory_by_kind(report)]
+    else:
+        lines = ["memory per device: not reported by this backend"]
+    if report.top_buffers:
+        lines.append("largest buffers live at the memory peak, per device:")
+        rows = [["bytes", "buffer", "value", "made by", "source", "code"]]
+        for b in report.top_buffers:
+            rows.append([human_bytes(b.bytes),
+                         b.name + (f" (= {', '.join(b.aliases)})" if b.aliases else ""),
+                         f"{b.dtype}[{','.join(map(str, b.shape))}]" if b.dtype else "-",
+                         b.instruction or "-", b.source or "-", _code(b.source_text)])
+        lines += ["  " + row for row in _table(rows)]
+    return lines
+
+
 def tensors_table(report: Report, kinds=("input", "output")) -> list[str]:
     rows = [["tensor", "kind", "shape", "spec", "shard", "replicas", "bytes/device"]]
     for t in report.tensors:
@@ -73,7 +102,7 @@ def tensors_table(report: Report, kinds=("input", "output")) -> list[str]:
 
 
 def summary(report: Report) -> str:
-    m, c, t = report.memory, report.cost, report.timing
+    c, t = report.cost, report.timing
     n_inter = sum(1 for x in report.tensors if x.kind == "intermediate")
     lines = [f"mesh {report.mesh.text()} ({report.mesh.device_count} devices, "
              f"{report.mesh.axis_type} axes), partitioner {report.partitioner}, backend "
@@ -84,13 +113,7 @@ def summary(report: Report) -> str:
     if report.collectives:
         lines += ["", "Why each collective exists"] + why_lines(report)
     lines += ["", f"collective bytes per device: {human_bytes(c.collective_bytes)}"]
-    if m:
-        lines.append(f"memory per device: arguments {human_bytes(m.arguments)}, outputs "
-                     f"{human_bytes(m.outputs)}, temporaries {human_bytes(m.temporaries)}, "
-                     f"total {human_bytes(m.total)}")
-        lines.append(memory_by_kind(report))
-    else:
-        lines.append("memory per device: not reported by this backend")
+    lines += memory_lines(report)
     flops = "n/a" if c.flops is None else f"{c.flops:.3g}"
     lines.append(f"cost per device: {flops} flops, {human_bytes(c.bytes_accessed)} accessed")
     lines += [f"note: {n}" for n in c.notes]

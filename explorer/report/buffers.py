@@ -1,0 +1,179 @@
+"""The largest buffers live at the memory peak of the per-device program.
+
+XLA's buffer assignment simulates the schedule and writes, in its live-range dump, every
+buffer live at the step where the bytes in use peak ("Live ranges at 10 (peak):", one line
+"name{index}: BYTES bytes (cumulative: ...)" per buffer; the worker keeps that section,
+CompileResult.peak_live). Each line names an HLO value: an instruction of the optimized module
+and, for a tuple-shaped one, the index of its part. The live ranges count a value's logical
+bytes; the buffer-assignment dump ("value: <ID NAME @POS> (size=BYTES,...): SHAPE", kept as
+CompileResult.buffer_values) has the bytes allocated for it, a TPU's tile padding included, and
+its shape with its layout, and where it lives: values live at once in the same bytes are one
+buffer updated in place, held once. The module gives the jax operation that made it and the
+user's line.
+
+Buffers in a memory space other than the device's main one (a TPU's on-chip VMEM and SMEM,
+`S(1)` and `S(2)` in their layouts) are left out: they are scratch of a fusion, not what fills
+the HBM.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import NamedTuple
+
+from explorer.hlo.module import (
+    HLO_TO_NUMPY,
+    HloModule,
+    Instruction,
+    close_bracket,
+    parse_shape,
+)
+from explorer.report.report import Buffer
+from explorer.report.source import source_line, source_of
+
+TOP_BUFFERS = 10
+
+_LINE = re.compile(r"^\s*(\S+?)\{([\d,]*)\}: (\d+) bytes")
+_SPACE = re.compile(r"S\((\d+)\)")
+_COMMENT = re.compile(r"/\*.*?\*/")
+
+
+def peak_entries(peak_live: str) -> list[tuple[str, tuple[int, ...], int]]:
+    """(instruction name, shape index, bytes) of each buffer line of the peak section."""
+    out = []
+    for line in peak_live.splitlines():
+        m = _LINE.match(line)
+        if m:
+            index = tuple(int(i) for i in m.group(2).split(",") if i)
+            out.append((m.group(1), index, int(m.group(3))))
+    return out
+
+
+def subshape(shape: str, index: tuple[int, ...]) -> str | None:
+    """The text of part `index` of an HLO shape: "(f32[2], (s32[], bf16[4]))" at (1, 1) is
+    "bf16[4]"; None when the index does not exist."""
+    shape = _COMMENT.sub("", shape)      # XLA marks long tuples' parts: /*index=5*/
+    for i in index:
+        shape = shape.strip()
+        if not shape.startswith("("):
+            return None
+        parts = _top_level(shape[1:close_bracket(shape, 0) - 1])
+        if i >= len(parts):
+            return None
+        shape = parts[i]
+    return shape.strip()
+
+
+def _top_level(text: str) -> list[str]:
+    """Split at the commas outside any brackets."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if text[start:].strip():
+        parts.append(text[start:])
+    return parts
+
+
+def _memory_space(shape: str) -> int:
+    """The memory space of an array shape's layout, `{1,0:T(8,128)S(1)}` -> 1; 0 when none."""
+    layout = shape[shape.find("{"):] if "{" in shape else ""
+    m = _SPACE.search(layout)
+    return int(m.group(1)) if m else 0
+
+
+def _made_by(instr: Instruction, module: HloModule, inputs: list[str]) -> str:
+    """"input w1" for an entry parameter, named as the request named the input (HLO parameter
+    i is input i), else the jax operation (op_name) or, where the compiler recorded none, the
+    opcode."""
+    if instr.opcode == "parameter" and instr.computation == module.entry:
+        number = instr.operand_text.strip()
+        name = (inputs[int(number)] if number.isdigit() and int(number) < len(inputs)
+                else instr.op_name)
+        return f"input {name}".strip()
+    return instr.op_name or instr.opcode
+
+
+_ALLOCATION = re.compile(r"^\s*allocation (\d+):")
+_VALUE = re.compile(r"^\s*value: <\d+ (\S+) @\d+> \(size=(\d+),offset=(\d+)\): (.*)$")
+
+
+class Slice(NamedTuple):
+    """Where the buffer assignment put a value: bytes [offset, offset + size) of an allocation."""
+
+    allocation: int
+    offset: int
+    size: int
+    shape: str                   # with layout and memory space
+
+
+def assigned(buffer_values: str) -> dict[str, Slice]:
+    """Value name ("fusion", "copy-start{0}"; a whole tuple "copy-start{}" is named like an
+    array, "copy-start") -> where it lives."""
+    out: dict[str, Slice] = {}
+    allocation = -1
+    for line in buffer_values.splitlines():
+        a = _ALLOCATION.match(line)
+        if a:
+            allocation = int(a.group(1))
+            continue
+        m = _VALUE.match(line)
+        if m:
+            out.setdefault(m.group(1).removesuffix("{}"), Slice(
+                allocation, int(m.group(3)), int(m.group(2)), m.group(4).strip()))
+    return out
+
+
+def top_buffers(peak_live: str, module: HloModule, buffer_values: str = "",
+                inputs: list[str] | None = None, count: int = TOP_BUFFERS
+                ) -> tuple[Buffer, ...]:
+    """The `count` largest buffers live at the peak, largest first (ties in the dump's order),
+    sized as the buffer assignment allocated them (as the live ranges count them where the
+    assignment does not list them). `inputs` names the program's inputs in HLO parameter order.
+
+    Values live at the same time in overlapping bytes of one allocation are one buffer updated
+    in place (an all-reduce writing over the matmul result it sums): the live ranges count each,
+    the device holds it once. It is listed once, as the first of them in the dump, with the
+    others as its `aliases`. A buffer whose instruction is not in `module` is still listed, with
+    its bytes and no shape: the dump said it is there."""
+    names = module.by_name()
+    slices = assigned(buffer_values)
+    out: list[Buffer] = []
+    held: list[tuple[Slice, int]] = []        # slices listed so far, with their index in out
+    for name, index, live_bytes in peak_entries(peak_live):
+        label = name + (f"{{{','.join(map(str, index))}}}" if index else "")
+        where = slices.get(label)
+        shared = next((i for s, i in held if where is not None and _overlap(s, where)), None)
+        if shared is not None:
+            out[shared] = replace(out[shared], aliases=out[shared].aliases + (label,))
+            continue
+        instr = names.get(name)
+        shape = where.shape if where else (subshape(instr.shape, index) if instr else None)
+        if shape is not None and _memory_space(shape) != 0:
+            continue
+        arrays = parse_shape(shape) if shape is not None and not shape.startswith("(") else []
+        dims, dtype = ((arrays[0].dims, HLO_TO_NUMPY.get(arrays[0].dtype, arrays[0].dtype))
+                       if len(arrays) == 1 else ((), "tuple" if shape else ""))
+        nbytes = where.size if where else live_bytes
+        if where is not None:
+            held.append((where, len(out)))
+        if instr is None:
+            out.append(Buffer(label, nbytes, dims, dtype, ""))
+            continue
+        out.append(Buffer(
+            name=label, bytes=nbytes, shape=dims, dtype=dtype,
+            instruction=_made_by(instr, module, inputs or []),
+            source=source_of(module, instr), source_text=source_line(module, instr)))
+    out.sort(key=lambda b: -b.bytes)      # stable: equal sizes keep the dump's order
+    return tuple(out[:count])
+
+
+def _overlap(a: Slice, b: Slice) -> bool:
+    return (a.allocation == b.allocation and a.offset < b.offset + b.size
+            and b.offset < a.offset + a.size)
