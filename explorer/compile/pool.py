@@ -61,7 +61,7 @@ def _worker_env(key: WorkerKey) -> dict:
     if key.backend is not Backend.REAL:
         flags.append(f"--xla_force_host_platform_device_count={key.devices}")
         env["JAX_PLATFORMS"] = "cpu"
-    if key.backend is Backend.TPU:
+    if key.backend is Backend.TPU_AOT:
         # libtpu lets one process hold its lock file; a second TPU worker (another kernel, a
         # test run beside this one) would fail with "ABORTED ... libtpu multi-process
         # lockfile". Compiling ahead of time touches no TPU, so sharing is safe (measured).
