@@ -33,9 +33,11 @@ from explorer.errors import (
 )
 from explorer.hlo.collectives import CollectiveKind
 from explorer.report.report import (
+    Buffer,
     Collective,
     Cost,
     Memory,
+    MemoryVerdict,
     Report,
     TensorInfo,
     TensorRole,
@@ -61,7 +63,7 @@ __all__ = [
     "Rules", "parse_rules", "logical_spec", "LOGICAL_NAMES",
     # the Report and what it holds
     "Report", "Collective", "CollectiveKind", "TensorInfo", "TensorRole", "Memory", "Cost",
-    "Timing", "WorkloadInfo", "Why", "Reason", "Evidence",
+    "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "Why", "Reason", "Evidence",
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
