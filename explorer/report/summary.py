@@ -116,7 +116,10 @@ def summary(report: Report) -> str:
     lines += memory_lines(report)
     flops = "n/a" if c.flops is None else f"{c.flops:.3g}"
     lines.append(f"cost per device: {flops} flops, {human_bytes(c.bytes_accessed)} accessed")
-    lines += [f"note: {n}" for n in c.notes]
+    lines += [f"note: {n}" for n in (*c.notes, *report.notes)]
+    if report.warnings:
+        lines += ["", f"The compiler warned ({len(report.warnings)})"]
+        lines += [f"warning: {w}" for w in report.warnings]
     lines.append(f"lower {t.lower_s * 1e3:.0f} ms, compile {t.compile_s * 1e3:.0f} ms"
                  + (" (cached)" if t.cached else ""))
     if t.measured_s is not None:

@@ -82,6 +82,9 @@ def test_involuntary_rematerialization_reaches_report_warnings(partitioner):
         "{devices=[4,1,2]<=[2,4]T(1,0)} to {devices=[1,8,1]<=[8]} efficiently for HLO "
         "operation %param")
     assert r.to_dict()["warnings"] == [warning]
+    from explorer.report.summary import summary
+
+    assert f"warning: {warning}" in summary(r).splitlines()     # the CLI prints it
 
 
 def test_a_clean_reshard_prints_nothing():
