@@ -35,6 +35,7 @@ from explorer.hlo.collectives import CollectiveKind
 from explorer.report.report import (
     Buffer,
     Collective,
+    CompilerWarning,
     Cost,
     Memory,
     MemoryVerdict,
@@ -63,7 +64,7 @@ __all__ = [
     "Rules", "parse_rules", "logical_spec", "LOGICAL_NAMES",
     # the Report and what it holds
     "Report", "Collective", "CollectiveKind", "TensorInfo", "TensorRole", "Memory", "Cost",
-    "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "Why", "Reason", "Evidence",
+    "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "CompilerWarning", "Why", "Reason", "Evidence",
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",

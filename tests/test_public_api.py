@@ -15,7 +15,7 @@ PINNED = {
     "WORKLOADS", "Workload", "PRESETS", "Preset", "get_preset",
     "Rules", "parse_rules", "logical_spec", "LOGICAL_NAMES",
     "Report", "Collective", "CollectiveKind", "TensorInfo", "TensorRole", "Memory", "Cost",
-    "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "Why", "Reason", "Evidence",
+    "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "CompilerWarning", "Why", "Reason", "Evidence",
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
     "ExplorerError", "CompileError", "DivisibilityError", "DuplicateAxisError", "MappingError",

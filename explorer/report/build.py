@@ -35,6 +35,7 @@ from explorer.report.report import (
 )
 from explorer.report.source import source_line, source_of
 from explorer.report.summary import human_bytes
+from explorer.report.warnings import link_warning
 from explorer.report.why import explain_collectives
 from explorer.spec.layout import shard_shape, spec_from_tiling
 from explorer.spec.mesh import MeshSpec
@@ -74,7 +75,7 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
         propagated_hlo=raw.propagated,
         optimized_hlo=raw.optimized,
         notes=tuple(unread),
-        warnings=raw.warnings,
+        warnings=tuple(link_warning(w, propagated, optimized) for w in raw.warnings),
         top_buffers=(top_buffers(raw.peak_live, optimized, raw.buffer_values, _input_names(raw))
                      if raw.peak_live else ()),
         memory_verdict=verdict,

@@ -208,6 +208,21 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class CompilerWarning:
+    """One message XLA or Shardy printed while compiling (e.g. "Involuntary full
+    rematerialization"), linked to the HLO instruction it names and that instruction's source
+    line where the text names one."""
+
+    text: str
+    instruction: str = ""        # the HLO instruction the message names, "" if none
+    source: str = ""             # file:line (or "In [n], line k") of that instruction
+    source_text: str = ""        # that line of code
+
+    def __str__(self) -> str:
+        return self.text + (f" (at {self.source})" if self.source else "")
+
+
+@dataclass(frozen=True)
 class WorkloadInfo:
     """What was analysed when it was a built-in workload, and how its layout was chosen."""
 
@@ -245,7 +260,7 @@ class Report:
     # What the readers could not read, said rather than guessed (e.g. an unreadable sharding).
     notes: tuple[str, ...] = ()
     # What XLA and Shardy printed while compiling (e.g. "Involuntary full rematerialization").
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[CompilerWarning, ...] = ()
     # The largest buffers live at the memory peak, per device, largest first
     # (explorer/report/buffers.py); () where the compiler wrote no live ranges.
     top_buffers: tuple[Buffer, ...] = ()
@@ -299,7 +314,7 @@ class Report:
         if self.notes:
             d["notes"] = list(self.notes)
         if self.warnings:
-            d["warnings"] = list(self.warnings)
+            d["warnings"] = [asdict(w) for w in self.warnings]
         if texts:
             d["texts"] = {"stablehlo": self.stablehlo, "propagated_hlo": self.propagated_hlo,
                           "optimized_hlo": self.optimized_hlo}

@@ -1,6 +1,8 @@
 """The jax side of a compile (explorer.compile.backend): shardings, the Report built from its
 result, and what XLA prints while compiling."""
 
+import inspect
+import os
 from dataclasses import replace
 
 import jax
@@ -77,14 +79,21 @@ def test_involuntary_rematerialization_reaches_report_warnings(partitioner):
     a = TensorSpec("a", (16, 16, 16), "float32", "y,None,x")
     r = analyze(_reshard, a, mesh="x=2,y=4", partitioner=partitioner, use_cache=False)
     [warning] = r.warnings
-    assert warning.startswith(
+    assert warning.text.startswith(
         "[SPMD] Involuntary full rematerialization. The compiler cannot go from sharding "
         "{devices=[4,1,2]<=[2,4]T(1,0)} to {devices=[1,8,1]<=[8]} efficiently for HLO "
         "operation %param")
-    assert r.to_dict()["warnings"] == [warning]
+    # Linked to the code: the parameter it names is `a`, and the line that needed it
+    # resharded is the one in _reshard above.
+    lines, start = inspect.getsourcelines(_reshard)
+    line = start + next(i for i, text in enumerate(lines) if "with_sharding_constraint" in text)
+    assert warning.instruction.startswith("a.")
+    assert warning.source == f"{os.path.relpath(__file__)}:{line}"
+    assert warning.source_text == lines[line - start].strip()
+    assert r.to_dict()["warnings"][0]["text"] == warning.text
     from explorer.report.summary import summary
 
-    assert f"warning: {warning}" in summary(r).splitlines()     # the CLI prints it
+    assert f"warning: {warning.text} (at {warning.source})" in summary(r).splitlines()
 
 
 def test_a_clean_reshard_prints_nothing():
