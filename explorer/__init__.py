@@ -64,7 +64,8 @@ __all__ = [
     "Rules", "parse_rules", "logical_spec", "LOGICAL_NAMES",
     # the Report and what it holds
     "Report", "Collective", "CollectiveKind", "TensorInfo", "TensorRole", "Memory", "Cost",
-    "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "CompilerWarning", "Why", "Reason", "Evidence",
+    "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "CompilerWarning",
+    "Why", "Reason", "Evidence",
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
