@@ -160,6 +160,21 @@ def entry_of(tags: Sequence[str]) -> Entry:
     return None if not tags else tags[0] if len(tags) == 1 else tags
 
 
+def check_row_spec(name: str, shape: Sequence[int], axis_names: Sequence[str], spec) -> None:
+    """What a row's pickers can show: one entry per dimension (a shorter spec is padded with
+    None), each naming axes of the mesh."""
+    spec = tuple(spec) + (None,) * (len(shape) - len(spec))
+    if len(spec) != len(shape):
+        raise RankError(f"spec of {name!r} has {len(spec)} entries for a tensor of "
+                        f"rank {len(shape)} {list(shape)}; give one per dimension", tensor=name)
+    for e in spec:
+        for a in entry_axes(e):
+            if a not in axis_names:
+                raise UnknownAxisError(
+                    f"spec of {name!r} names mesh axis {a!r}, which the mesh lacks; "
+                    f"its axes are {choices(axis_names)}", tensor=name, axis=a)
+
+
 class SpecRow:
     """One tensor: its name and shape, an axis picker per dimension, and its inline error.
 
@@ -195,16 +210,7 @@ class SpecRow:
         return tuple(entry_of(p.value) for p in self.pickers)
 
     def _check_axes(self, spec) -> None:
-        if len(spec) != len(self.shape):
-            raise RankError(f"spec of {self.name!r} has {len(spec)} entries for a tensor of "
-                            f"rank {len(self.shape)} {list(self.shape)}; give one per "
-                            "dimension", tensor=self.name)
-        for e in spec:
-            for a in entry_axes(e):
-                if a not in self.axis_names:
-                    raise UnknownAxisError(
-                        f"spec of {self.name!r} names mesh axis {a!r}, which the mesh lacks; "
-                        f"its axes are {choices(self.axis_names)}", tensor=self.name, axis=a)
+        check_row_spec(self.name, self.shape, self.axis_names, spec)
 
     def set_axes(self, axis_names: Sequence[str],
                  renames: Mapping[str, str] | None = None) -> None:
