@@ -72,9 +72,9 @@ class MemoryView:
     memory as a line when it is in scale, else named at the axis end, and a table."""
 
     def __init__(self):
-        self.fig = self._new_figure()
+        self.fig: go.FigureWidget | None = None     # made when first drawn (tab shown)
         self.text = w.HTML()
-        self.widget = w.VBox([self.fig, self.text])
+        self.widget = w.VBox([self.text])
         self.widget.add_class("explorer-memory")
 
     @staticmethod
@@ -154,7 +154,8 @@ class MemoryView:
                    else ""))
         keep_state(self.fig)
         self.widget.children = (self.fig, self.text)
-        old.close()
+        if old is not None:
+            old.close()
         self.text.value = memory_html(report)
 
 

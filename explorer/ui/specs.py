@@ -130,10 +130,10 @@ class SpecsEditor:
                                continuous_update=False, layout=w.Layout(width="300px"))
         self.filter_w.add_class("explorer-spec-filter")
         self.filter_w.observe(guard(lambda _: self._draw()), "value")
-        self.same_from = w.Combobox(placeholder="tensor", ensure_option=True,
+        self.same_from = w.Combobox(placeholder="copy from tensor", ensure_option=True,
                                     layout=w.Layout(width="150px"))
-        self.same_to = w.Text(placeholder="to names matching", continuous_update=False,
-                              layout=w.Layout(width="170px"))
+        self.same_to = w.Text(placeholder="to names matching (regex)", continuous_update=False,
+                              layout=w.Layout(width="180px"))
         self.same_apply = w.Button(description="apply", layout=w.Layout(width="64px"),
                                    tooltip="give every tensor whose name matches the pattern "
                                            "(same rank) the spec of the chosen tensor")
@@ -141,9 +141,10 @@ class SpecsEditor:
         self.same_apply.on_click(guard(lambda _: self.same_as(self.same_from.value,
                                                               self.same_to.value)))
         self.same_note = w.HTML()
-        self.same_box = w.VBox([w.HBox([w.HTML("same as", layout=w.Layout(width="56px")),
-                                        self.same_from, self.same_to, self.same_apply]),
-                                self.same_note])
+        self.same_box = w.VBox([
+            w.HTML("<small><b>Same as</b>: give every tensor whose name matches a pattern the "
+                   "spec of one tensor</small>"),
+            w.HBox([self.same_from, self.same_to, self.same_apply]), self.same_note])
         self.error_summary = w.HTML()
         self.error_summary.add_class("explorer-error")
         self.body = w.VBox()

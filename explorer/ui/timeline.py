@@ -15,13 +15,11 @@ from explorer.cost.model import format_seconds
 from explorer.report.report import Report
 from explorer.report.summary import human_bytes
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
+from explorer.ui.graph import KIND_COLOURS  # one colour per kind in every view
 from explorer.ui.views import keep_state
 
 LANES = (TraceLane.COMPUTE, TraceLane.COMMUNICATION)
 COMPUTE_COLOUR = "#64748b"
-# One colour per collective kind, the same wherever a kind is drawn.
-KIND_COLOURS = {"all-reduce": "#dc2626", "all-gather": "#2563eb", "reduce-scatter": "#9333ea",
-                "all-to-all": "#ea580c", "collective-permute": "#16a34a"}
 OTHER_COLOUR = "#a16207"
 MAX_BARS = 4000          # bars drawn; the rest are the shortest and are only counted
 TOP_OPS = 10
@@ -198,30 +196,47 @@ class TimingView:
         self.trace_box = w.VBox(layout=w.Layout(display="none"))
         self.trace_box.add_class("explorer-trace")
         self.top = w.HTML()
-        self.roofline = go.FigureWidget()
-        self.roofline.add_scatter(name="roof", mode="lines", line=dict(color="#555"))
-        self.roofline.add_scatter(name="this program", mode="markers+text",
-                                  marker=dict(size=12, color="#d62728"),
-                                  textposition="bottom right")
-        self.roofline.update_layout(height=300, margin=dict(l=60, r=10, t=40, b=50),
-                                    xaxis=dict(type="log", title="FLOPs per byte of HBM"),
-                                    yaxis=dict(type="log", title="FLOP/s per device"),
-                                    showlegend=False)
-        keep_state(self.roofline)
-        self.box = w.Box([self.roofline], layout=w.Layout(display="none"))
-        # A pipeline's schedule as a timeline: one row per stage, forward and backward bars.
-        self.schedule = go.FigureWidget()
-        for phase, colour in (("F", "#4c78a8"), ("B", "#f58518")):
-            self.schedule.add_bar(name="forward" if phase == "F" else "backward",
-                                  orientation="h", marker_color=colour, textposition="inside")
-        self.schedule.update_layout(barmode="overlay", height=220, bargap=0.2,
-                                    margin=dict(l=60, r=10, t=40, b=40),
-                                    xaxis_title="time (units of one stage forward)",
-                                    yaxis=dict(autorange="reversed", title="stage"))
-        keep_state(self.schedule)
-        self.schedule_box = w.Box([self.schedule], layout=w.Layout(display="none"))
+        # Figures are made when first drawn (the tab shown): a page loading many figures at
+        # once was seen to time out initialising them (anywidget allows each 2 s).
+        self._roofline: go.FigureWidget | None = None
+        self.box = w.Box(layout=w.Layout(display="none"))
+        self._schedule: go.FigureWidget | None = None
+        self.schedule_box = w.Box(layout=w.Layout(display="none"))
         self.widget = w.VBox([self.text, self.trace_box, self.top, self.box, self.schedule_box])
         self.widget.add_class("explorer-timing")
+
+    @property
+    def roofline(self) -> go.FigureWidget:
+        if self._roofline is None:
+            fig = go.FigureWidget()
+            fig.add_scatter(name="roof", mode="lines", line=dict(color="#555"))
+            fig.add_scatter(name="this program", mode="markers+text",
+                            marker=dict(size=12, color="#d62728"), textposition="bottom right")
+            fig.update_layout(height=300, margin=dict(l=60, r=10, t=40, b=50),
+                              xaxis=dict(type="log", title="FLOPs per byte of HBM"),
+                              yaxis=dict(type="log", title="FLOP/s per device"),
+                              showlegend=False)
+            keep_state(fig)
+            self._roofline = fig
+            self.box.children = (fig,)
+        return self._roofline
+
+    @property
+    def schedule(self) -> go.FigureWidget:
+        """A pipeline's schedule as a timeline: one row per stage, forward and backward bars."""
+        if self._schedule is None:
+            fig = go.FigureWidget()
+            for phase, colour in (("F", "#4c78a8"), ("B", "#f58518")):
+                fig.add_bar(name="forward" if phase == "F" else "backward",
+                            orientation="h", marker_color=colour, textposition="inside")
+            fig.update_layout(barmode="overlay", height=220, bargap=0.2,
+                              margin=dict(l=60, r=10, t=40, b=40),
+                              xaxis_title="time (units of one stage forward)",
+                              yaxis=dict(autorange="reversed", title="stage"))
+            keep_state(fig)
+            self._schedule = fig
+            self.schedule_box.children = (fig,)
+        return self._schedule
 
     def update(self, report: Report, unavailable: str | None = None) -> None:
         self.text.value = timing_html(report, unavailable)

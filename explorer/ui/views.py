@@ -232,13 +232,22 @@ class CollectivesView:
         self.pick = w.Dropdown(description="highlight", options=[("—", -1)], value=-1,
                                layout=w.Layout(width="520px"))
         self.pick.observe(lambda c: on_select(None if c["new"] == -1 else c["new"]), "value")
-        self.groups = _heatmap(240)
         # Shown only while a collective is highlighted (a FigureWidget's own `layout` is
-        # plotly's, so a Box around it carries the display toggle).
+        # plotly's, so a Box around it carries the display toggle), and made then: a page
+        # loading many figures at once was seen to time out initialising them (anywidget
+        # allows each 2 s in the browser).
+        self._groups: go.FigureWidget | None = None
         self.legend = w.HTML()
-        self.groups_box = w.VBox([self.legend, self.groups], layout=w.Layout(display="none"))
+        self.groups_box = w.VBox([self.legend], layout=w.Layout(display="none"))
         self.widget = w.VBox([self.table, self.pick, self.groups_box])
         self.widget.add_class("explorer-collectives")
+
+    @property
+    def groups(self) -> go.FigureWidget:
+        if self._groups is None:
+            self._groups = _heatmap(240)
+            self.groups_box.children = (self.legend, self._groups)
+        return self._groups
 
     def options(self, report: Report) -> list:
         return [("—", -1)] + [

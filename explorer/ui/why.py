@@ -37,7 +37,7 @@ from explorer.spec.tensor import (
 )
 from explorer.ui.compare import comparison_html
 from explorer.ui.grids import Grid, tensor_grid
-from explorer.ui.views import _heatmap, draw_grid
+from explorer.ui.views import _heatmap, draw_grid, keep_state
 
 Spec = tuple[Entry, ...]
 
@@ -299,11 +299,11 @@ class WhyPanel:
     def __init__(self, on_apply: Callable[[Candidate], None]):
         self.on_apply = on_apply
         self.text = w.HTML()
-        self.figs = [_heatmap(230) for _ in range(self.MAX_LAYOUTS)]
-        for f in self.figs:
-            f.layout.width = 340
-            f.layout.margin = dict(l=60, r=10, t=88, b=10)
-        self.fig_boxes = [w.Box([f], layout=w.Layout(display="none")) for f in self.figs]
+        # Made when first drawn: a page loading many figures at once was seen to time out
+        # initialising them (anywidget allows each 2 s in the browser).
+        self._figs: list = []
+        self.fig_boxes = [w.Box(layout=w.Layout(display="none"))
+                          for _ in range(self.MAX_LAYOUTS)]
         self.layout_note = w.HTML()
         self.layouts_legend = w.HTML()
         self.offers_head = w.HTML()
@@ -314,6 +314,17 @@ class WhyPanel:
                               self.layout_note, self.offers_head, self.offers, self.comparison],
                              layout=w.Layout(display="none"))
         self.widget.add_class("explorer-why-panel")
+
+    @property
+    def figs(self) -> list:
+        if not self._figs:
+            for box in self.fig_boxes:
+                fig = _heatmap(230)
+                fig.update_layout(width=340, margin=dict(l=60, r=10, t=88, b=10))
+                keep_state(fig)
+                self._figs.append(fig)
+                box.children = (fig,)
+        return self._figs
 
     def clear(self) -> None:
         self.widget.layout.display = "none" if not self.comparison.value else ""

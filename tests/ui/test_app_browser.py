@@ -19,6 +19,8 @@ playwright = pytest.importorskip("playwright.sync_api")
 
 from explorer.ui.serve import free_port, voila_command  # noqa: E402
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
