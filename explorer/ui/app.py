@@ -699,7 +699,9 @@ class App:
                     confirmed.append(replace(cand, line_before=before, line_after=after,
                                              total_before=report.cost.collective_bytes,
                                              total_after=result.cost.collective_bytes))
-            return confirmed
+            # Best first: the fewest bytes in all, then on the line (a change can move the
+            # cost to another line; the offer says so).
+            return sorted(confirmed, key=lambda x: (x.total_after, x.line_after))
 
         def done(confirmed):
             if confirmed is None or generation != self._generation or self.selected != index:

@@ -152,4 +152,5 @@ def module_source(model, inputs: Sequence, mesh: MeshSpec, *, specs: Mapping | N
         notes.append(f"{len(defaults)} parameter(s) take their spec from with_partitioning")
     return FunctionSource(program, args, specs=specs, logical=logical, groups=groups,
                           title=title, kinds=kinds, has_grads=False if fn is None else None,
-                          notes=notes, where=where_defined(fn if fn is not None else type(model)))
+                          notes=notes, label="model",
+                          where=where_defined(fn if fn is not None else type(model)))

@@ -268,7 +268,8 @@ class FunctionSource(Source):
                  logical: Mapping[str, tuple[str | None, ...]] | None = None,
                  groups: Mapping[str, str] | None = None, title: str | None = None,
                  kinds: Mapping[str, str] | None = None, has_grads: bool | None = None,
-                 notes: Sequence[str] = (), where: str | None = None):
+                 notes: Sequence[str] = (), where: str | None = None,
+                 label: str = "function"):
         if not callable(fn):
             raise ExplorerError(f"{fn!r} is not a function; pass the function to explore first")
         self.fn, self.args = fn, tuple(args)
@@ -305,6 +306,7 @@ class FunctionSource(Source):
             d for t in self._tensors for d in (t.logical or ()) if d is not None)))
         self._title = title or function_title(fn)
         self._where = where_defined(fn) if where is None else where
+        self.label = label
         self.error = w.HTML()
         self.error.add_class("explorer-error")
         self.notes = tuple(notes)
@@ -337,7 +339,7 @@ class FunctionSource(Source):
                 items.append(f"<li><b>{e(group)}</b>: {len(ts)} tensor"
                              f"{'s' if len(ts) != 1 else ''}</li>")
         notes = "".join(f"<li class='explorer-source-note'>{e(n)}</li>" for n in self.notes)
-        return (f"<div class='explorer-function-head'><b>function</b> <code>{e(self.title)}"
+        return (f"<div class='explorer-function-head'><b>{e(self.label)}</b> <code>{e(self.title)}"
                 f"</code>{f' <small>({e(where)})</small>' if where else ''}<br>"
                 f"<small>{len(self._tensors)} input tensor{'s' if len(self._tensors) != 1 else ''}"
                 f"</small><ul class='explorer-inputs'>{''.join(items)}{notes}</ul></div>")

@@ -186,8 +186,9 @@ class Candidate:
     def describe(self) -> str:
         gone = "removes the collectives of this line" if self.line_after == 0 else (
             f"this line {human_bytes(self.line_before)} → {human_bytes(self.line_after)}")
+        worse = " (more in all)" if self.total_after > self.total_before else ""
         return (f"{self.label}: {gone}; all collectives {human_bytes(self.total_before)} → "
-                f"{human_bytes(self.total_after)} per device")
+                f"{human_bytes(self.total_after)} per device{worse}")
 
 
 def _without(spec: Spec, axes: Sequence[str]) -> Spec:
