@@ -92,6 +92,8 @@ mark.explorer-hlo-selected { background: #fde047; }
 .explorer-function-head ul { margin: 2px 0 4px 0; padding-left: 18px; font-size: 12px; }
 .explorer-source-note { color: #555; }
 .explorer-note { color: #555; font-size: 12px; }
+.explorer-note .widget-html-content, .explorer-same-head .widget-html-content,
+.explorer-function .widget-html-content { line-height: 1.35; }
 .explorer-why { border-left: 3px solid #f59e0b; padding: 2px 0 2px 10px; margin-top: 6px; }
 .explorer-why pre { background: #f6f8fa; padding: 4px 6px; font-size: 12px; margin: 2px 0;
   white-space: pre-wrap; }
@@ -265,8 +267,8 @@ class App:
         if not source.uses_preset:
             self.preset_w.layout.display = "none"
         if not source.uses_rules:
-            self.rules_w.disabled = True
-            self.rules_note.value = html.escape(f"rules: {source.rules_note}")
+            self.rules_w.layout.display = "none"
+            self.rules_note.value = f"<div>{html.escape(source.rules_note)}</div>"
         sidebar = w.VBox([source.sidebar, self.mesh_editor.widget, self.preset_w, self.rules_w,
                           self.rules_note, self.layout_error, self.specs_editor.widget,
                           self.partitioner_w, self.target_w, self.mapping_w, self.target_error,

@@ -31,8 +31,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def voila_command(port: int, ip: str = "127.0.0.1") -> list[str]:
-    return [sys.executable, "-m", "voila", str(app_notebook()), "--no-browser",
+def voila_command(port: int, ip: str = "127.0.0.1", notebook: Path | None = None) -> list[str]:
+    """Voila serving `notebook` (the app notebook by default)."""
+    return [sys.executable, "-m", "voila", str(notebook or app_notebook()), "--no-browser",
             f"--port={port}", f"--Voila.ip={ip}", *VOILA_LIMITS]
 
 

@@ -25,6 +25,7 @@ from explorer.api.analyze import (
     tensor_leaves,
 )
 from explorer.api.workload import analyze_workload
+from explorer.compile.sources import cell_name
 from explorer.errors import ExplorerError, RuleError, TensorError
 from explorer.report.memory import memory_kinds
 from explorer.report.report import Report, WorkloadInfo
@@ -244,7 +245,10 @@ def where_defined(fn) -> str:
         line = inspect.getsourcelines(target)[1]
     except (TypeError, OSError):
         return ""
-    return f"{path.rsplit('/', 1)[-1]}:{line}" if path else ""
+    if not path:
+        return ""
+    cell = cell_name(path)            # a notebook cell: named as its prompt, "In [3]"
+    return f"{cell}, line {line}" if cell else f"{path.rsplit('/', 1)[-1]}:{line}"
 
 
 def argument_names(fn, count: int) -> list[str]:
@@ -299,9 +303,8 @@ class FunctionSource(Source):
         self.kinds, self.has_grads = dict(kinds or {}), has_grads
         self.uses_rules = any(t.logical for t in self._tensors)
         self.rules_note = ("" if self.uses_rules else
-                           "rules map logical dimension names to mesh axes; this function's "
-                           "TensorSpecs carry none, so give specs instead (pickers, or specs= "
-                           "patterns)")
+                           "No logical-axis rules: a TensorSpec carries no logical dimension "
+                           "names. Set the specs below (or pass specs= patterns).")
         self._known = tuple(dict.fromkeys(LOGICAL_NAMES + tuple(
             d for t in self._tensors for d in (t.logical or ()) if d is not None)))
         self._title = title or function_title(fn)

@@ -141,9 +141,11 @@ class SpecsEditor:
         self.same_apply.on_click(guard(lambda _: self.same_as(self.same_from.value,
                                                               self.same_to.value)))
         self.same_note = w.HTML()
+        same_head = w.HTML("<small><b>Same as</b>: copy one tensor's spec to every name "
+                           "matching a pattern</small>")
+        same_head.add_class("explorer-same-head")
         self.same_box = w.VBox([
-            w.HTML("<small><b>Same as</b>: give every tensor whose name matches a pattern the "
-                   "spec of one tensor</small>"),
+            same_head,
             w.HBox([self.same_from, self.same_to, self.same_apply]), self.same_note])
         self.error_summary = w.HTML()
         self.error_summary.add_class("explorer-error")

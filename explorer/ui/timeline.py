@@ -5,6 +5,7 @@ that take the most time, a roofline point, and a pipeline's schedule."""
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 
 import ipywidgets as w
@@ -31,6 +32,18 @@ def time_unit(seconds: float) -> tuple[float, str]:
         if seconds >= scale:
             return scale, unit
     return 1e-9, "ns"
+
+
+_CELL_LINE = re.compile(r"(In \[\d+\]):(\d+)")
+
+
+def where(source: str) -> str:
+    """A source as the rest of the app writes it: a notebook cell's `In [3]:2` as
+    `In [3], line 2` (the trace names compute events the first way), a path as its file."""
+    m = _CELL_LINE.fullmatch(source)
+    if m:
+        return f"{m.group(1)}, line {m.group(2)}"
+    return source.rsplit("/", 1)[-1]
 
 
 def event_class(e: TraceEvent) -> str:
@@ -79,7 +92,7 @@ def top_ops_html(trace: StepTrace) -> str:
                   "</span>")
         rows.append(
             f"<tr><td>{swatch}{e(o.name)}</td><td>{o.lane}</td>"
-            f"<td><code title='{e(o.source, quote=True)}'>{e(o.source.rsplit('/', 1)[-1]) or '—'}"
+            f"<td><code title='{e(o.source, quote=True)}'>{e(where(o.source)) or '—'}"
             f"</code></td><td class='explorer-num'>{o.count}</td>"
             f"<td class='explorer-num'>{format_seconds(o.seconds)}</td>"
             f"<td class='explorer-num'>{share:.1%}</td><td><code>{e(o.hlo)}</code></td></tr>")
@@ -160,9 +173,11 @@ def trace_figure(trace: StepTrace) -> go.FigureWidget:
             continue
         fig.add_bar(
             name=cls, orientation="h", marker_color=class_colour(cls),
-            marker_line_width=0, y=[str(e.lane) for e in es],
+            # A thin white edge tells adjacent events apart, where there are few enough.
+            marker_line=dict(color="white", width=1 if len(events) <= 400 else 0),
+            y=[str(e.lane) for e in es],
             base=[e.start / scale for e in es], x=[e.duration / scale for e in es],
-            customdata=[[e.name, e.hlo, e.source or "(source unknown)",
+            customdata=[[e.name, e.hlo, where(e.source) or "(source unknown)",
                          format_seconds(e.duration), format_seconds(e.start)] for e in es],
             hovertemplate=("<b>%{customdata[0]}</b><br>HLO: %{customdata[1]}<br>"
                            "source: %{customdata[2]}<br>%{customdata[3]} from "

@@ -47,6 +47,31 @@ _PARAMETER = re.compile(r"\bparameter\((\d+)\)")
 _NAMED_INPUT = re.compile(r"input `([^`]+)`")
 
 
+_CELL_SOURCE = re.compile(r"In \[(\d+)\], line (\d+)")
+
+
+def source_line(c: Collective) -> str:
+    """The collective's line of code: its source_text, or for a notebook cell ("In [3], line
+    2"), the line from this kernel's input history, which the report cannot read (the cell
+    is no file)."""
+    if c.source_text:
+        return c.source_text
+    m = _CELL_SOURCE.fullmatch(c.source)
+    if not m:
+        return ""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return ""
+    shell = get_ipython()
+    cells = shell.user_ns.get("_ih") if shell is not None else None
+    n, k = int(m.group(1)), int(m.group(2))
+    if not cells or n >= len(cells):
+        return ""
+    lines = cells[n].splitlines()
+    return lines[k - 1].strip() if 0 < k <= len(lines) else ""
+
+
 def line_bytes(report: Report, source: str) -> int:
     """Bytes per device that the collectives of one source line move."""
     return sum(c.bytes for c in report.collectives if c.source == source)
@@ -282,7 +307,8 @@ def why_html(report: Report, index: int) -> str:
             f"({human_bytes(c.bytes)} per device)")
     where = (f"<div>at <code>{e(c.source)}</code></div>" if c.source
              else "<div><i>source line unknown</i></div>")
-    code = f"<pre class='explorer-source-text'>{e(c.source_text)}</pre>" if c.source_text else ""
+    text = source_line(c)
+    code = f"<pre class='explorer-source-text'>{e(text)}</pre>" if text else ""
     if c.why is None:
         reason = "<p><i>No reason was read for this collective.</i></p>"
     else:

@@ -48,7 +48,8 @@ def test_explore_opens_the_app_on_the_function(app):
     assert f"test_explore.py:{line}" in head
     assert "<code>w1</code> float32[1024,4096]" in head
     assert not hasattr(app, "workload_w") and app.preset_w.layout.display == "none"
-    assert app.rules_w.disabled and "carry none" in unescape(app.rules_note.value)
+    assert app.rules_w.layout.display == "none"
+    assert "carries no logical dimension names" in unescape(app.rules_note.value)
     # The patterns placed w1 and w2; the pickers show it, and the report says what was run.
     assert app.spec_rows["w1"].spec == (None, "model")
     assert app.report.workload.name == "mlp_forward()"

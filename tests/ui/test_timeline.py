@@ -1,5 +1,6 @@
 """The Timing tab: the predicted step as a two-lane timeline, the top ops, the roofline point."""
 
+import inspect
 from html import unescape
 
 import jax.numpy as jnp
@@ -17,6 +18,7 @@ from explorer.ui.timeline import (  # noqa: E402
     roofline_point,
     time_unit,
     top_ops,
+    where,
 )
 
 T = TensorSpec
@@ -41,6 +43,8 @@ def test_top_ops_sum_the_events_of_one_op_and_line():
     assert len(top_ops(trace, 2)) == 2
     assert time_unit(40e-6) == (1e-6, "µs") and time_unit(0.2) == (1e-3, "ms")
     assert time_unit(3.0) == (1.0, "s") and time_unit(5e-9) == (1e-9, "ns")
+    # The trace writes a cell's compute events `In [3]:2`; the app writes `In [3], line 2`.
+    assert where("In [3]:2") == "In [3], line 2" and where("/a/b/models.py:9") == "models.py:9"
 
 
 def gathered_mlp(x, w1, w2):
@@ -73,8 +77,10 @@ def test_the_timeline_draws_every_event_on_its_lane_coloured_by_kind():
         assert sum(len(b.x) for b in fig.data) == len(trace.events)
         # Hover: name, HLO instruction, source line, duration.
         gather = next(e for e in trace.events if e.lane == M and "all-gather" in e.name)
-        assert list(bars["all-gather"].customdata[0][:3]) == [gather.name, gather.hlo,
-                                                              gather.source]
+        lines, first = inspect.getsourcelines(gathered_mlp)
+        line = first + next(i for i, t in enumerate(lines) if "jnp.tanh" in t)
+        assert list(bars["all-gather"].customdata[0][:3]) == [
+            "all-gather over data", gather.hlo, f"test_timeline.py:{line}"]
         top = unescape(app.timing.top.value)
         assert top.count("<tr>") - 1 == min(10, len(top_ops(trace)))
         assert "On the timeline of the compiled schedule" in app.timing.text.value

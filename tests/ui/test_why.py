@@ -135,3 +135,19 @@ def test_what_ifs_compile_in_the_background_under_an_event_loop():
             app.close()
 
     asyncio.run(scenario())
+
+
+def test_a_notebook_cells_line_is_read_from_the_kernels_history(monkeypatch):
+    import IPython
+
+    from explorer.ui.why import source_line
+
+    class Shell:
+        user_ns = {"_ih": ["", "import jax\n", "def f(x, w):\n    return x @ w\n"]}
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
+    r = analyze(two_matmuls, *INPUTS, mesh="data=2,model=4")
+    in_cell = replace(r.collectives[0], source="In [2], line 2", source_text="")
+    assert source_line(in_cell) == "return x @ w"
+    assert source_line(replace(in_cell, source="In [9], line 2")) == ""     # no such cell
+    assert source_line(r.collectives[0]) == "h = jnp.tanh(x @ w1)"          # read from file
