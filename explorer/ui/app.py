@@ -63,6 +63,8 @@ STYLE = """<style>
 .explorer-error { color: #b00020; font-size: 12px; }
 .explorer-stale { opacity: 0.45; filter: grayscale(0.6); }
 .explorer-table-wrap { max-width: 100%; overflow-x: auto; }
+.explorer-collectives .explorer-table-wrap { max-height: 430px; overflow-y: auto; }
+.explorer-collectives .explorer-table th { position: sticky; top: 0; background: #fff; }
 .explorer-table { border-collapse: collapse; font-size: 12px; }
 .explorer-table th, .explorer-table td { border-bottom: 1px solid #ddd; padding: 2px 6px;
   text-align: left; white-space: nowrap; }

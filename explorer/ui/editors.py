@@ -19,6 +19,8 @@ from explorer.spec.tensor import Entry, entry_axes
 # The app edits meshes of at most this many axes: each axis is a row here and a choice in every
 # spec picker, and beyond a handful neither reads. The Python API takes any number.
 MAX_AXES = 8
+# A tensor name longer than this is put on a line of its own above its pickers.
+LABEL_CHARS = 14
 
 
 def css_name(tensor: str) -> str:
@@ -198,11 +200,17 @@ class SpecRow:
         for d, p in enumerate(self.pickers):
             p.add_class(f"explorer-dim-{d}")
             p.observe(lambda _: on_change(), "value")
-        label = w.HTML(f"<code>{name}</code><br><small>[{','.join(map(str, shape))}]</small>",
-                       layout=w.Layout(width="110px"))
+        shape_text = f"[{','.join(map(str, shape))}]"
         self.error = w.HTML()
         self.error.add_class("explorer-error")
-        self.widget = w.VBox([w.HBox([label, *self.pickers]), self.error])
+        if len(name) <= LABEL_CHARS:
+            label = w.HTML(f"<code>{html.escape(name)}</code><br><small>{shape_text}</small>",
+                           layout=w.Layout(width="110px"))
+            self.widget = w.VBox([w.HBox([label, *self.pickers]), self.error])
+        else:       # a long path (`layers.3.attn.q.kernel`) gets a line of its own
+            label = w.HTML(f"<code>{html.escape(name)}</code> <small>{shape_text}</small>")
+            self.widget = w.VBox([label, w.HBox([w.HTML(layout=w.Layout(width="24px")),
+                                                 *self.pickers]), self.error])
         self.widget.add_class(f"explorer-spec-{css_name(name)}")
 
     @property

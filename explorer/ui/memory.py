@@ -29,8 +29,8 @@ XLA_ROW, KIND_ROW, GRAD_ROW = "XLA buffers", "by kind", "gradients"
 MEMORY_PARTS = (("arguments", "#4c78a8"), ("outputs (not aliased)", "#f58518"),
                 ("temporaries", "#54a24b"))
 KIND_PARTS = (("params", "parameters", "#7c3aed"), ("optimizer", "optimizer state", "#b45309"),
-              ("activations", "activations (temporaries)", "#0d9488"),
-              ("other", "other inputs and outputs", "#9ca3af"))
+              ("activations", "activations", "#0d9488"),
+              ("other", "other in/outputs", "#9ca3af"))
 GRAD_COLOUR = "#dc2626"
 # Below this share of the axis a part's label goes to hover only.
 _LABEL_SHARE = 0.08
@@ -90,17 +90,19 @@ class MemoryView:
                         legendgroup="kind", legendgrouptitle_text="by kind",
                         textposition="inside", insidetextanchor="middle", cliponaxis=False,
                         hovertemplate="%{hovertext}<extra>" + label + "</extra>")
-        fig.add_bar(name="gradients (not stacked: XLA may hold them in the temporaries)",
+        fig.add_bar(name="gradients",
                     x=[0], y=[GRAD_ROW], orientation="h", marker_color=GRAD_COLOUR,
                     legendgroup="grads", legendgrouptitle_text="gradients",
                     textposition="inside", insidetextanchor="middle", cliponaxis=False,
                     hovertemplate="%{hovertext}<extra>gradients</extra>")
-        fig.update_layout(barmode="stack", height=330, margin=dict(l=100, r=20, t=40, b=40),
+        fig.update_layout(barmode="stack", height=330, width=820,
+                          margin=dict(l=100, r=20, t=40, b=50),
                           xaxis_title="bytes per device (every device runs the same program)",
                           title="memory per device",
                           yaxis=dict(autorange="reversed", type="category"),
-                          legend=dict(orientation="h", y=-0.3, x=0, traceorder="grouped",
-                                      font=dict(size=11)))
+                          legend=dict(orientation="v", x=1.02, y=1, yanchor="top",
+                                      traceorder="grouped", font=dict(size=11),
+                                      groupclick="toggleitem"))
         keep_state(fig)
         return fig
 
@@ -129,7 +131,8 @@ class MemoryView:
                 bar.hovertext = [human_bytes(v)]
                 bar.visible = bar.y[0] in rows
             self.fig.layout.yaxis.categoryarray = rows
-            self.fig.layout.height = 170 + 55 * len(rows)
+            # Tall enough for the legend's groups beside the bars.
+            self.fig.layout.height = 300 + 40 * (len(rows) - 1)
             self.fig.layout.xaxis.range = [0, top]
             self.fig.layout.xaxis.tickvals = ticks
             self.fig.layout.xaxis.ticktext = [human_bytes(t) if t else "0" for t in ticks]

@@ -92,12 +92,28 @@ def _nested(tensors: Sequence[ModuleTensor], make: Callable[[ModuleTensor], Tens
     return out
 
 
+def _exclude_flax_frames() -> None:
+    """Source lines name the model's code, not flax's: jax records the innermost frame outside
+    its own files, which in a flax layer is flax's (nnx/nn/linear.py), so flax's files are
+    excluded the way jax excludes its own. A private jax API: without it, lines stay flax's."""
+    try:
+        import os
+
+        import flax
+        from jax._src import source_info_util
+
+        source_info_util.register_exclusion(os.path.dirname(flax.__file__))
+    except (ImportError, AttributeError):
+        pass
+
+
 def call_module(params, state, *inputs, graphdef, call, keys):
     """The compiled program: the module rebuilt from its state, then called on the inputs.
     Runs in the compile worker."""
     import jax
     from flax import nnx
 
+    _exclude_flax_frames()
     for path in keys:             # RNG keys are made here: no TensorSpec has a key dtype
         node = state
         for k in path[:-1]:

@@ -189,7 +189,8 @@ def trace_figure(trace: StepTrace) -> go.FigureWidget:
     if dropped:
         title += f" · {dropped} shortest events not drawn"
     fig.update_layout(
-        barmode="overlay", height=250, bargap=0.35, title=dict(text=title, font=dict(size=13)),
+        barmode="overlay", height=250, width=820, bargap=0.35,
+        title=dict(text=title, font=dict(size=13)),
         margin=dict(l=110, r=20, t=40, b=50),
         xaxis=dict(title=f"time from the start of the step ({unit})", rangemode="tozero",
                    range=[0, trace.seconds / scale * 1.02]),

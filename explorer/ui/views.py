@@ -225,11 +225,14 @@ def collectives_html(report: Report, selected: int | None = None) -> str:
             "</p>")
 
 
+NONE_PICKED = "— pick a collective: its device groups, why it is there, what removes it —"
+
+
 class CollectivesView:
     def __init__(self, on_select):
         self.table = w.HTML()
         # -1 means none: ipywidgets shows a None value as an empty selection.
-        self.pick = w.Dropdown(description="highlight", options=[("—", -1)], value=-1,
+        self.pick = w.Dropdown(description="why?", options=[(NONE_PICKED, -1)], value=-1,
                                layout=w.Layout(width="520px"))
         self.pick.observe(lambda c: on_select(None if c["new"] == -1 else c["new"]), "value")
         # Shown only while a collective is highlighted (a FigureWidget's own `layout` is
@@ -250,7 +253,7 @@ class CollectivesView:
         return self._groups
 
     def options(self, report: Report) -> list:
-        return [("—", -1)] + [
+        return [(NONE_PICKED, -1)] + [
             (f"#{i} {c.kind} over {','.join(c.axes) or '?'} {human_bytes(c.bytes)} "
              f"{c.source}", i) for i, c in enumerate(report.collectives)]
 

@@ -346,8 +346,10 @@ class WhyPanel:
     def figs(self) -> list:
         if not self._figs:
             for box in self.fig_boxes:
-                fig = _heatmap(230)
-                fig.update_layout(width=340, margin=dict(l=60, r=10, t=88, b=10))
+                fig = _heatmap(300)
+                # Small multiples: one per layout, side by side, axis titles in a smaller font.
+                fig.update_layout(width=360, margin=dict(l=80, r=10, t=96, b=10),
+                                  font=dict(size=10), title_font_size=12)
                 keep_state(fig)
                 self._figs.append(fig)
                 box.children = (fig,)

@@ -207,8 +207,8 @@ def test_memory_and_timing_views(app):
     # By kind, beside it: the weights w1 [1024, 4096/4] and w2 [4096/4, 1024] are the params;
     # x [128, 1024] and the output [128, 1024] (f32) are other; activations are temporaries.
     assert bars["parameters"] == 2 * 1024 * 1024 * 4
-    assert bars["other inputs and outputs"] == 2 * 128 * 1024 * 4
-    assert bars["activations (temporaries)"] == m.temporaries
+    assert bars["other in/outputs"] == 2 * 128 * 1024 * 4
+    assert bars["activations"] == m.temporaries
     assert bars["optimizer state"] == 0
     # A forward pass has no gradients: their row is not drawn.
     assert [b.y[0] for b in app.memory.fig.data if b.visible is not False].count("gradients") == 0

@@ -177,6 +177,11 @@ def test_explore_module_names_params_by_path_and_reads_their_partitioning():
         # Megatron in both blocks: an all-reduce over model of the [32/2, 64] f32 block.
         assert [(c.kind, c.axes, c.bytes) for c in app.report.collectives] == [
             ("all-reduce", ("model",), 16 * 64 * 4)] * 2
+        # Its line is the model's, not flax's Linear.
+        lines, first = inspect.getsourcelines(Block.__call__)
+        line = first + next(i for i, t in enumerate(lines) if "self.down(" in t)
+        assert all(c.source.endswith(f"test_explore.py:{line}")
+                   for c in app.report.collectives)
         # The output is the model's, as plain jax computes it.
         expected = jax.eval_shape(lambda m, x: m(x), model,
                                   jax.ShapeDtypeStruct((32, 64), jnp.float32))
