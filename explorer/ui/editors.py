@@ -162,6 +162,11 @@ def entry_of(tags: Sequence[str]) -> Entry:
     return None if not tags else tags[0] if len(tags) == 1 else tags
 
 
+def picker_width(rank: int) -> int:
+    """Pixels per axis picker, so that a row of `rank` pickers fits the sidebar."""
+    return 130 if rank <= 2 else 100 if rank == 3 else 80
+
+
 def check_row_spec(name: str, shape: Sequence[int], axis_names: Sequence[str], spec) -> None:
     """What a row's pickers can show: one entry per dimension (a shorter spec is padded with
     None), each naming axes of the mesh."""
@@ -195,7 +200,7 @@ class SpecRow:
                         allow_duplicates=False, placeholder="not split",
                         tooltip=f"mesh axes dimension {d} of {name} is split over, major "
                                 "first; empty: not split",
-                        layout=w.Layout(width="130px"))
+                        layout=w.Layout(width=f"{picker_width(len(shape))}px"))
             for d, e in enumerate(spec)]
         for d, p in enumerate(self.pickers):
             p.add_class(f"explorer-dim-{d}")

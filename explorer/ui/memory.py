@@ -192,7 +192,8 @@ def _kinds_table(m: Memory) -> str:
     k = m.by_kind
     grads = k["grads"]
     grads_text = ("not located (the program pins no gradient, so where they are is unknown)"
-                  if grads is None else human_bytes(grads))
+                  if grads is None else "none in this program" if grads == 0 else
+                  human_bytes(grads))
     xla_rows = [(name, v) for (name, _), v in zip(MEMORY_PARTS, memory_parts(m), strict=True)]
     kind_rows = [(label, k[key] or 0) for key, label, _ in KIND_PARTS]
     n = max(len(xla_rows), len(kind_rows))

@@ -33,6 +33,12 @@ def discrete_scale(n: int) -> list:
     return scale
 
 
+# A heatmap's height as made; draw_grid makes it taller where the y axis title needs it.
+_BASE_HEIGHT: dict[int, int] = {}
+_TITLE_PX_PER_CHAR = 7.5       # an axis title's width per character at plotly's 14 px font
+_MARGINS_PX = 110              # top (figure and x axis titles) and bottom margins
+
+
 def _heatmap(height: int) -> go.FigureWidget:
     fig = go.FigureWidget(go.Heatmap(z=[[0]], showscale=False, texttemplate="%{text}",
                                      hovertemplate="%{customdata}<extra></extra>",
@@ -45,6 +51,7 @@ def _heatmap(height: int) -> go.FigureWidget:
                       title=dict(font=dict(size=13), x=0.01, xanchor="left", y=0.98,
                                  yanchor="top", yref="container"))
     keep_state(fig)
+    _BASE_HEIGHT[id(fig)] = height
     return fig
 
 
@@ -70,6 +77,9 @@ def draw_grid(fig: go.FigureWidget, grid: Grid, colours: int) -> None:
         fig.layout.xaxis.title.text = html.escape(grid.x_title)
         fig.layout.yaxis.title.text = html.escape(grid.y_title)
         fig.layout.yaxis.autorange = "reversed"     # first row on top, as in the sidebar
+        # The y axis title runs along the plot's height: never taller than the plot.
+        base = _BASE_HEIGHT.get(id(fig), fig.layout.height or 300)
+        fig.layout.height = max(base, _MARGINS_PX + int(_TITLE_PX_PER_CHAR * len(grid.y_title)))
         # Panel titles sit just above each panel's first cell.
         fig.layout.annotations = [
             dict(x=x, y=y, text=html.escape(text), showarrow=False, xanchor="left",
