@@ -157,6 +157,9 @@ def scenario(name: str, source: str, prefix: str, tabs, collective: int | None,
                     page.set_viewport_size({"width": 1400, "height": HEIGHTS.get(tab, 1000)})
                     page.get_by_text(tab, exact=True).click()
                     page.locator(MARKERS[tab]).first.wait_for(state="visible", timeout=120_000)
+                    if tab == "Timing":           # the trace and the roofline both drawn
+                        page.locator(".explorer-timing .gtitle", has_text="roofline").first \
+                            .wait_for(timeout=60_000)
                     if tab == "Collectives" and collective is not None:
                         pick_collective(page, collective, wait_offers=True)
                     if tab == "Compare":

@@ -19,7 +19,8 @@ from explorer.spec.tensor import Entry, entry_axes
 # The app edits meshes of at most this many axes: each axis is a row here and a choice in every
 # spec picker, and beyond a handful neither reads. The Python API takes any number.
 MAX_AXES = 8
-# A tensor name longer than this is put on a line of its own above its pickers.
+# A tensor name longer than this (or of rank 3 and more) is put on a line of its own above its
+# pickers.
 LABEL_CHARS = 14
 
 
@@ -164,7 +165,7 @@ def entry_of(tags: Sequence[str]) -> Entry:
 
 def picker_width(rank: int) -> int:
     """Pixels per axis picker, so that a row of `rank` pickers fits the sidebar."""
-    return 130 if rank <= 2 else 100 if rank == 3 else 80
+    return 110 if rank <= 2 else 80 if rank == 3 else 64
 
 
 def check_row_spec(name: str, shape: Sequence[int], axis_names: Sequence[str], spec) -> None:
@@ -208,14 +209,15 @@ class SpecRow:
         shape_text = f"[{','.join(map(str, shape))}]"
         self.error = w.HTML()
         self.error.add_class("explorer-error")
-        if len(name) <= LABEL_CHARS:
+        wrap = w.Layout(flex_flow="row wrap")      # pickers that do not fit wrap, never clip
+        if len(name) <= LABEL_CHARS and len(shape) <= 2:
             label = w.HTML(f"<code>{html.escape(name)}</code><br><small>{shape_text}</small>",
                            layout=w.Layout(width="110px"))
-            self.widget = w.VBox([w.HBox([label, *self.pickers]), self.error])
-        else:       # a long path (`layers.3.attn.q.kernel`) gets a line of its own
+            self.widget = w.VBox([w.HBox([label, *self.pickers], layout=wrap), self.error])
+        else:       # a long path (`layers.3.attn.q.kernel`) or many pickers: a line of its own
             label = w.HTML(f"<code>{html.escape(name)}</code> <small>{shape_text}</small>")
             self.widget = w.VBox([label, w.HBox([w.HTML(layout=w.Layout(width="24px")),
-                                                 *self.pickers]), self.error])
+                                                 *self.pickers], layout=wrap), self.error])
         self.widget.add_class(f"explorer-spec-{css_name(name)}")
 
     @property
