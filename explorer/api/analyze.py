@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import re
 import sys
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from explorer.api.request import (
@@ -22,11 +24,11 @@ from explorer.api.request import (
 from explorer.compile.pool import default_pool
 from explorer.compile.protocol import CompileRequest, WorkerKey
 from explorer.compile.sources import pickle_function
-from explorer.errors import TensorError, choices
+from explorer.errors import RankError, SpecError, TensorError, choices
 from explorer.report.build import build_report
 from explorer.report.report import Report
 from explorer.spec.bounds import MAX_PYTREE_DEPTH, MAX_TENSORS, power_text, show
-from explorer.spec.tensor import TensorSpec
+from explorer.spec.tensor import Entry, TensorSpec, format_spec, normalize_spec
 
 CACHE_SIZE = 128
 
@@ -94,11 +96,87 @@ def _collect_other(tree, out: list[TensorSpec]) -> None:
     out.extend(leaves)
 
 
+# --------------------------------------------------------------------------- regex specs
+
+
+def spec_patterns(specs) -> list[tuple[str, re.Pattern, tuple[Entry, ...]]]:
+    """`specs` (regular expression -> spec, as MaxText and t5x write partition rules) checked
+    and compiled, in the order given: (pattern text, compiled pattern, spec entries)."""
+    if not isinstance(specs, Mapping):
+        raise SpecError(f"specs={show(specs)} is not a mapping of regular expression to spec, "
+                        "e.g. {r'up.*kernel': 'None,model'}")
+    out = []
+    for pattern, spec in specs.items():
+        if not isinstance(pattern, str):
+            raise SpecError(f"spec pattern {show(pattern)} is not text; the keys of specs= are "
+                            "regular expressions matched against tensor names")
+        try:
+            compiled = re.compile(pattern)
+        except re.error as e:
+            raise SpecError(f"spec pattern {pattern!r} is not a regular expression ({e})"
+                            ) from None
+        try:
+            entries = normalize_spec(spec, tensor=pattern)
+        except SpecError as e:
+            raise SpecError(f"the spec of pattern {pattern!r}: {e}") from None
+        out.append((pattern, compiled, entries))
+    return out
+
+
+def match_spec_patterns(names, specs) -> dict[str, tuple[str, tuple[Entry, ...]]]:
+    """For each name that a pattern of `specs` finds (re.search; the first pattern that matches
+    wins), the pattern and its spec."""
+    patterns = spec_patterns(specs)
+    out = {}
+    for name in names:
+        for text, compiled, entries in patterns:
+            if compiled.search(name):
+                out[name] = (text, entries)
+                break
+    return out
+
+
+def map_tensor_leaves(tree, fn: Callable[[TensorSpec], TensorSpec]):
+    """`tree` with every TensorSpec leaf replaced by fn(leaf), in the same structure."""
+    if isinstance(tree, TensorSpec):
+        return fn(tree)
+    if type(tree) is dict:
+        return {k: map_tensor_leaves(v, fn) for k, v in tree.items()}
+    if type(tree) in (list, tuple):
+        return type(tree)(map_tensor_leaves(v, fn) for v in tree)
+    if tree is None:
+        return None
+    import jax
+
+    return jax.tree.map(lambda x: fn(x) if isinstance(x, TensorSpec) else x, tree,
+                        is_leaf=lambda x: isinstance(x, TensorSpec))
+
+
+def apply_spec_patterns(args, specs):
+    """`args` (pytrees of TensorSpecs) with each leaf that a pattern of `specs` finds by name
+    given that pattern's spec (first match wins); other leaves keep their own spec."""
+    tensor_leaves(args)                     # the pytree's checks, before any matching
+    patterns = spec_patterns(specs)
+
+    def place(t: TensorSpec) -> TensorSpec:
+        for text, compiled, entries in patterns:
+            if compiled.search(t.name):
+                if entries and len(entries) != t.rank:
+                    raise RankError(
+                        f"spec pattern {text!r} gives {format_spec(entries)!r} ({len(entries)} "
+                        f"entries) to tensor {t.name!r} of rank {t.rank} {list(t.shape)}; "
+                        "narrow the pattern or give one entry per dimension", tensor=t.name)
+                return replace(t, spec=entries)
+        return t
+
+    return map_tensor_leaves(args, place)
+
+
 def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto",
             timeout: float | None = None, pool=None, use_cache: bool = True,
             cache_only: bool = False, target: str | None = None, mapping=None,
             measure: bool = False, tpu_topology: str | None = None,
-            real_devices: bool = False) -> Report | None:
+            real_devices: bool = False, specs: Mapping | None = None) -> Report | None:
     """Compile `fn` on abstract inputs sharded over `mesh` and report what the partitioner did.
 
     Each arg is an explorer.TensorSpec or a pytree of them. `mesh` is text like
@@ -114,7 +192,12 @@ def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto
     With `real_devices`, the worker uses this machine's own devices (GPUs or TPUs where there
     are some) instead of fake CPU ones: the mesh must have exactly as many devices, and
     `measure` then times the real hardware.
+    With `specs` (regular expression -> spec, e.g. {r"up.*kernel": "None,model"}), each input
+    whose name a pattern finds (re.search, first match wins) gets that pattern's spec instead of
+    its own.
     """
+    if specs is not None:
+        args = apply_spec_patterns(args, specs)
     check_function(fn)
     timeout = check_timeout(timeout)
     measure, use_cache, cache_only = (check_flag(v, n) for v, n in (

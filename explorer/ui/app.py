@@ -1,5 +1,9 @@
 """The explorer app: sidebar editors on the left, views in tabs, recompiling as the user edits.
 
+One app for every program: a source (explorer.ui.sources) says what is compiled, a built-in
+workload (`Explorer`) or the user's own function (`explorer.ui.explore`); the mesh, the spec
+editor, the partitioner and target, and the views are the same for both.
+
 State lives here and in the editors; edits are validated at once (errors sit next to the widget
 at fault, and the last good result stays on screen, greyed as stale), then compiled in a
 background thread so the kernel stays responsive. An isolated edit compiles at once; edits made
@@ -15,41 +19,52 @@ import html
 import logging
 import re
 import time
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import ipywidgets as w
 
 from explorer.api.request import check_inputs, check_mesh, check_partitioner, check_target
-from explorer.api.workload import analyze_workload
 from explorer.cost.hardware import get_target, targets
-from explorer.errors import ExplorerError, MeshError, SpecError, TensorError, WorkloadError
+from explorer.errors import (
+    ExplorerError,
+    MeshError,
+    SpecError,
+    TensorError,
+    WorkloadError,
+    choices,
+)
+from explorer.report.compare import compare
 from explorer.report.report import Report
 from explorer.spec.mesh import MeshSpec, parse_mesh
-from explorer.spec.tensor import normalize_spec
-from explorer.strategy.plan import check_planned, plan
+from explorer.spec.tensor import TensorSpec, normalize_spec
 from explorer.strategy.presets import PRESETS, get_preset
 from explorer.ui.compare import CompareView
-from explorer.ui.editors import MeshEditor, SpecRow
+from explorer.ui.editors import MeshEditor, SpecRow, check_row_spec
 from explorer.ui.graph import GraphView
 from explorer.ui.grids import group_grid, mesh_grid, placement_grid
+from explorer.ui.memory import MemoryView
+from explorer.ui.sources import Request, Source, WorkloadSource
+from explorer.ui.specs import SpecsEditor
+from explorer.ui.timeline import TimingView, timing_html
 from explorer.ui.views import (
     CollectivesView,
-    MemoryView,
     PlacementView,
-    TimingView,
     collectives_html,
     draw_grid,
     hlo_html,
     legend_html,
     tensor_options,
-    timing_html,
 )
-from explorer.workloads.registry import WORKLOADS, get_workload
+from explorer.ui.why import Candidate, WhyPanel, candidates, line_bytes
 
 STYLE = """<style>
 .explorer-error { color: #b00020; font-size: 12px; }
 .explorer-stale { opacity: 0.45; filter: grayscale(0.6); }
 .explorer-table-wrap { max-width: 100%; overflow-x: auto; }
+.explorer-collectives .explorer-table-wrap { max-height: 430px; overflow-y: auto; }
+.explorer-collectives .explorer-table th { position: sticky; top: 0; background: #fff; }
 .explorer-table { border-collapse: collapse; font-size: 12px; }
 .explorer-table th, .explorer-table td { border-bottom: 1px solid #ddd; padding: 2px 6px;
   text-align: left; white-space: nowrap; }
@@ -70,6 +85,25 @@ mark.explorer-hlo-selected { background: #fde047; }
 .explorer-legend-item { margin-right: 12px; white-space: nowrap; }
 .explorer-swatch { display: inline-block; width: 11px; height: 11px; margin-right: 4px;
   vertical-align: -1px; border-radius: 2px; }
+.explorer-warnings summary { cursor: pointer; font-size: 12px; list-style: none; }
+.explorer-badge { background: #fef3c7; color: #92400e; border: 1px solid #f59e0b;
+  border-radius: 10px; padding: 0 7px; font-size: 12px; white-space: nowrap; }
+.explorer-warnings ul { font-size: 11px; margin: 4px 0 0 0; padding-left: 16px; color: #444;
+  max-height: 200px; overflow: auto; }
+.explorer-function-head { font-size: 13px; line-height: 1.4; }
+.explorer-function-head ul { margin: 2px 0 4px 0; padding-left: 18px; font-size: 12px; }
+.explorer-source-note { color: #555; }
+.explorer-note { color: #555; font-size: 12px; }
+.explorer-note .widget-html-content, .explorer-same-head .widget-html-content,
+.explorer-function .widget-html-content { line-height: 1.35; }
+.explorer-why { border-left: 3px solid #f59e0b; padding: 2px 0 2px 10px; margin-top: 6px; }
+.explorer-why pre { background: #f6f8fa; padding: 4px 6px; font-size: 12px; margin: 2px 0;
+  white-space: pre-wrap; }
+.explorer-reason { display: inline-block; background: #e0e7ff; color: #1e3a8a;
+  border-radius: 4px; padding: 0 6px; font-size: 12px; font-family: monospace; }
+.explorer-offers { font-size: 12px; }
+.explorer-specs .widget-accordion { max-width: 430px; }
+.explorer-section-note { font-size: 11px; color: #555; }
 </style>"""
 
 
@@ -118,20 +152,42 @@ def _running_loop():
         return None
 
 
-class Explorer:
-    """An interactive view of what the partitioner did, for one built-in workload.
+class _Rows(Mapping):
+    """`app.spec_rows`: every input's spec row by name, built (and its section opened) when
+    asked for; the editor builds only the rows in view."""
 
-    Display it in a notebook cell; `Explorer.widget` is the ipywidgets AppLayout. With
+    def __init__(self, editor: SpecsEditor):
+        self._editor = editor
+
+    def __getitem__(self, name: str) -> SpecRow:
+        if name not in self._editor.tensors:
+            raise KeyError(name)
+        return self._editor.open(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._editor.tensors)
+
+    def __len__(self) -> int:
+        return len(self._editor.tensors)
+
+
+class App:
+    """An interactive view of what the partitioner did to one program.
+
+    `source` says what is compiled (explorer.ui.sources). Display it in a notebook cell;
+    `App.widget` is the ipywidgets AppLayout and `App.report` the current Report. With
     `debounce=None`, or when no event loop runs (plain Python, tests), edits compile at once.
     Every widget callback is guarded: an unexpected error is shown in the app, never raised into
     the kernel, and the next edit starts afresh.
     """
 
-    def __init__(self, workload: str = "mlp", mesh="data=2,model=4", specs=None, params=None,
+    def __init__(self, source: Source, mesh="data=2,model=4", *, specs=None,
                  partitioner: str = "shardy", target: str = "", mapping: str = "",
                  preset: str = "", rules: str = "", debounce: float | None = 0.3, pool=None):
+        self.source = source
         self.debounce, self.pool = debounce, pool
         self.report: Report | None = None
+        self.request: Request | None = None          # the request the shown report answers
         self.error: str | None = None
         self.unexpected: BaseException | None = None     # the last error that was a bug
         self.prediction_note: str | None = None          # why the last request has no target
@@ -146,32 +202,29 @@ class Explorer:
         self._drawn: set[int] = set()
         self._timer = None          # the scheduled start of a compile, while one waits
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="explorer")
-        get_workload(workload)
+        # What-if compiles run on their own thread, one at a time, so an edit's compile never
+        # queues behind them in this executor (the worker pool still runs one per worker).
+        self._what_if_executor = ThreadPoolExecutor(max_workers=1,
+                                                    thread_name_prefix="explorer-what-if")
+        self._applied: tuple[Candidate, Report] | None = None   # a what-if being applied
         check_partitioner(partitioner)
         mesh_spec = parse_mesh(mesh)
         # The axes of the last valid mesh: what the spec pickers offer.
         self._axis_names: tuple[str, ...] = mesh_spec.names
         guard = self._guard
 
-        self.workload_w = w.Dropdown(options=list(WORKLOADS), value=workload,
-                                     description="workload")
-        self.params_box = w.VBox()
-        self.params_error = w.HTML()
-        self.params_error.add_class("explorer-error")
         self.mesh_editor = MeshEditor(list(zip(mesh_spec.names, mesh_spec.sizes, strict=True)),
                                       guard(self._edited))
         self.mesh_editor.commit()
-        self.specs_box = w.VBox()
-        self.spec_rows: dict[str, SpecRow] = {}
-        # Tensors whose picker the user set: their spec wins over the preset and rules; the
-        # other pickers show what the preset and rules resolve to.
-        self.pinned: set[str] = set(specs or {})
+        self.specs_editor = SpecsEditor(guard(self._picked), guard)
         if preset:
             get_preset(preset)
         self.preset_w = w.Dropdown(options=[("— none —", "")] + [(n, n) for n in PRESETS],
                                    value=preset, description="preset")
         self.rules_w = w.Text(value=rules, description="rules", continuous_update=False,
                               placeholder="e.g. batch=data,mlp=model,opt:embed=data")
+        self.rules_note = w.HTML()
+        self.rules_note.add_class("explorer-note")
         self.layout_error = w.HTML()
         self.layout_error.add_class("explorer-error")
         self.partitioner_w = w.ToggleButtons(options=[("Shardy", "shardy"), ("GSPMD", "gspmd")],
@@ -188,12 +241,16 @@ class Explorer:
         self.target_error.add_class("explorer-error")
         self.status = w.HTML()
         self.status.add_class("explorer-status")
+        self.warnings_w = w.HTML()
+        self.warnings_w.add_class("explorer-warnings-box")
         self.error_w = w.HTML()
         self.error_w.add_class("explorer-error")
 
         self.placement = PlacementView(guard(lambda _: self._draw_placement()),
                                        guard(lambda _: self._list_tensors()))
         self.collectives = CollectivesView(guard(self._select_collective))
+        self.why = WhyPanel(guard(self._apply_what_if))
+        self.collectives.widget.children = (*self.collectives.widget.children, self.why.widget)
         self.memory = MemoryView()
         self.timing = TimingView()
         self.hlo_which = w.ToggleButtons(options=["optimized", "propagated", "stablehlo"])
@@ -209,29 +266,42 @@ class Explorer:
             self.tabs.set_title(i, title)
         self.tabs.observe(guard(lambda change: self._draw_tab(change["new"])), "selected_index")
 
-        sidebar = w.VBox([self.workload_w, self.params_box, self.params_error,
-                          self.mesh_editor.widget, self.preset_w, self.rules_w,
-                          self.layout_error, w.HTML("<b>Specs</b> (mesh axes per dimension)"),
-                          self.specs_box, self.partitioner_w, self.target_w, self.mapping_w,
-                          self.target_error, self.measure_w, self.status, self.error_w],
+        if not source.uses_preset:
+            self.preset_w.layout.display = "none"
+        if not source.uses_rules:
+            self.rules_w.layout.display = "none"
+            self.rules_note.value = f"<div>{html.escape(source.rules_note)}</div>"
+        sidebar = w.VBox([source.sidebar, self.mesh_editor.widget, self.preset_w, self.rules_w,
+                          self.rules_note, self.layout_error, self.specs_editor.widget,
+                          self.partitioner_w, self.target_w, self.mapping_w, self.target_error,
+                          self.measure_w, w.HBox([self.status, self.warnings_w]), self.error_w],
                          layout=w.Layout(width="440px"))
-        header = w.HTML(STYLE + "<h3 style='margin:4px 0'>sharding-explorer</h3>")
+        header = w.HTML(STYLE + "<h3 style='margin:4px 0'>sharding-explorer · "
+                        f"<code>{html.escape(source.title)}</code></h3>")
+        self.header = header
         self.widget = w.AppLayout(header=header, left_sidebar=sidebar, center=self.tabs,
                                   pane_widths=["460px", 1, 0], pane_heights=["50px", 1, 0])
         self.widget.add_class("explorer-app")
 
-        self.workload_w.observe(guard(lambda _: self._workload_changed()), "value")
         for wid in (self.partitioner_w, self.target_w, self.mapping_w, self.measure_w):
             wid.observe(guard(lambda _: self._edited()), "value")
         for wid in (self.preset_w, self.rules_w):
             wid.observe(guard(lambda _: self._layout_changed()), "value")
-        specs = {n: normalize_spec(s, tensor=n) for n, s in (specs or {}).items()}
-        self._build_workload(params or {}, specs)
+        source.bind(guard(self._inputs_changed), guard(self._source_reset), guard)
+        self._load_tensors(self._initial_specs(specs or {}, mesh_spec))
         # The first result is computed before the cell returns, so the app appears complete.
         self._edited(wait=True)
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
+
+    @property
+    def spec_rows(self) -> Mapping[str, SpecRow]:
+        return _Rows(self.specs_editor)
+
+    @property
+    def pinned(self) -> set[str]:
+        return self.specs_editor.pinned
 
     # ------------------------------------------------------------------ guarding callbacks
 
@@ -259,95 +329,73 @@ class Explorer:
 
     # ------------------------------------------------------------------ sidebar state
 
-    def _build_workload(self, params: dict, specs: dict) -> None:
-        workload = get_workload(self.workload_w.value)
+    def _initial_specs(self, specs: Mapping, mesh: MeshSpec) -> dict:
+        """The specs the app was opened with, checked against the tensors and the mesh as a
+        picker would check them, so that a bad one is refused naming the tensor."""
+        specs = {n: normalize_spec(s, tensor=n) for n, s in specs.items()}
+        try:
+            tensors = {t.name: t for t in self.source.tensors()}
+        except ExplorerError:
+            return specs          # the source shows its own error; the request stops there
+        unknown = [n for n in specs if n not in tensors]
+        if unknown:
+            raise WorkloadError(f"specs name tensor {unknown[0]!r}, which is not an input of "
+                                f"{self.source.title}; its inputs: {choices(tensors)}")
+        for n, spec in specs.items():
+            check_row_spec(n, tensors[n].shape, mesh.names, spec)
+        return specs
+
+    def _load_tensors(self, pinned: Mapping | None = None) -> None:
+        """The editor's rows for the source's tensors now; `pinned` specs are set as picks."""
         self._muted += 1
         try:
-            widgets = []
-            for key, default in workload.defaults.items():
-                value = params.get(key, default)
-                if isinstance(default, str):
-                    wid = w.Text(value=str(value), description=key, continuous_update=False)
-                elif isinstance(default, int):
-                    wid = w.IntText(value=int(value), description=key)
-                else:
-                    wid = w.FloatText(value=float(value), description=key)
-                wid.layout.width = "220px"
-                wid.observe(self._guard(lambda _: self._params_changed()), "value")
-                widgets.append(wid)
-            self.params_box.children = widgets
-            self._build_specs(specs)
+            try:
+                tensors = self.source.tensors()
+            except ExplorerError:
+                return          # _request reports it on the source's error line
+            self.specs_editor.set_tensors(tensors, self._axis_names, pinned)
+            self.specs_editor.pinned |= set(pinned or {})
+            for n in pinned or {}:
+                if n in self.specs_editor.rows:
+                    self.specs_editor.rows[n].widget.add_class("explorer-pinned")
         finally:
             self._muted -= 1
 
-    def _build_specs(self, specs: dict) -> None:
-        """Spec rows for the workload's tensors at the current sizes, keeping picked specs.
-
-        The pickers offer the axes of the last valid mesh, never a name still being typed."""
-        workload = get_workload(self.workload_w.value)
-        try:
-            shapes = workload.shapes(workload.resolve(self.params))
-        except ExplorerError:
-            return           # _request reports it on the params
-        old = {n: r.spec for n, r in self.spec_rows.items()}
-        rows = {}
-        for n, shape in shapes.items():
-            spec = specs.get(n)
-            if spec is None:
-                spec = old.get(n, ())
-                if len(spec) != len(shape):
-                    spec = ()    # a rank that changed with the params: start unsplit
-            rows[n] = SpecRow(n, shape, self._axis_names, spec,
-                              self._guard(lambda n=n: self._picked(n)))
-            if n in self.pinned:
-                rows[n].widget.add_class("explorer-pinned")
-        self.spec_rows = rows
-        self.specs_box.children = [r.widget for r in self.spec_rows.values()]
-
-    @property
-    def params(self) -> dict:
-        workload = get_workload(self.workload_w.value)
-        return {k: wid.value for k, wid in zip(workload.defaults, self.params_box.children,
-                                                strict=True)}
-
-    def _picked(self, tensor: str) -> None:
+    def _picked(self, tensor: str | None) -> None:
         if self._muted:
             return
-        self.pinned.add(tensor)
-        self.spec_rows[tensor].widget.add_class("explorer-pinned")
         self._edited()
 
     def _layout_changed(self) -> None:
         """A new preset or rules re-place every tensor: the user's picks are released."""
-        self.pinned.clear()
-        for row in self.spec_rows.values():
-            row.widget.remove_class("explorer-pinned")
+        self.specs_editor.release()
         self._edited()
 
-    def _workload_changed(self) -> None:
-        self.pinned.clear()
-        self.spec_rows = {}
-        self._build_workload({}, {})
+    def _source_reset(self) -> None:
+        """A different program (another workload): nothing the user picked applies."""
+        self.specs_editor.release()
+        self.specs_editor.set_tensors([], self._axis_names)
+        self._load_tensors()
+        self.header.value = (STYLE + "<h3 style='margin:4px 0'>sharding-explorer · "
+                             f"<code>{html.escape(self.source.title)}</code></h3>")
         self._edited()
 
-    def _params_changed(self) -> None:
+    def _inputs_changed(self) -> None:
+        """The source's params moved: rows at the new sizes, keeping specs where ranks hold."""
         if self._muted:
             return
-        self._muted += 1
-        try:
-            self._build_specs({})
-        finally:
-            self._muted -= 1
+        pinned = {n: self.specs_editor.spec(n) for n in self.specs_editor.pinned}
+        self._load_tensors()
+        self.specs_editor.pinned |= {n for n in pinned if n in self.specs_editor.tensors}
         self._edited()
 
     # ------------------------------------------------------------------ edit -> compile
 
     def _clear_errors(self) -> None:
-        for row in self.spec_rows.values():
-            row.error.value = ""
+        self.specs_editor.clear_errors()
         for r in self.mesh_editor.rows:
             r.error.value = ""
-        self.mesh_editor.error.value = self.params_error.value = self.error_w.value = ""
+        self.mesh_editor.error.value = self.source.error.value = self.error_w.value = ""
         self.target_error.value = self.layout_error.value = ""
 
     @staticmethod
@@ -363,9 +411,7 @@ class Explorer:
             mesh = check_mesh(mesh)
         except MeshError as e:
             raise self._put(self.mesh_editor.error, e) from None
-        renames = self.mesh_editor.renames()
-        for row in self.spec_rows.values():
-            row.set_axes(mesh.names, renames)
+        self.specs_editor.set_axes(mesh.names, self.mesh_editor.renames())
         self.mesh_editor.commit()
         self._axis_names = mesh.names
         options = target_options(mesh.device_count, self.target_w.value)
@@ -375,45 +421,43 @@ class Explorer:
             self.target_w.value = value
         return mesh
 
-    def _request(self):
+    def _request(self) -> Request:
         """Validate the edited state with explorer.api.request, as the API and the CLI do;
         each error is shown next to the widget at fault and raised."""
         self._clear_errors()
         mesh = self._mesh()
-        workload = get_workload(self.workload_w.value)
         try:
-            params = workload.resolve(self.params)
+            tensors = self.source.tensors()
         except ExplorerError as e:
-            raise self._put(self.params_error, e) from None
-        specs = {n: r.spec for n, r in self.spec_rows.items() if n in self.pinned}
+            raise self._put(self.source.error, e) from None
+        editor = self.specs_editor
+        pinned = {n: editor.spec(n) for n in editor.tensors if n in editor.pinned}
         preset, rules = self.preset_w.value or None, self.rules_w.value.strip() or None
         try:
-            layout = plan(workload, params, mesh, specs, preset, rules)
+            placement = self.source.place(mesh, pinned, preset, rules)
         except ExplorerError as e:
             raise self._put(self.layout_error, e) from None
-        for n, row in self.spec_rows.items():
-            if n not in self.pinned:
-                row.set_spec(layout.specs.get(n, ()))
-        tensors = workload.tensors(params, layout.specs)
+        for n, spec in placement.specs.items():
+            if n not in pinned:
+                editor.set_spec(n, spec)
+        inputs = [TensorSpec(t.name, t.shape, t.dtype, placement.specs[t.name]) for t in tensors]
         failed = None
-        for t in tensors:           # one at a time, so that every row at fault shows its error
+        for t in inputs:            # one at a time, so that every row at fault shows its error
             try:
                 check_inputs([t], mesh)
             except (SpecError, TensorError) as e:
-                failed = failed or self._put(self.spec_rows[t.name].error, e)
+                editor.show_error(t.name, app_language(str(e)))
+                failed = failed or e
         if failed:
             raise failed
         try:
-            check_planned(tensors, layout, mesh)   # the constraint points the rules place
-        except SpecError as e:
-            raise self._put(self.layout_error, e) from None
-        try:
-            if workload.check is not None:
-                workload.check(params, mesh)
+            self.source.check(placement, inputs, mesh)
         except MeshError as e:
             raise self._put(self.mesh_editor.error, e) from None
-        except WorkloadError as e:
-            raise self._put(self.params_error, e) from None
+        except SpecError as e:
+            raise self._put(self.layout_error, e) from None
+        except ExplorerError as e:
+            raise self._put(self.source.error, e) from None
         partitioner = check_partitioner(self.partitioner_w.value)
         target, mapping = self.target_w.value or None, self.mapping_w.value.strip() or None
         self.prediction_note = None
@@ -425,10 +469,11 @@ class Explorer:
             self.target_error.value = html.escape(
                 f"no prediction: {self.prediction_note}")
             target = mapping = None
-        return dict(name=self.workload_w.value, mesh=mesh, specs=specs, params=params,
-                    preset=preset, rules=rules, partitioner=partitioner,
-                    target=target, mapping=mapping, measure=self.measure_w.value,
-                    unavailable=self.prediction_note)
+        params = self.source.resolved() if isinstance(self.source, WorkloadSource) else {}
+        return Request(mesh=mesh, specs=dict(placement.specs), pinned=pinned,
+                       placement=placement, params=params, preset=preset, rules=rules,
+                       partitioner=partitioner, target=target, mapping=mapping,
+                       measure=self.measure_w.value, unavailable=self.prediction_note)
 
     def _edited(self, wait: bool = False) -> None:
         if self._muted:
@@ -444,7 +489,7 @@ class Explorer:
             self._muted -= 1
         hit = self._compile(request, cache_only=True)
         if hit is not None:
-            self._show(hit, request["unavailable"])
+            self._show(hit, request)
             return
         loop = _running_loop()
         if loop is None or self.debounce is None or wait:
@@ -459,13 +504,8 @@ class Explorer:
         self._timer = loop.call_later(0 if quiet else self.debounce, self._guard(self._start),
                                       self._generation, request, loop)
 
-    def _compile(self, request, cache_only=False):
-        return analyze_workload(request["name"], request["mesh"], specs=request["specs"],
-                                params=request["params"], preset=request["preset"],
-                                rules=request["rules"], partitioner=request["partitioner"],
-                                target=request["target"], mapping=request["mapping"],
-                                measure=request["measure"],
-                                pool=self.pool, cache_only=cache_only)
+    def _compile(self, request: Request, cache_only=False):
+        return self.source.compile(request, self.pool, cache_only)
 
     def _run(self, request):
         """The compile's Report, or the error it raised (shown by _finish, never lost in the
@@ -503,7 +543,7 @@ class Explorer:
         elif isinstance(result, Exception):
             self._show_unexpected(result)
         else:
-            self._show(result, request["unavailable"])
+            self._show(result, request)
 
     # ------------------------------------------------------------------ drawing
 
@@ -514,24 +554,25 @@ class Explorer:
         """Show `message` unless an inline error already says it (`force`: show it anyway)."""
         message = app_language(message)
         self.error = message
-        inline = [*(r.error for r in self.spec_rows.values()),
-                  *(r.error for r in self.mesh_editor.rows), self.mesh_editor.error,
-                  self.params_error, self.layout_error]
-        if force or not any(e.value for e in inline):
+        inline = [*(r.error for r in self.mesh_editor.rows), self.mesh_editor.error,
+                  self.source.error, self.layout_error]
+        if force or not (self.specs_editor.errors or any(e.value for e in inline)):
             self.error_w.value = html.escape(message)
         self.tabs.add_class("explorer-stale")
         self._set_status("⚠ error: fix the highlighted input"
                          + ("; showing the last good result, greyed" if self.report else ""))
 
-    def _show(self, report: Report, unavailable: str | None = None) -> None:
-        """Show `report`; `unavailable` says why it has no prediction, if a target was picked."""
-        self.report, self.error, self.unexpected = report, None, None
+    def _show(self, report: Report, request: Request | None = None) -> None:
+        """Show `report`, the answer to `request`."""
+        unavailable = request.unavailable if request is not None else None
+        self.report, self.request, self.error, self.unexpected = report, request, None, None
         self.unavailable = unavailable
         self.tabs.remove_class("explorer-stale")
         t = report.timing
         self._set_status(f"● {'cached' if t.cached else 'compiled'} in "
                          f"{(t.lower_s + t.compile_s):.2f} s · {report.mesh.device_count} "
                          f"devices · {len(report.collectives)} collectives")
+        self.warnings_w.value = warnings_html(report)
         self.selected = None
         self._muted += 1
         try:
@@ -540,6 +581,12 @@ class Explorer:
             self.collectives.pick.value = -1
         finally:
             self._muted -= 1
+        self.why.clear()
+        if self._applied is not None:
+            candidate, before = self._applied
+            self._applied = None
+            if request is not None and request.specs.get(candidate.tensor) == candidate.spec:
+                self.why.show_applied(candidate, compare(before, report))
         # The HTML parts are cheap and always current; figures wait for their tab (_draw_tab).
         self.collectives.table.value = collectives_html(report)
         self.timing.text.value = timing_html(report, unavailable)
@@ -587,21 +634,11 @@ class Explorer:
         if draw and self.placement.tensor.value != keep:
             self._draw_placement()
 
-    def _dim_names(self, tensor: str) -> tuple[str | None, ...] | None:
-        """The logical names of a workload input's dimensions (("batch", "embed")), if any."""
-        info = self.report.workload if self.report is not None else None
-        if info is None or info.name not in WORKLOADS:
-            return None
-        workload = get_workload(info.name)
-        if workload.logical is None:
-            return None
-        return workload.logical(dict(info.params)).get(tensor)
-
     def _draw_placement(self) -> None:
         if self.report is None or self.placement.tensor.value is None:
             return
         name = self.placement.tensor.value
-        blocks = placement_grid(self.report, name, self._dim_names(name))
+        blocks = placement_grid(self.report, name, self.source.dim_names(self.report, name))
         n_blocks = len(blocks.legend)
         draw_grid(self.placement.blocks, blocks, n_blocks)
         draw_grid(self.placement.mesh, mesh_grid(self.report, name), n_blocks)
@@ -623,12 +660,126 @@ class Explorer:
         self.selected = index
         self._drawn.discard(TAB_TITLES.index("HLO"))     # its highlighted line follows
         self._redraw("Collectives")
+        if index is None:
+            self.why.clear()
+        else:
+            self.why.show(self.report, index)
+            self._search_what_ifs(index)
+
+    # ------------------------------------------------------------------ what-ifs
+
+    def _search_what_ifs(self, index: int) -> None:
+        """Compile the single-input spec changes that might remove or shrink collective
+        `index` (in the background where an event loop runs), and offer those whose report
+        moves fewer bytes on its source line: only what a compile confirmed."""
+        report, request = self.report, self.request
+        if request is None:
+            return
+        shapes = {t.name: t.shape for t in self.specs_editor.tensors.values()}
+        found = candidates(report, index, request.specs, shapes, request.mesh)
+        c = report.collectives[index]
+        if not c.source:
+            self.why.offer([], "its source line is unknown, so a change cannot be measured there")
+            return
+        if not found:
+            self.why.offer([], "no single-input spec change to try: none of the tensors it "
+                               "moves or reduces is an input")
+            return
+        generation, before = self._generation, line_bytes(report, c.source)
+
+        def job():
+            confirmed = []
+            for cand in found:
+                if generation != self._generation or self.selected != index:
+                    return None                   # the user moved on: stop compiling
+                variant = replace(request, specs={**request.specs, cand.tensor: cand.spec},
+                                  pinned={**request.pinned, cand.tensor: cand.spec})
+                try:
+                    result = self._compile(variant)
+                except ExplorerError:
+                    continue                      # the change does not compile: not offered
+                after = line_bytes(result, c.source)
+                if after < before:
+                    confirmed.append(replace(cand, line_before=before, line_after=after,
+                                             total_before=report.cost.collective_bytes,
+                                             total_after=result.cost.collective_bytes))
+            # Best first: the fewest bytes in all, then on the line (a change can move the
+            # cost to another line; the offer says so).
+            return sorted(confirmed, key=lambda x: (x.total_after, x.line_after))
+
+        def done(confirmed):
+            if confirmed is None or generation != self._generation or self.selected != index:
+                return
+            self.why.offer(confirmed, f"tried {len(found)} single-input change"
+                                      f"{'s' if len(found) != 1 else ''}; none moves fewer "
+                                      "bytes on this line")
+
+        loop = _running_loop()
+        if loop is None or self.debounce is None:
+            done(job())
+            return
+        self.why.searching(len(found))
+        future = loop.run_in_executor(self._what_if_executor, job)
+        future.add_done_callback(self._guard(lambda f: done(f.result())))
+
+    def _apply_what_if(self, candidate: Candidate) -> None:
+        """Set the candidate's spec as the user's pick; the next result is compared with the
+        one shown now (the variant was compiled already, so it comes from the cache)."""
+        self._applied = (candidate, self.report)
+        self.specs_editor.pick(candidate.tensor, candidate.spec)
 
     # ------------------------------------------------------------------ API for scripts
 
     def set_spec(self, tensor: str, spec) -> None:
-        self.spec_rows[tensor].set_spec(normalize_spec(spec, tensor=tensor))
+        """Set `tensor`'s spec as the user's pick, and recompile."""
+        self.specs_editor.pick(tensor, normalize_spec(spec, tensor=tensor))
 
     def close(self) -> None:
         self._executor.shutdown(wait=False)
+        self._what_if_executor.shutdown(wait=False)
         self.widget.close()
+
+
+def warnings_html(report: Report) -> str:
+    """What XLA printed and what the explorer could not read, as a badge with its count; the
+    list opens on a click and shows on hover."""
+    items = [("XLA", str(w)) for w in report.warnings] + [("note", text)
+                                                          for text in report.notes]
+    if not items:
+        return ""
+    hover = html.escape("\n".join(f"{who}: {text}" for who, text in items), quote=True)
+    n_warn, n_note = len(report.warnings), len(report.notes)
+    label = " · ".join(part for part in (
+        f"{n_warn} warning{'s' if n_warn != 1 else ''}" if n_warn else "",
+        f"{n_note} note{'s' if n_note != 1 else ''}" if n_note else "") if part)
+    rows = "".join(f"<li><b>{who}</b>: {html.escape(text)}</li>" for who, text in items)
+    return (f"<details class='explorer-warnings'><summary title='{hover}'>"
+            f"<span class='explorer-badge'>⚠ {label}</span></summary><ul>{rows}</ul></details>")
+
+
+class Explorer(App):
+    """The app on a built-in workload (explorer.WORKLOADS): a picker, its params, presets and
+    logical-axis rules, and a spec per tensor."""
+
+    def __init__(self, workload: str = "mlp", mesh="data=2,model=4", specs=None, params=None,
+                 partitioner: str = "shardy", target: str = "", mapping: str = "",
+                 preset: str = "", rules: str = "", debounce: float | None = 0.3, pool=None):
+        super().__init__(WorkloadSource(workload, params), mesh, specs=specs,
+                         partitioner=partitioner, target=target, mapping=mapping, preset=preset,
+                         rules=rules, debounce=debounce, pool=pool)
+
+    @property
+    def workload_w(self) -> w.Dropdown:
+        return self.source.workload_w
+
+    @property
+    def params_box(self) -> w.VBox:
+        return self.source.params_box
+
+    @property
+    def params_error(self) -> w.HTML:
+        return self.source.error
+
+    @property
+    def params(self) -> dict:
+        return self.source.params

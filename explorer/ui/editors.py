@@ -19,6 +19,9 @@ from explorer.spec.tensor import Entry, entry_axes
 # The app edits meshes of at most this many axes: each axis is a row here and a choice in every
 # spec picker, and beyond a handful neither reads. The Python API takes any number.
 MAX_AXES = 8
+# A tensor name longer than this (or of rank 3 and more) is put on a line of its own above its
+# pickers.
+LABEL_CHARS = 14
 
 
 def css_name(tensor: str) -> str:
@@ -160,6 +163,26 @@ def entry_of(tags: Sequence[str]) -> Entry:
     return None if not tags else tags[0] if len(tags) == 1 else tags
 
 
+def picker_width(rank: int) -> int:
+    """Pixels per axis picker, so that a row of `rank` pickers fits the sidebar."""
+    return 110 if rank <= 2 else 80 if rank == 3 else 64
+
+
+def check_row_spec(name: str, shape: Sequence[int], axis_names: Sequence[str], spec) -> None:
+    """What a row's pickers can show: one entry per dimension (a shorter spec is padded with
+    None), each naming axes of the mesh."""
+    spec = tuple(spec) + (None,) * (len(shape) - len(spec))
+    if len(spec) != len(shape):
+        raise RankError(f"spec of {name!r} has {len(spec)} entries for a tensor of "
+                        f"rank {len(shape)} {list(shape)}; give one per dimension", tensor=name)
+    for e in spec:
+        for a in entry_axes(e):
+            if a not in axis_names:
+                raise UnknownAxisError(
+                    f"spec of {name!r} names mesh axis {a!r}, which the mesh lacks; "
+                    f"its axes are {choices(axis_names)}", tensor=name, axis=a)
+
+
 class SpecRow:
     """One tensor: its name and shape, an axis picker per dimension, and its inline error.
 
@@ -178,16 +201,23 @@ class SpecRow:
                         allow_duplicates=False, placeholder="not split",
                         tooltip=f"mesh axes dimension {d} of {name} is split over, major "
                                 "first; empty: not split",
-                        layout=w.Layout(width="130px"))
+                        layout=w.Layout(width=f"{picker_width(len(shape))}px"))
             for d, e in enumerate(spec)]
         for d, p in enumerate(self.pickers):
             p.add_class(f"explorer-dim-{d}")
             p.observe(lambda _: on_change(), "value")
-        label = w.HTML(f"<code>{name}</code><br><small>[{','.join(map(str, shape))}]</small>",
-                       layout=w.Layout(width="110px"))
+        shape_text = f"[{','.join(map(str, shape))}]"
         self.error = w.HTML()
         self.error.add_class("explorer-error")
-        self.widget = w.VBox([w.HBox([label, *self.pickers]), self.error])
+        wrap = w.Layout(flex_flow="row wrap")      # pickers that do not fit wrap, never clip
+        if len(name) <= LABEL_CHARS and len(shape) <= 2:
+            label = w.HTML(f"<code>{html.escape(name)}</code><br><small>{shape_text}</small>",
+                           layout=w.Layout(width="110px"))
+            self.widget = w.VBox([w.HBox([label, *self.pickers], layout=wrap), self.error])
+        else:       # a long path (`layers.3.attn.q.kernel`) or many pickers: a line of its own
+            label = w.HTML(f"<code>{html.escape(name)}</code> <small>{shape_text}</small>")
+            self.widget = w.VBox([label, w.HBox([w.HTML(layout=w.Layout(width="24px")),
+                                                 *self.pickers], layout=wrap), self.error])
         self.widget.add_class(f"explorer-spec-{css_name(name)}")
 
     @property
@@ -195,16 +225,7 @@ class SpecRow:
         return tuple(entry_of(p.value) for p in self.pickers)
 
     def _check_axes(self, spec) -> None:
-        if len(spec) != len(self.shape):
-            raise RankError(f"spec of {self.name!r} has {len(spec)} entries for a tensor of "
-                            f"rank {len(self.shape)} {list(self.shape)}; give one per "
-                            "dimension", tensor=self.name)
-        for e in spec:
-            for a in entry_axes(e):
-                if a not in self.axis_names:
-                    raise UnknownAxisError(
-                        f"spec of {self.name!r} names mesh axis {a!r}, which the mesh lacks; "
-                        f"its axes are {choices(self.axis_names)}", tensor=self.name, axis=a)
+        check_row_spec(self.name, self.shape, self.axis_names, spec)
 
     def set_axes(self, axis_names: Sequence[str],
                  renames: Mapping[str, str] | None = None) -> None:

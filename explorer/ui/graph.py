@@ -170,9 +170,11 @@ class GraphView:
         self.max_nodes = max_nodes
         self.graph: Graph | None = None
         self.drawing: Drawing | None = None
-        self.fig = self._new_figure()
+        # Made when first drawn (its tab shown): a page loading many figures at once was seen to
+        # time out initialising them (anywidget allows each 2 s in the browser).
+        self.fig: go.FigureWidget | None = None
         self.note = w.HTML()
-        self.widget = w.VBox([self.note, self.fig])
+        self.widget = w.VBox([self.note])
         self.widget.add_class("explorer-graph")
 
     @staticmethod
@@ -246,7 +248,8 @@ class GraphView:
         keep_state(fig)
         self.fig = fig
         self.widget.children = (self.note, fig)
-        old.close()
+        if old is not None:
+            old.close()
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in g.notes)
         self.note.value = (
             "<div class='explorer-graph-note' style='font-size:12px'>Dataflow of the "

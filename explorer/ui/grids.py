@@ -90,8 +90,14 @@ def placement_grid(report: Report, name: str,
     its leading dimensions (small multiples, FACETS_PER_ROW to a row, a gap between), each titled
     with its leading ranges. `dim_names` (logical names, e.g. ("batch", "embed")) label axes."""
     t = report.tensor(name)
+    return tensor_grid(t, tensor_tiling(report, t), dim_names)
+
+
+def tensor_grid(t: TensorInfo, tiling: Tiling,
+                dim_names: tuple[str | None, ...] | None = None) -> Grid:
+    """The blocks of `t` laid out by `tiling`, as placement_grid draws them: a tensor of a
+    Report, or any layout (the why panel's before and after)."""
     names = tuple(dim_names or ()) + (None,) * len(t.shape)
-    tiling = tensor_tiling(report, t)
     tiles = tiling.tiles or (1,)
     holders = tiling.device_array().reshape(*tiles, -1)      # block index -> its devices
     ranges = shard_ranges(tiling, t.shape)

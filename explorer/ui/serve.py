@@ -62,9 +62,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def voila_command(port: int, ip: str = "127.0.0.1", token: str | None = None) -> list[str]:
+def voila_command(port: int, ip: str = "127.0.0.1", token: str | None = None,
+                  notebook: Path | None = None) -> list[str]:
+    """Voila serving `notebook` (the app notebook by default), asking for `token` if given."""
     access = [f"--Voila.token={token}"] if token else []
-    return [sys.executable, "-m", "voila", str(app_notebook()), "--no-browser",
+    return [sys.executable, "-m", "voila", str(notebook or app_notebook()), "--no-browser",
             f"--port={port}", f"--Voila.ip={ip}", *access, *VOILA_LIMITS]
 
 

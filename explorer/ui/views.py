@@ -33,6 +33,12 @@ def discrete_scale(n: int) -> list:
     return scale
 
 
+# A heatmap's height as made; draw_grid makes it taller where the y axis title needs it.
+_BASE_HEIGHT: dict[int, int] = {}
+_TITLE_PX_PER_CHAR = 7.5       # an axis title's width per character at plotly's 14 px font
+_MARGINS_PX = 110              # top (figure and x axis titles) and bottom margins
+
+
 def _heatmap(height: int) -> go.FigureWidget:
     fig = go.FigureWidget(go.Heatmap(z=[[0]], showscale=False, texttemplate="%{text}",
                                      hovertemplate="%{customdata}<extra></extra>",
@@ -45,6 +51,7 @@ def _heatmap(height: int) -> go.FigureWidget:
                       title=dict(font=dict(size=13), x=0.01, xanchor="left", y=0.98,
                                  yanchor="top", yref="container"))
     keep_state(fig)
+    _BASE_HEIGHT[id(fig)] = height
     return fig
 
 
@@ -70,6 +77,9 @@ def draw_grid(fig: go.FigureWidget, grid: Grid, colours: int) -> None:
         fig.layout.xaxis.title.text = html.escape(grid.x_title)
         fig.layout.yaxis.title.text = html.escape(grid.y_title)
         fig.layout.yaxis.autorange = "reversed"     # first row on top, as in the sidebar
+        # The y axis title runs along the plot's height: never taller than the plot.
+        base = _BASE_HEIGHT.get(id(fig), fig.layout.height or 300)
+        fig.layout.height = max(base, _MARGINS_PX + int(_TITLE_PX_PER_CHAR * len(grid.y_title)))
         # Panel titles sit just above each panel's first cell.
         fig.layout.annotations = [
             dict(x=x, y=y, text=html.escape(text), showarrow=False, xanchor="left",
@@ -225,266 +235,37 @@ def collectives_html(report: Report, selected: int | None = None) -> str:
             "</p>")
 
 
+NONE_PICKED = "— pick a collective: its device groups, why it is there, what removes it —"
+
+
 class CollectivesView:
     def __init__(self, on_select):
         self.table = w.HTML()
         # -1 means none: ipywidgets shows a None value as an empty selection.
-        self.pick = w.Dropdown(description="highlight", options=[("—", -1)], value=-1,
+        self.pick = w.Dropdown(description="why?", options=[(NONE_PICKED, -1)], value=-1,
                                layout=w.Layout(width="520px"))
         self.pick.observe(lambda c: on_select(None if c["new"] == -1 else c["new"]), "value")
-        self.groups = _heatmap(240)
         # Shown only while a collective is highlighted (a FigureWidget's own `layout` is
-        # plotly's, so a Box around it carries the display toggle).
+        # plotly's, so a Box around it carries the display toggle), and made then: a page
+        # loading many figures at once was seen to time out initialising them (anywidget
+        # allows each 2 s in the browser).
+        self._groups: go.FigureWidget | None = None
         self.legend = w.HTML()
-        self.groups_box = w.VBox([self.legend, self.groups], layout=w.Layout(display="none"))
+        self.groups_box = w.VBox([self.legend], layout=w.Layout(display="none"))
         self.widget = w.VBox([self.table, self.pick, self.groups_box])
         self.widget.add_class("explorer-collectives")
 
+    @property
+    def groups(self) -> go.FigureWidget:
+        if self._groups is None:
+            self._groups = _heatmap(240)
+            self.groups_box.children = (self.legend, self._groups)
+        return self._groups
+
     def options(self, report: Report) -> list:
-        return [("—", -1)] + [
+        return [(NONE_PICKED, -1)] + [
             (f"#{i} {c.kind} over {','.join(c.axes) or '?'} {human_bytes(c.bytes)} "
              f"{c.source}", i) for i, c in enumerate(report.collectives)]
-
-
-def binary_ticks(top: float, count: int = 5) -> list[float]:
-    """Tick positions from 0 to `top` at a round step in one binary unit (KiB, MiB, GiB): the
-    axis then reads 0, 2.0 MiB, 4.0 MiB, ... rather than plotly's decimal '80B'."""
-    if top <= 0:
-        return [0.0]
-    unit = 1.0
-    while top / unit >= 1024 and unit < 1024.0 ** 4:
-        unit *= 1024
-    raw = top / unit / count
-    step = next((m * 10 ** e for e in range(-2, 4) for m in (1, 2, 5) if m * 10 ** e >= raw),
-                1000.0) * unit
-    return [k * step for k in range(int(top // step) + 1)]
-
-
-# A target's memory is drawn to scale only up to this many times the program's total; beyond,
-# the bars would be slivers, so the axis stops at the total and says where the limit is.
-_CAPACITY_IN_SCALE = 5.0
-MEMORY_PARTS = (("arguments", "#4c78a8"), ("outputs (not aliased)", "#f58518"),
-                ("temporaries", "#54a24b"))
-
-
-def memory_parts(m) -> tuple[int, int, int]:
-    """(arguments, outputs not aliased, temporaries): they add up to m.total."""
-    return (m.arguments, m.outputs - m.aliased, m.temporaries)
-
-
-class MemoryView:
-    """Per-device memory as one stacked bar, every part labelled, in binary units; the target's
-    memory as a line when it is in scale, else named at the axis end."""
-
-    def __init__(self):
-        self.fig = self._new_figure()
-        self.text = w.HTML()
-        self.widget = w.VBox([self.fig, self.text])
-        self.widget.add_class("explorer-memory")
-
-    @staticmethod
-    def _new_figure() -> go.FigureWidget:
-        fig = go.FigureWidget()
-        for name, colour_ in MEMORY_PARTS:
-            fig.add_bar(name=name, x=[0], y=["per device"], orientation="h",
-                        marker_color=colour_, textposition="inside", insidetextanchor="middle",
-                        cliponaxis=False, hovertemplate="%{hovertext}<extra>" + name + "</extra>")
-        fig.update_layout(barmode="stack", height=230, margin=dict(l=90, r=20, t=40, b=50),
-                          xaxis_title="bytes per device", title="memory per device",
-                          legend=dict(orientation="h", y=-0.45, x=0, traceorder="normal"))
-        keep_state(fig)
-        return fig
-
-    def update(self, report: Report) -> None:
-        m = report.memory
-        fit = report.estimate.memory if report.estimate is not None else None
-        values = memory_parts(m) if m else (0, 0, 0)
-        total = sum(values)
-        in_scale = fit is not None and fit.capacity <= _CAPACITY_IN_SCALE * max(total, 1)
-        top = max(fit.capacity if in_scale else total, 1) * 1.08
-        ticks = binary_ticks(top)
-        # A new figure per update, as for the dataflow graph: this tab is drawn when it is
-        # shown, while the browser creates its view, and a view created then was seen (Voila,
-        # plotly 7) to miss the in-place update and keep the empty chart.
-        old, self.fig = self.fig, self._new_figure()
-        with self.fig.batch_update():
-            for bar, v in zip(self.fig.data, values, strict=True):
-                bar.x = [v]
-                # A part too thin to hold its label shows it on hover only.
-                bar.text = [human_bytes(v) if v >= 0.08 * top else ""]
-                bar.hovertext = [human_bytes(v)]
-            self.fig.layout.xaxis.range = [0, top]
-            self.fig.layout.xaxis.tickvals = ticks
-            self.fig.layout.xaxis.ticktext = [human_bytes(t) if t else "0" for t in ticks]
-            shapes, notes = [], []
-            if fit and in_scale:
-                shapes.append(dict(type="line", x0=fit.capacity, x1=fit.capacity, y0=0, y1=1,
-                                   yref="paper", line=dict(color="#b00020", dash="dash")))
-                notes.append(dict(x=fit.capacity, y=1, yref="paper", yanchor="bottom",
-                                  text=f"HBM {human_bytes(fit.capacity)}", showarrow=False,
-                                  font=dict(color="#b00020", size=11)))
-            elif fit:
-                notes.append(dict(x=1, xref="paper", y=1, yref="paper", yanchor="bottom",
-                                  xanchor="right", showarrow=False,
-                                  font=dict(color="#b00020", size=11),
-                                  text=f"HBM {human_bytes(fit.capacity)}: "
-                                       f"{fit.capacity / max(total, 1):,.0f}× this, off scale →"))
-            self.fig.layout.shapes = shapes
-            self.fig.layout.annotations = notes
-            self.fig.layout.title.text = (
-                f"memory per device: {human_bytes(total)}"
-                + (f" of {human_bytes(fit.capacity)} on {report.estimate.target}" if fit
-                   else ""))
-        keep_state(self.fig)
-        self.widget.children = (self.fig, self.text)
-        old.close()
-        self.text.value = memory_html(report)
-
-
-def memory_html(report: Report) -> str:
-    """The memory numbers in words, in one unit system; the parts add up to the total."""
-    m = report.memory
-    if m is None:
-        return "<p>This backend reported no memory analysis.</p>"
-    args, outs, temps = memory_parts(m)
-    aliased = (f" (outputs {human_bytes(m.outputs)}, of which {human_bytes(m.aliased)} reuse "
-               "argument buffers)" if m.aliased else "")
-    out = (f"<p>Per device (SPMD: every device runs the same program): arguments "
-           f"{human_bytes(args)} + outputs (not aliased) {human_bytes(outs)} + temporaries "
-           f"{human_bytes(temps)} = <b>total {human_bytes(m.total)}</b>{aliased}.</p>")
-    fit = report.estimate.memory if report.estimate is not None else None
-    if fit:
-        cls = "explorer-fits" if fit.fits else "explorer-oom"
-        out += (f"<p class='{cls}'><b>{'Fits' if fit.fits else 'Out of memory'}</b> on "
-                f"{html.escape(report.estimate.target)}: uses {human_bytes(fit.bytes)} of "
-                f"{human_bytes(fit.capacity)} per device ({fit.fraction:.2%}).</p>")
-    return out
-
-
-def timing_html(report: Report, unavailable: str | None = None) -> str:
-    """Compile times, XLA's cost and the prediction; `unavailable` says why a picked target
-    gave no prediction (it does not fit the mesh)."""
-    t, c, est = report.timing, report.cost, report.estimate
-    flops = "not reported" if c.flops is None else f"{c.flops:.3g}"
-    cached = " (answered from the cache)" if t.cached else ""
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in c.notes)
-    parts = [f"<p><b>Compile</b> (measured on {report.backend}): lower {t.lower_s * 1e3:.0f} ms, "
-             f"compile {t.compile_s * 1e3:.0f} ms{cached}.</p>",
-             _measured_html(t),
-             f"<p><b>Cost per device</b> (XLA cost_analysis of the {report.backend} program): "
-             f"{flops} flops, {human_bytes(c.bytes_accessed)} accessed; collectives move "
-             f"{human_bytes(c.collective_bytes)}.</p>"]
-    if est is None and unavailable:
-        parts.append("<p class='explorer-prediction-unavailable'><b>Prediction unavailable"
-                     f"</b>: {html.escape(unavailable)}</p>")
-    elif est is None:
-        parts.append("<p><i>Pick a target to predict the step time on real hardware.</i></p>")
-    else:
-        comp = est.compute
-        bound = f", <b>{est.bound}-bound</b>" if est.bound else ""
-        parts.append(
-            f"<p class='explorer-prediction'><b>Predicted on {html.escape(est.target)}</b> "
-            f"(analytical model, not a measurement): step "
-            f"{format_seconds(est.step_lower_seconds)} with full overlap to "
-            f"{format_seconds(est.step_upper_seconds)} with none{bound}. Compute "
-            f"{format_seconds(comp.seconds)} ({comp.bound or 'unknown'}-bound, {comp.dtype}), "
-            f"communication {format_seconds(est.comm_seconds)}.</p>")
-        notes += "".join(f"<li>{html.escape(n)}</li>" for n in est.notes)
-    return f"<div class='explorer-timing-body'>{''.join(parts)}<ul>{notes}</ul></div>"
-
-
-def _measured_html(t) -> str:
-    if t.measured_s is not None:
-        return (f"<p class='explorer-measured'><b>Measured</b>: {t.measured_s * 1e3:.2f} ms per "
-                f"step on {html.escape(t.measured_on)} (median after warm-up; this machine, "
-                "not the target).</p>")
-    if t.measure_note:
-        return f"<p class='explorer-measured'>{html.escape(t.measure_note)}</p>"
-    return ""
-
-
-class TimingView:
-    """Compile times, XLA's cost, and with a target the predicted step on a roofline plot."""
-
-    def __init__(self):
-        self.text = w.HTML()
-        self.roofline = go.FigureWidget()
-        self.roofline.add_scatter(name="roof", mode="lines", line=dict(color="#555"))
-        self.roofline.add_scatter(name="this program", mode="markers+text",
-                                  marker=dict(size=12, color="#d62728"),
-                                  textposition="bottom right")
-        self.roofline.update_layout(height=300, margin=dict(l=60, r=10, t=40, b=50),
-                                    xaxis=dict(type="log", title="FLOPs per byte of HBM"),
-                                    yaxis=dict(type="log", title="FLOP/s per device"),
-                                    showlegend=False)
-        keep_state(self.roofline)
-        self.box = w.Box([self.roofline], layout=w.Layout(display="none"))
-        # A pipeline's schedule as a timeline: one row per stage, forward and backward bars.
-        self.schedule = go.FigureWidget()
-        for phase, colour in (("F", "#4c78a8"), ("B", "#f58518")):
-            self.schedule.add_bar(name="forward" if phase == "F" else "backward",
-                                  orientation="h", marker_color=colour, textposition="inside")
-        self.schedule.update_layout(barmode="overlay", height=220, bargap=0.2,
-                                    margin=dict(l=60, r=10, t=40, b=40),
-                                    xaxis_title="time (units of one stage forward)",
-                                    yaxis=dict(autorange="reversed", title="stage"))
-        keep_state(self.schedule)
-        self.schedule_box = w.Box([self.schedule], layout=w.Layout(display="none"))
-        self.widget = w.VBox([self.text, self.box, self.schedule_box])
-        self.widget.add_class("explorer-timing")
-
-    def update(self, report: Report, unavailable: str | None = None) -> None:
-        self.text.value = timing_html(report, unavailable)
-        self._draw_schedule(report.workload.to_dict() if report.workload else {})
-        point = _roofline_point(report)
-        self.box.layout.display = "" if point else "none"
-        if not point:
-            return
-        peak, bandwidth, intensity, achieved, label = point
-        xs = [min(intensity, peak / bandwidth) / 100, peak / bandwidth,
-              max(intensity, peak / bandwidth) * 100]
-        with self.roofline.batch_update():
-            self.roofline.data[0].x = xs
-            self.roofline.data[0].y = [min(peak, x * bandwidth) for x in xs]
-            self.roofline.data[1].x, self.roofline.data[1].y = [intensity], [achieved]
-            self.roofline.data[1].text = [label]
-            self.roofline.layout.title.text = (
-                f"roofline of one {report.estimate.target} device ({report.estimate.dtype})")
-        keep_state(self.roofline)
-
-
-    def _draw_schedule(self, info: dict) -> None:
-        entries = info.get("schedule")
-        self.schedule_box.layout.display = "" if entries else "none"
-        if not entries:
-            return
-        with self.schedule.batch_update():
-            for bar, phase in zip(self.schedule.data, ("F", "B"), strict=True):
-                mine = [e for e in entries if e["phase"] == phase]
-                bar.base = [e["start"] for e in mine]
-                bar.x = [e["end"] - e["start"] for e in mine]
-                bar.y = [f"s{e['stage']}" for e in mine]
-                bar.text = [str(e["microbatch"]) for e in mine]
-            self.schedule.layout.title.text = (
-                f"{info['params'].get('schedule', '')} schedule: bubble "
-                f"{info['bubble_fraction']:.0%} of stage time")
-        keep_state(self.schedule)
-
-
-def _roofline_point(report: Report):
-    """(peak FLOP/s, HBM bytes/s, intensity, attained FLOP/s, label), or None if unknown."""
-    est, c = report.estimate, report.cost
-    if est is None or not c.flops or not c.bytes_accessed or not est.compute.seconds:
-        return None
-    from explorer.cost.hardware import get_target
-
-    chip = get_target(est.target).chip
-    peak = chip.peak_flops.get(est.compute.dtype)
-    if not peak or not chip.memory_bandwidth:
-        return None
-    attained = c.flops / est.step_lower_seconds
-    return (peak, chip.memory_bandwidth, c.flops / c.bytes_accessed, attained,
-            f"{est.bound}-bound")
 
 
 def hlo_html(report: Report, which: str, selected: int | None = None,

@@ -196,21 +196,31 @@ def test_tensor_picker_groups_roles_and_hides_plumbing():
 
 def test_memory_and_timing_views(app):
     m = app.report.memory
-    assert app.memory.fig.data[0].x == (0,)          # not drawn while its tab is hidden
+    assert app.memory.fig is None                     # not drawn while its tab is hidden
     show(app, "Memory")
     # Megatron MLP per device: x [128, 1024] + w1 [1024, 1024] + w2 [1024, 1024] in f32.
     assert m.arguments == (128 * 1024 + 2 * 1024 * 1024) * 4
-    parts = [bar.x[0] for bar in app.memory.fig.data]
-    assert parts == [m.arguments, m.outputs - m.aliased, m.temporaries]
-    assert sum(parts) == m.total
+    bars = {bar.name: bar.x[0] for bar in app.memory.fig.data if bar.visible is not False}
+    xla = [bars["arguments"], bars["outputs (not aliased)"], bars["temporaries"]]
+    assert xla == [m.arguments, m.outputs - m.aliased, m.temporaries]
+    assert sum(xla) == m.total
+    # By kind, beside it: the weights w1 [1024, 4096/4] and w2 [4096/4, 1024] are the params;
+    # x [128, 1024] and the output [128, 1024] (f32) are other; activations are temporaries.
+    assert bars["parameters"] == 2 * 1024 * 1024 * 4
+    assert bars["other in/outputs"] == 2 * 128 * 1024 * 4
+    assert bars["activations"] == m.temporaries
+    assert bars["optimizer state"] == 0
+    # A forward pass has no gradients: their row is not drawn.
+    assert [b.y[0] for b in app.memory.fig.data if b.visible is not False].count("gradients") == 0
     assert "= <b>total " in app.memory.text.value
+    assert "<td>parameters</td><td class='explorer-num'>8.0 MiB</td>" in app.memory.text.value
     show(app, "Timing")
     assert "compile" in app.timing.text.value and "flops" in app.timing.text.value
     assert "Pick a target" in app.timing.text.value
 
 
 def test_memory_axis_reads_in_binary_units_and_a_far_limit_is_named_not_drawn():
-    from explorer.ui.views import binary_ticks
+    from explorer.ui.memory import binary_ticks
 
     # 0..10 MiB in 5 steps: 2 MiB apart.
     assert binary_ticks(10 * 2**20) == [k * 2 * 2**20 for k in range(6)]
@@ -416,7 +426,7 @@ def test_debounce_starts_an_isolated_edit_at_once_and_merges_a_burst():
             while app.report.collectives:                 # Megatron's all-reduce goes away
                 await asyncio.sleep(0.02)
             assert delays == [0, 0.3]
-            assert len(compiles) == 1 and compiles[0]["specs"]["w2"] == (None, None)
+            assert len(compiles) == 1 and compiles[0].specs["w2"] == (None, None)
             # An isolated edit, with nothing waiting or compiling, is scheduled at once.
             app.spec_rows["w1"].pickers[0].value = ["model"]
             while not app.report.collectives:

@@ -4,6 +4,8 @@ Chromium comes from Debian's package (/usr/bin/chromium); Playwright's own brows
 not work here. Screenshots go to test-artifacts/.
 """
 
+import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -19,6 +21,8 @@ playwright = pytest.importorskip("playwright.sync_api")
 
 from explorer.ui.serve import free_port, voila_command  # noqa: E402
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -30,12 +34,15 @@ if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
     pytest.skip(f"no Chromium at {CHROMIUM}", allow_module_level=True)
 
 
-@pytest.fixture(scope="module")
-def server():
+@contextlib.contextmanager
+def voila(notebook=None):
+    """A Voila server on `notebook` (the app notebook by default); yields its URL."""
     port = free_port()
-    log = open(ARTIFACTS.mkdir(exist_ok=True) or ARTIFACTS / "voila.log", "w")
-    proc = subprocess.Popen(voila_command(port), stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL)
+    ARTIFACTS.mkdir(exist_ok=True)
+    name = "voila.log" if notebook is None else f"voila-{Path(notebook).stem}.log"
+    log = open(ARTIFACTS / name, "w")
+    proc = subprocess.Popen(voila_command(port, notebook=notebook), stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 240   # a loaded 2-core machine can take a while
     while True:
@@ -49,13 +56,21 @@ def server():
                 proc.kill()
                 raise RuntimeError(f"Voila did not start; see {log.name}") from None
             time.sleep(0.5)
-    yield url
-    proc.terminate()
     try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with voila() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -195,3 +210,66 @@ def test_every_tab_renders(page):
     page.locator(".explorer-compare").filter(has_text="spec w2: replicated -> None,data") \
         .first.wait_for(timeout=60_000)
     page.screenshot(path=str(ARTIFACTS / "tab-compare.png"), full_page=True)
+
+
+# ------------------------------------------------------------- the user's own function
+
+FUNCTION_CELL = """\
+import jax.numpy as jnp
+from explorer import TensorSpec as T
+from explorer.ui import explore
+
+def two_matmuls(x, w1, w2):
+    h = jnp.tanh(x @ w1)
+    return h @ w2
+
+explore(two_matmuls, T("x", (256, 1024), spec="data,None"),
+        T("w1", (1024, 4096), spec="data,model"), T("w2", (4096, 1024), spec="model,None"),
+        mesh="data=2,model=4", target="h100-8")
+"""
+
+
+def notebook_of(source: str, path: Path) -> Path:
+    """A one-cell notebook of `source`, as a user writes it."""
+    path.write_text(json.dumps({
+        "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {},
+                   "outputs": [], "source": source.splitlines(keepends=True)}],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                    "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5}))
+    return path
+
+
+def test_explore_on_a_function_defined_in_a_notebook_cell(tmp_path):
+    """explore() in a cell: the sidebar names the function, the why panel shows the cell's line
+    of code, a confirmed what-if applies with a click, and Timing draws the predicted trace."""
+    nb = notebook_of(FUNCTION_CELL, tmp_path / "own_function.ipynb")
+    with voila(nb) as url, playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            pg.goto(url, timeout=120_000)
+            pg.wait_for_selector(".explorer-status:has-text('compiled')", timeout=120_000)
+            head = pg.locator(".explorer-function-head").inner_text()
+            assert "two_matmuls" in head and "w1 float32[1024,4096]" in head
+            pg.get_by_text("Collectives", exact=True).click()
+            wait_for_table(pg, "all-gather")
+            pg.locator(".explorer-collectives select").first.select_option(index=1)
+            why = pg.locator(".explorer-why").first
+            why.filter(has_text="gather-operand").wait_for(timeout=30_000)
+            assert "h = jnp.tanh(x @ w1)" in why.inner_text()
+            apply = pg.locator(".explorer-what-if").first
+            apply.wait_for(timeout=120_000)            # compiled in the background
+            pg.screenshot(path=str(ARTIFACTS / "explore-why.png"), full_page=True)
+            apply.click()
+            pg.locator(".explorer-why-panel").filter(has_text="removed").first.wait_for(
+                timeout=60_000)
+            assert "all-gather" not in pg.locator(".explorer-collectives .explorer-table")\
+                .first.inner_text()
+            pg.get_by_text("Timing", exact=True).click()
+            pg.wait_for_function(
+                "() => { const e = document.querySelector('.explorer-trace .js-plotly-plot');"
+                " return e && e.data.length > 0; }", timeout=30_000)
+            pg.screenshot(path=str(ARTIFACTS / "explore-timing.png"), full_page=True)
+        finally:
+            browser.close()

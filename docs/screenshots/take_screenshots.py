@@ -1,0 +1,194 @@
+"""Retake the app's screenshots in docs/screenshots/: every tab on a small workload, on a large
+one, and the app on a Flax NNX model.
+
+Run by hand:  PYTHONPATH=. .venv/bin/python docs/screenshots/take_screenshots.py [small|large|flax]
+
+Each scenario is a one-cell notebook served by Voila and driven in headless Chromium (Debian's
+/usr/bin/chromium, through Playwright), as tests/ui/test_app_browser.py does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+from explorer.ui.serve import free_port, voila_command
+
+HERE = Path(__file__).resolve().parent
+CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+SMALL = """\
+from explorer.ui import Explorer
+# w1 split over data on the dimension the matmul contracts: an all-gather, then Megatron's
+# all-reduce over model.
+Explorer(workload="mlp", mesh="data=2,model=4", target="h100-8",
+         specs={"x": "data,None", "w1": "data,model", "w2": "model,None"})
+"""
+
+LARGE = """\
+from explorer.ui import Explorer
+Explorer(workload="transformer_train", mesh="data=4,model=4", preset="fsdp_tp",
+         params={"layers": 12, "d_model": 256, "d_ff": 1024, "seq": 128}, target="h100-8x2")
+"""
+
+FLAX = """\
+import jax
+from flax import nnx
+from explorer import TensorSpec as T
+from explorer.ui import explore_module
+
+
+class Block(nnx.Module):
+    def __init__(self, d, f, *, rngs):
+        self.norm = nnx.LayerNorm(d, rngs=rngs)
+        self.up = nnx.Linear(d, f, rngs=rngs, kernel_init=nnx.with_partitioning(
+            nnx.initializers.lecun_normal(), ("embed", "mlp")))
+        self.down = nnx.Linear(f, d, rngs=rngs, kernel_init=nnx.with_partitioning(
+            nnx.initializers.lecun_normal(), ("mlp", "embed")))
+
+    def __call__(self, x):
+        return x + self.down(jax.nn.gelu(self.up(self.norm(x))))
+
+
+class Model(nnx.Module):
+    def __init__(self, layers, d, f, *, rngs):
+        self.layers = nnx.List([Block(d, f, rngs=rngs) for _ in range(layers)])
+
+    def __call__(self, x):
+        for block in self.layers:
+            x = block(x)
+        return x
+
+
+with nnx.use_eager_sharding(False):
+    model = nnx.eval_shape(lambda: Model(12, 256, 1024, rngs=nnx.Rngs(0)))
+
+explore_module(model, T("x", (64, 256), spec="data,None"), mesh="data=2,model=4",
+               rules="embed=data,mlp=model", target="h100-8")
+"""
+
+HEIGHTS = {"Collectives": 1750, "Timing": 1350, "HLO": 1300}
+TABS = ["Placement", "Collectives", "Memory", "Timing", "HLO", "Compare"]
+MARKERS = {
+    "Placement": ".explorer-placement .explorer-legend",
+    "Collectives": ".explorer-collectives .explorer-table",
+    "Memory": ".explorer-memory .gtitle",
+    "Timing": ".explorer-timing-body",
+    "HLO": ".explorer-graph .gtitle",
+    "Compare": ".explorer-compare",
+}
+
+
+def notebook(source: str, path: Path) -> Path:
+    path.write_text(json.dumps({
+        "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {},
+                   "outputs": [], "source": source.splitlines(keepends=True)}],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                    "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5}))
+    return path
+
+
+def serve(nb: Path):
+    port = free_port()
+    proc = subprocess.Popen(voila_command(port, notebook=nb), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    for _ in range(480):
+        try:
+            urllib.request.urlopen(url + "voila/static/", timeout=2)
+            break
+        except urllib.error.HTTPError:
+            break
+        except OSError:
+            time.sleep(0.5)
+    return proc, url
+
+
+def shoot(page, name: str) -> None:
+    time.sleep(1.5)                      # plotly's transitions
+    page.screenshot(path=str(HERE / f"{name}.png"), full_page=True)
+    print("wrote", HERE / f"{name}.png", flush=True)
+
+
+def pick_collective(page, index: int, wait_offers: bool) -> None:
+    page.locator(".explorer-collectives select").first.select_option(index=index + 1)
+    page.locator(".explorer-why").first.wait_for(timeout=60_000)
+    if wait_offers:
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.explorer-offers')]"
+            ".some(e => e.textContent.includes('confirmed') || e.textContent.includes('none'))",
+            timeout=600_000)
+
+
+def scenario(name: str, source: str, prefix: str, tabs, collective: int | None,
+             open_section: str | None = None, compare_edit: tuple[str, int] | None = None,
+             placement: str | None = None) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, url = serve(notebook(source, Path(tmp) / f"{name}.ipynb"))
+        try:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.goto(url, timeout=300_000)
+                page.wait_for_selector(".explorer-status:has-text('compiled')", timeout=300_000)
+                if open_section:
+                    for title in open_section.split(" / "):
+                        page.locator(".explorer-specs .lm-AccordionPanel-title, "
+                                     ".explorer-specs .jupyter-widget-Collapse-header, "
+                                     ".explorer-specs .widget-accordion .p-Collapse-header",
+                                     has_text=title).first.click()
+                        time.sleep(1)
+                if placement:
+                    page.locator(".explorer-placement select").first.select_option(
+                        label=placement)
+                for tab in tabs:
+                    # Tall enough for the tab's content (the app scrolls inside its pane).
+                    page.set_viewport_size({"width": 1400, "height": HEIGHTS.get(tab, 1000)})
+                    page.get_by_text(tab, exact=True).click()
+                    page.locator(MARKERS[tab]).first.wait_for(state="visible", timeout=120_000)
+                    if tab == "Timing":           # the trace and the roofline both drawn
+                        page.locator(".explorer-timing .gtitle", has_text="roofline").first \
+                            .wait_for(timeout=60_000)
+                    if tab == "Collectives" and collective is not None:
+                        pick_collective(page, collective, wait_offers=True)
+                    if tab == "Compare":
+                        page.locator(".explorer-compare-pin").click()
+                        page.locator(".explorer-compare-metrics").wait_for(timeout=60_000)
+                        if compare_edit:      # B: one tag removed from a picker
+                            tensor, dim = compare_edit
+                            page.locator(f".explorer-spec-{tensor} .explorer-dim-{dim} "
+                                         ".jupyter-widget-tag-close").first.click()
+                            page.locator(".explorer-compare").filter(
+                                has_text=f"spec {tensor}:").first.wait_for(timeout=120_000)
+                    shoot(page, f"{prefix}{tab.lower()}")
+                browser.close()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def main(which: list[str]) -> None:
+    if "small" in which:
+        scenario("small", SMALL, "", TABS, collective=0, compare_edit=("w1", 0))
+    if "large" in which:
+        scenario("large", LARGE, "large-", ["Placement", "Collectives", "Memory", "Timing"],
+                 collective=0, open_section="parameters / l3",
+                 placement="input: l3.w1 float32[256,1024]")
+    if "flax" in which:
+        scenario("flax", FLAX, "flax-", ["Collectives", "Memory"], collective=0,
+                 open_section="parameters / layers.3")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or ["small", "large", "flax"])

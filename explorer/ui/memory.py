@@ -1,0 +1,214 @@
+"""The Memory tab: per-device memory two ways, on one axis in binary units.
+
+- XLA's buffers: arguments, outputs (not aliased) and temporaries, which add up to the total;
+- by kind: parameters, optimizer state, activations (XLA's temporaries) and other inputs and
+  outputs, which add up to about the same total (explorer/report/memory.py says how each is
+  found);
+- gradients on a row of their own: their size as the partitioner laid them out, which XLA may
+  hold inside the temporaries or fuse into the update, so they are not stacked on the others.
+
+Every part is labelled where it is wide enough, on hover always, and in the table under the
+chart, so the numbers read at any size.
+"""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as w
+import plotly.graph_objects as go
+
+from explorer.report.report import Memory, Report
+from explorer.report.summary import human_bytes
+from explorer.ui.views import keep_state
+
+# A target's memory is drawn to scale only up to this many times the program's total; beyond,
+# the bars would be slivers, so the axis stops at the total and says where the limit is.
+_CAPACITY_IN_SCALE = 5.0
+XLA_ROW, KIND_ROW, GRAD_ROW = "XLA buffers", "by kind", "gradients"
+MEMORY_PARTS = (("arguments", "#4c78a8"), ("outputs (not aliased)", "#f58518"),
+                ("temporaries", "#54a24b"))
+KIND_PARTS = (("params", "parameters", "#7c3aed"), ("optimizer", "optimizer state", "#b45309"),
+              ("activations", "activations", "#0d9488"),
+              ("other", "other in/outputs", "#9ca3af"))
+GRAD_COLOUR = "#dc2626"
+# Below this share of the axis a part's label goes to hover only.
+_LABEL_SHARE = 0.08
+
+
+def binary_ticks(top: float, count: int = 5) -> list[float]:
+    """Tick positions from 0 to `top` at a round step in one binary unit (KiB, MiB, GiB): the
+    axis then reads 0, 2.0 MiB, 4.0 MiB, ... rather than plotly's decimal '80B'."""
+    if top <= 0:
+        return [0.0]
+    unit = 1.0
+    while top / unit >= 1024 and unit < 1024.0 ** 4:
+        unit *= 1024
+    raw = top / unit / count
+    step = next((m * 10 ** e for e in range(-2, 4) for m in (1, 2, 5) if m * 10 ** e >= raw),
+                1000.0) * unit
+    return [k * step for k in range(int(top // step) + 1)]
+
+
+def memory_parts(m: Memory) -> tuple[int, int, int]:
+    """(arguments, outputs not aliased, temporaries): they add up to m.total."""
+    return (m.arguments, m.outputs - m.aliased, m.temporaries)
+
+
+def kind_parts(m: Memory) -> tuple[int, int, int, int]:
+    """(params, optimizer, activations, other) of m.by_kind; gradients are apart."""
+    k = m.by_kind
+    return tuple(int(k[key] or 0) for key, _, _ in KIND_PARTS)
+
+
+def classified(m: Memory) -> bool:
+    """Whether the report says what its tensors are (a workload or a module; not a plain
+    function, whose bytes are all `other`)."""
+    return m.kinds is not None
+
+
+class MemoryView:
+    """Per-device memory as stacked bars (XLA's buffers, by kind, gradients), the target's
+    memory as a line when it is in scale, else named at the axis end, and a table."""
+
+    def __init__(self):
+        self.fig: go.FigureWidget | None = None     # made when first drawn (tab shown)
+        self.text = w.HTML()
+        self.widget = w.VBox([self.text])
+        self.widget.add_class("explorer-memory")
+
+    @staticmethod
+    def _new_figure() -> go.FigureWidget:
+        fig = go.FigureWidget()
+        for name, colour_ in MEMORY_PARTS:
+            fig.add_bar(name=name, x=[0], y=[XLA_ROW], orientation="h", marker_color=colour_,
+                        legendgroup="xla", legendgrouptitle_text="XLA buffers",
+                        textposition="inside", insidetextanchor="middle", cliponaxis=False,
+                        hovertemplate="%{hovertext}<extra>" + name + "</extra>")
+        for _, label, colour_ in KIND_PARTS:
+            fig.add_bar(name=label, x=[0], y=[KIND_ROW], orientation="h", marker_color=colour_,
+                        legendgroup="kind", legendgrouptitle_text="by kind",
+                        textposition="inside", insidetextanchor="middle", cliponaxis=False,
+                        hovertemplate="%{hovertext}<extra>" + label + "</extra>")
+        fig.add_bar(name="gradients",
+                    x=[0], y=[GRAD_ROW], orientation="h", marker_color=GRAD_COLOUR,
+                    legendgroup="grads", legendgrouptitle_text="gradients",
+                    textposition="inside", insidetextanchor="middle", cliponaxis=False,
+                    hovertemplate="%{hovertext}<extra>gradients</extra>")
+        fig.update_layout(barmode="stack", height=330, width=820,
+                          margin=dict(l=100, r=20, t=40, b=50),
+                          xaxis_title="bytes per device (every device runs the same program)",
+                          title="memory per device",
+                          yaxis=dict(autorange="reversed", type="category"),
+                          legend=dict(orientation="v", x=1.02, y=1, yanchor="top",
+                                      traceorder="grouped", font=dict(size=11),
+                                      groupclick="toggleitem"))
+        keep_state(fig)
+        return fig
+
+    def update(self, report: Report) -> None:
+        m = report.memory
+        fit = report.estimate.memory if report.estimate is not None else None
+        xla = memory_parts(m) if m else (0, 0, 0)
+        kinds = kind_parts(m) if m and classified(m) else (0, 0, 0, 0)
+        grads = m.by_kind["grads"] if m and classified(m) else 0
+        total = sum(xla)
+        in_scale = fit is not None and fit.capacity <= _CAPACITY_IN_SCALE * max(total, 1)
+        widest = max(total, sum(kinds), grads or 0, 1)
+        top = max(fit.capacity if in_scale else widest, 1) * 1.08
+        ticks = binary_ticks(top)
+        rows = [XLA_ROW] + ([KIND_ROW] if any(kinds) else []) + ([GRAD_ROW] if grads else [])
+        # A new figure per update, as for the dataflow graph: this tab is drawn when it is
+        # shown, while the browser creates its view, and a view created then was seen (Voila,
+        # plotly 7) to miss the in-place update and keep the empty chart.
+        old, self.fig = self.fig, self._new_figure()
+        with self.fig.batch_update():
+            values = [*xla, *kinds, grads or 0]
+            for bar, v in zip(self.fig.data, values, strict=True):
+                bar.x = [v]
+                # A part too thin to hold its label shows it on hover only.
+                bar.text = [human_bytes(v) if v >= _LABEL_SHARE * top else ""]
+                bar.hovertext = [human_bytes(v)]
+                bar.visible = bar.y[0] in rows
+            self.fig.layout.yaxis.categoryarray = rows
+            # Tall enough for the legend's groups beside the bars.
+            self.fig.layout.height = 300 + 40 * (len(rows) - 1)
+            self.fig.layout.xaxis.range = [0, top]
+            self.fig.layout.xaxis.tickvals = ticks
+            self.fig.layout.xaxis.ticktext = [human_bytes(t) if t else "0" for t in ticks]
+            shapes, notes = [], []
+            if fit and in_scale:
+                shapes.append(dict(type="line", x0=fit.capacity, x1=fit.capacity, y0=0, y1=1,
+                                   yref="paper", line=dict(color="#b00020", dash="dash")))
+                notes.append(dict(x=fit.capacity, y=1, yref="paper", yanchor="bottom",
+                                  text=f"HBM {human_bytes(fit.capacity)}", showarrow=False,
+                                  font=dict(color="#b00020", size=11)))
+            elif fit:
+                notes.append(dict(x=1, xref="paper", y=1, yref="paper", yanchor="bottom",
+                                  xanchor="right", showarrow=False,
+                                  font=dict(color="#b00020", size=11),
+                                  text=f"HBM {human_bytes(fit.capacity)}: "
+                                       f"{fit.capacity / max(total, 1):,.0f}× this, off scale →"))
+            self.fig.layout.shapes = shapes
+            self.fig.layout.annotations = notes
+            self.fig.layout.title.text = (
+                f"memory per device: {human_bytes(total)}"
+                + (f" of {human_bytes(fit.capacity)} on {report.estimate.target}" if fit
+                   else ""))
+        keep_state(self.fig)
+        self.widget.children = (self.fig, self.text)
+        if old is not None:
+            old.close()
+        self.text.value = memory_html(report)
+
+
+def memory_html(report: Report) -> str:
+    """The memory numbers in words and in a table, in one unit system."""
+    m = report.memory
+    if m is None:
+        return "<p>This backend reported no memory analysis.</p>"
+    args, outs, temps = memory_parts(m)
+    aliased = (f" (outputs {human_bytes(m.outputs)}, of which {human_bytes(m.aliased)} reuse "
+               "argument buffers)" if m.aliased else "")
+    out = (f"<p>Per device (SPMD: every device runs the same program): arguments "
+           f"{human_bytes(args)} + outputs (not aliased) {human_bytes(outs)} + temporaries "
+           f"{human_bytes(temps)} = <b>total {human_bytes(m.total)}</b>{aliased}.</p>")
+    fit = report.estimate.memory if report.estimate is not None else None
+    if fit:
+        cls = "explorer-fits" if fit.fits else "explorer-oom"
+        out += (f"<p class='{cls}'><b>{'Fits' if fit.fits else 'Out of memory'}</b> on "
+                f"{html.escape(report.estimate.target)}: uses {human_bytes(fit.bytes)} of "
+                f"{human_bytes(fit.capacity)} per device ({fit.fraction:.2%}).</p>")
+    out += _kinds_table(m)
+    return out
+
+
+def _kinds_table(m: Memory) -> str:
+    if not classified(m):
+        return ("<p class='explorer-memory-unclassified'><i>By kind: this report does not say "
+                "which inputs are parameters, so every byte counts as other. Built-in workloads "
+                "and <code>explorer.ui.explore_module</code> (a Flax model's parameters) are "
+                "split by kind.</i></p>")
+    k = m.by_kind
+    grads = k["grads"]
+    grads_text = ("not located (the program pins no gradient, so where they are is unknown)"
+                  if grads is None else "none in this program" if grads == 0 else
+                  human_bytes(grads))
+    xla_rows = [(name, v) for (name, _), v in zip(MEMORY_PARTS, memory_parts(m), strict=True)]
+    kind_rows = [(label, k[key] or 0) for key, label, _ in KIND_PARTS]
+    n = max(len(xla_rows), len(kind_rows))
+    xla_rows += [("", None)] * (n - len(xla_rows))
+    body = "".join(
+        f"<tr><td>{html.escape(a)}</td><td class='explorer-num'>"
+        f"{human_bytes(va) if va is not None else ''}</td><td class='explorer-gap'></td>"
+        f"<td>{html.escape(b)}</td><td class='explorer-num'>{human_bytes(vb)}</td></tr>"
+        for (a, va), (b, vb) in zip(xla_rows, kind_rows, strict=True))
+    body += (f"<tr><td><b>total</b></td><td class='explorer-num'><b>{human_bytes(m.total)}</b>"
+             f"</td><td></td><td><b>sum</b></td><td class='explorer-num'><b>"
+             f"{human_bytes(sum(v for _, v in kind_rows))}</b></td></tr>")
+    return ("<table class='explorer-table explorer-memory-table'><tr><th>XLA buffer</th>"
+            "<th>per device</th><th></th><th>kind</th><th>per device</th></tr>"
+            f"{body}</table><p class='explorer-note'>Gradients: {grads_text}; XLA may hold them "
+            "among the temporaries or fuse them into the update, so they are not added to the "
+            "kinds. Activations are XLA's temporaries: what the step holds at its peak besides "
+            "its arguments and outputs.</p>")

@@ -1,0 +1,331 @@
+"""The Timing tab: compile times, XLA's cost, the predicted step on a target, its timeline
+(explorer.report.trace: the compiled schedule on a compute and a communication lane), the ops
+that take the most time, a roofline point, and a pipeline's schedule."""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+
+import ipywidgets as w
+import plotly.graph_objects as go
+
+from explorer.cost.hardware import get_target
+from explorer.cost.model import format_seconds
+from explorer.report.report import Report
+from explorer.report.summary import human_bytes
+from explorer.report.trace import StepTrace, TraceEvent, TraceLane
+from explorer.ui.graph import KIND_COLOURS  # one colour per kind in every view
+from explorer.ui.views import keep_state
+
+LANES = (TraceLane.COMPUTE, TraceLane.COMMUNICATION)
+COMPUTE_COLOUR = "#64748b"
+OTHER_COLOUR = "#a16207"
+MAX_BARS = 4000          # bars drawn; the rest are the shortest and are only counted
+TOP_OPS = 10
+
+
+def time_unit(seconds: float) -> tuple[float, str]:
+    """(scale, unit) to show times up to `seconds`: 1e-6 and "µs" for a 40 µs step."""
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if seconds >= scale:
+            return scale, unit
+    return 1e-9, "ns"
+
+
+_CELL_LINE = re.compile(r"(In \[\d+\]):(\d+)")
+
+
+def where(source: str) -> str:
+    """A source as the rest of the app writes it: a notebook cell's `In [3]:2` as
+    `In [3], line 2` (the trace names compute events the first way), a path as its file."""
+    m = _CELL_LINE.fullmatch(source)
+    if m:
+        return f"{m.group(1)}, line {m.group(2)}"
+    return source.rsplit("/", 1)[-1]
+
+
+def event_class(e: TraceEvent) -> str:
+    """What colours an event: `compute`, or its collective's kind."""
+    if e.lane == TraceLane.COMPUTE:
+        return "compute"
+    return str(e.args.get("kind") or "collective")
+
+
+def class_colour(cls: str) -> str:
+    return COMPUTE_COLOUR if cls == "compute" else KIND_COLOURS.get(cls, OTHER_COLOUR)
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One op of the timeline, its events summed: what it is, where, how often, how long."""
+
+    name: str
+    lane: TraceLane
+    source: str
+    count: int
+    seconds: float
+    hlo: str                  # the first event's instruction
+    cls: str                  # what colours it (event_class)
+
+
+def top_ops(trace: StepTrace, n: int = TOP_OPS) -> list[OpTime]:
+    """The `n` ops with the most time on the timeline, events of the same name, lane and source
+    line summed (a layer's matmul run in each of 12 layers is one op run 12 times)."""
+    ops: dict[tuple, list[TraceEvent]] = {}
+    for e in trace.events:
+        ops.setdefault((e.name, e.lane, e.source), []).append(e)
+    out = [OpTime(name, lane, source, len(es), sum(e.duration for e in es), es[0].hlo,
+                  event_class(es[0]))
+           for (name, lane, source), es in ops.items()]
+    out.sort(key=lambda o: -o.seconds)
+    return out[:n]
+
+
+def top_ops_html(trace: StepTrace) -> str:
+    e = html.escape
+    rows = []
+    for o in top_ops(trace):
+        share = o.seconds / trace.seconds if trace.seconds else 0.0
+        swatch = (f"<span class='explorer-swatch' style='background:{class_colour(o.cls)}'>"
+                  "</span>")
+        rows.append(
+            f"<tr><td>{swatch}{e(o.name)}</td><td>{o.lane}</td>"
+            f"<td><code title='{e(o.source, quote=True)}'>{e(where(o.source)) or '—'}"
+            f"</code></td><td class='explorer-num'>{o.count}</td>"
+            f"<td class='explorer-num'>{format_seconds(o.seconds)}</td>"
+            f"<td class='explorer-num'>{share:.1%}</td><td><code>{e(o.hlo)}</code></td></tr>")
+    return ("<p><b>Top ops by predicted time</b> (events of one op, lane and source line "
+            "summed)</p><div class='explorer-table-wrap'><table class='explorer-table "
+            "explorer-top-ops'><tr><th>op</th><th>lane</th><th>source</th><th>runs</th>"
+            f"<th>time</th><th>of step</th><th>HLO (first)</th></tr>{''.join(rows)}</table>"
+            "</div>")
+
+
+def timing_html(report: Report, unavailable: str | None = None) -> str:
+    """Compile times, XLA's cost and the prediction; `unavailable` says why a picked target
+    gave no prediction (it does not fit the mesh)."""
+    t, c, est = report.timing, report.cost, report.estimate
+    flops = "not reported" if c.flops is None else f"{c.flops:.3g}"
+    cached = " (answered from the cache)" if t.cached else ""
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in c.notes)
+    parts = [f"<p><b>Compile</b> (measured on {report.backend}): lower {t.lower_s * 1e3:.0f} ms, "
+             f"compile {t.compile_s * 1e3:.0f} ms{cached}.</p>",
+             _measured_html(t),
+             f"<p><b>Cost per device</b> (XLA cost_analysis of the {report.backend} program): "
+             f"{flops} flops, {human_bytes(c.bytes_accessed)} accessed; collectives move "
+             f"{human_bytes(c.collective_bytes)}.</p>"]
+    if est is None and unavailable:
+        parts.append("<p class='explorer-prediction-unavailable'><b>Prediction unavailable"
+                     f"</b>: {html.escape(unavailable)}</p>")
+    elif est is None:
+        parts.append("<p><i>Pick a target to predict the step time on real hardware, with its "
+                      "timeline.</i></p>")
+    else:
+        comp = est.compute
+        bound = f", <b>{est.bound}-bound</b>" if est.bound else ""
+        on_trace = (f" On the timeline of the compiled schedule (below): "
+                    f"<b>{format_seconds(est.step_trace_seconds)}</b>."
+                    if est.step_trace_seconds is not None else "")
+        parts.append(
+            f"<p class='explorer-prediction'><b>Predicted on {html.escape(est.target)}</b> "
+            f"(analytical model, not a measurement): step "
+            f"{format_seconds(est.step_lower_seconds)} with full overlap to "
+            f"{format_seconds(est.step_upper_seconds)} with none{bound}. Compute "
+            f"{format_seconds(comp.seconds)} ({comp.bound or 'unknown'}-bound, {comp.dtype}), "
+            f"communication {format_seconds(est.comm_seconds)}.{on_trace}</p>")
+        notes += "".join(f"<li>{html.escape(n)}</li>" for n in est.notes)
+    return f"<div class='explorer-timing-body'>{''.join(parts)}<ul>{notes}</ul></div>"
+
+
+def _measured_html(t) -> str:
+    if t.measured_s is not None:
+        return (f"<p class='explorer-measured'><b>Measured</b>: {t.measured_s * 1e3:.2f} ms per "
+                f"step on {html.escape(t.measured_on)} (median after warm-up; this machine, "
+                "not the target).</p>")
+    if t.measure_note:
+        return f"<p class='explorer-measured'>{html.escape(t.measure_note)}</p>"
+    return ""
+
+
+def drawn_events(trace: StepTrace, limit: int = MAX_BARS) -> list[TraceEvent]:
+    """The events drawn: all of them, or the `limit` longest (in time order)."""
+    events = list(trace.events)
+    if len(events) <= limit:
+        return events
+    keep = set(sorted(range(len(events)), key=lambda i: -events[i].duration)[:limit])
+    return [e for i, e in enumerate(events) if i in keep]
+
+
+def trace_figure(trace: StepTrace) -> go.FigureWidget:
+    """The predicted step as bars on two lanes, coloured compute or by collective kind."""
+    scale, unit = time_unit(max(trace.seconds, 1e-12))
+    events = drawn_events(trace)
+    by_class: dict[str, list[TraceEvent]] = {}
+    for e in events:
+        by_class.setdefault(event_class(e), []).append(e)
+    order = ["compute"] + sorted(c for c in by_class if c != "compute")
+    fig = go.FigureWidget()
+    for cls in order:
+        es = by_class.get(cls, [])
+        if not es:
+            continue
+        fig.add_bar(
+            name=cls, orientation="h", marker_color=class_colour(cls),
+            # A thin white edge tells adjacent events apart, where there are few enough.
+            marker_line=dict(color="white", width=1 if len(events) <= 400 else 0),
+            y=[str(e.lane) for e in es],
+            base=[e.start / scale for e in es], x=[e.duration / scale for e in es],
+            customdata=[[e.name, e.hlo, where(e.source) or "(source unknown)",
+                         format_seconds(e.duration), format_seconds(e.start)] for e in es],
+            hovertemplate=("<b>%{customdata[0]}</b><br>HLO: %{customdata[1]}<br>"
+                           "source: %{customdata[2]}<br>%{customdata[3]} from "
+                           "%{customdata[4]}<extra></extra>"))
+    dropped = len(trace.events) - len(events)
+    title = (f"predicted step on {trace.target}: {format_seconds(trace.seconds)} "
+             f"(busy: compute {format_seconds(trace.lane_seconds(TraceLane.COMPUTE))}, "
+             f"communication {format_seconds(trace.lane_seconds(TraceLane.COMMUNICATION))})")
+    if dropped:
+        title += f" · {dropped} shortest events not drawn"
+    fig.update_layout(
+        barmode="overlay", height=250, width=820, bargap=0.35,
+        title=dict(text=title, font=dict(size=13)),
+        margin=dict(l=110, r=20, t=40, b=50),
+        xaxis=dict(title=f"time from the start of the step ({unit})", rangemode="tozero",
+                   range=[0, trace.seconds / scale * 1.02]),
+        yaxis=dict(type="category", categoryorder="array",
+                   categoryarray=[str(lane) for lane in LANES], autorange="reversed",
+                   title="lane"),
+        legend=dict(orientation="h", y=-0.35, x=0, title_text="colour:"))
+    keep_state(fig)
+    return fig
+
+
+class TimingView:
+    """Compile times, XLA's cost, and with a target the predicted step: its timeline, the top
+    ops and a roofline point; a pipeline's schedule when the workload has one."""
+
+    def __init__(self):
+        self.text = w.HTML()
+        self.trace_fig: go.FigureWidget | None = None
+        self.trace_box = w.VBox(layout=w.Layout(display="none"))
+        self.trace_box.add_class("explorer-trace")
+        self.top = w.HTML()
+        # Figures are made when first drawn (the tab shown): a page loading many figures at
+        # once was seen to time out initialising them (anywidget allows each 2 s).
+        self._roofline: go.FigureWidget | None = None
+        self.box = w.Box(layout=w.Layout(display="none"))
+        self._schedule: go.FigureWidget | None = None
+        self.schedule_box = w.Box(layout=w.Layout(display="none"))
+        self.widget = w.VBox([self.text, self.trace_box, self.top, self.box, self.schedule_box])
+        self.widget.add_class("explorer-timing")
+
+    @property
+    def roofline(self) -> go.FigureWidget:
+        if self._roofline is None:
+            fig = go.FigureWidget()
+            fig.add_scatter(name="roof", mode="lines", line=dict(color="#555"))
+            fig.add_scatter(name="this program", mode="markers+text",
+                            marker=dict(size=12, color="#d62728"), textposition="bottom right")
+            fig.update_layout(height=300, margin=dict(l=60, r=10, t=40, b=50),
+                              xaxis=dict(type="log", title="FLOPs per byte of HBM"),
+                              yaxis=dict(type="log", title="FLOP/s per device"),
+                              showlegend=False)
+            keep_state(fig)
+            self._roofline = fig
+            self.box.children = (fig,)
+        return self._roofline
+
+    @property
+    def schedule(self) -> go.FigureWidget:
+        """A pipeline's schedule as a timeline: one row per stage, forward and backward bars."""
+        if self._schedule is None:
+            fig = go.FigureWidget()
+            for phase, colour in (("F", "#4c78a8"), ("B", "#f58518")):
+                fig.add_bar(name="forward" if phase == "F" else "backward",
+                            orientation="h", marker_color=colour, textposition="inside")
+            fig.update_layout(barmode="overlay", height=220, bargap=0.2,
+                              margin=dict(l=60, r=10, t=40, b=40),
+                              xaxis_title="time (units of one stage forward)",
+                              yaxis=dict(autorange="reversed", title="stage"))
+            keep_state(fig)
+            self._schedule = fig
+            self.schedule_box.children = (fig,)
+        return self._schedule
+
+    def update(self, report: Report, unavailable: str | None = None) -> None:
+        self.text.value = timing_html(report, unavailable)
+        self._draw_trace(report.trace)
+        self._draw_schedule(report.workload.to_dict() if report.workload else {})
+        point = roofline_point(report)
+        self.box.layout.display = "" if point else "none"
+        if not point:
+            return
+        peak, bandwidth, intensity, achieved, label = point
+        xs = [min(intensity, peak / bandwidth) / 100, peak / bandwidth,
+              max(intensity, peak / bandwidth) * 100]
+        with self.roofline.batch_update():
+            self.roofline.data[0].x = xs
+            self.roofline.data[0].y = [min(peak, x * bandwidth) for x in xs]
+            self.roofline.data[1].x, self.roofline.data[1].y = [intensity], [achieved]
+            self.roofline.data[1].text = [label]
+            self.roofline.layout.title.text = (
+                f"roofline of one {report.estimate.target} device (peak for "
+                f"{report.estimate.compute.peak_dtype or report.estimate.dtype})")
+        keep_state(self.roofline)
+
+    def _draw_trace(self, trace: StepTrace | None) -> None:
+        """A new figure per result, as the Memory tab does (drawn while its tab is shown)."""
+        old = self.trace_fig
+        if trace is None or not trace.events:
+            self.trace_fig = None
+            self.trace_box.children = ()
+            self.trace_box.layout.display = "none"
+            self.top.value = ""
+        else:
+            self.trace_fig = trace_figure(trace)
+            notes = "".join(f"<li>{html.escape(n)}</li>" for n in trace.notes)
+            self.trace_box.children = (
+                self.trace_fig,
+                w.HTML("<p class='explorer-note'>Each bar is one instruction of the compiled "
+                       "program, timed by the cost model (compute: its roofline time; "
+                       "communication: the collective's predicted time). Hover a bar for its "
+                       f"HLO instruction and source line.</p><ul>{notes}</ul>"))
+            self.trace_box.layout.display = ""
+            self.top.value = top_ops_html(trace)
+        if old is not None:
+            old.close()
+
+    def _draw_schedule(self, info: dict) -> None:
+        entries = info.get("schedule")
+        self.schedule_box.layout.display = "" if entries else "none"
+        if not entries:
+            return
+        with self.schedule.batch_update():
+            for bar, phase in zip(self.schedule.data, ("F", "B"), strict=True):
+                mine = [e for e in entries if e["phase"] == phase]
+                bar.base = [e["start"] for e in mine]
+                bar.x = [e["end"] - e["start"] for e in mine]
+                bar.y = [f"s{e['stage']}" for e in mine]
+                bar.text = [str(e["microbatch"]) for e in mine]
+            self.schedule.layout.title.text = (
+                f"{info['params'].get('schedule', '')} schedule: bubble "
+                f"{info['bubble_fraction']:.0%} of stage time")
+        keep_state(self.schedule)
+
+
+def roofline_point(report: Report):
+    """(peak FLOP/s, HBM bytes/s, intensity, attained FLOP/s, label), or None if unknown.
+
+    The peak is the one the estimate used (ComputeTime.peak_flops): a TPU runs float32 matmuls
+    at its bfloat16 peak, which a lookup by the program's dtype would miss."""
+    est, c = report.estimate, report.cost
+    if est is None or not c.flops or not c.bytes_accessed or not est.compute.seconds:
+        return None
+    peak = est.compute.peak_flops
+    bandwidth = get_target(est.target).chip.memory_bandwidth
+    if not peak or not bandwidth or not est.step_lower_seconds:
+        return None
+    attained = c.flops / est.step_lower_seconds
+    return (peak, bandwidth, c.flops / c.bytes_accessed, attained, f"{est.bound}-bound")

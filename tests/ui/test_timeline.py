@@ -1,0 +1,104 @@
+"""The Timing tab: the predicted step as a two-lane timeline, the top ops, the roofline point."""
+
+import inspect
+from html import unescape
+
+import jax.numpy as jnp
+import pytest
+
+pytest.importorskip("plotly")
+
+from explorer import TensorSpec, analyze, get_target  # noqa: E402
+from explorer.report.trace import StepTrace, TraceEvent, TraceLane  # noqa: E402
+from explorer.ui import explore  # noqa: E402
+from explorer.ui.app import TAB_TITLES  # noqa: E402
+from explorer.ui.graph import KIND_COLOURS  # noqa: E402
+from explorer.ui.timeline import (  # noqa: E402
+    COMPUTE_COLOUR,
+    roofline_point,
+    time_unit,
+    top_ops,
+    where,
+)
+
+T = TensorSpec
+C, M = TraceLane.COMPUTE, TraceLane.COMMUNICATION
+
+
+def test_top_ops_sum_the_events_of_one_op_and_line():
+    us = 1e-6
+    trace = StepTrace("h100-8", (
+        TraceEvent("dot_general", C, 0, 3 * us, "fusion.1", "a.py:1"),
+        TraceEvent("all-reduce over model", M, 3 * us, 5 * us, "all-reduce", "a.py:2",
+                   {"kind": "all-reduce"}),
+        TraceEvent("dot_general", C, 8 * us, 3 * us, "fusion.2", "a.py:1"),
+        TraceEvent("tanh", C, 11 * us, 1 * us, "tanh", "a.py:3"),
+        TraceEvent("dot_general", C, 12 * us, 2 * us, "fusion.3", "a.py:9"),
+    ), 14 * us)
+    ops = top_ops(trace)
+    assert [(o.name, o.source, o.count, round(o.seconds / us, 9)) for o in ops] == [
+        ("dot_general", "a.py:1", 2, 6.0), ("all-reduce over model", "a.py:2", 1, 5.0),
+        ("dot_general", "a.py:9", 1, 2.0), ("tanh", "a.py:3", 1, 1.0)]
+    assert ops[0].hlo == "fusion.1" and ops[1].cls == "all-reduce" and ops[0].cls == "compute"
+    assert len(top_ops(trace, 2)) == 2
+    assert time_unit(40e-6) == (1e-6, "µs") and time_unit(0.2) == (1e-3, "ms")
+    assert time_unit(3.0) == (1.0, "s") and time_unit(5e-9) == (1e-9, "ns")
+    # The trace writes a cell's compute events `In [3]:2`; the app writes `In [3], line 2`.
+    assert where("In [3]:2") == "In [3], line 2" and where("/a/b/models.py:9") == "models.py:9"
+
+
+def gathered_mlp(x, w1, w2):
+    h = jnp.tanh(x @ w1)
+    return h @ w2
+
+
+def test_the_timeline_draws_every_event_on_its_lane_coloured_by_kind():
+    app = explore(gathered_mlp, T("x", (256, 1024), spec="data,None"),
+                  T("w1", (1024, 4096), spec="data,model"),
+                  T("w2", (4096, 1024), spec="model,None"), mesh="data=2,model=4",
+                  target="h100-8", debounce=None)
+    try:
+        app.tabs.selected_index = TAB_TITLES.index("Timing")
+        trace = app.report.trace
+        fig = app.timing.trace_fig
+        scale, unit = time_unit(trace.seconds)
+        assert fig.layout.xaxis.title.text == f"time from the start of the step ({unit})"
+        bars = {b.name: b for b in fig.data}
+        # One trace per colour: compute, and each collective kind of the program.
+        assert set(bars) == {"compute", "all-gather", "all-reduce"}
+        assert bars["compute"].marker.color == COMPUTE_COLOUR
+        assert bars["all-gather"].marker.color == KIND_COLOURS["all-gather"]
+        assert set(bars["compute"].y) == {"compute"}
+        assert set(bars["all-reduce"].y) == {"communication"}
+        # The bars are the trace's events: their widths add up to each lane's busy time.
+        for lane, names in ((C, ["compute"]), (M, ["all-gather", "all-reduce"])):
+            drawn = sum(x for n in names for x in bars[n].x) * scale
+            assert drawn == pytest.approx(trace.lane_seconds(lane), rel=1e-9)
+        assert sum(len(b.x) for b in fig.data) == len(trace.events)
+        # Hover: name, HLO instruction, source line, duration.
+        gather = next(e for e in trace.events if e.lane == M and "all-gather" in e.name)
+        lines, first = inspect.getsourcelines(gathered_mlp)
+        line = first + next(i for i, t in enumerate(lines) if "jnp.tanh" in t)
+        assert list(bars["all-gather"].customdata[0][:3]) == [
+            "all-gather over data", gather.hlo, f"test_timeline.py:{line}"]
+        top = unescape(app.timing.top.value)
+        assert top.count("<tr>") - 1 == min(10, len(top_ops(trace)))
+        assert "On the timeline of the compiled schedule" in app.timing.text.value
+    finally:
+        app.close()
+
+
+def matmul(x, w):
+    return x @ w
+
+
+def test_a_tpu_float32_program_gets_its_roofline_point_at_the_peak_used():
+    # TPUs run float32 matmuls as bfloat16 passes: the estimate uses the bfloat16 peak, and the
+    # roofline point must too (a lookup of a float32 peak finds none).
+    r = analyze(matmul, T("x", (1024, 1024), spec="data,None"), T("w", (1024, 1024)),
+                mesh="data=8", target="tpu-v5e-2x4")
+    chip = get_target("tpu-v5e-2x4").chip
+    assert "float32" not in chip.peak_flops and r.estimate.compute.peak_dtype == "bfloat16"
+    peak, bandwidth, intensity, _, _ = roofline_point(r)
+    assert peak == chip.peak_flops["bfloat16"] and bandwidth == chip.memory_bandwidth
+    assert intensity == pytest.approx(r.cost.flops / r.cost.bytes_accessed)
