@@ -92,7 +92,12 @@ def dot_flops(instr: Instruction, names: dict[str, Instruction]) -> float:
 def convolution_flops(instr: Instruction, names: dict[str, Instruction]) -> float:
     """2 · prod(result dims) · (kernel elements per output feature): each output element sums
     over the kernel's input features and window. dim_labels name the kernel's output feature
-    dimension 'o' (e.g. `bf_io->bf`, `b01f_01io->b01f`)."""
+    dimension 'o' (e.g. `bf_io->bf`, `b01f_01io->b01f`).
+
+    With `lhs_dilate=d` in the window, the input has d-1 holes between its elements, so a window
+    of size k meets at most ceil(k/d) of them. The TPU compiler writes a batched matmul
+    (attention's q·k) this way: a window over the batch dimensions with size = lhs_dilate, one
+    real tap each; counting the whole window would multiply its FLOPs by the batch size."""
     rhs = names.get(instr.operands[1]) if len(instr.operands) > 1 else None
     labels = instr.attr("dim_labels") or ""
     m = re.fullmatch(r"[^_]*_([^-]*)->.*", labels)
@@ -100,7 +105,17 @@ def convolution_flops(instr: Instruction, names: dict[str, Instruction]) -> floa
         return 0.0
     kernel = rhs.arrays[0].dims
     out_features = kernel[m.group(1).index("o")]
-    return 2.0 * prod(instr.arrays[0].dims) * prod(kernel) / max(out_features, 1)
+    window = instr.attr("window") or ""
+    sizes = _window_ints(window, "size")
+    dilate = _window_ints(window, "lhs_dilate")
+    holes = prod(k / ceil(k / d) for k, d in zip(sizes, dilate, strict=False) if d > 1)
+    return 2.0 * prod(instr.arrays[0].dims) * prod(kernel) / max(out_features, 1) / holes
+
+
+def _window_ints(window: str, key: str) -> tuple[int, ...]:
+    """`size=32x8` of a convolution's window={...} as (32, 8); () when absent."""
+    m = re.search(rf"\b{key}=([\dx]+)", window)
+    return tuple(int(v) for v in m.group(1).split("x")) if m else ()
 
 
 def trip_count(module: HloModule, loop: Instruction) -> int | None:
