@@ -175,22 +175,21 @@ def transformer(x, ln1, wq, wk, wv, wo, ln2, w1, w2, *, constraints=()):
     return constrain(block(x, w, cons, "layer0"), cons, "final")
 
 
-def _block_shapes(p, prefix: str = "", arch: Arch = Arch()) -> dict:  # noqa: B008 (frozen)
+def _block_shapes(p, arch: Arch = Arch()) -> dict:  # noqa: B008 (frozen)
     d, h, k, f = p["d_model"], p["heads"], p["d_head"], p["d_ff"]
     g = p.get("kv_heads") or h
     shapes = {"ln1": (d,), "wq": (d, h, k), "wk": (d, g, k), "wv": (d, g, k), "wo": (h, k, d),
               "ln2": (d,), "w1": (d, f), "w3": (d, f), "w2": (f, d)}
-    return {f"{prefix}{n}": shapes[n] for n in arch.block_params()}
+    return {n: shapes[n] for n in arch.block_params()}
 
 
-def _block_logical(prefix: str = "", arch: Arch = Arch(), kv_dim: str = "heads"  # noqa: B008
-                   ) -> dict:
+def _block_logical(arch: Arch = Arch(), kv_dim: str = "heads") -> dict:  # noqa: B008
     """Logical dims; `kv_dim` names the head dimension of wk and wv (`kv_heads` where the model
     can have fewer key/value heads than query heads)."""
     dims = {"ln1": ("embed",), "wq": ("embed", "heads", "kv"), "wk": ("embed", kv_dim, "kv"),
             "wv": ("embed", kv_dim, "kv"), "wo": ("heads", "kv", "embed"), "ln2": ("embed",),
             "w1": ("embed", "mlp"), "w3": ("embed", "mlp"), "w2": ("mlp", "embed")}
-    return {f"{prefix}{n}": dims[n] for n in arch.block_params()}
+    return {n: dims[n] for n in arch.block_params()}
 
 
 _STREAM = ("batch", "seq", "embed")
@@ -345,7 +344,7 @@ def train_arch(p) -> Arch:
 def _train_params(p) -> dict[str, tuple[int, ...]]:
     arch = train_arch(p)
     shapes = {"embed": (p["vocab"], p["d_model"])}
-    block = _block_shapes(p, "", arch)
+    block = _block_shapes(p, arch)
     if arch.scan:
         shapes.update({f"layers.{n}": (p["layers"], *s) for n, s in block.items()})
     else:
@@ -373,7 +372,7 @@ def _train_shapes(p):
 def _train_param_logical(p):
     arch = train_arch(p)
     logical = {"embed": ("vocab", "embed")}
-    block = _block_logical("", arch, kv_dim="kv_heads")
+    block = _block_logical(arch, kv_dim="kv_heads")
     if arch.scan:
         logical.update({f"layers.{n}": ("layers", *d) for n, d in block.items()})
     else:
