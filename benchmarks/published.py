@@ -25,6 +25,9 @@ import time
 from dataclasses import dataclass, field
 
 import explorer
+from explorer.cost.hardware import get_target
+from explorer.cost.model import roofline_seconds
+from explorer.hlo.schedule import StepKind, read_schedule
 from explorer.report.predict import with_target
 from explorer.workloads.models import TRANSFORMER_TRAIN
 
@@ -179,6 +182,7 @@ class Prediction:
     compile_s: float
     how: str                        # "TPU v5p:4x4x4 AOT" or "64 fake CPU devices"
     memory: str
+    parts: dict[str, float]         # compute seconds by kind, see compute_parts
 
     def error(self, which: str = "trace_s") -> float | None:
         value = getattr(self, which)
@@ -216,7 +220,38 @@ def predict(case: Case, fake: bool, timeout: float) -> Prediction:
     memory = est.memory.text if est.memory is not None else ""
     return Prediction(case, est.step_lower_seconds, est.step_upper_seconds,
                       est.step_trace_seconds, est.compute_seconds, est.comm_seconds, compile_s,
-                      how, memory)
+                      how, memory, compute_parts(report, case))
+
+
+def compute_parts(report, case: Case) -> dict[str, float]:
+    """The estimate's compute time split by what the instructions do, each at its roofline
+    max(FLOPs / peak, bytes / HBM bandwidth) as the estimate sums them: `attention` touches the
+    [.., seq, seq] scores (an array of rank 4 or more ending in seq, seq), which a flash kernel
+    would keep on chip; `matmul` is the other instructions with FLOPs; `other` the rest
+    (elementwise, norms, the optimizer, copies)."""
+    chip = get_target(case.target).chip
+    peak = chip.peak_flops[case.params["compute_dtype"]]
+    bandwidth = chip.memory_bandwidth
+    seq = case.params["seq"]
+    names = read_schedule(report.optimized_hlo)
+    by_name = names.module.by_name()
+    parts = {"matmul": 0.0, "attention": 0.0, "other": 0.0}
+
+    def scores(instr) -> bool:
+        arrays = list(instr.arrays) + [a for o in instr.operands if o in by_name
+                                       for a in by_name[o].arrays]
+        return any(len(a.dims) >= 4 and tuple(a.dims[-2:]) == (seq, seq) for a in arrays)
+
+    def walk(steps, runs):
+        for s in steps:
+            if s.kind is StepKind.LOOP:
+                walk(s.body, runs * (s.trips or 1))
+            elif s.kind in (StepKind.COMPUTE, StepKind.COLLECTIVE) and (s.flops or s.bytes):
+                kind = "attention" if scores(s.instr) else "matmul" if s.flops else "other"
+                parts[kind] += runs * roofline_seconds(s.flops, s.bytes, peak, bandwidth)
+
+    walk(names.steps, 1)
+    return parts
 
 
 def _s(value: float | None) -> str:
@@ -252,6 +287,16 @@ def table(preds: list[Prediction]) -> str:
             f"| `{c.name}` | {c.quoted} | {c.published_s:.2f} | {_s(p.trace_s)} | "
             f"{_pct(p.error())} | {_s(p.lower_s)} .. {_s(p.upper_s)} | "
             f"{_s(p.compute_s)} / {_s(p.comm_s)} | {p.how}, {p.compile_s:.0f} s |")
+    lines += ["", "Where the predicted step goes (seconds; compute split as `compute_parts` says, "
+              "`exposed comm` = trace - compute):", "",
+              "| case | published | matmul | attention scores | other compute | exposed comm "
+              "| trace | matmul alone vs published |", "|---|---|---|---|---|---|---|---|"]
+    for p in preds:
+        exposed = (p.trace_s - p.compute_s) if p.trace_s and p.compute_s else None
+        lines.append(
+            f"| `{p.case.name}` | {p.case.published_s:.2f} | {p.parts['matmul']:.2f} | "
+            f"{p.parts['attention']:.2f} | {p.parts['other']:.2f} | {_s(exposed)} | "
+            f"{_s(p.trace_s)} | {p.parts['matmul'] / p.case.published_s - 1:+.0%} |")
     lines.append("")
     for which, label in (("trace_s", "trace"), ("lower_s", "full-overlap bound"),
                          ("upper_s", "no-overlap bound")):
