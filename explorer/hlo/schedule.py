@@ -90,17 +90,42 @@ def dot_flops(instr: Instruction, names: dict[str, Instruction]) -> float:
 
 
 def convolution_flops(instr: Instruction, names: dict[str, Instruction]) -> float:
-    """2 · prod(result dims) · (kernel elements per output feature): each output element sums
-    over the kernel's input features and window. dim_labels name the kernel's output feature
-    dimension 'o' (e.g. `bf_io->bf`, `b01f_01io->b01f`)."""
+    """2 · prod(result dims) · input features · window taps: each output element sums over the
+    kernel's input features and the window positions that meet real input elements.
+    dim_labels name the dimensions (e.g. `bf_io->bf`, `b01f_01io->b01f`): `i`/`o` the kernel's
+    input/output features, digits the spatial dimensions, in window order.
+
+    A window position meets a real input element at most min(ceil(k/d), n) times along a
+    spatial dimension of window size k, lhs_dilate d (d-1 holes between input elements) and n
+    input elements. The TPU compiler writes batched matmuls with both tricks: attention's q·k
+    as a window over the batch dimensions with lhs_dilate equal to its size, and weight
+    gradients with a window of 8 over an input of size 1 padded by 7 on each side; each output
+    meets one real element there, and counting the whole window would multiply the FLOPs by
+    the window's size."""
+    lhs = names.get(instr.operands[0]) if instr.operands else None
     rhs = names.get(instr.operands[1]) if len(instr.operands) > 1 else None
     labels = instr.attr("dim_labels") or ""
-    m = re.fullmatch(r"[^_]*_([^-]*)->.*", labels)
-    if rhs is None or not rhs.arrays or not instr.arrays or not m or "o" not in m.group(1):
+    m = re.fullmatch(r"([^_]*)_([^-]*)->.*", labels)
+    if rhs is None or not rhs.arrays or not instr.arrays or not m or "i" not in m.group(2):
         return 0.0
+    lhs_labels, kernel_labels = m.group(1), m.group(2)
     kernel = rhs.arrays[0].dims
-    out_features = kernel[m.group(1).index("o")]
-    return 2.0 * prod(instr.arrays[0].dims) * prod(kernel) / max(out_features, 1)
+    window = instr.attr("window") or ""
+    dilate = _window_ints(window, "lhs_dilate")
+    taps = 1
+    for axis in range(sum(c.isdigit() for c in kernel_labels)):
+        k = kernel[kernel_labels.index(str(axis))]
+        d = dilate[axis] if axis < len(dilate) else 1
+        n = (lhs.arrays[0].dims[lhs_labels.index(str(axis))]
+             if lhs is not None and lhs.arrays and str(axis) in lhs_labels else k)
+        taps *= min(ceil(k / d), n)
+    return 2.0 * prod(instr.arrays[0].dims) * kernel[kernel_labels.index("i")] * taps
+
+
+def _window_ints(window: str, key: str) -> tuple[int, ...]:
+    """`lhs_dilate=32x8` of a convolution's window={...} as (32, 8); () when absent."""
+    m = re.search(rf"\b{key}=([\dx]+)", window)
+    return tuple(int(v) for v in m.group(1).split("x")) if m else ()
 
 
 def trip_count(module: HloModule, loop: Instruction) -> int | None:
@@ -252,7 +277,9 @@ class _Reader:
 
     def fusion_bytes(self, fusion: Instruction, called: str) -> float:
         """Operands + result, where an operand the body only slices counts as its slices
-        (a loop body reading one layer of a stacked weight reads that layer, not the stack)."""
+        (a loop body reading one layer of a stacked weight reads that layer, not the stack),
+        and a buffer the body updates in place counts as the update (a loop body writing one
+        layer's activations into the stack kept for the backward pass writes that layer)."""
         body = self.module.computations.get(called, [])
         users: dict[str, list[Instruction]] = {}
         for i in body:
@@ -260,10 +287,17 @@ class _Reader:
                 users.setdefault(o, []).append(i)
         params = {int(i.operand_text): i.name for i in body
                   if i.opcode == "parameter" and i.operand_text.strip().isdigit()}
-        total = float(sum(a.nbytes for a in fusion.arrays))
+        updated = _in_place_updates(body, params)
+        results = [a.nbytes for a in fusion.arrays]
+        for part, fraction in updated.values():
+            if part < len(results):
+                results[part] *= fraction
+        total = float(sum(results))
         for k, name in enumerate(fusion.operands):
             full = sum(a.nbytes for a in self.names[name].arrays) if name in self.names else 0
             used = users.get(params.get(k, ""), [])
+            if k in updated:
+                continue       # written in place where the result counts it; never read whole
             if used and all(u.opcode in ("slice", "dynamic-slice") and u.operands[0] == params[k]
                             for u in used):
                 total += min(full, sum(a.nbytes for u in used for a in u.arrays))
@@ -274,6 +308,40 @@ class _Reader:
     def root_bytes(self, computation: str) -> float:
         root = next((i for i in self.module.computations.get(computation, []) if i.is_root), None)
         return float(sum(a.nbytes for a in root.arrays)) if root else 0.0
+
+
+# Ops that pass a buffer on unchanged in size: a dynamic-update-slice seen through them still
+# updates the buffer in place (the CPU backend wraps bf16 updates in converts).
+_SAME_BUFFER = frozenset({"convert", "bitcast", "copy", "reshape"})
+
+
+def _in_place_updates(body: list[Instruction], params: dict[int, str]
+                      ) -> dict[int, tuple[int, float]]:
+    """Fusion param index -> (result part, fraction rewritten) for each param that a
+    dynamic-update-slice of the body updates and the body returns: the buffer aliases the
+    result and only the update's share of it is written."""
+    by_name = {i.name: i for i in body}
+    root = next((i for i in body if i.is_root), None)
+    if root is None:
+        return {}
+    parts = root.operands if root.opcode == "tuple" else [root.name]
+    param_index = {name: k for k, name in params.items()}
+    out: dict[int, tuple[int, float]] = {}
+    for part, name in enumerate(parts):
+        instr = by_name.get(name)
+        while instr is not None and instr.opcode in _SAME_BUFFER and instr.operands:
+            instr = by_name.get(instr.operands[0])
+        if instr is None or instr.opcode != "dynamic-update-slice" or len(instr.operands) < 2:
+            continue
+        buffer, update = by_name.get(instr.operands[0]), by_name.get(instr.operands[1])
+        while buffer is not None and buffer.opcode in _SAME_BUFFER and buffer.operands:
+            buffer = by_name.get(buffer.operands[0])
+        if buffer is None or buffer.name not in param_index or update is None:
+            continue
+        whole = prod(instr.arrays[0].dims) if instr.arrays else 0
+        if whole:
+            out[param_index[buffer.name]] = (part, prod(update.arrays[0].dims) / whole)
+    return out
 
 
 def _ints(text: str | None) -> tuple[int, ...]:

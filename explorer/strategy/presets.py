@@ -88,28 +88,29 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "batch=data,param:embed=data,grad:embed=data,opt:embed=data", ("data",),
            expects="as zero3"),
     Preset("megatron", "Megatron-LM tensor parallelism", _MEGATRON,
-           "batch=data,heads=model,mlp=model,vocab=model", ("model",), ("data",),
+           "batch=data,heads=model,kv_heads=model,mlp=model,vocab=model", ("model",), ("data",),
            expects="one all-reduce over model after each attention and each MLP in the "
                    "forward pass: V = batch·seq·embed bytes"),
     Preset("megatron_sp", "Megatron tensor + sequence parallelism",
            "Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer "
            "Models (arXiv:2205.05198) §4.2.2",
-           "batch=data,heads=model,mlp=model,vocab=model,act:seq=model,input:seq=model",
+           "batch=data,heads=model,kv_heads=model,mlp=model,vocab=model,act:seq=model,"
+           "input:seq=model",
            ("model",), ("data",),
            expects="each all-reduce becomes a reduce-scatter over model after the block and "
                    "an all-gather over model before the next"),
     Preset("2d", "GSPMD 2-D sharding: weights over data×model, activations batch×embed",
            "Xu et al. 2021, GSPMD (arXiv:2105.04663), 2D sharding of the Transformer; as "
            "google/praxis LanguageModel.set_sharding_params_v1 writes it",
-           "batch=data,heads=model,mlp=model,vocab=model,param:embed=data,grad:embed=data,"
-           "opt:embed=data,act:embed=model,input:embed=model", ("data", "model"),
+           "batch=data,heads=model,kv_heads=model,mlp=model,vocab=model,param:embed=data,"
+           "grad:embed=data,opt:embed=data,act:embed=model,input:embed=model", ("data", "model"),
            expects="weights all-gathered over data; activations all-gathered / "
                    "reduce-scattered over model around each matmul"),
     Preset("fsdp_tp", "FSDP over data + tensor parallelism over model",
            "MaxText configs/base.yml logical_axis_rules (embed→fsdp, mlp/heads→tensor); "
            "PyTorch FSDP + tensor parallel (2-D) recipe",
-           "batch=data,heads=model,mlp=model,vocab=model,param:embed=data,grad:embed=data,"
-           "opt:embed=data", ("data", "model"),
+           "batch=data,heads=model,kv_heads=model,mlp=model,vocab=model,param:embed=data,"
+           "grad:embed=data,opt:embed=data", ("data", "model"),
            expects="params all-gathered over data; one all-reduce over model per attention "
                    "and per MLP"),
     Preset("ep", "expert parallelism",

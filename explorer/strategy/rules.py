@@ -34,10 +34,11 @@ from explorer.spec.tensor import Entry, entry_axes, format_entry
 from explorer.spec.tokens import tokenize
 
 # The logical dimension names of the built-in workloads (t5x/MaxText vocabulary). `kv` is the
-# per-head dimension, `mlp` the feed-forward hidden dimension, `capacity` the per-expert token
+# per-head dimension, `kv_heads` the heads of the key/value weights (fewer than `heads` under
+# grouped-query attention), `mlp` the feed-forward hidden dimension, `capacity` the per-expert token
 # buffer of a mixture-of-experts layer, `stage` a pipeline stage.
-LOGICAL_NAMES = ("batch", "seq", "embed", "mlp", "heads", "kv", "experts", "capacity", "vocab",
-                 "layers", "stage")
+LOGICAL_NAMES = ("batch", "seq", "embed", "mlp", "heads", "kv_heads", "kv", "experts", "capacity",
+                 "vocab", "layers", "stage")
 
 # What a tensor is, for rules scoped to one kind: model parameters, their gradients, optimizer
 # state (Adam's m and v), activations at layer boundaries, and input data (tokens, x).

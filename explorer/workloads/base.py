@@ -68,7 +68,7 @@ D_FF = Range(1, 2 ** 18)         # 5x Llama 3 405B's 53248
 HEADS = Range(1, 1024)
 D_HEAD = Range(1, 1024)
 VOCAB = Range(1, 2 ** 20)        # 4x Gemma's 256k
-LAYERS = Range(1, 256)           # 2x Llama 3 405B's 126; the programs unroll every layer
+LAYERS = Range(1, 256)           # 2x Llama 3 405B's 126
 LR = Range(0, 1000, low_open=True)
 
 
@@ -217,9 +217,12 @@ def _about(n: int) -> str:
 
 
 def _text(value) -> str | None:
-    """A text param from text, a whole number or a sequence of them (cut points "1,3")."""
+    """A text param from text, a whole number or a sequence of them (cut points "1,3"); a bool
+    is the text "true" or "false" (the values of a yes/no param such as scan_layers)."""
     if isinstance(value, str):
         return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, list | tuple):
         parts = [_text(v) if not isinstance(v, list | tuple) else None for v in value]
         return None if None in parts else ",".join(parts)

@@ -4,16 +4,24 @@ mixture-of-experts layer, with logical dimension names on every tensor.
 Tensor naming (what `--spec NAME=...` and the rules address):
 - `transformer` (one pre-norm decoder block): `x`, `ln1`, `wq`, `wk`, `wv`, `wo`, `ln2`, `w1`,
   `w2`. Attention weights keep heads as a dimension: wq[embed, heads, kv], wo[heads, kv, embed].
-- `transformer_train` (L blocks): inputs `tokens`, `targets`; params `embed`, `l{i}.ln1`,
-  `l{i}.wq`, ..., `l{i}.w2`, `final_norm`, `unembed`; Adam state `m.<param>` and `v.<param>`.
-  The step returns a flat dict with the same names (`out['l0.wq']`, `out['m.l0.wq']`, ...) plus
-  `out['loss']`.
+- `transformer_train` (L blocks): inputs `tokens`, `targets`; params `embed`, the blocks'
+  weights, `final_norm`, `unembed` (none with tied_embed=true); Adam state `m.<param>` and
+  `v.<param>`. With scan_layers=true (the default, as MaxText) each block weight is stacked over
+  the layers: `layers.wq` [layers, embed, heads, kv], logical dims ("layers", ...); with
+  scan_layers=false there is one per layer: `l{i}.wq`. A block has `ln1`, `wq`, `wk`, `wv`
+  (wk, wv [embed, kv_heads, kv]: grouped-query attention with kv_heads < heads), `wo`, `ln2`
+  (not in a parallel block), `w1`, `w3` (swiglu only), `w2`. The step returns a flat dict with
+  the same names (`out['layers.wq']`, `out['m.layers.wq']`, ...) plus `out['loss']`.
 - `moe`: `x`, `router`, `wi`, `wo` (wi[experts, embed, mlp]).
 
 Constraint points: places inside the program where a spec can be applied with
 `jax.lax.with_sharding_constraint` (`analyze_workload(activations={...})`, `--activation`):
 - `layer{i}`: the residual stream entering block i, [batch, seq, embed];
+- `layer{i}.heads`: block i's attention output per head, [batch, seq, heads, kv];
 - `layer{i}.mid`: the residual stream after block i's attention, entering its MLP;
+- `layer{i}.hidden`: block i's MLP hidden activation, [batch, seq, mlp];
+- `layer`, `layer.heads`, `layer.mid`, `layer.hidden` (transformer_train with scan_layers=true):
+  the same inside the scanned block, so one spec applies to every layer;
 - `final`: the output of the last block;
 - `grad.<param>` (train step): the gradient of a param, before the optimizer uses it;
 - `hidden` (mlp, mlp_train): the MLP hidden activation [batch, mlp];
@@ -29,6 +37,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from explorer.errors import WorkloadError
 from explorer.spec.mesh import MeshSpec
@@ -70,43 +79,92 @@ def rms_norm(x, scale):
 
 
 def attention(x, wq, wk, wv, wo, cons: Mapping = {}, point: str = ""):  # noqa: B006 (read only)
-    """Causal multi-head attention; heads are a dimension of the weights: wq[embed, heads, kv].
+    """Causal attention; heads are a dimension of the weights: wq[embed, heads, kv].
 
-    `point` names the constraint point of the per-head output, before the output projection."""
+    Grouped-query attention (Ainslie et al. 2023, arXiv:2305.13245) when wk and wv have fewer
+    heads than wq (wk[embed, kv_heads, kv]): query head h reads key/value head h // group, as
+    Llama's `repeat_kv` does. `point` names the constraint point of the per-head output, before
+    the output projection."""
     import jax
     import jax.numpy as jnp
 
+    b, s = x.shape[:2]
+    heads, kv_heads, d_head = wq.shape[1], wk.shape[1], wq.shape[2]
     q = jnp.einsum("bsd,dhk->bshk", x, wq)
     k = jnp.einsum("bsd,dhk->bshk", x, wk)
     v = jnp.einsum("bsd,dhk->bshk", x, wv)
-    scores = jnp.einsum("bshk,bthk->bhst", q, k) / math.sqrt(wq.shape[-1])
-    seq = x.shape[1]
-    causal = jnp.tril(jnp.ones((seq, seq), dtype=bool))
-    scores = jnp.where(causal, scores, jnp.finfo(scores.dtype).min)
-    probs = jax.nn.softmax(scores, axis=-1)
-    o = constrain(jnp.einsum("bhst,bthk->bshk", probs, v), cons, point)
+    causal = jnp.tril(jnp.ones((s, s), dtype=bool))
+    if kv_heads == heads:
+        scores = jnp.einsum("bshk,bthk->bhst", q, k) / math.sqrt(d_head)
+        scores = jnp.where(causal, scores, jnp.finfo(scores.dtype).min)
+        probs = jax.nn.softmax(scores, axis=-1)
+        o = jnp.einsum("bhst,bthk->bshk", probs, v)
+    else:
+        q = q.reshape(b, s, kv_heads, heads // kv_heads, d_head)
+        scores = jnp.einsum("bsgrk,btgk->bgrst", q, k) / math.sqrt(d_head)
+        scores = jnp.where(causal, scores, jnp.finfo(scores.dtype).min)
+        probs = jax.nn.softmax(scores, axis=-1)
+        o = jnp.einsum("bgrst,btgk->bsgrk", probs, v).reshape(b, s, heads, d_head)
+    o = constrain(o, cons, point)
     return jnp.einsum("bshk,hkd->bsd", o, wo)
 
 
-def feed_forward(x, w1, w2, cons: Mapping = {}, point: str = ""):  # noqa: B006 (read only)
+MLPS = ("gelu", "relu", "swiglu")
+
+
+def feed_forward(x, w1, w2, cons: Mapping = {}, point: str = "", *,  # noqa: B006 (read only)
+                 mlp: str = "gelu", w3=None):
+    """The MLP: act(x·w1)·w2 with gelu or relu, or SwiGLU (Shazeer 2020, arXiv:2002.05202),
+    (silu(x·w1) ⊙ x·w3)·w2, as Llama and MaxText's ["silu", "linear"] compute it."""
     import jax
     import jax.numpy as jnp
 
-    h = constrain(jax.nn.gelu(jnp.einsum("bsd,df->bsf", x, w1)), cons, point)
+    h = jnp.einsum("bsd,df->bsf", x, w1)
+    if mlp == "swiglu":
+        h = jax.nn.silu(h) * jnp.einsum("bsd,dg->bsg", x, w3)
+    else:
+        h = jax.nn.relu(h) if mlp == "relu" else jax.nn.gelu(h)
+    h = constrain(h, cons, point)
     return jnp.einsum("bsf,fd->bsd", h, w2)
 
 
-BLOCK_PARAMS = ("ln1", "wq", "wk", "wv", "wo", "ln2", "w1", "w2")
+@dataclass(frozen=True)
+class Arch:
+    """How the decoder blocks of a model are built. Plain data: a model function bound to one
+    pickles by value, so equal requests hit the cache."""
+
+    mlp: str = "gelu"              # one of MLPS
+    # "sequential": x + attn(norm1 x), then + mlp(norm2 ·) (GPT-2, Llama); "parallel": x +
+    # attn(norm x) + mlp(norm x) with one norm (GPT-J, PaLM §2, MaxText's early default block).
+    block: str = "sequential"
+    compute_dtype: str = ""        # params are cast to it where they are used; "": as stored
+    remat: str = "none"            # one of REMATS
+    scan: bool = False             # the layers as one lax.scan over stacked weights
+    tied: bool = False             # logits through the embedding table (no `unembed`)
+
+    def block_params(self) -> tuple[str, ...]:
+        norms = ("ln2",) if self.block == "sequential" else ()
+        mlp = ("w1", "w3", "w2") if self.mlp == "swiglu" else ("w1", "w2")
+        return ("ln1", "wq", "wk", "wv", "wo", *norms, *mlp)
 
 
-def block(x, w: Mapping, cons: Mapping, layer: int):
-    """One pre-norm decoder block: x + attention(norm(x)), then + mlp(norm(.))."""
-    x = constrain(x, cons, f"layer{layer}")
-    h = x + attention(rms_norm(x, w["ln1"]), w["wq"], w["wk"], w["wv"], w["wo"], cons,
-                      f"layer{layer}.heads")
-    h = constrain(h, cons, f"layer{layer}.mid")
-    return h + feed_forward(rms_norm(h, w["ln2"]), w["w1"], w["w2"], cons,
-                            f"layer{layer}.hidden")
+BLOCK_PARAMS = Arch().block_params()
+BLOCKS = ("sequential", "parallel")
+
+
+def block(x, w: Mapping, cons: Mapping, point: str, arch: Arch = Arch()):  # noqa: B008 (frozen)
+    """One pre-norm decoder block; `point` names its constraint points (`layer0`, or `layer`
+    inside a scan, where one point applies to every layer)."""
+    if arch.compute_dtype:
+        w = {n: a.astype(arch.compute_dtype) for n, a in w.items()}
+    x = constrain(x, cons, point)
+    normed = rms_norm(x, w["ln1"])
+    h = x + attention(normed, w["wq"], w["wk"], w["wv"], w["wo"], cons, f"{point}.heads")
+    if arch.block == "sequential":
+        h = constrain(h, cons, f"{point}.mid")
+        normed = rms_norm(h, w["ln2"])
+    return h + feed_forward(normed, w["w1"], w["w2"], cons, f"{point}.hidden", mlp=arch.mlp,
+                            w3=w.get("w3"))
 
 
 # --- transformer: one block, forward ---------------------------------------------------------
@@ -114,37 +172,42 @@ def block(x, w: Mapping, cons: Mapping, layer: int):
 def transformer(x, ln1, wq, wk, wv, wo, ln2, w1, w2, *, constraints=()):
     cons = dict(constraints)
     w = dict(zip(BLOCK_PARAMS, (ln1, wq, wk, wv, wo, ln2, w1, w2), strict=True))
-    return constrain(block(x, w, cons, 0), cons, "final")
+    return constrain(block(x, w, cons, "layer0"), cons, "final")
 
 
-def _block_shapes(p, prefix=""):
+def _block_shapes(p, arch: Arch = Arch()) -> dict:  # noqa: B008 (frozen)
     d, h, k, f = p["d_model"], p["heads"], p["d_head"], p["d_ff"]
-    return {f"{prefix}ln1": (d,), f"{prefix}wq": (d, h, k), f"{prefix}wk": (d, h, k),
-            f"{prefix}wv": (d, h, k), f"{prefix}wo": (h, k, d), f"{prefix}ln2": (d,),
-            f"{prefix}w1": (d, f), f"{prefix}w2": (f, d)}
+    g = p.get("kv_heads") or h
+    shapes = {"ln1": (d,), "wq": (d, h, k), "wk": (d, g, k), "wv": (d, g, k), "wo": (h, k, d),
+              "ln2": (d,), "w1": (d, f), "w3": (d, f), "w2": (f, d)}
+    return {n: shapes[n] for n in arch.block_params()}
 
 
-def _block_logical(prefix=""):
-    return {f"{prefix}ln1": ("embed",), f"{prefix}wq": ("embed", "heads", "kv"),
-            f"{prefix}wk": ("embed", "heads", "kv"), f"{prefix}wv": ("embed", "heads", "kv"),
-            f"{prefix}wo": ("heads", "kv", "embed"), f"{prefix}ln2": ("embed",),
-            f"{prefix}w1": ("embed", "mlp"), f"{prefix}w2": ("mlp", "embed")}
+def _block_logical(arch: Arch = Arch(), kv_dim: str = "heads") -> dict:  # noqa: B008
+    """Logical dims; `kv_dim` names the head dimension of wk and wv (`kv_heads` where the model
+    can have fewer key/value heads than query heads)."""
+    dims = {"ln1": ("embed",), "wq": ("embed", "heads", "kv"), "wk": ("embed", kv_dim, "kv"),
+            "wv": ("embed", kv_dim, "kv"), "wo": ("heads", "kv", "embed"), "ln2": ("embed",),
+            "w1": ("embed", "mlp"), "w3": ("embed", "mlp"), "w2": ("mlp", "embed")}
+    return {n: dims[n] for n in arch.block_params()}
 
 
 _STREAM = ("batch", "seq", "embed")
 
 
-def _stream_points(p, layers: int) -> dict[str, Point]:
+def _block_points(p, point: str, arch: Arch = Arch()) -> dict[str, Point]:  # noqa: B008
     b, s, d = p["batch"], p["seq"], p["d_model"]
-    out = {}
-    for i in range(layers):
-        out[f"layer{i}"] = Point((b, s, d), _STREAM, "act")
-        out[f"layer{i}.heads"] = Point((b, s, p["heads"], p["d_head"]),
-                                       ("batch", "seq", "heads", "kv"), "act")
-        out[f"layer{i}.mid"] = Point((b, s, d), _STREAM, "act")
-        out[f"layer{i}.hidden"] = Point((b, s, p["d_ff"]), ("batch", "seq", "mlp"), "act")
-    out["final"] = Point((b, s, d), _STREAM, "act")
+    out = {point: Point((b, s, d), _STREAM, "act"),
+           f"{point}.heads": Point((b, s, p["heads"], p["d_head"]),
+                                   ("batch", "seq", "heads", "kv"), "act")}
+    if arch.block == "sequential":
+        out[f"{point}.mid"] = Point((b, s, d), _STREAM, "act")
+    out[f"{point}.hidden"] = Point((b, s, p["d_ff"]), ("batch", "seq", "mlp"), "act")
     return out
+
+
+def _final_point(p) -> dict[str, Point]:
+    return {"final": Point((p["batch"], p["seq"], p["d_model"]), _STREAM, "act")}
 
 
 # Sizes where one attention weight (d_model·heads·d_head) is as big as the activation
@@ -172,7 +235,7 @@ TRANSFORMER = Workload(
     lambda p: transformer,
     logical=lambda p: {"x": _STREAM, **_block_logical()},
     kinds=lambda p: {"x": "input"},
-    points=lambda p: _stream_points(p, 1),
+    points=lambda p: {**_block_points(p, "layer0"), **_final_point(p)},
     bounds=_BLOCK_BOUNDS,
     intermediates=lambda p: {"scores": _scores(p)},
 )
@@ -182,35 +245,68 @@ TRANSFORMER = Workload(
 
 ADAM_B1, ADAM_B2, ADAM_EPS = 0.9, 0.999, 1e-8   # Kingma & Ba 2015, the paper's defaults
 
+# Activation checkpointing, as MaxText's `remat_policy` names it: "full" keeps only each
+# block's input and recomputes the block in the backward pass (jax.checkpoint with no policy);
+# "minimal" saves the matmuls without batch dimensions (the weight matmuls) and recomputes the
+# rest, attention scores included (jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims,
+# MaxText's "minimal").
+REMATS = ("none", "minimal", "full")
+SAME = "same"
+FLOAT_DTYPES = ("float32", "bfloat16", "float16")
+FLAGS = ("true", "false")
 
-def _param_names(layers: int) -> tuple[str, ...]:
-    names = ["embed"]
-    for i in range(layers):
-        names += [f"l{i}.{n}" for n in BLOCK_PARAMS]
-    return (*names, "final_norm", "unembed")
+
+def _checkpointed(fn, arch: Arch):
+    import jax
+
+    if arch.remat == "none":
+        return fn
+    policy = (jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims
+              if arch.remat == "minimal" else None)
+    # Inside a scan the loop boundary already keeps XLA from merging the recomputation into
+    # the forward pass; unrolled, an optimization barrier does (jax's prevent_cse).
+    return jax.checkpoint(fn, policy=policy, prevent_cse=not arch.scan)
 
 
-def lm_loss(params: Mapping, tokens, targets, *, layers: int, cons: Mapping):
+def lm_loss(params: Mapping, tokens, targets, *, layers: int, arch: Arch, cons: Mapping):
     """Mean next-token cross entropy of a decoder-only LM.
 
-    The embedding is a one-hot matmul (Mesh-TensorFlow's and t5x's `one_hot` option) rather
-    than a gather, so a vocab- or embed-sharded table partitions like any matmul."""
+    The embedding is a one-hot matmul (Mesh-TensorFlow's and t5x's `one_hot` option, MaxText's
+    `use_iota_embed`) rather than a gather, so a vocab- or embed-sharded table partitions like
+    any matmul. With `arch.scan` the blocks run as one jax.lax.scan over the stacked weights
+    `layers.<name>` [layers, ...] (MaxText's scan_layers), so the compiled program has one copy
+    of the block whatever the depth; otherwise they are unrolled, with weights `l{i}.<name>`."""
     import jax
     import jax.numpy as jnp
 
+    dtype = arch.compute_dtype or params["embed"].dtype
     vocab = params["embed"].shape[0]
-    one_hot = jax.nn.one_hot(tokens, vocab, dtype=params["embed"].dtype)
-    x = jnp.einsum("bsv,vd->bsd", one_hot, params["embed"])
-    for i in range(layers):
-        x = block(x, {n: params[f"l{i}.{n}"] for n in BLOCK_PARAMS}, cons, i)
-    x = constrain(x, cons, "final")
-    logits = jnp.einsum("bsd,dv->bsv", rms_norm(x, params["final_norm"]), params["unembed"])
+    table = params["embed"].astype(dtype)
+    x = jnp.einsum("bsv,vd->bsd", jax.nn.one_hot(tokens, vocab, dtype=dtype), table)
+    names = arch.block_params()
+
+    def layer(x, w, point):
+        return block(x, w, cons, point, arch)
+
+    if arch.scan:
+        body = _checkpointed(lambda x, w: (layer(x, w, "layer"), None), arch)
+        x, _ = jax.lax.scan(body, x, {n: params[f"layers.{n}"] for n in names})
+    else:
+        for i in range(layers):
+            run = _checkpointed(functools.partial(layer, point=f"layer{i}"), arch)
+            x = run(x, {n: params[f"l{i}.{n}"] for n in names})
+    x = rms_norm(constrain(x, cons, "final"), params["final_norm"].astype(dtype))
+    if arch.tied:
+        # The transposed table, scaled by 1/sqrt(embed) (MaxText's logits_via_embedding).
+        logits = jnp.einsum("bsd,vd->bsv", x, table) / math.sqrt(x.shape[-1])
+    else:
+        logits = jnp.einsum("bsd,dv->bsv", x, params["unembed"].astype(dtype))
     logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
     return -jnp.mean(jnp.sum(logp * jax.nn.one_hot(targets, vocab), axis=-1))
 
 
 def transformer_train(tokens, targets, *state, names: tuple[str, ...], layers: int, lr: float,
-                      constraints=()):
+                      arch: Arch = Arch(), constraints=()):  # noqa: B008 (frozen)
     """One Adam step; `state` is the params, then m, then v, each in `names` order."""
     import jax
     import jax.numpy as jnp
@@ -220,11 +316,13 @@ def transformer_train(tokens, targets, *state, names: tuple[str, ...], layers: i
     params = dict(zip(names, state[:n], strict=True))
     m = dict(zip(names, state[n:2 * n], strict=True))
     v = dict(zip(names, state[2 * n:], strict=True))
-    loss, grads = jax.value_and_grad(functools.partial(lm_loss, layers=layers, cons=cons))(
-        params, tokens, targets)
+    loss, grads = jax.value_and_grad(
+        functools.partial(lm_loss, layers=layers, arch=arch, cons=cons))(params, tokens, targets)
     out = {"loss": loss}
     for name in names:
         g = constrain(grads[name], cons, f"grad.{name}")
+        # With float32 moments beside bfloat16 params (mixed precision) the update is computed
+        # in float32 (jax's type promotion) and the new params are rounded to bfloat16.
         m_new = ADAM_B1 * m[name] + (1 - ADAM_B1) * g
         v_new = ADAM_B2 * v[name] + (1 - ADAM_B2) * g * g
         p_new = params[name] - lr * m_new / (jnp.sqrt(v_new) + ADAM_EPS)
@@ -235,13 +333,32 @@ def transformer_train(tokens, targets, *state, names: tuple[str, ...], layers: i
     return out
 
 
+def train_arch(p) -> Arch:
+    """The Arch of transformer_train's params."""
+    return Arch(mlp=p["mlp"], block=p["block"],
+                compute_dtype="" if p["compute_dtype"] == SAME else p["compute_dtype"],
+                remat=p["remat"], scan=p["scan_layers"] == "true",
+                tied=p["tied_embed"] == "true")
+
+
 def _train_params(p) -> dict[str, tuple[int, ...]]:
+    arch = train_arch(p)
     shapes = {"embed": (p["vocab"], p["d_model"])}
-    for i in range(p["layers"]):
-        shapes.update(_block_shapes(p, f"l{i}."))
+    block = _block_shapes(p, arch)
+    if arch.scan:
+        shapes.update({f"layers.{n}": (p["layers"], *s) for n, s in block.items()})
+    else:
+        for i in range(p["layers"]):
+            shapes.update({f"l{i}.{n}": s for n, s in block.items()})
     shapes["final_norm"] = (p["d_model"],)
-    shapes["unembed"] = (p["d_model"], p["vocab"])
+    if not arch.tied:
+        shapes["unembed"] = (p["d_model"], p["vocab"])
     return shapes
+
+
+def param_names(p) -> tuple[str, ...]:
+    """transformer_train's parameter names, in argument order."""
+    return tuple(_train_params(p))
 
 
 def _train_shapes(p):
@@ -253,11 +370,17 @@ def _train_shapes(p):
 
 
 def _train_param_logical(p):
+    arch = train_arch(p)
     logical = {"embed": ("vocab", "embed")}
-    for i in range(p["layers"]):
-        logical.update(_block_logical(f"l{i}."))
+    block = _block_logical(arch, kv_dim="kv_heads")
+    if arch.scan:
+        logical.update({f"layers.{n}": ("layers", *d) for n, d in block.items()})
+    else:
+        for i in range(p["layers"]):
+            logical.update({f"l{i}.{n}": d for n, d in block.items()})
     logical["final_norm"] = ("embed",)
-    logical["unembed"] = ("embed", "vocab")
+    if not arch.tied:
+        logical["unembed"] = ("embed", "vocab")
     return logical
 
 
@@ -269,37 +392,66 @@ def _train_logical(p):
 
 
 def _train_kinds(p):
-    names = _param_names(p["layers"])
+    names = param_names(p)
     return {"tokens": "input", "targets": "input", **{f"m.{n}": "opt" for n in names},
             **{f"v.{n}": "opt" for n in names}}
 
 
+def _train_dtypes(p):
+    out = {"tokens": "int32", "targets": "int32"}
+    if p["opt_dtype"] != SAME:
+        out.update({f"{s}.{n}": p["opt_dtype"] for n in param_names(p) for s in ("m", "v")})
+    return out
+
+
 def _train_points(p):
-    points = _stream_points(p, p["layers"])
+    arch = train_arch(p)
+    points: dict[str, Point] = {}
+    for point in ["layer"] if arch.scan else [f"layer{i}" for i in range(p["layers"])]:
+        points.update(_block_points(p, point, arch))
+    points.update(_final_point(p))
     shapes, logical = _train_params(p), _train_param_logical(p)
     points.update({f"grad.{n}": Point(shapes[n], logical[n], "grad") for n in shapes})
     return points
 
 
+def _train_check(p, mesh: MeshSpec) -> None:
+    kv = p["kv_heads"] or p["heads"]
+    if kv > p["heads"] or p["heads"] % kv:
+        raise WorkloadError(
+            f"workload 'transformer_train': kv_heads={p['kv_heads']} must divide heads="
+            f"{p['heads']} (each key/value head serves heads/kv_heads query heads); use a "
+            f"divisor of {p['heads']}, or 0 for as many as heads")
+
+
 def _build_train(p):
-    return functools.partial(transformer_train, names=_param_names(p["layers"]),
-                             layers=p["layers"], lr=p["lr"])
+    return functools.partial(transformer_train, names=param_names(p), layers=p["layers"],
+                             lr=p["lr"], arch=train_arch(p))
 
 
 TRANSFORMER_TRAIN = Workload(
     "transformer_train",
-    "one Adam step of a decoder-only LM: one-hot embedding, `layers` transformer blocks, "
-    "cross-entropy loss, backward, Adam update of params and state m, v",
+    "one Adam step of a decoder-only LM: one-hot embedding, `layers` transformer blocks (one "
+    "lax.scan over stacked weights with scan_layers=true), cross-entropy loss, backward, Adam "
+    "update of params and state m, v",
     {"batch": 8, "seq": 32, "vocab": 256, "d_model": 64, "heads": 4, "d_head": 16, "d_ff": 256,
-     "layers": 2, "lr": 1e-3, "dtype": "float32"},
+     "layers": 2, "lr": 1e-3, "dtype": "float32",
+     # 0: as many key/value heads as query heads (multi-head attention).
+     "kv_heads": 0, "mlp": "gelu", "block": "sequential", "tied_embed": "false",
+     "compute_dtype": SAME, "opt_dtype": SAME, "remat": "none", "scan_layers": "true"},
     _train_shapes,
     _build_train,
     logical=_train_logical,
     kinds=_train_kinds,
     points=_train_points,
-    dtypes=lambda p: {"tokens": "int32", "targets": "int32"},
+    dtypes=_train_dtypes,
+    check=_train_check,
     returns_state=True,
-    bounds={**_BLOCK_BOUNDS, "vocab": VOCAB, "layers": LAYERS, "lr": LR},
+    bounds={**_BLOCK_BOUNDS, "vocab": VOCAB, "layers": LAYERS, "lr": LR,
+            "kv_heads": Range(0, HEADS.high)},
+    options={"mlp": MLPS, "block": BLOCKS, "tied_embed": FLAGS,
+             "compute_dtype": (SAME, *FLOAT_DTYPES), "opt_dtype": (SAME, *FLOAT_DTYPES),
+             "remat": REMATS, "scan_layers": FLAGS},
     # The one-hot tokens and the logits are [batch, seq, vocab].
     intermediates=lambda p: {"scores": _scores(p), "logits": (p["batch"], p["seq"], p["vocab"])},
 )

@@ -41,7 +41,7 @@ def test_every_tensor_and_point_has_one_logical_name_per_dimension(name):
 
 
 def test_transformer_train_names_params_grads_and_optimizer_state():
-    p = TRANSFORMER_TRAIN.resolve({"layers": 1})
+    p = TRANSFORMER_TRAIN.resolve({"layers": 1, "scan_layers": False})
     params = ["embed", "l0.ln1", "l0.wq", "l0.wk", "l0.wv", "l0.wo", "l0.ln2", "l0.w1", "l0.w2",
               "final_norm", "unembed"]
     assert list(TRANSFORMER_TRAIN.shapes(p)) == ["tokens", "targets", *params,
@@ -163,7 +163,8 @@ def test_real_model_configs_fit_the_bounds():
     # Llama 2/3 70B: 80 layers, d_model 8192, 64 heads of 128, d_ff 28672, vocab 128256,
     # seq 8192, a global batch of 1024 sequences (Touvron et al. 2023; Dubey et al. 2024).
     p = TRANSFORMER_TRAIN.resolve({"layers": 80, "d_model": 8192, "heads": 64, "d_head": 128,
-                                   "d_ff": 28672, "vocab": 128256, "seq": 8192, "batch": 1024})
+                                   "d_ff": 28672, "vocab": 128256, "seq": 8192, "batch": 1024,
+                                   "scan_layers": False})
     # tokens, targets, then params, m, v: 3 · (embed, final_norm, unembed + 8 per layer).
     assert len(TRANSFORMER_TRAIN.shapes(p)) == 2 + 3 * (3 + 8 * 80) == 1931
     # Llama 3 405B: 126 layers, d_model 16384, 128 heads, d_ff 53248; 16M tokens per batch.
@@ -225,7 +226,8 @@ def test_train_step_loss_and_first_adam_update():
     import jax.numpy as jnp
 
     p = TRANSFORMER_TRAIN.resolve({"batch": 2, "seq": 4, "vocab": 16, "d_model": 8,
-                                   "heads": 2, "d_head": 4, "d_ff": 16, "layers": 1, "lr": 0.01})
+                                   "heads": 2, "d_head": 4, "d_ff": 16, "layers": 1, "lr": 0.01,
+                                   "scan_layers": False})
     fn = jax.jit(TRANSFORMER_TRAIN.build(p))
     shapes = TRANSFORMER_TRAIN.shapes(p)
     args = []
@@ -302,7 +304,7 @@ def test_logical_spec_takes_rules_in_priority_order():
 
 
 def test_plan_for_zero1_splits_only_optimizer_state():
-    p = TRANSFORMER_TRAIN.resolve({"layers": 1})
+    p = TRANSFORMER_TRAIN.resolve({"layers": 1, "scan_layers": False})
     mesh = explorer.parse_mesh("data=8")
     layout = plan(TRANSFORMER_TRAIN, p, mesh, preset="zero1")
     assert layout.specs["tokens"] == ("data", None)
@@ -409,7 +411,7 @@ def test_cli_lists_presets_and_points():
     assert p.returncode == 0
     assert "zero3: ZeRO stage 3" in p.stdout and "mesh axes: model (optional: data)" in p.stdout
     p = run("workloads")
-    assert "transformer_train:" in p.stdout and "m.l0.wq[64,4,16]" in p.stdout
+    assert "transformer_train:" in p.stdout and "m.layers.wq[2,64,4,16]" in p.stdout
     assert "points: layer0[batch,seq,embed]" in p.stdout
 
 
