@@ -15,6 +15,7 @@ from explorer.cost.model import format_seconds
 from explorer.report.dataflow import sliced_all_reduces
 from explorer.report.report import Report, TensorRole
 from explorer.report.summary import human_bytes
+from explorer.ui.figure import FigureWidget
 from explorer.ui.grids import Grid
 
 # One colour per device id, the same in every view: qualitative palettes concatenated.
@@ -34,7 +35,7 @@ def discrete_scale(n: int) -> list:
 
 
 def _heatmap(height: int) -> go.FigureWidget:
-    fig = go.FigureWidget(go.Heatmap(z=[[0]], showscale=False, texttemplate="%{text}",
+    fig = FigureWidget(go.Heatmap(z=[[0]], showscale=False, texttemplate="%{text}",
                                      hovertemplate="%{customdata}<extra></extra>",
                                      xgap=2, ygap=2))
     # The x axis is on top, under the figure title: the title sits at the very top, left, and
@@ -284,7 +285,7 @@ class MemoryView:
 
     @staticmethod
     def _new_figure() -> go.FigureWidget:
-        fig = go.FigureWidget()
+        fig = FigureWidget()
         for name, colour_ in MEMORY_PARTS:
             fig.add_bar(name=name, x=[0], y=["per device"], orientation="h",
                         marker_color=colour_, textposition="inside", insidetextanchor="middle",
@@ -408,7 +409,7 @@ class TimingView:
 
     def __init__(self):
         self.text = w.HTML()
-        self.roofline = go.FigureWidget()
+        self.roofline = FigureWidget()
         self.roofline.add_scatter(name="roof", mode="lines", line=dict(color="#555"))
         self.roofline.add_scatter(name="this program", mode="markers+text",
                                   marker=dict(size=12, color="#d62728"),
@@ -420,7 +421,7 @@ class TimingView:
         keep_state(self.roofline)
         self.box = w.Box([self.roofline], layout=w.Layout(display="none"))
         # A pipeline's schedule as a timeline: one row per stage, forward and backward bars.
-        self.schedule = go.FigureWidget()
+        self.schedule = FigureWidget()
         for phase, colour in (("F", "#4c78a8"), ("B", "#f58518")):
             self.schedule.add_bar(name="forward" if phase == "F" else "backward",
                                   orientation="h", marker_color=colour, textposition="inside")
