@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
+
 # Idle kernels (each holds compile workers) are culled; a cell that hangs is stopped.
 VOILA_LIMITS = [
     "--MappingKernelManager.cull_idle_timeout=1800",   # seconds without activity
@@ -14,6 +16,34 @@ VOILA_LIMITS = [
     "--VoilaExecutor.timeout=300",                     # seconds per notebook cell
     "--VoilaConfiguration.show_tracebacks=False",
 ]
+
+# The first result on a page load (docs/performance.md, "First result on a page load"):
+# - one preheated kernel waits with the app notebook already executed, so a page load skips
+#   the kernel start, the imports and the first result (Voila refills the pool after each use);
+# - the culler spares that waiting kernel (it has no page connected, so the stock culler would
+#   stop it after cull_idle_timeout and leave the pool empty until the next load);
+# - the page loads no JupyterLab extension it does not use: the app draws plotly figures as
+#   widgets (explorer.ui.figure), so the 4.8 MB jupyterlab-plotly renderer is left out.
+VOILA_PREHEAT = [
+    "--preheat_kernel=True",
+    "--pool_size=1",
+    "--VoilaConfiguration.multi_kernel_manager_class="
+    "explorer.ui.serve.PoolSparingKernelManager",
+]
+VOILA_PAGE = ['--VoilaConfiguration.extension_denylist=["jupyterlab-plotly"]']
+
+
+class PoolSparingKernelManager(AsyncMappingKernelManager):
+    """The stock kernel manager, except that the culler leaves Voila's preheated kernels
+    (`_pools`, added by Voila's kernel manager factory on top of this class) alone."""
+
+    async def cull_kernel_if_idle(self, kernel_id):
+        for pool in getattr(self, "_pools", {}).values():
+            for task in pool:
+                if task.done() and not task.cancelled() and task.exception() is None \
+                        and task.result().get("kernel_id") == kernel_id:
+                    return None
+        return await super().cull_kernel_if_idle(kernel_id)
 
 
 def app_notebook() -> Path:
@@ -31,9 +61,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def voila_command(port: int, ip: str = "127.0.0.1") -> list[str]:
+def voila_command(port: int, ip: str = "127.0.0.1", preheat: bool = True) -> list[str]:
+    """Voila on the app notebook; `preheat=False` leaves out the preheated kernel (each page
+    load then starts its own, as Voila's server extension on Binder does)."""
     return [sys.executable, "-m", "voila", str(app_notebook()), "--no-browser",
-            f"--port={port}", f"--Voila.ip={ip}", *VOILA_LIMITS]
+            f"--port={port}", f"--Voila.ip={ip}", *VOILA_LIMITS, *VOILA_PAGE,
+            *(VOILA_PREHEAT if preheat else [])]
 
 
 def serve(port: int | None = None, ip: str = "127.0.0.1") -> int:
