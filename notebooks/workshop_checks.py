@@ -445,7 +445,10 @@ def check_in_flight(answer, stages=4, microbatches=8, schedule="1f1b") -> bool:
              else [min(stages - s, microbatches) for s in range(stages)])
     if _missing(answer):
         return False
-    ok = isinstance(answer, Sequence) and [int(v) for v in answer] == truth
+    try:
+        ok = not isinstance(answer, str) and [int(v) for v in answer] == truth
+    except (TypeError, ValueError):
+        ok = False
     return _verdict(ok, f"{truth}: under 1F1B stage s starts its first backward after S−s "
                     "forwards and then frees one activation per new one (Narayanan et al. "
                     "2021, §2.2.1).",
@@ -549,7 +552,28 @@ SHUFFLE_MESH = ((8,), ("dp",))
 
 def check_shuffle_fix(fn) -> bool:
     """jax issue #20381's program, fixed: keys [2] uint32 replicated, inputs [24, 4096, 16]
-    split over `dp`; compiled with plain jax, it must need no collective."""
+    split over `dp`. Run with plain jax, it must return each row shuffled (a permutation of
+    that row, not all rows left as they were), and compiled, it must need no collective."""
+    import jax
+    import numpy as np
+
+    if _missing(fn):
+        return False
+    m = mesh(*SHUFFLE_MESH)
+    x = np.arange(24 * 4096 * 16, dtype=np.float32).reshape(24, 4096, 16)
+    try:
+        out = jax.jit(fn)(jax.device_put(jax.random.PRNGKey(0), sharding(m, None)),
+                          jax.device_put(x, sharding(m, "dp,None,None")))
+        out = np.asarray(out)
+    except Exception as e:
+        return _verdict(False, "", f"it does not run ({type(e).__name__}: {e}).")
+    if out.shape != x.shape:
+        return _verdict(False, "", f"it returns shape {out.shape}, not the shuffled inputs "
+                        f"{x.shape}.")
+    same_rows = all(np.array_equal(np.sort(out[i], axis=0), x[i]) for i in range(len(x)))
+    if not same_rows or np.array_equal(out, x):
+        return _verdict(False, "", "each row of the result must be its input row, shuffled "
+                        "along its first axis, as jax.random.permutation does.")
     import jax.numpy as jnp
 
     return check_no_collectives(fn, [((2,), None, jnp.uint32),
