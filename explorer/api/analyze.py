@@ -12,6 +12,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from explorer.api import diskcache
 from explorer.api.request import (
     check_flag,
     check_function,
@@ -222,12 +223,19 @@ def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_o
     fn_bytes = pickle_function(fn)
     request = (mesh_spec, partitioner, args, bool(measure), tpu_topology, bool(real_devices))
     key = hashlib.sha256(fn_bytes + pickle.dumps(request)).hexdigest()
+    # Reports of plain compiles persist on disk (explorer/api/diskcache.py); measured runs and
+    # real devices depend on this machine at this moment, so they stay in memory only.
+    disk = diskcache.default_cache() if use_cache and not measure and not real_devices else None
     if use_cache:
         t0 = time.perf_counter()
         with _cache_lock:
             hit = _cache.get(key)
             if hit is not None:
                 _cache.move_to_end(key)
+        if hit is None and disk is not None:
+            hit = disk.get(key)
+            if hit is not None:
+                _remember(key, hit)
         if hit is not None:
             return hit.with_timing(replace(hit.timing, cached=True,
                                            lookup_s=time.perf_counter() - t0))
@@ -243,13 +251,23 @@ def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_o
     result = (pool or default_pool()).compile(worker_key, message, timeout)
     report = build_report(result, mesh_spec, partitioner)
     if use_cache:
-        with _cache_lock:
-            _cache[key] = report
-            while len(_cache) > CACHE_SIZE:
-                _cache.popitem(last=False)
+        _remember(key, report)
+    if disk is not None:
+        disk.put(key, report)
     return report
 
 
+def _remember(key: str, report: Report) -> None:
+    with _cache_lock:
+        _cache[key] = report
+        _cache.move_to_end(key)
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+
+
 def clear_cache() -> None:
+    """Forget the Reports held in this process. The persistent cache on disk is kept (it is
+    shared with other processes); `explorer.api.diskcache.default_cache().clear()` empties it,
+    and EXPLORER_DISK_CACHE=0 turns it off."""
     with _cache_lock:
         _cache.clear()

@@ -25,6 +25,7 @@ from explorer.report.dataflow import (
     neighbours,
 )
 from explorer.report.report import Report
+from explorer.ui.figure import FigureWidget
 from explorer.ui.views import keep_state
 
 KIND_COLOURS = {                        # one colour per collective kind, used in the legend
@@ -179,7 +180,7 @@ class GraphView:
 
     @staticmethod
     def _new_figure() -> go.FigureWidget:
-        fig = go.FigureWidget()
+        fig = FigureWidget()
         fig.add_scatter(name="dataflow", mode="lines", hoverinfo="skip", showlegend=False,
                         line=dict(color="rgba(120,120,120,0.45)", width=1))
         fig.add_scatter(name="through elided nodes", mode="lines", hoverinfo="skip",

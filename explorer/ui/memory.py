@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 
 from explorer.report.report import Memory, Report
 from explorer.report.summary import human_bytes
+from explorer.ui.figure import FigureWidget
 from explorer.ui.views import keep_state
 
 # A target's memory is drawn to scale only up to this many times the program's total; beyond,
@@ -79,7 +80,7 @@ class MemoryView:
 
     @staticmethod
     def _new_figure() -> go.FigureWidget:
-        fig = go.FigureWidget()
+        fig = FigureWidget()
         for name, colour_ in MEMORY_PARTS:
             fig.add_bar(name=name, x=[0], y=[XLA_ROW], orientation="h", marker_color=colour_,
                         legendgroup="xla", legendgrouptitle_text="XLA buffers",

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
+
 # Voila's own default port; when it is taken, a free one is used and printed.
 DEFAULT_PORT = 8866
 
@@ -27,6 +29,34 @@ VOILA_LIMITS = [
     "--VoilaExecutor.timeout=300",                     # seconds per notebook cell
     "--VoilaConfiguration.show_tracebacks=False",
 ]
+
+# The first result on a page load (docs/performance.md, "First result on a page load"):
+# - one preheated kernel waits with the app notebook already executed, so a page load skips
+#   the kernel start, the imports and the first result (Voila refills the pool after each use);
+# - the culler spares that waiting kernel (it has no page connected, so the stock culler would
+#   stop it after cull_idle_timeout and leave the pool empty until the next load);
+# - the page loads no JupyterLab extension it does not use: the app draws plotly figures as
+#   widgets (explorer.ui.figure), so the 4.8 MB jupyterlab-plotly renderer is left out.
+VOILA_PREHEAT = [
+    "--preheat_kernel=True",
+    "--pool_size=1",
+    "--VoilaConfiguration.multi_kernel_manager_class="
+    "explorer.ui.serve.PoolSparingKernelManager",
+]
+VOILA_PAGE = ['--VoilaConfiguration.extension_denylist=["jupyterlab-plotly"]']
+
+
+class PoolSparingKernelManager(AsyncMappingKernelManager):
+    """The stock kernel manager, except that the culler leaves Voila's preheated kernels
+    (`_pools`, added by Voila's kernel manager factory on top of this class) alone."""
+
+    async def cull_kernel_if_idle(self, kernel_id):
+        for pool in getattr(self, "_pools", {}).values():
+            for task in pool:
+                if task.done() and not task.cancelled() and task.exception() is None \
+                        and task.result().get("kernel_id") == kernel_id:
+                    return None
+        return await super().cull_kernel_if_idle(kernel_id)
 
 
 def app_notebook() -> Path:
@@ -63,11 +93,14 @@ def free_port() -> int:
 
 
 def voila_command(port: int, ip: str = "127.0.0.1", token: str | None = None,
-                  notebook: Path | None = None) -> list[str]:
-    """Voila serving `notebook` (the app notebook by default), asking for `token` if given."""
+                  notebook: Path | None = None, preheat: bool = True) -> list[str]:
+    """Voila serving `notebook` (the app notebook by default), asking for `token` if given;
+    `preheat=False` leaves out the preheated kernel (each page load then starts its own, as
+    Voila's server extension on Binder does)."""
     access = [f"--Voila.token={token}"] if token else []
     return [sys.executable, "-m", "voila", str(notebook or app_notebook()), "--no-browser",
-            f"--port={port}", f"--Voila.ip={ip}", *access, *VOILA_LIMITS]
+            f"--port={port}", f"--Voila.ip={ip}", *access, *VOILA_LIMITS, *VOILA_PAGE,
+            *(VOILA_PREHEAT if preheat else [])]
 
 
 def serve(port: int | None = None, ip: str = "127.0.0.1", token: bool | None = None) -> int:

@@ -16,6 +16,7 @@ from explorer.cost.model import format_seconds
 from explorer.report.report import Report
 from explorer.report.summary import human_bytes
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
+from explorer.ui.figure import FigureWidget
 from explorer.ui.graph import KIND_COLOURS  # one colour per kind in every view
 from explorer.ui.views import keep_state
 
@@ -166,7 +167,7 @@ def trace_figure(trace: StepTrace) -> go.FigureWidget:
     for e in events:
         by_class.setdefault(event_class(e), []).append(e)
     order = ["compute"] + sorted(c for c in by_class if c != "compute")
-    fig = go.FigureWidget()
+    fig = FigureWidget()
     for cls in order:
         es = by_class.get(cls, [])
         if not es:
@@ -224,7 +225,7 @@ class TimingView:
     @property
     def roofline(self) -> go.FigureWidget:
         if self._roofline is None:
-            fig = go.FigureWidget()
+            fig = FigureWidget()
             fig.add_scatter(name="roof", mode="lines", line=dict(color="#555"))
             fig.add_scatter(name="this program", mode="markers+text",
                             marker=dict(size=12, color="#d62728"), textposition="bottom right")
@@ -241,7 +242,7 @@ class TimingView:
     def schedule(self) -> go.FigureWidget:
         """A pipeline's schedule as a timeline: one row per stage, forward and backward bars."""
         if self._schedule is None:
-            fig = go.FigureWidget()
+            fig = FigureWidget()
             for phase, colour in (("F", "#4c78a8"), ("B", "#f58518")):
                 fig.add_bar(name="forward" if phase == "F" else "backward",
                             orientation="h", marker_color=colour, textposition="inside")

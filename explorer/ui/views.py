@@ -15,6 +15,7 @@ from explorer.cost.model import format_seconds
 from explorer.report.dataflow import sliced_all_reduces
 from explorer.report.report import Report, TensorRole
 from explorer.report.summary import human_bytes
+from explorer.ui.figure import FigureWidget
 from explorer.ui.grids import Grid
 
 # One colour per device id, the same in every view: qualitative palettes concatenated.
@@ -40,7 +41,7 @@ _MARGINS_PX = 110              # top (figure and x axis titles) and bottom margi
 
 
 def _heatmap(height: int) -> go.FigureWidget:
-    fig = go.FigureWidget(go.Heatmap(z=[[0]], showscale=False, texttemplate="%{text}",
+    fig = FigureWidget(go.Heatmap(z=[[0]], showscale=False, texttemplate="%{text}",
                                      hovertemplate="%{customdata}<extra></extra>",
                                      xgap=2, ygap=2))
     # The x axis is on top, under the figure title: the title sits at the very top, left, and

@@ -163,6 +163,8 @@ class Workload:
         if isinstance(default, str):
             if key == "dtype":
                 return normalize_dtype(value)
+            if isinstance(value, bool) and set(self.options.get(key, ())) == {"true", "false"}:
+                value = "true" if value else "false"     # a switch given as a Python bool
             text = _text(value)
             if text is None:
                 raise WorkloadError(f"{where} is not text")

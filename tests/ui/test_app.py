@@ -170,6 +170,7 @@ def test_placement_colours_mean_the_block_in_both_heatmaps(app):
 
 def test_tensor_picker_groups_roles_and_hides_plumbing():
     app = Explorer(workload="transformer_train", mesh="data=2,model=4", preset="fsdp_tp",
+                   params={"scan_layers": "false"},
                    debounce=None)
     try:
         options = app.placement.tensor.options
@@ -251,6 +252,7 @@ def test_collectives_table_marks_latency_and_the_cpu_reduce_scatter():
     from explorer.report.dataflow import sliced_all_reduces
 
     app = Explorer(workload="transformer_train", mesh="data=2,model=4", preset="fsdp_tp",
+                   params={"scan_layers": "false"},
                    target="tpu-v5e-2x4", debounce=None)
     try:
         report, table = app.report, app.collectives.table.value

@@ -1,0 +1,1 @@
+../../notebooks/workshop_checks.py

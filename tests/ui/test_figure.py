@@ -1,0 +1,42 @@
+"""plotly.js once per page (explorer/ui/figure.py): a figure's widget state names the shared
+bundle widget instead of carrying plotly.js itself. (That the page draws from it is
+tests/ui/test_app_browser.py's business: every heatmap there is such a figure.)"""
+
+from pathlib import Path
+
+import plotly
+import plotly.graph_objects as go
+import pytest
+
+from explorer.ui.figure import FigureWidget, plotly_bundle
+
+WIDGET_BUNDLE = Path(plotly.__file__).parent / "package_data" / "widgetbundle.js"
+
+
+def test_figures_name_one_shared_bundle_instead_of_carrying_it():
+    a = FigureWidget(go.Heatmap(z=[[1, 2]]))
+    b = FigureWidget()
+    bundle = plotly_bundle()
+    assert a.get_state()["_explorer_bundle"] == b.get_state()["_explorer_bundle"] == \
+        bundle.model_id
+    # The bundle travels once, as plotly ships it; a figure's own code is a small loader.
+    assert bundle.get_state()["source"] == WIDGET_BUNDLE.read_text(encoding="utf-8")
+    assert len(a.get_state()["_esm"]) < 4096 < WIDGET_BUNDLE.stat().st_size
+    assert "import(" in a.get_state()["_esm"]
+    # Still plotly's figure in every other respect.
+    assert isinstance(a, go.FigureWidget) and [list(row) for row in a.data[0].z] == [[1, 2]]
+
+
+def test_a_closed_bundle_widget_is_replaced():
+    old = plotly_bundle()
+    old_id = old.model_id
+    old.close()
+    fig = FigureWidget()
+    assert fig._explorer_bundle == plotly_bundle().model_id != old_id
+
+
+def test_the_app_builds_its_figures_from_the_shared_bundle():
+    pytest.importorskip("voila")
+    from explorer.ui.views import MemoryView
+
+    assert isinstance(MemoryView().fig, FigureWidget)
