@@ -71,12 +71,12 @@ class RayRunner:
         self.address = address
         self._started = False
         if not ray.is_initialized():
-            kwargs = dict(log_to_driver=False, include_dashboard=False)
             try:
                 if address == "local":
-                    ray.init(**kwargs)
+                    ray.init(log_to_driver=False, include_dashboard=False)
                 else:
-                    ray.init(address=address, **kwargs)
+                    # Connecting to a running cluster takes no options that shape a cluster.
+                    ray.init(address=address, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as e:
                 raise ExplorerError(
                     f"cannot connect to the Ray cluster at {show(address)}: {e}. Give the "

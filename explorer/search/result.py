@@ -5,7 +5,7 @@ of what was compiled, pruned and skipped."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -76,10 +76,12 @@ class Candidate:
     report: Report | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k not in ("report", "mesh", "collectives")}
-        d["mesh"] = self.mesh.text()
-        d["status"] = str(self.status)
-        d["collectives"] = [c.to_dict() for c in self.collectives]
+        # Field by field: asdict would deep-copy the whole Report before it is dropped.
+        d = {f.name: getattr(self, f.name) for f in fields(self)
+             if f.name not in ("report", "mesh", "collectives")}
+        d.update(mesh=self.mesh.text(), status=str(self.status), specs=dict(self.specs),
+                 params=dict(self.params), extra=dict(self.extra), notes=list(self.notes),
+                 collectives=[c.to_dict() for c in self.collectives])
         return d
 
     def line(self) -> str:

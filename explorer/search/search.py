@@ -138,6 +138,11 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
     common = dict(target=target, mapping=mapping, partitioner=partitioner, timeout=timeout)
     if mode == "pipeline":
         limit = _check_microbatches(max_microbatches)
+        for what, value in (("names", names), ("tensors", tensors), ("mapping", mapping)):
+            if value is not None:
+                raise ExplorerError(f"{what}= does not apply to the pipeline search, which "
+                                    "chooses the mesh (stage x data), the stages, the cuts and "
+                                    "the microbatches itself")
         runner = make_runner(cluster, pool)
         try:
             return _search_pipeline(problem, mesh_spec, common, run, runner, limit, verify)

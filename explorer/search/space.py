@@ -94,6 +94,7 @@ class Point:
     shard_bytes: Mapping[str, int]               # every input -> bytes per device
     axes_used: frozenset[str]                    # mesh axes (size > 1) in any spec or constraint
     key: tuple[int, ...] = ()                    # the Tiling of each input and point, interned
+    point_bytes: int = 0                         # per device, summed over constrained points
 
 
 @dataclass
@@ -102,6 +103,7 @@ class Space:
     space: int = 0
     invalid: int = 0
     equivalent: int = 0
+    tilings: list[Tiling] = field(default_factory=list)    # Point.key's ids -> Tiling
 
 
 class Problem:
@@ -379,6 +381,7 @@ def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], mode: str,
                 key.append(hit[0])
                 shard[name] = hit[1]
                 axes_used |= hit[2]
+            point_bytes = 0
             if ok:
                 key.append(-1)        # inputs | points
                 for name, spec in points.items():
@@ -387,6 +390,7 @@ def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], mode: str,
                         ok = False
                         break
                     key.append(hit[0])
+                    point_bytes += hit[1]
                     axes_used |= hit[2]
             if not ok:
                 out.invalid += 1
@@ -399,7 +403,8 @@ def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], mode: str,
                 continue
             seen.add(key_t)
             out.points.append(Point(len(out.points), layout, specs, shard, frozenset(axes_used),
-                                    tuple(key)))
+                                    tuple(key), point_bytes))
+    out.tilings = sorted(cache.tilings, key=cache.tilings.get)
     return out
 
 

@@ -5,10 +5,12 @@ The bounds (explorer.search.bounds) decide what may be skipped; they do not say 
 candidates left is likely best, and on a small model they prune little. The order does matter
 as soon as the search is cut short by its budget, and it decides how soon the bounds can prune.
 So every candidate is described by where each of its tensors lives (one feature per tensor and
-Tiling, plus one per mesh shape: the same layout facts the equivalence check uses), and a ridge
-regression of log(predicted seconds) on those features, refitted after each compile, predicts
-the candidates not yet compiled. The next compile is the lowest prediction. Memory per device
-gets the same model, and candidates predicted not to fit the chip go last.
+Tiling, plus one per mesh shape: the same layout facts the equivalence check uses) and by three
+numbers read from its shard shapes, standardised: log bytes per device of its inputs, log of the
+number of devices its specs split work over, and log bytes per device of its constrained
+activations. A ridge regression of log(predicted seconds) on those features, refitted after each
+compile, predicts the candidates not yet compiled. The next compile is the lowest prediction.
+Memory per device gets the same model, and candidates predicted not to fit the chip go last.
 
 This is an additive model of the step time in the placement of each tensor, which is how the
 costs arise (each collective moves one tensor for one layout conflict), but it is only an order:
@@ -27,6 +29,20 @@ from explorer.search.space import Point
 RIDGE = 1e-2      # keeps the fit defined with fewer compiles than features
 
 
+# Weight of the standardised shard-shape numbers against the one-hot layout features: chosen on
+# exhaustive searches of transformer_train (docs/performance.md), where it found the optimum
+# in 3 to 7 compiles of about 150.
+NUMERIC_SCALE = 3.0
+
+
+def shape_numbers(p: Point) -> tuple[float, float, float]:
+    """log input bytes per device, log devices the work is split over, log constrained
+    activation bytes per device."""
+    inputs = sum(p.shard_bytes.values())
+    split = math.prod(p.layout.mesh.size(a) for a in p.axes_used)
+    return math.log(inputs + 1), math.log(split), math.log(p.point_bytes + 1)
+
+
 class Surrogate:
     def __init__(self, points: Sequence[Point]):
         columns: dict[tuple, int] = {}
@@ -34,10 +50,12 @@ class Surrogate:
         for p in points:
             feats = [("mesh", p.layout.mesh.sizes)] + [(i, t) for i, t in enumerate(p.key)]
             rows.append([columns.setdefault(f, len(columns)) for f in feats])
-        self.x = np.zeros((len(points), len(columns) + 1))
-        self.x[:, -1] = 1.0                                 # intercept
+        onehot = np.zeros((len(points), len(columns)))
         for r, cols in enumerate(rows):
-            self.x[r, cols] = 1.0
+            onehot[r, cols] = 1.0
+        numbers = np.array([shape_numbers(p) for p in points], dtype=float).reshape(-1, 3)
+        numbers = (numbers - numbers.mean(0)) / (numbers.std(0) + 1e-9) * NUMERIC_SCALE
+        self.x = np.concatenate([onehot, numbers, np.ones((len(points), 1))], axis=1)
         self.position = {p.index: r for r, p in enumerate(points)}
 
     def _fit(self, indices: Sequence[int], values: Sequence[float]) -> np.ndarray | None:
