@@ -170,6 +170,9 @@ def _search_parser(sub) -> None:
                    help="search only the mesh shape given, not its other factorisations")
     s.add_argument("--budget-s", type=_budget, default=None, metavar="N",
                    help="stop starting compiles after N seconds (default: no limit)")
+    s.add_argument("--patience", type=_count, default=None, metavar="N",
+                   help="stop after N compiles in a row that do not improve the best (a "
+                   "heuristic stop; default: none)")
     s.add_argument("--no-prune", action="store_true",
                    help="compile every candidate (exhaustive) instead of skipping those whose "
                    "bounds show they cannot win")
@@ -235,7 +238,7 @@ def _search(args) -> int:
                     progress=None if args.quiet else _ProgressBar(),
                     cluster=args.ray_address, timeout=args.timeout,
                     partitioner=args.partitioner, max_microbatches=args.max_microbatches,
-                    verify=args.verify)
+                    verify=args.verify, patience=args.patience)
     if args.json:
         print(_strict_json(result.to_dict(top=args.top)))
     else:

@@ -164,7 +164,7 @@ class SearchStats:
     pruned_memory: int
     not_evaluated: int
     seconds: float
-    stopped: str                 # "complete", "budget" or "cancelled"
+    stopped: str                 # "complete", "budget", "patience" or "cancelled"
     prune: bool
     cluster: str | None = None   # the Ray address the candidates were compiled on
     profiled: int = 0            # pipeline: compiles that measured per-layer costs

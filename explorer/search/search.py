@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from explorer.api.analyze import tensor_leaves
@@ -38,6 +38,7 @@ from explorer.api.request import (
     check_timeout,
 )
 from explorer.cost.hardware import get_target
+from explorer.cost.model import format_seconds as fs
 from explorer.errors import ExplorerError, WorkerError, WorkloadError, choices
 from explorer.search import bounds as bounds_
 from explorer.search import pipeline as pipe
@@ -83,7 +84,7 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
            progress: Callable[[Progress], Any] | None = None, cancel=None,
            cluster: str | None = None, timeout: float | None = None,
            partitioner: str = "shardy", pool=None, max_microbatches: int | None = None,
-           verify: int = 3) -> SearchResult:
+           verify: int = 3, patience: int | None = None) -> SearchResult:
     """Search the shardings of `program` on `mesh` for the fastest predicted step on `target`.
 
     program: a built-in workload's name (its params in `params`), or a function followed by its
@@ -98,6 +99,8 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
         evaluated. cancel: a threading.Event; progress: called with a Progress after each
         candidate, and returning False cancels.
     prune: skip candidates that their bounds show cannot win (False: compile every one).
+    patience: stop after this many compiles in a row that do not improve the best (a heuristic
+        stop: the winner is then the best found, not proven best; stats.stopped says so).
     cluster: compile on a Ray cluster ("HOST:PORT", "ray://HOST:PORT", "auto", "local"; needs the
         `cluster` extra) instead of this machine's worker pool.
     Returns a SearchResult: candidates ranked best first, the Pareto front of time against
@@ -132,9 +135,13 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
     mode = _check_space(space, problem)
     if isinstance(verify, bool) or not isinstance(verify, int) or not 1 <= verify <= 100:
         raise ExplorerError(f"verify={show(verify)} is not a whole number from 1 to 100")
+    if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int)
+                                 or patience < 1):
+        raise ExplorerError(f"patience={show(patience)} is not a whole number >= 1 (compiles "
+                            "without improvement before the search stops), or None")
 
     run = _Run(t0=t0, budget_s=budget_s, cancel=cancel, progress=progress, prune=prune,
-               cluster=cluster)
+               cluster=cluster, patience=patience)
     common = dict(target=target, mapping=mapping, partitioner=partitioner, timeout=timeout)
     if mode == "pipeline":
         limit = _check_microbatches(max_microbatches)
@@ -248,6 +255,8 @@ class _Run:
     pruned: int = 0
     best_seconds: float | None = None
     best_label: str = ""
+    patience: int | None = None
+    since_best: int = 0              # compiles since the best last improved
     user_cancelled: bool = False
     violations: list[str] = field(default_factory=list)
 
@@ -263,6 +272,9 @@ class _Run:
             return True
         if self.budget_s is not None and self.elapsed() >= self.budget_s:
             self.stopped = "budget"
+            return True
+        if self.patience is not None and self.since_best >= self.patience:
+            self.stopped = "patience"
             return True
         return False
 
@@ -348,6 +360,9 @@ def _branch_and_bound(problem: Problem, mode: str, found, common: dict, run: _Ru
         if cand.status is CandidateStatus.OK and (run.best_seconds is None
                                                   or cand.seconds < run.best_seconds):
             run.best_seconds, run.best_label = cand.seconds, cand.label
+            run.since_best = 0
+        else:
+            run.since_best += 1
         run.report("compile", cand.label)
 
     def prune(which: str, indices) -> None:
@@ -434,8 +449,6 @@ def _ran_out(outcome: Outcome, run: _Run) -> bool:
 
 
 def _with_bounds(c: Candidate, time_lb: float, mem_lb: int) -> Candidate:
-    from dataclasses import replace
-
     return replace(c, bound_seconds=time_lb, bound_memory=mem_lb)
 
 
@@ -520,32 +533,34 @@ def _compare(ranked: list[Candidate], pipeline: bool = False) -> Comparison | No
           and c.report is not None]
     if len(ok) < 2 or ranked[0] is not ok[0]:
         return None
-    win, run = ok[0], ok[1]
-    gw, gr = _groups(win), _groups(run)
-    from explorer.cost.model import format_seconds as fs
+    win = ok[0]
+    # The runner-up is the next slower candidate: one tied with the winner (often the same
+    # program on a mirrored mesh shape) has nothing to explain.
+    second = next((c for c in ok[1:] if c.seconds > win.seconds), ok[1])
+    gw, gr = _groups(win), _groups(second)
 
     def pays(groups):
         return "; ".join(g.phrase() for g in groups) or "no collective"
 
-    lines = [f"Why {win.label} beats {run.label}: predicted {fs(win.seconds)} against "
-             f"{fs(run.seconds)} per step ({fs(run.seconds - win.seconds)} less)."]
+    lines = [f"Why {win.label} beats {second.label}: predicted {fs(win.seconds)} against "
+             f"{fs(second.seconds)} per step ({fs(second.seconds - win.seconds)} less)."]
     if pipeline:
         def stages(c):
             t = c.extra.get("stage_seconds", [])
             return (f"{len(t)} stage(s) of at most {fs(max(t)) if t else '?'}, bubble "
                     f"{c.extra.get('bubble_fraction', 0):.0%}")
-        lines.append(f"  stage model: {stages(win)} against {stages(run)}; the compiled "
+        lines.append(f"  stage model: {stages(win)} against {stages(second)}; the compiled "
                      "programs' collectives (per step of each):")
     else:
-        lines.append(f"  compute {fs(win.compute_seconds)} against {fs(run.compute_seconds)}; "
-                     f"communication {fs(win.comm_seconds)} against {fs(run.comm_seconds)}.")
+        lines.append(f"  compute {fs(win.compute_seconds)} against {fs(second.compute_seconds)}; "
+                     f"communication {fs(win.comm_seconds)} against {fs(second.comm_seconds)}.")
     lines += [f"  the winner pays: {pays(gw)}", f"  the runner-up pays: {pays(gr)}"]
     for who, groups in (("winner", gw), ("runner-up", gr)):
         for g in groups[:3]:
             if g.example:
                 lines.append(f"  {who}, {g.kind} over {','.join(g.axes) or '-'}: {g.example}")
-    return Comparison(win.label, run.label, win.seconds, run.seconds, win.compute_seconds,
-                      run.compute_seconds, win.comm_seconds, run.comm_seconds, gw, gr,
+    return Comparison(win.label, second.label, win.seconds, second.seconds, win.compute_seconds,
+                      second.compute_seconds, win.comm_seconds, second.comm_seconds, gw, gr,
                       "\n".join(lines))
 
 
@@ -655,14 +670,12 @@ def _search_pipeline(problem: WorkloadProblem, mesh: MeshSpec, common: dict, run
         model_note = ("timed by the stage model; the compiled program's own step trace leaves "
                       "out the compute inside its per-tick branches")
         if i in verified:
-            from dataclasses import replace
-
             c = verified[i]
             c = replace(c, seconds=plan.seconds, time_source="pipeline model",
                         extra=extra, notes=(model_note, *c.notes))
         else:
             c = Candidate(label=_plan_label(plan, layout), mesh=layout.mesh,
-                          rules=_plan_rules(layout), specs=_plan_specs(problem, layout, params),
+                          rules=layout.rules_text, specs=_plan_specs(problem, layout, params),
                           params=_plan_params(plan), status=CandidateStatus.ESTIMATED,
                           seconds=plan.seconds, time_source="pipeline model", extra=extra)
         cands.append(c)
@@ -689,10 +702,6 @@ def _plan_layout(plan: pipe.StagePlan, p: Mapping, devices: int, axis_type: str)
               "cuts": plan.cuts_text}
     rules = f"batch={pipe.DATA_AXIS}" if pipe.DATA_AXIS in mesh.names else ""
     return Layout(mesh, (("batch", pipe.DATA_AXIS),) if rules else ()), params, rules
-
-
-def _plan_rules(layout: Layout) -> str:
-    return layout.rules_text
 
 
 def _plan_params(plan: pipe.StagePlan) -> dict:

@@ -173,3 +173,17 @@ def test_every_type_a_search_result_holds_is_public():
     walk(explorer.Progress)
     missing = sorted(c.__name__ for c in seen if getattr(explorer, c.__name__, None) is not c)
     assert missing == []
+
+
+def test_patience_stops_after_compiles_that_do_not_improve():
+    seen = []
+    x, w = TensorSpec("x", (64, 64)), TensorSpec("w", (64, 64))
+    result = explorer.search(lambda x, w: x @ w, x, w, mesh="data=2,model=2", target=TARGET,
+                             patience=3, progress=seen.append)
+    assert result.stats.stopped == "patience"
+    assert result.stats.compiled < result.stats.distinct
+    # The best after each compile: it last improved three compiles before the end.
+    best_after = {p.compiled: p.best_seconds for p in seen if p.phase == "compile"}
+    n = result.stats.compiled
+    assert best_after[n] == best_after[n - 3] == result.best.seconds
+    assert n - 3 == 1 or best_after[n - 4] > best_after[n - 3]
