@@ -3,7 +3,9 @@
 The public surface is what this module lists in `__all__`: the functions, the request types
 (TensorSpec, MeshSpec), the Report and every type a Report holds, and the errors. The code
 lives in one subpackage per stage of the pipeline (spec, hlo, cost, compile, workloads, report,
-strategy, api); the core imports no UI library and returns plain data. The interactive app is
+strategy, api, search); the core imports no UI library and returns plain data. `search` is the
+strategy search (explorer.search.search.search); its package is reached as explorer.search.*
+by import statements only, since the attribute is the function. The interactive app is
 in explorer.ui.
 """
 
@@ -47,6 +49,17 @@ from explorer.report.report import (
 )
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
 from explorer.report.why import Evidence, Reason, Why
+from explorer.search.result import (
+    Candidate,
+    CandidateStatus,
+    CollectiveCost,
+    CollectiveGroup,
+    Comparison,
+    Progress,
+    SearchResult,
+    SearchStats,
+)
+from explorer.search.search import search
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, parse_spec
 from explorer.strategy.presets import PRESETS, Preset, get_preset
@@ -69,6 +82,9 @@ __all__ = [
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
+    # strategy search
+    "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
+    "CollectiveGroup", "Comparison", "Progress", "SearchStats",
     # errors
     "ExplorerError", "CompileError", "DivisibilityError", "DuplicateAxisError", "MappingError",
     "MeshError", "PresetError", "RankError", "RuleError", "SpecError", "TargetError",

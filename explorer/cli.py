@@ -118,11 +118,136 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--json", action="store_true", help="one JSON object on stdout")
     a.add_argument("--hlo", choices=["optimized", "propagated", "stablehlo"],
                    help="also print this program text")
+    _search_parser(sub)
     sub.add_parser("workloads", help="list the built-in workloads, their tensors and params")
     sub.add_parser("presets", help="list the strategy presets, the mesh axes they expect and "
                    "their rules")
     sub.add_parser("targets", help="list the hardware catalog, one target per line, name first")
     return p
+
+
+def _budget(text: str) -> float:
+    """--budget-s: a positive, finite number of seconds."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return seconds
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return n
+
+
+def _search_parser(sub) -> None:
+    s = sub.add_parser("search", help="search the shardings of a built-in workload for the "
+                       "fastest predicted step on a target (docs/search.md)")
+    s.add_argument("--workload", required=True, help=f"one of: {', '.join(WORKLOADS)}")
+    s.add_argument("--param", action="append", default=[], metavar="K=V",
+                   help="a workload size param, e.g. batch=512 (see `workloads`)")
+    s.add_argument("--mesh", required=True,
+                   help="axes and sizes, e.g. data=2,model=4; the search also tries the other "
+                   "factorisations of the device count into these axes (unless --fixed-mesh)")
+    s.add_argument("--target", required=True, metavar="NAME",
+                   help="rank by the predicted step on this hardware, e.g. h100-8 (see "
+                   "`targets`)")
+    s.add_argument("--mapping", metavar="AXES",
+                   help="place mesh axes on the target's links (keeps the mesh shape fixed)")
+    s.add_argument("--space", choices=["rules", "specs", "pipeline"],
+                   help="what to search: logical-axis rules (default for workloads with "
+                   "logical names), per-tensor specs, or pipeline stages (default for "
+                   "`pipeline`)")
+    s.add_argument("--names", metavar="N1,N2",
+                   help="rules: the logical names to map to mesh axes (default: all the "
+                   "workload uses)")
+    s.add_argument("--tensors", metavar="T1,T2",
+                   help="specs: the tensors whose specs to search (default: all inputs)")
+    s.add_argument("--fixed-mesh", action="store_true",
+                   help="search only the mesh shape given, not its other factorisations")
+    s.add_argument("--budget-s", type=_budget, default=None, metavar="N",
+                   help="stop starting compiles after N seconds (default: no limit)")
+    s.add_argument("--patience", type=_count, default=None, metavar="N",
+                   help="stop after N compiles in a row that do not improve the best (a "
+                   "heuristic stop; default: none)")
+    s.add_argument("--no-prune", action="store_true",
+                   help="compile every candidate (exhaustive) instead of skipping those whose "
+                   "bounds show they cannot win")
+    s.add_argument("--top", type=_count, default=None, metavar="N",
+                   help="candidates to show (default: 10 in text, all with --json)")
+    s.add_argument("--verify", type=_count, default=3, metavar="N",
+                   help="pipeline: compile the best N plans that fit (default 3)")
+    s.add_argument("--max-microbatches", type=_count, default=None, metavar="N",
+                   help="pipeline: the most microbatches to try (default 32)")
+    s.add_argument("--ray-address", metavar="ADDR",
+                   help="compile the candidates as Ray tasks on this cluster (HOST:PORT, "
+                   "ray://HOST:PORT, auto or local; needs the cluster extra)")
+    s.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])
+    s.add_argument("--timeout", type=_seconds, default=None,
+                   help="time limit of one compile, seconds")
+    s.add_argument("--json", action="store_true",
+                   help="one JSON object on stdout: candidates (best first), pareto, "
+                   "comparison, stats")
+    s.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+
+
+class _ProgressBar:
+    """A progress bar on stderr: redrawn in place on a terminal, a line per tenth otherwise."""
+
+    WIDTH = 24
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.shown_tenth = -1
+        self.drawn = False
+
+    def __call__(self, p) -> None:
+        from explorer.cost.model import format_seconds
+
+        if p.phase == "enumerate":
+            return
+        frac = p.done / p.total if p.total else 1.0
+        filled = int(frac * self.WIDTH)
+        best = format_seconds(p.best_seconds) if p.best_seconds is not None else "-"
+        line = (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {p.done}/{p.total} "
+                f"compiled {p.compiled} pruned {p.pruned} failed {p.failed} best {best} "
+                f"{p.elapsed_s:.0f}s")
+        if self.tty:
+            self.stream.write("\r" + line[:150].ljust(150))
+            self.drawn = True
+            if p.phase == "done":
+                self.stream.write("\n")
+        elif int(frac * 10) > self.shown_tenth or p.phase == "done":
+            self.shown_tenth = int(frac * 10)
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def _search(args) -> int:
+    from explorer.search.search import search
+
+    get_workload(args.workload)
+    result = search(args.workload, mesh=args.mesh, target=args.target, mapping=args.mapping,
+                    params=_key_values(args.param, "--param"), space=args.space,
+                    names=args.names, tensors=args.tensors, mesh_shapes=not args.fixed_mesh,
+                    budget_s=args.budget_s, prune=not args.no_prune,
+                    progress=None if args.quiet else _ProgressBar(),
+                    cluster=args.ray_address, timeout=args.timeout,
+                    partitioner=args.partitioner, max_microbatches=args.max_microbatches,
+                    verify=args.verify, patience=args.patience)
+    if args.json:
+        print(_strict_json(result.to_dict(top=args.top)))
+    else:
+        print(result.text(top=args.top or 10))
+    return 0
 
 
 def _workloads_text() -> str:
@@ -227,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "presets":
             print(_presets_text())
             return 0
+        if args.command == "search":
+            return _search(args)
         return _analyze(args)
     except ExplorerError as e:
         print(f"sharding-explorer: error: {e}", file=sys.stderr)

@@ -19,9 +19,10 @@ RANKS = {
     "compile": 4, "workloads": 4,
     "report": 5, "strategy": 5,
     "api": 6,
-    "ui": 7,
-    "cli": 8,
-    "__init__": 9,
+    "search": 7,
+    "ui": 8,
+    "cli": 9,
+    "__init__": 10,
 }
 UI_LIBRARIES = ("ipywidgets", "plotly", "IPython", "voila", "anywidget")
 # jax is imported where programs are built and compiled: the compile workers, the workload

@@ -19,6 +19,8 @@ PINNED = {
     "Why", "Reason", "Evidence",
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
+    "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
+    "CollectiveGroup", "Comparison", "Progress", "SearchStats",
     "ExplorerError", "CompileError", "DivisibilityError", "DuplicateAxisError", "MappingError",
     "MeshError", "PresetError", "RankError", "RuleError", "SpecError", "TargetError",
     "TensorError", "UnknownAxisError", "WorkerError", "WorkloadError",

@@ -1,0 +1,15 @@
+"""Strategy search: the shardings of a program ranked by their predicted step time on a target.
+
+Owns the search space (mesh factorisations, logical-axis rule tables, per-tensor specs and
+their equivalences: space.py), the analytical bounds that skip candidates without compiling
+them (bounds.py), the model that orders the compiles (surrogate.py), the evaluation of one
+candidate by the real compiler, in this process's worker pool or as a Ray task on a cluster
+(evaluate.py, cluster.py), the pipeline stage construction by dynamic programming
+(pipeline.py), the ranked result with its Pareto front and the comparison of the winner with
+the runner-up (result.py), and `search` itself (search.py).
+
+Imports the api stage (analyze, analyze_workload, the request checks) and everything below it;
+never the UI. No jax: programs are compiled by the api's workers (numpy for the surrogate's
+regression). Ray is imported only when a search is sent to a cluster (the optional `cluster`
+extra).
+"""

@@ -1,0 +1,258 @@
+"""What a search returns, as frozen, JSON-able plain data: the ranked candidates, the Pareto
+front of time against memory, the comparison of the winner with the runner-up, and the counts
+of what was compiled, pruned and skipped."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
+from typing import Any
+
+from explorer.cost.hardware import format_bytes
+from explorer.cost.model import format_seconds
+from explorer.report.report import Report
+from explorer.spec.mesh import MeshSpec
+
+
+class CandidateStatus(StrEnum):
+    """What became of one candidate. A StrEnum: it writes to JSON as its code."""
+
+    OK = "ok"                          # compiled, fits the target's memory, timed
+    DOES_NOT_FIT = "does-not-fit"      # compiled, but needs more memory than a chip has
+    FAILED = "failed"                  # the compile (or the prediction) failed; see `error`
+    ESTIMATED = "estimated"            # pipeline plans: timed by the stage model, not compiled
+
+
+@dataclass(frozen=True)
+class CollectiveCost:
+    """One collective a candidate pays: what, over which mesh axes, how big, how long, why."""
+
+    kind: str
+    axes: tuple[str, ...]
+    bytes: int                  # V per device, in the program's dtype
+    seconds: float | None       # predicted on the target, once
+    runs: int                   # times one step runs it (inside a loop: its trips)
+    reason: str                 # explorer.Reason code, e.g. "partial-sum"; "" when unknown
+    text: str                   # the reason as a sentence
+    source: str = ""            # file:line of the user code that caused it
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One point of the search space and, when it was compiled, what the compiler made of it.
+
+    `seconds` is what the ranking uses: the predicted step on the target's timeline
+    (`time_source` "trace"), else the no-overlap or the full-overlap bound of the estimate; for
+    a pipeline plan that was not compiled, the stage model's time ("pipeline model").
+    """
+
+    label: str                              # the mesh and the rules or specs, as one line
+    mesh: MeshSpec
+    rules: str                              # the searched rule table as text ("" for specs)
+    specs: Mapping[str, str]                # every input tensor -> its spec text
+    params: Mapping[str, Any]               # workload params the search chose (pipeline plans)
+    status: CandidateStatus
+    seconds: float | None = None
+    time_source: str = ""
+    trace_seconds: float | None = None
+    lower_seconds: float | None = None      # communication fully overlapped
+    upper_seconds: float | None = None      # nothing overlapped
+    compute_seconds: float | None = None
+    comm_seconds: float | None = None
+    memory_bytes: int | None = None         # per device, XLA's memory analysis
+    fits: bool | None = None
+    collective_bytes: int | None = None     # per device, summed over the collectives
+    collectives: tuple[CollectiveCost, ...] = ()
+    bound_seconds: float = 0.0              # the analytical lower bounds it was ordered by
+    bound_memory: int = 0
+    error: str = ""
+    notes: tuple[str, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)   # e.g. a pipeline plan's stages
+    # The compiled Report (program texts and trace left out); not written to JSON.
+    report: Report | None = field(default=None, compare=False, repr=False)
+
+    def to_dict(self) -> dict:
+        # Field by field: asdict would deep-copy the whole Report before it is dropped.
+        d = {f.name: getattr(self, f.name) for f in fields(self)
+             if f.name not in ("report", "mesh", "collectives")}
+        d.update(mesh=self.mesh.text(), status=str(self.status), specs=dict(self.specs),
+                 params=dict(self.params), extra=dict(self.extra), notes=list(self.notes),
+                 collectives=[c.to_dict() for c in self.collectives])
+        return d
+
+    def line(self) -> str:
+        """One line for a table: time (source), memory, collective bytes, the layout."""
+        if self.status is CandidateStatus.FAILED:
+            return f"failed        {self.label}: {self.error.splitlines()[0][:120]}"
+        mem = format_bytes(self.memory_bytes) if self.memory_bytes is not None else "?"
+        coll = format_bytes(self.collective_bytes) if self.collective_bytes is not None else "?"
+        fit = "" if self.fits is not False else " (does not fit)"
+        return (f"{format_seconds(self.seconds):>9}  {mem:>9}{fit}  {coll:>9}  {self.label}")
+
+
+@dataclass(frozen=True)
+class CollectiveGroup:
+    """The collectives of one kind, over the same mesh axes, for the same reason."""
+
+    kind: str
+    axes: tuple[str, ...]
+    reason: str
+    count: int                  # collectives run per step (a loop's trips counted)
+    bytes: int                  # per device, summed over them and their runs
+    seconds: float              # predicted, summed (those that could be timed)
+    example: str                # the first one's reason as a sentence
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def phrase(self) -> str:
+        over = ",".join(self.axes) or "no mesh axis"
+        n = f"{self.count} " if self.count != 1 else ""
+        return (f"{n}{self.kind} over {over} ({self.reason or 'reason unknown'}; "
+                f"{format_bytes(self.bytes)}, {format_seconds(self.seconds)})")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Why the winner beats the runner-up: their times, split into compute and communication,
+    and the collectives each one pays, grouped by kind, mesh axes and reason."""
+
+    winner: str
+    runner_up: str
+    winner_seconds: float
+    runner_up_seconds: float
+    winner_compute_seconds: float | None
+    runner_up_compute_seconds: float | None
+    winner_comm_seconds: float | None
+    runner_up_comm_seconds: float | None
+    winner_collectives: tuple[CollectiveGroup, ...]
+    runner_up_collectives: tuple[CollectiveGroup, ...]
+    text: str
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["winner_collectives"] = [g.to_dict() for g in self.winner_collectives]
+        d["runner_up_collectives"] = [g.to_dict() for g in self.runner_up_collectives]
+        return d
+
+
+@dataclass(frozen=True)
+class SearchStats:
+    """What the search looked at and what it spent.
+
+    `space` counts every combination enumerated (mesh shapes times rule tables, specs or
+    pipeline plans); `invalid` of them break divisibility; `equivalent` give the same layout of
+    every tensor as one enumerated before (e.g. a rule over a size-1 axis); `distinct` is what
+    is left, the candidates proper. Each distinct candidate is then compiled, pruned by a bound
+    (`pruned_bound`: its lower bound on the step time is no better than the best found;
+    `pruned_memory`: its lower bound on memory per device exceeds the chip's), or left
+    `not_evaluated` when the budget ran out or the search was cancelled.
+    """
+
+    space: int
+    invalid: int
+    equivalent: int
+    distinct: int
+    compiled: int
+    failed: int
+    does_not_fit: int
+    pruned_bound: int
+    pruned_memory: int
+    not_evaluated: int
+    seconds: float
+    stopped: str                 # "complete", "budget", "patience" or "cancelled"
+    prune: bool
+    cluster: str | None = None   # the Ray address the candidates were compiled on
+    profiled: int = 0            # pipeline: compiles that measured per-layer costs
+    # pipeline: plans (cut choices) the stage DP shows cannot beat the best slicing of the same
+    # stages and microbatches, so it never times them one by one
+    dominated: int = 0
+    bound_violations: tuple[str, ...] = ()   # a compiled result below its own lower bound
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def text(self) -> str:
+        parts = [f"{self.space} in the space", f"{self.invalid} indivisible",
+                 f"{self.equivalent} equivalent", f"{self.distinct} distinct",
+                 f"{self.compiled} compiled ({self.failed} failed, {self.does_not_fit} do not "
+                 "fit)", f"{self.pruned_bound} pruned by the time bound",
+                 f"{self.pruned_memory} by the memory bound"]
+        if self.profiled:
+            parts.insert(5, f"{self.profiled} profiling compiles")
+        if self.dominated:
+            parts.insert(6, f"{self.dominated} plans dominated in the stage DP")
+        if self.not_evaluated:
+            parts.append(f"{self.not_evaluated} not evaluated")
+        where = f" on Ray cluster {self.cluster}" if self.cluster else ""
+        return (", ".join(parts) + f"; {self.seconds:.1f} s{where}, {self.stopped}"
+                + ("" if self.prune else " (pruning off)"))
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a running search is; what a progress callback receives."""
+
+    phase: str                   # "enumerate", "profile", "compile", "done"
+    done: int                    # distinct candidates settled (compiled, pruned or failed)
+    total: int                   # distinct candidates
+    compiled: int
+    pruned: int
+    failed: int
+    best_seconds: float | None
+    best: str                    # the best candidate's label so far
+    current: str                 # the candidate being compiled
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A finished (or stopped) search: candidates ranked best first, the Pareto front of
+    predicted time against memory per device among them, why the winner beats the runner-up,
+    and the counts."""
+
+    program: str                 # the workload name or the function's name
+    space: str                   # "rules", "specs" or "pipeline"
+    target: str
+    objective: str               # how `seconds` is computed, in words
+    candidates: tuple[Candidate, ...]
+    pareto: tuple[Candidate, ...]
+    comparison: Comparison | None
+    stats: SearchStats
+
+    @property
+    def best(self) -> Candidate | None:
+        """The winner: the fastest candidate that fits, or None when none does."""
+        first = self.candidates[0] if self.candidates else None
+        ranked = (CandidateStatus.OK, CandidateStatus.ESTIMATED)
+        return first if first is not None and first.status in ranked else None
+
+    def to_dict(self, top: int | None = None) -> dict:
+        cands = self.candidates if top is None else self.candidates[:top]
+        return {"program": self.program, "space": self.space, "target": self.target,
+                "objective": self.objective,
+                "candidates": [c.to_dict() for c in cands],
+                "pareto": [c.to_dict() for c in self.pareto],
+                "comparison": self.comparison.to_dict() if self.comparison else None,
+                "stats": self.stats.to_dict()}
+
+    def text(self, top: int = 10) -> str:
+        lines = [f"search of {self.program} ({self.space}) on {self.target}; ranked by "
+                 f"{self.objective}", "",
+                 f"{'rank':>4}  {'time':>9}  {'memory':>9}  {'coll.':>9}  layout"]
+        for i, c in enumerate(self.candidates[:top], 1):
+            lines.append(f"{i:>4}  {c.line()}")
+        if len(self.candidates) > top:
+            lines.append(f"      ... {len(self.candidates) - top} more")
+        if self.pareto:
+            lines += ["", "Pareto front (no other candidate is both faster and smaller):"]
+            lines += [f"      {c.line()}" for c in self.pareto]
+        if self.comparison is not None:
+            lines += ["", self.comparison.text]
+        lines += ["", self.stats.text()]
+        lines += [f"warning: {v}" for v in self.stats.bound_violations]
+        return "\n".join(lines)
