@@ -4,7 +4,8 @@
 parameter becomes an explorer.TensorSpec named by its path joined with dots (`up.kernel`,
 `layers.0.attn.q.kernel`); other state (batch statistics, RNG counters) likewise, as inputs of
 their own group. The program the explorer compiles merges them back (`nnx.merge`) and calls the
-module, or the user's `fn(model, *inputs)`, so it computes exactly what the model computes.
+module, or the user's `fn(model, *inputs)` (explorer.workloads.flax_module.call_module, run in
+the compile worker), so it computes exactly what the model computes.
 
 A parameter made with `nnx.with_partitioning(init, names)` carries those names: when they are
 all axes of the mesh they are its spec; otherwise they are logical dimension names (MaxText's
@@ -25,6 +26,7 @@ from explorer.errors import TensorError
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import DTYPE_BYTES, TensorSpec, normalize_dtype
 from explorer.ui.sources import FunctionSource, where_defined
+from explorer.workloads.flax_module import call_module
 
 # Where Flax keeps a Variable's partitioning names (the key changed across flax versions).
 _SHARDING_KEYS = ("out_sharding", "sharding_names", "sharding")
@@ -90,37 +92,6 @@ def _nested(tensors: Sequence[ModuleTensor], make: Callable[[ModuleTensor], Tens
             node = node.setdefault(k, {})
         node[t.path[-1]] = make(t)
     return out
-
-
-def _exclude_flax_frames() -> None:
-    """Source lines name the model's code, not flax's: jax records the innermost frame outside
-    its own files, which in a flax layer is flax's (nnx/nn/linear.py), so flax's files are
-    excluded the way jax excludes its own. A private jax API: without it, lines stay flax's."""
-    try:
-        import os
-
-        import flax
-        from jax._src import source_info_util
-
-        source_info_util.register_exclusion(os.path.dirname(flax.__file__))
-    except (ImportError, AttributeError):
-        pass
-
-
-def call_module(params, state, *inputs, graphdef, call, keys):
-    """The compiled program: the module rebuilt from its state, then called on the inputs.
-    Runs in the compile worker."""
-    import jax
-    from flax import nnx
-
-    _exclude_flax_frames()
-    for path in keys:             # RNG keys are made here: no TensorSpec has a key dtype
-        node = state
-        for k in path[:-1]:
-            node = node.setdefault(k, {})
-        node[path[-1]] = jax.random.key(0)
-    model = nnx.merge(graphdef, params, state)
-    return call(model, *inputs) if call is not None else model(*inputs)
 
 
 def module_source(model, inputs: Sequence, mesh: MeshSpec, *, specs: Mapping | None = None,

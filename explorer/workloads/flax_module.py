@@ -1,0 +1,37 @@
+"""The program the explorer compiles for a Flax NNX module (explorer.ui.explore_module): the
+module rebuilt from its state with `nnx.merge`, then called. It runs in the compile worker,
+which traces it with jax; the app only names it (by reference, in a functools.partial).
+"""
+
+from __future__ import annotations
+
+
+def _exclude_flax_frames() -> None:
+    """Source lines name the model's code, not flax's: jax records the innermost frame outside
+    its own files, which in a flax layer is flax's (nnx/nn/linear.py), so flax's files are
+    excluded the way jax excludes its own. A private jax API: without it, lines stay flax's."""
+    try:
+        import os
+
+        import flax
+        from jax._src import source_info_util
+
+        source_info_util.register_exclusion(os.path.dirname(flax.__file__))
+    except (ImportError, AttributeError):
+        pass
+
+
+def call_module(params, state, *inputs, graphdef, call, keys):
+    """The compiled program: the module rebuilt from its state, then called on the inputs.
+    Runs in the compile worker."""
+    import jax
+    from flax import nnx
+
+    _exclude_flax_frames()
+    for path in keys:             # RNG keys are made here: no TensorSpec has a key dtype
+        node = state
+        for k in path[:-1]:
+            node = node.setdefault(k, {})
+        node[path[-1]] = jax.random.key(0)
+    model = nnx.merge(graphdef, params, state)
+    return call(model, *inputs) if call is not None else model(*inputs)
