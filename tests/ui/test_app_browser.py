@@ -240,13 +240,13 @@ def notebook_of(source: str, path: Path) -> Path:
     return path
 
 
-def test_explore_on_a_function_defined_in_a_notebook_cell(tmp_path):
+def test_explore_on_a_function_defined_in_a_notebook_cell(page, tmp_path):
     """explore() in a cell: the sidebar names the function, the why panel shows the cell's line
     of code, a confirmed what-if applies with a click, and Timing draws the predicted trace."""
     nb = notebook_of(FUNCTION_CELL, tmp_path / "own_function.ipynb")
-    with voila(nb) as url, playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    with voila(nb) as url:
+        # A page of the module's browser: one Playwright per thread.
+        pg = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
             pg.goto(url, timeout=120_000)
             pg.wait_for_selector(".explorer-status:has-text('compiled')", timeout=120_000)
@@ -272,4 +272,4 @@ def test_explore_on_a_function_defined_in_a_notebook_cell(tmp_path):
                 " return e && e.data.length > 0; }", timeout=30_000)
             pg.screenshot(path=str(ARTIFACTS / "explore-timing.png"), full_page=True)
         finally:
-            browser.close()
+            pg.close()
