@@ -384,9 +384,7 @@ class App:
         """The source's params moved: rows at the new sizes, keeping specs where ranks hold."""
         if self._muted:
             return
-        pinned = {n: self.specs_editor.spec(n) for n in self.specs_editor.pinned}
-        self._load_tensors()
-        self.specs_editor.pinned |= {n for n in pinned if n in self.specs_editor.tensors}
+        self._load_tensors()            # picks of tensors whose rank held stay picked
         self._edited()
 
     # ------------------------------------------------------------------ edit -> compile

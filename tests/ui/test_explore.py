@@ -75,6 +75,20 @@ def test_a_plain_function_takes_no_rules():
                 rules="batch=data", debounce=None)
 
 
+def test_bad_inputs_are_refused_naming_the_value():
+    from explorer import ExplorerError, RankError, TensorError
+
+    with pytest.raises(ExplorerError, match="'mlp' is not a function"):
+        explore("mlp", T("x", (8, 8)))
+    with pytest.raises(TensorError, match="argument leaf 'x' is not an explorer.TensorSpec"):
+        explore(mlp_forward, "x", T("w1", (8, 8)), T("w2", (8, 8)), debounce=None)
+    with pytest.raises(TensorError, match="two inputs are named 'w'"):
+        explore(mlp_forward, T("x", (8, 8)), T("w", (8, 8)), T("w", (8, 8)), debounce=None)
+    with pytest.raises(RankError, match=r"pattern 'w' gives 'None,model,None' \(3 entries\)"):
+        explore(mlp_forward, T("x", (8, 8)), T("w1", (8, 8)), T("w2", (8, 8)),
+                specs={"w": "None,model,None"}, debounce=None)
+
+
 def residual_stack(params, x):
     for layer in params["layers"]:
         x = x + jax.nn.relu(x @ layer["w1"]) @ layer["w2"]
