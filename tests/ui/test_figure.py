@@ -37,6 +37,11 @@ def test_a_closed_bundle_widget_is_replaced():
 
 def test_the_app_builds_its_figures_from_the_shared_bundle():
     pytest.importorskip("voila")
-    from explorer.ui.views import MemoryView
+    from explorer.ui.memory import MemoryView
+    from explorer.ui.timeline import TimingView
+    from explorer.ui.views import _heatmap
 
-    assert isinstance(MemoryView().fig, FigureWidget)
+    # Figures are made when their tab is first drawn; each is made from the shared bundle.
+    assert isinstance(MemoryView._new_figure(), FigureWidget)
+    assert isinstance(TimingView().roofline, FigureWidget)
+    assert isinstance(_heatmap(200), FigureWidget)
