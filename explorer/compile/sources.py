@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import io
+import linecache
 import re
 import sys
 import types
@@ -42,7 +43,20 @@ def cell_name(filename: str) -> str | None:
     if not named:
         return None
     m = re.fullmatch(r"In\[(\d+)\]", named[1])
-    return f"In [{m.group(1)}]" if m else None
+    if not m:
+        return None
+    name = f"In [{m.group(1)}]"
+    _remember_cell(name, filename)
+    return name
+
+
+def _remember_cell(name: str, filename: str) -> None:
+    """Make the cell's text readable by its prompt name ("In [3]") through linecache, as the
+    Report reads every source line (`source_text`): IPython keeps it under the temporary file's
+    name only."""
+    lines = linecache.getlines(filename)
+    if lines:
+        linecache.cache[name] = (sum(map(len, lines)), None, lines, name)
 
 
 def _reduce_code(code: types.CodeType):

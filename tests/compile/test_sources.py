@@ -131,7 +131,8 @@ def test_a_notebook_cell_shows_as_its_prompt(tmp_path):
         "x = TensorSpec('x', (8, 16), spec='None,d')\n"
         "w = TensorSpec('w', (16, 4), spec='d,None')\n"
         "r = explorer.analyze(model, x, w, mesh='d=2')\n"
-        "print([c.source for c in r.collectives])",
+        "print([c.source for c in r.collectives])\n"
+        "print([c.source_text for c in r.collectives])",
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     NotebookClient(nb, timeout=120, kernel_name="python3",
@@ -141,7 +142,8 @@ def test_a_notebook_cell_shows_as_its_prompt(tmp_path):
     k = 1 + next(i for i, line in enumerate(cells[1].splitlines()) if "@ w" in line)
     printed = "".join(o.get("text", "") for o in model_cell.outputs)
     assert (n, k) == (2, 3)
-    assert printed.strip() == f"['In [{n}], line {k}']"
+    # The line of code too, read from the cell itself.
+    assert printed.strip().splitlines() == [f"['In [{n}], line {k}']", "['return y @ w']"]
 
 
 def test_an_unpicklable_closure_says_what_and_how_to_restructure(pool):
