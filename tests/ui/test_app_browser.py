@@ -273,3 +273,54 @@ def test_explore_on_a_function_defined_in_a_notebook_cell(page, tmp_path):
             pg.screenshot(path=str(ARTIFACTS / "explore-timing.png"), full_page=True)
         finally:
             pg.close()
+
+
+def test_four_concurrent_sessions_each_stay_correct(page):
+    # Four people open the app on one server at once; each edits differently and each page
+    # shows its own result (one kernel per page). Memory per session is printed for
+    # docs/reliability.md: each page's kernel plus its compile workers.
+    import psutil
+
+    with voila() as url:
+        browser = page.context.browser
+        contexts = [browser.new_context(viewport={"width": 1400, "height": 1000})
+                    for _ in range(4)]
+        try:
+            pages = [c.new_page() for c in contexts]
+            for p in pages:                          # all four load before any is edited
+                p.goto(url, wait_until="commit", timeout=120_000)
+            for p in pages:
+                p.wait_for_selector(".explorer-status:has-text('compiled')", timeout=240_000)
+                p.get_by_text("Collectives", exact=True).click()
+            # As in test_load_edit_see_collectives_change: replicated weights need no
+            # collective; w1's rows over model all-reduce the partial sums of h (2.0 MiB); the
+            # untouched page keeps the Megatron all-reduce (512.0 KiB).
+            pick(pages[0], "w1", 1, [])
+            pick(pages[0], "w2", 0, [])
+            pick(pages[1], "w1", 1, [])
+            pick(pages[1], "w2", 0, [])
+            pick(pages[1], "w1", 0, ["model"])
+            pick(pages[3], "w1", 1, [])
+            pick(pages[3], "w2", 0, [])
+            wait_for_table(pages[0], "No collectives", timeout=240_000)
+            wait_for_table(pages[1], "2.0 MiB", timeout=240_000)
+            wait_for_table(pages[2], "512.0 KiB", timeout=240_000)     # untouched: the default
+            wait_for_table(pages[3], "No collectives", timeout=240_000)
+            assert "all-reduce" in collectives_text(pages[1])
+            assert "all-reduce" in collectives_text(pages[2])
+            assert "all-reduce" not in collectives_text(pages[0])
+            port = url.rstrip("/").rsplit(":", 1)[1]
+            [server] = [q for q in psutil.process_iter(["cmdline"])
+                        if f"--port={port}" in (q.info["cmdline"] or [])]
+            kernels = [k for k in server.children()
+                       if "ipykernel_launcher" in " ".join(k.cmdline())]
+            assert len(kernels) >= 4
+            per_session = []
+            for k in kernels:
+                tree = [k, *k.children(recursive=True)]
+                per_session.append(sum(q.memory_info().rss for q in tree if q.is_running()))
+            print(f"\nmemory per Voila session (kernel + workers), MB: "
+                  f"{[round(b / 2**20) for b in per_session]}")
+        finally:
+            for c in contexts:
+                c.close()
