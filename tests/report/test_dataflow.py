@@ -15,7 +15,9 @@ from explorer.workloads.registry import get_workload
 
 @pytest.fixture(scope="module")
 def transformer():
-    return explorer.analyze_workload("transformer_train", "data=2,model=4", preset="fsdp_tp")
+    # Unrolled layers: every collective in the entry computation, where the graph draws it.
+    return explorer.analyze_workload("transformer_train", "data=2,model=4", preset="fsdp_tp",
+                                     params={"scan_layers": False})
 
 
 def check_layers(g):
