@@ -247,19 +247,25 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-page-load-") as tmp, sync_playwright() as p:
         work = Path(tmp)
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for variant in args.variants:
-            server = Server(variant, work)
-            try:
+        # All servers up at once, and the loads taken in turns (stock, cache, ..., stock, ...):
+        # on a shared machine whose load drifts, each round compares the variants under the
+        # same conditions.
+        servers = {}
+        try:
+            for variant in args.variants:
+                servers[variant] = Server(variant, work)
                 results[variant] = []
-                for i in range(args.loads):
+            for i in range(args.loads):
+                for variant, server in servers.items():
                     server.ready()
                     r = load(browser, server.url)
                     results[variant].append(r)
                     print(f"{variant} load {i + 1}: " + json.dumps(
                         {k: round(v, 1) for k, v in r.items()}), file=sys.stderr, flush=True)
-            finally:
+        finally:
+            for server in servers.values():
                 server.stop()
-        browser.close()
+            browser.close()
 
     print(f"\nRun of {datetime.date.today()}, {args.loads} loads per variant, each in a fresh "
           "browser context; median (min–max), from the navigation's start.\n")
