@@ -151,9 +151,9 @@ def check_quickstart_bytes(answer) -> bool:
 
 
 def check_quickstart_shard(answer) -> bool:
-    truth = shard_shape((1024, 4096), "None,model", (2, 4), ("data", "model"))
     if _missing(answer):
         return False
+    truth = shard_shape((1024, 4096), "None,model", (2, 4), ("data", "model"))
     ok = tuple(answer) == truth if isinstance(answer, Sequence) else False
     return _verdict(ok, f"{truth}: the columns are split 4 ways over `model`; the rows are "
                     "whole.", "a dimension split over an axis of size k keeps 1/k of its "
@@ -163,9 +163,9 @@ def check_quickstart_shard(answer) -> bool:
 # ------------------------------------------------------------------ 01 mesh and specs
 
 def check_shard_shape(answer, shape, spec, mesh_shape, axis_names) -> bool:
-    truth = shard_shape(shape, spec, mesh_shape, axis_names)
     if _missing(answer):
         return False
+    truth = shard_shape(shape, spec, mesh_shape, axis_names)
     ok = isinstance(answer, Sequence) and tuple(answer) == truth
     return _verdict(ok, f"{truth}, as jax's NamedSharding.shard_shape says.",
                     "divide each dimension by the product of the sizes of the mesh axes its "
@@ -173,6 +173,8 @@ def check_shard_shape(answer, shape, spec, mesh_shape, axis_names) -> bool:
 
 
 def check_replicas(answer, shape, spec, mesh_shape, axis_names) -> bool:
+    if _missing(answer):
+        return False
     blocks = device_blocks(shape, spec, mesh_shape, axis_names)
     counts = {}
     for block in blocks.values():
@@ -185,9 +187,9 @@ def check_replicas(answer, shape, spec, mesh_shape, axis_names) -> bool:
 
 
 def check_device_block(answer, device, shape, spec, mesh_shape, axis_names) -> bool:
-    truth = device_blocks(shape, spec, mesh_shape, axis_names)[device]
     if _missing(answer):
         return False
+    truth = device_blocks(shape, spec, mesh_shape, axis_names)[device]
     try:
         given = tuple(tuple(int(v) for v in r) for r in answer)
     except (TypeError, ValueError):
@@ -512,9 +514,9 @@ def check_line(answer, fn: Callable, needle: str) -> bool:
     """The source line of `fn` that contains `needle` (read with inspect, not from a report)."""
     import inspect
 
-    truth = next(line.strip() for line in inspect.getsource(fn).splitlines() if needle in line)
     if _missing(answer):
         return False
+    truth = next(line.strip() for line in inspect.getsource(fn).splitlines() if needle in line)
     return _verdict(str(answer).strip() == truth, f"`{truth}`.",
                     "`c.source` gives the cell and the line within it (the app's `code` "
                     "column shows it for files); copy that line as written.")

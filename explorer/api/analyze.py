@@ -183,7 +183,10 @@ def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto
     Each arg is an explorer.TensorSpec or a pytree of them. `mesh` is text like
     "data=2,model=4" or a mapping. Nothing is allocated, so any size can be analysed.
     With `cache_only`, answer only from the cache (None on a miss): the UI shows cached
-    results at once, before its debounce. With `target` (see explorer.targets()), every
+    results at once, before its debounce. Besides this process's cache, compile-only requests
+    are answered from and stored in a cache on disk shared by all processes
+    (explorer/api/diskcache.py; EXPLORER_DISK_CACHE=0 turns it off); `use_cache=False` skips
+    both. With `target` (see explorer.targets()), every
     collective gets a predicted time and the report an `estimate`; `mapping` places mesh axes
     on the target's links (text like "data=node,model=gpu", a dict, or None for the default).
     With `measure`, the worker also runs the program on random inputs and times it (on fake CPU

@@ -15,12 +15,56 @@ own; only the delivery of the code changes.
 
 from __future__ import annotations
 
+import importlib
+import sys
 from pathlib import Path
 
-import anywidget
-import plotly
-import plotly.graph_objects as go
-import traitlets
+
+class _OnFirstUse:
+    """A module imported on first attribute access."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+def _import_plotly_renderers() -> None:
+    """Import plotly's renderers without importing nbformat.
+
+    plotly's FigureWidget imports `plotly.io._renderers`, which imports nbformat only to check
+    its version when a figure is shown as a static mime bundle (never in the app); importing
+    nbformat imports jsonschema, which took 0.5-1.1 s of every kernel's start on the machine
+    measured (docs/performance.md, "First result on a page load"). plotly's optional-import
+    helper is told nbformat is missing for that one import, and the module then gets a stand-in
+    that imports nbformat when plotly first asks it for something. Where nbformat is imported
+    already, or plotly's internals differ from the version this was written for (7.1), nothing
+    is changed."""
+    if "nbformat" in sys.modules or "plotly.io._renderers" in sys.modules:
+        return
+    try:
+        from _plotly_utils import optional_imports
+        skipped = optional_imports._not_importable
+    except (ImportError, AttributeError):
+        return
+    fresh = "nbformat" not in skipped
+    skipped.add("nbformat")
+    try:
+        import plotly.io._renderers as renderers
+    finally:
+        if fresh:
+            skipped.discard("nbformat")
+    if getattr(renderers, "nbformat", ...) is None:
+        renderers.nbformat = _OnFirstUse("nbformat")
+
+
+_import_plotly_renderers()
+
+import anywidget  # noqa: E402
+import plotly  # noqa: E402
+import plotly.graph_objects as go  # noqa: E402
+import traitlets  # noqa: E402
 
 _BUNDLE_FILE = Path(plotly.__file__).parent / "package_data" / "widgetbundle.js"
 

@@ -2,6 +2,9 @@
 bundle widget instead of carrying plotly.js itself. (That the page draws from it is
 tests/ui/test_app_browser.py's business: every heatmap there is such a figure.)"""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import plotly
@@ -45,3 +48,24 @@ def test_the_app_builds_its_figures_from_the_shared_bundle():
     assert isinstance(MemoryView._new_figure(), FigureWidget)
     assert isinstance(TimingView().roofline, FigureWidget)
     assert isinstance(_heatmap(200), FigureWidget)
+
+
+def test_the_app_imports_without_nbformat_and_plotly_can_still_show_a_figure():
+    """Importing the app skips nbformat (and its slow jsonschema import); plotly's own
+    `fig.show()` with a mime renderer still finds nbformat when it needs it."""
+    code = (
+        "import sys, explorer.ui\n"
+        "assert 'jsonschema' not in sys.modules and 'nbformat' not in sys.modules\n"
+        "import plotly.graph_objects as go, plotly.io as pio\n"
+        "shown = []\n"
+        "pio._renderers.ipython_display = type('D', (), {'display': staticmethod("
+        "lambda b, raw: shown.append(b))})\n"
+        "pio.show(go.Figure(go.Bar(y=[1])), renderer='json')\n"
+        "assert shown and 'application/json' in shown[0], shown\n"
+        "assert 'nbformat' in sys.modules\n"
+        "print('ok')\n")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                         timeout=120)
+    assert out.stdout.strip().endswith("ok"), out.stderr

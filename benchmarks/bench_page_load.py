@@ -1,0 +1,285 @@
+"""Benchmark: a page load of the Voila app, to its first heatmap, in headless Chromium.
+
+Run by hand:  .venv/bin/python benchmarks/bench_page_load.py [--loads 3] [--variants ...]
+
+For each variant it starts a server on a free loopback port, opens the app in a fresh browser
+context per load (no HTTP cache: a first visit) and times, inside the page with
+performance.now() from the navigation's start:
+
+- `html`: the page's HTML received (Voila sends it once the notebook has executed in a kernel,
+  so this includes the kernel's start, its imports and the first result);
+- `widgets`: the app's widgets on the page (the widget manager has fetched every widget's state
+  from the kernel over the websocket and rendered the app);
+- `heatmap`: the placement heatmap drawn (the first `.gtitle` inside the Placement tab's plotly
+  figure), the number the target is about.
+
+It also counts the bytes the page received over the kernel's websocket and the JavaScript files
+it fetched. The variants add the cuts one at a time (docs/performance.md, "First result on a
+page load"):
+
+- `stock`: Voila on notebooks/app.ipynb as before this work: each figure widget carries
+  plotly.js (`explorer.ui.figure` patched back to plotly's own FigureWidget in a copy of the
+  notebook), every JupyterLab extension is loaded, no persistent report cache;
+- `cache`: + the report cache on disk, filled beforehand by running the app notebook once;
+- `js`: + plotly.js sent once per page (explorer.ui.figure), and no jupyterlab-plotly
+  extension;
+- `preheat`: + one preheated kernel (what `sharding-explorer app` runs:
+  explorer.ui.serve.voila_command); each load waits until Voila has refilled its pool;
+- `binder`: Voila as Binder serves it: a Jupyter server with Voila's server extension
+  (`/voila/render/notebooks/app.ipynb`, no preheated kernel: the extension has none), with the
+  report cache and binder/voila.json, as binder/postBuild leaves them.
+
+Prints markdown tables; asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from explorer.ui.serve import VOILA_LIMITS, free_port, voila_command  # noqa: E402
+
+CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+APP = ROOT / "notebooks" / "app.ipynb"
+VARIANTS = ("stock", "cache", "js", "preheat", "binder")
+
+# Marks taken in the page: the first moment each condition holds, in ms since navigation start.
+MARKS_JS = """
+window.__marks = {};
+const mark = (k) => { if (!(k in window.__marks)) window.__marks[k] = performance.now(); };
+const look = () => {
+  if (document.querySelector('.explorer-app')) mark('widgets');
+  const plot = document.querySelector('.explorer-placement .js-plotly-plot');
+  if (plot && plot.querySelector('.gtitle')) mark('heatmap');
+};
+new MutationObserver(look).observe(document, {subtree: true, childList: true});
+"""
+
+# A first cell for the `stock` variant's copy of the app notebook: the figures as plotly ships
+# them, each carrying its own copy of plotly.js.
+STOCK_FIGURES = """import plotly.graph_objects as _go
+import explorer.ui.graph as _graph
+import explorer.ui.views as _views
+_views.FigureWidget = _graph.FigureWidget = _go.FigureWidget"""
+
+
+def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
+    deadline = time.time() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except urllib.error.HTTPError:      # any HTTP answer means the server is up
+            return
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"the server did not start; see {log}") from None
+            time.sleep(0.3)
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a process and all its descendants, from /proc."""
+    total, todo, tick = 0.0, [pid], os.sysconf("SC_CLK_TCK")
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in os.listdir(f"/proc/{p}/task"):
+                todo += [int(c) for c in Path(f"/proc/{p}/task/{task}/children").read_text()
+                         .split()]
+        except (OSError, IndexError, ValueError):
+            continue              # gone meanwhile
+    return total
+
+
+def pools_filled(log: Path) -> int:
+    return log.read_text(errors="replace").count("is filled with")
+
+
+def fill_cache(folder: Path, env: dict) -> None:
+    """Run the app notebook once with the report cache on, as binder/postBuild does."""
+    code = ("import nbformat; from nbclient import NotebookClient; "
+            f"nb = nbformat.read({str(APP)!r}, as_version=4); "
+            "NotebookClient(nb, timeout=600, kernel_name='python3').execute()")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=ROOT,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+class Server:
+    """A server for one variant; `url` is the app's page."""
+
+    def __init__(self, variant: str, work: Path):
+        self.variant = variant
+        self.log = work / f"{variant}.log"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+        if variant == "stock":
+            env["EXPLORER_DISK_CACHE"] = "0"
+        else:
+            cache = work / "report-cache"
+            env.update(EXPLORER_DISK_CACHE="1", EXPLORER_CACHE_DIR=str(cache))
+            if not cache.exists():
+                fill_cache(cache, env)
+        port = free_port()
+        if variant in ("stock", "cache"):
+            # Voila as it was served before: every lab extension, figures as plotly ships them.
+            cmd = [sys.executable, "-m", "voila", str(self._stock_copy(work)), "--no-browser",
+                   f"--port={port}", "--Voila.ip=127.0.0.1", *VOILA_LIMITS]
+            self.url = f"http://127.0.0.1:{port}/"
+        elif variant == "js":
+            cmd = voila_command(port, preheat=False)
+            self.url = f"http://127.0.0.1:{port}/"
+        elif variant == "preheat":
+            cmd = voila_command(port, preheat=True)
+            self.url = f"http://127.0.0.1:{port}/"
+        else:                               # binder: the Jupyter server with Voila's extension
+            config = work / "jupyter-config"
+            config.mkdir(exist_ok=True)
+            shutil.copy(ROOT / "binder" / "voila.json", config / "voila.json")
+            env["JUPYTER_CONFIG_PATH"] = str(config)
+            cmd = [sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}",
+                   "--ServerApp.ip=127.0.0.1", f"--ServerApp.root_dir={ROOT}",
+                   "--IdentityProvider.token=", "--ServerApp.password=",
+                   # a container (this one, Binder's) may run as root
+                   *(["--allow-root"] if os.geteuid() == 0 else [])]
+            self.url = f"http://127.0.0.1:{port}/voila/render/notebooks/app.ipynb"
+        self.handle = self.log.open("w")
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self.handle, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=ROOT)
+        wait_http(f"http://127.0.0.1:{port}/voila/static/" if variant != "binder"
+                  else f"http://127.0.0.1:{port}/api/status", self.proc, self.log)
+        self.filled = 0
+
+    @staticmethod
+    def _stock_copy(work: Path) -> Path:
+        """The app notebook with the stock figures (for `cache`: only the cache changes)."""
+        nb = work / "app_stock.ipynb"
+        if not nb.exists():
+            notebook = json.loads(APP.read_text())
+            notebook["cells"].insert(0, {"cell_type": "code", "metadata": {}, "outputs": [],
+                                         "execution_count": None, "id": "stockfigures",
+                                         "source": STOCK_FIGURES})
+            nb.write_text(json.dumps(notebook))
+        return nb
+
+    def ready(self, timeout: float = 300) -> None:
+        """Wait until the server and its kernels are quiet: the previous page's kernel has shut
+        down and, for a preheated server, the pool's new kernel has run the app notebook
+        (Voila logs the pool as filled when the kernel has started, before that)."""
+        deadline = time.time() + timeout
+        if self.variant == "preheat":
+            while pools_filled(self.log) <= self.filled:
+                if time.time() > deadline:
+                    raise RuntimeError(f"the kernel pool was not refilled; see {self.log}")
+                time.sleep(0.5)
+            self.filled = pools_filled(self.log)
+        quiet = 0
+        last = cpu_seconds(self.proc.pid)
+        while quiet < 3 and time.time() < deadline:
+            time.sleep(0.5)
+            now = cpu_seconds(self.proc.pid)
+            quiet = quiet + 1 if now - last < 0.05 else 0
+            last = now
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.handle.close()
+
+
+def load(browser, url: str, timeout_ms: int = 240_000) -> dict:
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = ctx.new_page()
+    page.add_init_script(MARKS_JS)
+    received = [0]
+
+    def on_socket(ws):
+        ws.on("framereceived", lambda payload: received.__setitem__(
+            0, received[0] + len(payload)))
+
+    page.on("websocket", on_socket)
+    page.goto(url, timeout=timeout_ms, wait_until="commit")
+    page.wait_for_function("() => window.__marks && 'heatmap' in window.__marks",
+                           timeout=timeout_ms, polling=50)
+    marks = page.evaluate("() => window.__marks")
+    nav = page.evaluate("() => performance.getEntriesByType('navigation')[0].responseEnd")
+    scripts = page.evaluate("() => performance.getEntriesByType('resource')"
+                            ".filter(r => r.name.split('?')[0].endsWith('.js'))"
+                            ".map(r => r.decodedBodySize)")
+    ctx.close()
+    return {"html": nav, "widgets": marks["widgets"], "heatmap": marks["heatmap"],
+            "ws_mb": received[0] / 1e6, "js_files": len(scripts), "js_mb": sum(scripts) / 1e6}
+
+
+def med(xs) -> str:
+    return f"{statistics.median(xs) / 1000:.1f} s ({min(xs) / 1000:.1f}–{max(xs) / 1000:.1f})"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--loads", type=int, default=3, help="page loads per variant")
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    args = ap.parse_args()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="bench-page-load-") as tmp, sync_playwright() as p:
+        work = Path(tmp)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        # All servers up at once, and the loads taken in turns (stock, cache, ..., stock, ...):
+        # on a shared machine whose load drifts, each round compares the variants under the
+        # same conditions.
+        servers = {}
+        try:
+            for variant in args.variants:
+                servers[variant] = Server(variant, work)
+                results[variant] = []
+            for i in range(args.loads):
+                for variant, server in servers.items():
+                    server.ready()
+                    r = load(browser, server.url)
+                    results[variant].append(r)
+                    print(f"{variant} load {i + 1}: " + json.dumps(
+                        {k: round(v, 1) for k, v in r.items()}), file=sys.stderr, flush=True)
+        finally:
+            for server in servers.values():
+                server.stop()
+            browser.close()
+
+    print(f"\nRun of {datetime.date.today()}, {args.loads} loads per variant, each in a fresh "
+          "browser context; median (min–max), from the navigation's start.\n")
+    print("| variant | HTML received | app's widgets drawn | first heatmap | websocket | "
+          "JavaScript files |")
+    print("|---|---|---|---|---|---|")
+    for variant, rs in results.items():
+        print(f"| {variant} | {med([r['html'] for r in rs])} | {med([r['widgets'] for r in rs])}"
+              f" | **{med([r['heatmap'] for r in rs])}** | "
+              f"{statistics.median(r['ws_mb'] for r in rs):.1f} MB | "
+              f"{statistics.median(r['js_files'] for r in rs):.0f} files, "
+              f"{statistics.median(r['js_mb'] for r in rs):.1f} MB |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
