@@ -477,6 +477,9 @@ class App:
         if self._muted:
             return
         self._generation += 1
+        # Said before any work: validating, planning and the cache lookup of a large model take
+        # seconds, and a widget's new value reaches the page as soon as it is set.
+        self._set_status("◌ working…")
         self._muted += 1      # set_axes and set_spec in _request touch pickers
         try:
             request = self._request()

@@ -600,3 +600,12 @@ def test_errors_speak_of_widgets_not_cli_flags():
     assert app_language("use --workload moe") == "pick workload moe"
     assert app_language("override it with --spec w1=... or change the rule") == \
         "override it with the spec picker of w1 or change the rule"
+
+
+def test_an_edit_says_working_before_its_result(app):
+    # The order of what the status line shows, not a time: "working…" first, then the result.
+    shown = []
+    app.status.observe(lambda change: shown.append(change["new"]), "value")
+    app.spec_rows["w1"].pickers[1].value = []
+    assert shown and "working…" in shown[0], shown
+    assert "compiled" in shown[-1] or "cached" in shown[-1], shown
