@@ -30,6 +30,7 @@ assumption above failed) is reported and switches that bound off for the rest of
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from explorer.report.report import Report, TensorRole
@@ -61,11 +62,18 @@ def reference_of(report: Report | None, problem: Problem,
     state: frozenset[str] = frozenset()
     if isinstance(problem, WorkloadProblem) and problem.workload.returns_state \
             and report.memory is not None and report.memory.aliased == 0:
-        outputs = {t.name for t in report.tensors if t.kind == TensorRole.OUTPUT}
+        outputs = {_leaf_name(t.name) for t in report.tensors if t.kind == TensorRole.OUTPUT}
         state = frozenset(t.name for t in problem.inputs
                           if problem.kinds.get(t.name, "param") in ("param", "opt")
                           and t.name in outputs)
     return Reference(flops, kept, state, bandwidth)
+
+
+def _leaf_name(path: str) -> str:
+    """An output's name as its input's: the workload returns a dict, whose leaves the report
+    names by their path (`out['l0.wq']`)."""
+    m = re.search(r"\[['\"]([^'\"]+)['\"]\]$", path)
+    return m.group(1) if m else path
 
 
 def memory_bound(point: Point, ref: Reference) -> int:

@@ -87,24 +87,35 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
            verify: int = 3, patience: int | None = None) -> SearchResult:
     """Search the shardings of `program` on `mesh` for the fastest predicted step on `target`.
 
-    program: a built-in workload's name (its params in `params`), or a function followed by its
-        arguments, TensorSpecs in lists, tuples and dicts, as explorer.analyze takes them.
-    space: "rules" (a workload's default: one mesh axis or none per logical name, the names in
-        `names`, default all it uses), "specs" (a function's default: every spec of the input
-        tensors in `tensors`, default all; the others keep theirs) or "pipeline" (the pipeline
-        workload's default: stages, cuts and microbatches, see explorer.search.pipeline).
-    mesh_shapes: also try every other factorisation of the device count into the mesh's axes
-        (kept fixed when a `mapping` is given).
-    budget_s: stop starting compiles after this many seconds; what is left is counted as not
-        evaluated. cancel: a threading.Event; progress: called with a Progress after each
-        candidate, and returning False cancels.
-    prune: skip candidates that their bounds show cannot win (False: compile every one).
-    patience: stop after this many compiles in a row that do not improve the best (a heuristic
-        stop: the winner is then the best found, not proven best; stats.stopped says so).
-    cluster: compile on a Ray cluster ("HOST:PORT", "ray://HOST:PORT", "auto", "local"; needs the
-        `cluster` extra) instead of this machine's worker pool.
-    Returns a SearchResult: candidates ranked best first, the Pareto front of time against
-    memory, why the winner beats the runner-up, and the counts.
+    Args:
+        program: a built-in workload's name (its params in `params`), or a function followed
+            by its arguments, TensorSpecs in lists, tuples and dicts, as explorer.analyze takes
+            them.
+        mesh: the mesh axes and sizes, e.g. "data=2,model=4".
+        target: the hardware to predict on (see explorer.targets()); `mapping` places mesh
+            axes on its links.
+        space: "rules" (a workload's default: one mesh axis or none per logical name in
+            `names`, default every name it uses), "specs" (a function's default: every spec of
+            the input tensors in `tensors`, default all; the others keep theirs) or "pipeline"
+            (the pipeline workload's default: stages, cuts and microbatches).
+        mesh_shapes: also try every other factorisation of the device count into the mesh's
+            axes (kept fixed when a `mapping` is given).
+        budget_s: stop starting compiles after this many seconds; what is left is counted as
+            not evaluated.
+        prune: skip candidates that their bounds show cannot win (False: compile every one).
+        progress: called with a Progress after each candidate; returning False cancels.
+        cancel: a threading.Event that cancels the search when set.
+        cluster: compile on a Ray cluster ("HOST:PORT", "ray://HOST:PORT", "auto", "local";
+            needs the `cluster` extra) instead of this machine's worker pool.
+        timeout: the time limit of one compile, seconds.
+        max_microbatches: pipeline: the most microbatches to try (default 32).
+        verify: pipeline: how many of the best plans that fit to compile (default 3).
+        patience: stop after this many compiles in a row that do not improve the best (a
+            heuristic stop: the winner is then the best found, not proven best).
+
+    Returns:
+        A SearchResult: candidates ranked best first, the Pareto front of time against memory,
+        why the winner beats the runner-up, and the counts (docs/search.md).
     """
     t0 = time.perf_counter()
     if isinstance(program, str):
@@ -394,14 +405,21 @@ def _branch_and_bound(problem: Problem, mode: str, found, common: dict, run: _Ru
         if bounds_on["memory"] and capacity is not None:
             prune("memory", [i for i in remaining if mem_lb[i] > capacity])
 
+    shapes_tried = {points[0].layout.mesh.sizes} if points else set()
+
     def next_index() -> int:
-        """The candidate to compile next: the surrogate's lowest predicted step among those
-        it predicts to fit, else the lowest time bound; enumeration order breaks ties."""
-        if surrogate is None or not timed:
-            return min(remaining, key=lambda i: (time_lb[i], i))
+        """The candidate to compile next (explorer.search.surrogate): first the lowest time
+        bound on each mesh shape not tried yet, then the surrogate's lowest predicted step
+        among those it predicts to fit; the time bound, then enumeration order, break ties."""
+        fresh = [i for i in remaining if by_index[i].layout.mesh.sizes not in shapes_tried]
+        if surrogate is None or not timed or fresh:
+            pick = min(fresh or remaining, key=lambda i: (time_lb[i], i))
+            shapes_tried.add(by_index[pick].layout.mesh.sizes)
+            return pick
         seconds = [results[i].seconds for i in timed]
-        memory = [results[i].memory_bytes or 0 for i in timed]
-        t, m = surrogate.predict(timed, seconds, memory if all(memory) else ())
+        memory = [results[i].memory_bytes for i in timed]
+        t, m = surrogate.predict(timed, seconds,
+                                 memory if all(v is not None for v in memory) else ())
 
         def key(i):
             r = surrogate.row(i)

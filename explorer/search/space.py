@@ -94,7 +94,6 @@ class Point:
     shard_bytes: Mapping[str, int]               # every input -> bytes per device
     axes_used: frozenset[str]                    # mesh axes (size > 1) in any spec or constraint
     key: tuple[int, ...] = ()                    # the Tiling of each input and point, interned
-    point_bytes: int = 0                         # per device, summed over constrained points
 
 
 @dataclass
@@ -381,7 +380,6 @@ def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], mode: str,
                 key.append(hit[0])
                 shard[name] = hit[1]
                 axes_used |= hit[2]
-            point_bytes = 0
             if ok:
                 key.append(-1)        # inputs | points
                 for name, spec in points.items():
@@ -390,7 +388,6 @@ def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], mode: str,
                         ok = False
                         break
                     key.append(hit[0])
-                    point_bytes += hit[1]
                     axes_used |= hit[2]
             if not ok:
                 out.invalid += 1
@@ -403,7 +400,7 @@ def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], mode: str,
                 continue
             seen.add(key_t)
             out.points.append(Point(len(out.points), layout, specs, shard, frozenset(axes_used),
-                                    tuple(key), point_bytes))
+                                    tuple(key)))
     out.tilings = sorted(cache.tilings, key=cache.tilings.get)
     return out
 

@@ -1,0 +1,42 @@
+"""The lower bounds, against sizes computed by hand and against the compiled results they bound."""
+
+import pytest
+
+import explorer
+from explorer.search.result import CandidateStatus
+
+
+def _transformer_train_params() -> int:
+    """Parameter elements of transformer_train at its defaults (vocab 256, d_model 64, 4 heads
+    of 16, d_ff 256, 2 layers): embed and unembed 256·64 each, final_norm 64, and per layer
+    ln1, ln2 (64 each), wq, wk, wv, wo (64·4·16 each), w1, w2 (64·256 each)."""
+    layer = 2 * 64 + 4 * 64 * 4 * 16 + 2 * 64 * 256
+    return 2 * 256 * 64 + 64 + 2 * layer
+
+
+@pytest.fixture(scope="module")
+def result():
+    return explorer.search("transformer_train", mesh="data=2,model=4", target="h100-8",
+                           names=["batch", "embed"], mesh_shapes=False, prune=False)
+
+
+def test_memory_bound_of_a_train_step_counts_inputs_and_state_outputs(result):
+    ref = next(c for c in result.candidates if c.label.endswith("replicated"))
+    p = _transformer_train_params()
+    tokens = 2 * 8 * 32 * 4            # tokens and targets, int32 [batch 8, seq 32]
+    # Arguments: every input whole (params, Adam's m and v: 3P float32, and the tokens);
+    # outputs: the new params, m and v, laid out like the inputs, not aliased.
+    assert ref.report.memory.arguments == 3 * p * 4 + tokens
+    assert ref.bound_memory == 3 * p * 4 + tokens + 3 * p * 4
+    # batch=data splits only the tokens (over the 2 devices of `data`); embed=data splits every
+    # tensor with an `embed` dimension except where `batch` took `data` first.
+    dp = next(c for c in result.candidates if c.rules == "batch=data")
+    assert dp.bound_memory == 3 * p * 4 + tokens // 2 + 3 * p * 4
+
+
+def test_no_compiled_candidate_falls_below_its_bounds(result):
+    assert result.stats.bound_violations == ()
+    for c in result.candidates:
+        assert c.status is CandidateStatus.OK
+        assert c.memory_bytes >= c.bound_memory > 0
+        assert c.seconds >= c.bound_seconds > 0
