@@ -35,6 +35,9 @@ VOILA_LIMITS = [
 #   the kernel start, the imports and the first result (Voila refills the pool after each use);
 # - the culler spares that waiting kernel (it has no page connected, so the stock culler would
 #   stop it after cull_idle_timeout and leave the pool empty until the next load);
+# - the pool is refilled 5 s after a page takes its kernel, not 1 s: the refill (a kernel start
+#   and a run of the notebook) then no longer competes for the CPU with the page drawing its
+#   first figures (measured: 1 s of the 4 s to the first heatmap on 2 cores);
 # - the page loads no JupyterLab extension it does not use: the app draws plotly figures as
 #   widgets (explorer.ui.figure), so the 4.8 MB jupyterlab-plotly renderer is left out.
 VOILA_PREHEAT = [
@@ -42,8 +45,9 @@ VOILA_PREHEAT = [
     "--pool_size=1",
     "--VoilaConfiguration.multi_kernel_manager_class="
     "explorer.ui.serve.PoolSparingKernelManager",
+    "--VoilaKernelManager.fill_delay=5",      # the class Voila's factory builds on the above
 ]
-VOILA_PAGE = ['--VoilaConfiguration.extension_denylist=["jupyterlab-plotly"]']
+VOILA_PAGE = ["--VoilaConfiguration.extension_denylist=jupyterlab-plotly"]   # a list, item by item
 
 
 class PoolSparingKernelManager(AsyncMappingKernelManager):

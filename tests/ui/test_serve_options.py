@@ -14,12 +14,13 @@ def test_the_app_is_served_with_a_preheated_kernel_and_no_plotly_lab_extension()
     assert "--preheat_kernel=True" in cmd and "--pool_size=1" in cmd
     assert ("--VoilaConfiguration.multi_kernel_manager_class="
             "explorer.ui.serve.PoolSparingKernelManager") in cmd
-    assert '--VoilaConfiguration.extension_denylist=["jupyterlab-plotly"]' in cmd
+    assert "--VoilaConfiguration.extension_denylist=jupyterlab-plotly" in cmd
+    assert "--VoilaKernelManager.fill_delay=5" in cmd
     # The culler still stops idle page kernels, which hold compile workers.
     assert "--MappingKernelManager.cull_idle_timeout=1800" in cmd
     plain = voila_command(8866, preheat=False)
     assert not [c for c in plain if "preheat" in c or "pool_size" in c]
-    assert '--VoilaConfiguration.extension_denylist=["jupyterlab-plotly"]' in plain
+    assert "--VoilaConfiguration.extension_denylist=jupyterlab-plotly" in plain
 
 
 def test_the_culler_spares_the_preheated_kernel_and_culls_the_others():
