@@ -142,36 +142,6 @@ def test_bad_target_or_mapping_exits_2(args, fragment):
     assert p.returncode == 2 and fragment in p.stderr and "Traceback" not in p.stderr
 
 
-def test_app_command_serves_voila_and_prints_its_url():
-    import socket
-    import time
-    import urllib.error
-    import urllib.request
-
-    pytest.importorskip("voila")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "explorer.cli", "app", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout.readline().strip() == \
-            f"sharding-explorer app: http://127.0.0.1:{port}/"
-        deadline = time.time() + 240
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/voila/static/", timeout=2)
-                break
-            except urllib.error.HTTPError:
-                break
-            except OSError:
-                assert time.time() < deadline and proc.poll() is None, "Voila did not start"
-                time.sleep(0.5)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
 def test_measure_and_tpu_topology_flags():
     p = run("analyze", "--workload", "matmul", "--mesh", "model=4", "--measure")
     assert p.returncode == 0, p.stderr
