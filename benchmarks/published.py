@@ -213,6 +213,9 @@ def predict(case: Case, fake: bool, timeout: float) -> Prediction:
     # largest input (the float32 params), whose peak an A100 quotes at 19.5 TFLOP/s.
     report = with_target(report, case.target, dtype=case.params["compute_dtype"])
     est = report.estimate
+    for note in est.notes:
+        if "trip count could not be read" in note or "could not be timed" in note:
+            log(f"{case.name}: {note}")
     how = f"TPU {case.topology} ahead of time" if kw else \
         f"{report.mesh.device_count} fake CPU devices"
     if fallback:

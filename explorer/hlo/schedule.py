@@ -407,7 +407,8 @@ def _tuple_constant(names: dict[str, Instruction], loop: Instruction, index: int
 
 
 def _body_step(module: HloModule, body: str, index: int) -> int | None:
-    """The constant the body adds to tuple element `index` (`ROOT tuple(..., add(gte, c))`)."""
+    """The constant the body adds to tuple element `index` (`ROOT tuple(..., add(gte, c))`,
+    the counter possibly copied first, as the TPU compiler writes a scan's forward loop)."""
     instrs = module.computations.get(body, [])
     names = {i.name: i for i in instrs}
     root = next((i for i in instrs if i.is_root), None)
@@ -417,6 +418,8 @@ def _body_step(module: HloModule, body: str, index: int) -> int | None:
     if update is None or update.opcode not in ("add", "subtract"):
         return None
     a, b = (names.get(o) for o in update.operands[:2])
+    while a is not None and a.opcode == "copy" and a.operands:
+        a = names.get(a.operands[0])
     if a is None or b is None or a.opcode != "get-tuple-element" \
             or _ints(a.attr("index"))[:1] != (index,):
         return None

@@ -73,3 +73,39 @@ def test_an_in_place_update_of_a_stack_counts_the_update_not_the_stack():
     # The index (4 bytes), the layer read (128·512·2) and that layer written into the stack
     # (1/6 of 6·128·512·2); the stack is neither read nor written whole.
     assert step.bytes == 4 + 128 * 512 * 2 + 128 * 512 * 2
+
+
+# The forward loop of a scan as the TPU compiler wrote it for MaxText 16B on v5e:16x16: the
+# counter is copied before the increment, `i' = copy(i) + 1`.
+COPIED_COUNTER = """HloModule jit_tpu, is_scheduled=true, num_partitions=1
+
+%body (p: (s32[], f32[8])) -> (s32[], f32[8]) {
+  %p = (s32[], f32[8]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %i.copy = s32[] copy(%i)
+  %one = s32[] constant(1)
+  %next = s32[] add(%i.copy, %one)
+  %x = f32[8]{0} get-tuple-element(%p), index=1
+  ROOT %t = (s32[], f32[8]) tuple(%next, %x)
+}
+
+%cond (q: (s32[], f32[8])) -> pred[] {
+  %q = (s32[], f32[8]) parameter(0)
+  %n = s32[] constant(32)
+  %j = s32[] get-tuple-element(%q), index=0
+  ROOT %lt = pred[] compare(%j, %n), direction=LT
+}
+
+ENTRY %main (x: f32[8]) -> (s32[], f32[8]) {
+  %zero = s32[] constant(0)
+  %start = s32[] copy(%zero)
+  %px = f32[8]{0} parameter(0)
+  %init = (s32[], f32[8]) tuple(%start, %px)
+  ROOT %loop = (s32[], f32[8]) while(%init), condition=%cond, body=%body
+}
+"""
+
+
+def test_a_loop_counter_copied_before_its_increment_still_gives_the_trip_count():
+    [loop] = [s for s in read_schedule(COPIED_COUNTER).steps if s.instr.name == "loop"]
+    assert loop.trips == 32
