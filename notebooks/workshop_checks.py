@@ -518,8 +518,8 @@ def check_line(answer, fn: Callable, needle: str) -> bool:
         return False
     truth = next(line.strip() for line in inspect.getsource(fn).splitlines() if needle in line)
     return _verdict(str(answer).strip() == truth, f"`{truth}`.",
-                    "`c.source` gives the cell and the line within it (the app's `code` "
-                    "column shows it for files); copy that line as written.")
+                    "`c.source_text` is the code of the line `c.source` points to (the "
+                    "app's `code` column); copy it as written.")
 
 
 def check_remat_fix(spec_a, spec_b) -> bool:
