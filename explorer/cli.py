@@ -99,6 +99,10 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--mapping", metavar="AXES",
                    help="place mesh axes on the target's links, e.g. data=node,model=gpu "
                    "(default: innermost mesh axes on the fastest links)")
+    a.add_argument("--peak", action="store_true",
+                   help="predict with the vendors' peak FLOP/s and nominal link bandwidths "
+                   "instead of the rates measured runs reach (the default; its notes name "
+                   "each measured fraction)")
     a.add_argument("--trace", metavar="FILE",
                    help="write the predicted step timeline on --target as Chrome trace-event "
                    "JSON (open it in Perfetto, chrome://tracing or TensorBoard)")
@@ -312,7 +316,7 @@ def _analyze(args) -> int:
                               partitioner=args.partitioner, axis_type=args.axis_type,
                               timeout=args.timeout, target=args.target, mapping=args.mapping,
                               measure=args.measure, tpu_topology=args.tpu_topology,
-                              real_devices=args.real_devices)
+                              real_devices=args.real_devices, peak=args.peak)
     if args.trace:
         if report.trace is None:
             raise ExplorerError(f"no trace for --target {args.target}: "

@@ -177,7 +177,8 @@ def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto
             timeout: float | None = None, pool=None, use_cache: bool = True,
             cache_only: bool = False, target: str | None = None, mapping=None,
             measure: bool = False, tpu_topology: str | None = None,
-            real_devices: bool = False, specs: Mapping | None = None) -> Report | None:
+            real_devices: bool = False, specs: Mapping | None = None,
+            peak: bool = False) -> Report | None:
     """Compile `fn` on abstract inputs sharded over `mesh` and report what the partitioner did.
 
     Each arg is an explorer.TensorSpec or a pytree of them. `mesh` is text like
@@ -189,6 +190,9 @@ def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto
     both. With `target` (see explorer.targets()), every
     collective gets a predicted time and the report an `estimate`; `mapping` places mesh axes
     on the target's links (text like "data=node,model=gpu", a dict, or None for the default).
+    Predictions use the rates measured runs reach (each chip's and link's published measured
+    fraction of its nominal rate, named in the estimate's notes); `peak=True` uses the vendors'
+    nominal peaks instead.
     With `measure`, the worker also runs the program on random inputs and times it (on fake CPU
     devices that times this CPU; inputs over 1 GiB per device are not run). With `tpu_topology`
     (e.g. "v5e:4x4"; needs libtpu, the `tpu` extra) the program is compiled ahead of time for
@@ -204,8 +208,9 @@ def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto
         args = apply_spec_patterns(args, specs)
     check_function(fn)
     timeout = check_timeout(timeout)
-    measure, use_cache, cache_only = (check_flag(v, n) for v, n in (
-        (measure, "measure"), (use_cache, "use_cache"), (cache_only, "cache_only")))
+    measure, use_cache, cache_only, peak = (check_flag(v, n) for v, n in (
+        (measure, "measure"), (use_cache, "use_cache"), (cache_only, "cache_only"),
+        (peak, "peak")))
     mesh_spec = check_mesh(mesh, axis_type, tpu_topology=tpu_topology, real_devices=real_devices)
     # Target and mapping are checked before the compile, so a bad one costs nothing.
     check_target(target, mapping, mesh_spec)
@@ -215,7 +220,7 @@ def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto
         return report
     from explorer.report.predict import with_target
 
-    return with_target(report, target, mapping)
+    return with_target(report, target, mapping, peak=peak)
 
 
 def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_only,

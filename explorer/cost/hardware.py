@@ -18,7 +18,7 @@ Target names:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 
 from explorer.errors import TargetError, choices
@@ -57,10 +57,31 @@ NV_DGX_H = ("https://docs.nvidia.com/dgx-basepod/reference-architecture-infrastr
 NV_DGX_B200 = "https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html"
 NCCL_TUNING = "https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc"
 BOW_2000 = "https://docs.graphcore.ai/projects/bow-2000-datasheet/en/latest/overview.html"
+# Measured fractions of the nominal rates (see Measured below), at pinned commits.
+ML_ENG = "https://github.com/stas00/ml-engineering/blob/744d01e18b79512572f64a6bbd8b5f4a725203a7/"
+ML_ENG_MAMF = (ML_ENG + "compute/accelerator/README.md"
+               "#maximum-achievable-matmul-flops-comparison-table")
+ML_ENG_NVLINK = ML_ENG + "network/README.md#sharp"
+BOOK_REPO = "https://github.com/jax-ml/scaling-book/blob/0819a7d/"
 
 
 # ---------------------------------------------------------------------------------------------
 # The data classes.
+
+@dataclass(frozen=True)
+class Measured:
+    """The fraction of a nominal rate that a public measurement reached, and where it is.
+
+    Peak FLOP/s and nominal link bandwidth are never reached: a large bf16 matmul on an H100
+    runs at about 80% of its peak, and an NCCL ring at about 80% of NVLink's wire speed. The
+    catalog keeps the vendor's nominal figure and, beside it, the measured fraction; the cost
+    model applies the fraction unless asked for the peak (see `achievable`).
+    """
+
+    fraction: float
+    what: str            # what was measured, in a few words
+    source: str          # where: a URL at a pinned commit
+
 
 @dataclass(frozen=True)
 class Chip:
@@ -77,6 +98,9 @@ class Chip:
     # The dtype whose peak a float32 matmul runs at when the chip has no float32 figure of its
     # own (TPUs: bf16 passes with f32 accumulation by default); None: no such rule.
     float32_matmul_as: str | None = None
+    # Measured fraction of the peak that large dense matmuls reach; None: none found, the peak
+    # is used as it is.
+    matmul_measured: Measured | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +117,8 @@ class Link:
     switched: bool               # any-to-any through switches: no torus hops, no wraparound
     across: bool                 # joins slices/nodes: the slow tier of a hierarchical collective
     source: str = ""
+    # Measured fraction of `bandwidth` that large collectives reach; None: none found.
+    measured: Measured | None = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +214,19 @@ TPU_HOP_LATENCY = 1e-6
 # quotes a float32 matmul peak, so a float32 program is predicted at the bf16 peak.
 _TPU_FLOAT32_MATMUL = "bfloat16"
 
+# A large matmul on 8 TPU v2 cores: "we expect it to take about ... 95.6ms which is pretty much
+# exactly how long it takes (96ms)" (scaling book, profiling.md). 95.6 / 96 = 0.996. The only
+# published TPU matmul measurement found; applied to every generation, since each feeds its MXUs
+# the same way (XLA's tiling, bf16 inputs, f32 accumulation).
+_TPU_MATMUL = Measured(95.6 / 96, "a large matmul on 8 TPU v2 cores, 96 ms against 95.6 ms at "
+                       "peak (scaling book)", BOOK_REPO + "profiling.md")
+# "Here is an empirical measurement of AllGather bandwidth on a TPU v5e 8x16 slice ... we not
+# only achieve about 95% of the peak claimed bandwidth (4.5e10)" (BOOK_SHARDING). The book's
+# worked problem on a 4-chip axis without wraparound saw less (680 us against 560 us), but the
+# figure is the measured curve over sizes, at the ring's full width.
+_TPU_ICI = Measured(0.95, "an AllGather on a v5e 8x16 slice reaches about 95% of 4.5e10 B/s "
+                    "per link (scaling book)", BOOK_SHARDING)
+
 TPU_V4 = Chip(
     "TPU v4",
     {
@@ -198,6 +237,7 @@ TPU_V4 = Chip(
     memory_bandwidth=1200 * GB,     # bytes/s; same line
     source=CLOUD_V4,
     float32_matmul_as=_TPU_FLOAT32_MATMUL,
+    matmul_measured=_TPU_MATMUL,
 )
 TPU_V5E = Chip(
     "TPU v5e",
@@ -209,6 +249,7 @@ TPU_V5E = Chip(
     memory_bandwidth=819 * GB,      # bytes/s; same line (the book rounds to 8.1e11)
     source=CLOUD_V5E,
     float32_matmul_as=_TPU_FLOAT32_MATMUL,
+    matmul_measured=_TPU_MATMUL,
 )
 TPU_V5P = Chip(
     "TPU v5p",
@@ -222,6 +263,7 @@ TPU_V5P = Chip(
     memory_bandwidth=2765 * GB,     # bytes/s; "HBM bandwidth per chip (GBps) 2765" CLOUD_V5P
     source=CLOUD_V5P,
     float32_matmul_as=_TPU_FLOAT32_MATMUL,
+    matmul_measured=_TPU_MATMUL,
 )
 TPU_V6E = Chip(
     "TPU v6e",
@@ -233,12 +275,13 @@ TPU_V6E = Chip(
     memory_bandwidth=1640 * GB,     # bytes/s; "HBM bandwidth per chip 1640 GBps" CLOUD_V6E
     source=CLOUD_V6E,
     float32_matmul_as=_TPU_FLOAT32_MATMUL,
+    matmul_measured=_TPU_MATMUL,
 )
 
 
 def _ici(one_way: float) -> Link:
     return Link("ICI", one_way, TPU_HOP_LATENCY, switched=False, across=False,
-                source=BOOK_TPUS)
+                source=BOOK_TPUS, measured=_TPU_ICI)
 
 
 def _dcn(per_chip: float, source: str) -> Link:
@@ -373,9 +416,21 @@ class _GpuGeneration:
     ib: Link
 
 
-def _nvlink(one_way: float) -> Link:
+def _mamf(tflops: float, peak: float, gpu: str) -> Measured:
+    """Maximum achievable bf16 matmul FLOP/s (MAMF), measured over many large shapes."""
+    return Measured(tflops / peak, f"{gpu}: {tflops} of {peak} bf16 TFLOP/s in the largest "
+                    "matmuls (ml-engineering MAMF table)", ML_ENG_MAMF)
+
+
+def _ring(busbw: float, spec: float, node: str) -> Measured:
+    """NCCL ring bus bandwidth (nccl-tests busbw, 16 GiB, SHARP off) over the one-way spec."""
+    return Measured(busbw / spec, f"{node}: NCCL ring busbw {busbw} of {spec} GB/s "
+                    "(ml-engineering)", ML_ENG_NVLINK)
+
+
+def _nvlink(one_way: float, measured: Measured) -> Link:
     return Link("NVLink", one_way, NVLINK_STEP_LATENCY, switched=True, across=False,
-                source=BOOK_GPUS + " ; " + NCCL_TUNING)
+                source=BOOK_GPUS + " ; " + NCCL_TUNING, measured=measured)
 
 
 def _ib(per_gpu: float, source: str) -> Link:
@@ -393,10 +448,10 @@ _GPU = {
         },
             memory_bytes=80 * GB,         # "GPU Memory 80GB HBM2e" NV_A100
             memory_bandwidth=2039 * GB,   # bytes/s; "GPU Memory Bandwidth 2,039GB/s" NV_A100 SXM
-            source=NV_A100),
+            source=NV_A100, matmul_measured=_mamf(271.2, 312, "A100 SXM")),
         # bytes/s one way per GPU; NVLink 3.0: 12 ports x 25 GB/s, "Node GPU to GPU bandwidth
         # 300 GB/s full-duplex" BOOK_GPUS; NV_A100: "NVLink 600GB/s" (both directions).
-        _nvlink(300 * GB),
+        _nvlink(300 * GB, _ring(234.89, 300, "8x A100 (NVLink 3)")),
         # bytes/s per GPU; DGX A100 "Networking: 8x Single-Port Mellanox ConnectX-6 VPI 200Gb/s
         # HDR InfiniBand", one per GPU (NV_DGX_A100 component specifications).
         _ib(gbit_per_s(200), NV_DGX_A100),
@@ -412,10 +467,10 @@ _GPU = {
         },
             memory_bytes=80 * GB,         # "GPU Memory 80GB" NV_H100 SXM
             memory_bandwidth=3.35e12,     # bytes/s; "GPU Memory Bandwidth 3.35TB/s" NV_H100
-            source=NV_H100),
+            source=NV_H100, matmul_measured=_mamf(794.5, 989, "H100 SXM")),
         # bytes/s one way per GPU; "18 * 25=450GB/s of full-duplex bandwidth" BOOK_GPUS;
         # NV_H100: "NVLink 900GB/s" (both directions).
-        _nvlink(450 * GB),
+        _nvlink(450 * GB, _ring(367.61, 450, "8x H200 (NVLink 4, as H100)")),
         # bytes/s per GPU; DGX H100: "eight single-port NVIDIA ConnectX-7 VPI ... up to 400 Gb/s
         # InfiniBand" NV_DGX_H; "each node has 400GB/s of egress bandwidth" BOOK_GPUS.
         _ib(gbit_per_s(400), NV_DGX_H),
@@ -431,8 +486,10 @@ _GPU = {
         },
             memory_bytes=141 * GB,        # "GPU Memory 141GB" NV_H200; DGX H200: 1,128 GB / 8
             memory_bandwidth=4.8e12,      # bytes/s; "GPU Memory Bandwidth 4.8TB/s" NV_H200
-            source=NV_H200),
-        _nvlink(450 * GB),   # bytes/s one way; NVLink 4 as H100: NV_H200 "NVLink 900GB/s"
+            # The MAMF table's H100 row: "H200 is the same" (the same compute die).
+            source=NV_H200, matmul_measured=_mamf(794.5, 989, "H100/H200 SXM")),
+        # bytes/s one way; NVLink 4 as H100: NV_H200 "NVLink 900GB/s"
+        _nvlink(450 * GB, _ring(367.61, 450, "8x H200 (NVLink 4)")),
         _ib(gbit_per_s(400), NV_DGX_H),   # bytes/s per GPU; DGX H200 = DGX H100 networking
     ),
     "b200": _GpuGeneration(
@@ -448,9 +505,10 @@ _GPU = {
         },
             memory_bytes=180 * GB,        # "8 x NVIDIA B200 GPUs that provide 1,440 GB" NV_DGX_B200
             memory_bandwidth=8e12,        # bytes/s; DGX B200 "64 TB/s" / 8; BOOK_GPUS 8.0e12
-            source=NV_DGX_B200),
+            source=NV_DGX_B200, matmul_measured=_mamf(1745.0, 2250, "B200 SXM")),
         # bytes/s one way per GPU; NVLink 5: "50 GB/s ... 18 ... 900 GB/s" BOOK_GPUS
-        _nvlink(900 * GB),
+        # No ring figure was found for NVLink 5; NVLink 4's measured fraction is taken.
+        _nvlink(900 * GB, _ring(367.61, 450, "8x H200 (NVLink 4; none found for NVLink 5)")),
         # bytes/s per GPU; DGX B200: "8 x NVIDIA ConnectX-7 ... Up to 400Gbps" NV_DGX_B200
         _ib(gbit_per_s(400), NV_DGX_B200),
     ),
@@ -547,6 +605,36 @@ def targets() -> dict[str, Target]:
     ``tpu-v5e-8x4`` or ``h100-8x64``.
     """
     return dict(_CATALOG)
+
+
+def achievable(target: Target) -> tuple[Target, tuple[str, ...]]:
+    """`target` with every rate that has a measured fraction scaled by it, and a note per
+    fraction applied or missing. Latencies are kept: the measurements are of large transfers."""
+    if target.family == "cpu":
+        return target, ()
+    chip, notes = target.chip, []
+    m = chip.matmul_measured
+    if m is not None:
+        chip = replace(chip, peak_flops={k: v * m.fraction for k, v in chip.peak_flops.items()})
+        notes.append(f"matmul peak x {m.fraction:.2f}, as measured: {m.what}")
+    else:
+        notes.append(f"no published matmul measurement for {chip.name}: its peak is used")
+    if chip.memory_bandwidth is not None:
+        notes.append(f"{chip.memory_kind} at its nominal bandwidth: no published measurement of "
+                     f"what {chip.name} reaches was found")
+    axes, seen = [], set()
+    for a in target.axes:
+        link = a.link
+        if link.measured is not None and link.bandwidth is not None:
+            link = replace(link, bandwidth=link.bandwidth * link.measured.fraction)
+            if link.kind not in seen:
+                notes.append(f"{link.kind} bandwidth x {link.measured.fraction:.2f}, as "
+                             f"measured: {link.measured.what}")
+        elif link.kind not in seen:
+            notes.append(f"{link.kind} at its nominal bandwidth: no published measurement found")
+        seen.add(link.kind)
+        axes.append(replace(a, link=link))
+    return replace(target, chip=chip, axes=tuple(axes)), tuple(notes)
 
 
 def get_target(name: str | Target) -> Target:

@@ -21,7 +21,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from math import prod
 
-from explorer.cost.hardware import CLOUD_BF16, Chip, Target, format_bytes, format_rate, get_target
+from explorer.cost.hardware import (
+    CLOUD_BF16,
+    Chip,
+    Target,
+    achievable,
+    format_bytes,
+    format_rate,
+    get_target,
+)
 from explorer.cost.mapping import AxisMapping, Segment, check_mapping, default_mapping
 from explorer.errors import ExplorerError, MappingError, choices
 from explorer.hlo.collectives import CollectiveKind
@@ -286,6 +294,7 @@ class ComputeTime:
     dtype: str                          # the program's matmul dtype
     notes: tuple[str, ...] = ()
     peak_dtype: str = ""                # the dtype whose peak was used; "" when none was
+    memory_bandwidth: float | None = None   # bytes/s the memory roofline was drawn with
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -333,11 +342,13 @@ def compute_time(flops: float | None, bytes_accessed: float | None, dtype: str,
         notes.append(f"no sourced memory bandwidth for {chip.name}, so no memory roofline")
     else:
         memory_s = bytes_accessed / chip.memory_bandwidth
+    bandwidth = chip.memory_bandwidth
     if flops_s is None:
-        return ComputeTime(None, None, memory_s, None, peak, dtype, tuple(notes), peak_dtype)
+        return ComputeTime(None, None, memory_s, None, peak, dtype, tuple(notes), peak_dtype,
+                           bandwidth)
     bound = "memory" if memory_s is not None and memory_s > flops_s else "compute"
     return ComputeTime(max(flops_s, memory_s or 0.0), flops_s, memory_s, bound, peak, dtype,
-                       tuple(notes), peak_dtype)
+                       tuple(notes), peak_dtype, bandwidth)
 
 
 def roofline_seconds(flops: float, nbytes: float, peak: float, bandwidth: float | None) -> float:
@@ -366,7 +377,7 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
         notes.append(f"no sourced memory bandwidth for {chip.name}, so no memory roofline")
     memory_s = sum(r * b for _, b, r in work) / bandwidth if bandwidth else None
     if peak is None:
-        return ComputeTime(None, None, memory_s, None, None, dtype, tuple(notes), "")
+        return ComputeTime(None, None, memory_s, None, None, dtype, tuple(notes), "", bandwidth)
     seconds = flops_bound = 0.0
     for f, b, r in work:
         t = r * roofline_seconds(f, b, peak, bandwidth)
@@ -377,7 +388,7 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
                  "max(FLOPs / peak, bytes / HBM bandwidth)")
     bound = "compute" if flops_bound >= seconds - flops_bound else "memory"
     return ComputeTime(seconds, sum(r * f for f, _, r in work) / peak, memory_s, bound, peak,
-                       dtype, tuple(notes), peak_dtype)
+                       dtype, tuple(notes), peak_dtype, bandwidth)
 
 
 @dataclass(frozen=True)
@@ -438,6 +449,8 @@ class Estimate:
     # The step on the predicted timeline of the scheduled program (explorer.report.trace):
     # asynchronous collectives overlap the compute scheduled between their start and done.
     step_trace_seconds: float | None = None
+    # True: the vendors' nominal rates; False: scaled by the measured fractions (`achievable`).
+    peak: bool = False
 
     @property
     def compute_seconds(self) -> float | None:
@@ -450,7 +463,7 @@ class Estimate:
             "compute": self.compute.to_dict(), "comm_seconds": self.comm_seconds,
             "step_lower_seconds": self.step_lower_seconds,
             "step_upper_seconds": self.step_upper_seconds, "bound": self.bound,
-            "step_trace_seconds": self.step_trace_seconds,
+            "step_trace_seconds": self.step_trace_seconds, "peak": self.peak,
             "memory": self.memory.to_dict() if self.memory else None,
             "notes": list(self.notes),
         }
@@ -505,7 +518,7 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
              memory_bytes: float | None, dtype: str, mesh_names: Sequence[str],
              mesh_sizes: Sequence[int], target: str | Target,
              mapping: AxisMapping | str | Mapping | None = None,
-             work: Work | None = None) -> Estimate:
+             work: Work | None = None, peak: bool = False) -> Estimate:
     """Predict a step on `target` from plain data.
 
     `collectives`: objects with .kind, .axes, .program_bytes and .group_size (Report's
@@ -514,14 +527,22 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
     matmul dtype whose peak applies. `mapping`: None for default_mapping, else as check_mapping
     takes. `work`: what the compiled schedule runs (explorer.hlo.schedule.schedule_work); with
     it, compute is summed per instruction and a collective in a loop counts once per trip,
-    so that the bounds bracket the step on the predicted timeline.
+    so that the bounds bracket the step on the predicted timeline. `peak`: time with the
+    vendors' nominal FLOP/s and link bandwidths; by default each is scaled by its published
+    measured fraction (explorer.cost.hardware.achievable), and the notes say which.
     """
     target = get_target(target)
+    notes: list[str] = []
+    if peak:
+        notes.append("at the vendors' peak FLOP/s and nominal link bandwidths, which real runs "
+                     "do not reach")
+    else:
+        target, derated = achievable(target)
+        notes += derated
     if mapping is None:
         placed = default_mapping(target, mesh_names, mesh_sizes)
     else:
         placed = check_mapping(target, mesh_names, mesh_sizes, mapping)
-    notes: list[str] = []
     times = tuple(collective_time(c.kind, c.program_bytes, c.axes, target, placed,
                                   getattr(c, "group_size", None)) for c in collectives)
     if work is not None:
@@ -556,17 +577,17 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
         upper = comp.seconds + comm if not unplaced else None
         bound = comp.bound if comp.seconds >= comm else "communication"
     return Estimate(target.name, placed.to_dict(), comp.dtype, times, comp, comm, lower, upper,
-                    bound, fit, tuple(notes))
+                    bound, fit, tuple(notes), peak=peak)
 
 
 def estimate_report(report, target: str | Target, dtype: str | None = None,
                     mapping: AxisMapping | str | Mapping | None = None,
-                    work: Work | None = None) -> Estimate:
+                    work: Work | None = None, peak: bool = False) -> Estimate:
     """estimate() applied to a Report. `dtype` defaults to that of the largest input tensor;
-    `work` is what the Report's compiled schedule runs, as estimate() takes it."""
+    `work` and `peak` as estimate() takes them."""
     if dtype is None:
         inputs = [t for t in report.tensors if t.kind == "input"] or list(report.tensors)
         dtype = max(inputs, key=lambda t: t.bytes_per_device).dtype if inputs else "float32"
     memory = report.memory.total if report.memory is not None else None
     return estimate(report.collectives, report.cost.flops, report.cost.bytes_accessed, memory,
-                    dtype, report.mesh.names, report.mesh.sizes, target, mapping, work)
+                    dtype, report.mesh.names, report.mesh.sizes, target, mapping, work, peak)

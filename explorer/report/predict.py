@@ -15,12 +15,14 @@ from explorer.report.report import Report
 from explorer.report.trace import step_trace
 
 
-def with_target(report: Report, target: str, mapping=None, dtype: str | None = None) -> Report:
+def with_target(report: Report, target: str, mapping=None, dtype: str | None = None,
+                peak: bool = False) -> Report:
     """`report` with est_seconds on every collective, the step estimate for `target` and the
-    predicted step trace."""
+    predicted step trace; at the measured achievable rates, or at the vendors' peak with
+    `peak`."""
     schedule = read_schedule(report.optimized_hlo)
     work = schedule_work(schedule) if schedule.steps else None
-    est = estimate_report(report, target, dtype=dtype, mapping=mapping, work=work)
+    est = estimate_report(report, target, dtype=dtype, mapping=mapping, work=work, peak=peak)
     trace = step_trace(schedule, report.collectives, est) if work is not None else None
     if trace is not None:
         est = replace(est, step_trace_seconds=trace.seconds)

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from explorer.cost.hardware import get_target
 from explorer.cost.model import CollectiveTime, Estimate, roofline_seconds
 from explorer.hlo.module import Instruction, short_path
 from explorer.hlo.schedule import Schedule, Step, StepKind
@@ -98,7 +97,7 @@ def step_trace(schedule: Schedule, collectives: Sequence, estimate: Estimate
     peak = estimate.compute.peak_flops
     if peak is None or not schedule.steps:
         return None
-    timeline = _Timeline(schedule, peak, get_target(estimate.target).chip.memory_bandwidth,
+    timeline = _Timeline(schedule, peak, estimate.compute.memory_bandwidth,
                          {c.hlo_name: (c, t) for c, t in
                           zip(collectives, estimate.collectives, strict=True)})
     timeline.run(schedule.steps, {})

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import ipywidgets as w
 import plotly.graph_objects as go
 
-from explorer.cost.hardware import get_target
 from explorer.cost.model import format_seconds
 from explorer.report.report import Report
 from explorer.report.summary import human_bytes
@@ -272,8 +271,9 @@ class TimingView:
             self.roofline.data[1].x, self.roofline.data[1].y = [intensity], [achieved]
             self.roofline.data[1].text = [label]
             self.roofline.layout.title.text = (
-                f"roofline of one {report.estimate.target} device (peak for "
-                f"{report.estimate.compute.peak_dtype or report.estimate.dtype})")
+                f"roofline of one {report.estimate.target} device ("
+                + ("vendor's peak" if report.estimate.peak else "measured achievable rate")
+                + f" for {report.estimate.compute.peak_dtype or report.estimate.dtype})")
         keep_state(self.roofline)
 
     def _draw_trace(self, trace: StepTrace | None) -> None:
@@ -325,7 +325,7 @@ def roofline_point(report: Report):
     if est is None or not c.flops or not c.bytes_accessed or not est.compute.seconds:
         return None
     peak = est.compute.peak_flops
-    bandwidth = get_target(est.target).chip.memory_bandwidth
+    bandwidth = est.compute.memory_bandwidth
     if not peak or not bandwidth or not est.step_lower_seconds:
         return None
     attained = c.flops / est.step_lower_seconds

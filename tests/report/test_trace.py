@@ -92,8 +92,9 @@ def predict(hlo: str, mesh: str = "data=8", target: str = "h100-8"):
     m = parse_mesh(mesh)
     collectives = read_collectives(parse_module(hlo), m)
     schedule = read_schedule(hlo)
+    # The hand times above are at the peak FLOP/s and nominal NVLink and HBM rates.
     est = estimate(collectives, None, None, None, "bfloat16", m.names, m.sizes, target,
-                   work=schedule_work(schedule))
+                   work=schedule_work(schedule), peak=True)
     return est, step_trace(schedule, collectives, est)
 
 

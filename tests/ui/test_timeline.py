@@ -100,5 +100,8 @@ def test_a_tpu_float32_program_gets_its_roofline_point_at_the_peak_used():
     chip = get_target("tpu-v5e-2x4").chip
     assert "float32" not in chip.peak_flops and r.estimate.compute.peak_dtype == "bfloat16"
     peak, bandwidth, intensity, _, _ = roofline_point(r)
-    assert peak == chip.peak_flops["bfloat16"] and bandwidth == chip.memory_bandwidth
+    # At the rate measured runs reach: the scaling book's TPU matmul, 95.6 ms at peak against
+    # 96 ms measured; HBM at its nominal rate (no published measurement).
+    assert peak == pytest.approx(chip.peak_flops["bfloat16"] * 95.6 / 96)
+    assert bandwidth == chip.memory_bandwidth
     assert intensity == pytest.approx(r.cost.flops / r.cost.bytes_accessed)
