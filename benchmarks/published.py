@@ -25,7 +25,6 @@ import time
 from dataclasses import dataclass, field
 
 import explorer
-from explorer.cost.hardware import get_target
 from explorer.cost.model import roofline_seconds
 from explorer.hlo.schedule import StepKind, read_schedule
 from explorer.report.predict import with_target
@@ -232,9 +231,9 @@ def compute_parts(report, case: Case) -> dict[str, float]:
     [.., seq, seq] scores (an array of rank 4 or more ending in seq, seq), which a flash kernel
     would keep on chip; `matmul` is the other instructions with FLOPs; `other` the rest
     (elementwise, norms, the optimizer, copies)."""
-    chip = get_target(case.target).chip
-    peak = chip.peak_flops[case.params["compute_dtype"]]
-    bandwidth = chip.memory_bandwidth
+    # The rates the estimate used: measured achievable fractions of the peaks (not --peak).
+    peak = report.estimate.compute.peak_flops
+    bandwidth = report.estimate.compute.memory_bandwidth
     seq = case.params["seq"]
     names = read_schedule(report.optimized_hlo)
     by_name = names.module.by_name()

@@ -46,19 +46,19 @@ def test_summary_is_readable():
     # its product is a partial sum of the whole y [256, 4096]: one all-reduce over model of
     # 256·4096·4 bytes = 4 MiB, a group of 4.
     header, rows = _table(lines, "Collectives")
-    assert header == ["#", "kind", "axes", "group", "shape", "bytes/device", "why", "source",
-                      "code"]
-    assert [r[:7] for r in rows] == [["1", "all-reduce", "model", "4", "float32[256,4096]",
-                                      "4.0 MiB", "partial-sum"]]
+    assert header == ["#", "kind", "axes", "group", "shape", "bytes/device", "runs", "why",
+                      "source", "code"]
+    assert [r[:8] for r in rows] == [["1", "all-reduce", "model", "4", "float32[256,4096]",
+                                      "4.0 MiB", "1", "partial-sum"]]
     # The source is the matmul of the built-in workload, shown with its code.
-    assert rows[0][7].startswith("explorer/workloads/mlp.py:") and rows[0][8] == "return x @ w"
+    assert rows[0][8].startswith("explorer/workloads/mlp.py:") and rows[0][9] == "return x @ w"
     assert 256 * 4096 * 4 == 4 * 2 ** 20
     header, rows = _table(lines, "Tensors")
     assert {r[0]: r[3:] for r in rows} == {
         "x": ["None,model", "[256,256]", "1", "256.0 KiB"],       # 256·256·4 = 262144 B
         "w": ["model,None", "[256,4096]", "1", "4.0 MiB"],        # 256·4096·4 = 4 MiB
         "out": ["replicated", "[256,4096]", "4", "4.0 MiB"]}
-    assert "collective bytes per device: 4.0 MiB" in lines
+    assert "collective bytes per device per step: 4.0 MiB" in lines
     # Arguments: 262144 + 4194304 = 4456448 B = 4.25 MiB, printed to one decimal (4.2); the
     # output y is 4 MiB. Temporaries are XLA's business.
     [memory] = [line for line in lines if line.startswith("memory per device:")]

@@ -19,6 +19,7 @@ from explorer.hlo.module import (
     HloModule,
     parse_module,
 )
+from explorer.hlo.schedule import read_schedule, schedule_work
 from explorer.hlo.sharding import tiling_from_hlo
 from explorer.report.buffers import top_buffers
 from explorer.report.dtypes import collectives_of, program_dtypes
@@ -52,6 +53,7 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
     unpromoted = parse_module(raw.unpromoted) if raw.unpromoted else None
     collectives = tuple(read_collectives(optimized, mesh, unread, unpromoted))
     collectives = with_reasons(collectives, optimized, propagated, mesh, _input_names(raw))
+    collectives = _with_runs(collectives, raw.optimized, unread)
     tensors = (
         _io_tensors(raw.inputs, TensorRole.INPUT, mesh, unread)
         + _io_tensors(raw.outputs, TensorRole.OUTPUT, mesh, unread)
@@ -245,8 +247,21 @@ def read_intermediates(module: HloModule, mesh: MeshSpec, unread: list[str] | No
     return out
 
 
+def _with_runs(collectives: tuple[Collective, ...], optimized: str, unread: list[str]
+               ) -> tuple[Collective, ...]:
+    """Each collective with the times it runs per step, from the loops of the compiled
+    schedule around it (a scanned layer's collectives run once per layer)."""
+    if not collectives:
+        return collectives
+    work = schedule_work(read_schedule(optimized))
+    if work.uncounted_loops:
+        unread.append(f"the trip count of loop {work.uncounted_loops[0]!r} could not be read: "
+                      "the collectives in it are counted once per step")
+    return tuple(replace(c, runs=work.collective_runs.get(c.hlo_name, 1)) for c in collectives)
+
+
 def _cost(cost: Mapping[str, float] | None, collectives, notes: list[str]) -> Cost:
-    total = sum(c.bytes for c in collectives)
+    total = sum(c.bytes * c.runs for c in collectives)
     if not cost:
         return Cost(None, None, None, total, None,
                     tuple(notes + ["XLA's cost_analysis() gave no numbers for this program"]))

@@ -52,6 +52,10 @@ class Collective:
     program_part_bytes: tuple[int, ...] = ()
     est_seconds: float | None = None   # predicted time on the report's target, if one was chosen
     why: Why | None = None       # why the partitioner inserted it (explorer/report/why.py)
+    # Times it runs in one step: the trip counts of the loops around it multiplied (a collective
+    # in the body of scanned layers runs once per layer); 1 outside loops or where a trip count
+    # could not be read (a Report note then says so).
+    runs: int = 1
 
     @property
     def program_bytes(self) -> int:
@@ -183,7 +187,7 @@ class Cost:
     flops: float | None
     bytes_accessed: float | None
     transcendentals: float | None
-    collective_bytes: int
+    collective_bytes: int        # moved per device in one step: bytes x runs, summed
     xla_optimal_seconds: float | None = None
     notes: tuple[str, ...] = ()
 

@@ -32,12 +32,14 @@ def _code(text: str) -> str:
 def collectives_table(report: Report) -> list[str]:
     if not report.collectives:
         return ["(no collectives: every device computes its part alone)"]
-    rows = [["#", "kind", "axes", "group", "shape", "bytes/device", "why", "source", "code"]]
+    rows = [["#", "kind", "axes", "group", "shape", "bytes/device", "runs", "why", "source",
+             "code"]]
     for i, c in enumerate(report.collectives, 1):
         rows.append([str(i), c.kind + (" (async)" if c.is_async else "")
                      + (f" ×{c.parts}" if c.parts > 1 else ""),
                      ",".join(c.axes) or "-", str(c.group_size),
                      f"{c.dtype}[{','.join(map(str, c.shape))}]", human_bytes(c.bytes),
+                     f"x{c.runs}" if c.runs != 1 else "1",
                      c.why.reason if c.why else "-", c.source or "-", _code(c.source_text)])
     return _table(rows)
 
@@ -112,7 +114,10 @@ def summary(report: Report) -> str:
     lines += collectives_table(report)
     if report.collectives:
         lines += ["", "Why each collective exists"] + why_lines(report)
-    lines += ["", f"collective bytes per device: {human_bytes(c.collective_bytes)}"]
+    looped = sum(1 for x in report.collectives if x.runs != 1)
+    lines += ["", f"collective bytes per device per step: {human_bytes(c.collective_bytes)}"
+              + (f" ({looped} collective(s) run once per loop trip, counted each time)"
+                 if looped else "")]
     lines += memory_lines(report)
     flops = "n/a" if c.flops is None else f"{c.flops:.3g}"
     lines.append(f"cost per device: {flops} flops, {human_bytes(c.bytes_accessed)} accessed")

@@ -201,6 +201,8 @@ def collectives_html(report: Report, selected: int | None = None) -> str:
         cls = " class='explorer-selected'" if i == selected else ""
         kind = c.kind + (f" ×{c.parts}" if c.parts > 1 else "") + (" async" if c.is_async
                                                                     else "")
+        if c.runs != 1:
+            kind += f", runs {c.runs}× a step (in a loop)"
         over = f"{','.join(c.axes) or '—'} ({c.group_size})"
         time_cell = ""
         if est:
@@ -232,7 +234,7 @@ def collectives_html(report: Report, selected: int | None = None) -> str:
     return (f"<div class='explorer-table-wrap'><table class='explorer-table'>{head}"
             f"{''.join(rows)}</table></div>"
             f"<p>{len(report.collectives)} collective{'s' if len(report.collectives) > 1 else ''}"
-            f", {total} per device in all.{predicted}"
+            f", {total} per device in a step (each counted every time it runs).{predicted}"
             "</p>")
 
 
