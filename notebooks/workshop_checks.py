@@ -4,9 +4,10 @@ Each check works out the right answer on its own, from the formula the notebook 
 compiling the program with plain jax and reading the collectives out of XLA's HLO text; it never
 asks the explorer and trusts it. One exception, by design: 10's check_lean_layout asks whether a
 layout is nearly as fast as the search's winner, and "fast" there is the explorer's cost model
-(what the search ranks by), so it compiles the learner's layout anew with explorer.analyze. It prints a verdict, with a hint when the answer is not right
-(yet), and returns True or False; it never raises on a wrong or missing answer, so that a
-notebook always runs top to bottom.
+(what the search ranks by), so it compiles the learner's layout anew with explorer.analyze.
+Each check prints a verdict, with a hint when the answer is not right (yet), and returns True or
+False; it never raises on a wrong or missing answer, so that a notebook always runs top to
+bottom.
 
 Plain jax needs 8 devices here: the notebooks set
 XLA_FLAGS=--xla_force_host_platform_device_count=8 in their first cell, before jax is imported.
