@@ -2,9 +2,9 @@
 
 Run by hand:  .venv/bin/python benchmarks/bench_notebook_memory.py [--warm] [notebooks ...]
 
-Each notebook (default: notebooks/0*.ipynb, the app notebook first) runs top to bottom in a
-fresh kernel with nbclient, as shipped. While it runs, the resident memory (VmRSS from
-/proc/PID/status) of the kernel and all its descendants is summed every 0.2 s; the table gives
+Each notebook (default: the tutorials, notebooks/NN_*.ipynb, the app notebook first) runs top
+to bottom in a fresh kernel with nbclient, as shipped. While it runs, the resident memory (VmRSS
+from /proc/PID/status) of the kernel and all its descendants is summed every 0.2 s; the table gives
 the peak and the figure after the last cell (what stays held until the kernel is shut down),
 and the number of processes then. Shared pages are counted once per process, so the sums
 slightly overstate what the pod's memory limit sees (Linux charges a container once per page).
@@ -82,7 +82,7 @@ def main() -> int:
     ap.add_argument("--warm", action="store_true",
                     help="measure the second run, answered from a filled report cache")
     args = ap.parse_args()
-    paths = args.notebooks or [FOLDER / "app.ipynb", *sorted(FOLDER.glob("0*.ipynb"))]
+    paths = args.notebooks or [FOLDER / "app.ipynb", *sorted(FOLDER.glob("[0-9][0-9]_*.ipynb"))]
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     rows = []

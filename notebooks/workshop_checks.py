@@ -1,10 +1,13 @@
-"""Checks for the workshop's exercises (notebooks/00_*.ipynb ... 09_*.ipynb).
+"""Checks for the workshop's exercises (notebooks/00_*.ipynb ... 10_*.ipynb).
 
 Each check works out the right answer on its own, from the formula the notebook teaches or by
 compiling the program with plain jax and reading the collectives out of XLA's HLO text; it never
-asks the explorer and trusts it. It prints a verdict, with a hint when the answer is not right
-(yet), and returns True or False; it never raises on a wrong or missing answer, so that a
-notebook always runs top to bottom.
+asks the explorer and trusts it. One exception, by design: 10's check_lean_layout asks whether a
+layout is nearly as fast as the search's winner, and "fast" there is the explorer's cost model
+(what the search ranks by), so it compiles the learner's layout anew with explorer.analyze.
+Each check prints a verdict, with a hint when the answer is not right (yet), and returns True or
+False; it never raises on a wrong or missing answer, so that a notebook always runs top to
+bottom.
 
 Plain jax needs 8 devices here: the notebooks set
 XLA_FLAGS=--xla_force_host_platform_device_count=8 in their first cell, before jax is imported.
@@ -597,3 +600,147 @@ def check_tpu_gather_bytes(answer_tpu, answer_cpu, data=64, model=64, d_model=10
                     "converts bfloat16 to float32 around collectives).",
                     "after the all-gather over `data` a device holds w1's rows whole and its "
                     f"1/{model} of the columns; count bytes per element on each backend.")
+
+
+# ------------------------------------------------------------------ 10 search
+
+MLP_TRAIN_SEARCHED = {"batch": 65536, "d_model": 64, "d_ff": 256}
+
+
+def mlp_train_collective_bytes(data: int, model: int, batch: int = 65536, d_model: int = 64,
+                               d_ff: int = 256, bytes_per: int = F32) -> int:
+    """Bytes each device all-reduces in one SGD step of y = gelu(x @ w1) @ w2 on a mesh of
+    `data` x `model` devices, with the batch split over `data` and the weights split Megatron's
+    way over `model` (notebooks 02 and 03), counted as the buffer each device contributes:
+
+    - over `model` (model > 1): the forward's partial sums of y = h @ w2, the device's block
+      [batch/data, d_model] (Megatron's operator g; the backward needs no all-reduce, since x
+      takes no gradient and each device already holds its columns of dh);
+    - over `data` (data > 1): the gradients of the device's weight shards, 2·d_model·d_ff/model
+      elements.
+    """
+    activations = batch // data * d_model * bytes_per if model > 1 else 0
+    gradients = 2 * d_model * d_ff // model * bytes_per if data > 1 else 0
+    return activations + gradients
+
+
+def _mesh_pair(answer, devices: int) -> tuple[int, int] | None:
+    """(data, model) from "data=8,model=1", "data=8", "model=2,data=4", "8x1" or (8, 1); None
+    when the answer is none of these."""
+    if isinstance(answer, str):
+        text = answer.replace(" ", "").lower()
+        if re.fullmatch(r"(data|model)=\d+(,(data|model)=\d+)?", text):
+            sizes = {k: int(v) for k, v in re.findall(r"(data|model)=(\d+)", text)}
+            if 0 in sizes.values():
+                return None
+            data = sizes.get("data", devices // sizes.get("model", 1))
+            return (data, sizes.get("model", devices // data if data else 0))
+        m = re.fullmatch(r"(\d+)x(\d+)", text)
+        return (int(m[1]), int(m[2])) if m else None
+    if isinstance(answer, Sequence) and len(answer) == 2:
+        try:
+            return (int(answer[0]), int(answer[1]))
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def check_search_mesh(mesh_answer, bytes_answer, devices: int = 8) -> bool:
+    """Which split of the devices between data and model parallelism moves the fewest bytes for
+    mlp_train with batch >> weights, and what its collective carries: worked out from
+    mlp_train_collective_bytes over every factorisation, not from the search."""
+    if _missing(mesh_answer) or _missing(bytes_answer):
+        return False
+    table = {(d, devices // d): mlp_train_collective_bytes(d, devices // d, **MLP_TRAIN_SEARCHED)
+             for d in range(1, devices + 1) if devices % d == 0}
+    best = min(table, key=table.get)
+    rows = ", ".join(f"data={d},model={m}: {v}" for (d, m), v in sorted(table.items()))
+    given = _mesh_pair(mesh_answer, devices)
+    if given is None:
+        return _verdict(False, "", f"write the mesh as text, e.g. 'data=4,model=2', or a pair "
+                        f"(data, model); not {mesh_answer!r}.")
+    if given not in table:
+        return _verdict(False, "", f"{given[0]} x {given[1]} is not a split of {devices} "
+                        "devices; data times model must make "
+                        f"{devices}.")
+    if given != best:
+        return _verdict(False, "", f"data={given[0]},model={given[1]} all-reduces "
+                        f"{table[given]} bytes per device a step. Count both kinds: a model axis "
+                        "all-reduces each device's [batch/data, d_model] block of the output "
+                        f"(batch is {MLP_TRAIN_SEARCHED['batch']} rows), a data axis the "
+                        "gradients of the weights it holds (2·64·256 floats in all). Which is "
+                        "bigger here?")
+    truth = table[best]
+    return _check_number(bytes_answer, truth,
+                         f"data={best[0]},model={best[1]}, all-reducing {truth} bytes per device: "
+                         "only the weights' gradients, as in notebook 02. Per mesh shape "
+                         f"({rows} bytes): with a batch of {MLP_TRAIN_SEARCHED['batch']} rows "
+                         "and weights of 2·64·256 floats, splitting the weights saves little "
+                         "and costs an all-reduce of activations far bigger than the weights.",
+                         f"the mesh is right (data={best[0]},model={best[1]}); now its bytes: "
+                         "data parallelism all-reduces one gradient per weight, each the size of "
+                         "its weight (w1 [64, 256] and w2 [256, 64], float32).")
+
+
+def _predicted_seconds(report) -> float | None:
+    """The step time the search ranks by: the step trace, else the no-overlap bound, else the
+    full-overlap bound (docs/search.md, "How a candidate is judged")."""
+    est = report.estimate
+    if est is None:
+        return None
+    for value in (est.step_trace_seconds, est.step_upper_seconds, est.step_lower_seconds):
+        if value is not None:
+            return value
+    return None
+
+
+def check_lean_layout(w1_spec, w2_spec, result, fn: Callable, inputs: Sequence,
+                      slower: float = 1.15, memory: float = 2 / 3) -> bool:
+    """A layout of w1 and w2 at most `slower` times the search's winner's predicted step and at
+    most `memory` times its memory per device.
+
+    "Faster" here is what the search ranks by, the explorer's cost model, so this check uses it
+    on purpose: it compiles the learner's layout anew with explorer.analyze (the same program,
+    mesh and target as the search's winner, not a lookup in the search's table) and compares.
+    """
+    import explorer
+
+    if _missing(w1_spec) or _missing(w2_spec):
+        return False
+    if not isinstance(w1_spec, str) or not isinstance(w2_spec, str):
+        return _verdict(False, "", "write each spec as text, e.g. 'None,model'.")
+    best = getattr(result, "best", None)
+    if best is None or best.seconds is None or not best.memory_bytes:
+        return _verdict(False, "", "the search found no winner to compare with: run the search "
+                        "cell above (its table must list at least one layout that fits).")
+    mesh_text = best.mesh.text()
+    try:
+        report = explorer.analyze(fn, *inputs, mesh=mesh_text, target=result.target,
+                                  specs={"^w1$": w1_spec, "^w2$": w2_spec})
+    except explorer.ExplorerError as e:
+        return _verdict(False, "", f"the explorer refused this layout: {e}")
+    except Exception as e:          # a compile that failed for another reason: say so
+        return _verdict(False, "", f"this layout did not compile ({type(e).__name__}: {e}).")
+    seconds = _predicted_seconds(report)
+    held = report.memory.total if report.memory is not None else None
+    if seconds is None or held is None:
+        return _verdict(False, "", "this layout got no predicted step or memory on "
+                        f"{result.target}; try another.")
+    time_ratio, memory_ratio = seconds / best.seconds, held / best.memory_bytes
+    shards = {name: report.tensor(name).shard_shape for name in ("w1", "w2")}
+    pays = "; ".join(f"{c.kind.value} over {','.join(c.axes)} ({c.bytes} bytes)"
+                     for c in report.collectives) or "no collective"
+    said = (f"your layout: {seconds * 1e6:.0f} us ({time_ratio:.0%} of the winner's time), "
+            f"{held / 1e6:.0f} MB per device ({memory_ratio:.0%} of its memory); each device "
+            f"holds w1 {shards['w1']} and w2 {shards['w2']}, and pays {pays}")
+    if memory_ratio > memory:
+        return _verdict(False, "", f"{said}. That is more than {memory:.0%} of the winner's "
+                        "memory. The weights are most of it: split each over both mesh axes, "
+                        "so that every device holds an eighth of it, not a quarter.")
+    if time_ratio > slower:
+        return _verdict(False, "", f"{said}. That is more than {slower - 1:.0%} slower. Keep "
+                        "the matmuls local as Megatron does: w1 split along its columns (d_ff), "
+                        "w2 along its rows (d_ff), now over both axes, so that one all-reduce "
+                        "adds the partial sums.")
+    return _verdict(True, f"{said}. A point near the Pareto front: smaller weight shards for "
+                    "a little more communication.", "")

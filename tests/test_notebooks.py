@@ -1,4 +1,4 @@
-"""The workshop's tutorials (notebooks/00_*.ipynb ... 09_*.ipynb) run top to bottom, and their
+"""The workshop's tutorials (notebooks/00_*.ipynb ... 10_*.ipynb) run top to bottom, and their
 exercise checks accept the answer key (docs/workshop.md) and nothing less.
 
 The slow tests execute every notebook with nbclient in a fresh kernel, twice: as shipped (the
@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "notebooks"
-NOTEBOOKS = sorted(p for p in FOLDER.glob("0*.ipynb"))
+NOTEBOOKS = sorted(p for p in FOLDER.glob("[0-9][0-9]_*.ipynb"))
 RIGHT, WRONG, MISSING = "✓ Right", "✗ Not yet", "… No answer yet"
 
 # The answer key, by exercise id (the `exercise` key of each exercise cell's metadata); the same
@@ -55,6 +55,8 @@ ANSWERS = {
                 "    keys = jax.random.split(rng, inputs.shape[0])\n"
                 "    return jax.vmap(lambda k, x: jax.random.permutation(k, x))(keys, inputs)"),
     "09.bytes": "tpu_bytes = 1024 * 4096 // 64 * 2\ncpu_bytes = 1024 * 4096 // 64 * 4",
+    "10.lean": 'w1_spec = "None,(data,model)"\nw2_spec = "(data,model),None"',
+    "10.mesh": 'best_mesh = "data=8,model=1"\nbest_bytes = 2 * 64 * 256 * 4',
 }
 
 
@@ -66,8 +68,8 @@ def exercise_cells(nb):
     return [c for c in nb.cells if c.get("metadata", {}).get("exercise")]
 
 
-def test_the_workshop_has_its_ten_notebooks():
-    assert [p.stem[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in range(10)]
+def test_the_workshop_has_its_eleven_notebooks():
+    assert [p.stem[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in range(11)]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -182,3 +184,31 @@ def test_checks_compute_with_plain_jax(checks):
     # flax's rule order: the first rule that reaches a dimension with free axes wins.
     assert checks.logical_to_mesh(("embed", "mlp"), [("mlp", "model"), ("embed", "model")]) \
         == (None, "model")
+
+
+def test_search_mesh_check_counts_bytes_by_hand(checks, capsys):
+    """mlp_train (batch 65536, d_model 64, d_ff 256) on data x model, the batch over data and
+    Megatron over model: a model axis all-reduces the [65536/data, 64] float32 output block, a
+    data axis the gradients of the 2*64*256/model weight elements each device holds."""
+    assert checks.mlp_train_collective_bytes(8, 1) == 2 * 64 * 256 * 4               # 131072
+    assert checks.mlp_train_collective_bytes(4, 2) == 16384 * 64 * 4 + 64 * 256 * 4  # 4259840
+    assert checks.mlp_train_collective_bytes(1, 8) == 65536 * 64 * 4                 # 16 MiB
+    assert checks.check_search_mesh("data=8,model=1", 131072) is True
+    assert checks.check_search_mesh((8, 1), 131072) is True
+    assert checks.check_search_mesh("data=4,model=2", 131072) is False    # Megatron too
+    assert checks.check_search_mesh("data=8", 2 * 131072) is False        # the ring's 2V
+    out = capsys.readouterr().out
+    assert out.count(RIGHT) == 2 and out.count(WRONG) == 2 and out.count("Hint:") == 2
+
+
+def test_search_checks_refuse_a_missing_or_malformed_answer(checks, capsys):
+    assert checks.check_search_mesh(..., 131072) is False
+    assert checks.check_search_mesh("eight by one", 131072) is False
+    assert checks.check_search_mesh("data=3,model=3", 131072) is False    # not 8 devices
+    assert checks.check_search_mesh("data=0", 131072) is False
+    assert checks.check_lean_layout(..., "model,None", None, None, ()) is False
+    assert checks.check_lean_layout(("None", "model"), "model,None", None, None, ()) is False
+    # No search result to compare with: a hint, not an AttributeError.
+    assert checks.check_lean_layout("None,model", "model,None", None, None, ()) is False
+    out = capsys.readouterr().out
+    assert out.count(MISSING) == 2 and out.count(WRONG) == 5
