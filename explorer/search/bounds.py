@@ -17,9 +17,12 @@ every searched tensor replicated (which is part of the space, so it costs no ext
   along it repeats the same work. So a candidate whose specs use axes of total size k does at
   least W/k FLOPs per device, W the reference's (replicated) count. A user function may
   constrain shardings inside its own code, which the specs do not show, so there k is the whole
-  device count. Bytes: an instruction's bytes count its operands, and every input the program
-  keeps is read by some instruction, as it is or after a collective made it larger (an
-  all-gather), so the step moves at least the kept inputs' shards through HBM.
+  device count. Bytes: an instruction's bytes count its operands, and every element of an input
+  the program keeps is read by some device. A device may read only part of its shard (the
+  partitioner can slice a replicated weight to the part its device's work needs), so each
+  device reads at least min(its shard, the whole input / the device count) of each kept input:
+  every device runs the same program (SPMD), so each reads as much as the others, and together
+  they read the whole input.
 
 Neither bound needs a compile. A candidate is skipped when its memory bound exceeds the chip's
 memory, or when its time bound is no better than the best predicted step found so far: it cannot
@@ -31,7 +34,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from explorer.report.report import Report, TensorRole
 from explorer.search.space import Point, Problem, WorkloadProblem
@@ -49,6 +53,7 @@ class Reference:
     kept: frozenset[str]          # the inputs its program takes
     state_outputs: frozenset[str]  # inputs whose output copy has the input's layout, unaliased
     bandwidth: float | None = None   # the chip's HBM bytes/s; None: no traffic bound
+    whole_bytes: Mapping[str, int] = field(default_factory=dict)   # kept input -> its bytes
 
 
 def reference_of(report: Report | None, problem: Problem,
@@ -66,7 +71,8 @@ def reference_of(report: Report | None, problem: Problem,
         state = frozenset(t.name for t in problem.inputs
                           if problem.kinds.get(t.name, "param") in ("param", "opt")
                           and t.name in outputs)
-    return Reference(flops, kept, state, bandwidth)
+    whole = {t.name: t.nbytes for t in problem.inputs if t.name in kept}
+    return Reference(flops, kept, state, bandwidth, whole)
 
 
 def _leaf_name(path: str) -> str:
@@ -94,7 +100,9 @@ def time_bound(point: Point, ref: Reference, hidden_shardings: bool) -> float:
     flops = ref.flops_seconds / split_factor(point, point.layout.mesh, hidden_shardings)
     if not ref.bandwidth:
         return flops
-    read = sum(b for n, b in point.shard_bytes.items() if n in ref.kept)
+    devices = point.layout.mesh.device_count
+    read = sum(min(b, ref.whole_bytes.get(n, b) / devices)
+               for n, b in point.shard_bytes.items() if n in ref.kept)
     return max(flops, read / ref.bandwidth)
 
 

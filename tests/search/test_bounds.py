@@ -40,3 +40,24 @@ def test_no_compiled_candidate_falls_below_its_bounds(result):
         assert c.status is CandidateStatus.OK
         assert c.memory_bytes >= c.bound_memory > 0
         assert c.seconds >= c.bound_seconds > 0
+
+
+def ffn(x, w1, w2):
+    return (x @ w1) @ w2
+
+
+def test_the_traffic_bound_holds_where_a_device_reads_a_slice_of_a_replicated_weight():
+    # With w1 split over both axes on its output features, each device needs only its eighth
+    # of w2's rows: the partitioner slices the replicated w2, so a device reads 1/8 of it, not
+    # its whole (replicated) shard. The bound must allow for that, and still hold everywhere.
+    T = explorer.TensorSpec
+    result = explorer.search(ffn, T("x", (64, 8192), spec="data,None"),
+                             T("w1", (8192, 32768)), T("w2", (32768, 8192)),
+                             mesh="data=2,model=4", target="h100-8", tensors=["w1"],
+                             mesh_shapes=False)
+    assert result.stats.bound_violations == ()
+    sliced = next(c for c in result.candidates if c.specs["w1"] == "None,(data,model)")
+    assert sliced.status is CandidateStatus.OK
+    for c in result.candidates:
+        if c.status is CandidateStatus.OK:
+            assert c.seconds >= c.bound_seconds > 0
