@@ -48,7 +48,7 @@ from explorer.ui.grids import group_grid, mesh_grid, placement_grid
 from explorer.ui.memory import MemoryView
 from explorer.ui.sources import Request, Source, WorkloadSource
 from explorer.ui.specs import SpecsEditor
-from explorer.ui.suggest import SearchJob, SuggestView
+from explorer.ui.suggest import SearchJob, SuggestView, candidate_specs
 from explorer.ui.timeline import TimingView, timing_html
 from explorer.ui.views import (
     CollectivesView,
@@ -786,7 +786,7 @@ class App:
                                     f"{job.workload} again, or search again")
             params = {**job.request.params, **candidate.params}
         if job.space == "specs":
-            self.load_layout(candidate.mesh, specs=candidate.specs, params=params)
+            self.load_layout(candidate.mesh, specs=candidate_specs(candidate), params=params)
         else:
             self.load_layout(candidate.mesh, rules=candidate.rules, params=params)
 

@@ -30,12 +30,15 @@ from explorer.search.result import Candidate, CandidateStatus, Progress, SearchR
 from explorer.search.search import search
 from explorer.search.space import WorkloadProblem
 from explorer.spec.bounds import show
+from explorer.spec.tensor import Entry, format_spec, normalize_spec
 from explorer.ui.figure import FigureWidget
 from explorer.ui.memory import binary_ticks
 from explorer.ui.sources import FunctionSource, Request, Source, WorkloadSource
 from explorer.ui.views import keep_state
 
 _log = logging.getLogger(__name__)
+
+Spec = tuple[Entry, ...]
 
 SPACE_LABELS = {"rules": "rules (logical names → mesh axes)",
                 "specs": "specs (every spec of chosen tensors)",
@@ -164,6 +167,13 @@ def make_job(source: Source, request: Request, space: str, chosen, mesh_shapes: 
                          mesh_shapes, budget_s, f"{source.title}()")
     raise ExplorerError(f"the Suggest tab searches built-in workloads and functions, not a "
                         f"{type(source).__name__}")
+
+
+def candidate_specs(candidate: Candidate) -> dict[str, Spec]:
+    """Every input's spec of a candidate. Its spec texts are format_spec's, which writes a spec
+    of no entries as `replicated`, a word parse_spec would read as a mesh axis."""
+    return {name: () if text == format_spec(()) else normalize_spec(text, tensor=name)
+            for name, text in candidate.specs.items()}
 
 
 # ------------------------------------------------------------------------------- drawing
