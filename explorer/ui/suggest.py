@@ -62,6 +62,8 @@ _CSS = """<style>
 .explorer-suggest-why pre { background: #f6f8fa; padding: 4px 6px; font-size: 12px;
   white-space: pre-wrap; margin: 2px 0; }
 .explorer-suggest-progress { font-size: 12px; }
+.explorer-suggest .widget-html-content { line-height: 1.35; }
+.explorer-suggest-table small.explorer-bounds { color: #555; display: block; }
 </style>"""
 
 
@@ -205,9 +207,11 @@ def _status_cell(c: Candidate) -> str:
 
 
 def _bounds(c: Candidate) -> str:
+    """The estimate's bounds on the step: communication fully overlapped, and not at all."""
     if c.lower_seconds is None and c.upper_seconds is None:
         return ""
-    return f"{format_seconds(c.lower_seconds)} – {format_seconds(c.upper_seconds)}"
+    return (f"<small class='explorer-bounds'>bounds {format_seconds(c.lower_seconds)} – "
+            f"{format_seconds(c.upper_seconds)}</small>")
 
 
 def results_html(result: SearchResult) -> str:
@@ -226,7 +230,7 @@ def results_html(result: SearchResult) -> str:
         rows.append(
             f"<tr class='{cls}' data-label='{html.escape(c.label, quote=True)}'>"
             f"<td class='explorer-num'>{i}</td><td><code>{html.escape(c.label)}</code></td>"
-            f"<td class='explorer-num'>{time}{source}</td><td>{_bounds(c)}</td>"
+            f"<td class='explorer-num'>{time}{source}{_bounds(c)}</td>"
             f"<td class='explorer-num'>{mem}</td><td class='explorer-num'>{coll}</td>"
             f"<td>{'●' if id(c) in front else ''}</td>{_status_cell(c)}</tr>")
     more = len(result.candidates) - MAX_ROWS
@@ -235,9 +239,9 @@ def results_html(result: SearchResult) -> str:
     if not result.candidates:
         return "<p>No candidate was evaluated (the search stopped before the first).</p>"
     return ("<div class='explorer-table-wrap'><table class='explorer-table'><tr><th>#</th>"
-            "<th>layout (mesh: rules or specs)</th><th>predicted step</th>"
-            "<th title='communication fully overlapped – nothing overlapped'>bounds</th>"
-            "<th>memory / device</th><th>collectives / device</th>"
+            "<th>layout (mesh: rules or specs)</th>"
+            "<th title='bounds: communication fully overlapped – nothing overlapped'>"
+            "predicted step</th><th>memory / device</th><th>collectives / device</th>"
             "<th title='on the Pareto front: no other candidate is both faster and smaller'>"
             "front</th><th>status</th></tr>"
             f"{''.join(rows)}</table></div>{tail}")
@@ -274,13 +278,21 @@ def pareto_figure(result: SearchResult) -> go.FigureWidget:
     def add(cands, name, colour, symbol, size, mode="markers"):
         if not cands:
             return
+        # Candidates of the same time and memory (often one program on mirrored mesh shapes,
+        # 2x4 and 4x2) are one point, whose hover names them all.
+        same: dict[tuple, list[Candidate]] = {}
+        for c in cands:
+            same.setdefault((c.seconds, c.memory_bytes), []).append(c)
+        cands = [group[0] for group in same.values()]
+        labels = ["<br>".join(html.escape(x.label) for x in group) for group in same.values()]
         fig.add_scatter(
             x=[c.seconds for c in cands], y=[c.memory_bytes for c in cands], name=name,
             mode=mode, marker=dict(color=colour, symbol=symbol, size=size,
                                    line=dict(color="#1f2937", width=1)),
             line=dict(color=colour, width=2),
-            customdata=[[c.label, format_seconds(c.seconds), human_bytes(c.memory_bytes),
-                         human_bytes(c.collective_bytes)] for c in cands],
+            customdata=[[label, format_seconds(c.seconds), human_bytes(c.memory_bytes),
+                         human_bytes(c.collective_bytes)] for c, label in zip(cands, labels,
+                                                                             strict=True)],
             hovertemplate=("<b>%{customdata[0]}</b><br>predicted step %{customdata[1]}<br>"
                            "memory per device %{customdata[2]}<br>collectives per device "
                            "%{customdata[3]}<extra>" + name + "</extra>"))
@@ -345,11 +357,10 @@ class SuggestView:
         self._loop = None
         self._lock = threading.Lock()
 
-        self.space_w = w.ToggleButtons(options=[], description="search",
-                                       style={"button_width": "240px"})
+        self.space_w = w.ToggleButtons(options=[], style={"button_width": "240px"})
         self.chosen_w = w.TagsInput(value=[], allowed_tags=[], allow_duplicates=False,
-                                    placeholder="all", layout=w.Layout(width="520px"))
-        self.chosen_label = w.HTML()
+                                    placeholder="all", layout=w.Layout(min_width="300px"))
+        self.chosen_label = w.HTML(layout=w.Layout(width="260px"))
         self.shapes_w = w.Checkbox(value=True, indent=False,
                                    description="also try the mesh's other shapes")
         self.budget_w = w.Text(value=DEFAULT_BUDGET_S, description="budget (s)",
@@ -392,9 +403,10 @@ class SuggestView:
                        "(explorer.search; docs/search.md). The search runs in the background; "
                        "it searches the sidebar as it is when you press Start.</p>")
         self.widget = w.VBox([
-            intro, self.space_w, w.HBox([self.chosen_w, self.chosen_label]), self.shapes_w,
+            intro, w.HTML("<b>What to search</b>"), self.space_w,
+            w.HBox([self.chosen_label, self.chosen_w]), self.shapes_w,
             w.HBox([self.budget_w, self.start_w, self.cancel_w]), self.message,
-            w.HBox([self.bar, self.progress_w]), self.summary, self.apply_box, self.table,
+            w.HBox([self.bar, self.progress_w]), self.summary, self.table, self.apply_box,
             self.plot_box, self.why])
         self.widget.add_class("explorer-suggest")
         self.refresh()
@@ -434,8 +446,8 @@ class SuggestView:
             self.chosen_w.value = [t for t in self.chosen_w.value if t in allowed]
             self.chosen_w.allowed_tags = allowed
         what = "logical names" if space == "rules" else "tensors"
-        self.chosen_label.value = (f"<small>{what} to search; empty: all {len(allowed)}"
-                                   f"</small>")
+        self.chosen_label.value = (f"{what} to search<br><small>empty: all {len(allowed)}"
+                                   "</small>")
 
     def _say(self, text: str) -> None:
         self.error = text or None
