@@ -561,10 +561,14 @@ class SuggestView:
         self.result, self.result_job = result, job
         s = result.stats
         self.bar.bar_style = "success" if s.stopped == "complete" else "warning"
-        self.bar.max = max(s.distinct, 1)
-        self.bar.value = min(s.distinct - s.not_evaluated, self.bar.max)
-        self.progress_w.value = (f"{s.stopped}: evaluated {s.distinct - s.not_evaluated} of "
-                                 f"{s.distinct} in {s.seconds:.1f} s")
+        # The last progress counts what this search settles (a pipeline's profiles and plans
+        # checked; a search's compiled and pruned candidates); the stats, where none came.
+        p = self.progress
+        done, total = ((p.done, p.total) if p is not None and p.total
+                       else (s.distinct - s.not_evaluated, s.distinct))
+        self.bar.max = max(total, 1)
+        self.bar.value = min(done, self.bar.max)
+        self.progress_w.value = f"{s.stopped}: evaluated {done} of {total} in {s.seconds:.1f} s"
         self._draw(job, result)
 
     def _draw(self, job: SearchJob, result: SearchResult) -> None:

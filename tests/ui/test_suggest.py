@@ -245,3 +245,29 @@ def test_bad_input_gives_one_message_in_the_tab(mlp_app):
     view.apply_w.disabled = False
     view.apply_w.click()
     assert unescape(view.message.value) == "no candidate to apply: run a search first"
+
+
+def test_a_failed_candidate_is_a_row_with_its_error():
+    from explorer.search.result import Candidate, CandidateStatus, SearchResult, SearchStats
+    from explorer.spec.mesh import parse_mesh
+    from explorer.ui.suggest import results_html
+
+    mesh = parse_mesh("data=2,model=4")
+    ok = Candidate("data=2,model=4: batch=data", mesh, "batch=data", {}, {}, CandidateStatus.OK,
+                   seconds=2e-6, time_source="trace", lower_seconds=1e-6, upper_seconds=3e-6,
+                   memory_bytes=3 * 1024 * 1024, fits=True, collective_bytes=4096)
+    bad = Candidate("data=2,model=4: mlp=model", mesh, "mlp=model", {}, {},
+                    CandidateStatus.FAILED, error="CompileError: no memory for <this>\nmore")
+    stats = SearchStats(2, 0, 0, 2, 1, 1, 0, 0, 0, 0, 1.0, "complete", True)
+    page = results_html(SearchResult("mlp", "rules", "h100-8", "t", (ok, bad), (ok,), None,
+                                     stats))
+    rows = re.findall(r"<tr class='([^']*)' data-label='([^']*)'>(.*?)</tr>", page, re.S)
+    assert [(cls, label) for cls, label, _ in rows] == [
+        ("explorer-winner", "data=2,model=4: batch=data"),
+        ("explorer-failed", "data=2,model=4: mlp=model")]
+    ok_text = unescape(re.sub(r"<[^>]+>", " ", rows[0][2]))
+    assert "2 us" in ok_text and "bounds 1 us – 3 us" in ok_text
+    assert "3.0 MiB" in ok_text and "4.0 KiB" in ok_text and "●" in ok_text
+    # The first line of the error in the row, all of it on hover, escaped.
+    assert "failed: CompileError: no memory for &lt;this&gt;</td>" in rows[1][2]
+    assert "title='CompileError: no memory for &lt;this&gt;\nmore'" in rows[1][2]
