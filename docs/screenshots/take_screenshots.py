@@ -1,7 +1,8 @@
 """Retake the app's screenshots in docs/screenshots/: every tab on a small workload, on a large
 one, and the app on a Flax NNX model.
 
-Run by hand:  PYTHONPATH=. .venv/bin/python docs/screenshots/take_screenshots.py [small|large|flax]
+Run by hand:  PYTHONPATH=. .venv/bin/python docs/screenshots/take_screenshots.py \
+                  [small|large|flax|suggest]
 
 Each scenario is a one-cell notebook served by Voila and driven in headless Chromium (Debian's
 /usr/bin/chromium, through Playwright), as tests/ui/test_app_browser.py does.
@@ -77,6 +78,15 @@ explore_module(model, T("x", (64, 256), spec="data,None"), mesh="data=2,model=4"
                rules="embed=data,mlp=model", target="h100-8")
 """
 
+# The Suggest tab on the small workload at a smaller size (every compile of its search a
+# fraction of a second), searched on its own program as a workshop participant would.
+SUGGEST = """\
+from explorer.ui import Explorer
+Explorer(workload="mlp", mesh="data=2,model=4", target="h100-8",
+         params={"batch": 256, "d_model": 256, "d_ff": 1024},
+         specs={"x": "data,None", "w1": "None,model", "w2": "model,None"})
+"""
+
 HEIGHTS = {"Collectives": 1750, "Timing": 1350, "HLO": 1300}
 TABS = ["Placement", "Collectives", "Memory", "Timing", "HLO", "Compare"]
 MARKERS = {
@@ -86,6 +96,7 @@ MARKERS = {
     "Timing": ".explorer-timing-body",
     "HLO": ".explorer-graph .gtitle",
     "Compare": ".explorer-compare",
+    "Suggest": ".explorer-suggest",
 }
 
 
@@ -178,6 +189,33 @@ def scenario(name: str, source: str, prefix: str, tabs, collective: int | None,
             proc.wait(timeout=30)
 
 
+def suggest_scenario() -> None:
+    """The Suggest tab after a finished search, at desktop size (1440x900) and in full."""
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, url = serve(notebook(SUGGEST, Path(tmp) / "suggest.ipynb"))
+        try:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+                page = browser.new_page(viewport={"width": 1440, "height": 900})
+                page.goto(url, timeout=300_000)
+                # "compiled", or "cached" where an earlier run left the result on disk
+                page.wait_for_selector(".explorer-status:has-text(' devices ')",
+                                       timeout=300_000)
+                page.get_by_text("Suggest", exact=True).click()
+                page.locator(".explorer-suggest").first.wait_for(state="visible")
+                page.locator(".explorer-suggest button", has_text="Start search").click()
+                page.locator(".explorer-suggest-progress", has_text="complete:").wait_for(
+                    timeout=600_000)
+                page.locator(".explorer-suggest .gtitle").first.wait_for(timeout=60_000)
+                shoot(page, "suggest-desktop")
+                page.set_viewport_size({"width": 1440, "height": 2000})
+                shoot(page, "suggest")
+                browser.close()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
 def main(which: list[str]) -> None:
     if "small" in which:
         scenario("small", SMALL, "", TABS, collective=0, compare_edit=("w1", 0))
@@ -185,10 +223,12 @@ def main(which: list[str]) -> None:
         scenario("large", LARGE, "large-", ["Placement", "Collectives", "Memory", "Timing"],
                  collective=0, open_section="parameters / l3",
                  placement="input: l3.w1 float32[256,1024]")
+    if "suggest" in which:
+        suggest_scenario()
     if "flax" in which:
         scenario("flax", FLAX, "flax-", ["Collectives", "Memory"], collective=0,
                  open_section="parameters / layers.3")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["small", "large", "flax"])
+    main(sys.argv[1:] or ["small", "large", "flax", "suggest"])

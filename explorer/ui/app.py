@@ -37,6 +37,7 @@ from explorer.errors import (
 )
 from explorer.report.compare import compare
 from explorer.report.report import Report
+from explorer.search.result import Candidate as SearchCandidate
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, normalize_spec
 from explorer.strategy.presets import PRESETS, get_preset
@@ -47,6 +48,7 @@ from explorer.ui.grids import group_grid, mesh_grid, placement_grid
 from explorer.ui.memory import MemoryView
 from explorer.ui.sources import Request, Source, WorkloadSource
 from explorer.ui.specs import SpecsEditor
+from explorer.ui.suggest import SearchJob, SuggestView, candidate_specs
 from explorer.ui.timeline import TimingView, timing_html
 from explorer.ui.views import (
     CollectivesView,
@@ -107,7 +109,7 @@ mark.explorer-hlo-selected { background: #fde047; }
 </style>"""
 
 
-TAB_TITLES = ["Placement", "Collectives", "Memory", "Timing", "HLO", "Compare"]
+TAB_TITLES = ["Placement", "Collectives", "Memory", "Timing", "HLO", "Compare", "Suggest"]
 
 
 _log = logging.getLogger(__name__)
@@ -258,10 +260,12 @@ class App:
         self.hlo = w.HTML()
         self.graph = GraphView()
         self.compare = CompareView(lambda: self.report)
+        self.suggest = SuggestView(lambda: self.source, self._search_snapshot,
+                                   self._apply_suggestion, pool)
         self.tabs = w.Tab(children=[self.placement.widget, self.collectives.widget,
                                     self.memory.widget, self.timing.widget,
                                     w.VBox([self.hlo_which, self.graph.widget, self.hlo]),
-                                    self.compare.widget])
+                                    self.compare.widget, self.suggest.widget])
         for i, title in enumerate(TAB_TITLES):
             self.tabs.set_title(i, title)
         self.tabs.observe(guard(lambda change: self._draw_tab(change["new"])), "selected_index")
@@ -613,6 +617,8 @@ class App:
             self.graph.update(self.report, self.selected)
         elif title == "Compare":
             self.compare.update(self.report)
+        elif title == "Suggest":
+            self.suggest.refresh()
 
     def _redraw(self, title: str) -> None:
         """Draw tab `title` again (now if it is visible, else when it is next shown)."""
@@ -735,7 +741,57 @@ class App:
         """Set `tensor`'s spec as the user's pick, and recompile."""
         self.specs_editor.pick(tensor, normalize_spec(spec, tensor=tensor))
 
+    def load_layout(self, mesh: MeshSpec, *, rules: str = "", specs: Mapping | None = None,
+                    params: Mapping | None = None) -> None:
+        """Load a layout into the sidebar and recompile once: a workload's `params` first, the
+        mesh, then `rules` (the preset cleared, the picks released) and each of `specs` as a
+        pick. The Suggest tab's Apply."""
+        self._muted += 1
+        try:
+            if params and isinstance(self.source, WorkloadSource):
+                for key, wid in zip(self.source.workload.defaults,
+                                    self.source.params_box.children, strict=True):
+                    if key in params and wid.value != params[key]:
+                        wid.value = params[key]
+                self._load_tensors()
+            self.mesh_editor.set_axes(list(zip(mesh.names, mesh.sizes, strict=True)))
+            self.specs_editor.set_axes(mesh.names, {})
+            self._axis_names = mesh.names
+            self.preset_w.value = ""
+            self.rules_w.value = rules
+            self.specs_editor.release()
+            for name, spec in (specs or {}).items():
+                self.specs_editor.pick(name, normalize_spec(spec, tensor=name))
+        finally:
+            self._muted -= 1
+        self._edited()
+
+    def _search_snapshot(self) -> tuple[Source, Request]:
+        """The source and its checked request now: what a search started now searches."""
+        if self.error is not None:
+            raise ExplorerError(self.error)
+        self._muted += 1
+        try:
+            return self.source, self._request()
+        finally:
+            self._muted -= 1
+
+    def _apply_suggestion(self, job: SearchJob, candidate: SearchCandidate) -> None:
+        """Load a searched candidate: rules (and a pipeline's params) or every input's spec."""
+        params = None
+        if job.workload is not None:
+            if not isinstance(self.source, WorkloadSource) or self.source.title != job.workload:
+                raise WorkloadError(f"this search was of workload {job.workload!r}, and the app "
+                                    f"now shows {self.source.title!r}; pick workload "
+                                    f"{job.workload} again, or search again")
+            params = {**job.request.params, **candidate.params}
+        if job.space == "specs":
+            self.load_layout(candidate.mesh, specs=candidate_specs(candidate), params=params)
+        else:
+            self.load_layout(candidate.mesh, rules=candidate.rules, params=params)
+
     def close(self) -> None:
+        self.suggest.close()
         self._executor.shutdown(wait=False)
         self._what_if_executor.shutdown(wait=False)
         self.widget.close()

@@ -1,0 +1,613 @@
+"""The Suggest tab: search the app's program for the fastest layout on its target, show the
+ranked candidates, and load one into the editors.
+
+The search is explorer.search, run on a thread of its own so that the kernel stays responsive;
+it reports through its progress callback and stops through its cancel event, and the widget
+updates it causes are handed to the kernel's event loop (where one runs; in plain Python they
+are made on the search's thread). A search runs against the app's request as it was when Start
+was pressed: edits made meanwhile change neither the search nor its results, and the tab says
+what was searched. Apply loads a candidate's mesh, rules or specs (and the workload params it
+was searched with) into the editors, which then recompile as after any edit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import logging
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import ipywidgets as w
+import plotly.graph_objects as go
+
+from explorer.cost.model import format_seconds
+from explorer.errors import ExplorerError, choices
+from explorer.report.summary import human_bytes
+from explorer.search.result import Candidate, CandidateStatus, Progress, SearchResult
+from explorer.search.search import search
+from explorer.search.space import WorkloadProblem
+from explorer.spec.bounds import show
+from explorer.spec.tensor import Entry, format_spec, normalize_spec
+from explorer.ui.figure import FigureWidget
+from explorer.ui.memory import binary_ticks
+from explorer.ui.sources import FunctionSource, Request, Source, WorkloadSource
+from explorer.ui.views import keep_state
+
+_log = logging.getLogger(__name__)
+
+Spec = tuple[Entry, ...]
+
+SPACE_LABELS = {"rules": "rules (logical names → mesh axes)",
+                "specs": "specs (every spec of chosen tensors)",
+                "pipeline": "pipeline (stages, cuts, microbatches)"}
+DEFAULT_BUDGET_S = "60"
+MAX_ROWS = 100                 # table rows drawn; the rest are counted
+
+CANDIDATE_COLOUR = "#94a3b8"   # slate-400: a compiled candidate
+FRONT_COLOUR = "#2563eb"       # blue-600: the Pareto front
+WINNER_COLOUR = "#f59e0b"      # amber-500: the winner
+NO_FIT_COLOUR = "#dc2626"      # red-600: does not fit the chip's memory
+
+_CSS = """<style>
+.explorer-suggest-table .explorer-table-wrap { max-height: 330px; overflow-y: auto; }
+.explorer-suggest-table .explorer-table th { position: sticky; top: 0; background: #fff; }
+.explorer-suggest-table td.explorer-num { text-align: right;
+  font-variant-numeric: tabular-nums; }
+.explorer-suggest-table tr.explorer-winner { background: #fef3c7; }
+.explorer-suggest-table tr.explorer-failed td { color: #b00020; }
+.explorer-suggest-table tr.explorer-no-fit td { color: #9a3412; }
+.explorer-suggest-why pre { background: #f6f8fa; padding: 4px 6px; font-size: 12px;
+  white-space: pre-wrap; margin: 2px 0; }
+.explorer-suggest-progress { font-size: 12px; }
+.explorer-suggest .widget-html-content { line-height: 1.35; }
+.explorer-suggest-table small.explorer-bounds { color: #555; display: block; }
+</style>"""
+
+
+def parse_budget(text: str) -> float | None:
+    """The budget box's text as seconds; empty means no limit. Nothing is evaluated."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ExplorerError(f"budget {text!r} is not a positive number of seconds; type e.g. "
+                            f"{DEFAULT_BUDGET_S}, or leave it empty for no limit")
+    return value
+
+
+def spaces_of(source: Source) -> list[str]:
+    """The spaces explorer.search offers for the source's program."""
+    if isinstance(source, WorkloadSource):
+        workload = source.workload
+        out = ["rules"] if workload.logical is not None else []
+        out.append("specs")
+        if workload.name == "pipeline":
+            out.insert(0, "pipeline")
+        return out
+    return ["specs"]
+
+
+def choices_of(source: Source, space: str) -> list[str]:
+    """What a search of `space` chooses among: logical names (rules) or input tensors
+    (specs); nothing for the pipeline, which chooses its stages itself."""
+    if space == "rules" and isinstance(source, WorkloadSource):
+        return WorkloadProblem(source.workload, source.resolved()).names()
+    if space == "specs":
+        return [t.name for t in source.tensors()]
+    return []
+
+
+@dataclass(frozen=True)
+class SearchJob:
+    """One search: the program and the app's checked request at Start, and the tab's choices.
+
+    `program` is a workload's name or the user's function; `args` the function's arguments
+    with the specs the app had (tensors not searched keep them)."""
+
+    program: str | Callable
+    args: tuple
+    request: Request
+    space: str
+    chosen: tuple[str, ...]           # names (rules) or tensors (specs); () for all
+    mesh_shapes: bool
+    budget_s: float | None
+    title: str                        # the program as the app names it
+
+    @property
+    def workload(self) -> str | None:
+        return self.program if isinstance(self.program, str) else None
+
+    def kwargs(self) -> dict:
+        """explorer.search's keyword arguments for this job."""
+        r = self.request
+        kw = dict(mesh=r.mesh, target=r.target, mapping=r.mapping, partitioner=r.partitioner,
+                  space=self.space, mesh_shapes=self.mesh_shapes, budget_s=self.budget_s)
+        if self.workload is not None:
+            kw["params"] = dict(r.params)
+        if self.chosen:
+            kw["names" if self.space == "rules" else "tensors"] = list(self.chosen)
+        return kw
+
+    def describe(self) -> str:
+        r = self.request
+        what = {"rules": "logical names", "specs": "tensors"}.get(self.space)
+        over = (f" over {', '.join(self.chosen) if self.chosen else 'all ' + what}" if what
+                else "")
+        shapes = (f" and the other shapes of its {r.mesh.device_count} devices"
+                  if self.mesh_shapes and self.space != "pipeline" else "")
+        budget = (f"budget {self.budget_s:g} s" if self.budget_s is not None
+                  else "no time budget")
+        return (f"{self.title}: {self.space}{over}, on mesh {r.mesh.text()}{shapes}, ranked "
+                f"for {r.target} ({r.partitioner}); {budget}")
+
+
+def make_job(source: Source, request: Request, space: str, chosen, mesh_shapes: bool,
+             budget_s: float | None) -> SearchJob:
+    """A search of the app's program for `request`, or an ExplorerError saying what is missing
+    (a target to rank on, a space the program has)."""
+    if request.target is None:
+        why = f" ({request.unavailable})" if request.unavailable else ""
+        raise ExplorerError("a search ranks layouts by their predicted step time, which needs a "
+                            f"target: pick one under target in the sidebar{why}")
+    offered = spaces_of(source)
+    if space not in offered:
+        raise ExplorerError(f"space {show(space)} is not one this program offers; choose "
+                            f"{choices(offered)}")
+    chosen = tuple(chosen)
+    if isinstance(source, WorkloadSource):
+        return SearchJob(source.workload_w.value, (), request, space, chosen, mesh_shapes,
+                         budget_s, source.title)
+    if isinstance(source, FunctionSource):
+        return SearchJob(source.fn, source.inputs(request.specs), request, space, chosen,
+                         mesh_shapes, budget_s, f"{source.title}()")
+    raise ExplorerError(f"the Suggest tab searches built-in workloads and functions, not a "
+                        f"{type(source).__name__}")
+
+
+def candidate_specs(candidate: Candidate) -> dict[str, Spec]:
+    """Every input's spec of a candidate. Its spec texts are format_spec's, which writes a spec
+    of no entries as `replicated`, a word parse_spec would read as a mesh axis."""
+    return {name: () if text == format_spec(()) else normalize_spec(text, tensor=name)
+            for name, text in candidate.specs.items()}
+
+
+# ------------------------------------------------------------------------------- drawing
+
+def progress_text(p: Progress) -> str:
+    """'evaluated k of N, best so far: <label> <time>', and what is compiling."""
+    if p.phase == "enumerate":
+        return "enumerating the space…"
+    best = (f"best so far: <b>{html.escape(p.best)}</b> {format_seconds(p.best_seconds)}"
+            if p.best_seconds is not None else "no candidate timed yet")
+    now = (f" · compiling <code>{html.escape(p.current)}</code>"
+           if p.current and p.phase != "done" else "")
+    extra = ", ".join(part for part in (f"{p.pruned} pruned" if p.pruned else "",
+                                        f"{p.failed} failed" if p.failed else "") if part)
+    return (f"evaluated {p.done} of {p.total}{f' ({extra})' if extra else ''}, {best}{now} · "
+            f"{p.elapsed_s:.1f} s")
+
+
+def _status_cell(c: Candidate) -> str:
+    if c.status is CandidateStatus.FAILED:
+        first = c.error.splitlines()[0] if c.error else "failed"
+        return (f"<td title='{html.escape(c.error, quote=True)}'>failed: "
+                f"{html.escape(first[:160])}</td>")
+    if c.status is CandidateStatus.DOES_NOT_FIT:
+        return "<td>does not fit the chip's memory</td>"
+    if c.status is CandidateStatus.ESTIMATED:
+        return "<td>estimated (stage model, not compiled)</td>"
+    return "<td>ok</td>"
+
+
+def _bounds(c: Candidate) -> str:
+    """The estimate's bounds on the step: communication fully overlapped, and not at all."""
+    if c.lower_seconds is None and c.upper_seconds is None:
+        return ""
+    return (f"<small class='explorer-bounds'>bounds {format_seconds(c.lower_seconds)} – "
+            f"{format_seconds(c.upper_seconds)}</small>")
+
+
+def results_html(result: SearchResult) -> str:
+    """The candidates best first: layout, predicted step and its bounds, memory and collective
+    bytes per device, whether it is on the Pareto front, and its status (a failure's error)."""
+    front = {id(c) for c in result.pareto}
+    rows = []
+    for i, c in enumerate(result.candidates[:MAX_ROWS], 1):
+        cls = ("explorer-winner" if c is result.best and i == 1 else
+               "explorer-failed" if c.status is CandidateStatus.FAILED else
+               "explorer-no-fit" if c.status is CandidateStatus.DOES_NOT_FIT else "")
+        source = f" <small>({html.escape(c.time_source)})</small>" if c.time_source else ""
+        time = format_seconds(c.seconds) if c.seconds is not None else "—"
+        mem = human_bytes(c.memory_bytes) if c.memory_bytes is not None else "—"
+        coll = human_bytes(c.collective_bytes) if c.collective_bytes is not None else "—"
+        rows.append(
+            f"<tr class='{cls}' data-label='{html.escape(c.label, quote=True)}'>"
+            f"<td class='explorer-num'>{i}</td><td><code>{html.escape(c.label)}</code></td>"
+            f"<td class='explorer-num'>{time}{source}{_bounds(c)}</td>"
+            f"<td class='explorer-num'>{mem}</td><td class='explorer-num'>{coll}</td>"
+            f"<td>{'●' if id(c) in front else ''}</td>{_status_cell(c)}</tr>")
+    more = len(result.candidates) - MAX_ROWS
+    tail = (f"<p class='explorer-note'>… {more} more candidates, ranked after these.</p>"
+            if more > 0 else "")
+    if not result.candidates:
+        return "<p>No candidate was evaluated (the search stopped before the first).</p>"
+    return ("<div class='explorer-table-wrap'><table class='explorer-table'><tr><th>#</th>"
+            "<th>layout (mesh: rules or specs)</th>"
+            "<th title='bounds: communication fully overlapped – nothing overlapped'>"
+            "predicted step</th><th>memory / device</th><th>collectives / device</th>"
+            "<th title='on the Pareto front: no other candidate is both faster and smaller'>"
+            "front</th><th>status</th></tr>"
+            f"{''.join(rows)}</table></div>{tail}")
+
+
+def summary_html(job: SearchJob, result: SearchResult) -> str:
+    s = result.stats
+    stopped = {"budget": "the time budget ran out, so the winner is the best found, not "
+                         "proven best",
+               "cancelled": "cancelled, so the winner is the best found before that",
+               "patience": "stopped after compiles that did not improve the best"}.get(s.stopped)
+    best = result.best
+    head = (f"<b>Best</b>: <code>{html.escape(best.label)}</code>, "
+            f"{format_seconds(best.seconds)} per step, {human_bytes(best.memory_bytes)} per "
+            "device." if best is not None else
+            "<b>No candidate fits the chip's memory</b> (or none compiled); the table says why.")
+    return (f"<p>{head}<br><small>Searched {html.escape(job.describe())}. Edits made since Start "
+            "do not change this result.</small></p>"
+            f"<p class='explorer-note'>{html.escape(s.text())}."
+            f"{' <b>' + html.escape(stopped) + '</b>.' if stopped else ''} Candidates pruned "
+            "by a bound (shown not to win without compiling) or not evaluated are counted here, "
+            "not listed.</p>")
+
+
+def pareto_figure(result: SearchResult) -> go.FigureWidget:
+    """Predicted step time against memory per device, one point per compiled candidate; the
+    Pareto front joined, the winner starred, candidates that do not fit crossed."""
+    timed = [c for c in result.candidates
+             if c.seconds is not None and c.memory_bytes is not None]
+    front = [c for c in result.pareto if c.memory_bytes is not None]
+    best = result.best
+    fig = FigureWidget()
+
+    def add(cands, name, colour, symbol, size, mode="markers"):
+        if not cands:
+            return
+        # Candidates of the same time and memory (often one program on mirrored mesh shapes,
+        # 2x4 and 4x2) are one point, whose hover names them all.
+        same: dict[tuple, list[Candidate]] = {}
+        for c in cands:
+            same.setdefault((c.seconds, c.memory_bytes), []).append(c)
+        cands = [group[0] for group in same.values()]
+        labels = ["<br>".join(html.escape(x.label) for x in group) for group in same.values()]
+        fig.add_scatter(
+            x=[c.seconds for c in cands], y=[c.memory_bytes for c in cands], name=name,
+            mode=mode, marker=dict(color=colour, symbol=symbol, size=size,
+                                   line=dict(color="#1f2937", width=1)),
+            line=dict(color=colour, width=2),
+            customdata=[[label, format_seconds(c.seconds), human_bytes(c.memory_bytes),
+                         human_bytes(c.collective_bytes)] for c, label in zip(cands, labels,
+                                                                             strict=True)],
+            hovertemplate=("<b>%{customdata[0]}</b><br>predicted step %{customdata[1]}<br>"
+                           "memory per device %{customdata[2]}<br>collectives per device "
+                           "%{customdata[3]}<extra>" + name + "</extra>"))
+
+    on_front = {id(c) for c in front}
+    fits = [c for c in timed if c.status is not CandidateStatus.DOES_NOT_FIT]
+    add([c for c in fits if id(c) not in on_front], "other candidates", CANDIDATE_COLOUR,
+        "circle", 8)
+    add([c for c in timed if c.status is CandidateStatus.DOES_NOT_FIT],
+        "does not fit the chip's memory", NO_FIT_COLOUR, "x", 9)
+    add(sorted(front, key=lambda c: c.seconds), "Pareto front (nothing is both faster and "
+        "smaller)", FRONT_COLOUR, "circle", 10, mode="lines+markers")
+    if best is not None and best.memory_bytes is not None:
+        add([best], "winner (fastest that fits)", WINNER_COLOUR, "star", 18)
+    times = [c.seconds for c in timed if c.seconds > 0]
+    log_x = bool(times) and max(times) / min(times) > 20
+    top = max([c.memory_bytes for c in timed] or [1]) * 1.1
+    ticks = binary_ticks(top)
+    fig.update_layout(
+        title=f"predicted step time against memory per device on {result.target}: "
+              f"{len(timed)} compiled candidate{'s' if len(timed) != 1 else ''} "
+              "(lower left is better)",
+        height=470, width=820, margin=dict(l=90, r=20, t=50, b=90),
+        xaxis=dict(title="predicted step time" + (" (log scale)" if log_x else ""),
+                   type="log" if log_x else "linear", exponentformat="SI", ticksuffix="s",
+                   rangemode="tozero" if not log_x else "normal"),
+        yaxis=dict(title="memory per device", range=[0, top], tickvals=ticks,
+                   ticktext=[human_bytes(t) if t else "0" for t in ticks]),
+        legend=dict(orientation="h", x=0, y=-0.2, yanchor="top", font=dict(size=11)))
+    keep_state(fig)
+    return fig
+
+
+def _running_loop():
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+# ------------------------------------------------------------------------------- the view
+
+class SuggestView:
+    """Controls (what to search, a time budget, Start and Cancel), a progress bar, and the
+    finished search: its table, its Pareto plot, why the winner wins, and Apply.
+
+    `snapshot()` gives the app's source and its checked request now (or raises an
+    ExplorerError saying what to fix); `apply(job, candidate)` loads a candidate into the
+    editors. `pool` is the app's compile pool."""
+
+    def __init__(self, source: Callable[[], Source],
+                 snapshot: Callable[[], tuple[Source, Request]],
+                 apply: Callable[[SearchJob, Candidate], None], pool=None):
+        self._source, self._snapshot, self._apply, self.pool = source, snapshot, apply, pool
+        self.job: SearchJob | None = None           # the running or last search
+        self.result: SearchResult | None = None     # the last finished search's result
+        self.result_job: SearchJob | None = None    # ...and the job it answers
+        self.error: str | None = None               # the last message shown in the tab
+        self.progress: Progress | None = None
+        self._thread: threading.Thread | None = None
+        self._cancel: threading.Event | None = None
+        self._loop = None
+        self._lock = threading.Lock()
+
+        self.space_w = w.ToggleButtons(options=[], style={"button_width": "240px"})
+        self.chosen_w = w.TagsInput(value=[], allowed_tags=[], allow_duplicates=False,
+                                    placeholder="all", layout=w.Layout(min_width="300px"))
+        self.chosen_label = w.HTML(layout=w.Layout(width="260px"))
+        self.shapes_w = w.Checkbox(value=True, indent=False,
+                                   description="also try the mesh's other shapes")
+        self.budget_w = w.Text(value=DEFAULT_BUDGET_S, description="budget (s)",
+                               placeholder="empty: no limit", continuous_update=False,
+                               layout=w.Layout(width="190px"))
+        self.start_w = w.Button(description="Start search", icon="play", button_style="primary",
+                                layout=w.Layout(width="140px"))
+        self.cancel_w = w.Button(description="Cancel", icon="stop", disabled=True,
+                                 layout=w.Layout(width="100px"))
+        self.message = w.HTML()
+        self.message.add_class("explorer-error")
+        self.bar = w.IntProgress(value=0, min=0, max=1, bar_style="info",
+                                 layout=w.Layout(width="300px", visibility="hidden"))
+        self.progress_w = w.HTML()
+        self.progress_w.add_class("explorer-suggest-progress")
+        self.summary = w.HTML()
+        self.pick_w = w.Dropdown(options=[], description="candidate",
+                                 layout=w.Layout(width="560px"))
+        self.apply_w = w.Button(description="Apply to the editors", icon="check",
+                                disabled=True, layout=w.Layout(width="170px"),
+                                tooltip="load this candidate's mesh and rules or specs into "
+                                        "the sidebar; the app recompiles it")
+        self.apply_note = w.HTML()
+        self.apply_note.add_class("explorer-note")
+        self.apply_box = w.VBox([w.HBox([self.pick_w, self.apply_w]), self.apply_note],
+                                layout=w.Layout(display="none"))
+        self.table = w.HTML()
+        self.table.add_class("explorer-suggest-table")
+        self.fig: go.FigureWidget | None = None
+        self.plot_box = w.VBox()
+        self.why = w.HTML()
+        self.why.add_class("explorer-suggest-why")
+
+        self.space_w.observe(self._guard(lambda _: self._space_changed()), "value")
+        self.start_w.on_click(self._guard(lambda _: self.start()))
+        self.cancel_w.on_click(self._guard(lambda _: self.cancel()))
+        self.apply_w.on_click(self._guard(lambda _: self.apply_selected()))
+        intro = w.HTML(_CSS + "<p class='explorer-note'>Compile the layouts of this program "
+                       "and rank them by the step time predicted on the sidebar's target "
+                       "(explorer.search; docs/search.md). The search runs in the background; "
+                       "it searches the sidebar as it is when you press Start.</p>")
+        self.widget = w.VBox([
+            intro, w.HTML("<b>What to search</b>"), self.space_w,
+            w.HBox([self.chosen_label, self.chosen_w]), self.shapes_w,
+            w.HBox([self.budget_w, self.start_w, self.cancel_w]), self.message,
+            w.HBox([self.bar, self.progress_w]), self.summary, self.table, self.apply_box,
+            self.plot_box, self.why])
+        self.widget.add_class("explorer-suggest")
+        self.refresh()
+
+    # ------------------------------------------------------------------ controls
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def refresh(self) -> None:
+        """Offer the spaces and choices of the app's program now (its workload may have
+        changed); the running search and the shown result are left alone."""
+        try:
+            source = self._source()
+            spaces = spaces_of(source)
+        except ExplorerError:
+            return                   # the sidebar shows the source's error
+        options = [(SPACE_LABELS[s], s) for s in spaces]
+        if list(self.space_w.options) != options:
+            keep = self.space_w.value
+            self.space_w.options = options
+            self.space_w.value = keep if keep in spaces else spaces[0]
+        self._space_changed()
+
+    def _space_changed(self) -> None:
+        space = self.space_w.value
+        try:
+            allowed = choices_of(self._source(), space) if space else []
+        except ExplorerError:
+            return
+        shown = space in ("rules", "specs")
+        self.chosen_w.layout.display = self.chosen_label.layout.display = (
+            "" if shown else "none")
+        self.shapes_w.layout.display = "" if space != "pipeline" else "none"
+        if list(self.chosen_w.allowed_tags) != allowed:
+            self.chosen_w.value = [t for t in self.chosen_w.value if t in allowed]
+            self.chosen_w.allowed_tags = allowed
+        what = "logical names" if space == "rules" else "tensors"
+        self.chosen_label.value = (f"{what} to search<br><small>empty: all {len(allowed)}"
+                                   "</small>")
+
+    def _say(self, text: str) -> None:
+        self.error = text or None
+        self.message.value = html.escape(text)
+
+    def _guard(self, fn):
+        """`fn` as a callback whose errors are shown in the tab, never raised into the
+        kernel: an explorer error as it is, anything else as a bug."""
+        def guarded(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except ExplorerError as e:
+                self._say(str(e))
+            except Exception as e:
+                _log.exception("explorer: unexpected error in the Suggest tab", exc_info=e)
+                self._say(f"unexpected error (a bug in the explorer; please report it): "
+                          f"{type(e).__name__}: {e}")
+            return None
+        return guarded
+
+    # ------------------------------------------------------------------ running
+
+    def start(self) -> None:
+        """Start a search of the app's program as it is now, unless one runs."""
+        if self.running:
+            self._say("a search is running; cancel it first")
+            return
+        self._say("")
+        budget = parse_budget(self.budget_w.value)
+        try:
+            source, request = self._snapshot()
+        except ExplorerError as e:
+            raise ExplorerError(f"fix the sidebar first: {e}") from None
+        job = make_job(source, request, self.space_w.value, self.chosen_w.value,
+                       self.shapes_w.value, budget)
+        self.job, self.progress = job, None
+        self._cancel = cancel = threading.Event()
+        self._loop = _running_loop()
+        self.start_w.disabled, self.cancel_w.disabled = True, False
+        self.bar.layout.visibility = "visible"
+        self.bar.value, self.bar.max, self.bar.bar_style = 0, 1, "info"
+        self.progress_w.value = f"starting: {html.escape(job.describe())}"
+        self._thread = threading.Thread(target=self._run, args=(job, cancel),
+                                         name="explorer-search", daemon=True)
+        self._thread.start()
+
+    def cancel(self) -> None:
+        """Stop the running search after the compile in flight; its result so far is shown."""
+        if self._cancel is not None and self.running:
+            self._cancel.set()
+            self.cancel_w.disabled = True
+            self.progress_w.value += " · cancelling after the compile in flight…"
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the running search ends (scripts and tests, where no event loop draws
+        the results); True when it has."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return not self.running
+
+    def _run(self, job: SearchJob, cancel: threading.Event) -> None:
+        """The search's thread: every widget update is posted, never made here directly while
+        an event loop runs."""
+        def progress(p: Progress):
+            self._post(lambda: self._show_progress(job, p))
+            return not cancel.is_set()
+
+        try:
+            outcome: SearchResult | BaseException = search(
+                job.program, *job.args, progress=progress, cancel=cancel, pool=self.pool,
+                **job.kwargs())
+        except Exception as e:              # shown in the tab by _finish
+            outcome = e
+        self._post(lambda: self._finish(job, outcome))
+
+    def _post(self, fn: Callable[[], None]) -> None:
+        guarded = self._guard(fn)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(guarded)
+        else:
+            with self._lock:
+                guarded()
+
+    def _show_progress(self, job: SearchJob, p: Progress) -> None:
+        if job is not self.job:
+            return
+        self.progress = p
+        self.bar.max = max(p.total, 1)
+        self.bar.value = min(p.done, self.bar.max)
+        self.progress_w.value = progress_text(p)
+
+    def _finish(self, job: SearchJob, outcome) -> None:
+        if job is not self.job:
+            return
+        self.start_w.disabled, self.cancel_w.disabled = False, True
+        if isinstance(outcome, ExplorerError):
+            self.bar.bar_style = "danger"
+            self.progress_w.value = "search failed"
+            self._say(str(outcome))
+            return
+        if isinstance(outcome, BaseException):
+            _log.exception("explorer: unexpected error in a search", exc_info=outcome)
+            self.bar.bar_style = "danger"
+            self.progress_w.value = "search failed"
+            self._say(f"unexpected error (a bug in the explorer; please report it): "
+                      f"{type(outcome).__name__}: {outcome}")
+            return
+        result: SearchResult = outcome
+        self.result, self.result_job = result, job
+        s = result.stats
+        self.bar.bar_style = "success" if s.stopped == "complete" else "warning"
+        # The last progress counts what this search settles (a pipeline's profiles and plans
+        # checked; a search's compiled and pruned candidates); the stats, where none came.
+        p = self.progress
+        done, total = ((p.done, p.total) if p is not None and p.total
+                       else (s.distinct - s.not_evaluated, s.distinct))
+        self.bar.max = max(total, 1)
+        self.bar.value = min(done, self.bar.max)
+        self.progress_w.value = f"{s.stopped}: evaluated {done} of {total} in {s.seconds:.1f} s"
+        self._draw(job, result)
+
+    def _draw(self, job: SearchJob, result: SearchResult) -> None:
+        self.summary.value = summary_html(job, result)
+        self.table.value = results_html(result)
+        old, self.fig = self.fig, pareto_figure(result)
+        self.plot_box.children = (self.fig,)
+        if old is not None:
+            old.close()
+        self.why.value = (f"<b>Why the winner beats the runner-up</b><pre>"
+                          f"{html.escape(result.comparison.text)}</pre>"
+                          if result.comparison is not None else
+                          "<p class='explorer-note'>No comparison: fewer than two candidates "
+                          "were timed, or none fits.</p>")
+        options = [(f"{i}. {c.label} · {format_seconds(c.seconds)}", i - 1)
+                   for i, c in enumerate(result.candidates, 1)
+                   if c.status is not CandidateStatus.FAILED][:MAX_ROWS]
+        self.pick_w.options = options
+        self.pick_w.value = options[0][1] if options else None
+        self.apply_w.disabled = not options
+        self.apply_box.layout.display = ""
+        self.apply_note.value = ("Apply loads the candidate's mesh and its rules or specs (and "
+                                 "the workload params it was searched with) into the sidebar, "
+                                 "replacing the picks there; the app then recompiles it.")
+
+    # ------------------------------------------------------------------ apply
+
+    def apply_selected(self) -> None:
+        """Load the picked candidate into the editors."""
+        if self.result is None or self.pick_w.value is None:
+            raise ExplorerError("no candidate to apply: run a search first")
+        self._say("")
+        candidate = self.result.candidates[self.pick_w.value]
+        self._apply(self.result_job, candidate)
+        self.apply_note.value = (f"Applied <code>{html.escape(candidate.label)}</code>: see the "
+                                 "other tabs.")
+
+    def close(self) -> None:
+        if self._cancel is not None:
+            self._cancel.set()
+        if self.fig is not None:
+            self.fig.close()

@@ -1,0 +1,273 @@
+"""The Suggest tab without a browser: set the controls, click Start, wait for the search, and
+check what the tab shows against explorer.search called directly (the ground truth), and what
+Apply puts in the editors against explorer.analyze_workload / explorer.analyze of that
+candidate. No event loop runs here, so the tab's updates are made on the search's thread and
+`wait()` returns once the results are drawn."""
+
+import re
+from html import unescape
+
+import jax
+import pytest
+
+import explorer
+from explorer import TensorSpec as T
+
+pytest.importorskip("ipywidgets")
+pytest.importorskip("plotly")
+
+from explorer.cost.model import format_seconds  # noqa: E402
+from explorer.report.summary import human_bytes  # noqa: E402
+from explorer.spec.tensor import normalize_spec  # noqa: E402
+from explorer.ui import Explorer, explore  # noqa: E402
+from explorer.ui.app import TAB_TITLES  # noqa: E402
+
+# A small MLP: every compile takes a fraction of a second on 8 fake devices.
+SMALL = {"batch": 64, "d_model": 64, "d_ff": 256}
+WAIT_S = 600
+
+
+def open_tab(app):
+    app.tabs.selected_index = TAB_TITLES.index("Suggest")
+    return app.suggest
+
+
+def run(view, budget="120"):
+    view.budget_w.value = budget
+    view.start_w.click()
+    assert view.wait(WAIT_S), "the search did not end"
+    assert view.message.value == "", unescape(view.message.value)
+
+
+def table_rows(view) -> list[tuple[str, str]]:
+    """(label, the row's text) of every row of the results table, top to bottom."""
+    rows = re.findall(r"<tr class='[^']*' data-label='([^']*)'>(.*?)</tr>", view.table.value)
+    return [(unescape(label), unescape(re.sub(r"<[^>]+>", " ", body))) for label, body in rows]
+
+
+def collectives(report):
+    return [(c.kind, c.axes, c.bytes) for c in report.collectives]
+
+
+def same_program(report, direct):
+    """The app's report and a direct analysis of the same request: the same collectives,
+    memory per device and predicted step, and the same spec of every input."""
+    assert collectives(report) == collectives(direct)
+    assert report.memory.total == direct.memory.total
+    assert report.estimate.step_trace_seconds == direct.estimate.step_trace_seconds
+    specs = {t.name: t.spec for t in direct.tensors if t.kind == "input"}
+    assert {t.name: t.spec for t in report.tensors if t.kind == "input"} == specs
+
+
+@pytest.fixture
+def mlp_app():
+    app = Explorer(workload="mlp", mesh="data=2,model=4", target="h100-8", params=SMALL,
+                   debounce=None)
+    yield app
+    app.close()
+
+
+def test_workload_search_ranks_as_the_api_and_apply_loads_the_winner(mlp_app):
+    app = mlp_app
+    view = open_tab(app)
+    # The spaces the API offers for a workload with logical names, and its names.
+    assert [v for _, v in view.space_w.options] == ["rules", "specs"]
+    assert list(view.chosen_w.allowed_tags) == ["batch", "embed", "mlp"]
+    view.chosen_w.value = ["batch", "mlp"]
+    run(view)
+
+    expected = explorer.search("mlp", mesh="data=2,model=4", target="h100-8", params=SMALL,
+                               names=["batch", "mlp"], budget_s=120)
+    assert expected.stats.stopped == "complete"
+    best = expected.best
+    rows = table_rows(view)
+    assert len(rows) == len(expected.candidates)
+    assert [label for label, _ in rows] == [c.label for c in expected.candidates]
+    label, text = rows[0]
+    assert label == best.label
+    assert format_seconds(best.seconds) in text and human_bytes(best.memory_bytes) in text
+    assert "winner" in view.table.value.split("</tr>")[1]          # the first row is marked
+    n = expected.stats.distinct
+    assert view.bar.value == view.bar.max == n
+    assert f"complete: evaluated {n} of {n}" in view.progress_w.value
+    assert best.label in unescape(view.summary.value)
+    assert unescape(view.why.value).count(expected.comparison.text) == 1
+    # The plot: every compiled candidate once (those of the same time and memory on one point,
+    # its hover naming each), the front and the winner on their own traces.
+    traces = {t.name: t for t in view.fig.data}
+    named = [label for name, t in traces.items() if not name.startswith("winner")
+             for d in t.customdata for label in unescape(d[0]).split("<br>")]
+    assert sorted(named) == sorted(c.label for c in expected.candidates)
+    assert best.label in unescape(traces["winner (fastest that fits)"].customdata[0][0])
+    assert view.fig.layout.xaxis.title.text.startswith("predicted step time")
+    assert view.fig.layout.yaxis.title.text == "memory per device"
+
+    # Apply the winner: its mesh and rules go into the editors, and the app's report is the
+    # direct analysis of that layout.
+    view.pick_w.value = 0
+    view.apply_w.click()
+    assert view.message.value == "" and app.error is None
+    assert app.mesh_editor.axes == list(zip(best.mesh.names, best.mesh.sizes, strict=True))
+    assert app.rules_w.value == best.rules and app.preset_w.value == ""
+    direct = explorer.analyze_workload("mlp", best.mesh, params=SMALL, rules=best.rules,
+                                       target="h100-8")
+    same_program(app.report, direct)
+
+    # A candidate that pays a collective (mlp over an axis): the same holds.
+    index, cand = next((i, c) for i, c in enumerate(view.result.candidates)
+                       if "mlp=" in c.rules and c.collectives)
+    view.pick_w.value = index
+    view.apply_w.click()
+    assert app.rules_w.value == cand.rules
+    direct = explorer.analyze_workload("mlp", cand.mesh, params=SMALL, rules=cand.rules,
+                                       target="h100-8")
+    assert collectives(direct)
+    same_program(app.report, direct)
+
+    # Another workload is shown now: the result no longer applies, and the tab says so.
+    app.workload_w.value = "matmul"
+    view.apply_w.click()
+    assert "this search was of workload 'mlp'" in unescape(view.message.value)
+
+
+def layer(x, w1, w2):
+    return jax.nn.relu(x @ w1) @ w2
+
+
+def test_search_of_a_user_function_matches_the_api_and_apply_pins_the_specs():
+    # w2 split on its rows (Megatron's second matmul) and w1 on its rows too, which makes x @ w1
+    # a partial sum; the search looks for w1's spec with the others kept.
+    x = T("x", (64, 128), spec="data,None")
+    w1, w2 = T("w1", (128, 256), spec="model,None"), T("w2", (256, 128), spec="model,None")
+    app = explore(layer, x, w1, w2, mesh="data=2,model=2", target="h100-4", debounce=None)
+    try:
+        view = open_tab(app)
+        assert [v for _, v in view.space_w.options] == ["specs"]
+        assert list(view.chosen_w.allowed_tags) == ["x", "w1", "w2"]
+        view.chosen_w.value = ["w1"]
+        view.shapes_w.value = False
+        run(view)
+        expected = explorer.search(layer, x, w1, w2, mesh="data=2,model=2", target="h100-4",
+                                   tensors=["w1"], mesh_shapes=False, budget_s=120)
+        assert expected.stats.stopped == "complete"
+        best = expected.best
+        rows = table_rows(view)
+        assert [label for label, _ in rows] == [c.label for c in expected.candidates]
+        assert format_seconds(best.seconds) in rows[0][1]
+        # The winner's w1 spec, as its label writes it ("replicated" when not split).
+        spec = () if best.specs["w1"] == "replicated" else normalize_spec(best.specs["w1"])
+        spec = spec + (None,) * (2 - len(spec))
+        assert spec != ("model", None)          # the search found a better one than the start
+
+        view.apply_w.click()                 # the first option: the winner
+        assert view.message.value == ""
+        assert app.spec_rows["w1"].spec == spec and "w1" in app.pinned
+        assert app.spec_rows["x"].spec == ("data", None)      # not searched: kept
+        assert app.spec_rows["w2"].spec == ("model", None)
+        direct = explorer.analyze(layer, x, T("w1", (128, 256), spec=spec), w2,
+                                  mesh=best.mesh, target="h100-4")
+        same_program(app.report, direct)
+        assert app.report.workload.specs.get("w1", "replicated") == best.specs["w1"]
+    finally:
+        app.close()
+
+
+def test_cancel_stops_the_search_before_the_end(mlp_app):
+    view = open_tab(mlp_app)
+    view.budget_w.value = ""                   # no budget: only the cancel can stop it
+
+    def cancel_after_two(change):
+        if change["new"] >= 2:
+            view.cancel_w.click()              # as the user does, seeing 2 of N
+
+    view.bar.observe(cancel_after_two, "value")
+    view.start_w.click()
+    assert view.wait(WAIT_S)
+    stats = view.result.stats
+    assert stats.stopped == "cancelled"
+    assert stats.not_evaluated > 0
+    assert stats.distinct - stats.not_evaluated < stats.distinct
+    assert "cancelled: evaluated" in view.progress_w.value
+    assert "cancelled" in unescape(view.summary.value)
+    assert not view.start_w.disabled and view.cancel_w.disabled
+
+
+def test_an_edit_during_the_search_leaves_it_on_the_request_it_started_with(mlp_app):
+    app = mlp_app
+    view = open_tab(app)
+    view.chosen_w.value = ["batch", "mlp"]
+    view.shapes_w.value = False
+    view.budget_w.value = ""
+    edited = []
+
+    def edit_once(change):
+        # While the search runs: the mesh loses half its devices and x gets a spec.
+        if change["new"] >= 1 and not edited:
+            edited.append(True)
+            app.mesh_editor.row("model").size_w.value = 2
+            app.spec_rows["x"].pickers[0].value = ["data"]
+
+    view.bar.observe(edit_once, "value")
+    view.start_w.click()
+    assert view.wait(WAIT_S)
+    assert edited and app.report.mesh.device_count == 4        # the edit was compiled
+    expected = explorer.search("mlp", mesh="data=2,model=4", target="h100-8", params=SMALL,
+                               names=["batch", "mlp"], mesh_shapes=False)
+    assert [c.label for c in view.result.candidates] == [c.label for c in expected.candidates]
+    assert "Edits made since Start do not change this result" in view.summary.value
+
+
+def test_bad_input_gives_one_message_in_the_tab(mlp_app):
+    app = mlp_app
+    view = open_tab(app)
+    for text in ("soon", "-3", "0", "nan", "inf", "1e400"):
+        view.budget_w.value = text
+        view.start_w.click()
+        assert not view.running and view.job is None
+        assert unescape(view.message.value) == (
+            f"budget {text!r} is not a positive number of seconds; type e.g. 60, or leave it "
+            "empty for no limit")
+    # An error in the sidebar: nothing is searched until it is fixed.
+    view.budget_w.value = "60"
+    app.mesh_editor.row("model").size_w.value = 0
+    view.start_w.click()
+    assert not view.running and view.job is None
+    message = unescape(view.message.value)
+    assert message.startswith("fix the sidebar first:") and "size 0" in message
+    # No target: a search has nothing to rank by.
+    app.mesh_editor.row("model").size_w.value = 4
+    app.target_w.value = ""
+    view.start_w.click()
+    assert not view.running and view.job is None
+    assert "needs a target: pick one under target in the sidebar" in unescape(
+        view.message.value)
+    # Apply before any search.
+    view.apply_w.disabled = False
+    view.apply_w.click()
+    assert unescape(view.message.value) == "no candidate to apply: run a search first"
+
+
+def test_a_failed_candidate_is_a_row_with_its_error():
+    from explorer.search.result import Candidate, CandidateStatus, SearchResult, SearchStats
+    from explorer.spec.mesh import parse_mesh
+    from explorer.ui.suggest import results_html
+
+    mesh = parse_mesh("data=2,model=4")
+    ok = Candidate("data=2,model=4: batch=data", mesh, "batch=data", {}, {}, CandidateStatus.OK,
+                   seconds=2e-6, time_source="trace", lower_seconds=1e-6, upper_seconds=3e-6,
+                   memory_bytes=3 * 1024 * 1024, fits=True, collective_bytes=4096)
+    bad = Candidate("data=2,model=4: mlp=model", mesh, "mlp=model", {}, {},
+                    CandidateStatus.FAILED, error="CompileError: no memory for <this>\nmore")
+    stats = SearchStats(2, 0, 0, 2, 1, 1, 0, 0, 0, 0, 1.0, "complete", True)
+    page = results_html(SearchResult("mlp", "rules", "h100-8", "t", (ok, bad), (ok,), None,
+                                     stats))
+    rows = re.findall(r"<tr class='([^']*)' data-label='([^']*)'>(.*?)</tr>", page, re.S)
+    assert [(cls, label) for cls, label, _ in rows] == [
+        ("explorer-winner", "data=2,model=4: batch=data"),
+        ("explorer-failed", "data=2,model=4: mlp=model")]
+    ok_text = unescape(re.sub(r"<[^>]+>", " ", rows[0][2]))
+    assert "2 us" in ok_text and "bounds 1 us – 3 us" in ok_text
+    assert "3.0 MiB" in ok_text and "4.0 KiB" in ok_text and "●" in ok_text
+    # The first line of the error in the row, all of it on hover, escaped.
+    assert "failed: CompileError: no memory for &lt;this&gt;</td>" in rows[1][2]
+    assert "title='CompileError: no memory for &lt;this&gt;\nmore'" in rows[1][2]
