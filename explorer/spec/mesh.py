@@ -16,6 +16,10 @@ from explorer.errors import MeshError, choices
 from explorer.spec.bounds import MAX_MESH_AXES, MAX_MESH_DEVICES, power_text, show
 
 AXIS_TYPES = ("auto", "explicit")
+# Words that spec text gives a meaning of its own (explorer.spec.tensor.parse_spec).
+RESERVED_AXIS_NAMES = {"None": "a dimension that is not split",
+                       "_": "a dimension that is not split",
+                       "replicated": "a tensor split over no axis"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -44,6 +48,10 @@ class MeshSpec:
                 raise MeshError(f"mesh axis name {show(name)} is not an identifier "
                                 "(letters, digits and '_', not starting with a digit)",
                                 axis=name if isinstance(name, str) else None)
+            if name in RESERVED_AXIS_NAMES:
+                raise MeshError(f"mesh axis name {name!r} is reserved: spec text reads it as "
+                                f"{RESERVED_AXIS_NAMES[name]}; choose another name, e.g. "
+                                "'data' or 'model'", axis=name)
             if isinstance(size, bool) or not isinstance(size, int) or size < 1:
                 raise MeshError(f"mesh axis {name!r} has size {show(size)}; sizes are whole "
                                 "numbers >= 1", axis=name)

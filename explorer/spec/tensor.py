@@ -167,10 +167,13 @@ def _tokens(text: str, tensor: str | None):
 def parse_spec(text: str, tensor: str | None = None) -> tuple[Entry, ...]:
     """Parse `None,model`, `_,model`, `(data,fsdp),None`, or the same wrapped as `P('data', None)`.
 
-    Empty text means replicated."""
+    Empty text, or `replicated` (format_spec's text for a spec of no entries), means
+    replicated."""
     if not isinstance(text, str):
         raise SpecError(f"spec {show(text)} is not text such as 'data,None'; to pass entries, "
                         "use a tuple or a TensorSpec", tensor=tensor)
+    if text.strip() == "replicated":
+        return ()
     toks = _tokens(text, tensor)
     if len(toks) >= 2 and toks[0] in (("name", "P"), ("name", "PartitionSpec")) \
             and toks[1] == ("punct", "("):

@@ -30,7 +30,7 @@ from explorer.search.result import Candidate, CandidateStatus, Progress, SearchR
 from explorer.search.search import search
 from explorer.search.space import WorkloadProblem
 from explorer.spec.bounds import show
-from explorer.spec.tensor import Entry, format_spec, normalize_spec
+from explorer.spec.tensor import Entry, normalize_spec
 from explorer.ui.figure import FigureWidget
 from explorer.ui.memory import binary_ticks
 from explorer.ui.sources import FunctionSource, Request, Source, WorkloadSource
@@ -172,10 +172,8 @@ def make_job(source: Source, request: Request, space: str, chosen, mesh_shapes: 
 
 
 def candidate_specs(candidate: Candidate) -> dict[str, Spec]:
-    """Every input's spec of a candidate. Its spec texts are format_spec's, which writes a spec
-    of no entries as `replicated`, a word parse_spec would read as a mesh axis."""
-    return {name: () if text == format_spec(()) else normalize_spec(text, tensor=name)
-            for name, text in candidate.specs.items()}
+    """Every input's spec of a candidate, read back from its spec texts."""
+    return {name: normalize_spec(text, tensor=name) for name, text in candidate.specs.items()}
 
 
 # ------------------------------------------------------------------------------- drawing

@@ -244,3 +244,13 @@ def test_largest_mesh_passes():
         parse_mesh("a=2", axis_type="implicit")
     with pytest.raises(MeshError, match=r"axis type \['auto'\]"):
         parse_mesh("a=2", axis_type=["auto"])
+
+
+def test_format_spec_text_reads_back_and_reserved_words_are_not_axis_names():
+    from explorer.spec.tensor import format_spec, parse_spec
+    for spec in [(), ("data", None), (("data", "model"), None), (None, None)]:
+        assert parse_spec(format_spec(spec)) == (spec if any(spec) else ())
+    assert format_spec(()) == "replicated" and parse_spec(" replicated ") == ()
+    for word in ("None", "_", "replicated"):
+        with pytest.raises(MeshError, match=f"mesh axis name '{word}' is reserved"):
+            parse_mesh(f"{word}=2,model=4")
