@@ -33,7 +33,7 @@ def test_view_draws_each_program_on_a_fresh_figure(megatron):
     assert "explorer-graph" in view.widget._dom_classes
     view.update(megatron)
     fig = view.fig
-    assert view.widget.children[-1] is fig
+    assert view.box.children[-1] is fig
     names = [t.name for t in fig.data]
     ar = fig.data[names.index("all-reduce")]
     assert list(ar.text) == ["all-reduce model 512.0 KiB"] and ar.showlegend
@@ -46,7 +46,7 @@ def test_view_draws_each_program_on_a_fresh_figure(megatron):
 
     view.update(replicated)
     # A new figure replaces the old one in the container; the old widget is closed.
-    assert view.fig is not fig and view.widget.children[-1] is view.fig
+    assert view.fig is not fig and view.box.children[-1] is view.fig
     assert fig.comm is None
     new = view.fig
     assert len(new.data[names.index("all-reduce")].x) == 0
