@@ -40,7 +40,7 @@ KIND_COLOURS = {                        # one colour per collective kind, used i
 }
 
 # x is in pixels of a nominal plot width; the view stretches it to the real width.
-_WIDTH = 940.0           # px of plot area the layout aims to fill at most
+_WIDTH = 840.0           # px of plot area the layout aims to fill at most (the pane's width)
 _NODE_GAP = 22.0         # px between neighbouring markers in a row
 _CHAR = 6.8              # px per caption character (11-12 px sans-serif)
 _SMALL_GRAPH = 40        # up to this many nodes every node is captioned
@@ -62,7 +62,7 @@ class Drawing:
     def size(self) -> tuple[int, int]:
         """The figure's (width, height) in px: the drawing's extent and its rows, capped."""
         left, right = self.extent()
-        width = min(max(int(right - left) + 60, int(_WIDTH) + 40), _MAX_WIDTH)
+        width = min(max(int(right - left) + 60, int(_WIDTH) + 50), _MAX_WIDTH)
         height = min(max(300, int(110 + _ROW_PX * self.rows)), _MAX_HEIGHT)
         return width, height
 
@@ -256,8 +256,8 @@ class GraphView:
                             hovertemplate="%{customdata}<extra></extra>")
         fig.update_layout(height=400, autosize=False, margin=dict(l=20, r=20, t=50, b=20),
                           plot_bgcolor="white", hoverlabel=dict(align="left", font_size=11),
-                          legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1,
-                                      xanchor="right"),
+                          legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0,
+                                      xanchor="left"),
                           xaxis=dict(visible=False),
                           yaxis=dict(autorange="reversed", visible=False),
                           title=dict(font=dict(size=13), x=0.01, y=0.995, yanchor="top"))
@@ -313,16 +313,20 @@ class GraphView:
                 if name == "layer":
                     trace.showlegend = bool(idx)
                     # Area follows the nodes a group stands for, within readable bounds.
-                    trace.marker.size = [min(30, 10 + 2 * g.nodes[i].members ** 0.5)
+                    trace.marker.size = [min(22, 10 + g.nodes[i].members ** 0.5)
                                          for i in idx]
             left, right = d.extent()
             width, height = d.size()
             # At least the nominal width, so that a pixel of layout is a pixel on screen and
             # captions (drawn at a fixed size) keep the room the layout gave them.
             pad = max(0.0, (width - 40) - (right - left)) / 2 + 10
-            fig.layout.xaxis.range = [left - pad, right + pad]
-            fig.layout.yaxis.range = [d.rows - 0.5, -0.8]
+            # autorange off: plotly pads a text trace's range by hundreds of px on a tall figure.
+            fig.layout.xaxis.update(autorange=False, range=[left - pad, right + pad])
+            fig.layout.yaxis.update(autorange=False, range=[d.rows - 0.5, -0.8])
             fig.layout.width, fig.layout.height = width, height
+            # The title on the first line, the legend under it, in px whatever the height.
+            fig.layout.margin.t = 75
+            fig.layout.title.y = 1 - 8 / height
             n_coll = len(report.collectives)
             what = (f"{len(g.nodes)} nodes for {g.total}, one per layer" if
                     self.mode.value == "layers" else f"{len(g.nodes)} nodes")
