@@ -1,7 +1,7 @@
 """Retake the app's screenshots in docs/screenshots/: every tab on a small workload, on a large
 one, and the app on a Flax NNX model.
 
-Run by hand:  PYTHONPATH=. .venv/bin/python docs/screenshots/take_screenshots.py [small|large|flax]
+Run by hand:  PYTHONPATH=. .venv/bin/python docs/screenshots/take_screenshots.py [small|large|flax|hlo]
 
 Each scenario is a one-cell notebook served by Voila and driven in headless Chromium (Debian's
 /usr/bin/chromium, through Playwright), as tests/ui/test_app_browser.py does.
@@ -178,6 +178,9 @@ def scenario(name: str, source: str, prefix: str, tabs, collective: int | None,
             proc.wait(timeout=30)
 
 
+TRAIN_UNROLLED = LARGE.replace('"seq": 128}', '"seq": 128, "scan_layers": "false"}')
+
+
 def main(which: list[str]) -> None:
     if "small" in which:
         scenario("small", SMALL, "", TABS, collective=0, compare_edit=("w1", 0))
@@ -185,6 +188,9 @@ def main(which: list[str]) -> None:
         scenario("large", LARGE, "large-", ["Placement", "Collectives", "Memory", "Timing"],
                  collective=0, open_section="parameters / l3",
                  placement="input: l3.w1 float32[256,1024]")
+    if "hlo" in which:        # the HLO tab only: small, and a 12-layer train step (one node
+        scenario("hlo", SMALL, "", ["HLO"], collective=None)          # per layer by default)
+        scenario("hlo-large", TRAIN_UNROLLED, "large-", ["HLO"], collective=None)
     if "flax" in which:
         scenario("flax", FLAX, "flax-", ["Collectives", "Memory"], collective=0,
                  open_section="parameters / layers.3")

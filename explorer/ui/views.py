@@ -301,12 +301,11 @@ def hlo_html(report: Report, which: str, selected: int | None = None,
             esc = f"<mark class='{cls}'>{esc}</mark>"
         out.append(esc)
     more = f"\n… {len(lines) - max_lines} more lines" if len(lines) > max_lines else ""
-    intro = ("The per-device program's computations, the entry computation last"
-             + ("; collectives are highlighted" if which == "optimized" else "") + ".")
+    intro = ("The per-device program's computations, entry last"
+             + ("; collectives highlighted" if which == "optimized" else "") + ".")
     folded = ""
     if head:
-        intro += (" The module header and its metadata tables are folded: open "
-                  "'module header' to read them.")
+        intro += " Its header and metadata tables are folded below."
         folded = (f"<details class='explorer-hlo-header'><summary>module header and metadata "
                   f"tables ({len(head)} lines)</summary><pre class='explorer-hlo-text'>"
                   f"{html.escape(chr(10).join(head))}</pre></details>")
