@@ -20,6 +20,14 @@ beforehand in this process with the same explorer code, which also gives an inde
 time of each request (`analyze_workload(..., use_cache=False)`), measured before Voila starts so
 the two never compete for the CPU. The app's own compile time (lower + compile in its worker) is
 read from the Timing tab after each edit. Prints markdown tables; asserts nothing about time.
+
+`--working` measures instead, in this process and without a browser, how soon an edit says
+"◌ working…": an Explorer on a small workload (mlp) and on a 12-layer train step
+(transformer_train, data=4,model=4, fsdp_tp, scan_layers=false) gets `batch` edits, new (uncached)
+and back to a seen value (cached); an observer on the status line stamps when it first reads
+"working…" and when it reads the result ("●"). The baseline, timed in the same run, is a no-op
+widget update: setting an HTML widget's value and its observer firing. The browser-level time
+from an edit to the '◌' status is the "edit → '◌ …' shown" row of the main benchmark.
 """
 
 from __future__ import annotations
@@ -253,13 +261,100 @@ def fmt(xs) -> str:
     return f"{med(xs):.0f} ms ({min(xs):.0f}–{max(xs):.0f})"
 
 
+WORKING_CASES = {
+    "mlp (small)": dict(workload="mlp", mesh="data=2,model=4", specs=START_SPECS,
+                        target=TARGET, batch=START_BATCH, step=64),
+    "transformer_train, 12 layers, 16 devices": dict(
+        workload="transformer_train", mesh="data=4,model=4", preset="fsdp_tp",
+        params={"layers": 12, "d_model": 256, "d_ff": 1024, "seq": 128, "scan_layers": "false"},
+        target="h100-8x2", batch=8, step=8),
+}
+
+
+def working_latency(rounds: int) -> None:
+    """Edit → 'working…' and edit → result, in the kernel, against a no-op widget update."""
+    import ipywidgets as w
+
+    def stamp_status(app):
+        marks: dict[str, float] = {}
+
+        def seen(change):
+            text = change["new"]
+            if "working" in text and "working" not in marks:
+                marks["working"] = time.perf_counter()
+            if "●" in text and "result" not in marks:
+                marks["result"] = time.perf_counter()
+        app.status.observe(seen, "value")
+        return marks
+
+    probe, fired = w.HTML(), []
+    probe.observe(lambda _: fired.append(time.perf_counter()), "value")
+
+    def baseline() -> float:
+        fired.clear()
+        t0 = time.perf_counter()
+        probe.value = f"<span>{t0}</span>"
+        return (fired[0] - t0) * 1e3
+
+    rows = []
+    for label, case in WORKING_CASES.items():
+        case = dict(case)
+        batch, step = case.pop("batch"), case.pop("step")
+        params = {**case.pop("params", {}), "batch": batch}
+        t0 = time.perf_counter()
+        app = Explorer(**case, params=params, debounce=None)
+        first = time.perf_counter() - t0
+        box = next(wid for wid in app.source.params_box.children if wid.description == "batch")
+        samples: dict[str, list] = {"uncached": [], "cached": []}
+        base = []
+        for r in range(rounds):
+            for kind, value in (("uncached", batch + step * (r + 1)), ("cached", batch)):
+                base.append(baseline())
+                marks = stamp_status(app)
+                t0 = time.perf_counter()
+                box.value = value                 # the edit: the IntText's new value
+                cached = app.report.timing.cached
+                if kind == "cached" and not cached or kind == "uncached" and cached:
+                    raise RuntimeError(f"{label}: batch={value} was {'' if cached else 'not '}"
+                                       "answered from the cache")
+                samples[kind].append(((marks["working"] - t0) * 1e3,
+                                      (marks["result"] - t0) * 1e3))
+        rows.append((label, first, samples, base))
+        app.close()
+    print(f"Run of {datetime.date.today()}, {rounds} edits of each kind per workload, in the "
+          "kernel's process (no browser); median (min–max).\n")
+    print("| workload | edit | n | edit → 'working…' | edit → result | no-op widget update "
+          "(baseline) | 'working…' ÷ baseline |")
+    print("|---|---|---|---|---|---|---|")
+    for label, _first, samples, base in rows:
+        for kind, xs in samples.items():
+            work, done = [a for a, _ in xs], [b for _, b in xs]
+            ratio = med(work) / med(base)
+            print(f"| {label} | `batch`, {kind} | {len(xs)} | {fmtf(work)} | {fmtf(done)} | "
+                  f"{fmtf(base)} | {ratio:.1f}× |")
+    for label, first, _, _ in rows:
+        print(f"\n{label}: the app's first result (built and compiled) in {first:.1f} s.")
+    default_pool().close()
+
+
+def fmtf(xs) -> str:
+    """Like fmt, with a resolution that suits sub-millisecond times."""
+    digits = 2 if med(xs) < 10 else 0
+    return f"{med(xs):.{digits}f} ms ({min(xs):.{digits}f}–{max(xs):.{digits}f})"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--working", action="store_true",
+                    help="only the edit → 'working…' latency, in this process (no browser)")
     ap.add_argument("--rounds", type=int, default=6, help="measured rounds of four edits")
     ap.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first")
     ap.add_argument("--timeout", type=float, default=120, help="seconds to wait per edit")
     ap.add_argument("--verbose", action="store_true", help="also print every edit")
     args = ap.parse_args()
+    if args.working:
+        working_latency(args.rounds)
+        return 0
     if not os.path.exists(CHROMIUM):
         print(f"no Chromium at {CHROMIUM}; set EXPLORER_CHROMIUM", file=sys.stderr)
         return 2

@@ -2,7 +2,7 @@
 one, and the app on a Flax NNX model.
 
 Run by hand:  PYTHONPATH=. .venv/bin/python docs/screenshots/take_screenshots.py \
-                  [small|large|flax|suggest]
+                  [small|large|flax|hlo|suggest]
 
 Each scenario is a one-cell notebook served by Voila and driven in headless Chromium (Debian's
 /usr/bin/chromium, through Playwright), as tests/ui/test_app_browser.py does.
@@ -216,6 +216,9 @@ def suggest_scenario() -> None:
             proc.wait(timeout=30)
 
 
+TRAIN_UNROLLED = LARGE.replace('"seq": 128}', '"seq": 128, "scan_layers": "false"}')
+
+
 def main(which: list[str]) -> None:
     if "small" in which:
         scenario("small", SMALL, "", TABS, collective=0, compare_edit=("w1", 0))
@@ -225,10 +228,13 @@ def main(which: list[str]) -> None:
                  placement="input: l3.w1 float32[256,1024]")
     if "suggest" in which:
         suggest_scenario()
+    if "hlo" in which:        # the HLO tab only: small, and a 12-layer train step (one node
+        scenario("hlo", SMALL, "", ["HLO"], collective=None)          # per layer by default)
+        scenario("hlo-large", TRAIN_UNROLLED, "large-", ["HLO"], collective=None)
     if "flax" in which:
         scenario("flax", FLAX, "flax-", ["Collectives", "Memory"], collective=0,
                  open_section="parameters / layers.3")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["small", "large", "flax", "suggest"])
+    main(sys.argv[1:] or ["small", "large", "flax", "hlo", "suggest"])

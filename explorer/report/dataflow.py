@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from explorer.hlo.module import HloModule, Instruction, parse_module
-from explorer.report.report import Report
+from explorer.report.report import Report, TensorRole
 from explorer.report.source import source_of
 from explorer.report.summary import human_bytes
 
@@ -38,6 +38,7 @@ class NodeRole(StrEnum):
     INPUT = "input"              # a parameter of the entry computation
     OP = "op"                    # anything that computes, collectives excepted
     COLLECTIVE = "collective"    # one of the Report's collectives
+    GROUP = "group"              # collapsed: the nodes of one model layer (or one input's)
 
 
 @dataclass(frozen=True)
@@ -58,13 +59,19 @@ class Node:
     parts: int = 1
     inner: tuple[int, ...] = ()          # collectives inside computations this node calls
     is_output: bool = False
+    members: int = 0                     # a group: how many nodes it stands for
+    counts: tuple[tuple[str, int], ...] = ()   # a group: its collectives, (kind, count)
 
     @property
     def text(self) -> str:
-        """The node in one line: collectives by kind, axes and bytes; others by label, shape."""
+        """The node in one line: collectives by kind, axes and bytes; groups by their size and
+        collectives; others by label and shape."""
         if self.role == NodeRole.COLLECTIVE:
             parts = f" ×{self.parts}" if self.parts > 1 else ""
             return f"{self.kind}{parts} {','.join(self.axes) or '?'} {human_bytes(self.bytes)}"
+        if self.role == NodeRole.GROUP:
+            coll = ", ".join(f"{n} {k}" for k, n in self.counts)
+            return f"{self.label}: {self.members} nodes" + (f" · {coll}" if coll else "")
         return f"{self.label} {self.shape}"
 
     @property
@@ -87,6 +94,10 @@ class Graph:
     total: int                                   # nodes before eliding
     elided: int = 0
     notes: tuple[str, ...] = field(default=())
+    # Collapsed only: edges drawn against the layering (a layer's backward pass feeding the
+    # layer before it), and for each node the names of the nodes it stands for.
+    back_edges: tuple[tuple[int, int], ...] = ()
+    groups: tuple[tuple[str, ...], ...] = ()
 
     def index(self, name: str) -> int:
         for i, n in enumerate(self.nodes):
@@ -98,10 +109,10 @@ class Graph:
         return self.nodes[self.index(name)]
 
     def preds(self, i: int) -> list[int]:
-        return [a for a, b in self.edges + self.elided_edges if b == i]
+        return [a for a, b in self.edges + self.elided_edges + self.back_edges if b == i]
 
     def succs(self, i: int) -> list[int]:
-        return [b for a, b in self.edges + self.elided_edges if a == i]
+        return [b for a, b in self.edges + self.elided_edges + self.back_edges if a == i]
 
     def layer_of(self, i: int) -> int:
         for k, layer in enumerate(self.layers):
@@ -126,12 +137,13 @@ class Graph:
 
     def render_text(self) -> str:
         names = [n.name for n in self.nodes]
+        n_edges = len(self.edges) + len(self.elided_edges) + len(self.back_edges)
         head = (f"dataflow of {self.computation}: {len(self.nodes)} nodes, "
-                f"{len(self.edges) + len(self.elided_edges)} edges, {len(self.layers)} layers")
+                f"{n_edges} edges, {len(self.layers)} layers")
         if self.elided:
             head += f" ({self.elided} of {self.total} nodes elided)"
         lines = [head]
-        indirect = set(self.elided_edges)
+        indirect = set(self.elided_edges) | set(self.back_edges)
         for k, layer in enumerate(self.layers):
             lines.append(f"layer {k}:")
             for i in layer:
@@ -149,7 +161,9 @@ class Graph:
                 "edges": [list(e) for e in self.edges],
                 "elided_edges": [list(e) for e in self.elided_edges],
                 "layers": [list(layer) for layer in self.layers], "total": self.total,
-                "elided": self.elided, "notes": list(self.notes)}
+                "elided": self.elided, "notes": list(self.notes),
+                "back_edges": [list(e) for e in self.back_edges],
+                "groups": [list(m) for m in self.groups]}
 
 
 # ------------------------------------------------------------------------------ reading
@@ -197,9 +211,19 @@ def _reachable_computations(module: HloModule, start: list[str]) -> set[str]:
     return seen
 
 
+def input_names(report: Report) -> list[str]:
+    """The program's input tensors' names in entry parameter order (parameter i is input i, as
+    the Report lists its inputs)."""
+    return [t.name for t in report.tensors if t.kind == TensorRole.INPUT]
+
+
 def _nodes_and_edges(report: Report, module: HloModule):
-    """All nodes of the entry computation and their direct producers, plumbing collapsed."""
+    """All nodes of the entry computation and their direct producers, plumbing collapsed.
+
+    An entry parameter is labelled by its tensor's name (`l3.wq`), not by the path jax gave its
+    argument (`state[4]`); so is an op that only re-lays out one input (a copy of `state[4]`)."""
     entry = module.computations.get(module.entry, [])
+    names = input_names(report)
     by_comp = {(c.computation, c.hlo_name): i for i, c in enumerate(report.collectives)}
     producers: dict[str, tuple[int, ...]] = {}     # instruction -> the nodes its value comes from
     nodes: list[Node] = []
@@ -217,7 +241,17 @@ def _nodes_and_edges(report: Report, module: HloModule):
             producers[instr.name] = tuple(sources)
         else:
             producers[instr.name] = (len(nodes),)
-            nodes.append(_node(report, module, instr, by_comp))
+            node = _node(report, module, instr, by_comp)
+            if node.role == NodeRole.INPUT:
+                number = instr.operand_text.strip()
+                if number.isdigit() and int(number) < len(names) and \
+                        not instr.shape.startswith("("):
+                    node = replace(node, label=names[int(number)])
+            elif node.role == NodeRole.OP and "/" not in node.op_name and len(sources) == 1 \
+                    and nodes[sources[0]].role == NodeRole.INPUT:
+                # jax names such an op by the argument's path: say which tensor it is.
+                node = replace(node, label=f"{node.kind} of {nodes[sources[0]].label}")
+            nodes.append(node)
             preds.append(sources)
         if instr.is_root:
             root_sources = producers[instr.name]
@@ -403,6 +437,167 @@ def dataflow(report: Report, max_nodes: int = 200) -> Graph:
     return Graph(module.entry, tuple(shown), tuple(edges), tuple(elided_edges),
                  tuple(tuple(r) for r in rows), len(nodes), elided, tuple(notes))
 
+
+
+# ------------------------------------------------------------------------------ collapsing
+
+_INDEXED = re.compile(r"[A-Za-z_]*[A-Za-z]_?\d+")
+
+
+def layer_of_name(name: str) -> str | None:
+    """The model layer a tensor name places its tensor in, or None.
+
+    A layer is a container of tensors with an index: `l3` in `l3.wq` and `m.l3.wq` (Adam's
+    moment of it), `layers.0` in `layers.0.attn.q.kernel`, `block_2` in `block_2.w`. The indexed
+    part must have something below it, so a leaf (`w1`, `layers.ln1`) names a tensor, not a
+    layer: a stacked weight of a scanned model (`layers.wq`) has no layer of its own."""
+    parts = [p for p in re.split(r"[./\[\]'\"]+", name) if p]
+    for k, part in enumerate(parts[:-1]):
+        if part.isdigit() and k > 0:
+            return f"{parts[k - 1]}.{part}"
+        if _INDEXED.fullmatch(part):
+            return part
+    return None
+
+
+def _input_key(name: str, names: set[str]) -> str:
+    """The group of an input: its layer; else, for a state tensor named after another input
+    (Adam's `m.embed` of `embed`), that input's; else the module path above the tensor
+    (`layers` for a scanned model's stacked `layers.wq`), or the name itself at top level."""
+    layer = layer_of_name(name)
+    if layer:
+        return layer
+    parts = name.split(".")
+    for k in range(1, len(parts)):
+        if ".".join(parts[k:]) in names:
+            parts = parts[k:]
+            break
+    return ".".join(parts[:-1]) or ".".join(parts)
+
+
+def _nearest_anchors(n: int, preds: list[list[int]], anchors: dict[int, str],
+                     layered: set[str]) -> list[set[str]]:
+    """For each node, the keys of the anchors nearest to it along edges taken either way
+    (breadth first from every anchor at once). A node as near to two layers passes nothing on:
+    a hub (partition-id, a combined all-reduce) would otherwise make every node a tie."""
+    nbrs: list[list[int]] = [[] for _ in range(n)]
+    for v, ps in enumerate(preds):
+        for p in ps:
+            nbrs[v].append(p)
+            nbrs[p].append(v)
+    dist = [-1] * n
+    near: list[set[str]] = [set() for _ in range(n)]
+    frontier = sorted(anchors)
+    for v in frontier:
+        dist[v], near[v] = 0, {anchors[v]}
+    d = 0
+    while frontier:
+        nxt: list[int] = []
+        for u in frontier:
+            if len(near[u] & layered) > 1:
+                continue
+            for v in nbrs[u]:
+                if dist[v] == -1:
+                    dist[v] = d + 1
+                    nxt.append(v)
+                if dist[v] == d + 1:
+                    near[v] |= near[u]
+        frontier, d = nxt, d + 1
+    return near
+
+
+def _group_keys(nodes: list[Node], preds: list[list[int]]) -> list[str | None]:
+    """Each node's group: its layer where one is found, else the input it is nearest to; None
+    for a node as near to two layers as to either (the combined gradient all-reduce of a train
+    step, which every layer's update reads), which stays a node of its own."""
+    inputs = {i: nd.label for i, nd in enumerate(nodes) if nd.role == NodeRole.INPUT}
+    anchors = {i: _input_key(name, set(inputs.values())) for i, name in inputs.items()}
+    layered = {k for k in anchors.values() if layer_of_name(k + ".x") == k}
+    order = {k: i for i, k in enumerate(dict.fromkeys(anchors[i] for i in sorted(anchors)))}
+    out: list[str | None] = []
+    for i, near in enumerate(_nearest_anchors(len(nodes), preds, anchors, layered)):
+        if i in anchors:
+            out.append(anchors[i])
+            continue
+        mine = near & layered
+        if len(mine) == 1:
+            out.append(next(iter(mine)))
+        elif mine or not near:
+            out.append(None)
+        else:
+            out.append(min(near, key=order.__getitem__))
+    return out
+
+
+def _counts(kinds: list[str]) -> tuple[tuple[str, int], ...]:
+    seen: dict[str, int] = {}
+    for k in kinds:
+        seen[k] = seen.get(k, 0) + 1
+    return tuple(sorted(seen.items()))
+
+
+def collapsed(report: Report) -> Graph:
+    """The dataflow graph with the nodes of each model layer collapsed into one node.
+
+    A node belongs to the layer of the inputs nearest to it in the graph (a layer is read off
+    its tensors' names, see layer_of_name): a layer's forward ops, its backward ops and its
+    optimizer update all read that layer's weights or sit next to ops that do. Nodes nearest to
+    an input outside any layer (the embedding, the loss) are grouped under that input's name. A
+    node as near to two layers stays itself, so a collective shared by the layers is drawn.
+    Edges are aggregated; a group is layered by its first op in program order, and an edge
+    against that order (backward into the layer before) is a back edge."""
+    module = parse_module(report.optimized_hlo)
+    nodes, preds = _nodes_and_edges(report, module)
+    keys = _group_keys(nodes, preds)
+    members: dict[str, list[int]] = {}
+    for i, k in enumerate(keys):
+        members.setdefault(k if k is not None else f"\0{i}", []).append(i)
+    # One drawn node per group, in the program order of their first op (inputs all come first
+    # in the entry computation, so an input-only group goes by its input).
+    def first(ms: list[int]) -> tuple[int, int]:
+        ops = [i for i in ms if nodes[i].role != NodeRole.INPUT]
+        return (0, min(ops)) if ops else (1, min(ms))
+
+    groups = sorted(members.values(), key=first)
+    new = {i: g for g, ms in enumerate(groups) for i in ms}
+    shown: list[Node] = []
+    for ms in groups:
+        if len(ms) == 1:
+            shown.append(nodes[ms[0]])
+            continue
+        key = keys[ms[0]]
+        coll = [nodes[i] for i in ms if nodes[i].role == NodeRole.COLLECTIVE]
+        inner = sorted({c for i in ms for c in nodes[i].inner}
+                       | {nd.collective for nd in coll if nd.collective is not None})
+        kinds = [nd.kind for nd in coll] + [report.collectives[c].kind for i in ms
+                                            for c in nodes[i].inner]
+        shown.append(Node(
+            name=key, opcode="group", role=NodeRole.GROUP, kind="group", label=key,
+            shape=f"{len(ms)} nodes", members=len(ms), counts=_counts(kinds),
+            inner=tuple(inner), is_output=any(nodes[i].is_output for i in ms),
+            bytes=sum(nodes[i].bytes for i in ms if nodes[i].role == NodeRole.COLLECTIVE),
+            op_name=", ".join(sorted({nodes[i].label for i in ms
+                                      if nodes[i].role == NodeRole.INPUT})[:12])))
+    edges: set[tuple[int, int]] = set()
+    for v, ps in enumerate(preds):
+        for p in ps:
+            if new[p] != new[v]:
+                edges.add((new[p], new[v]))
+    forward = sorted((a, b) for a, b in edges if a < b)
+    back = sorted((a, b) for a, b in edges if a > b)
+    rows = layers(len(shown), forward)
+    n_layers = len({k for k in keys if k is not None and layer_of_name(k + ".x") == k})
+    notes = [f"{len(nodes)} nodes collapsed into {len(shown)}: {n_layers} model layers, found "
+             "from the tensors' names (l3.wq, layers.0.kernel); ops sit with the inputs nearest "
+             "to them; a node as near to two layers stays itself"]
+    if back:
+        notes.append(f"{len(back)} edges run upward (a layer's gradient into the layer before)")
+    if not n_layers:
+        notes.append("no tensor name carries a layer index: nodes are grouped by the input "
+                     "nearest to them (a scanned model's layers run inside its while node)")
+    return Graph(module.entry, tuple(shown), tuple(forward), (), tuple(tuple(r) for r in rows),
+                 len(nodes), 0, tuple(notes), tuple(back),
+                 tuple(tuple(nodes[i].name for i in ms) for ms in groups))
 
 
 # ------------------------------------------------------------------------------ slicing

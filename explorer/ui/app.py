@@ -57,6 +57,7 @@ from explorer.ui.views import (
     draw_grid,
     hlo_html,
     legend_html,
+    mapping_placeholder,
     tensor_options,
 )
 from explorer.ui.why import Candidate, WhyPanel, candidates, line_bytes
@@ -236,7 +237,7 @@ class App:
         self.target_w = w.Dropdown(options=target_options(mesh_spec.device_count, target),
                                    value=target, description="target")
         self.mapping_w = w.Text(value=mapping, description="mapping", continuous_update=False,
-                                placeholder="default, e.g. data=node,model=gpu")
+                                placeholder=mapping_placeholder(target, mesh_spec))
         self.measure_w = w.Checkbox(value=False, description="measure a real run (this CPU)",
                                     indent=False)
         self.target_error = w.HTML()
@@ -463,6 +464,7 @@ class App:
         partitioner = check_partitioner(self.partitioner_w.value)
         target, mapping = self.target_w.value or None, self.mapping_w.value.strip() or None
         self.prediction_note = None
+        self.mapping_w.placeholder = mapping_placeholder(target, mesh)
         try:
             check_target(target, mapping, mesh)
         except ExplorerError as e:

@@ -1,8 +1,10 @@
 """The dataflow graph of the per-device program, drawn with plotly.
 
-The graph itself (nodes, edges, eliding, layers) is explorer.report.dataflow; this module
-decides what it looks like: the caption beside each node, where each node sits in pixels (chains
-run straight, captions get room, rows stay inside the plot) and the plotly figure.
+The graph itself (nodes, edges, eliding, layers, collapsing) is explorer.report.dataflow; this
+module decides what it looks like: the caption beside each node, where each node sits in pixels
+(chains run straight, captions get room, a layer too wide for the plot wraps onto more rows) and
+the plotly figure, whose size follows the drawing (rows × widest row), capped, in a box that
+scrolls. A toggle shows every op or one node per model layer.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from explorer.report.dataflow import (
     NodeRole,
     barycenter,
     centred,
+    collapsed,
     dataflow,
     neighbours,
 )
@@ -37,10 +40,14 @@ KIND_COLOURS = {                        # one colour per collective kind, used i
 }
 
 # x is in pixels of a nominal plot width; the view stretches it to the real width.
-_WIDTH = 940.0           # px of plot area the layout aims to fill at most
+_WIDTH = 840.0           # px of plot area the layout aims to fill at most (the pane's width)
 _NODE_GAP = 22.0         # px between neighbouring markers in a row
 _CHAR = 6.8              # px per caption character (11-12 px sans-serif)
 _SMALL_GRAPH = 40        # up to this many nodes every node is captioned
+_ROW_PX = 28.0           # px per drawn row
+_MAX_WIDTH = 1600        # px: the figure's width cap (the box scrolls beyond the pane)
+_MAX_HEIGHT = 9000       # px: the figure's height cap (the box scrolls)
+_BOX_HEIGHT = "820px"    # the scrolling box the figure sits in
 
 
 @dataclass(frozen=True)
@@ -48,8 +55,16 @@ class Drawing:
     """Where each node of a Graph is drawn and what is written beside it."""
 
     graph: Graph
-    positions: tuple[tuple[float, float], ...]   # (x in px, layer) per node; layer 0 on top
+    positions: tuple[tuple[float, float], ...]   # (x in px, row) per node; row 0 on top
     captions: tuple[str, ...]                    # text drawn beside each node ("" for none)
+    rows: int = 0                                # drawn rows: layers, wide ones wrapped
+
+    def size(self) -> tuple[int, int]:
+        """The figure's (width, height) in px: the drawing's extent and its rows, capped."""
+        left, right = self.extent()
+        width = min(max(int(right - left) + 60, int(_WIDTH) + 50), _MAX_WIDTH)
+        height = min(max(300, int(110 + _ROW_PX * self.rows)), _MAX_HEIGHT)
+        return width, height
 
     def extent(self) -> tuple[float, float]:
         """The leftmost and rightmost x, captions included."""
@@ -72,8 +87,8 @@ def _caption(n: Node, count: int) -> str:
     landmarks (matmuls, nodes running collectives inside) in a big one."""
     if n.role == NodeRole.COLLECTIVE:
         return n.text
-    if n.role == NodeRole.INPUT:
-        return n.label
+    if n.role in (NodeRole.INPUT, NodeRole.GROUP):
+        return n.text if n.role == NodeRole.GROUP else n.label
     if count <= _SMALL_GRAPH:
         return n.text if count <= 12 else n.label
     return n.label if n.is_landmark else ""
@@ -109,6 +124,22 @@ def _place(rows, preds, succs, room) -> dict[int, float]:
     return x
 
 
+def _wrap(row: list[int], room) -> list[list[int]]:
+    """A layer as rows that each fit the plot's width: a layer of a train step can hold a
+    hundred optimizer updates, which in one row would squeeze the whole drawing to a sliver.
+    Edges still point down: every wrapped row sits between the layers before and after."""
+    out: list[list[int]] = [[]]
+    used = 0.0
+    for v in row:
+        need = _NODE_GAP + room[v][0] + room[v][1]
+        if out[-1] and used + need > _WIDTH:
+            out.append([])
+            used = 0.0
+        out[-1].append(v)
+        used += need
+    return out
+
+
 def draw(g: Graph) -> Drawing:
     """Captions and pixel positions for graph `g`."""
     nodes = g.nodes
@@ -123,13 +154,14 @@ def draw(g: Graph) -> Drawing:
                     captions[v] = ""
     room = [(_width(c), 0.0) if nd.role == NodeRole.INPUT else (0.0, _width(c))
             for nd, c in zip(nodes, captions, strict=True)]
+    rows = [part for row in g.layers for part in _wrap(list(row), room)]
     preds, succs = neighbours(len(nodes), g.edges + g.elided_edges)
-    x = _place(g.layers, preds, succs, room)
+    x = _place(rows, preds, succs, room)
     positions = [(0.0, 0.0)] * len(nodes)
-    for k, row in enumerate(g.layers):
+    for k, row in enumerate(rows):
         for v in row:
             positions[v] = (x[v], float(k))
-    return Drawing(g, tuple(positions), tuple(captions))
+    return Drawing(g, tuple(positions), tuple(captions), len(rows))
 
 
 # ------------------------------------------------------------------------------ view
@@ -143,12 +175,15 @@ def _hover(n: Node) -> str:
     if n.role == NodeRole.COLLECTIVE:
         head += f"<br>{e(n.name)} · {e(n.shape)}"
     rows = [head]
-    if n.op_name:
+    if n.op_name and n.role != NodeRole.GROUP:
         rows.append(f"op: {e(n.op_name)}")
     if n.source:
         rows.append(f"source: {e(n.source)}")
     if n.fused:
         rows.append(f"fusion {e(n.kind)}, computes {e(n.fused)}")
+    if n.role == NodeRole.GROUP:
+        rows.append(f"inputs: {e(n.op_name)}" if n.op_name else "no inputs")
+        return "<br>".join(rows)
     if n.inner:
         rows.append(f"runs {len(n.inner)} collectives inside")
     rows.append(f"<span style='font-size:10px'>{line}</span>")
@@ -165,17 +200,29 @@ def _edge_xy(d: Drawing, edges) -> tuple[list, list]:
 
 
 class GraphView:
-    """The dataflow graph of the per-device program as a plotly FigureWidget."""
+    """The dataflow graph of the per-device program as a plotly FigureWidget, every op or one
+    node per model layer (the toggle; a big program starts collapsed)."""
+
+    MODES = (("all ops", "ops"), ("one node per layer", "layers"))
 
     def __init__(self, max_nodes: int = 200):
         self.max_nodes = max_nodes
         self.graph: Graph | None = None
         self.drawing: Drawing | None = None
+        self.report: Report | None = None
+        self.selected: int | None = None
         # Made when first drawn (its tab shown): a page loading many figures at once was seen to
         # time out initialising them (anywidget allows each 2 s in the browser).
         self.fig: go.FigureWidget | None = None
         self.note = w.HTML()
-        self.widget = w.VBox([self.note])
+        self.mode = w.ToggleButtons(options=self.MODES, value="ops",
+                                    style={"button_width": "150px"})
+        self.mode.add_class("explorer-graph-mode")
+        self.mode.observe(self._mode_changed, "value")
+        self._chosen = False          # the user picked a mode: keep it across programs
+        self.box = w.Box(layout=w.Layout(overflow="auto", max_height=_BOX_HEIGHT, width="100%"))
+        self.box.add_class("explorer-graph-box")
+        self.widget = w.VBox([self.note, self.mode, self.box])
         self.widget.add_class("explorer-graph")
 
     @staticmethod
@@ -186,6 +233,9 @@ class GraphView:
         fig.add_scatter(name="through elided nodes", mode="lines", hoverinfo="skip",
                         line=dict(color="rgba(120,120,120,0.3)", width=1, dash="dot"),
                         showlegend=False)
+        fig.add_scatter(name="upward (backward pass)", mode="lines", hoverinfo="skip",
+                        line=dict(color="rgba(230,140,40,0.45)", width=1, dash="dash"),
+                        showlegend=False)
         fig.add_scatter(name="input", mode="markers+text", textposition="middle left",
                         marker=dict(symbol="square", size=9, color="#8fa6b8"),
                         textfont=dict(size=10, color="#557"),
@@ -193,38 +243,64 @@ class GraphView:
         fig.add_scatter(name="op", mode="markers+text", textposition="middle right",
                         marker=dict(size=8, color="#9a9a9a"), textfont=dict(size=10, color="#666"),
                         hovertemplate="%{customdata}<extra></extra>")
+        fig.add_scatter(name="layer", mode="markers+text", textposition="middle right",
+                        marker=dict(symbol="square", size=16, color="#6c8ebf",
+                                    line=dict(color="white", width=1)),
+                        textfont=dict(size=12, color="#234"), showlegend=False,
+                        hovertemplate="%{customdata}<extra></extra>")
         for kind in tuple(CollectiveKind):
             fig.add_scatter(name=kind, mode="markers+text", textposition="middle right",
                             marker=dict(size=15, color=KIND_COLOURS[kind], symbol="diamond",
                                         line=dict(color="white", width=1)),
                             textfont=dict(size=12, color=KIND_COLOURS[kind]),
                             hovertemplate="%{customdata}<extra></extra>")
-        fig.update_layout(height=400, margin=dict(l=20, r=20, t=50, b=20),
+        fig.update_layout(height=400, autosize=False, margin=dict(l=20, r=20, t=50, b=20),
                           plot_bgcolor="white", hoverlabel=dict(align="left", font_size=11),
-                          legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1,
-                                      xanchor="right"),
+                          legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0,
+                                      xanchor="left"),
                           xaxis=dict(visible=False),
                           yaxis=dict(autorange="reversed", visible=False),
                           title=dict(font=dict(size=13), x=0.01, y=0.995, yanchor="top"))
         keep_state(fig)    # the traces added above, for views created after this
         return fig
 
+    def _mode_changed(self, _change) -> None:
+        self._chosen = True
+        if self.report is not None:
+            self._redraw()
+
     def update(self, report: Report, selected: int | None = None) -> None:
         """Redraw for `report`; `selected` (a collective's index) is drawn larger."""
-        g = self.graph = dataflow(report, self.max_nodes)
+        self.report, self.selected = report, selected
+        g = dataflow(report, self.max_nodes)
+        if not self._chosen:
+            # A program too big to show whole (a train step) starts one node per layer.
+            self.mode.unobserve(self._mode_changed, "value")
+            self.mode.value = "layers" if g.elided else "ops"
+            self.mode.observe(self._mode_changed, "value")
+        self._redraw(g if self.mode.value == "ops" else None)
+
+    def _redraw(self, g: Graph | None = None) -> None:
+        report, selected = self.report, self.selected
+        if g is None:
+            g = dataflow(report, self.max_nodes) if self.mode.value == "ops" else \
+                collapsed(report)
+        self.graph = g
         d = self.drawing = draw(g)
         # A new figure per program: the graph's nodes change wholesale with the program, and a
         # browser view of the old figure was seen to keep stale data in Voila when redrawn in
         # place (plotly 7); the other views stay in place.
         old, fig = self.fig, self._new_figure()
         with fig.batch_update():
-            for trace, edges in ((fig.data[0], g.edges), (fig.data[1], g.elided_edges)):
+            for trace, edges in ((fig.data[0], g.edges), (fig.data[1], g.elided_edges),
+                                 (fig.data[2], g.back_edges)):
                 trace.x, trace.y = _edge_xy(d, edges)
             groups = [("input", lambda n: n.role == NodeRole.INPUT),
-                      ("op", lambda n: n.role == NodeRole.OP)]
+                      ("op", lambda n: n.role == NodeRole.OP),
+                      ("layer", lambda n: n.role == NodeRole.GROUP)]
             groups += [(k, lambda n, k=k: n.role == NodeRole.COLLECTIVE and n.kind == k)
                        for k in tuple(CollectiveKind)]
-            for trace, (name, test) in zip(fig.data[2:], groups, strict=True):
+            for trace, (name, test) in zip(fig.data[3:], groups, strict=True):
                 idx = [i for i, n in enumerate(g.nodes) if test(n)]
                 trace.x = [d.positions[i][0] for i in idx]
                 trace.y = [d.positions[i][1] for i in idx]
@@ -234,21 +310,33 @@ class GraphView:
                     trace.marker.size = [22 if g.nodes[i].collective == selected else 15
                                          for i in idx]
                     trace.showlegend = bool(idx)
+                if name == "layer":
+                    trace.showlegend = bool(idx)
+                    # Area follows the nodes a group stands for, within readable bounds.
+                    trace.marker.size = [min(22, 10 + g.nodes[i].members ** 0.5)
+                                         for i in idx]
             left, right = d.extent()
+            width, height = d.size()
             # At least the nominal width, so that a pixel of layout is a pixel on screen and
             # captions (drawn at a fixed size) keep the room the layout gave them.
-            pad = max(0.0, _WIDTH - (right - left)) / 2 + 10
-            fig.layout.xaxis.range = [left - pad, right + pad]
-            fig.layout.yaxis.range = [len(g.layers) - 0.5, -0.8]
-            fig.layout.height = min(max(300, 90 + 26 * len(g.layers)), 2400)
-            n_coll = len(g.collectives)
+            pad = max(0.0, (width - 40) - (right - left)) / 2 + 10
+            # autorange off: plotly pads a text trace's range by hundreds of px on a tall figure.
+            fig.layout.xaxis.update(autorange=False, range=[left - pad, right + pad])
+            fig.layout.yaxis.update(autorange=False, range=[d.rows - 0.5, -0.8])
+            fig.layout.width, fig.layout.height = width, height
+            # The title on the first line, the legend under it, in px whatever the height.
+            fig.layout.margin.t = 75
+            fig.layout.title.y = 1 - 8 / height
+            n_coll = len(report.collectives)
+            what = (f"{len(g.nodes)} nodes for {g.total}, one per layer" if
+                    self.mode.value == "layers" else f"{len(g.nodes)} nodes")
             fig.layout.title.text = html.escape(
-                f"per-device program ({g.computation}): {len(g.nodes)} nodes, "
+                f"per-device program ({g.computation}): {what}, "
                 f"{n_coll} collective{'s' if n_coll != 1 else ''}"
                 + (f", {g.elided} nodes elided" if g.elided else ""))
         keep_state(fig)
         self.fig = fig
-        self.widget.children = (self.note, fig)
+        self.box.children = (fig,)
         if old is not None:
             old.close()
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in g.notes)

@@ -11,10 +11,13 @@ import ipywidgets as w
 import plotly.colors as pc
 import plotly.graph_objects as go
 
+from explorer.api.request import check_target
 from explorer.cost.model import format_seconds
+from explorer.errors import ExplorerError
 from explorer.report.dataflow import sliced_all_reduces
 from explorer.report.report import Report, TensorRole
 from explorer.report.summary import human_bytes
+from explorer.spec.mesh import MeshSpec
 from explorer.ui.figure import FigureWidget
 from explorer.ui.grids import Grid
 
@@ -271,12 +274,26 @@ class CollectivesView:
              f"{c.source}", i) for i, c in enumerate(report.collectives)]
 
 
+def split_header(lines: list[str]) -> tuple[list[str], list[str]]:
+    """HLO module text as (header, computations): the `HloModule` line and the metadata tables
+    that follow it (FileNames, FunctionNames, FileLocations, StackFrames: hundreds of lines for
+    a big program, of use only to resolve a stack frame) before the first computation."""
+    if not lines or not lines[0].startswith("HloModule"):
+        return [], lines
+    for k, line in enumerate(lines[1:], start=1):
+        if line.rstrip().endswith("{"):        # a computation's signature line
+            return lines[:k], lines[k:]
+    return lines, []
+
+
 def hlo_html(report: Report, which: str, selected: int | None = None,
              max_lines: int = 4000) -> str:
+    """The module's text, starting at its computations (the entry last, collectives marked);
+    the module header and metadata tables are folded into a <details> above them."""
     text = {"optimized": report.optimized_hlo, "propagated": report.propagated_hlo,
             "stablehlo": report.stablehlo}[which]
     names = {c.hlo_name: i for i, c in enumerate(report.collectives)}
-    lines = text.splitlines()
+    head, lines = split_header(text.splitlines())
     out = []
     for line in lines[:max_lines]:
         esc = html.escape(line)
@@ -286,4 +303,25 @@ def hlo_html(report: Report, which: str, selected: int | None = None,
             esc = f"<mark class='{cls}'>{esc}</mark>"
         out.append(esc)
     more = f"\n… {len(lines) - max_lines} more lines" if len(lines) > max_lines else ""
-    return f"<pre class='explorer-hlo-text'>{chr(10).join(out)}{more}</pre>"
+    intro = ("The per-device program's computations, entry last"
+             + ("; collectives highlighted" if which == "optimized" else "") + ".")
+    folded = ""
+    if head:
+        intro += " Its header and metadata tables are folded below."
+        folded = (f"<details class='explorer-hlo-header'><summary>module header and metadata "
+                  f"tables ({len(head)} lines)</summary><pre class='explorer-hlo-text'>"
+                  f"{html.escape(chr(10).join(head))}</pre></details>")
+    return (f"<div class='explorer-hlo-intro' style='font-size:12px'>{html.escape(intro)}</div>"
+            f"{folded}<pre class='explorer-hlo-text'>{chr(10).join(out)}{more}</pre>")
+
+
+def mapping_placeholder(target: str | None, mesh: MeshSpec) -> str:
+    """The mapping box's grey hint: the mapping an empty box means on this target and mesh,
+    written as the box takes it, so that the example is one the target accepts."""
+    if not target:
+        return "choose a target first"
+    try:
+        default = check_target(target, None, mesh)
+    except ExplorerError:
+        return "the mesh does not fit this target"
+    return f"default, e.g. {default.text()}"

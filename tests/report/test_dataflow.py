@@ -6,7 +6,14 @@ import json
 import pytest
 
 import explorer
-from explorer.report.dataflow import NodeRole, dataflow, layers, sliced_all_reduces
+from explorer.report.dataflow import (
+    NodeRole,
+    collapsed,
+    dataflow,
+    layer_of_name,
+    layers,
+    sliced_all_reduces,
+)
 from explorer.report.report import Collective, Cost, Report, Timing
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import entry_axes
@@ -205,3 +212,71 @@ def test_sliced_parts_of_a_combined_all_reduce_are_counted(transformer):
     c = transformer.collectives[i]
     assert (c.kind, c.axes, c.parts) == ("all-reduce", ("data",), parts)
     assert n == len(split) and parts > n
+
+
+# ------------------------------------------------------------------ tensor names and layers
+
+def three_layer_mlp(x, l0_w, l1_w, l2_w):
+    """Three dense layers with a tanh between them; each weight's columns split over model."""
+    import jax.numpy as jnp
+
+    for w in (l0_w, l1_w, l2_w):
+        x = jnp.tanh(x @ w)
+    return x
+
+
+def test_layer_of_name_reads_indexed_containers():
+    assert layer_of_name("l3.wq") == "l3"
+    assert layer_of_name("m.l3.wq") == "l3"             # Adam's moment of l3.wq: same layer
+    assert layer_of_name("layers.0.attn.q.kernel") == "layers.0"
+    assert layer_of_name("block_2.w") == "block_2"
+    # A leaf names a tensor, not a layer: mlp's w1, a scanned model's stacked norm.
+    assert layer_of_name("w1") is None and layer_of_name("layers.ln1") is None
+    assert layer_of_name("layers.wq") is None and layer_of_name("embed") is None
+
+
+def test_inputs_of_a_user_function_are_named_and_collapse_to_its_layers():
+    x = explorer.TensorSpec("x", (16, 32), spec="data,None")
+    ws = [explorer.TensorSpec(f"l{i}.w", (32, 32), spec="None,model") for i in range(3)]
+    r = explorer.analyze(three_layer_mlp, x, *ws, mesh="data=2,model=4")
+    g = dataflow(r)
+    check_layers(g)
+    assert sorted(n.label for n in g.nodes if n.role == NodeRole.INPUT) == \
+        ["l0.w", "l1.w", "l2.w", "x"]
+    c = collapsed(r)
+    check_layers(c)
+    # By hand: three layers, l0..l2; x's own ops (if any survive fusion) are grouped under x.
+    layer_groups = [n.label for n in c.nodes if n.role == NodeRole.GROUP and n.label != "x"]
+    assert sorted(layer_groups) == ["l0", "l1", "l2"]
+    # Each layer's group holds its weight, and every node of the program is in one group.
+    members = {n.label: set(m) for n, m in zip(c.nodes, c.groups, strict=True)}
+    for i in range(3):
+        assert g.node(next(n.name for n in g.nodes if n.label == f"l{i}.w")).name \
+            in members[f"l{i}"]
+    assert sum(len(m) for m in c.groups) == c.total == len(dataflow(r, 10_000).nodes)
+    # The chain runs l0 -> l1 -> l2 downward.
+    order = {n.label: c.layer_of(i) for i, n in enumerate(c.nodes)}
+    assert order["l0"] < order["l1"] < order["l2"]
+
+
+def test_train_step_inputs_are_named_by_tensor_and_collapse_to_its_layers(transformer):
+    full = dataflow(transformer, max_nodes=100_000)
+    block = ("ln1", "wq", "wk", "wv", "wo", "ln2", "w1", "w2")       # the sequential gelu block
+    params = ["embed", *(f"l{i}.{p}" for i in range(2) for p in block), "final_norm", "unembed"]
+    want = {"tokens", "targets", *params, *(f"m.{p}" for p in params),
+            *(f"v.{p}" for p in params)}
+    labels = [n.label for n in full.nodes if n.role == NodeRole.INPUT]
+    assert sorted(labels) == sorted(want)            # every input once, none as state[N]
+    assert not any(n.label.startswith("state[") for n in full.nodes)
+    c = collapsed(transformer)
+    layers_found = sorted(n.label for n in c.nodes
+                          if n.role == NodeRole.GROUP and layer_of_name(n.label + ".x"))
+    assert layers_found == ["l0", "l1"]              # scan_layers=False, layers=2
+    # Collectives stay visible: each layer group counts its own, and every collective of the
+    # program is counted once, in a group or as a node of its own.
+    counted = sum(k for n in c.nodes if n.role == NodeRole.GROUP for _, k in n.counts)
+    alone = sum(1 for n in c.nodes if n.role == NodeRole.COLLECTIVE)
+    assert counted + alone == len(full.collectives)
+    for name in ("l0", "l1"):
+        assert dict(c.node(name).counts).get("all-gather", 0) >= 1   # fsdp gathers its weights
+    json.dumps(c.to_dict())

@@ -1,13 +1,22 @@
-"""The dataflow graph's plotly view: captions, pixel positions, a fresh figure per program.
-The graph itself is tested in tests/report/test_dataflow.py. No browser."""
+"""The dataflow graph's plotly view: captions, pixel positions, sizes, the layers toggle, a fresh
+figure per program; the HLO text view and the mapping box's hint. The graph itself is tested in
+tests/report/test_dataflow.py. No browser."""
+
+import html
+import inspect
+import re
 
 import pytest
 
 pytest.importorskip("plotly")
 
 import explorer  # noqa: E402
-from explorer.report.dataflow import NodeRole, dataflow  # noqa: E402
-from explorer.ui.graph import GraphView, draw  # noqa: E402
+from explorer.api.request import check_target  # noqa: E402
+from explorer.report.dataflow import Graph, Node, NodeRole, dataflow, layers  # noqa: E402
+from explorer.spec.mesh import parse_mesh  # noqa: E402
+from explorer.ui.app import Explorer  # noqa: E402
+from explorer.ui.graph import _MAX_WIDTH, _WIDTH, GraphView, draw  # noqa: E402
+from explorer.ui.views import hlo_html, mapping_placeholder  # noqa: E402
 
 
 def test_drawing_keeps_row_order_and_room_for_captions(megatron):
@@ -33,7 +42,7 @@ def test_view_draws_each_program_on_a_fresh_figure(megatron):
     assert "explorer-graph" in view.widget._dom_classes
     view.update(megatron)
     fig = view.fig
-    assert view.widget.children[-1] is fig
+    assert view.box.children[-1] is fig
     names = [t.name for t in fig.data]
     ar = fig.data[names.index("all-reduce")]
     assert list(ar.text) == ["all-reduce model 512.0 KiB"] and ar.showlegend
@@ -46,9 +55,83 @@ def test_view_draws_each_program_on_a_fresh_figure(megatron):
 
     view.update(replicated)
     # A new figure replaces the old one in the container; the old widget is closed.
-    assert view.fig is not fig and view.widget.children[-1] is view.fig
+    assert view.fig is not fig and view.box.children[-1] is view.fig
     assert fig.comm is None
     new = view.fig
     assert len(new.data[names.index("all-reduce")].x) == 0
     assert not new.data[names.index("all-reduce")].showlegend
     assert "0 collectives" in new.layout.title.text
+
+
+def chain_with_fan_in(depth: int, fan: int) -> Graph:
+    """A chain of `depth` ops, and `fan` inputs all read by the last op (as a train step's
+    optimizer reads every moment): one layer of `fan` nodes."""
+    def op(i):
+        return Node(name=f"op{i}", opcode="add", role=NodeRole.OP, kind="add", label="add",
+                    shape="f32[8]")
+
+    def inp(i):
+        return Node(name=f"p{i}", opcode="parameter", role=NodeRole.INPUT, kind="parameter",
+                    label=f"layer{i}.weight", shape="f32[8]")
+
+    nodes = [op(i) for i in range(depth)] + [inp(i) for i in range(fan)]
+    edges = [(i, i + 1) for i in range(depth - 1)] + [(depth + k, depth - 1) for k in range(fan)]
+    rows = layers(len(nodes), edges)
+    return Graph("main", tuple(nodes), tuple(edges), (), tuple(tuple(r) for r in rows),
+                 len(nodes))
+
+
+def test_figure_grows_with_depth_and_wraps_a_wide_layer_within_the_width_cap():
+    shallow, deep = draw(chain_with_fan_in(10, 3)), draw(chain_with_fan_in(100, 3))
+    assert deep.size()[1] > shallow.size()[1]
+    assert deep.rows == 100 and shallow.rows == 10          # a chain: one node per row
+    wide = draw(chain_with_fan_in(10, 300))
+    # 300 captioned inputs in one layer: wrapped onto several rows, so the figure stays within
+    # its width cap instead of squeezing the drawing (before: 300 x 22 px in a 940 px plot).
+    assert wide.rows > 10
+    width, _ = wide.size()
+    assert width <= _MAX_WIDTH
+    left, right = wide.extent()
+    assert right - left <= _WIDTH + 1
+    # Every edge still points down the drawing.
+    for a, b in wide.graph.edges:
+        assert wide.positions[a][1] < wide.positions[b][1]
+
+
+def test_toggle_draws_one_node_per_group(megatron):
+    view = GraphView()
+    view.update(megatron)
+    assert view.mode.value == "ops"                  # small: every op
+    view.mode.value = "layers"
+    roles = {n.role for n in view.graph.nodes}
+    assert NodeRole.GROUP in roles and "one per layer" in view.fig.layout.title.text
+    # mlp's inputs x, w1, w2 name no layer: their ops are grouped under them.
+    assert {n.label for n in view.graph.nodes if n.role == NodeRole.GROUP} <= {"x", "w1", "w2"}
+    assert sum(len(m) for m in view.graph.groups) == view.graph.total
+
+
+def test_hlo_text_starts_with_an_instruction_then_the_ops(megatron):
+    page = hlo_html(megatron, "optimized")
+    text = html.unescape(re.sub(r"<[^>]+>", "\n", page))
+    first = next(line for line in text.splitlines() if line.strip())
+    assert first.startswith("The per-device program's computations")
+    # The first line of the shown program (after the folded header) is a computation, not a
+    # metadata table; the tables are still there, inside the <details>.
+    body = page.split("</details>", 1)[1]
+    shown = re.sub(r"<[^>]+>", "", body).splitlines()[0]
+    assert shown.rstrip().endswith("{") and "FileNames" not in body
+    head = page.split("</details>", 1)[0]
+    assert "<details" in head and "FileNames" in head and "StackFrames" in head
+    assert "HloModule" in head
+
+
+def test_mapping_placeholder_is_accepted_by_the_target():
+    # The app's defaults: mesh data=2,model=4 (Explorer's), target h100-8 (notebooks/app.ipynb).
+    mesh = parse_mesh(inspect.signature(Explorer).parameters["mesh"].default)
+    hint = mapping_placeholder("h100-8", mesh)
+    example = hint.split("e.g. ", 1)[1]
+    # Fed to the parser and validator the app uses on the mapping box's text.
+    check_target("h100-8", example, mesh)
+    # By hand: 8 GPUs on NVLink shared out as 2 x 4, model (inner) on neighbouring chips.
+    assert example == "data=gpu:2,model=gpu:4"
+    assert mapping_placeholder("", mesh) == "choose a target first"
