@@ -83,8 +83,11 @@ def maxtext_dims(scale: int) -> dict:
 # wo), logits through the embedding (logits_via_embedding: True) scaled by 1/sqrt(emb),
 # use_iota_embed=true (a one-hot matmul), float32 params (DenseGeneral's kernel) cast to
 # dtype bfloat16, AdamW state in float32, scan_layers true, seq max_target_length 2048.
+# attention=flash in the published runs (a Pallas kernel that keeps the scores in VMEM):
+# attention=fused times the attention core that way.
 MAXTEXT_MODEL = {"seq": 2048, "mlp": "relu", "block": "parallel", "tied_embed": "true",
-                 "dtype": "float32", "compute_dtype": "bfloat16", "scan_layers": "true"}
+                 "dtype": "float32", "compute_dtype": "bfloat16", "scan_layers": "true",
+                 "attention": "fused"}
 
 
 def maxtext_case(gen: str, scale: int, slice_name: str, chips: int, per_device_batch: int,
@@ -117,9 +120,9 @@ def maxtext_case(gen: str, scale: int, slice_name: str, chips: int, per_device_b
 # torchtitan's Llama (torchtitan/models/llama at 395a52627/1ea476e9f): RMSNorm, SwiGLU with
 # ffn = multiple_of·ceil(ffn_dim_multiplier·(8/3)·dim / multiple_of), untied output; FSDP2
 # MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32): float32 params gathered
-# and computed in bfloat16, AdamW state float32.
+# and computed in bfloat16, AdamW state float32. Attention is SDPA's flash kernel: fused.
 TORCHTITAN_MODEL = {"mlp": "swiglu", "dtype": "float32", "compute_dtype": "bfloat16",
-                    "scan_layers": "true"}
+                    "scan_layers": "true", "attention": "fused"}
 LLAMA2_13B = {"vocab": 32000, "d_model": 5120, "heads": 40, "d_head": 128, "d_ff": 13824,
               "layers": 40}
 LLAMA2_70B = {"vocab": 32000, "d_model": 8192, "heads": 64, "kv_heads": 8, "d_head": 128,
@@ -228,8 +231,8 @@ def predict(case: Case, fake: bool, timeout: float) -> Prediction:
 def compute_parts(report, case: Case) -> dict[str, float]:
     """The estimate's compute time split by what the instructions do, each at its roofline
     max(FLOPs / peak, bytes / HBM bandwidth) as the estimate sums them: `attention` touches the
-    [.., seq, seq] scores (an array of rank 4 or more ending in seq, seq), which a flash kernel
-    would keep on chip; `matmul` is the other instructions with FLOPs; `other` the rest
+    [.., seq, seq] scores (an array of rank 4 or more ending in seq, seq), which the flash
+    kernel keeps on chip (attention=fused: their bytes are not counted); `matmul` is the other instructions with FLOPs; `other` the rest
     (elementwise, norms, the optimizer, copies)."""
     # The rates the estimate used: measured achievable fractions of the peaks (not --peak).
     peak = report.estimate.compute.peak_flops

@@ -559,6 +559,11 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
         comp = scheduled_compute_time(work.compute, dtype, target)
         notes += [f"loop {name!r}: its trip count could not be read, so its body is counted "
                   "once" for name in work.uncounted_loops]
+        if work.fused_kernel_runs:
+            notes.append(f"{work.fused_kernel_runs} instruction run(s) in a 'fused_kernel' "
+                         "named scope are timed as one on-chip kernel (a flash-attention "
+                         "kernel keeps its scores in on-chip memory): FLOPs at the peak, their "
+                         "memory traffic not counted")
     notes += comp.notes
     if work is not None:
         whole = compute_time(flops, bytes_accessed, dtype, target)

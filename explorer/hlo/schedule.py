@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from math import ceil, prod
 
@@ -33,6 +33,19 @@ FREE_OPCODES = frozenset({
     "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "partition-id",
     "replica-id", "after-all", "add-dependency", "opt-barrier", "domain", "async-update",
 })
+
+
+# Code inside `jax.named_scope("fused_kernel")` stands for one fused kernel whose intermediates
+# stay in on-chip memory, as a flash-attention kernel (Pallas, cuDNN, FlashAttention) keeps the
+# [seq, seq] scores in SRAM/VMEM. The CPU compile cannot form such a kernel, so it writes the
+# scores to memory; the schedule counts that code's FLOPs and not its memory traffic.
+FUSED_KERNEL_SCOPE = "fused_kernel"
+
+
+def in_fused_kernel(instr: Instruction) -> bool:
+    """Whether the instruction comes from code in a `fused_kernel` named scope (its op_name,
+    e.g. `jit(step)/layers/fused_kernel/dot_general`, or its transpose in the backward pass)."""
+    return FUSED_KERNEL_SCOPE in re.split(r"[/()]", instr.op_name)
 
 
 class StepKind(StrEnum):
@@ -62,6 +75,7 @@ class Step:
     # collective (TPU async collective fusions), so that arithmetic runs alongside it; else the
     # fusion's arithmetic runs after the collective (e.g. the slice of an all-reduce-scatter).
     overlaps: bool = False
+    fused_kernel: bool = False  # COMPUTE in a fused_kernel scope: `bytes` is 0 (on chip)
 
 
 @dataclass(frozen=True)
@@ -178,6 +192,12 @@ class _Reader:
         return tuple(out)
 
     def step(self, instr: Instruction) -> Step:
+        step = self._step(instr)
+        if step.kind is StepKind.COMPUTE and step.bytes and in_fused_kernel(instr):
+            return replace(step, bytes=0.0, fused_kernel=True)
+        return step
+
+    def _step(self, instr: Instruction) -> Step:
         op = instr.opcode
         kind, is_async = collective_kind(op)
         if kind is not None:   # its time is the collective's formula, not its bytes
@@ -438,14 +458,17 @@ class Work:
     compute: tuple[tuple[float, float, int], ...]
     collective_runs: dict[str, int]     # collective instruction name -> times it runs
     uncounted_loops: tuple[str, ...]    # whiles whose trip count could not be read: run once
+    fused_kernel_runs: int = 0          # runs of steps timed as on-chip fused-kernel code
 
 
 def schedule_work(schedule: Schedule) -> Work:
     compute: list[tuple[float, float, int]] = []
     runs: dict[str, int] = {}
     uncounted: list[str] = []
+    fused = 0
 
     def walk(steps: tuple[Step, ...], times: int) -> None:
+        nonlocal fused
         for s in steps:
             if s.kind is StepKind.LOOP:
                 if s.trips is None:
@@ -454,8 +477,9 @@ def schedule_work(schedule: Schedule) -> Work:
                 continue
             if s.kind in (StepKind.COMPUTE, StepKind.COLLECTIVE) and (s.flops or s.bytes):
                 compute.append((s.flops, s.bytes, times))
+            fused += times * s.fused_kernel
             for name in s.collectives:
                 runs[name] = runs.get(name, 0) + times
 
     walk(schedule.steps, 1)
-    return Work(tuple(compute), runs, tuple(uncounted))
+    return Work(tuple(compute), runs, tuple(uncounted), fused)

@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from explorer.errors import WorkloadError
+from explorer.hlo.schedule import FUSED_KERNEL_SCOPE
 from explorer.spec.mesh import MeshSpec
 from explorer.workloads.base import (
     BATCH,
@@ -78,13 +79,17 @@ def rms_norm(x, scale):
     return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * scale
 
 
-def attention(x, wq, wk, wv, wo, cons: Mapping = {}, point: str = ""):  # noqa: B006 (read only)
+def attention(x, wq, wk, wv, wo, cons: Mapping = {}, point: str = "",  # noqa: B006 (read only)
+              *, fused: bool = False):
     """Causal attention; heads are a dimension of the weights: wq[embed, heads, kv].
 
     Grouped-query attention (Ainslie et al. 2023, arXiv:2305.13245) when wk and wv have fewer
     heads than wq (wk[embed, kv_heads, kv]): query head h reads key/value head h // group, as
     Llama's `repeat_kv` does. `point` names the constraint point of the per-head output, before
-    the output projection."""
+    the output projection. `fused`: the core (scores, mask, softmax, values) runs in a
+    `fused_kernel` named scope, which the cost model times as one flash-attention kernel."""
+    import contextlib
+
     import jax
     import jax.numpy as jnp
 
@@ -93,6 +98,17 @@ def attention(x, wq, wk, wv, wo, cons: Mapping = {}, point: str = ""):  # noqa: 
     q = jnp.einsum("bsd,dhk->bshk", x, wq)
     k = jnp.einsum("bsd,dhk->bshk", x, wk)
     v = jnp.einsum("bsd,dhk->bshk", x, wv)
+    with jax.named_scope(FUSED_KERNEL_SCOPE) if fused else contextlib.nullcontext():
+        o = _attention_core(q, k, v, s, heads, kv_heads, d_head)
+    o = constrain(o, cons, point)
+    return jnp.einsum("bshk,hkd->bsd", o, wo)
+
+
+def _attention_core(q, k, v, s: int, heads: int, kv_heads: int, d_head: int):
+    import jax
+    import jax.numpy as jnp
+
+    b = q.shape[0]
     causal = jnp.tril(jnp.ones((s, s), dtype=bool))
     if kv_heads == heads:
         scores = jnp.einsum("bshk,bthk->bhst", q, k) / math.sqrt(d_head)
@@ -105,8 +121,7 @@ def attention(x, wq, wk, wv, wo, cons: Mapping = {}, point: str = ""):  # noqa: 
         scores = jnp.where(causal, scores, jnp.finfo(scores.dtype).min)
         probs = jax.nn.softmax(scores, axis=-1)
         o = jnp.einsum("bgrst,btgk->bsgrk", probs, v).reshape(b, s, heads, d_head)
-    o = constrain(o, cons, point)
-    return jnp.einsum("bshk,hkd->bsd", o, wo)
+    return o
 
 
 MLPS = ("gelu", "relu", "swiglu")
@@ -141,6 +156,7 @@ class Arch:
     remat: str = "none"            # one of REMATS
     scan: bool = False             # the layers as one lax.scan over stacked weights
     tied: bool = False             # logits through the embedding table (no `unembed`)
+    fused_attention: bool = False  # the attention core timed as one flash kernel (see attention)
 
     def block_params(self) -> tuple[str, ...]:
         norms = ("ln2",) if self.block == "sequential" else ()
@@ -150,6 +166,7 @@ class Arch:
 
 BLOCK_PARAMS = Arch().block_params()
 BLOCKS = ("sequential", "parallel")
+ATTENTIONS = ("plain", "fused")
 
 
 def block(x, w: Mapping, cons: Mapping, point: str, arch: Arch = Arch()):  # noqa: B008 (frozen)
@@ -159,7 +176,8 @@ def block(x, w: Mapping, cons: Mapping, point: str, arch: Arch = Arch()):  # noq
         w = {n: a.astype(arch.compute_dtype) for n, a in w.items()}
     x = constrain(x, cons, point)
     normed = rms_norm(x, w["ln1"])
-    h = x + attention(normed, w["wq"], w["wk"], w["wv"], w["wo"], cons, f"{point}.heads")
+    h = x + attention(normed, w["wq"], w["wk"], w["wv"], w["wo"], cons, f"{point}.heads",
+                      fused=arch.fused_attention)
     if arch.block == "sequential":
         h = constrain(h, cons, f"{point}.mid")
         normed = rms_norm(h, w["ln2"])
@@ -338,7 +356,7 @@ def train_arch(p) -> Arch:
     return Arch(mlp=p["mlp"], block=p["block"],
                 compute_dtype="" if p["compute_dtype"] == SAME else p["compute_dtype"],
                 remat=p["remat"], scan=p["scan_layers"] == "true",
-                tied=p["tied_embed"] == "true")
+                tied=p["tied_embed"] == "true", fused_attention=p["attention"] == "fused")
 
 
 def _train_params(p) -> dict[str, tuple[int, ...]]:
@@ -438,7 +456,9 @@ TRANSFORMER_TRAIN = Workload(
      "layers": 2, "lr": 1e-3, "dtype": "float32",
      # 0: as many key/value heads as query heads (multi-head attention).
      "kv_heads": 0, "mlp": "gelu", "block": "sequential", "tied_embed": "false",
-     "compute_dtype": SAME, "opt_dtype": SAME, "remat": "none", "scan_layers": "true"},
+     "compute_dtype": SAME, "opt_dtype": SAME, "remat": "none", "scan_layers": "true",
+     # "fused": time the attention core as a flash-attention kernel (scores kept on chip).
+     "attention": "plain"},
     _train_shapes,
     _build_train,
     logical=_train_logical,
@@ -451,7 +471,7 @@ TRANSFORMER_TRAIN = Workload(
             "kv_heads": Range(0, HEADS.high)},
     options={"mlp": MLPS, "block": BLOCKS, "tied_embed": FLAGS,
              "compute_dtype": (SAME, *FLOAT_DTYPES), "opt_dtype": (SAME, *FLOAT_DTYPES),
-             "remat": REMATS, "scan_layers": FLAGS},
+             "remat": REMATS, "scan_layers": FLAGS, "attention": ATTENTIONS},
     # The one-hot tokens and the logits are [batch, seq, vocab].
     intermediates=lambda p: {"scores": _scores(p), "logits": (p["batch"], p["seq"], p["vocab"])},
 )

@@ -151,6 +151,26 @@ def test_a_collective_that_is_not_async_blocks_compute():
     assert trace.seconds == pytest.approx(est.step_upper_seconds)
 
 
+def test_code_in_a_fused_kernel_scope_is_timed_without_its_memory_traffic():
+    # The final negate fusion reads and writes 4 MiB and has no FLOPs: NEG = 2.5 us on HBM.
+    # Marked as code of a fused kernel (jax.named_scope("fused_kernel"), here in the backward
+    # pass's op_name form), its traffic stays on chip: it takes no time, the step loses NEG.
+    fused = OVERLAP.replace(
+        "ROOT %neg = bf16[2048,1024]{1,0} fusion(%bc), kind=kLoop, calls=%scale",
+        "ROOT %neg = bf16[2048,1024]{1,0} fusion(%bc), kind=kLoop, calls=%scale, "
+        'metadata={op_name="jit(step)/transpose(jvp(fused_kernel))/neg"}')
+    est, trace = predict(OVERLAP)
+    est_f, trace_f = predict(fused)
+    assert trace.seconds - trace_f.seconds == pytest.approx(NEG)
+    assert est.compute.seconds - est_f.compute.seconds == pytest.approx(NEG)
+    work = schedule_work(read_schedule(fused))
+    assert work.fused_kernel_runs == 1
+    assert any("1 instruction run(s) in a 'fused_kernel' named scope" in n for n in est_f.notes)
+    # A scope whose name only contains the word is not the fused kernel's.
+    other = fused.replace("jvp(fused_kernel)", "jvp(my_fused_kernels)")
+    assert schedule_work(read_schedule(other)).fused_kernel_runs == 0
+
+
 # An async-start wrapping an all-reduce, overlapping a fusion whose body holds the dot (FLOPs
 # read through calls=), then a second wrapped all-reduce started while the first is in flight.
 WRAPPED = """HloModule jit_wrapped, is_scheduled=true, num_partitions=8
