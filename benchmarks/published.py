@@ -232,7 +232,8 @@ def compute_parts(report, case: Case) -> dict[str, float]:
     """The estimate's compute time split by what the instructions do, each at its roofline
     max(FLOPs / peak, bytes / HBM bandwidth) as the estimate sums them: `attention` touches the
     [.., seq, seq] scores (an array of rank 4 or more ending in seq, seq), which the flash
-    kernel keeps on chip (attention=fused: their bytes are not counted); `matmul` is the other instructions with FLOPs; `other` the rest
+    kernel keeps on chip (attention=fused: their bytes are not counted); `matmul` is the other
+    instructions with FLOPs; `other` the rest
     (elementwise, norms, the optimizer, copies)."""
     # The rates the estimate used: measured achievable fractions of the peaks (not --peak).
     peak = report.estimate.compute.peak_flops
