@@ -180,6 +180,7 @@ class _Reader:
     def __init__(self, module: HloModule):
         self.module = module
         self.names = module.by_name()
+        self.fused: set[str] = set()     # instructions read as fused-kernel code
 
     def steps(self, computation: str) -> tuple[Step, ...]:
         out: list[Step] = []
@@ -193,9 +194,25 @@ class _Reader:
 
     def step(self, instr: Instruction) -> Step:
         step = self._step(instr)
-        if step.kind is StepKind.COMPUTE and step.bytes and in_fused_kernel(instr):
+        if step.kind is StepKind.COMPUTE and self.in_fused_kernel(instr):
+            self.fused.add(instr.name)
             return replace(step, bytes=0.0, fused_kernel=True)
         return step
+
+    def in_fused_kernel(self, instr: Instruction) -> bool:
+        """From code in a fused_kernel scope: the instruction says so; or it is a fusion of
+        which some instruction says so (the kernel's traffic is the large part of such a
+        fusion); or it carries no metadata at all (XLA forms some copies and converts without
+        it) and reads an instruction that was."""
+        if in_fused_kernel(instr):
+            return True
+        inner = self.module.computations.get((instr.attr("calls") or "").lstrip("%"), []) \
+            if instr.opcode == "fusion" else []
+        if any(in_fused_kernel(i) for i in inner):
+            return True
+        if instr.op_name or any(i.op_name for i in inner):
+            return False
+        return any(o in self.fused for o in instr.operands)
 
     def _step(self, instr: Instruction) -> Step:
         op = instr.opcode
