@@ -8,9 +8,12 @@ request and websocket to it behind the Jupyter server's own login. Later page lo
 preheated kernel instead of starting one and executing the notebook, as the server extension's
 `voila/render/notebooks/app.ipynb` does (docs/performance.md, "First result on a page load").
 
-The proxy cannot attach to a Voila started earlier (by binder/start) with a command of its
-own, so the first visit starts Voila and waits for it; Voila's process lives as long as the
-Jupyter server.
+The first visit therefore starts Voila and waits for its preheated kernel; Voila then lives as
+long as the Jupyter server. Starting it earlier, from binder/start, was left out: an entry with
+a command starts a process of its own and cannot attach to one already running, and an entry
+without one (a fixed port) would leave nothing to restart Voila if it stopped, and would hold a
+preheated kernel (memory, of Binder's 2 GB) in every session, also those that open only the
+tutorials.
 """
 
 # The path under the Jupyter server's base URL (the app badge's `urlpath=explorer-app/`).
