@@ -19,6 +19,13 @@ tutorials.
 # The path under the Jupyter server's base URL (the app badge's `urlpath=explorer-app/`).
 APP_PATH = "explorer-app"
 
+# Voila's own login cookie. By default it is named after the request's host and port, which
+# behind the proxy are the Jupyter server's: Voila would then read the Jupyter server's login
+# cookie, find it invalid (signed with another secret), clear it and set its own, and the
+# Jupyter server would answer the page's next requests (its scripts, its websocket) with a
+# redirect to its login page (measured with a token-protected server, as `jupyter lab` runs).
+VOILA_COOKIE = "--IdentityProvider.cookie_name=sharding-explorer-app"
+
 # Seconds Voila gets to answer HTTP after it is started (its imports; a fresh Binder container
 # reads them from a cold disk). The proxy's default, 5 s, is too short for that.
 START_TIMEOUT_S = 60
@@ -32,7 +39,7 @@ def voila_app_command(port: int, base_url: str) -> list[str]:
     # the server 0.7 s and 30 MB, which a learner who opens only the tutorials need not pay.
     from explorer.ui.serve import voila_command
 
-    return voila_command(port, base_url=f"{base_url}{APP_PATH}/")
+    return [*voila_command(port, base_url=f"{base_url}{APP_PATH}/"), VOILA_COOKIE]
 
 
 def server_proxy_servers() -> dict:

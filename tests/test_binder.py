@@ -26,14 +26,19 @@ def servers() -> dict:
     return config.ServerProxy.servers
 
 
+# Voila's login cookie, named apart from the Jupyter server's, which it would otherwise clear.
+COOKIE = "--IdentityProvider.cookie_name=sharding-explorer-app"
+
+
 def test_the_proxy_starts_the_command_of_sharding_explorer_app_under_the_proxied_path():
     app = servers()["explorer-app"]
     command = app["command"](PORT, BASE_URL)
-    assert command == voila_command(PORT, base_url=f"{BASE_URL}explorer-app/")
-    # The same Voila as `sharding-explorer app` (which passes no base_url), plus the prefix:
-    # the preheated kernel, its refill delay, the culler that spares it, the app notebook.
+    assert command == [*voila_command(PORT, base_url=f"{BASE_URL}explorer-app/"), COOKIE]
+    # The same Voila as `sharding-explorer app` (which passes no base_url), plus the prefix and
+    # the cookie: the preheated kernel, its refill delay, the culler that spares it, the app
+    # notebook.
     prefix = f"--Voila.base_url={BASE_URL}explorer-app/"
-    assert [arg for arg in command if arg != prefix] == voila_command(PORT)
+    assert [arg for arg in command if arg not in (prefix, COOKIE)] == voila_command(PORT)
     assert prefix in command and f"--port={PORT}" in command
     assert {"--preheat_kernel=True", "--pool_size=1", "--VoilaKernelManager.fill_delay=5"} \
         <= set(command)
@@ -61,7 +66,7 @@ def test_jupyter_server_proxy_accepts_the_entry_and_routes_explorer_app():
 
     assert call_with_asked_args(process.command, {"port": PORT, "base_url": BASE_URL,
                                                   "unix_socket": ""}) \
-        == voila_command(PORT, base_url=f"{BASE_URL}explorer-app/")
+        == [*voila_command(PORT, base_url=f"{BASE_URL}explorer-app/"), COOKIE]
 
 
 def test_postbuild_installs_the_config_where_the_jupyter_server_reads_it():
