@@ -25,9 +25,14 @@ page load"):
   extension;
 - `preheat`: + one preheated kernel (what `sharding-explorer app` runs:
   explorer.ui.serve.voila_command); each load waits until Voila has refilled its pool;
-- `binder`: Voila as Binder serves it: a Jupyter server with Voila's server extension
-  (`/voila/render/notebooks/app.ipynb`, no preheated kernel: the extension has none), with the
-  report cache and binder/voila.json, as binder/postBuild leaves them.
+- `binder`: Voila as Binder's server extension serves it: a Jupyter server with Voila's server
+  extension (`/voila/render/notebooks/app.ipynb`, no preheated kernel: the extension has none),
+  with the report cache and binder/voila.json, as binder/postBuild leaves them;
+- `binder-proxy`: the same Jupyter server, with binder/jupyter_server_config.py, and the page at
+  `/explorer-app/`: jupyter-server-proxy starts the standalone Voila of `preheat` on the first
+  request and forwards to it (the Binder badge's link). That first visit, which starts Voila
+  and waits for its preheated kernel, is timed on its own (as a Binder user's first visit is)
+  and printed in a separate row; the loads after it are timed as the other variants' are.
 
 Prints markdown tables; asserts nothing about time.
 """
@@ -60,7 +65,9 @@ CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 APP = ROOT / "notebooks" / "app.ipynb"
-VARIANTS = ("stock", "cache", "js", "preheat", "binder")
+VARIANTS = ("stock", "cache", "js", "preheat", "binder", "binder-proxy")
+# Variants whose Voila keeps a preheated kernel: a load waits until it is there again.
+PREHEATED = ("preheat", "binder-proxy")
 
 # Marks taken in the page: the first moment each condition holds, in ms since navigation start.
 MARKS_JS = """
@@ -112,8 +119,12 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
-def pools_filled(log: Path) -> int:
-    return log.read_text(errors="replace").count("is filled with")
+def pool_kernels_waiting(log: Path) -> int:
+    """Preheated kernels started minus those pages took, from Voila's log: 1 when a kernel
+    waits in the pool (Voila logs the pool as filled when the kernel has started, before it
+    has run the notebook)."""
+    text = log.read_text(errors="replace")
+    return text.count("is filled with") - text.count("Using pre-heated kernel")
 
 
 def fill_cache(folder: Path, env: dict) -> None:
@@ -152,23 +163,30 @@ class Server:
         elif variant == "preheat":
             cmd = voila_command(port, preheat=True)
             self.url = f"http://127.0.0.1:{port}/"
-        else:                               # binder: the Jupyter server with Voila's extension
+        else:
+            # binder, binder-proxy: the Jupyter server with the Jupyter settings binder/postBuild
+            # leaves in ~/.jupyter (Voila's server extension, and the proxy to the standalone
+            # Voila at explorer-app/).
             config = work / "jupyter-config"
             config.mkdir(exist_ok=True)
-            shutil.copy(ROOT / "binder" / "voila.json", config / "voila.json")
+            for name in ("voila.json", "jupyter_server_config.py"):
+                shutil.copy(ROOT / "binder" / name, config / name)
             env["JUPYTER_CONFIG_PATH"] = str(config)
             cmd = [sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}",
                    "--ServerApp.ip=127.0.0.1", f"--ServerApp.root_dir={ROOT}",
                    "--IdentityProvider.token=", "--ServerApp.password=",
                    # a container (this one, Binder's) may run as root
                    *(["--allow-root"] if os.geteuid() == 0 else [])]
-            self.url = f"http://127.0.0.1:{port}/voila/render/notebooks/app.ipynb"
+            self.url = f"http://127.0.0.1:{port}/" + (
+                "explorer-app/" if variant == "binder-proxy"
+                else "voila/render/notebooks/app.ipynb")
         self.handle = self.log.open("w")
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.handle, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, cwd=ROOT)
-        wait_http(f"http://127.0.0.1:{port}/voila/static/" if variant != "binder"
-                  else f"http://127.0.0.1:{port}/api/status", self.proc, self.log)
-        self.filled = 0
+        wait_http(f"http://127.0.0.1:{port}/api/status" if variant.startswith("binder")
+                  else f"http://127.0.0.1:{port}/voila/static/", self.proc, self.log)
+        # binder-proxy: no Voila, hence no kernel pool, until the first page request.
+        self.voila_started = variant != "binder-proxy"
 
     @staticmethod
     def _stock_copy(work: Path) -> Path:
@@ -187,12 +205,11 @@ class Server:
         down and, for a preheated server, the pool's new kernel has run the app notebook
         (Voila logs the pool as filled when the kernel has started, before that)."""
         deadline = time.time() + timeout
-        if self.variant == "preheat":
-            while pools_filled(self.log) <= self.filled:
+        if self.variant in PREHEATED and self.voila_started:
+            while pool_kernels_waiting(self.log) < 1:
                 if time.time() > deadline:
                     raise RuntimeError(f"the kernel pool was not refilled; see {self.log}")
                 time.sleep(0.5)
-            self.filled = pools_filled(self.log)
         quiet = 0
         last = cpu_seconds(self.proc.pid)
         while quiet < 3 and time.time() < deadline:
@@ -251,11 +268,25 @@ def main() -> int:
         # on a shared machine whose load drifts, each round compares the variants under the
         # same conditions.
         servers = {}
+        first_visit = None
+        load_average = [os.getloadavg()[0]]
         try:
             for variant in args.variants:
                 servers[variant] = Server(variant, work)
                 results[variant] = []
+            if "binder-proxy" in servers:
+                # A Binder user's first visit: the proxy starts Voila, which starts its
+                # preheated kernel and runs the notebook in it while the page waits.
+                for server in servers.values():
+                    server.ready()
+                proxy = servers["binder-proxy"]
+                first_visit = load(browser, proxy.url)
+                proxy.voila_started = True
+                print("binder-proxy first visit: " + json.dumps(
+                    {k: round(v, 1) for k, v in first_visit.items()}), file=sys.stderr,
+                    flush=True)
             for i in range(args.loads):
+                load_average.append(os.getloadavg()[0])
                 for variant, server in servers.items():
                     server.ready()
                     r = load(browser, server.url)
@@ -267,8 +298,11 @@ def main() -> int:
                 server.stop()
             browser.close()
 
+    load_average.append(os.getloadavg()[0])
     print(f"\nRun of {datetime.date.today()}, {args.loads} loads per variant, each in a fresh "
-          "browser context; median (min–max), from the navigation's start.\n")
+          "browser context; median (min–max), from the navigation's start; 1-minute load "
+          f"average {min(load_average):.1f}–{max(load_average):.1f} "
+          f"({os.cpu_count()} CPUs).\n")
     print("| variant | HTML received | app's widgets drawn | first heatmap | websocket | "
           "JavaScript files |")
     print("|---|---|---|---|---|---|")
@@ -278,6 +312,11 @@ def main() -> int:
               f"{statistics.median(r['ws_mb'] for r in rs):.1f} MB | "
               f"{statistics.median(r['js_files'] for r in rs):.0f} files, "
               f"{statistics.median(r['js_mb'] for r in rs):.1f} MB |")
+    if first_visit is not None:
+        r = first_visit
+        print(f"| binder-proxy, first visit (starts Voila) | {r['html'] / 1000:.1f} s | "
+              f"{r['widgets'] / 1000:.1f} s | **{r['heatmap'] / 1000:.1f} s** | "
+              f"{r['ws_mb']:.1f} MB | {r['js_files']} files, {r['js_mb']:.1f} MB |")
     return 0
 
 

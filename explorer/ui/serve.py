@@ -97,14 +97,17 @@ def free_port() -> int:
 
 
 def voila_command(port: int, ip: str = "127.0.0.1", token: str | None = None,
-                  notebook: Path | None = None, preheat: bool = True) -> list[str]:
+                  notebook: Path | None = None, preheat: bool = True,
+                  base_url: str | None = None) -> list[str]:
     """Voila serving `notebook` (the app notebook by default), asking for `token` if given;
     `preheat=False` leaves out the preheated kernel (each page load then starts its own, as
-    Voila's server extension on Binder does)."""
+    Voila's server extension on Binder does). `base_url`: the path Voila serves under, for a
+    proxy that forwards the full path (binder/jupyter_server_config.py); `/` when None."""
     access = [f"--Voila.token={token}"] if token else []
+    prefix = [f"--Voila.base_url={base_url}"] if base_url else []
     return [sys.executable, "-m", "voila", str(notebook or app_notebook()), "--no-browser",
-            f"--port={port}", f"--Voila.ip={ip}", *access, *VOILA_LIMITS, *VOILA_PAGE,
-            *(VOILA_PREHEAT if preheat else [])]
+            f"--port={port}", f"--Voila.ip={ip}", *prefix, *access, *VOILA_LIMITS,
+            *VOILA_PAGE, *(VOILA_PREHEAT if preheat else [])]
 
 
 def serve(port: int | None = None, ip: str = "127.0.0.1", token: bool | None = None) -> int:
