@@ -115,15 +115,18 @@ class PlacementView:
     def __init__(self, on_pick, on_plumbing):
         self.tensor = w.Dropdown(description="tensor", options=[], layout=w.Layout(width="520px"))
         self.tensor.observe(lambda c: on_pick(c["new"]), "value")
-        self.plumbing = w.Checkbox(value=False, indent=False,
+        # As wide as its label (ipywidgets' fixed 300px cut it to "resha…"); the row wraps
+        # rather than shrink it where the pane is narrow.
+        self.plumbing = w.Checkbox(value=False, indent=False, layout=w.Layout(width="auto"),
                                    description="list plumbing too (scalars, masks, reshapes, "
                                                "copies)")
         self.plumbing.observe(lambda c: on_plumbing(c["new"]), "value")
         self.blocks = _heatmap(300)
         self.mesh = _heatmap(300)
         self.legend = w.HTML()
-        self.widget = w.VBox([w.HBox([self.tensor, self.plumbing]), self.legend, self.blocks,
-                              self.mesh])
+        self.widget = w.VBox([w.HBox([self.tensor, self.plumbing],
+                                     layout=w.Layout(flex_flow="row wrap")),
+                              self.legend, self.blocks, self.mesh])
         self.widget.add_class("explorer-placement")
 
 
