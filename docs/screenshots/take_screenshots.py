@@ -224,8 +224,8 @@ def main(which: list[str]) -> None:
         scenario("small", SMALL, "", TABS, collective=0, compare_edit=("w1", 0))
     if "large" in which:
         scenario("large", LARGE, "large-", ["Placement", "Collectives", "Memory", "Timing"],
-                 collective=0, open_section="parameters / l3",
-                 placement="input: l3.w1 float32[256,1024]")
+                 collective=0, open_section="parameters",
+                 placement="input: layers.w1 float32[12,256,1024]")
     if "suggest" in which:
         suggest_scenario()
     if "hlo" in which:        # the HLO tab only: small, and a 12-layer train step (one node
