@@ -87,7 +87,7 @@ Explorer(workload="mlp", mesh="data=2,model=4", target="h100-8",
          specs={"x": "data,None", "w1": "None,model", "w2": "model,None"})
 """
 
-HEIGHTS = {"Collectives": 1750, "Timing": 1350, "HLO": 1300}
+HEIGHTS = {"Collectives": 1750, "Timing": 1600, "HLO": 1300}
 TABS = ["Placement", "Collectives", "Memory", "Timing", "HLO", "Compare"]
 MARKERS = {
     "Placement": ".explorer-placement .explorer-legend",
