@@ -28,6 +28,13 @@ and back to a seen value (cached); an observer on the status line stamps when it
 "working…" and when it reads the result ("●"). The baseline, timed in the same run, is a no-op
 widget update: setting an HTML widget's value and its observer firing. The browser-level time
 from an edit to the '◌' status is the "edit → '◌ …' shown" row of the main benchmark.
+
+`--workload train` runs the browser rounds on that 12-layer train step instead (a one-cell
+notebook with the same Explorer call as the --working row): per round a new `batch` (uncached, a
+compile) and `batch` back to the first value (cached), each timed in the page as above, from the
+IntText's Enter to the status first reading '◌', to it reading '●', and to the table and heatmap
+redrawn. The baseline is the main benchmark's: the same requests compiled beforehand in this
+process (`analyze_workload(..., use_cache=False)`), and the app's own compile from its Timing tab.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import inspect
+import json
 import os
 import re
 import statistics
@@ -44,6 +52,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -55,7 +64,7 @@ from explorer.report.summary import human_bytes  # noqa: E402
 from explorer.ui.app import Explorer  # noqa: E402
 from explorer.ui.grids import placement_grid  # noqa: E402
 from explorer.ui.serve import free_port, voila_command  # noqa: E402
-from explorer.ui.views import collectives_html  # noqa: E402
+from explorer.ui.views import collectives_html, tensor_options  # noqa: E402
 
 CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -133,8 +142,9 @@ def table_marker(report) -> str:
     if not report.collectives:
         return "No collectives"
     n = len(report.collectives)
+    # The summary's start (views.collectives_html), before wording that may change.
     return (f"{n} collective{'s' if n > 1 else ''}, "
-            f"{human_bytes(report.cost.collective_bytes)} per device in all.")
+            f"{human_bytes(report.cost.collective_bytes)} per device")
 
 
 def plan(rounds: int) -> list[dict]:
@@ -172,10 +182,10 @@ def plan(rounds: int) -> list[dict]:
     return edits
 
 
-def start_voila(log) -> tuple[subprocess.Popen, str]:
+def start_voila(log, notebook: Path | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen(voila_command(port), stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(voila_command(port, notebook=notebook), stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 240
     while True:
@@ -343,6 +353,107 @@ def fmtf(xs) -> str:
     return f"{med(xs):.{digits}f} ms ({min(xs):.{digits}f}–{max(xs):.{digits}f})"
 
 
+# ------------------------------------------------------------------ browser rounds on a train step
+
+TRAIN = "transformer_train, 12 layers, 16 devices"     # the WORKING_CASES entry it runs
+
+
+def train_analyze(batch: int, use_cache: bool = True):
+    c = WORKING_CASES[TRAIN]
+    return explorer.analyze_workload(c["workload"], c["mesh"], preset=c["preset"],
+                                     params={**c["params"], "batch": batch}, target=c["target"],
+                                     use_cache=use_cache)
+
+
+def train_notebook(path: Path) -> Path:
+    """A one-cell notebook opening the app on the train step, as the --working row builds it."""
+    c = WORKING_CASES[TRAIN]
+    params = {**c["params"], "batch": c["batch"]}
+    source = ("from explorer.ui import Explorer\n"
+              f"Explorer(workload={c['workload']!r}, mesh={c['mesh']!r}, preset={c['preset']!r},\n"
+              f"         params={params!r}, target={c['target']!r})\n")
+    path.write_text(json.dumps({
+        "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {},
+                   "outputs": [], "source": source.splitlines(keepends=True)}],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                    "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5}))
+    return path
+
+
+def train_plan(rounds: int) -> list[dict]:
+    """Per round a new `batch` (uncached) and `batch` back to the first value (cached), with
+    the heatmap title (of the first tensor, the one the app shows) and table each should bring.
+
+    Compiles every new request here (uncached) for the independent compile time."""
+    c = WORKING_CASES[TRAIN]
+    start, step = c["batch"], c["step"]
+    train_analyze(start)                    # warm this process's worker (jax loaded, 1 compile)
+    previous = train_analyze(start)
+    tensor = tensor_options(previous)[0][1]
+    edits = []
+    for i in range(rounds):
+        for batch, cached in ((start + step * (i + 1), False), (start, True)):
+            wall = None
+            if cached:
+                report = train_analyze(batch)
+            else:
+                t0 = time.perf_counter()
+                report = train_analyze(batch, use_cache=False)
+                wall = time.perf_counter() - t0
+            title = placement_grid(report, tensor).title
+            if title == placement_grid(previous, tensor).title or \
+                    table_marker(report) == table_marker(previous):
+                raise RuntimeError(f"batch={batch} would not change both the heatmap title and "
+                                   "the table; pick other edits")
+            edits.append(dict(round=i, kind="param", cached=cached, batch=batch, entry=None,
+                              title=title, marker=table_marker(report), independent_wall=wall,
+                              independent_compile=report.timing.lower_s
+                              + report.timing.compile_s))
+            previous = report
+    default_pool().close()
+    return edits
+
+
+def train_report(results: list[dict], first_load: float, args) -> None:
+    c = WORKING_CASES[TRAIN]
+    print(f"Run of {datetime.date.today()}, {TRAIN} ({c['mesh']}, {c['preset']}, "
+          f"{c['params']}, target {c['target']}), {args.rounds} measured rounds after "
+          f"{args.warmup} warm-up round(s), in headless Chromium; `batch` edits (IntText, "
+          "Enter); all times are median (min–max).\n")
+    print("| edit | n | edit → '◌' shown | edit → '●' shown | '●' → table and heatmap | "
+          "edit → table and heatmap | compile in the app's worker (lower+compile) | "
+          "independent `analyze_workload`, uncached: wall (lower+compile) | overhead (edit → "
+          "redraw minus compile) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for cached in (False, True):
+        rs = [r for r in results if r["cached"] == cached]
+        if not rs:
+            continue
+        busy = [r["busy"] for r in rs if r["busy"] is not None]
+        status = [r["status"] for r in rs if r["status"] is not None]
+        drawn = [r["total"] - r["status"] for r in rs if r["status"] is not None]
+        total = [r["total"] for r in rs]
+        if cached:
+            label, compile_, independent, over = \
+                "`batch` back to the first value, cached", "— (no compile)", "—", fmt(total)
+        else:
+            label = "new `batch`, uncached"
+            compile_ = fmt([r["app_compile"] for r in rs])
+            independent = (f"{fmt([r['independent_wall'] * 1e3 for r in rs])} "
+                           f"({med([r['independent_compile'] * 1e3 for r in rs]):.0f} ms)")
+            over = fmt([r["total"] - r["app_compile"] for r in rs])
+        print(f"| {label} | {len(rs)} | {fmt(busy) if busy else '— (not seen)'} | "
+              f"{fmt(status) if status else '— (not seen)'} | "
+              f"{fmt(drawn) if drawn else '—'} | {fmt(total)} | {compile_} | "
+              f"{independent} | {over} |")
+    shown = [r["busy"] for r in results if r["busy"] is not None]
+    ok = sum(b <= 100 for b in shown)
+    print(f"\n'◌' shown within 100 ms of the edit: {ok}/{len(results)} edits "
+          f"(not seen at all: {len(results) - len(shown)}).")
+    print(f"\nFirst page load to the first result: {first_load:.1f} s.")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--working", action="store_true",
@@ -351,6 +462,9 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first")
     ap.add_argument("--timeout", type=float, default=120, help="seconds to wait per edit")
     ap.add_argument("--verbose", action="store_true", help="also print every edit")
+    ap.add_argument("--workload", choices=["mlp", "train"], default="mlp",
+                    help="browser rounds on mlp (batch and spec edits, the app notebook) or on "
+                         "the 12-layer train step of --working (batch edits)")
     args = ap.parse_args()
     if args.working:
         working_latency(args.rounds)
@@ -359,10 +473,13 @@ def main() -> int:
         print(f"no Chromium at {CHROMIUM}; set EXPLORER_CHROMIUM", file=sys.stderr)
         return 2
 
-    edits = plan(args.warmup + args.rounds)
+    train = args.workload == "train"
+    edits = (train_plan if train else plan)(args.warmup + args.rounds)
     log = tempfile.NamedTemporaryFile("w", prefix="bench-app-voila-", suffix=".log",
                                       delete=False)
-    proc, url = start_voila(log)
+    tmp = tempfile.TemporaryDirectory(prefix="bench-app-")
+    proc, url = start_voila(log, train_notebook(Path(tmp.name) / "train.ipynb") if train
+                            else None)
     results = []
     try:
         with sync_playwright() as p:
@@ -375,7 +492,11 @@ def main() -> int:
             page.get_by_text("Placement", exact=True).click()
             start_title = page.evaluate(
                 "() => document.querySelector('.explorer-placement .gtitle').textContent")
-            expected = placement_grid(analyze(START_BATCH, "data"), TENSOR).title
+            if train:
+                first = train_analyze(WORKING_CASES[TRAIN]["batch"])
+                expected = placement_grid(first, tensor_options(first)[0][1]).title
+            else:
+                expected = placement_grid(analyze(START_BATCH, "data"), TENSOR).title
             if start_title != expected:
                 raise RuntimeError(f"the app does not start where this benchmark expects: "
                                    f"{start_title!r} != {expected!r}; update START_*")
@@ -387,8 +508,9 @@ def main() -> int:
                 if edit["round"] >= args.warmup:
                     results.append({**edit, **r})
                 if args.verbose:
-                    print(f"round {edit['round']} {edit['kind']:5} batch={edit['batch']} "
-                          f"x={x_spec(edit['entry'])} cached={edit['cached']}: "
+                    x = "" if edit["entry"] is None else f" x={x_spec(edit['entry'])}"
+                    print(f"round {edit['round']} {edit['kind']:5} batch={edit['batch']}{x} "
+                          f"cached={edit['cached']}: "
                           f"{r['total']:.0f} ms (table {r['table']:.0f}, heatmap "
                           f"{r['heatmap']:.0f}, busy {r['busy'] or 0:.0f}, status "
                           f"{r['status'] or 0:.0f}), app compile {r['app_compile']} ms",
@@ -397,8 +519,9 @@ def main() -> int:
     finally:
         stop(proc)
         log.close()
+        tmp.cleanup()
     default_pool().close()
-    report(results, first_load, args)
+    (train_report if train else report)(results, first_load, args)
     return 0
 
 

@@ -87,7 +87,7 @@ Explorer(workload="mlp", mesh="data=2,model=4", target="h100-8",
          specs={"x": "data,None", "w1": "None,model", "w2": "model,None"})
 """
 
-HEIGHTS = {"Collectives": 1750, "Timing": 1350, "HLO": 1300}
+HEIGHTS = {"Collectives": 1750, "Timing": 1600, "HLO": 1300}
 TABS = ["Placement", "Collectives", "Memory", "Timing", "HLO", "Compare"]
 MARKERS = {
     "Placement": ".explorer-placement .explorer-legend",
@@ -224,8 +224,8 @@ def main(which: list[str]) -> None:
         scenario("small", SMALL, "", TABS, collective=0, compare_edit=("w1", 0))
     if "large" in which:
         scenario("large", LARGE, "large-", ["Placement", "Collectives", "Memory", "Timing"],
-                 collective=0, open_section="parameters / l3",
-                 placement="input: l3.w1 float32[256,1024]")
+                 collective=0, open_section="parameters",
+                 placement="input: layers.w1 float32[12,256,1024]")
     if "suggest" in which:
         suggest_scenario()
     if "hlo" in which:        # the HLO tab only: small, and a 12-layer train step (one node

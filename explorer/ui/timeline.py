@@ -5,6 +5,7 @@ that take the most time, a roofline point, and a pipeline's schedule."""
 from __future__ import annotations
 
 import html
+import math
 import re
 from dataclasses import dataclass
 
@@ -225,7 +226,9 @@ class TimingView:
     def roofline(self) -> go.FigureWidget:
         if self._roofline is None:
             fig = FigureWidget()
-            fig.add_scatter(name="roof", mode="lines", line=dict(color="#555"))
+            fig.add_scatter(name="roof", mode="lines+text", line=dict(color="#555"),
+                            textposition=["top left", "top left", "top center", "top center",
+                                          "top center"], textfont=dict(color="#555"))
             fig.add_scatter(name="this program", mode="markers+text",
                             marker=dict(size=12, color="#d62728"), textposition="bottom right")
             fig.update_layout(height=300, margin=dict(l=60, r=10, t=40, b=50),
@@ -263,11 +266,18 @@ class TimingView:
         if not point:
             return
         peak, bandwidth, intensity, achieved, label = point
-        xs = [min(intensity, peak / bandwidth) / 100, peak / bandwidth,
-              max(intensity, peak / bandwidth) * 100]
+        ridge = peak / bandwidth
+        # The roof's two rates are written on it, a decade either side of the ridge.
+        xs = [min(intensity, ridge) / 100, ridge / 10, ridge, ridge * 10,
+              max(intensity, ridge) * 100]
+        ys = [min(peak, x * bandwidth) for x in xs]
         with self.roofline.batch_update():
             self.roofline.data[0].x = xs
-            self.roofline.data[0].y = [min(peak, x * bandwidth) for x in xs]
+            self.roofline.data[0].y = ys
+            self.roofline.data[0].text = roof_labels(peak, bandwidth)
+            # Room above the roof for its label (autorange put the roof on the frame's edge).
+            self.roofline.layout.yaxis.range = [math.log10(min(ys[0], achieved)) - 0.2,
+                                                math.log10(peak) + 0.45]
             self.roofline.data[1].x, self.roofline.data[1].y = [intensity], [achieved]
             self.roofline.data[1].text = [label]
             self.roofline.layout.title.text = (
@@ -314,6 +324,19 @@ class TimingView:
                 f"{info['params'].get('schedule', '')} schedule: bubble "
                 f"{info['bubble_fraction']:.0%} of stage time")
         keep_state(self.schedule)
+
+
+def si(value: float, unit: str) -> str:
+    """`value` with an SI prefix, three significant digits: 53.8 TFLOP/s, 3.35 TB/s."""
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def roof_labels(peak: float, bandwidth: float) -> list[str]:
+    """Text of the roof's five points (TimingView.update): HBM on the slope, compute on the flat."""
+    return ["", f"HBM {si(bandwidth, 'B/s')}", "", f"compute {si(peak, 'FLOP/s')}", ""]
 
 
 def roofline_point(report: Report):

@@ -70,10 +70,36 @@ def keep_state(fig: go.FigureWidget) -> None:
     fig._widget_layout = deepcopy(fig._layout_obj._props)
 
 
+_TEXT_PX_PER_CHAR = 7.0         # a cell label's width per character at plotly's 12 px font
+_PANE_PLOT_PX = 760             # an autosized heatmap's plot width in the app's main pane
+
+
+def fitted_text(text: list[list[str]], plot_px: float) -> list[list[str]]:
+    """Cell labels that fit cells `plot_px` / columns wide: as given, else cut to what comes
+    before ':' (`b1: d4…d7 ×4` -> `b1`, the key the colours follow), else none. Plotly draws a
+    label wider than its cell across the neighbouring cells; the full text stays in the hover."""
+    columns = max((len(row) for row in text), default=0)
+    if not columns:
+        return text
+    cell_px = plot_px / columns
+
+    def fits(rows):
+        return max(len(t) for row in rows for t in row) * _TEXT_PX_PER_CHAR <= cell_px
+
+    if fits(text):
+        return text
+    short = [[t.split(":", 1)[0] for t in row] for row in text]
+    return short if fits(short) else [["" for _ in row] for row in text]
+
+
 def draw_grid(fig: go.FigureWidget, grid: Grid, colours: int) -> None:
+    margin = fig.layout.margin
+    plot_px = (fig.layout.width - (margin.l or 0) - (margin.r or 0) if fig.layout.width
+               else _PANE_PLOT_PX - (margin.l or 0) - (margin.r or 0))
     with fig.batch_update():
         t = fig.data[0]
-        t.z, t.text, t.customdata = grid.z, grid.text, grid.hover
+        t.z, t.customdata = grid.z, grid.hover
+        t.text = fitted_text(grid.text, plot_px)
         t.x, t.y = grid.x_labels, grid.y_labels
         t.colorscale = discrete_scale(colours)
         t.zmin, t.zmax = -0.5, colours - 0.5
@@ -115,15 +141,18 @@ class PlacementView:
     def __init__(self, on_pick, on_plumbing):
         self.tensor = w.Dropdown(description="tensor", options=[], layout=w.Layout(width="520px"))
         self.tensor.observe(lambda c: on_pick(c["new"]), "value")
-        self.plumbing = w.Checkbox(value=False, indent=False,
+        # As wide as its label (ipywidgets' fixed 300px cut it to "resha…"); the row wraps
+        # rather than shrink it where the pane is narrow.
+        self.plumbing = w.Checkbox(value=False, indent=False, layout=w.Layout(width="auto"),
                                    description="list plumbing too (scalars, masks, reshapes, "
                                                "copies)")
         self.plumbing.observe(lambda c: on_plumbing(c["new"]), "value")
         self.blocks = _heatmap(300)
         self.mesh = _heatmap(300)
         self.legend = w.HTML()
-        self.widget = w.VBox([w.HBox([self.tensor, self.plumbing]), self.legend, self.blocks,
-                              self.mesh])
+        self.widget = w.VBox([w.HBox([self.tensor, self.plumbing],
+                                     layout=w.Layout(flex_flow="row wrap")),
+                              self.legend, self.blocks, self.mesh])
         self.widget.add_class("explorer-placement")
 
 

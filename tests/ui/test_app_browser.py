@@ -151,6 +151,18 @@ def test_placement_view_draws_the_selected_tensor(page):
     page.wait_for_function(
         "() => [...document.querySelectorAll('.explorer-placement .gtitle')]"
         ".some(e => e.textContent.startsWith('w2 float32[4096,1024]'))", timeout=30_000)
+    # The plumbing checkbox's label is read in full, not cut to an ellipsis.
+    label = page.locator(".explorer-placement .widget-checkbox .widget-label-basic span").first
+    assert label.inner_text() == "list plumbing too (scalars, masks, reshapes, copies)"
+    # Nothing from the text up to the checkbox widget clips it (the fixed-width widget did).
+    clipped = label.evaluate("""e => {
+        const out = [];
+        for (let n = e; n; n = n.parentElement) {
+            if (n.scrollWidth > n.clientWidth) out.push(n.className || n.tagName);
+            if (n.classList.contains('widget-checkbox')) break;
+        }
+        return out; }""")
+    assert clipped == []
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "app-placement.png"), full_page=True)
 

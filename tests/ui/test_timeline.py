@@ -1,6 +1,7 @@
 """The Timing tab: the predicted step as a two-lane timeline, the top ops, the roofline point."""
 
 import inspect
+import math
 from html import unescape
 
 import jax.numpy as jnp
@@ -15,7 +16,9 @@ from explorer.ui.app import TAB_TITLES  # noqa: E402
 from explorer.ui.graph import KIND_COLOURS  # noqa: E402
 from explorer.ui.timeline import (  # noqa: E402
     COMPUTE_COLOUR,
+    TimingView,
     roofline_point,
+    si,
     time_unit,
     top_ops,
     where,
@@ -105,3 +108,33 @@ def test_a_tpu_float32_program_gets_its_roofline_point_at_the_peak_used():
     assert peak == pytest.approx(chip.peak_flops["bfloat16"] * 95.6 / 96)
     assert bandwidth == chip.memory_bandwidth
     assert intensity == pytest.approx(r.cost.flops / r.cost.bytes_accessed)
+
+
+def test_the_roof_is_labelled_with_its_two_rates_and_has_room_above_it():
+    r = analyze(matmul, T("x", (1024, 1024), spec="data,None"), T("w", (1024, 1024)),
+                mesh="data=8", target="h100-8")
+    view = TimingView()
+    view.update(r)
+    roof, point = view.roofline.data
+    # H100 SXM float32 at the measured matmul fraction: 67 TFLOP/s (NV_H100) x 794.5/989
+    # (ml-engineering MAMF) = 53.8 TFLOP/s; HBM at its nominal 3.35 TB/s (NV_H100).
+    labels = [t for t in roof.text if t]
+    assert labels == ["HBM 3.35 TB/s", "compute 53.8 TFLOP/s"]
+    # Each label sits on its part of the roof: HBM on the slope (y = x * bandwidth), compute
+    # on the flat part (y = peak).
+    slope = roof.text.index("HBM 3.35 TB/s")
+    flat = roof.text.index("compute 53.8 TFLOP/s")
+    assert roof.y[slope] == pytest.approx(roof.x[slope] * 3.35e12)
+    assert roof.y[flat] == pytest.approx(67e12 * 794.5 / 989)
+    # The y range (log10) reaches above the roof, so its label is inside the frame, and below
+    # both the roof's start and the program's point.
+    low, high = view.roofline.layout.yaxis.range
+    assert high > math.log10(67e12 * 794.5 / 989) + 0.3
+    assert low < math.log10(min(roof.y[0], point.y[0]))
+
+
+def test_si_prefixes():
+    assert si(53.82e12, "FLOP/s") == "53.8 TFLOP/s"
+    assert si(3.35e12, "B/s") == "3.35 TB/s"
+    assert si(900e9, "B/s") == "900 GB/s"
+    assert si(12.0, "B/s") == "12 B/s"
