@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import inspect
-import json
 import os
 import re
 import statistics
@@ -63,7 +62,7 @@ from explorer.compile.pool import default_pool  # noqa: E402
 from explorer.report.summary import human_bytes  # noqa: E402
 from explorer.ui.app import Explorer  # noqa: E402
 from explorer.ui.grids import placement_grid  # noqa: E402
-from explorer.ui.serve import free_port, voila_command  # noqa: E402
+from explorer.ui.serve import free_port, one_cell_notebook, voila_command  # noqa: E402
 from explorer.ui.views import collectives_html, tensor_options  # noqa: E402
 
 CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
@@ -372,13 +371,7 @@ def train_notebook(path: Path) -> Path:
     source = ("from explorer.ui import Explorer\n"
               f"Explorer(workload={c['workload']!r}, mesh={c['mesh']!r}, preset={c['preset']!r},\n"
               f"         params={params!r}, target={c['target']!r})\n")
-    path.write_text(json.dumps({
-        "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {},
-                   "outputs": [], "source": source.splitlines(keepends=True)}],
-        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
-                                    "name": "python3"}},
-        "nbformat": 4, "nbformat_minor": 5}))
-    return path
+    return one_cell_notebook(source, path)
 
 
 def train_plan(rounds: int) -> list[dict]:

@@ -10,7 +10,6 @@ Each scenario is a one-cell notebook served by Voila and driven in headless Chro
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-from explorer.ui.serve import free_port, voila_command
+from explorer.ui.serve import free_port, one_cell_notebook, voila_command
 
 HERE = Path(__file__).resolve().parent
 CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
@@ -100,14 +99,6 @@ MARKERS = {
 }
 
 
-def notebook(source: str, path: Path) -> Path:
-    path.write_text(json.dumps({
-        "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {},
-                   "outputs": [], "source": source.splitlines(keepends=True)}],
-        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
-                                    "name": "python3"}},
-        "nbformat": 4, "nbformat_minor": 5}))
-    return path
 
 
 def serve(nb: Path):
@@ -146,7 +137,7 @@ def scenario(name: str, source: str, prefix: str, tabs, collective: int | None,
              open_section: str | None = None, compare_edit: tuple[str, int] | None = None,
              placement: str | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = serve(notebook(source, Path(tmp) / f"{name}.ipynb"))
+        proc, url = serve(one_cell_notebook(source, Path(tmp) / f"{name}.ipynb"))
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -192,7 +183,7 @@ def scenario(name: str, source: str, prefix: str, tabs, collective: int | None,
 def suggest_scenario() -> None:
     """The Suggest tab after a finished search, at desktop size (1440x900) and in full."""
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = serve(notebook(SUGGEST, Path(tmp) / "suggest.ipynb"))
+        proc, url = serve(one_cell_notebook(SUGGEST, Path(tmp) / "suggest.ipynb"))
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)

@@ -8,6 +8,7 @@ closes). Bound beyond loopback, the app asks for a token, printed in its URL.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import secrets
 import signal
@@ -70,6 +71,18 @@ def app_notebook() -> Path:
         if candidate.exists():
             return candidate
     raise FileNotFoundError("the app notebook is missing from this installation")
+
+
+def one_cell_notebook(source: str, path: Path) -> Path:
+    """Write a notebook of one code cell holding `source` to `path`, for Voila to serve (the
+    app on a user's own code, in the browser tests, the benchmarks and the screenshots)."""
+    path.write_text(json.dumps({
+        "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {},
+                   "outputs": [], "source": source.splitlines(keepends=True)}],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                    "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5}))
+    return path
 
 
 def is_loopback(ip: str) -> bool:

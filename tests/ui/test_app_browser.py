@@ -5,7 +5,6 @@ not work here. Screenshots go to test-artifacts/.
 """
 
 import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 pytest.importorskip("voila")
 playwright = pytest.importorskip("playwright.sync_api")
 
-from explorer.ui.serve import free_port, voila_command  # noqa: E402
+from explorer.ui.serve import free_port, one_cell_notebook, voila_command  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -241,21 +240,12 @@ explore(two_matmuls, T("x", (256, 1024), spec="data,None"),
 """
 
 
-def notebook_of(source: str, path: Path) -> Path:
-    """A one-cell notebook of `source`, as a user writes it."""
-    path.write_text(json.dumps({
-        "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {},
-                   "outputs": [], "source": source.splitlines(keepends=True)}],
-        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
-                                    "name": "python3"}},
-        "nbformat": 4, "nbformat_minor": 5}))
-    return path
 
 
 def test_explore_on_a_function_defined_in_a_notebook_cell(page, tmp_path):
     """explore() in a cell: the sidebar names the function, the why panel shows the cell's line
     of code, a confirmed what-if applies with a click, and Timing draws the predicted trace."""
-    nb = notebook_of(FUNCTION_CELL, tmp_path / "own_function.ipynb")
+    nb = one_cell_notebook(FUNCTION_CELL, tmp_path / "own_function.ipynb")
     with voila(nb) as url:
         # A page of the module's browser: one Playwright per thread.
         pg = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})

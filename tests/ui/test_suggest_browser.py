@@ -2,7 +2,6 @@
 headless Chromium (Debian's /usr/bin/chromium) as tests/ui/test_app_browser.py does. The search
 runs on its thread while the kernel's event loop draws its progress and its result."""
 
-import json
 import os
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ import pytest
 pytest.importorskip("voila")
 playwright = pytest.importorskip("playwright.sync_api")
 
-from explorer.ui.serve import free_port, voila_command  # noqa: E402
+from explorer.ui.serve import free_port, one_cell_notebook, voila_command  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -40,21 +39,14 @@ Explorer(workload="mlp", mesh="data=2,model=4", target="h100-8",
 """
 
 
-def notebook_of(source: str, path: Path) -> Path:
-    path.write_text(json.dumps({
-        "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {},
-                   "outputs": [], "source": source.splitlines(keepends=True)}],
-        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
-                                    "name": "python3"}},
-        "nbformat": 4, "nbformat_minor": 5}))
-    return path
 
 
 def test_search_in_the_page_then_apply(tmp_path):
     ARTIFACTS.mkdir(exist_ok=True)
     port = free_port()
     log = open(ARTIFACTS / "voila-suggest.log", "w")
-    proc = subprocess.Popen(voila_command(port, notebook=notebook_of(CELL, tmp_path / "s.ipynb")),
+    notebook = one_cell_notebook(CELL, tmp_path / "s.ipynb")
+    proc = subprocess.Popen(voila_command(port, notebook=notebook),
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"
     try:
