@@ -23,9 +23,13 @@ from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelMana
 # Voila's own default port; when it is taken, a free one is used and printed.
 DEFAULT_PORT = 8866
 
-# Idle kernels (each holds compile workers) are culled; a cell that hangs is stopped.
+# Idle kernels (each holds compile workers) are culled; a cell that hangs is stopped. A kernel
+# whose page is open is never culled (cull_connected stays False). A closed page's kernel should
+# be shut down by the page, but Voila refuses that request ("'_xsrf' argument missing", voila
+# issue 1458), so the culler is what frees it: after 10 idle minutes, which on Binder's 2 GB is
+# the difference between one abandoned tab and several.
 VOILA_LIMITS = [
-    "--MappingKernelManager.cull_idle_timeout=1800",   # seconds without activity
+    "--MappingKernelManager.cull_idle_timeout=600",    # seconds without activity
     "--MappingKernelManager.cull_interval=120",
     "--VoilaExecutor.timeout=300",                     # seconds per notebook cell
     "--VoilaConfiguration.show_tracebacks=False",

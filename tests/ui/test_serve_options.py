@@ -17,7 +17,7 @@ def test_the_app_is_served_with_a_preheated_kernel_and_no_plotly_lab_extension()
     assert "--VoilaConfiguration.extension_denylist=jupyterlab-plotly" in cmd
     assert "--VoilaKernelManager.fill_delay=5" in cmd
     # The culler still stops idle page kernels, which hold compile workers.
-    assert "--MappingKernelManager.cull_idle_timeout=1800" in cmd
+    assert "--MappingKernelManager.cull_idle_timeout=600" in cmd
     plain = voila_command(8866, preheat=False)
     assert not [c for c in plain if "preheat" in c or "pool_size" in c]
     assert "--VoilaConfiguration.extension_denylist=jupyterlab-plotly" in plain
