@@ -353,3 +353,59 @@ def test_fused_attention_is_the_same_program_timed_as_a_flash_kernel(extra):
         for a in [*s.instr.arrays, *(x for o in s.instr.operands if o in by_name
                                      for x in by_name[o].arrays)])]
     assert scores and all(s.fused_kernel and s.bytes == 0 for s in scores)
+
+
+@pytest.mark.parametrize("heads, kv_heads", [(2, 2), (4, 2)])
+def test_fused_attention_blocks_equal_jax_dot_product_attention(heads, kv_heads):
+    # Two query blocks; jax's own causal attention (jax.nn.dot_product_attention, scale
+    # 1/sqrt(d), grouped-query heads) is the ground truth, for the values and the gradients.
+    import jax
+    import jax.numpy as jnp
+
+    from explorer.workloads.models import FUSED_QUERY_BLOCK, attention_core
+    s, d = 2 * FUSED_QUERY_BLOCK, 8
+    kq, kk, kv = jax.random.split(jax.random.key(0), 3)
+    q = jax.random.normal(kq, (1, s, heads, d))
+    k = jax.random.normal(kk, (1, s, kv_heads, d))
+    v = jax.random.normal(kv, (1, s, kv_heads, d))
+
+    def ours(q, k, v):
+        return attention_core(q, k, v, heads, kv_heads, d, fused=True)
+
+    def theirs(q, k, v):
+        return jax.nn.dot_product_attention(q, k, v, is_causal=True)
+
+    assert jnp.allclose(ours(q, k, v), theirs(q, k, v), atol=1e-5)
+    g_ours = jax.grad(lambda *a: jnp.sum(ours(*a) ** 2), argnums=(0, 1, 2))(q, k, v)
+    g_theirs = jax.grad(lambda *a: jnp.sum(theirs(*a) ** 2), argnums=(0, 1, 2))(q, k, v)
+    for a, b in zip(g_ours, g_theirs, strict=True):
+        assert jnp.allclose(a, b, atol=1e-4)
+
+
+def test_fused_attention_never_holds_the_whole_scores():
+    # seq 1024 is two query blocks of 512: the compiled program has score blocks
+    # [.., 512, 1024], each timed as fused-kernel code, and no [.., 1024, 1024] float array;
+    # its temporaries are smaller than the plain program's, which holds the whole scores.
+    from explorer.hlo.schedule import StepKind, read_schedule
+    from explorer.workloads.models import FUSED_QUERY_BLOCK
+    seq = 2 * FUSED_QUERY_BLOCK
+    params = {"seq": seq, "batch": 2, "layers": 1, "scan_layers": "false"}
+    runs = {a: analyze_workload("transformer_train", "data=2", preset="dp",
+                                params={**params, "attention": a}, target="h100-2")
+            for a in ("plain", "fused")}
+    schedule = read_schedule(runs["fused"].optimized_hlo)
+
+    def steps(ss):
+        for s in ss:
+            yield s
+            if s.kind is StepKind.LOOP:
+                yield from steps(s.body)
+
+    every = list(steps(schedule.steps))
+    arrays = [(s, a) for s in every for a in s.instr.arrays if a.dtype != "pred"]
+    assert not [a for _, a in arrays if tuple(a.dims[-2:]) == (seq, seq)]
+    blocks = [s for s, a in arrays if tuple(a.dims[-2:]) == (FUSED_QUERY_BLOCK, seq)
+              and s.kind is StepKind.COMPUTE]
+    assert blocks and all(s.fused_kernel for s in blocks)
+    assert any(s.kind is StepKind.LOOP and s.trips == 2 for s in every)
+    assert runs["fused"].memory.temporaries < runs["plain"].memory.temporaries
