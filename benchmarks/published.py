@@ -28,7 +28,7 @@ import explorer
 from explorer.cost.model import roofline_seconds
 from explorer.hlo.schedule import StepKind, read_schedule
 from explorer.report.predict import with_target
-from explorer.workloads.models import FUSED_QUERY_BLOCK, TRANSFORMER_TRAIN
+from explorer.workloads.models import TRANSFORMER_TRAIN
 
 MAXTEXT_COMMIT = "76bd53b0f"   # AI-Hypercomputer/maxtext, 2023-12-15: the tables and configs
 MAXTEXT = f"https://github.com/AI-Hypercomputer/maxtext/blob/{MAXTEXT_COMMIT}/MaxText/configs"
@@ -231,8 +231,7 @@ def predict(case: Case, fake: bool, timeout: float) -> Prediction:
 def compute_parts(report, case: Case) -> dict[str, float]:
     """The estimate's compute time split by what the instructions do, each at its roofline
     max(FLOPs / peak, bytes / HBM bandwidth) as the estimate sums them: `attention` touches the
-    [.., seq, seq] scores (an array of rank 4 or more ending in seq, seq, or in a query block
-    and a multiple of it), which the flash
+    [.., seq, seq] scores (an array of rank 4 or more ending in seq, seq), which the flash
     kernel keeps on chip (attention=fused: their bytes are not counted); `matmul` is the other
     instructions with FLOPs; `other` the rest
     (elementwise, norms, the optimizer, copies)."""
@@ -244,16 +243,10 @@ def compute_parts(report, case: Case) -> dict[str, float]:
     by_name = names.module.by_name()
     parts = {"matmul": 0.0, "attention": 0.0, "other": 0.0}
 
-    c = FUSED_QUERY_BLOCK     # attention=fused holds the scores in blocks [.., c, keys ≤ seq]
-
-    def is_scores(dims) -> bool:
-        return len(dims) >= 4 and (tuple(dims[-2:]) == (seq, seq) or (
-            dims[-2] == c and dims[-1] % c == 0 and dims[-1] <= seq))
-
     def scores(instr) -> bool:
         arrays = list(instr.arrays) + [a for o in instr.operands if o in by_name
                                        for a in by_name[o].arrays]
-        return any(is_scores(a.dims) and a.dtype != "pred" for a in arrays)
+        return any(len(a.dims) >= 4 and tuple(a.dims[-2:]) == (seq, seq) for a in arrays)
 
     def walk(steps, runs):
         for s in steps:

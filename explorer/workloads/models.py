@@ -112,30 +112,23 @@ FUSED_QUERY_BLOCK = 512
 
 def attention_core(q, k, v, heads: int, kv_heads: int, d_head: int, fused: bool):
     """softmax(q·kᵀ/√d, causal)·v. Fused, and where the sequence splits into blocks of
-    FUSED_QUERY_BLOCK query rows, it runs block by block as a causal flash-attention kernel
-    does (Dao et al. 2022, arXiv:2205.14135): block i attends to the keys up to its own last
-    row only (the blocks above the diagonal are skipped), the scores are never held whole, and
-    each block is rematerialised in the backward pass, as the kernel recomputes its scores. So
-    the FLOPs are about the kernel's, and the compiled program's memory is close to the
-    kernel's: the compiler does not rematerialise the rest of the layer to make room for the
-    [seq, seq] scores."""
-    import functools
-
+    FUSED_QUERY_BLOCK query rows, it runs block by block, each block rematerialised in the
+    backward pass, as a flash-attention kernel does (Dao et al. 2022, arXiv:2205.14135: the
+    scores are never held whole, and the backward pass recomputes them). The FLOPs are the
+    kernel's, and the compiled program's memory is close to the kernel's, so the compiler does
+    not rematerialise the rest of the layer to make room for the [seq, seq] scores."""
     import jax
     import jax.numpy as jnp
 
-    s = q.shape[1]
+    b, s = q.shape[:2]
     c = FUSED_QUERY_BLOCK
     if not fused or s <= c or s % c:
         return _attention_block(q, k, v, heads, kv_heads, d_head, 0)
-    outs = []
-    for i in range(s // c):
-        end = (i + 1) * c
-        block = jax.checkpoint(functools.partial(_attention_block, heads=heads,
-                                                 kv_heads=kv_heads, d_head=d_head,
-                                                 start=i * c))
-        outs.append(block(q[:, i * c:end], k[:, :end], v[:, :end]))
-    return jnp.concatenate(outs, axis=1)
+    blocks = jnp.moveaxis(q.reshape(b, s // c, c, heads, d_head), 1, 0)
+    block = jax.checkpoint(
+        lambda qb, start: _attention_block(qb, k, v, heads, kv_heads, d_head, start))
+    o = jax.lax.map(lambda a: block(*a), (blocks, jnp.arange(s // c) * c))
+    return jnp.moveaxis(o, 0, 1).reshape(b, s, heads, d_head)
 
 
 def _attention_block(q, k, v, heads: int, kv_heads: int, d_head: int, start):
