@@ -190,24 +190,7 @@ class _Reader:
                 out += self.steps((instr.attr("to_apply") or "").lstrip("%"))
             else:
                 out.append(self.step(instr))
-        return tuple(self.feeding_fused_kernels(out))
-
-    def feeding_fused_kernels(self, steps: list[Step]) -> list[Step]:
-        """Mark as fused-kernel code the steps that carry no metadata from the program (XLA
-        made them: a broadcast of a constant, a copy) and are read only by fused-kernel steps:
-        inside the kernel they would not exist. Walked backwards, so chains are found."""
-        users: dict[str, list[str]] = {}
-        for s in steps:
-            for o in s.instr.operands:
-                users.setdefault(o, []).append(s.instr.name)
-        for i in range(len(steps) - 1, -1, -1):
-            s = steps[i]
-            name = s.instr.name
-            if s.kind is StepKind.COMPUTE and not s.fused_kernel and "/" not in s.instr.op_name \
-                    and users.get(name) and all(u in self.fused for u in users[name]):
-                self.fused.add(name)
-                steps[i] = replace(s, bytes=0.0, fused_kernel=True)
-        return steps
+        return tuple(out)
 
     def step(self, instr: Instruction) -> Step:
         step = self._step(instr)

@@ -87,9 +87,7 @@ def attention(x, wq, wk, wv, wo, cons: Mapping = {}, point: str = "",  # noqa: B
     heads than wq (wk[embed, kv_heads, kv]): query head h reads key/value head h // group, as
     Llama's `repeat_kv` does. `point` names the constraint point of the per-head output, before
     the output projection. `fused`: the core (scores, mask, softmax, values) runs in a
-    `fused_kernel` named scope, which the cost model times as one flash-attention kernel, and
-    in blocks of query rows (attention_core), so that the program never holds the scores
-    whole."""
+    `fused_kernel` named scope, which the cost model times as one flash-attention kernel."""
     import contextlib
 
     import jax
@@ -101,55 +99,29 @@ def attention(x, wq, wk, wv, wo, cons: Mapping = {}, point: str = "",  # noqa: B
     k = jnp.einsum("bsd,dhk->bshk", x, wk)
     v = jnp.einsum("bsd,dhk->bshk", x, wv)
     with jax.named_scope(FUSED_KERNEL_SCOPE) if fused else contextlib.nullcontext():
-        o = attention_core(q, k, v, heads, kv_heads, d_head, fused)
+        o = _attention_core(q, k, v, s, heads, kv_heads, d_head)
     o = constrain(o, cons, point)
     return jnp.einsum("bshk,hkd->bsd", o, wo)
 
 
-# Query rows per block of the fused attention core (see attention_core).
-FUSED_QUERY_BLOCK = 512
-
-
-def attention_core(q, k, v, heads: int, kv_heads: int, d_head: int, fused: bool):
-    """softmax(q·kᵀ/√d, causal)·v. Fused, and where the sequence splits into blocks of
-    FUSED_QUERY_BLOCK query rows, it runs block by block, each block rematerialised in the
-    backward pass, as a flash-attention kernel does (Dao et al. 2022, arXiv:2205.14135: the
-    scores are never held whole, and the backward pass recomputes them). The FLOPs are the
-    kernel's, and the compiled program's memory is close to the kernel's, so the compiler does
-    not rematerialise the rest of the layer to make room for the [seq, seq] scores."""
+def _attention_core(q, k, v, s: int, heads: int, kv_heads: int, d_head: int):
     import jax
     import jax.numpy as jnp
 
-    b, s = q.shape[:2]
-    c = FUSED_QUERY_BLOCK
-    if not fused or s <= c or s % c:
-        return _attention_block(q, k, v, heads, kv_heads, d_head, 0)
-    blocks = jnp.moveaxis(q.reshape(b, s // c, c, heads, d_head), 1, 0)
-    block = jax.checkpoint(
-        lambda qb, start: _attention_block(qb, k, v, heads, kv_heads, d_head, start))
-    o = jax.lax.map(lambda a: block(*a), (blocks, jnp.arange(s // c) * c))
-    return jnp.moveaxis(o, 0, 1).reshape(b, s, heads, d_head)
-
-
-def _attention_block(q, k, v, heads: int, kv_heads: int, d_head: int, start):
-    """Causal attention of the query rows start .. start + len(q) against every key."""
-    import jax
-    import jax.numpy as jnp
-
-    b, c = q.shape[:2]
-    s = k.shape[1]
-    # The causal mask as an additive [c, s] bias: a select against a broadcast constant would
-    # make XLA materialise a score-sized constant (and hoist it out of a block loop).
-    causal = jnp.arange(s)[None, :] <= start + jnp.arange(c)[:, None]
-    bias = (~causal).astype(q.dtype) * jnp.finfo(q.dtype).min
+    b = q.shape[0]
+    causal = jnp.tril(jnp.ones((s, s), dtype=bool))
     if kv_heads == heads:
-        scores = jnp.einsum("bshk,bthk->bhst", q, k) / math.sqrt(d_head) + bias
+        scores = jnp.einsum("bshk,bthk->bhst", q, k) / math.sqrt(d_head)
+        scores = jnp.where(causal, scores, jnp.finfo(scores.dtype).min)
         probs = jax.nn.softmax(scores, axis=-1)
-        return jnp.einsum("bhst,bthk->bshk", probs, v)
-    q = q.reshape(b, c, kv_heads, heads // kv_heads, d_head)
-    scores = jnp.einsum("bsgrk,btgk->bgrst", q, k) / math.sqrt(d_head) + bias
-    probs = jax.nn.softmax(scores, axis=-1)
-    return jnp.einsum("bgrst,btgk->bsgrk", probs, v).reshape(b, c, heads, d_head)
+        o = jnp.einsum("bhst,bthk->bshk", probs, v)
+    else:
+        q = q.reshape(b, s, kv_heads, heads // kv_heads, d_head)
+        scores = jnp.einsum("bsgrk,btgk->bgrst", q, k) / math.sqrt(d_head)
+        scores = jnp.where(causal, scores, jnp.finfo(scores.dtype).min)
+        probs = jax.nn.softmax(scores, axis=-1)
+        o = jnp.einsum("bgrst,btgk->bsgrk", probs, v).reshape(b, s, heads, d_head)
+    return o
 
 
 MLPS = ("gelu", "relu", "swiglu")
