@@ -18,7 +18,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 project = "sharding-explorer"
 author = "the sharding-explorer developers"
-extensions = ["clihelp", "myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode"]
+extensions = ["clihelp", "myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon",
+              "sphinx.ext.viewcode"]
 exclude_patterns = ["_build", "screenshots", "**/.ipynb_checkpoints"]
 html_theme = "furo"
 html_title = "sharding-explorer"
