@@ -166,6 +166,7 @@ def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None
             groups=tuple(tuple(g) for g in groups),
             program_dtypes=tuple(HLO_TO_NUMPY.get(d, d) for d in program),
             program_part_bytes=part_bytes,
+            part_shapes=tuple(r.dims for r in result),
         ))
     return out
 

@@ -50,6 +50,7 @@ class Collective:
     # before the CPU backend's promotion passes (explorer/report/dtypes.py), and V in it.
     program_dtypes: tuple[str, ...] = ()
     program_part_bytes: tuple[int, ...] = ()
+    part_shapes: tuple[tuple[int, ...], ...] = ()   # per part, the result shape
     est_seconds: float | None = None   # predicted time on the report's target, if one was chosen
     why: Why | None = None       # why the partitioner inserted it (explorer/report/why.py)
     # Times it runs in one step: the trip counts of the loops around it multiplied (a collective

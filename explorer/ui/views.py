@@ -251,6 +251,7 @@ def collectives_html(report: Report, selected: int | None = None) -> str:
             f"<td>{e(kind)}</td><td>{e(over)}</td>"
             f"<td>{c.dtype}[{','.join(map(str, c.shape))}]</td><td>{human_bytes(c.bytes)}</td>"
             f"{time_cell}<td class='explorer-where'>{where}</td></tr>")
+        rows += _part_rows(c, columns)
         if i in sliced:
             n, parts = sliced[i]
             which = "its result is" if parts == 1 else f"{n} of its {parts} parts are"
@@ -268,6 +269,29 @@ def collectives_html(report: Report, selected: int | None = None) -> str:
             f"<p>{len(report.collectives)} collective{'s' if len(report.collectives) > 1 else ''}"
             f", {total} per device in a step (each counted every time it runs).{predicted}"
             "</p>")
+
+
+MAX_PART_ROWS = 8
+
+
+def _part_rows(c, columns: int) -> list[str]:
+    """A combined collective (XLA joined several into one tuple-shaped op) expanded: one row per
+    part, with its shape, the program's dtype and V, under the combined row."""
+    if c.parts <= 1 or len(c.part_shapes) != c.parts:
+        return []
+    dtypes = c.program_dtypes or (c.dtype,) * c.parts
+    sizes = c.program_part_bytes or (None,) * c.parts
+    rows = []
+    for k, (shape, dtype, size) in enumerate(zip(c.part_shapes, dtypes, sizes, strict=True)):
+        if k == MAX_PART_ROWS:
+            rows.append(f"<tr class='explorer-part-row'><td></td><td colspan='{columns - 1}'>"
+                        f"↳ … and {c.parts - k} more parts</td></tr>")
+            break
+        moved = human_bytes(size) if size is not None else "—"
+        rows.append(f"<tr class='explorer-part-row'><td></td><td>↳ part {k + 1}</td><td></td>"
+                    f"<td>{dtype}[{','.join(map(str, shape))}]</td><td>{moved}</td>"
+                    f"<td colspan='{columns - 5}'></td></tr>")
+    return rows
 
 
 NONE_PICKED = "— pick a collective: its device groups, why it is there, what removes it —"

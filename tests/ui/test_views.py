@@ -39,3 +39,22 @@ def test_draw_grid_fits_labels_to_a_fixed_width_figure_and_keeps_the_hover():
     # plot area 360 - 80 - 10 = 270 px, so the labels are cut as above.
     assert [list(r) for r in fig.data[0].text] == [["b0", "b1", "b2", "b3"]]
     assert [list(r) for r in fig.data[0].customdata] == hover
+
+
+def test_a_combined_collective_expands_to_its_parts():
+    # mlp_train under dp on data=8: XLA combines the two weight gradients' all-reduces into one
+    # tuple-shaped all-reduce. Its parts are the gradients of w2 [4096, 1024] and w1
+    # [1024, 4096], float32: 4096·1024·4 bytes = 16 MiB each.
+    import re
+
+    from explorer import analyze_workload
+    from explorer.ui.views import collectives_html
+    r = analyze_workload("mlp_train", "data=8", preset="dp")
+    [c] = r.collectives
+    assert c.parts == 2 and sorted(c.part_shapes) == [(1024, 4096), (4096, 1024)]
+    rows = re.findall(r"<tr class='explorer-part-row'>(.*?)</tr>", collectives_html(r))
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows]
+    assert [(x[1], x[3], x[4]) for x in cells] == [
+        (f"↳ part {k + 1}", f"float32[{','.join(map(str, s))}]", "16.0 MiB")
+        for k, s in enumerate(c.part_shapes)]
+    assert "×2" in collectives_html(r)
