@@ -164,8 +164,10 @@ def entry_of(tags: Sequence[str]) -> Entry:
 
 
 def picker_width(rank: int) -> int:
-    """Pixels per axis picker, so that a row of `rank` pickers fits the sidebar."""
-    return 110 if rank <= 2 else 80 if rank == 3 else 64
+    """Pixels per axis picker, so that a row of `rank` pickers fits the 440 px sidebar (rows
+    of rank 3 and up sit on a line of their own, 24 px in) with a tag such as `data ×` whole;
+    rank 5 and up wrap onto a second line rather than shrink the tags."""
+    return 110 if rank <= 2 else 96 if rank == 3 else 80
 
 
 def check_row_spec(name: str, shape: Sequence[int], axis_names: Sequence[str], spec) -> None:
