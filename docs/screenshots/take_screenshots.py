@@ -99,8 +99,6 @@ MARKERS = {
 }
 
 
-
-
 def serve(nb: Path):
     port = free_port()
     proc = subprocess.Popen(voila_command(port, notebook=nb), stdout=subprocess.DEVNULL,

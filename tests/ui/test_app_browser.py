@@ -4,78 +4,26 @@ Chromium comes from Debian's package (/usr/bin/chromium); Playwright's own brows
 not work here. Screenshots go to test-artifacts/.
 """
 
-import contextlib
-import os
-import shutil
-import subprocess
-import time
-import urllib.error
-import urllib.request
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("voila")
 playwright = pytest.importorskip("playwright.sync_api")
 
-from explorer.ui.serve import free_port, one_cell_notebook, voila_command  # noqa: E402
+from explorer.ui.serve import one_cell_notebook  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-
-if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
-    if os.environ.get("CI"):
-        raise RuntimeError(f"{CHROMIUM} is missing: .ci/run must install Debian's chromium")
-    pytest.skip(f"no Chromium at {CHROMIUM}", allow_module_level=True)
-
-
-@contextlib.contextmanager
-def voila(notebook=None):
-    """A Voila server on `notebook` (the app notebook by default); yields its URL."""
-    port = free_port()
-    ARTIFACTS.mkdir(exist_ok=True)
-    name = "voila.log" if notebook is None else f"voila-{Path(notebook).stem}.log"
-    log = open(ARTIFACTS / name, "w")
-    proc = subprocess.Popen(voila_command(port, notebook=notebook), stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.time() + 240   # a loaded 2-core machine can take a while
-    while True:
-        try:
-            urllib.request.urlopen(url + "voila/static/", timeout=2)
-            break
-        except urllib.error.HTTPError:    # any HTTP answer means the server is up
-            break
-        except OSError:
-            if time.time() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise RuntimeError(f"Voila did not start; see {log.name}") from None
-            time.sleep(0.5)
-    try:
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-
 
 @pytest.fixture(scope="module")
-def server():
-    with voila() as url:
+def server(voila_server):
+    with voila_server() as url:
         yield url
 
 
 @pytest.fixture(scope="module")
-def page(server):
+def page(chromium, server):
     with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(**chromium)
         pg = browser.new_page(viewport={"width": 1400, "height": 1000})
         pg.goto(server, timeout=120_000)
         pg.wait_for_selector(".explorer-status:has-text('compiled')", timeout=120_000)
@@ -107,7 +55,7 @@ def wait_for_table(page, text: str, timeout=60_000) -> None:
         ".some(e => e.textContent.includes(t))", arg=text, timeout=timeout)
 
 
-def test_load_edit_see_collectives_change(page):
+def test_load_edit_see_collectives_change(page, artifacts):
     page.get_by_text("Collectives", exact=True).click()
     wait_for_table(page, "all-reduce")
     text = collectives_text(page)
@@ -121,19 +69,17 @@ def test_load_edit_see_collectives_change(page):
     wait_for_table(page, "2.0 MiB")
     text = collectives_text(page)
     assert "all-reduce" in text and "model" in text
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "app-collectives.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "app-collectives.png"), full_page=True)
 
 
-def test_invalid_edit_shows_error_and_app_stays_usable(page):
+def test_invalid_edit_shows_error_and_app_stays_usable(page, artifacts):
     size = page.locator(".explorer-mesh-axis").nth(1).locator("input").nth(1)
     size.fill("3")
     size.press("Enter")
     error = page.locator(".explorer-spec-w1 .explorer-error")
     error.filter(has_text="not divisible by model=3").wait_for(timeout=30_000)
     page.wait_for_selector(".explorer-stale", timeout=10_000)
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "app-error.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "app-error.png"), full_page=True)
     # Fix it: the error goes, the stale marking goes, and a result is shown again.
     size.fill("4")
     size.press("Enter")
@@ -143,7 +89,7 @@ def test_invalid_edit_shows_error_and_app_stays_usable(page):
                            ".explorer-status:has-text('cached')", timeout=60_000)
 
 
-def test_placement_view_draws_the_selected_tensor(page):
+def test_placement_view_draws_the_selected_tensor(page, artifacts):
     page.get_by_text("Placement", exact=True).click()
     picker = page.locator(".explorer-placement select").first
     picker.select_option(label="input: w2 float32[4096,1024]")
@@ -162,11 +108,10 @@ def test_placement_view_draws_the_selected_tensor(page):
         }
         return out; }""")
     assert clipped == []
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "app-placement.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "app-placement.png"), full_page=True)
 
 
-def test_spec_edit_redraws_the_heatmap_and_the_dataflow_graph(page):
+def test_spec_edit_redraws_the_heatmap_and_the_dataflow_graph(page, artifacts):
     page.get_by_text("Placement", exact=True).click()
     picker = page.locator(".explorer-placement select").first
     picker.select_option(label="input: w1 float32[1024,4096]")
@@ -189,8 +134,7 @@ def test_spec_edit_redraws_the_heatmap_and_the_dataflow_graph(page):
     page.wait_for_function(
         "() => { const e = document.querySelector('.explorer-graph .js-plotly-plot');"
         " return e && e.data[3].x && e.data[3].x.length > 0; }", timeout=30_000)
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "app-hlo-graph.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "app-hlo-graph.png"), full_page=True)
 
 
 # Per tab: an element, and text it shows once the tab is drawn for the current result.
@@ -203,16 +147,15 @@ TAB_MARKERS = {
 }
 
 
-def test_every_tab_renders(page):
+def test_every_tab_renders(page, artifacts):
     """Each tab draws its content in the page; a screenshot of each goes to test-artifacts/."""
-    ARTIFACTS.mkdir(exist_ok=True)
     for title, (marker, text) in TAB_MARKERS.items():
         page.get_by_text(title, exact=True).click()
         try:
             page.locator(marker).filter(has_text=text).first.wait_for(state="visible",
                                                                       timeout=30_000)
         finally:       # on failure too: the picture shows what was drawn instead
-            page.screenshot(path=str(ARTIFACTS / f"tab-{title.lower()}.png"), full_page=True)
+            page.screenshot(path=str(artifacts / f"tab-{title.lower()}.png"), full_page=True)
     page.get_by_text("Compare", exact=True).click()
     page.locator(".explorer-compare-pin").click()
     page.locator(".explorer-compare-metrics").wait_for(state="visible", timeout=30_000)
@@ -220,7 +163,7 @@ def test_every_tab_renders(page):
     # The edit shows as B's change; w2 was replicated by the first test.
     page.locator(".explorer-compare").filter(has_text="spec w2: replicated -> None,data") \
         .first.wait_for(timeout=60_000)
-    page.screenshot(path=str(ARTIFACTS / "tab-compare.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "tab-compare.png"), full_page=True)
 
 
 # ------------------------------------------------------------- the user's own function
@@ -240,13 +183,12 @@ explore(two_matmuls, T("x", (256, 1024), spec="data,None"),
 """
 
 
-
-
-def test_explore_on_a_function_defined_in_a_notebook_cell(page, tmp_path):
+def test_explore_on_a_function_defined_in_a_notebook_cell(page, tmp_path, artifacts,
+                                                           voila_server):
     """explore() in a cell: the sidebar names the function, the why panel shows the cell's line
     of code, a confirmed what-if applies with a click, and Timing draws the predicted trace."""
     nb = one_cell_notebook(FUNCTION_CELL, tmp_path / "own_function.ipynb")
-    with voila(nb) as url:
+    with voila_server(nb) as url:
         # A page of the module's browser: one Playwright per thread.
         pg = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
@@ -262,7 +204,7 @@ def test_explore_on_a_function_defined_in_a_notebook_cell(page, tmp_path):
             assert "h = jnp.tanh(x @ w1)" in why.inner_text()
             apply = pg.locator(".explorer-what-if").first
             apply.wait_for(timeout=120_000)            # compiled in the background
-            pg.screenshot(path=str(ARTIFACTS / "explore-why.png"), full_page=True)
+            pg.screenshot(path=str(artifacts / "explore-why.png"), full_page=True)
             apply.click()
             pg.locator(".explorer-why-panel").filter(has_text="removed").first.wait_for(
                 timeout=60_000)
@@ -272,18 +214,18 @@ def test_explore_on_a_function_defined_in_a_notebook_cell(page, tmp_path):
             pg.wait_for_function(
                 "() => { const e = document.querySelector('.explorer-trace .js-plotly-plot');"
                 " return e && e.data.length > 0; }", timeout=30_000)
-            pg.screenshot(path=str(ARTIFACTS / "explore-timing.png"), full_page=True)
+            pg.screenshot(path=str(artifacts / "explore-timing.png"), full_page=True)
         finally:
             pg.close()
 
 
-def test_four_concurrent_sessions_each_stay_correct(page):
+def test_four_concurrent_sessions_each_stay_correct(page, voila_server):
     # Four people open the app on one server at once; each edits differently and each page
     # shows its own result (one kernel per page). Memory per session is printed for
     # docs/reliability.md: each page's kernel plus its compile workers.
     import psutil
 
-    with voila() as url:
+    with voila_server() as url:
         browser = page.context.browser
         contexts = [browser.new_context(viewport={"width": 1400, "height": 1000})
                     for _ in range(4)]

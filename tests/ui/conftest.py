@@ -1,0 +1,76 @@
+"""What the browser tests (tests/ui/*_browser.py) share: Debian's Chromium, a folder for their
+screenshots and logs, and a Voila server on a notebook, started and stopped by the test."""
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def chromium() -> dict:
+    """Playwright's launch arguments for Debian's Chromium (Playwright's own download does not
+    work here); skips without it, except under CI, where .ci/run must have installed it."""
+    if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
+        if os.environ.get("CI"):
+            raise RuntimeError(f"{CHROMIUM} is missing: .ci/run must install Debian's chromium")
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    return {"executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    """test-artifacts/: the screenshots and server logs a failed run leaves to look at."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS
+
+
+@pytest.fixture(scope="session")
+def voila_server(artifacts):
+    """voila_server(notebook=None): a context manager running Voila on `notebook` (the app
+    notebook by default) on a free loopback port; it yields the URL and stops the server."""
+    from explorer.ui.serve import free_port, voila_command
+
+    @contextlib.contextmanager
+    def serve(notebook=None):
+        port = free_port()
+        name = "voila.log" if notebook is None else f"voila-{Path(notebook).stem}.log"
+        log = open(artifacts / name, "w")
+        proc = subprocess.Popen(voila_command(port, notebook=notebook), stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}/"
+        deadline = time.time() + 240   # a loaded 2-core machine can take a while
+        while True:
+            try:
+                urllib.request.urlopen(url + "voila/static/", timeout=2)
+                break
+            except urllib.error.HTTPError:    # any HTTP answer means the server is up
+                break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    proc.kill()
+                    log.close()
+                    raise RuntimeError(f"Voila did not start; see {log.name}") from None
+                time.sleep(0.5)
+        try:
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            log.close()
+
+    return serve
