@@ -146,6 +146,28 @@ def table_marker(report) -> str:
             f"{human_bytes(report.cost.collective_bytes)} per device")
 
 
+def timed_analysis(analyze_fn, cached: bool, *args):
+    """(report, seconds): a request this process has seen is answered from its cache and not
+    timed (None); a new one is compiled with the cache off and timed, as the independent
+    baseline."""
+    if cached:
+        return analyze_fn(*args), None
+    t0 = time.perf_counter()
+    report = analyze_fn(*args, use_cache=False)
+    return report, time.perf_counter() - t0
+
+
+def planned_edit(report, previous, tensor: str, table, what: str, **fields) -> dict:
+    """One edit with the heatmap title and table marker the page should show after it; the
+    edit must change both the title and `table(report)`, or the page could not tell."""
+    title = placement_grid(report, tensor).title
+    if title == placement_grid(previous, tensor).title or table(report) == table(previous):
+        raise RuntimeError(f"{what} would not change both the heatmap title and the table; "
+                           "pick other edits")
+    return dict(**fields, title=title, marker=table_marker(report),
+                independent_compile=report.timing.lower_s + report.timing.compile_s)
+
+
 def plan(rounds: int) -> list[dict]:
     """The edits, each with its expected title/table, checked to differ from the one before.
 
@@ -159,22 +181,10 @@ def plan(rounds: int) -> list[dict]:
         steps = [("param", batch, entry, False), ("spec", batch, new_entry, False),
                  ("spec", batch, entry, True), ("spec", batch, new_entry, True)]
         for kind, b, e, cached in steps:
-            wall = None
-            if cached:
-                report = analyze(b, e)
-            else:
-                t0 = time.perf_counter()
-                report = analyze(b, e, use_cache=False)
-                wall = time.perf_counter() - t0
-            title = placement_grid(report, TENSOR).title
-            if title == placement_grid(previous, TENSOR).title or \
-                    collectives_html(report) == collectives_html(previous):
-                raise RuntimeError(f"edit to batch={b}, x={x_spec(e)} would not change both the "
-                                   "heatmap title and the table; pick other edits")
-            edits.append(dict(round=i, kind=kind, cached=cached, batch=b, entry=e, title=title,
-                              marker=table_marker(report), independent_wall=wall,
-                              independent_compile=report.timing.lower_s
-                              + report.timing.compile_s))
+            report, wall = timed_analysis(analyze, cached, b, e)
+            edits.append(planned_edit(report, previous, TENSOR, collectives_html,
+                                      f"edit to batch={b}, x={x_spec(e)}", round=i, kind=kind,
+                                      cached=cached, batch=b, entry=e, independent_wall=wall))
             previous = report
         entry = new_entry
     default_pool().close()
@@ -387,22 +397,10 @@ def train_plan(rounds: int) -> list[dict]:
     edits = []
     for i in range(rounds):
         for batch, cached in ((start + step * (i + 1), False), (start, True)):
-            wall = None
-            if cached:
-                report = train_analyze(batch)
-            else:
-                t0 = time.perf_counter()
-                report = train_analyze(batch, use_cache=False)
-                wall = time.perf_counter() - t0
-            title = placement_grid(report, tensor).title
-            if title == placement_grid(previous, tensor).title or \
-                    table_marker(report) == table_marker(previous):
-                raise RuntimeError(f"batch={batch} would not change both the heatmap title and "
-                                   "the table; pick other edits")
-            edits.append(dict(round=i, kind="param", cached=cached, batch=batch, entry=None,
-                              title=title, marker=table_marker(report), independent_wall=wall,
-                              independent_compile=report.timing.lower_s
-                              + report.timing.compile_s))
+            report, wall = timed_analysis(train_analyze, cached, batch)
+            edits.append(planned_edit(report, previous, tensor, table_marker, f"batch={batch}",
+                                      round=i, kind="param", cached=cached, batch=batch,
+                                      entry=None, independent_wall=wall))
             previous = report
     default_pool().close()
     return edits
