@@ -85,9 +85,10 @@ class Schedule:
     scheduled: bool             # the header says is_scheduled=true: text order is run order
 
 
-def read_schedule(text: str) -> Schedule:
-    """The entry computation of an optimized module's text (compiled.as_text()) as Steps."""
-    module = parse_module(text)
+def read_schedule(text: str, module: HloModule | None = None) -> Schedule:
+    """The entry computation of an optimized module's text (compiled.as_text()) as Steps.
+    `module`: that text already parsed, where the caller has it."""
+    module = module if module is not None else parse_module(text)
     header = next((ln for ln in text.splitlines() if ln.startswith("HloModule ")), "")
     reader = _Reader(module)
     return Schedule(module, reader.steps(module.entry), "is_scheduled=true" in header)

@@ -53,7 +53,7 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
     unpromoted = parse_module(raw.unpromoted) if raw.unpromoted else None
     collectives = tuple(read_collectives(optimized, mesh, unread, unpromoted))
     collectives = with_reasons(collectives, optimized, propagated, mesh, _input_names(raw))
-    collectives = _with_runs(collectives, raw.optimized, unread)
+    collectives = _with_runs(collectives, raw.optimized, optimized, unread)
     tensors = (
         _io_tensors(raw.inputs, TensorRole.INPUT, mesh, unread)
         + _io_tensors(raw.outputs, TensorRole.OUTPUT, mesh, unread)
@@ -248,13 +248,13 @@ def read_intermediates(module: HloModule, mesh: MeshSpec, unread: list[str] | No
     return out
 
 
-def _with_runs(collectives: tuple[Collective, ...], optimized: str, unread: list[str]
-               ) -> tuple[Collective, ...]:
+def _with_runs(collectives: tuple[Collective, ...], text: str, optimized: HloModule,
+               unread: list[str]) -> tuple[Collective, ...]:
     """Each collective with the times it runs per step, from the loops of the compiled
     schedule around it (a scanned layer's collectives run once per layer)."""
     if not collectives:
         return collectives
-    work = schedule_work(read_schedule(optimized))
+    work = schedule_work(read_schedule(text, optimized))
     if work.uncounted_loops:
         unread.append(f"the trip count of loop {work.uncounted_loops[0]!r} could not be read: "
                       "the collectives in it are counted once per step")
