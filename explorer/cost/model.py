@@ -53,6 +53,10 @@ class CollectiveTime:
     links: str = ""                     # e.g. "ICI y:16 (wraparound)", "NVLink x8 + InfiniBand x4"
     note: str = ""
     runs: int = 1                       # times one step runs it (a collective in a loop: trips)
+    # The ring direction its data takes ("+" or "-") when it is a one-way permute on torus links,
+    # which carry each direction on separate wires: a "+" and a "-" can run together. "" when it
+    # uses both directions or a switch (explorer.cost.model.link_directions).
+    one_way: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -216,8 +220,10 @@ def formulas_for(kind: CollectiveKind | str) -> tuple[CollectiveKind, KindFormul
 
 def collective_time(kind: CollectiveKind | str, nbytes: float, axes: Sequence[str],
                     target: str | Target, mapping: AxisMapping,
-                    group_size: int | None = None) -> CollectiveTime:
+                    group_size: int | None = None, direction: str = "") -> CollectiveTime:
     """Predicted seconds for one collective of V = `nbytes` per device over mesh `axes`.
+    `direction`: a permute's ring direction ("+", "-"; Collective.direction), kept as
+    `one_way` where its links are a torus's.
 
     Within a slice or node (ICI, NVLink) and across them (DCN, InfiniBand) are two tiers of a
     hierarchical collective: bandwidth time is the slower tier, T = max(T_node, T_scale-out)
@@ -272,7 +278,34 @@ def collective_time(kind: CollectiveKind | str, nbytes: float, axes: Sequence[st
             ", so no latency floor there"
     seconds = max(bandwidth, latency)
     bound = "latency" if latency > bandwidth else "bandwidth"
-    return result(seconds, bandwidth, latency, bound, _link_text(segs), note)
+    time = result(seconds, bandwidth, latency, bound, _link_text(segs), note)
+    # A ring closed by a wraparound: without one, the last device's send to the first crosses
+    # the line the other way.
+    if direction and kind is CollectiveKind.COLLECTIVE_PERMUTE and not across \
+            and all(not s.axis.link.switched and s.wraps for s in inside):
+        time = replace(time, one_way=direction)
+    return time
+
+
+LINK_DIRECTIONS = ("+", "-")
+
+
+def link_directions(t: CollectiveTime) -> tuple[str, ...]:
+    """The ring directions a collective occupies: its own for a one-way torus permute, else
+    both (a ring collective sends both ways; a switched link is one shared port)."""
+    return (t.one_way,) if t.one_way else LINK_DIRECTIONS
+
+
+def overlapped_comm_seconds(times: Sequence[CollectiveTime]) -> float:
+    """Communication time when collectives overlap as far as the links allow: one-way torus
+    permutes of opposite directions side by side, everything else one at a time, i.e. the busier
+    direction's total."""
+    busy = dict.fromkeys(LINK_DIRECTIONS, 0.0)
+    for t in times:
+        if t.seconds is not None:
+            for d in link_directions(t):
+                busy[d] += t.runs * t.seconds
+    return max(busy.values())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,7 +462,8 @@ def memory_fit(memory_bytes: float | None, target: str | Target) -> MemoryFit | 
 class Estimate:
     """Predicted step time of one compiled program on a target.
 
-    step_lower_seconds assumes communication fully overlaps compute, max(compute, comm);
+    step_lower_seconds assumes communication fully overlaps compute, max(compute, comm), where
+    one-way permutes of opposite ring directions on a torus overlap each other too;
     step_upper_seconds assumes none does, compute + comm (SCALING_BOOK, tpus, Question 6: "An
     upper bound ... is the sum ... the TPU can typically overlap these operations ... bottlenecked
     by the slowest piece").
@@ -544,7 +578,8 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
     else:
         placed = check_mapping(target, mesh_names, mesh_sizes, mapping)
     times = tuple(collective_time(c.kind, c.program_bytes, c.axes, target, placed,
-                                  getattr(c, "group_size", None)) for c in collectives)
+                                  getattr(c, "group_size", None), getattr(c, "direction", ""))
+                  for c in collectives)
     if work is not None:
         times = tuple(replace(t, runs=work.collective_runs.get(getattr(c, "hlo_name", ""), 1))
                       for c, t in zip(collectives, times, strict=True))
@@ -564,6 +599,10 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
                          "named scope are timed as one on-chip kernel (a flash-attention "
                          "kernel keeps its scores in on-chip memory): FLOPs at the peak, their "
                          "memory traffic not counted")
+        if work.causal_kernel_runs:
+            notes.append(f"{work.causal_kernel_runs} of them in a 'fused_kernel_causal' scope "
+                         "count half their FLOPs: a causal kernel skips the blocks above the "
+                         "diagonal")
     notes += comp.notes
     if work is not None:
         whole = compute_time(flops, bytes_accessed, dtype, target)
@@ -578,9 +617,11 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
         # Without a compute time the step is at least its communication; nothing more is known.
         lower, upper, bound = (comm or None), None, None
     else:
-        lower = max(comp.seconds, comm)
+        # Full overlap: compute under communication, and opposite one-way permutes side by side.
+        both_ways = overlapped_comm_seconds(times)
+        lower = max(comp.seconds, both_ways)
         upper = comp.seconds + comm if not unplaced else None
-        bound = comp.bound if comp.seconds >= comm else "communication"
+        bound = comp.bound if comp.seconds >= both_ways else "communication"
     return Estimate(target.name, placed.to_dict(), comp.dtype, times, comp, comm, lower, upper,
                     bound, fit, tuple(notes), peak=peak)
 

@@ -294,3 +294,28 @@ def axes_of_pairs(
         raise ValueError(f"source_target_pairs name a device outside a mesh of {n}")
     differ = np.stack(np.unravel_index(src, sizes)) != np.stack(np.unravel_index(dst, sizes))
     return tuple(name for name, d in zip(axis_names, differ.any(axis=1), strict=True) if d)
+
+
+def ring_direction(
+    pairs: list[tuple[int, int]], axis_sizes: tuple[int, ...], axis_names: tuple[str, ...]
+) -> str:
+    """For collective-permute: "+" when every device sends to the next device along one mesh axis
+    (coordinate + 1, the last to the first), "-" when every one sends to the previous, "" for
+    any other permute (several axes, longer hops, or a ring of two, where both are one).
+
+    On a torus the two directions of a ring run on different links, so a "+" and a "-"
+    permute of the same ring can be in flight together (the bidirectional collective matmul).
+    """
+    axes = axes_of_pairs(pairs, axis_sizes, axis_names)
+    if len(axes) != 1:
+        return ""
+    a = axis_names.index(axes[0])
+    size = int(axis_sizes[a])
+    moved = [(s, t) for s, t in pairs if s != t]
+    if size < 3 or not moved:
+        return ""
+    src, dst = np.asarray(moved).T
+    sizes = tuple(int(s) for s in axis_sizes)
+    steps = set(((np.unravel_index(dst, sizes)[a] - np.unravel_index(src, sizes)[a]) % size)
+                .tolist())
+    return "+" if steps == {1} else "-" if steps == {size - 1} else ""

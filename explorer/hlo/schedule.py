@@ -15,6 +15,19 @@ Counting rules (docs/cost-model.md, "The predicted step trace"):
 - bytes: every operand plus the result, as the instruction's shapes say.
 - parameters, constants, tuples, get-tuple-element, bitcasts and ids cost nothing; so do
   asynchronous copies and slices (copy-start, slice-start: DMAs that run beside compute).
+
+Collectives that the TPU compiler runs in the background without a -start/-done pair are read
+as asynchronous, waited for by the first instruction that reads their result:
+
+- an async collective fusion: a collective inside a fusion whose backend_config gives it
+  synchronisation flags (`async_collective_fusion_config` with `flag_start` >= 0); the fusion's
+  own arithmetic runs while the collective is in flight, and a later instruction waits on the
+  flags;
+- a collective-permute in a windowed einsum loop (a computation named
+  `windowed_dot_general_body...`, the SPMD partitioner's collective matmul): the decomposition
+  exists so that each step's permute overlaps the partial matmul beside it (Wang et al.,
+  "Overlap Communication with Dependent Computation via Decomposition in Large Deep Learning
+  Models", ASPLOS 2023).
 """
 
 from __future__ import annotations
@@ -40,12 +53,23 @@ FREE_OPCODES = frozenset({
 # [seq, seq] scores in SRAM/VMEM. The CPU compile cannot form such a kernel, so it writes the
 # scores to memory; the schedule counts that code's FLOPs and not its memory traffic.
 FUSED_KERNEL_SCOPE = "fused_kernel"
+# The same, for a kernel with a causal mask: like FlashAttention's causal kernel, it skips the
+# blocks above the diagonal, so its matmuls do half the FLOPs of the whole [seq, seq] square
+# (Dao, "FlashAttention-2", 2023, sec. 3.1; the half that PaLM's and MaxText's MFU counts).
+CAUSAL_KERNEL_SCOPE = "fused_kernel_causal"
+CAUSAL_FLOP_FRACTION = 0.5
+
+
+def _scopes(instr: Instruction) -> list[str]:
+    return re.split(r"[/()]", instr.op_name)
 
 
 def in_fused_kernel(instr: Instruction) -> bool:
-    """Whether the instruction comes from code in a `fused_kernel` named scope (its op_name,
-    e.g. `jit(step)/layers/fused_kernel/dot_general`, or its transpose in the backward pass)."""
-    return FUSED_KERNEL_SCOPE in re.split(r"[/()]", instr.op_name)
+    """Whether the instruction comes from code in a `fused_kernel` (or `fused_kernel_causal`)
+    named scope (its op_name, e.g. `jit(step)/layers/fused_kernel/dot_general`, or its
+    transpose in the backward pass)."""
+    scopes = _scopes(instr)
+    return FUSED_KERNEL_SCOPE in scopes or CAUSAL_KERNEL_SCOPE in scopes
 
 
 class StepKind(StrEnum):
@@ -76,6 +100,7 @@ class Step:
     # fusion's arithmetic runs after the collective (e.g. the slice of an all-reduce-scatter).
     overlaps: bool = False
     fused_kernel: bool = False  # COMPUTE in a fused_kernel scope: `bytes` is 0 (on chip)
+    causal_kernel: bool = False  # ... a fused_kernel_causal one: `flops` is half the square's
 
 
 @dataclass(frozen=True)
@@ -182,6 +207,7 @@ class _Reader:
         self.module = module
         self.names = module.by_name()
         self.fused: set[str] = set()     # instructions read as fused-kernel code
+        self.causal_names: set[str] = set()   # ... of a causal kernel
 
     def steps(self, computation: str) -> tuple[Step, ...]:
         out: list[Step] = []
@@ -191,14 +217,136 @@ class _Reader:
                 out += self.steps((instr.attr("to_apply") or "").lstrip("%"))
             else:
                 out.append(self.step(instr))
-        return tuple(out)
+        return tuple(self.in_background(self.kernel_inputs(out), computation))
+
+    def kernel_inputs(self, steps: list[Step]) -> list[Step]:
+        """`steps` with each computing step that carries no metadata at all (XLA forms some
+        fusions without it, e.g. the CPU's matmul fusions in a rematerialised loop body) and
+        whose every user is fused-kernel code made fused-kernel code too: it feeds only the
+        kernel, so it is part of it."""
+        users: dict[str, list[int]] = {}
+        for k, s in enumerate(steps):
+            for o in s.instr.operands:
+                users.setdefault(o, []).append(k)
+        out = list(steps)
+        for k in range(len(out) - 1, -1, -1):
+            s = out[k]
+            readers = users.get(s.instr.name, [])
+            if s.kind is not StepKind.COMPUTE or s.fused_kernel or not readers \
+                    or not all(out[j].fused_kernel for j in readers) or self.has_metadata(s.instr):
+                continue
+            causal = any(out[j].causal_kernel for j in readers)
+            self.fused.add(s.instr.name)
+            if causal:
+                self.causal_names.add(s.instr.name)
+            out[k] = replace(s, flops=s.flops * (CAUSAL_FLOP_FRACTION if causal else 1.0),
+                             bytes=0.0, fused_kernel=True, causal_kernel=causal)
+        return out
+
+    def has_metadata(self, instr: Instruction) -> bool:
+        inner = self.module.computations.get((instr.attr("calls") or "").lstrip("%"), []) \
+            if instr.opcode == "fusion" else []
+        return bool(instr.op_name or any(i.op_name for i in inner))
+
+    def in_background(self, steps: list[Step], computation: str) -> list[Step]:
+        """`steps` with each collective the TPU compiler runs in the background (see the module
+        docstring) made a COLLECTIVE_START, and a COLLECTIVE_DONE put before the first step
+        that reads its result (at the end when none does)."""
+        out = list(steps)
+        k = 0
+        while k < len(out):
+            s = out[k]
+            carriers = self.background_result(s, computation) \
+                if s.kind is StepKind.COLLECTIVE else None
+            if carriers is None:
+                k += 1
+                continue
+            out[k] = replace(s, kind=StepKind.COLLECTIVE_START)
+            done = Step(s.instr, StepKind.COLLECTIVE_DONE, start=s.instr.name)
+            wait = len(out)
+            for j in range(k + 1, len(out)):
+                reads = set(out[j].instr.operands) & carriers
+                if not reads:
+                    continue
+                if out[j].kind is StepKind.FREE and out[j].instr.opcode in _PASS_ON \
+                        and not out[j].instr.is_root:
+                    carriers.add(out[j].instr.name)   # a view of the result: read on
+                    continue
+                wait = j
+                break
+            out.insert(wait, done)
+            k += 1
+        return out
+
+    def background_result(self, step: Step, computation: str) -> set[str] | None:
+        """The names that carry the result of a collective step that runs in the background,
+        or None when it blocks."""
+        instr = step.instr
+        if instr.opcode == "collective-permute":
+            return {instr.name} if "windowed_dot_general_body" in computation else None
+        if instr.opcode != "fusion" or not (step.overlaps or not step.flops):
+            return None
+        body = self.module.computations.get((instr.attr("calls") or "").lstrip("%"), [])
+        inner = [i for i in body if collective_kind(i.opcode)[0] is not None]
+        if not inner or not all(_flagged(i) for i in inner):
+            return None
+        root = next((i for i in body if i.is_root), None)
+        if root is None or root.opcode != "tuple":
+            return {instr.name}
+        by_name = {i.name: i for i in body}
+        parts = set()
+        for part, name in enumerate(root.operands):
+            source = by_name.get(name)
+            while source is not None and source.opcode in ("bitcast", "copy") and \
+                    source.operands:
+                source = by_name.get(source.operands[0])
+            if source is not None and source in inner:
+                parts.add(part)
+        users = [i for i in self.module.computations.get(computation, [])
+                 if instr.name in i.operands]
+        carriers = {u.name for u in users if u.opcode == "get-tuple-element"
+                    and _ints(u.attr("index"))[:1] and _ints(u.attr("index"))[0] in parts}
+        if any(u.opcode != "get-tuple-element" for u in users):
+            carriers.add(instr.name)         # the whole tuple passed on: waited for there
+        return carriers
 
     def step(self, instr: Instruction) -> Step:
         step = self._step(instr)
-        if step.kind is StepKind.COMPUTE and self.in_fused_kernel(instr):
+        # A collective fusion's own arithmetic may be kernel code too (the TPU fuses a
+        # weight's all-gather with the attention's matmul).
+        if step.kind in (StepKind.COMPUTE, StepKind.COLLECTIVE) and (step.flops or step.bytes) \
+                and self.in_fused_kernel(instr):
             self.fused.add(instr.name)
-            return replace(step, bytes=0.0, fused_kernel=True)
+            causal = self.causal(instr)
+            if causal:
+                self.causal_names.add(instr.name)
+            return replace(step, flops=step.flops - (1 - CAUSAL_FLOP_FRACTION) * (
+                self.causal_flops(instr) if causal else 0.0),
+                bytes=0.0, fused_kernel=True, causal_kernel=causal)
         return step
+
+    def causal_flops(self, instr: Instruction) -> float:
+        """The FLOPs of a causal kernel's instruction that its mask lets it skip half of: a
+        fusion's, those of its body's instructions from the causal scope; all of them for an
+        instruction from that scope or one with no metadata (read as the kernel's)."""
+        if instr.opcode != "fusion" or not self.has_metadata(instr) \
+                or CAUSAL_KERNEL_SCOPE in _scopes(instr):
+            return self.flops(instr)
+        return sum(self.flops(i) for i in
+                   self.module.computations.get((instr.attr("calls") or "").lstrip("%"), [])
+                   if CAUSAL_KERNEL_SCOPE in _scopes(i) or (
+                       i.opcode == "fusion" and self.causal(i)))
+
+    def causal(self, instr: Instruction) -> bool:
+        """Fused-kernel code from a `fused_kernel_causal` scope: the instruction or its fusion's
+        body says so; or, with no metadata at all, it reads an instruction that was."""
+        inner = self.module.computations.get((instr.attr("calls") or "").lstrip("%"), []) \
+            if instr.opcode == "fusion" else []
+        if any(CAUSAL_KERNEL_SCOPE in _scopes(i) for i in (instr, *inner)):
+            return True
+        if self.has_metadata(instr):
+            return False
+        return any(o in self.causal_names for o in instr.operands)
 
     def in_fused_kernel(self, instr: Instruction) -> bool:
         """From code in a fused_kernel scope: the instruction says so; or it is a fusion of
@@ -211,7 +359,7 @@ class _Reader:
             if instr.opcode == "fusion" else []
         if any(in_fused_kernel(i) for i in inner):
             return True
-        if instr.op_name or any(i.op_name for i in inner):
+        if self.has_metadata(instr):
             return False
         return any(o in self.fused for o in instr.operands)
 
@@ -246,6 +394,8 @@ class _Reader:
             if inner:
                 # A collective run in place inside a fusion (TPU: all-reduce-scatter fusions,
                 # async collective fusions): a synchronous collective with arithmetic of its own.
+                # What only the collective reads or writes moves over the links, in its time.
+                nbytes -= self.collective_only_bytes(instr, called)
                 return Step(instr, StepKind.COLLECTIVE, flops=flops, bytes=nbytes,
                             collectives=inner, overlaps=self.independent_math(called))
             return Step(instr, StepKind.COMPUTE, flops=flops, bytes=nbytes)
@@ -336,6 +486,8 @@ class _Reader:
             used = users.get(params.get(k, ""), [])
             if k in updated:
                 continue       # written in place where the result counts it; never read whole
+            if k in params and not used:
+                continue       # never read: a buffer the result aliases (TPU collective fusions)
             if used and all(u.opcode in ("slice", "dynamic-slice") and u.operands[0] == params[k]
                             for u in used):
                 total += min(full, sum(a.nbytes for u in used for a in u.arrays))
@@ -343,9 +495,48 @@ class _Reader:
                 total += full
         return total
 
+    def collective_only_bytes(self, fusion: Instruction, called: str) -> float:
+        """Bytes of a fusion's operands that only its collectives read, and of its result parts
+        that its collectives produce."""
+        body = self.module.computations.get(called, [])
+        moved = {i.name for i in body if collective_kind(i.opcode)[0] is not None}
+        users: dict[str, list[Instruction]] = {}
+        for i in body:
+            for o in i.operands:
+                users.setdefault(o, []).append(i)
+        total = 0.0
+        for i in body:
+            if i.opcode != "parameter" or not i.operand_text.strip().isdigit():
+                continue
+            k = int(i.operand_text)
+            if users.get(i.name) and all(u.name in moved for u in users[i.name]) \
+                    and k < len(fusion.operands) and fusion.operands[k] in self.names:
+                total += sum(a.nbytes for a in self.names[fusion.operands[k]].arrays)
+        root = next((i for i in body if i.is_root), None)
+        parts = (root.operands if root is not None and root.opcode == "tuple"
+                 else [root.name] if root is not None else [])
+        for part, name in enumerate(parts):
+            if name in moved and part < len(fusion.arrays):
+                total += fusion.arrays[part].nbytes
+        return total
+
     def root_bytes(self, computation: str) -> float:
         root = next((i for i in self.module.computations.get(computation, []) if i.is_root), None)
         return float(sum(a.nbytes for a in root.arrays)) if root else 0.0
+
+
+# Free ops through which a collective's result is passed on without being read.
+_PASS_ON = frozenset({"get-tuple-element", "bitcast", "tuple"})
+
+
+def _flagged(instr: Instruction) -> bool:
+    """A TPU async collective fusion's collective: its backend_config gives it synchronisation
+    flags (`"async_collective_fusion_config":{"flag_start":"2",...}`; -1 when it has none)."""
+    config = _json(instr.attr("backend_config")).get("async_collective_fusion_config", {})
+    try:
+        return int(config.get("flag_start", -1)) >= 0
+    except (TypeError, ValueError):
+        return False
 
 
 # Ops that pass a buffer on unchanged in size: a dynamic-update-slice seen through them still
@@ -467,6 +658,11 @@ def _body_step(module: HloModule, body: str, index: int) -> int | None:
     return value if update.opcode == "add" else -value
 
 
+# Steps whose own arithmetic the compute lane runs: a fusion that runs a collective in place
+# computes too, in the background (COLLECTIVE_START) or not.
+_WITH_MATH = (StepKind.COMPUTE, StepKind.COLLECTIVE, StepKind.COLLECTIVE_START)
+
+
 @dataclass(frozen=True)
 class Work:
     """What a schedule runs, summed over loop trips, for the cost model's totals."""
@@ -477,27 +673,29 @@ class Work:
     collective_runs: dict[str, int]     # collective instruction name -> times it runs
     uncounted_loops: tuple[str, ...]    # whiles whose trip count could not be read: run once
     fused_kernel_runs: int = 0          # runs of steps timed as on-chip fused-kernel code
+    causal_kernel_runs: int = 0         # ... of them in a causal kernel (half their FLOPs)
 
 
 def schedule_work(schedule: Schedule) -> Work:
     compute: list[tuple[float, float, int]] = []
     runs: dict[str, int] = {}
     uncounted: list[str] = []
-    fused = 0
+    fused = causal = 0
 
     def walk(steps: tuple[Step, ...], times: int) -> None:
-        nonlocal fused
+        nonlocal fused, causal
         for s in steps:
             if s.kind is StepKind.LOOP:
                 if s.trips is None:
                     uncounted.append(s.instr.name)
                 walk(s.body, times * (1 if s.trips is None else s.trips))
                 continue
-            if s.kind in (StepKind.COMPUTE, StepKind.COLLECTIVE) and (s.flops or s.bytes):
+            if s.kind in _WITH_MATH and (s.flops or s.bytes):
                 compute.append((s.flops, s.bytes, times))
             fused += times * s.fused_kernel
+            causal += times * s.causal_kernel
             for name in s.collectives:
                 runs[name] = runs.get(name, 0) + times
 
     walk(schedule.steps, 1)
-    return Work(tuple(compute), runs, tuple(uncounted), fused)
+    return Work(tuple(compute), runs, tuple(uncounted), fused, causal)

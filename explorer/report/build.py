@@ -12,7 +12,13 @@ from math import prod
 
 from explorer.compile.protocol import CompileResult, Measurement
 from explorer.hlo.collectives import CollectiveKind
-from explorer.hlo.groups import axes_of_groups, axes_of_pairs, device_groups, source_target_pairs
+from explorer.hlo.groups import (
+    axes_of_groups,
+    axes_of_pairs,
+    device_groups,
+    ring_direction,
+    source_target_pairs,
+)
 from explorer.hlo.module import (
     HLO_DTYPE_BYTES,
     HLO_TO_NUMPY,
@@ -125,11 +131,13 @@ def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None
         operands = [names[o] for o in instr.operands if o in names]
         operand_bytes = sum(a.nbytes for o in operands for a in o.arrays)
         result_bytes = sum(a.nbytes for a in result)
+        direction = ""
         try:
             if kind is CollectiveKind.COLLECTIVE_PERMUTE:
                 pairs = source_target_pairs(instr.attrs) or []
                 groups = _components(pairs)
                 axes = axes_of_pairs(pairs, mesh.sizes, mesh.names)
+                direction = ring_direction(pairs, mesh.sizes, mesh.names)
             else:
                 groups = device_groups(instr.attrs, mesh.device_count) or []
                 axes = axes_of_groups(groups, mesh.sizes, mesh.names)
@@ -167,6 +175,7 @@ def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None
             program_dtypes=tuple(HLO_TO_NUMPY.get(d, d) for d in program),
             program_part_bytes=part_bytes,
             part_shapes=tuple(r.dims for r in result),
+            direction=direction,
         ))
     return out
 

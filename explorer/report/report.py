@@ -57,6 +57,9 @@ class Collective:
     # in the body of scanned layers runs once per layer); 1 outside loops or where a trip count
     # could not be read (a Report note then says so).
     runs: int = 1
+    # A collective-permute along one mesh axis's ring: "+" every device sends to the next, "-"
+    # to the previous (explorer.hlo.groups.ring_direction); "" otherwise.
+    direction: str = ""
 
     @property
     def program_bytes(self) -> int:

@@ -9,13 +9,19 @@ order on two lanes, compute and communication:
   a fusion that runs a collective in place computes after it, or alongside it when its body
   has a dot or convolution that does not use the collective's result;
 - an asynchronous collective starts on the communication lane when the compute lane reaches its
-  start and the lane is free (collectives run one at a time), overlaps the compute scheduled
-  before its done, and the done makes the compute lane wait for it;
+  start and the links it needs are free, overlaps the compute scheduled
+  before its done (an async collective fusion's own arithmetic included), and the done makes
+  the compute lane wait for it; explorer.hlo.schedule says which TPU collectives without a
+  -start/-done pair run this way;
 - a while runs its body trip-count times (once, with a note, when the count is unreadable).
 
-Collective times are the cost model's (the Estimate's CollectiveTime of each collective). At
-every moment until the step ends one lane is busy, so the step lies between max(compute,
-communication) and their sum: the Estimate's bounds when it was made from the same schedule.
+Collectives share the links one at a time, except that on a torus (TPU ICI) a permute sent one
+way round a ring and one sent the other way run side by side: each link carries each direction
+on its own wires (the bidirectional collective matmul sends half its chunks each way). Those
+run on a second communication row. Collective times are the cost model's (the Estimate's
+CollectiveTime of each collective). At every moment until the step ends one lane is busy, so
+the step lies between max(compute, the busier ring direction's communication) and the sum of
+compute and all communication: the Estimate's bounds when it was made from the same schedule.
 The trace writes itself as Chrome trace-event JSON, which Perfetto, chrome://tracing and
 TensorBoard read.
 """
@@ -27,7 +33,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from explorer.cost.model import CollectiveTime, Estimate, roofline_seconds
+from explorer.cost.model import (
+    LINK_DIRECTIONS,
+    CollectiveTime,
+    Estimate,
+    link_directions,
+    roofline_seconds,
+)
 from explorer.hlo.module import Instruction, short_path
 from explorer.hlo.schedule import Schedule, Step, StepKind
 
@@ -56,6 +68,18 @@ class TraceEvent:
     def end(self) -> float:
         return self.start + self.duration
 
+    @property
+    def row(self) -> str:
+        """Where a timeline draws it: its lane, or for a permute sent the reverse way round a
+        torus ring (which may run beside one sent the other way) a row of its own."""
+        if self.args.get("ring_direction") == "-":
+            return REVERSE_ROW
+        return str(self.lane)
+
+
+# The row of the communication events that run the reverse way round a torus ring.
+REVERSE_ROW = "comm., reverse ring"
+
 
 @dataclass(frozen=True)
 class StepTrace:
@@ -70,15 +94,22 @@ class StepTrace:
         """Busy time of one lane (the listed events)."""
         return sum(e.duration for e in self.events if e.lane == lane)
 
+    def rows(self) -> list[str]:
+        """The timeline's rows, in order: the two lanes, then the reverse ring direction's
+        where some event runs there."""
+        rows = [str(TraceLane.COMPUTE), str(TraceLane.COMMUNICATION)]
+        return rows + [REVERSE_ROW] if any(e.row == REVERSE_ROW for e in self.events) else rows
+
     def to_chrome(self) -> dict:
-        """Chrome trace-event JSON: complete ("X") events in microseconds, one thread per lane."""
-        tids = {TraceLane.COMPUTE: 1, TraceLane.COMMUNICATION: 2}
+        """Chrome trace-event JSON: complete ("X") events in microseconds, one thread per row
+        (events on one thread never overlap, as the format needs)."""
+        tids = {row: k + 1 for k, row in enumerate(self.rows())}
         meta = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0,
                  "args": {"name": f"predicted step on {self.target}"}}]
         meta += [{"name": "thread_name", "ph": "M", "pid": 1, "tid": tid,
-                  "args": {"name": str(lane)}} for lane, tid in tids.items()]
+                  "args": {"name": row}} for row, tid in tids.items()]
         events = [{"name": e.name, "cat": str(e.lane), "ph": "X", "ts": e.start * 1e6,
-                   "dur": e.duration * 1e6, "pid": 1, "tid": tids[e.lane],
+                   "dur": e.duration * 1e6, "pid": 1, "tid": tids[e.row],
                    "args": {"hlo": e.hlo, "source": e.source, **e.args}}
                   for e in self.events]
         return {"traceEvents": meta + events, "displayTimeUnit": "ns",
@@ -122,7 +153,9 @@ class _Timeline:
         self.peak, self.bandwidth = peak, bandwidth
         self.collectives = collectives
         self.compute_at = 0.0              # the compute lane is free from here
-        self.comm_at = 0.0                 # the communication lane is free from here
+        # The communication lane, per ring direction: free from here. A one-way torus permute
+        # holds its direction, any other collective both (explorer.cost.model.link_directions).
+        self.link_at = dict.fromkeys(LINK_DIRECTIONS, 0.0)
         self.pending: dict[str, float] = {}   # async start -> when its collective ends
         self.events: list[TraceEvent] = []
         self.dropped = 0
@@ -130,20 +163,20 @@ class _Timeline:
         self.seen: set[str] = set()
 
     def end(self) -> float:
-        return max([self.compute_at, self.comm_at, *self.pending.values()])
+        return max([self.compute_at, *self.link_at.values(), *self.pending.values()])
 
     def run(self, steps: tuple[Step, ...], where: dict[str, Any]) -> None:
         for s in steps:
             if s.kind is StepKind.COMPUTE:
                 self.compute_at = self.compute(s, self.compute_at, where)
             elif s.kind is StepKind.COLLECTIVE:
-                begin = max(self.compute_at, self.comm_at)
-                self.comm_at = self.communicate(s, begin, where)
-                math_from = begin if s.overlaps else self.comm_at
-                self.compute_at = max(self.comm_at, self.compute(s, math_from, where))
+                begin, done = self.communicate(s, self.compute_at, where)
+                math_from = begin if s.overlaps else done
+                self.compute_at = max(done, self.compute(s, math_from, where))
             elif s.kind is StepKind.COLLECTIVE_START:
-                self.comm_at = self.communicate(s, max(self.compute_at, self.comm_at), where)
-                self.pending[s.instr.name] = self.comm_at
+                _, self.pending[s.instr.name] = self.communicate(s, self.compute_at, where)
+                # An async collective fusion's own arithmetic does not wait for it.
+                self.compute_at = self.compute(s, self.compute_at, where)
             elif s.kind is StepKind.COLLECTIVE_DONE:
                 self.compute_at = max(self.compute_at, self.pending.pop(s.start, 0.0))
             elif s.kind is StepKind.LOOP:
@@ -170,9 +203,10 @@ class _Timeline:
                               "op_name": s.instr.op_name, **where}))
         return begin + seconds
 
-    def communicate(self, s: Step, begin: float, where: dict[str, Any]) -> float:
-        """Run the step's collectives one after another from `begin`; when the last ends."""
-        at = begin
+    def communicate(self, s: Step, ready: float, where: dict[str, Any]) -> tuple[float, float]:
+        """Run the step's collectives one after another, the first from `ready` or when the
+        links it needs are free; when the first starts and the last ends."""
+        at, first = ready, None
         for name in s.collectives:
             self.seen.add(name)
             if name not in self.collectives:
@@ -182,6 +216,9 @@ class _Timeline:
             else:
                 c, t = self.collectives[name]
             seconds = t.seconds if t is not None and t.seconds is not None else 0.0
+            ways = link_directions(t) if t is not None else LINK_DIRECTIONS
+            at = max(at, *(self.link_at[w] for w in ways))
+            first = at if first is None else first
             if t is not None and t.seconds is None:
                 self.notes.append(f"{c.kind} {name!r} could not be timed ({t.note}); it is "
                                   "shown with no duration")
@@ -190,11 +227,15 @@ class _Timeline:
                 "kind": str(c.kind), "axes": list(c.axes), "bytes": c.program_bytes,
                 "group_size": c.group_size, "links": t.links, "bound": t.bound,
                 "async": s.kind is StepKind.COLLECTIVE_START}
+            if t is not None and t.one_way:
+                args["ring_direction"] = t.one_way
             self.emit(TraceEvent(label, TraceLane.COMMUNICATION, at, seconds, name,
                                  c.source if c is not None else self.source(s.instr),
                                  {**args, **where}))
             at += seconds
-        return at
+            for w in ways:
+                self.link_at[w] = at
+        return (ready if first is None else first), at
 
     def emit(self, event: TraceEvent) -> None:
         if len(self.events) < MAX_EVENTS:

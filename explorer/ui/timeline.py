@@ -20,7 +20,6 @@ from explorer.ui.figure import FigureWidget
 from explorer.ui.graph import KIND_COLOURS  # one colour per kind in every view
 from explorer.ui.views import keep_state
 
-LANES = (TraceLane.COMPUTE, TraceLane.COMMUNICATION)
 COMPUTE_COLOUR = "#64748b"
 OTHER_COLOUR = "#a16207"
 MAX_BARS = 4000          # bars drawn; the rest are the shortest and are only counted
@@ -176,7 +175,7 @@ def trace_figure(trace: StepTrace) -> go.FigureWidget:
             name=cls, orientation="h", marker_color=class_colour(cls),
             # A thin white edge tells adjacent events apart, where there are few enough.
             marker_line=dict(color="white", width=1 if len(events) <= 400 else 0),
-            y=[str(e.lane) for e in es],
+            y=[e.row for e in es],
             base=[e.start / scale for e in es], x=[e.duration / scale for e in es],
             customdata=[[e.name, e.hlo, where(e.source) or "(source unknown)",
                          format_seconds(e.duration), format_seconds(e.start)] for e in es],
@@ -192,12 +191,11 @@ def trace_figure(trace: StepTrace) -> go.FigureWidget:
     fig.update_layout(
         barmode="overlay", height=250, width=820, bargap=0.35,
         title=dict(text=title, font=dict(size=13)),
-        margin=dict(l=110, r=20, t=40, b=50),
+        margin=dict(l=150 if len(trace.rows()) > 2 else 110, r=20, t=40, b=50),
         xaxis=dict(title=f"time from the start of the step ({unit})", rangemode="tozero",
                    range=[0, trace.seconds / scale * 1.02]),
         yaxis=dict(type="category", categoryorder="array",
-                   categoryarray=[str(lane) for lane in LANES], autorange="reversed",
-                   title="lane"),
+                   categoryarray=trace.rows(), autorange="reversed", title="lane"),
         legend=dict(orientation="h", y=-0.35, x=0, title_text="colour:"))
     keep_state(fig)
     return fig

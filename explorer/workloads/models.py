@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from explorer.errors import WorkloadError
-from explorer.hlo.schedule import FUSED_KERNEL_SCOPE
+from explorer.hlo.schedule import CAUSAL_KERNEL_SCOPE
 from explorer.spec.mesh import MeshSpec
 from explorer.workloads.base import (
     BATCH,
@@ -87,7 +87,8 @@ def attention(x, wq, wk, wv, wo, cons: Mapping = {}, point: str = "",  # noqa: B
     heads than wq (wk[embed, kv_heads, kv]): query head h reads key/value head h // group, as
     Llama's `repeat_kv` does. `point` names the constraint point of the per-head output, before
     the output projection. `fused`: the core (scores, mask, softmax, values) runs in a
-    `fused_kernel` named scope, which the cost model times as one flash-attention kernel."""
+    `fused_kernel_causal` named scope, which the cost model times as one causal
+    flash-attention kernel (no score traffic; half the square's FLOPs)."""
     import contextlib
 
     import jax
@@ -98,7 +99,7 @@ def attention(x, wq, wk, wv, wo, cons: Mapping = {}, point: str = "",  # noqa: B
     q = jnp.einsum("bsd,dhk->bshk", x, wq)
     k = jnp.einsum("bsd,dhk->bshk", x, wk)
     v = jnp.einsum("bsd,dhk->bshk", x, wv)
-    with jax.named_scope(FUSED_KERNEL_SCOPE) if fused else contextlib.nullcontext():
+    with jax.named_scope(CAUSAL_KERNEL_SCOPE) if fused else contextlib.nullcontext():
         o = _attention_core(q, k, v, s, heads, kv_heads, d_head)
     o = constrain(o, cons, point)
     return jnp.einsum("bshk,hkd->bsd", o, wo)

@@ -13,7 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.hlo.groups import axes_of_groups, axes_of_pairs, device_groups, source_target_pairs
+from explorer.hlo.groups import (
+    axes_of_groups,
+    axes_of_pairs,
+    device_groups,
+    ring_direction,
+    source_target_pairs,
+)
 
 # --- explicit form --------------------------------------------------------------------------
 
@@ -179,6 +185,26 @@ def test_axes_of_groups_never_reports_size_one_axes():
 )
 def test_axes_of_pairs(pairs, expected):
     assert axes_of_pairs(pairs, SIZES3, NAMES3) == expected
+
+
+# SIZES3 = (2, 3, 4): device (a, b, c) is 12a + 4b + c.
+@pytest.mark.parametrize(
+    "pairs, expected",
+    [
+        ([(0, 1), (1, 2), (2, 3), (3, 0)], "+"),            # c + 1 round the ring of 4
+        ([(0, 3), (1, 0), (2, 1), (3, 2)], "-"),            # c - 1
+        ([(12, 13), (13, 14), (14, 15), (15, 12), (0, 1)], "+"),   # two rings, same way
+        ([(0, 4), (4, 8), (8, 0)], "+"),                    # b + 1 round the ring of 3
+        ([(0, 8), (4, 0), (8, 4)], "-"),                    # b - 1
+        ([(0, 2), (2, 0)], ""),                             # c + 2: two hops
+        ([(0, 12), (12, 0)], ""),                           # a: a ring of two is both ways
+        ([(0, 1), (1, 0), (2, 3)], ""),                     # one way and the other
+        ([(0, 5)], ""),                                     # two axes
+        ([(3, 3)], ""),                                     # nobody moves
+    ],
+)
+def test_ring_direction(pairs, expected):
+    assert ring_direction(pairs, SIZES3, NAMES3) == expected
 
 
 def test_axes_of_pairs_outside_mesh_raises():

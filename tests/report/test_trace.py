@@ -151,14 +151,18 @@ def test_a_collective_that_is_not_async_blocks_compute():
     assert trace.seconds == pytest.approx(est.step_upper_seconds)
 
 
+def with_op_name(hlo: str, line: str, op_name: str) -> str:
+    """`hlo` with `op_name` metadata added to the instruction written as `line`."""
+    assert line in hlo
+    return hlo.replace(line, f'{line}, metadata={{op_name="{op_name}"}}')
+
+
 def test_code_in_a_fused_kernel_scope_is_timed_without_its_memory_traffic():
     # The final negate fusion reads and writes 4 MiB and has no FLOPs: NEG = 2.5 us on HBM.
     # Marked as code of a fused kernel (jax.named_scope("fused_kernel"), here in the backward
     # pass's op_name form), its traffic stays on chip: it takes no time, the step loses NEG.
-    fused = OVERLAP.replace(
-        "ROOT %neg = bf16[2048,1024]{1,0} fusion(%bc), kind=kLoop, calls=%scale",
-        "ROOT %neg = bf16[2048,1024]{1,0} fusion(%bc), kind=kLoop, calls=%scale, "
-        'metadata={op_name="jit(step)/transpose(jvp(fused_kernel))/neg"}')
+    fused = with_op_name(OVERLAP, "ROOT %neg = bf16[2048,1024]{1,0} fusion(%bc), kind=kLoop, "
+                         "calls=%scale", "jit(step)/transpose(jvp(fused_kernel))/neg")
     est, trace = predict(OVERLAP)
     est_f, trace_f = predict(fused)
     assert trace.seconds - trace_f.seconds == pytest.approx(NEG)
@@ -169,6 +173,23 @@ def test_code_in_a_fused_kernel_scope_is_timed_without_its_memory_traffic():
     # A scope whose name only contains the word is not the fused kernel's.
     other = fused.replace("jvp(fused_kernel)", "jvp(my_fused_kernels)")
     assert schedule_work(read_schedule(other)).fused_kernel_runs == 0
+
+
+def test_a_causal_fused_kernel_does_half_the_flops():
+    # dot.2 marked as code of a causal kernel (jax.named_scope("fused_kernel_causal")): its
+    # 2·2048·1024·4096 FLOPs count half (the blocks above the diagonal are skipped) and its
+    # memory traffic none, so it takes DOT2 / 2 and the step loses the other half.
+    causal = with_op_name(OVERLAP, "%dot.2 = bf16[2048,1024]{1,0} dot(%agd, %w), "
+                          "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+                          "jit(step)/fused_kernel_causal/dot_general")
+    est, trace = predict(causal)
+    [step] = [s for s in read_schedule(causal).steps if s.instr.name == "dot.2"]
+    assert step.flops == 2048 * 1024 * 4096 and step.bytes == 0 and step.causal_kernel
+    assert by_hlo(trace)["dot.2"].duration == pytest.approx(DOT2 / 2)
+    assert trace.seconds == pytest.approx(AG + DOT2 / 2 + AR + NEG)
+    work = schedule_work(read_schedule(causal))
+    assert work.fused_kernel_runs == 1 and work.causal_kernel_runs == 1
+    assert any("1 of them in a 'fused_kernel_causal' scope count half" in n for n in est.notes)
 
 
 # An async-start wrapping an all-reduce, overlapping a fusion whose body holds the dot (FLOPs
@@ -484,4 +505,184 @@ def test_fused_collective_math_runs_after_or_beside_it():
     both_math = next(e for e in math if e.hlo == "both")
     assert rs_math.start == pytest.approx(ev["ar.rs"].end)
     assert both_math.start == pytest.approx(ev["ag.in"].start)
+    within(est, trace.seconds)
+
+
+# The TPU compiler's background collectives, written as it prints them. An async collective
+# fusion: a 16 MiB all-gather with synchronisation flags (flag_start >= 0) fused with an
+# independent matmul; the gathered half of its tuple is read two instructions later. The gather
+# writes into a buffer passed in (p4), which the body never reads.
+BACKGROUND = """HloModule jit_tpu, is_scheduled=true, num_partitions=8
+
+%acf_body (p0: bf16[256,4096], p1: bf16[1024,2048], p2: bf16[2048,1024], p3: u32[], p4: bf16[2048,4096]) -> (bf16[1024,1024], bf16[2048,4096]) {
+  %p4 = bf16[2048,4096]{1,0} parameter(4)
+  %p0 = bf16[256,4096]{1,0} parameter(0)
+  %p1 = bf16[1024,2048]{1,0} parameter(1)
+  %p2 = bf16[2048,1024]{1,0} parameter(2)
+  %p3 = u32[] parameter(3)
+  %mm = bf16[1024,1024]{1,0} dot(%p1, %p2), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %ag.in = bf16[2048,4096]{1,0} all-gather(%p0), channel_id=1, replica_groups=[1,8]<=[8], dimensions={0}, use_global_device_ids=true, backend_config={"flag_configs":[],"async_collective_fusion_config":{"flag_start":"3","flag_end":"3"}}
+  ROOT %t = (bf16[1024,1024]{1,0}, bf16[2048,4096]{1,0}) tuple(%mm, %ag.in)
+}
+
+ENTRY %main (shard: bf16[256,4096], a: bf16[1024,2048], b: bf16[2048,1024], c: bf16[1024,1024], w: bf16[4096,1024], f: u32[], buf: bf16[2048,4096]) -> bf16[2048,1024] {
+  %shard = bf16[256,4096]{1,0} parameter(0)
+  %a = bf16[1024,2048]{1,0} parameter(1)
+  %b = bf16[2048,1024]{1,0} parameter(2)
+  %c = bf16[1024,1024]{1,0} parameter(3)
+  %w = bf16[4096,1024]{1,0} parameter(4)
+  %f = u32[] parameter(5)
+  %buf = bf16[2048,4096]{1,0} parameter(6)
+  %acf = (bf16[1024,1024]{1,0}, bf16[2048,4096]{1,0}) fusion(%shard, %a, %b, %f, %buf), kind=kOutput, calls=%acf_body, output_to_operand_aliasing={{1}: (4, {})}
+  %first = bf16[1024,1024]{1,0} get-tuple-element(%acf), index=0
+  %dot.3 = bf16[1024,1024]{1,0} dot(%first, %c), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %gathered = bf16[2048,4096]{1,0} get-tuple-element(%acf), index=1
+  ROOT %dot.2 = bf16[2048,1024]{1,0} dot(%gathered, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+DOT3 = 2 * 1024**3 / PEAK                 # 2.17 us; its 6 MiB of HBM take 1.9 us
+
+
+def test_async_collective_fusion_runs_on_until_its_result_is_read():
+    est, trace = predict(BACKGROUND)
+    ev = by_hlo(trace)
+    math = {e.hlo: e for e in trace.events if e.lane == TraceLane.COMPUTE}
+    # The gather starts with the step; the fusion's own matmul and the next dot run under it.
+    assert ev["ag.in"].start == 0 and ev["ag.in"].duration == pytest.approx(AG)
+    assert ev["ag.in"].args["async"] is True
+    # Its memory traffic is the matmul's (a, b and the 2 MiB product: 3.1 us, under DOT1); the
+    # gather's shard, its 16 MiB result and the buffer it writes into move over the links, and
+    # the flag (p3) is never read.
+    assert math["acf"].args["bytes"] == 4 * MiB + 4 * MiB + 2 * MiB
+    assert math["acf"].start == 0 and math["acf"].duration == pytest.approx(DOT1)
+    assert math["dot.3"].start == pytest.approx(DOT1)
+    # The dot that reads the gathered half waits for the gather.
+    assert AG > DOT1 + DOT3
+    assert math["dot.2"].start == pytest.approx(AG)
+    assert trace.seconds == pytest.approx(AG + DOT2)
+    within(est, trace.seconds)
+    # Without flags (flag_start -1) the fusion is synchronous: the next dot waits for the gather.
+    sync = BACKGROUND.replace('"flag_start":"3"', '"flag_start":"-1"')
+    steps = {s.instr.name: s for s in read_schedule(sync).steps}
+    assert steps["acf"].kind is StepKind.COLLECTIVE
+    _, trace = predict(sync)
+    math = {e.hlo: e for e in trace.events if e.lane == TraceLane.COMPUTE}
+    assert math["acf"].start == 0 and math["dot.3"].start == pytest.approx(AG)
+    assert trace.seconds == pytest.approx(AG + DOT3 + DOT2)
+
+
+# A windowed einsum loop (the SPMD partitioner's collective matmul) runs two steps: each sends
+# 16 MiB to the next device while a matmul on the chunk at hand runs, then reads what arrived.
+WINDOWED = """HloModule jit_tpu, is_scheduled=true, num_partitions=8
+
+%cond (cs: (bf16[2048,4096], bf16[1024,2048], bf16[2048,1024])) -> pred[] {
+  %cs = (bf16[2048,4096]{1,0}, bf16[1024,2048]{1,0}, bf16[2048,1024]{1,0}) parameter(0)
+  ROOT %go = pred[] constant(true)
+}
+
+%windowed_dot_general_body_ag.1 (s: (bf16[2048,4096], bf16[1024,2048], bf16[2048,1024])) -> (bf16[2048,4096], bf16[1024,2048], bf16[2048,1024]) {
+  %s = (bf16[2048,4096]{1,0}, bf16[1024,2048]{1,0}, bf16[2048,1024]{1,0}) parameter(0)
+  %x = bf16[2048,4096]{1,0} get-tuple-element(%s), index=0
+  %a = bf16[1024,2048]{1,0} get-tuple-element(%s), index=1
+  %b = bf16[2048,1024]{1,0} get-tuple-element(%s), index=2
+  %cp = bf16[2048,4096]{1,0} collective-permute(%x), channel_id=3, source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}
+  %mm = bf16[1024,1024]{1,0} dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %next = bf16[2048,4096]{1,0} negate(%cp)
+  ROOT %out = (bf16[2048,4096]{1,0}, bf16[1024,2048]{1,0}, bf16[2048,1024]{1,0}) tuple(%next, %a, %b)
+}
+
+ENTRY %main (x: bf16[2048,4096], a: bf16[1024,2048], b: bf16[2048,1024]) -> bf16[2048,4096] {
+  %x = bf16[2048,4096]{1,0} parameter(0)
+  %a = bf16[1024,2048]{1,0} parameter(1)
+  %b = bf16[2048,1024]{1,0} parameter(2)
+  %init = (bf16[2048,4096]{1,0}, bf16[1024,2048]{1,0}, bf16[2048,1024]{1,0}) tuple(%x, %a, %b)
+  %loop = (bf16[2048,4096]{1,0}, bf16[1024,2048]{1,0}, bf16[2048,1024]{1,0}) while(%init), condition=%cond, body=%windowed_dot_general_body_ag.1, backend_config={"known_trip_count":{"n":"2"}}
+  ROOT %y = bf16[2048,4096]{1,0} get-tuple-element(%loop), index=0
+}
+"""
+
+CP = 16 * MiB / NVLINK                    # 37.3 us: each device sends 16 MiB over one link
+NEXT = 2 * 16 * MiB / HBM                 # 10 us: reads and writes 16 MiB
+
+
+def test_windowed_einsum_permute_overlaps_the_matmul_beside_it():
+    est, trace = predict(WINDOWED)
+    cps = [e for e in trace.events if e.hlo == "cp"]
+    mms = [e for e in trace.events if e.hlo == "mm"]
+    nexts = [e for e in trace.events if e.hlo == "next"]
+    assert [e.duration for e in cps] == pytest.approx([CP, CP])
+    for k in range(2):
+        begin = k * (CP + NEXT)
+        # The permute and the matmul start together; the negate reads what arrived.
+        assert cps[k].start == pytest.approx(begin) and mms[k].start == pytest.approx(begin)
+        assert nexts[k].start == pytest.approx(begin + CP)
+    assert trace.seconds == pytest.approx(2 * (CP + NEXT))
+    within(est, trace.seconds)
+    # The same loop under any other name is no collective matmul: the permute blocks.
+    plain = WINDOWED.replace("windowed_dot_general_body_ag.1", "body")
+    _, trace = predict(plain)
+    assert trace.seconds == pytest.approx(2 * (CP + DOT1 + NEXT))
+
+
+def _ring_pairs(step: int) -> str:
+    """source_target_pairs of a permute round the model rings of data=16,model=4 (device
+    data·4 + model): each device sends to model + step, mod 4."""
+    return ",".join(f"{{{4 * d + m},{4 * d + (m + step) % 4}}}" for d in range(16) for m in range(4))
+
+
+# Two async permutes of 16 MiB round the same rings, one each way, and a dot while they run.
+BOTH_WAYS = """HloModule jit_tpu, is_scheduled=true, num_partitions=64
+
+ENTRY %main (x: bf16[2048,4096], y: bf16[2048,4096], a: bf16[1024,2048], b: bf16[2048,1024]) -> bf16[2048,4096] {
+  %x = bf16[2048,4096]{1,0} parameter(0)
+  %y = bf16[2048,4096]{1,0} parameter(1)
+  %a = bf16[1024,2048]{1,0} parameter(2)
+  %b = bf16[2048,1024]{1,0} parameter(3)
+  %fwd = (bf16[2048,4096]{1,0}, bf16[2048,4096]{1,0}) collective-permute-start(%x), channel_id=1, source_target_pairs={""" + _ring_pairs(1) + """}
+  %bwd = (bf16[2048,4096]{1,0}, bf16[2048,4096]{1,0}) collective-permute-start(%y), channel_id=2, source_target_pairs={""" + _ring_pairs(-1) + """}
+  %mm = bf16[1024,1024]{1,0} dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %fwd.done = bf16[2048,4096]{1,0} collective-permute-done(%fwd)
+  %bwd.done = bf16[2048,4096]{1,0} collective-permute-done(%bwd)
+  ROOT %sum = bf16[2048,4096]{1,0} add(%fwd.done, %bwd.done)
+}
+"""
+
+ICI_V4 = 4.5e10                           # bytes/s one way per link (scaling book, tpus)
+V4_PEAK, V4_HBM = 275e12, 1200e9          # bf16 FLOP/s and bytes/s (cloud.google.com/tpu/docs/v4)
+
+
+def test_opposite_permutes_share_a_torus_ring_but_not_a_switch():
+    # On TPU v4 (model on the z rings of a 4x4x4 cube, closed by wraparound) each permute sends
+    # 16 MiB over one link one way: 373 us. The two go opposite ways on separate wires, so
+    # they run side by side, with the dot (2·1024·1024·2048 FLOPs, 15.6 us) under them.
+    cp = 16 * MiB / ICI_V4
+    add = 3 * 16 * MiB / V4_HBM
+    est, trace = predict(BOTH_WAYS, mesh="data=16,model=4", target="tpu-v4-4x4x4")
+    ev = by_hlo(trace)
+    assert [c.one_way for c in est.collectives] == ["+", "-"]
+    assert ev["fwd"].start == 0 and ev["bwd"].start == 0
+    assert ev["fwd"].duration == pytest.approx(cp) and ev["bwd"].duration == pytest.approx(cp)
+    assert ev["mm"].start == 0 and ev["mm"].duration == pytest.approx(2 * 1024**2 * 2048 / V4_PEAK)
+    assert ev["sum"].start == pytest.approx(cp)
+    assert trace.seconds == pytest.approx(cp + add)
+    # The bounds count the two directions apart: full overlap is one permute's time.
+    assert est.comm_seconds == pytest.approx(2 * cp)
+    assert est.step_lower_seconds == pytest.approx(cp)
+    within(est, trace.seconds)
+    # The reverse permute has a row of its own, in the app and in the Chrome trace.
+    assert ev["bwd"].row == "comm., reverse ring" and ev["fwd"].row == "communication"
+    chrome = trace.to_chrome()
+    tid = {e["args"]["hlo"]: e["tid"] for e in chrome["traceEvents"] if e["ph"] == "X"}
+    assert tid["fwd"] != tid["bwd"] and tid["fwd"] != tid["mm"]
+    # Behind a switch (8 H100s on NVLink: one egress port per GPU) they take turns.
+    mesh8 = "data=2,model=4"
+    pairs8 = lambda k: ",".join(f"{{{4 * d + m},{4 * d + (m + k) % 4}}}" for d in range(2) for m in range(4))  # noqa: E731
+    switched = BOTH_WAYS.replace(_ring_pairs(1), pairs8(1)).replace(_ring_pairs(-1), pairs8(-1)) \
+        .replace("num_partitions=64", "num_partitions=8")
+    est, trace = predict(switched, mesh=mesh8, target="h100-8")
+    ev = by_hlo(trace)
+    assert [c.one_way for c in est.collectives] == ["", ""]
+    assert ev["bwd"].start == pytest.approx(ev["fwd"].end)
+    assert est.step_lower_seconds == pytest.approx(est.comm_seconds)
     within(est, trace.seconds)

@@ -353,3 +353,14 @@ def test_fused_attention_is_the_same_program_timed_as_a_flash_kernel(extra):
         for a in [*s.instr.arrays, *(x for o in s.instr.operands if o in by_name
                                      for x in by_name[o].arrays)])]
     assert scores and all(s.fused_kernel and s.bytes == 0 for s in scores)
+    # The mask is causal: the kernel's matmuls count half their FLOPs. Per layer and device
+    # (megatron on data=2,model=2: batch and heads halved) the forward core does
+    # q·kᵀ and p·v, 2·b·h·s²·d each; the backward pass twice that; full remat a second forward.
+    p = TRANSFORMER_TRAIN.resolve(base)
+    b, h, d = p["batch"] / 2, p["heads"] / 2, p["d_head"]
+    passes = 4 if p["remat"] == "full" else 3
+    core = passes * 4 * b * h * seq * seq * d * p["layers"]
+
+    def flops(report):
+        return sum(f * n for f, _, n in schedule_work(read_schedule(report.optimized_hlo)).compute)
+    assert flops(plain) - flops(fused) == pytest.approx(0.5 * core)
