@@ -33,6 +33,7 @@ from explorer.cost.hardware import (
 from explorer.cost.mapping import AxisMapping, Segment, check_mapping, default_mapping
 from explorer.errors import ExplorerError, MappingError, choices
 from explorer.hlo.collectives import CollectiveKind
+from explorer.hlo.groups import spanned_axes
 from explorer.hlo.schedule import Work
 from explorer.spec.tensor import normalize_dtype
 
@@ -548,6 +549,19 @@ def format_seconds(s: float | None) -> str:
     return f"{s / 1e-9:.3g} ns"
 
 
+def _collective_time(c, target: Target, placed: AxisMapping, mesh_names: Sequence[str],
+                     mesh_sizes: Sequence[int]) -> CollectiveTime:
+    """collective_time of a Report's collective; one whose groups match no whole mesh axes is
+    timed over the axes that hold them (explorer.hlo.groups.spanned_axes), where it has
+    groups."""
+    axes = tuple(c.axes)
+    groups = getattr(c, "groups", ())
+    if not axes and groups:
+        axes = spanned_axes([list(g) for g in groups], tuple(mesh_sizes), tuple(mesh_names))
+    return collective_time(c.kind, c.program_bytes, axes, target, placed,
+                           getattr(c, "group_size", None), getattr(c, "direction", ""))
+
+
 def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float | None,
              memory_bytes: float | None, dtype: str, mesh_names: Sequence[str],
              mesh_sizes: Sequence[int], target: str | Target,
@@ -577,9 +591,13 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
         placed = default_mapping(target, mesh_names, mesh_sizes)
     else:
         placed = check_mapping(target, mesh_names, mesh_sizes, mapping)
-    times = tuple(collective_time(c.kind, c.program_bytes, c.axes, target, placed,
-                                  getattr(c, "group_size", None), getattr(c, "direction", ""))
+    times = tuple(_collective_time(c, target, placed, mesh_names, mesh_sizes)
                   for c in collectives)
+    split = sum(1 for c, t in zip(collectives, times, strict=True) if t.axes != tuple(c.axes))
+    if split:
+        notes.append(f"{split} collective(s) run over part of a mesh axis (device groups the "
+                     "compiler split off, e.g. every fourth device of an axis of 16): each is "
+                     "timed as over the whole axis, an upper bound")
     if work is not None:
         times = tuple(replace(t, runs=work.collective_runs.get(getattr(c, "hlo_name", ""), 1))
                       for c, t in zip(collectives, times, strict=True))

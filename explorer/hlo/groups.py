@@ -251,14 +251,35 @@ def axes_of_groups(
     match no subset of axes (including ids outside the mesh).
     """
     sizes = tuple(int(s) for s in axis_sizes)
+    # The only candidate is the set of axes along which some group varies: a collective over any
+    # other subset would differ there. Checking that candidate fully settles the match.
+    axes = _varying(groups, sizes, axis_names)
+    if not axes:
+        return ()
+    if {frozenset(g) for g in groups} != _groups_along(sizes, axes):
+        return ()
+    return tuple(axis_names[a] for a in axes)
+
+
+def spanned_axes(
+    groups: list[list[int]], axis_sizes: tuple[int, ...], axis_names: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The mesh axes (mesh order) along which some group varies: those that hold its groups.
+    Equal to axes_of_groups where the groups are whole axes; for groups that are part of an
+    axis (e.g. every fourth device of `data=16`, a split the TPU compiler makes itself) the
+    axes that contain them."""
+    return tuple(axis_names[a] for a in _varying(groups, tuple(int(s) for s in axis_sizes),
+                                                 axis_names))
+
+
+def _varying(groups: list[list[int]], sizes: tuple[int, ...],
+             axis_names: tuple[str, ...]) -> list[int]:
     if len(sizes) != len(axis_names):
         raise ValueError(f"{len(sizes)} axis sizes for {len(axis_names)} axis names")
     n = int(np.prod(sizes, dtype=np.int64))
     flat = [d for g in groups for d in g]
     if not sizes or not flat or any(d < 0 or d >= n for d in flat):
-        return ()
-    # The only candidate is the set of axes along which some group varies: a collective over any
-    # other subset would differ there. Checking that candidate fully settles the match.
+        return []
     coords = np.stack(np.unravel_index(np.asarray(flat), sizes), axis=1)
     varying: set[int] = set()
     offset = 0
@@ -267,12 +288,7 @@ def axes_of_groups(
         offset += len(g)
         if len(g) > 1:
             varying.update(np.flatnonzero((block != block[0]).any(axis=0)).tolist())
-    axes = sorted(varying)
-    if not axes:
-        return ()
-    if {frozenset(g) for g in groups} != _groups_along(sizes, axes):
-        return ()
-    return tuple(axis_names[a] for a in axes)
+    return sorted(varying)
 
 
 def axes_of_pairs(

@@ -524,3 +524,27 @@ def test_tpu_topologies_take_their_generations_from_the_catalog():
     assert topology_chips("v5p:4x4x8") == 128 and topology_chips("v6e:16x16") == 256
     with pytest.raises(ExplorerError, match="a v5e slice has 2 dimensions"):
         topology_chips("v5e:4x4x4")
+
+
+def test_a_collective_over_part_of_an_axis_is_timed_over_the_whole_axis():
+    # The TPU compiler splits data=16 itself: groups of every fourth device along data
+    # ({0, 16, 32, 48}, ... with device = 4·data + model) match no whole mesh axis. They lie
+    # in `data`, so they are timed over it (an upper bound), with a note, instead of untimed.
+    groups = tuple(tuple(4 * (4 * k + d) + m for k in range(4)) for d in range(4) for m in range(4))
+    split = SimpleNamespace(kind=CollectiveKind.ALL_GATHER, axes=(), program_bytes=64 * 2**20,
+                            group_size=4, groups=groups)
+    est = model.estimate([split], 1e12, 1e9, None, "bfloat16", ("data", "model"), (16, 4),
+                         "tpu-v5p-4x4x4")
+    [t] = est.collectives
+    [whole] = model.estimate([coll(CollectiveKind.ALL_GATHER, 64 * 2**20, "data")], 1e12, 1e9,
+                             None, "bfloat16", ("data", "model"), (16, 4),
+                             "tpu-v5p-4x4x4").collectives
+    assert t.axes == ("data",) and whole.seconds > 0 and t.seconds == whole.seconds
+    assert est.step_upper_seconds is not None
+    assert any("part of a mesh axis" in n for n in est.notes)
+    # Groups of single devices move nothing and stay untimed by axes.
+    alone = SimpleNamespace(kind=CollectiveKind.ALL_GATHER, axes=(), program_bytes=1024,
+                            group_size=1, groups=tuple((d,) for d in range(64)))
+    [t] = model.estimate([alone], 1e12, 1e9, None, "bfloat16", ("data", "model"), (16, 4),
+                         "tpu-v5p-4x4x4").collectives
+    assert t.seconds == 0.0
