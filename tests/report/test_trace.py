@@ -675,6 +675,10 @@ def test_opposite_permutes_share_a_torus_ring_but_not_a_switch():
     chrome = trace.to_chrome()
     tid = {e["args"]["hlo"]: e["tid"] for e in chrome["traceEvents"] if e["ph"] == "X"}
     assert tid["fwd"] != tid["bwd"] and tid["fwd"] != tid["mm"]
+    for t in set(tid.values()):      # complete events on one thread may not overlap
+        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in chrome["traceEvents"]
+                       if e["ph"] == "X" and e["tid"] == t)
+        assert all(b[0] >= a[1] - 1e-9 for a, b in zip(spans, spans[1:], strict=False))
     # Behind a switch (8 H100s on NVLink: one egress port per GPU) they take turns.
     mesh8 = "data=2,model=4"
     pairs8 = lambda k: ",".join(f"{{{4 * d + m},{4 * d + (m + k) % 4}}}" for d in range(2) for m in range(4))  # noqa: E731
