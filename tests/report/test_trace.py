@@ -340,6 +340,43 @@ def within(est, seconds):
     assert est.step_lower_seconds * (1 - 1e-9) <= seconds <= est.step_upper_seconds * (1 + 1e-9)
 
 
+def test_a_users_own_causal_kernel_scope_counts_half_its_flops():
+    # A user's attention, defined here and shipped to the compile worker by value, with its
+    # core in jax.named_scope("fused_kernel_causal"). Per device (batch split over data=2):
+    # the forward does q·kᵀ and p·v, 2·b·h·s²·d FLOPs each; the backward twice the forward.
+    import jax
+    import jax.numpy as jnp
+
+    b, s, h, d = 4, 64, 2, 32
+
+    def step(q, k, v, scoped):
+        def core(q, k, v):
+            scores = jnp.einsum("bshk,bthk->bhst", q, k)
+            mask = jnp.tril(jnp.ones((s, s), bool))
+            p = jax.nn.softmax(jnp.where(mask, scores, -1e9), axis=-1)
+            return jnp.einsum("bhst,bthk->bshk", p, v)
+
+        def loss(q, k, v):
+            if scoped:
+                with jax.named_scope("fused_kernel_causal"):
+                    return jnp.sum(core(q, k, v) ** 2)
+            return jnp.sum(core(q, k, v) ** 2)
+        return jax.grad(loss, argnums=(0, 1, 2))(q, k, v)
+
+    args = [TensorSpec(n, (b, s, h, d), "float32", ("data", None, None, None)) for n in "qkv"]
+    flops = {}
+    for scoped in (False, True):
+        r = analyze(lambda q, k, v, scoped=scoped: step(q, k, v, scoped), *args, mesh="data=2",
+                    target="h100-2")
+        work = schedule_work(read_schedule(r.optimized_hlo))
+        flops[scoped] = sum(f * n for f, _, n in work.compute)
+        if scoped:
+            assert work.causal_kernel_runs > 0
+            assert any("'fused_kernel_causal' scope count half" in n for n in r.estimate.notes)
+    core = 3 * 4 * (b // 2) * h * s * s * d
+    assert flops[False] - flops[True] == pytest.approx(0.5 * core)
+
+
 def test_compiled_training_step_trace_lies_within_the_bounds(tmp_path):
     r = analyze_workload("mlp_train", "data=2,model=4", preset="fsdp_tp", target="h100-8")
     est, trace = r.estimate, r.trace

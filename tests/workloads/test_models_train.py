@@ -325,8 +325,8 @@ def test_train_arch_reads_the_params():
     # metadata of their own; they are found through what they fuse or read.
     {"scan_layers": "true", "remat": "full", "kv_heads": 2, "compute_dtype": "bfloat16"}])
 def test_fused_attention_is_the_same_program_timed_as_a_flash_kernel(extra):
-    # attention=fused wraps the attention core in jax.named_scope("fused_kernel"): the compiled
-    # program is the same (FLOPs, collectives), and every instruction that touches the
+    # attention=fused wraps the attention core in jax.named_scope("fused_kernel_causal"): the
+    # compiled program is the same (FLOPs, collectives), and every instruction that touches the
     # [batch, heads, seq, seq] float scores, found here by shape (seq 48 is no other dimension
     # of the model), is timed without memory traffic. (The causal mask, a boolean constant,
     # may be hoisted out of the loop and out of the scope; it is not checked.)
