@@ -9,10 +9,10 @@ order on two lanes, compute and communication:
   a fusion that runs a collective in place computes after it, or alongside it when its body
   has a dot or convolution that does not use the collective's result;
 - an asynchronous collective starts on the communication lane when the compute lane reaches its
-  start and the links it needs are free, overlaps the compute scheduled
-  before its done (an async collective fusion's own arithmetic included), and the done makes
-  the compute lane wait for it; explorer.hlo.schedule says which TPU collectives without a
-  -start/-done pair run this way;
+  start and the links it needs are free, overlaps the compute scheduled before its done (an
+  async collective fusion's own arithmetic included), and the done makes the compute lane wait
+  for it; explorer.hlo.schedule says which TPU collectives without a -start/-done pair run
+  this way;
 - a while runs its body trip-count times (once, with a note, when the count is unreadable).
 
 Collectives share the links one at a time, except that on a torus (TPU ICI) a permute sent one
