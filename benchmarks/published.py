@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import explorer
 from explorer.cost.model import roofline_seconds
-from explorer.hlo.schedule import StepKind, read_schedule
+from explorer.hlo.schedule import MATH_KINDS, StepKind, read_schedule
 from explorer.report.predict import with_target
 from explorer.workloads.models import TRANSFORMER_TRAIN
 
@@ -253,8 +253,7 @@ def compute_parts(report, case: Case) -> dict[str, float]:
         for s in steps:
             if s.kind is StepKind.LOOP:
                 walk(s.body, runs * (s.trips or 1))
-            elif s.kind in (StepKind.COMPUTE, StepKind.COLLECTIVE, StepKind.COLLECTIVE_START) \
-                    and (s.flops or s.bytes):
+            elif s.kind in MATH_KINDS and (s.flops or s.bytes):
                 kind = ("attention" if s.fused_kernel or scores(s.instr)
                         else "matmul" if s.flops else "other")
                 parts[kind] += runs * roofline_seconds(s.flops, s.bytes, peak, bandwidth)

@@ -235,18 +235,37 @@ class _Reader:
             if s.kind is not StepKind.COMPUTE or s.fused_kernel or not readers \
                     or not all(out[j].fused_kernel for j in readers) or self.has_metadata(s.instr):
                 continue
-            causal = any(out[j].causal_kernel for j in readers)
-            self.fused.add(s.instr.name)
-            if causal:
-                self.causal_names.add(s.instr.name)
-            out[k] = replace(s, flops=s.flops * (CAUSAL_FLOP_FRACTION if causal else 1.0),
-                             bytes=0.0, fused_kernel=True, causal_kernel=causal)
+            out[k] = self.as_kernel(s, any(out[j].causal_kernel for j in readers), s.flops)
         return out
 
+    def fused_body(self, instr: Instruction) -> list[Instruction]:
+        """The instructions a fusion runs; [] for any other instruction."""
+        if instr.opcode != "fusion":
+            return []
+        return self.module.computations.get((instr.attr("calls") or "").lstrip("%"), [])
+
     def has_metadata(self, instr: Instruction) -> bool:
-        inner = self.module.computations.get((instr.attr("calls") or "").lstrip("%"), []) \
-            if instr.opcode == "fusion" else []
-        return bool(instr.op_name or any(i.op_name for i in inner))
+        return bool(instr.op_name or any(i.op_name for i in self.fused_body(instr)))
+
+    def from_scope(self, instr: Instruction, marked, inherited: set[str]) -> bool:
+        """Whether `instr` is code of a scope: it or its fusion's body is `marked`; or, with
+        no metadata at all (XLA forms some copies, converts and fusions without it), it reads
+        an instruction in `inherited`, those already found in the scope."""
+        if any(marked(i) for i in (instr, *self.fused_body(instr))):
+            return True
+        if self.has_metadata(instr):
+            return False
+        return any(o in inherited for o in instr.operands)
+
+    def as_kernel(self, step: Step, causal: bool, skipped_flops: float) -> Step:
+        """`step` as fused-kernel code: no memory traffic, and for a causal kernel half of
+        `skipped_flops` (the FLOPs its mask applies to) not done."""
+        self.fused.add(step.instr.name)
+        if causal:
+            self.causal_names.add(step.instr.name)
+        return replace(step, flops=step.flops - (1 - CAUSAL_FLOP_FRACTION) * (
+            skipped_flops if causal else 0.0), bytes=0.0, fused_kernel=True,
+            causal_kernel=causal)
 
     def in_background(self, steps: list[Step], computation: str) -> list[Step]:
         """`steps` with each collective the TPU compiler runs in the background (see the module
@@ -286,7 +305,7 @@ class _Reader:
             return {instr.name} if "windowed_dot_general_body" in computation else None
         if instr.opcode != "fusion" or not (step.overlaps or not step.flops):
             return None
-        body = self.module.computations.get((instr.attr("calls") or "").lstrip("%"), [])
+        body = self.fused_body(instr)
         inner = [i for i in body if collective_kind(i.opcode)[0] is not None]
         if not inner or not all(_flagged(i) for i in inner):
             return None
@@ -316,13 +335,8 @@ class _Reader:
         # weight's all-gather with the attention's matmul).
         if step.kind in (StepKind.COMPUTE, StepKind.COLLECTIVE) and (step.flops or step.bytes) \
                 and self.in_fused_kernel(instr):
-            self.fused.add(instr.name)
             causal = self.causal(instr)
-            if causal:
-                self.causal_names.add(instr.name)
-            return replace(step, flops=step.flops - (1 - CAUSAL_FLOP_FRACTION) * (
-                self.causal_flops(instr) if causal else 0.0),
-                bytes=0.0, fused_kernel=True, causal_kernel=causal)
+            return self.as_kernel(step, causal, self.causal_flops(instr) if causal else 0.0)
         return step
 
     def causal_flops(self, instr: Instruction) -> float:
@@ -332,36 +346,21 @@ class _Reader:
         if instr.opcode != "fusion" or not self.has_metadata(instr) \
                 or CAUSAL_KERNEL_SCOPE in _scopes(instr):
             return self.flops(instr)
-        return sum(self.flops(i) for i in
-                   self.module.computations.get((instr.attr("calls") or "").lstrip("%"), [])
+        return sum(self.flops(i) for i in self.fused_body(instr)
                    if CAUSAL_KERNEL_SCOPE in _scopes(i) or (
                        i.opcode == "fusion" and self.causal(i)))
 
     def causal(self, instr: Instruction) -> bool:
-        """Fused-kernel code from a `fused_kernel_causal` scope: the instruction or its fusion's
-        body says so; or, with no metadata at all, it reads an instruction that was."""
-        inner = self.module.computations.get((instr.attr("calls") or "").lstrip("%"), []) \
-            if instr.opcode == "fusion" else []
-        if any(CAUSAL_KERNEL_SCOPE in _scopes(i) for i in (instr, *inner)):
-            return True
-        if self.has_metadata(instr):
-            return False
-        return any(o in self.causal_names for o in instr.operands)
+        """Fused-kernel code from a `fused_kernel_causal` scope (see from_scope)."""
+        return self.from_scope(instr, lambda i: CAUSAL_KERNEL_SCOPE in _scopes(i),
+                               self.causal_names)
 
     def in_fused_kernel(self, instr: Instruction) -> bool:
         """From code in a fused_kernel scope: the instruction says so; or it is a fusion of
         which some instruction says so (the kernel's traffic is the large part of such a
         fusion); or it carries no metadata at all (XLA forms some copies and converts without
         it) and reads an instruction that was."""
-        if in_fused_kernel(instr):
-            return True
-        inner = self.module.computations.get((instr.attr("calls") or "").lstrip("%"), []) \
-            if instr.opcode == "fusion" else []
-        if any(in_fused_kernel(i) for i in inner):
-            return True
-        if self.has_metadata(instr):
-            return False
-        return any(o in self.fused for o in instr.operands)
+        return self.from_scope(instr, in_fused_kernel, self.fused)
 
     def _step(self, instr: Instruction) -> Step:
         op = instr.opcode
@@ -469,12 +468,7 @@ class _Reader:
         and a buffer the body updates in place counts as the update (a loop body writing one
         layer's activations into the stack kept for the backward pass writes that layer)."""
         body = self.module.computations.get(called, [])
-        users: dict[str, list[Instruction]] = {}
-        for i in body:
-            for o in i.operands:
-                users.setdefault(o, []).append(i)
-        params = {int(i.operand_text): i.name for i in body
-                  if i.opcode == "parameter" and i.operand_text.strip().isdigit()}
+        users, params = _users(body), _params(body)
         updated = _in_place_updates(body, params)
         results = [a.nbytes for a in fusion.arrays]
         for part, fraction in updated.values():
@@ -500,16 +494,10 @@ class _Reader:
         that its collectives produce."""
         body = self.module.computations.get(called, [])
         moved = {i.name for i in body if collective_kind(i.opcode)[0] is not None}
-        users: dict[str, list[Instruction]] = {}
-        for i in body:
-            for o in i.operands:
-                users.setdefault(o, []).append(i)
+        users = _users(body)
         total = 0.0
-        for i in body:
-            if i.opcode != "parameter" or not i.operand_text.strip().isdigit():
-                continue
-            k = int(i.operand_text)
-            if users.get(i.name) and all(u.name in moved for u in users[i.name]) \
+        for k, name in _params(body).items():
+            if users.get(name) and all(u.name in moved for u in users[name]) \
                     and k < len(fusion.operands) and fusion.operands[k] in self.names:
                 total += sum(a.nbytes for a in self.names[fusion.operands[k]].arrays)
         root = next((i for i in body if i.is_root), None)
@@ -523,6 +511,21 @@ class _Reader:
     def root_bytes(self, computation: str) -> float:
         root = next((i for i in self.module.computations.get(computation, []) if i.is_root), None)
         return float(sum(a.nbytes for a in root.arrays)) if root else 0.0
+
+
+def _users(body: list[Instruction]) -> dict[str, list[Instruction]]:
+    """Name -> the instructions of `body` that read it."""
+    users: dict[str, list[Instruction]] = {}
+    for i in body:
+        for o in i.operands:
+            users.setdefault(o, []).append(i)
+    return users
+
+
+def _params(body: list[Instruction]) -> dict[int, str]:
+    """Parameter number -> the name of the body's parameter instruction."""
+    return {int(i.operand_text): i.name for i in body
+            if i.opcode == "parameter" and i.operand_text.strip().isdigit()}
 
 
 # Free ops through which a collective's result is passed on without being read.
@@ -660,7 +663,7 @@ def _body_step(module: HloModule, body: str, index: int) -> int | None:
 
 # Steps whose own arithmetic the compute lane runs: a fusion that runs a collective in place
 # computes too, in the background (COLLECTIVE_START) or not.
-_WITH_MATH = (StepKind.COMPUTE, StepKind.COLLECTIVE, StepKind.COLLECTIVE_START)
+MATH_KINDS = (StepKind.COMPUTE, StepKind.COLLECTIVE, StepKind.COLLECTIVE_START)
 
 
 @dataclass(frozen=True)
@@ -690,7 +693,7 @@ def schedule_work(schedule: Schedule) -> Work:
                     uncounted.append(s.instr.name)
                 walk(s.body, times * (1 if s.trips is None else s.trips))
                 continue
-            if s.kind in _WITH_MATH and (s.flops or s.bytes):
+            if s.kind in MATH_KINDS and (s.flops or s.bytes):
                 compute.append((s.flops, s.bytes, times))
             fused += times * s.fused_kernel
             causal += times * s.causal_kernel

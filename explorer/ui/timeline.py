@@ -188,14 +188,15 @@ def trace_figure(trace: StepTrace) -> go.FigureWidget:
              f"communication {format_seconds(trace.lane_seconds(TraceLane.COMMUNICATION))})")
     if dropped:
         title += f" · {dropped} shortest events not drawn"
+    rows = trace.rows()
     fig.update_layout(
         barmode="overlay", height=250, width=820, bargap=0.35,
         title=dict(text=title, font=dict(size=13)),
-        margin=dict(l=150 if len(trace.rows()) > 2 else 110, r=20, t=40, b=50),
+        margin=dict(l=150 if len(rows) > 2 else 110, r=20, t=40, b=50),
         xaxis=dict(title=f"time from the start of the step ({unit})", rangemode="tozero",
                    range=[0, trace.seconds / scale * 1.02]),
         yaxis=dict(type="category", categoryorder="array",
-                   categoryarray=trace.rows(), autorange="reversed", title="lane"),
+                   categoryarray=rows, autorange="reversed", title="lane"),
         legend=dict(orientation="h", y=-0.35, x=0, title_text="colour:"))
     keep_state(fig)
     return fig
