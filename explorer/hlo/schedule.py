@@ -23,6 +23,8 @@ as asynchronous, waited for by the first instruction that reads their result:
   synchronisation flags (`async_collective_fusion_config` with `flag_start` >= 0); the fusion's
   own arithmetic runs while the collective is in flight, and a later instruction waits on the
   flags;
+- a collective run across a chain of fusions (explorer.hlo.chains): the chain's first fusion
+  starts it, the other fusions are arithmetic only, and the chain's last fusion waits for it;
 - a collective-permute in a windowed einsum loop (a computation named
   `windowed_dot_general_body...`, the SPMD partitioner's collective matmul): the decomposition
   exists so that each step's permute overlaps the partial matmul beside it (Wang et al.,
@@ -38,6 +40,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from math import ceil, prod
 
+from explorer.hlo.chains import collective_chains, flagged
 from explorer.hlo.collectives import collective_kind
 from explorer.hlo.module import HloModule, Instruction, parse_module
 
@@ -207,16 +210,26 @@ class _Reader:
         self.module = module
         self.names = module.by_name()
         self.fused: set[str] = set()     # instructions read as fused-kernel code
+        # TPU collectives run across chains of fusions (explorer.hlo.chains): the head starts
+        # the collective, the done waits for it, every other fusion of it is arithmetic only.
+        chains = collective_chains(module)
+        self.chain_heads = {c.head: c for c in chains}
+        self.chain_dones = {c.done: c for c in chains}
+        self.chain_parts = {f for c in chains for f in (*c.members, *c.carried)}
         self.causal_names: set[str] = set()   # ... of a causal kernel
 
     def steps(self, computation: str) -> tuple[Step, ...]:
         out: list[Step] = []
         for instr in self.module.computations.get(computation, []):
+            chain = self.chain_dones.get(instr.name)
+            wait = [Step(instr, StepKind.COLLECTIVE_DONE, start=chain.head)] if chain else []
             if instr.opcode == "call":
                 # A call runs its computation in place: inline its steps.
                 out += self.steps((instr.attr("to_apply") or "").lstrip("%"))
+            elif instr.opcode == "while":
+                out += [self.step(instr), *wait]     # a loop that ends a chain: after it
             else:
-                out.append(self.step(instr))
+                out += [*wait, self.step(instr)]
         return tuple(self.in_background(self.kernel_inputs(out), computation))
 
     def kernel_inputs(self, steps: list[Step]) -> list[Step]:
@@ -307,7 +320,7 @@ class _Reader:
             return None
         body = self.fused_body(instr)
         inner = [i for i in body if collective_kind(i.opcode)[0] is not None]
-        if not inner or not all(_flagged(i) for i in inner):
+        if not inner or not all(flagged(i) for i in inner):
             return None
         root = next((i for i in body if i.is_root), None)
         if root is None or root.opcode != "tuple":
@@ -390,6 +403,13 @@ class _Reader:
             called = (instr.attr("calls") or "").lstrip("%")
             flops, nbytes = self.flops_in(called), self.fusion_bytes(instr, called)
             inner = self.collectives_in(called)
+            if instr.name in self.chain_heads:
+                return Step(instr, StepKind.COLLECTIVE_START, flops=flops,
+                            bytes=nbytes - self.collective_only_bytes(instr, called),
+                            collectives=(self.chain_heads[instr.name].collective,))
+            if instr.name in self.chain_parts:
+                return Step(instr, StepKind.COMPUTE, flops=flops,
+                            bytes=nbytes - self.collective_only_bytes(instr, called))
             if inner:
                 # A collective run in place inside a fusion (TPU: all-reduce-scatter fusions,
                 # async collective fusions): a synchronous collective with arithmetic of its own.
@@ -494,13 +514,18 @@ class _Reader:
         that its collectives produce."""
         body = self.module.computations.get(called, [])
         moved = {i.name for i in body if collective_kind(i.opcode)[0] is not None}
-        users = _users(body)
+        users, params = _users(body), _params(body)
         total = 0.0
-        for k, name in _params(body).items():
+        for k, name in params.items():
             if users.get(name) and all(u.name in moved for u in users[name]) \
                     and k < len(fusion.operands) and fusion.operands[k] in self.names:
                 total += sum(a.nbytes for a in self.names[fusion.operands[k]].arrays)
         root = next((i for i in body if i.is_root), None)
+        if root is not None and root.opcode == "custom-call" and root.operands and all(
+                o in moved or o in params.values() for o in root.operands):
+            # The start of a TPU chain (explorer.hlo.chains): a custom call that hands on the
+            # collective's buffers and flags, all of it the collective's.
+            return total + sum(a.nbytes for a in fusion.arrays)
         parts = (root.operands if root is not None and root.opcode == "tuple"
                  else [root.name] if root is not None else [])
         for part, name in enumerate(parts):
@@ -530,16 +555,6 @@ def _params(body: list[Instruction]) -> dict[int, str]:
 
 # Free ops through which a collective's result is passed on without being read.
 _PASS_ON = frozenset({"get-tuple-element", "bitcast", "tuple"})
-
-
-def _flagged(instr: Instruction) -> bool:
-    """A TPU async collective fusion's collective: its backend_config gives it synchronisation
-    flags (`"async_collective_fusion_config":{"flag_start":"2",...}`; -1 when it has none)."""
-    config = _json(instr.attr("backend_config")).get("async_collective_fusion_config", {})
-    try:
-        return int(config.get("flag_start", -1)) >= 0
-    except (TypeError, ValueError):
-        return False
 
 
 # Ops that pass a buffer on unchanged in size: a dynamic-update-slice seen through them still

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from explorer.hlo.chains import collective_chains
 from explorer.hlo.collectives import CollectiveKind, collective_kind
 from explorer.hlo.module import HLO_DTYPE_BYTES, Array, HloModule, Instruction
 
@@ -41,7 +42,12 @@ class Placed(NamedTuple):
 
 def collectives_of(module: HloModule) -> list[Placed]:
     """The collective instructions of `module` in its order; an async -start/-done pair once
-    (as its start), and a collective inside a computation that async-start runs as async."""
+    (as its start), and a collective inside a computation that async-start runs as async; a
+    TPU collective run across a chain of fusions (explorer.hlo.chains) once, as the collective
+    of the chain's first fusion, async."""
+    chains = collective_chains(module)
+    pieces = {p for c in chains for p in c.pieces}
+    heads = {c.collective for c in chains}
     done_of = {}
     wrapped = set()   # computations run by async-start: their collectives are async
     for instr in module.instructions():
@@ -52,9 +58,9 @@ def collectives_of(module: HloModule) -> list[Placed]:
     out = []
     for instr in module.instructions():
         kind, is_async = collective_kind(instr.opcode)
-        if kind is None:
+        if kind is None or instr.name in pieces:
             continue
-        is_async = is_async or instr.computation in wrapped
+        is_async = is_async or instr.computation in wrapped or instr.name in heads
         result = done_of[instr.name].arrays if instr.name in done_of else instr.arrays
         if is_async and instr.name not in done_of and len(result) > 1:
             result = result[len(result) // 2:]   # start ops return (operands..., results...)

@@ -662,6 +662,133 @@ def test_windowed_einsum_permute_overlaps_the_matmul_beside_it():
     assert trace.seconds == pytest.approx(2 * (CP + DOT1 + NEXT))
 
 
+# A TPU collective run across a chain of fusions, written as the TPU compiler prints one: `start`
+# begins a 16 MiB all-gather (channel 7, no flags); `cont` reads its tuple, runs a matmul of its
+# own and holds a flagged copy of the same all-gather; `cont.remat` is a rematerialised clone of
+# it; `done` waits on the flags and returns the gathered array, which dot.2 reads.
+def _gather(name: str, flag: str) -> str:
+    return (f"%{name} = bf16[2048,4096]{{1,0}} all-gather(%g0), channel_id=7, "
+            "replica_groups=[1,8]<=[8], dimensions={0}, use_global_device_ids=true, "
+            f'backend_config={{"flag_configs":[],"async_collective_fusion_config":{{"flag_start":"{flag}"}}}}')
+
+
+# The chain's first fusion starts the gather at the top of the entry.
+_STARTED = """  %shard = bf16[256,4096]{1,0} parameter(0)
+  %a = bf16[1024,2048]{1,0} parameter(1)
+  %b = bf16[2048,1024]{1,0} parameter(2)
+  %w = bf16[4096,1024]{1,0} parameter(3)
+  %start = (bf16[256,4096]{1,0}, bf16[2048,4096]{1,0}, u32[]) fusion(%shard), kind=kCustom, calls=%start_body
+  %s0 = bf16[256,4096]{1,0} get-tuple-element(%start), index=0
+  %s2 = u32[] get-tuple-element(%start), index=2
+"""
+
+CHAIN = """HloModule jit_tpu, is_scheduled=true, num_partitions=8
+
+%start_body (g0: bf16[256,4096]) -> (bf16[256,4096], bf16[2048,4096], u32[]) {
+  %g0 = bf16[256,4096]{1,0} parameter(0)
+  """ + _gather("ag.0", "-1") + """
+  ROOT %t = (bf16[256,4096]{1,0}, bf16[2048,4096]{1,0}, u32[]) custom-call(%ag.0), custom_call_target="AsyncCollectiveFusionStart"
+}
+
+%cont_body (g0: bf16[256,4096], f: u32[], p1: bf16[1024,2048], p2: bf16[2048,1024]) -> (bf16[1024,1024], bf16[2048,4096], u32[]) {
+  %g0 = bf16[256,4096]{1,0} parameter(0)
+  %f = u32[] parameter(1)
+  %p1 = bf16[1024,2048]{1,0} parameter(2)
+  %p2 = bf16[2048,1024]{1,0} parameter(3)
+  """ + _gather("ag.1", "2") + """
+  %mm = bf16[1024,1024]{1,0} dot(%p1, %p2), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %t = (bf16[1024,1024]{1,0}, bf16[2048,4096]{1,0}, u32[]) tuple(%mm, %ag.1, %f)
+}
+
+%done_body (g0: bf16[256,4096], f: u32[]) -> bf16[2048,4096] {
+  %g0 = bf16[256,4096]{1,0} parameter(0)
+  %f = u32[] parameter(1)
+  ROOT """ + _gather("ag.2", "2") + """
+}
+
+ENTRY %main (shard: bf16[256,4096], a: bf16[1024,2048], b: bf16[2048,1024], w: bf16[4096,1024]) -> (bf16[2048,1024], bf16[1024,1024]) {
+""" + _STARTED + """  %cont = (bf16[1024,1024]{1,0}, bf16[2048,4096]{1,0}, u32[]) fusion(%s0, %s2, %a, %b), kind=kCustom, calls=%cont_body, backend_config={"continuation_config":{}}
+  %cont.remat = (bf16[1024,1024]{1,0}, bf16[2048,4096]{1,0}, u32[]) fusion(%s0, %s2, %a, %b), kind=kCustom, calls=%cont_body, backend_config={"continuation_config":{}}
+  %c2 = u32[] get-tuple-element(%cont), index=2
+  %done = bf16[2048,4096]{1,0} fusion(%s0, %c2), kind=kCustom, calls=%done_body
+  %dot.2 = bf16[2048,1024]{1,0} dot(%done, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %mm.r = bf16[1024,1024]{1,0} get-tuple-element(%cont.remat), index=0
+  ROOT %out = (bf16[2048,1024]{1,0}, bf16[1024,1024]{1,0}) tuple(%dot.2, %mm.r)
+}
+"""
+
+
+def test_a_collective_run_across_a_chain_of_fusions_counts_once_and_runs_in_the_background():
+    from explorer.hlo.chains import collective_chains
+
+    [chain] = collective_chains(parse_module(CHAIN))
+    assert (chain.head, chain.collective, chain.done) == ("start", "ag.0", "done")
+    assert set(chain.members) == {"cont", "cont.remat", "done"}
+    assert set(chain.pieces) == {"ag.1", "ag.2"}
+    # One all-gather, asynchronous: the three copies are one collective.
+    [ag] = read_collectives(parse_module(CHAIN), parse_mesh("data=8"))
+    assert (ag.hlo_name, ag.is_async, ag.bytes) == ("ag.0", True, 16 * MiB)
+    est, trace = predict(CHAIN)
+    comm = [e for e in trace.events if e.lane == TraceLane.COMMUNICATION]
+    assert [(e.hlo, e.start) for e in comm] == [("ag.0", 0)]
+    assert comm[0].duration == pytest.approx(AG)
+    # The continuation's matmul and its clone's run while the gather is in flight; dot.2 reads
+    # what `done` returns and waits for the gather.
+    math = {e.hlo: e for e in trace.events if e.lane == TraceLane.COMPUTE}
+    assert math["cont"].start == 0 and math["cont.remat"].start == pytest.approx(DOT1)
+    assert 2 * DOT1 < AG
+    assert math["dot.2"].start == pytest.approx(AG)
+    assert trace.seconds == pytest.approx(AG + DOT2)
+    within(est, trace.seconds)
+
+
+# The same chain carried through a loop: the loop's state holds the start's flags, and each
+# trip of its body runs a flagged copy of the gather beside a matmul; `done` follows the loop.
+LOOP_CHAIN = CHAIN.split("ENTRY")[0] + """
+%lcond (cs: (bf16[256,4096], u32[], bf16[1024,2048], bf16[2048,1024])) -> pred[] {
+  %cs = (bf16[256,4096]{1,0}, u32[], bf16[1024,2048]{1,0}, bf16[2048,1024]{1,0}) parameter(0)
+  ROOT %go = pred[] constant(true)
+}
+
+%lbody (ls: (bf16[256,4096], u32[], bf16[1024,2048], bf16[2048,1024])) -> (bf16[256,4096], u32[], bf16[1024,2048], bf16[2048,1024]) {
+  %ls = (bf16[256,4096]{1,0}, u32[], bf16[1024,2048]{1,0}, bf16[2048,1024]{1,0}) parameter(0)
+  %l0 = bf16[256,4096]{1,0} get-tuple-element(%ls), index=0
+  %l1 = u32[] get-tuple-element(%ls), index=1
+  %l2 = bf16[1024,2048]{1,0} get-tuple-element(%ls), index=2
+  %l3 = bf16[2048,1024]{1,0} get-tuple-element(%ls), index=3
+  %step = (bf16[1024,1024]{1,0}, bf16[2048,4096]{1,0}, u32[]) fusion(%l0, %l1, %l2, %l3), kind=kCustom, calls=%cont_body, backend_config={"continuation_config":{}}
+  %f = u32[] get-tuple-element(%step), index=2
+  ROOT %next = (bf16[256,4096]{1,0}, u32[], bf16[1024,2048]{1,0}, bf16[2048,1024]{1,0}) tuple(%l0, %f, %l2, %l3)
+}
+
+ENTRY %main (shard: bf16[256,4096], a: bf16[1024,2048], b: bf16[2048,1024], w: bf16[4096,1024]) -> bf16[2048,1024] {
+""" + _STARTED + """  %init = (bf16[256,4096]{1,0}, u32[], bf16[1024,2048]{1,0}, bf16[2048,1024]{1,0}) tuple(%s0, %s2, %a, %b)
+  %loop = (bf16[256,4096]{1,0}, u32[], bf16[1024,2048]{1,0}, bf16[2048,1024]{1,0}) while(%init), condition=%lcond, body=%lbody, backend_config={"known_trip_count":{"n":"3"}}
+  %f = u32[] get-tuple-element(%loop), index=1
+  %done = bf16[2048,4096]{1,0} fusion(%s0, %f), kind=kCustom, calls=%done_body
+  ROOT %dot.2 = bf16[2048,1024]{1,0} dot(%done, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
+def test_a_chain_carried_through_a_loop_counts_once():
+    from explorer.hlo.chains import collective_chains
+
+    [chain] = collective_chains(parse_module(LOOP_CHAIN))
+    assert (chain.head, chain.members, chain.done, chain.carried) == (
+        "start", ("loop", "done"), "done", ("step",))
+    [ag] = read_collectives(parse_module(LOOP_CHAIN), parse_mesh("data=8"))
+    assert ag.hlo_name == "ag.0"
+    est, trace = predict(LOOP_CHAIN)
+    assert [e.hlo for e in trace.events if e.lane == TraceLane.COMMUNICATION] == ["ag.0"]
+    # Three trips of the body's matmul run under the gather; dot.2 waits for it.
+    steps = [e for e in trace.events if e.hlo == "step"]
+    assert [e.start for e in steps] == pytest.approx([0, DOT1, 2 * DOT1])
+    assert 3 * DOT1 < AG
+    assert trace.seconds == pytest.approx(AG + DOT2)
+    within(est, trace.seconds)
+
+
 def _ring_pairs(step: int) -> str:
     """source_target_pairs of a permute round the model rings of data=16,model=4 (device
     data·4 + model): each device sends to model + step, mod 4."""
