@@ -40,7 +40,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from explorer.errors import WorkloadError
-from explorer.hlo.schedule import CAUSAL_KERNEL_SCOPE
 from explorer.spec.mesh import MeshSpec
 from explorer.workloads.base import (
     BATCH,
@@ -56,6 +55,7 @@ from explorer.workloads.base import (
     Range,
     Workload,
 )
+from explorer.workloads.flash import flash_attention
 
 # --- building blocks -------------------------------------------------------------------------
 
@@ -86,12 +86,10 @@ def attention(x, wq, wk, wv, wo, cons: Mapping = {}, point: str = "",  # noqa: B
     Grouped-query attention (Ainslie et al. 2023, arXiv:2305.13245) when wk and wv have fewer
     heads than wq (wk[embed, kv_heads, kv]): query head h reads key/value head h // group, as
     Llama's `repeat_kv` does. `point` names the constraint point of the per-head output, before
-    the output projection. `fused`: the core (scores, mask, softmax, values) runs in a
-    `fused_kernel_causal` named scope, which the cost model times as one causal
-    flash-attention kernel (no score traffic; half the square's FLOPs)."""
-    import contextlib
-
-    import jax
+    the output projection. `fused`: the core is computed as a flash-attention kernel computes
+    it (explorer.workloads.flash: key blocks, no stored scores) in a `fused_kernel_causal`
+    named scope, which the cost model times as one causal flash-attention kernel (no score
+    traffic; half the square's FLOPs)."""
     import jax.numpy as jnp
 
     b, s = x.shape[:2]
@@ -99,7 +97,10 @@ def attention(x, wq, wk, wv, wo, cons: Mapping = {}, point: str = "",  # noqa: B
     q = jnp.einsum("bsd,dhk->bshk", x, wq)
     k = jnp.einsum("bsd,dhk->bshk", x, wk)
     v = jnp.einsum("bsd,dhk->bshk", x, wv)
-    with jax.named_scope(CAUSAL_KERNEL_SCOPE) if fused else contextlib.nullcontext():
+    if fused:
+        o = flash_attention(q.reshape(b, s, kv_heads, heads // kv_heads, d_head), k, v)
+        o = o.reshape(b, s, heads, d_head)
+    else:
         o = _attention_core(q, k, v, s, heads, kv_heads, d_head)
     o = constrain(o, cons, point)
     return jnp.einsum("bshk,hkd->bsd", o, wo)
@@ -458,7 +459,8 @@ TRANSFORMER_TRAIN = Workload(
      # 0: as many key/value heads as query heads (multi-head attention).
      "kv_heads": 0, "mlp": "gelu", "block": "sequential", "tied_embed": "false",
      "compute_dtype": SAME, "opt_dtype": SAME, "remat": "none", "scan_layers": "true",
-     # "fused": time the attention core as a flash-attention kernel (scores kept on chip).
+     # "fused": compute the attention core as a flash kernel does (key blocks, no stored
+     # scores) and time it as one on-chip causal kernel.
      "attention": "plain"},
     _train_shapes,
     _build_train,

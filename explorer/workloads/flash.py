@@ -1,0 +1,147 @@
+"""Causal attention computed the way a flash-attention kernel computes it, in plain jax.
+
+A flash kernel (Dao et al. 2022; FlashAttention-2, Dao 2023, Algorithms 1 and 2) never stores
+the [seq, seq] scores: the forward pass walks over blocks of keys with an online softmax and
+keeps, per query row, only the output and the log-sum-exp of its scores; the backward pass
+walks over the key blocks again, recomputes each block's probabilities from the log-sum-exp
+and accumulates the gradients. This module does the same with a `jax.lax.scan` over key blocks
+and a `jax.custom_vjp`, so that the compiled program holds one block of scores at a time and
+saves no scores for the backward pass: the compiler's memory decisions (what it keeps, what it
+rematerialises) are then those of a program with a flash kernel. Its arithmetic is the
+kernel's too: every block of the square in the forward pass, and in the backward pass the
+scores again plus four matmuls per block (FlashAttention-2's backward recomputes them).
+
+Its forward and backward passes run in a `fused_kernel_causal` named scope
+(explorer/hlo/schedule.py), so that the cost model times them as one on-chip kernel that skips
+the blocks above the diagonal.
+"""
+
+from __future__ import annotations
+
+import math
+
+# Keys per block. MaxText's TPU flash attention uses blocks of 512 (block_q = block_kv =
+# min(512, seq)); a sequence that 512 does not divide is one block.
+KEY_BLOCK = 512
+
+
+def flash_attention(q, k, v):
+    """Causal softmax(q·kᵀ/√d)·v. q [batch, seq, kv_heads, group, d_head]; k, v [batch, seq,
+    kv_heads, d_head] (grouped-query attention: each key/value head serves `group` query
+    heads). Returns [batch, seq, kv_heads, group, d_head] in q's dtype."""
+    return _flash(q, k, v)
+
+
+def _block(seq: int) -> int:
+    return KEY_BLOCK if seq % KEY_BLOCK == 0 else seq
+
+
+def _blocks(x, block: int):
+    """[batch, seq, heads, d] -> [seq / block, batch, block, heads, d], the scan's axis first."""
+    b, s = x.shape[:2]
+    return x.reshape(b, s // block, block, *x.shape[2:]).swapaxes(0, 1)
+
+
+def _scores(q, k_j, j, block: int):
+    """One key block's scaled, causally masked scores in f32: [batch, kv, group, seq, block]."""
+    import jax.numpy as jnp
+
+    s = jnp.einsum("bsgrd,btgd->bgrst", q, k_j, preferred_element_type=jnp.float32)
+    s = s / math.sqrt(q.shape[-1])
+    seq = q.shape[1]
+    keep = (j * block + jnp.arange(block))[None, :] <= jnp.arange(seq)[:, None]
+    return jnp.where(keep, s, -jnp.inf)
+
+
+def _forward(q, k, v):
+    import jax
+    import jax.numpy as jnp
+
+    b, seq, g, r, d = q.shape
+    block = _block(seq)
+    rows = (b, g, r, seq)
+
+    def step(carry, kv):
+        m, total, acc = carry
+        k_j, v_j, j = kv
+        s = _scores(q, k_j, j, block)
+        m_new = jnp.maximum(m, s.max(-1))
+        p = jnp.exp(s - m_new[..., None])
+        scale = jnp.exp(m - m_new)
+        total = total * scale + p.sum(-1)
+        acc = acc * scale[..., None] + jnp.einsum(
+            "bgrst,btgd->bgrsd", p.astype(v.dtype), v_j, preferred_element_type=jnp.float32)
+        return (m_new, total, acc), None
+
+    # Row maxima start at the dtype's lowest finite value, not -inf: the first block always
+    # holds key 0, which every query sees, so each row's maximum becomes finite there.
+    init = (jnp.full(rows, jnp.finfo(jnp.float32).min, jnp.float32),
+            jnp.zeros(rows, jnp.float32), jnp.zeros((*rows, d), jnp.float32))
+    (m, total, acc), _ = jax.lax.scan(step, init, (_blocks(k, block), _blocks(v, block),
+                                               jnp.arange(seq // block)))
+    o = (acc / total[..., None]).transpose(0, 3, 1, 2, 4).astype(q.dtype)   # [b, s, g, r, d]
+    return o, m + jnp.log(total)
+
+
+def _backward(q, k, v, o, lse, do):
+    import jax
+    import jax.numpy as jnp
+
+    seq = q.shape[1]
+    block = _block(seq)
+    # D = rowsum(dO ∘ O): the softmax's correction term (FlashAttention-2, Algorithm 2, line 4).
+    delta = jnp.einsum("bsgrd,bsgrd->bgrs", do.astype(jnp.float32), o.astype(jnp.float32))
+    scale = 1 / math.sqrt(q.shape[-1])
+
+    def step(dq, kv):
+        k_j, v_j, j = kv
+        p = jnp.exp(_scores(q, k_j, j, block) - lse[..., None])
+        dv_j = jnp.einsum("bgrst,bsgrd->btgd", p.astype(do.dtype), do,
+                          preferred_element_type=jnp.float32)
+        dp = jnp.einsum("bsgrd,btgd->bgrst", do, v_j, preferred_element_type=jnp.float32)
+        ds = (p * (dp - delta[..., None]) * scale).astype(q.dtype)
+        dq = dq + jnp.einsum("bgrst,btgd->bsgrd", ds, k_j, preferred_element_type=jnp.float32)
+        dk_j = jnp.einsum("bgrst,bsgrd->btgd", ds, q, preferred_element_type=jnp.float32)
+        return dq, (dk_j, dv_j)
+
+    dq, (dk, dv) = jax.lax.scan(step, jnp.zeros(q.shape, jnp.float32),
+                                (_blocks(k, block), _blocks(v, block),
+                                 jnp.arange(seq // block)))
+
+    def unblock(x, like):   # [blocks, b, block, g, d] -> [b, seq, g, d]
+        return x.swapaxes(0, 1).reshape(like.shape).astype(like.dtype)
+
+    return dq.astype(q.dtype), unblock(dk, k), unblock(dv, v)
+
+
+def _make():
+    import jax
+
+    from explorer.hlo.schedule import CAUSAL_KERNEL_SCOPE
+
+    @jax.custom_vjp
+    def flash(q, k, v):
+        with jax.named_scope(CAUSAL_KERNEL_SCOPE):
+            return _forward(q, k, v)[0]
+
+    def fwd(q, k, v):
+        with jax.named_scope(CAUSAL_KERNEL_SCOPE):
+            o, lse = _forward(q, k, v)
+        return o, (q, k, v, o, lse)      # what a flash kernel keeps: no scores
+
+    def bwd(res, do):
+        with jax.named_scope(CAUSAL_KERNEL_SCOPE):
+            return _backward(*res, do)
+
+    flash.defvjp(fwd, bwd)
+    return flash
+
+
+def _flash(q, k, v):
+    global _FLASH
+    if _FLASH is None:       # jax is imported on first use, in the compile worker
+        _FLASH = _make()
+    return _FLASH(q, k, v)
+
+
+_FLASH = None
