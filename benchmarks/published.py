@@ -223,6 +223,12 @@ def predict(case: Case, fake: bool, timeout: float) -> Prediction:
         f"{report.mesh.device_count} fake CPU devices"
     if fallback:
         how += f" (the TPU {case.topology} compile: {fallback})"
+    verdict = report.memory_verdict
+    if verdict is not None and not verdict.fits:
+        # The compiler stopped at its memory check; the schedule read is the one it had then,
+        # after rematerialising what it could to fit.
+        how += (f"; **out of memory**: {verdict.message.split('RESOURCE_EXHAUSTED: ')[-1]} "
+                "(timed on the schedule the compiler stopped with)")
     memory = est.memory.text if est.memory is not None else ""
     return Prediction(case, est.step_lower_seconds, est.step_upper_seconds,
                       est.step_trace_seconds, est.compute_seconds, est.comm_seconds, compile_s,
