@@ -450,6 +450,31 @@ def test_tpu_compile_overlaps_collectives_inside_the_bounds():
     assert trace.seconds < est.step_upper_seconds * (1 - 1e-6)
 
 
+@needs_libtpu
+def test_tpu_chains_are_the_compilers_own_start_and_done_pairs():
+    # libtpu names the first and last fusions of a collective it splits over several
+    # `async-collective-start.N` and `async-collective-done.N`; the chains read from dataflow and
+    # channel ids must be exactly those pairs, and the collective list must hold each once.
+    from explorer.hlo.chains import collective_chains
+    params = {"d_model": 1024, "d_ff": 4096, "heads": 8, "d_head": 128, "layers": 4, "seq": 512,
+              "batch": 32, "compute_dtype": "bfloat16", "remat": "full"}
+    r = analyze_workload("transformer_train", "data=16", preset="fsdp", params=params,
+                         tpu_topology="v5e:4x4", target="tpu-v5e-4x4")
+    module = parse_module(r.optimized_hlo)
+    starts = {i.name for i in module.instructions() if i.name.startswith("async-collective-start")}
+    chains = {c.head: c for c in collective_chains(module)}
+    assert starts and set(chains) >= starts
+    for head in starts:
+        assert chains[head].done == head.replace("-start", "-done")
+    listed = {c.hlo_name for c in r.collectives}
+    for chain in chains.values():
+        assert chain.collective in listed and not listed & set(chain.pieces)
+        assert next(c for c in r.collectives if c.hlo_name == chain.collective).is_async
+    comm = [e.hlo for e in r.trace.events if e.lane == TraceLane.COMMUNICATION]
+    assert not set(comm) & {p for c in chains.values() for p in c.pieces}
+    within(r.estimate, r.trace.seconds)
+
+
 def test_no_trace_without_a_peak():
     r = analyze_workload("mlp", "data=8", target="cpu")
     assert r.estimate is not None and r.trace is None
