@@ -107,13 +107,18 @@ def _chains_in(module: HloModule, computation: str, instrs: list[Instruction]) -
             body = module.computations.get((instr.attr("body") or "").lstrip("%"), [])
             parts = [(f, found) for f in body if (found := _collectives(module, f))
                      and all(flagged(i) for i in found)]
-            for source in sources(instr):
-                for f, found in parts:
-                    head = chain_of(source, {i.attr("channel_id") for i in found})
-                    if head is not None:   # the loop carries the chain's flags: its body
-                        carried.setdefault(instr.name, {}).setdefault(head, ())
-                        carried[instr.name][head] += (f,)
-                        reads.setdefault(instr.name, set()).add(source)
+            state = sources(instr)
+            for f, found in parts:
+                channels = {i.attr("channel_id") for i in found}
+                for source in state:
+                    head = chain_of(source, channels)
+                    if head is None:
+                        continue
+                    # The loop carries the chain's flags: its body's fusion continues it.
+                    loop = carried.setdefault(instr.name, {})
+                    if f not in loop.get(head, ()):
+                        loop[head] = (*loop.get(head, ()), f)
+                    reads.setdefault(instr.name, set()).add(source)
             continue
         found = _collectives(module, instr)
         if not found:
