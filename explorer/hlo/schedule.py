@@ -210,13 +210,13 @@ class _Reader:
         self.module = module
         self.names = module.by_name()
         self.fused: set[str] = set()     # instructions read as fused-kernel code
+        self.causal_names: set[str] = set()   # ... of a causal kernel
         # TPU collectives run across chains of fusions (explorer.hlo.chains): the head starts
         # the collective, the done waits for it, every other fusion of it is arithmetic only.
         chains = collective_chains(module)
         self.chain_heads = {c.head: c for c in chains}
         self.chain_dones = {c.done: c for c in chains}
         self.chain_parts = {f for c in chains for f in (*c.members, *c.carried)}
-        self.causal_names: set[str] = set()   # ... of a causal kernel
 
     def steps(self, computation: str) -> tuple[Step, ...]:
         out: list[Step] = []
