@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import math
 
-# Keys per block. MaxText's TPU flash attention uses blocks of 512 (block_q = block_kv =
-# min(512, seq)); a sequence that 512 does not divide is one block.
+# Keys per block. MaxText's TPU flash attention uses blocks of 512 (MaxText/layers/attentions.py
+# at 76bd53b0f: BlockSizes(block_q=min(512, seq), block_k=min(512, seq), ...)); a sequence that
+# 512 does not divide is one block.
 KEY_BLOCK = 512
 
 
