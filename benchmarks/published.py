@@ -27,15 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import explorer
 from explorer.cost.model import roofline_seconds
-from explorer.hlo.schedule import (
-    CAUSAL_FLOP_FRACTION,
-    MATH_KINDS,
-    StepKind,
-    convolution_flops,
-    dot_flops,
-    in_fused_kernel,
-    read_schedule,
-)
+from explorer.hlo.schedule import MATH_KINDS, StepKind, read_schedule
 from explorer.report.predict import with_target
 from explorer.workloads.models import TRANSFORMER_TRAIN
 
@@ -264,30 +256,6 @@ def compute_parts(report, case: Case) -> dict[str, float]:
                                        for a in by_name[o].arrays]
         return any(len(a.dims) >= 4 and tuple(a.dims[-2:]) == (seq, seq) for a in arrays)
 
-    def kernel_flops(step) -> float:
-        """The FLOPs of a kernel step that come from the kernel's own code (a causal kernel's
-        counted at the half the step counts them at)."""
-        body = inlined(step.instr)
-        own = [i for i in body if in_fused_kernel(i)]
-        if not own or not any(i.op_name for i in body):
-            return step.flops               # no metadata: read as the kernel's whole
-        total = sum(flops(i) for i in own)
-        return total * (CAUSAL_FLOP_FRACTION if step.causal_kernel else 1.0)
-
-    def inlined(instr) -> list:
-        """The instruction, or a fusion's body with nested fusions' bodies in their place."""
-        if instr.opcode != "fusion":
-            return [instr]
-        called = names.module.computations.get((instr.attr("calls") or "").lstrip("%"), [])
-        return [j for i in called for j in inlined(i)]
-
-    def flops(instr) -> float:
-        if instr.opcode == "dot":
-            return dot_flops(instr, by_name)
-        if instr.opcode == "convolution":
-            return convolution_flops(instr, by_name)
-        return 0.0
-
     def walk(steps, runs):
         for s in steps:
             if s.kind is StepKind.LOOP:
@@ -295,7 +263,7 @@ def compute_parts(report, case: Case) -> dict[str, float]:
             elif s.kind in MATH_KINDS and (s.flops or s.bytes):
                 seconds = runs * roofline_seconds(s.flops, s.bytes, peak, bandwidth)
                 if s.fused_kernel and s.flops:
-                    share = min(1.0, kernel_flops(s) / s.flops)
+                    share = min(1.0, s.kernel_flops / s.flops)
                     parts["attention"] += share * seconds
                     parts["matmul"] += (1 - share) * seconds
                     continue

@@ -67,6 +67,10 @@ def _scopes(instr: Instruction) -> list[str]:
     return re.split(r"[/()]", instr.op_name)
 
 
+def _in_causal_scope(instr: Instruction) -> bool:
+    return CAUSAL_KERNEL_SCOPE in _scopes(instr)
+
+
 def in_fused_kernel(instr: Instruction) -> bool:
     """Whether the instruction comes from code in a `fused_kernel` (or `fused_kernel_causal`)
     named scope (its op_name, e.g. `jit(step)/layers/fused_kernel/dot_general`, or its
@@ -104,6 +108,9 @@ class Step:
     overlaps: bool = False
     fused_kernel: bool = False  # COMPUTE in a fused_kernel scope: `bytes` is 0 (on chip)
     causal_kernel: bool = False  # ... a fused_kernel_causal one: `flops` is half the square's
+    # ... the part of `flops` from the kernel's own code (a TPU fusion may join a projection's
+    # matmul to it)
+    kernel_flops: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -248,7 +255,8 @@ class _Reader:
             if s.kind is not StepKind.COMPUTE or s.fused_kernel or not readers \
                     or not all(out[j].fused_kernel for j in readers) or self.has_metadata(s.instr):
                 continue
-            out[k] = self.as_kernel(s, any(out[j].causal_kernel for j in readers), s.flops)
+            out[k] = self.as_kernel(s, any(out[j].causal_kernel for j in readers), s.flops,
+                                    s.flops)
         return out
 
     def fused_body(self, instr: Instruction) -> list[Instruction]:
@@ -270,15 +278,17 @@ class _Reader:
             return False
         return any(o in inherited for o in instr.operands)
 
-    def as_kernel(self, step: Step, causal: bool, skipped_flops: float) -> Step:
+    def as_kernel(self, step: Step, causal: bool, skipped_flops: float,
+                  own_flops: float) -> Step:
         """`step` as fused-kernel code: no memory traffic, and for a causal kernel half of
-        `skipped_flops` (the FLOPs its mask applies to) not done."""
+        `skipped_flops` (the FLOPs its mask applies to) not done. `own_flops`: those of its
+        FLOPs that are the kernel's code."""
         self.fused.add(step.instr.name)
         if causal:
             self.causal_names.add(step.instr.name)
-        return replace(step, flops=step.flops - (1 - CAUSAL_FLOP_FRACTION) * (
-            skipped_flops if causal else 0.0), bytes=0.0, fused_kernel=True,
-            causal_kernel=causal)
+        skipped = (1 - CAUSAL_FLOP_FRACTION) * skipped_flops if causal else 0.0
+        return replace(step, flops=step.flops - skipped, bytes=0.0, fused_kernel=True,
+                       causal_kernel=causal, kernel_flops=own_flops - skipped)
 
     def in_background(self, steps: list[Step], computation: str) -> list[Step]:
         """`steps` with each collective the TPU compiler runs in the background (see the module
@@ -349,24 +359,24 @@ class _Reader:
         if step.kind in (StepKind.COMPUTE, StepKind.COLLECTIVE) and (step.flops or step.bytes) \
                 and self.in_fused_kernel(instr):
             causal = self.causal(instr)
-            return self.as_kernel(step, causal, self.causal_flops(instr) if causal else 0.0)
+            # The causal mask's skipped half applies to the causal scope's FLOPs only.
+            skipped = self.scope_flops(instr, _in_causal_scope, self.causal) if causal else 0.0
+            return self.as_kernel(step, causal, skipped,
+                                  self.scope_flops(instr, in_fused_kernel, self.in_fused_kernel))
         return step
 
-    def causal_flops(self, instr: Instruction) -> float:
-        """The FLOPs of a causal kernel's instruction that its mask lets it skip half of: a
-        fusion's, those of its body's instructions from the causal scope; all of them for an
-        instruction from that scope or one with no metadata (read as the kernel's)."""
-        if instr.opcode != "fusion" or not self.has_metadata(instr) \
-                or CAUSAL_KERNEL_SCOPE in _scopes(instr):
+    def scope_flops(self, instr: Instruction, marked, nested) -> float:
+        """The FLOPs of an instruction that come from a scope's code: a fusion's, those of its
+        body's instructions `marked` or fusions that are `nested` scope code; all of them for
+        an instruction marked itself or one with no metadata (read as the scope's)."""
+        if instr.opcode != "fusion" or not self.has_metadata(instr) or marked(instr):
             return self.flops(instr)
         return sum(self.flops(i) for i in self.fused_body(instr)
-                   if CAUSAL_KERNEL_SCOPE in _scopes(i) or (
-                       i.opcode == "fusion" and self.causal(i)))
+                   if marked(i) or (i.opcode == "fusion" and nested(i)))
 
     def causal(self, instr: Instruction) -> bool:
         """Fused-kernel code from a `fused_kernel_causal` scope (see from_scope)."""
-        return self.from_scope(instr, lambda i: CAUSAL_KERNEL_SCOPE in _scopes(i),
-                               self.causal_names)
+        return self.from_scope(instr, _in_causal_scope, self.causal_names)
 
     def in_fused_kernel(self, instr: Instruction) -> bool:
         """From code in a fused_kernel scope: the instruction says so; or it is a fusion of
