@@ -66,7 +66,7 @@ def _collectives(module: HloModule, fusion: Instruction) -> list[Instruction]:
     """The collectives of a fusion's body, where each has a channel id; else []."""
     if fusion.opcode != "fusion":
         return []
-    body = module.computations.get((fusion.attr("calls") or "").lstrip("%"), [])
+    body = module.called(fusion)
     found = [i for i in body if collective_kind(i.opcode)[0] is not None]
     return found if all(i.attr("channel_id") for i in found) else []
 
@@ -104,7 +104,7 @@ def _chains_in(module: HloModule, computation: str, instrs: list[Instruction]) -
 
     for instr in instrs:
         if instr.opcode == "while":
-            body = module.computations.get((instr.attr("body") or "").lstrip("%"), [])
+            body = module.called(instr, "body")
             parts = [(f, found) for f in body if (found := _collectives(module, f))
                      and all(flagged(i) for i in found)]
             state = sources(instr)

@@ -57,7 +57,7 @@ import re
 
 import numpy as np
 
-from explorer.hlo.module import close_bracket
+from explorer.hlo.module import close_bracket, ints
 
 # The lookbehind keeps an attribute or name that merely ends in "replica_groups" from matching.
 _RG_RE = re.compile(r"(?<![\w.])replica_groups=")
@@ -71,10 +71,6 @@ _MESH_AXIS_RE = re.compile(r"\s*(?:'([^']*)'|\"([^\"]*)\"|([^=,\s]+))\s*=\s*(\d+
 _AXIS_REF_RE = re.compile(
     r"\s*(?:'([^']*)'|\"([^\"]*)\"|([^:,\s{}()]+))\s*(?::\s*\(\s*(\d+)\s*\)\s*(\d+))?\s*"
 )
-
-
-def _ints(text: str) -> list[int]:
-    return [int(t) for t in text.split(",")]
 
 
 def _iota(reshape_dims: list[int], perm: list[int] | None) -> np.ndarray:
@@ -92,7 +88,7 @@ def _parse_explicit(body: str, num_devices: int) -> list[list[int]]:
     if not inner:
         return [list(range(num_devices))]
     groups = re.findall(r"\{([^{}]*)\}", inner)
-    return [_ints(g) if g.strip() else [] for g in groups]
+    return [list(ints(g)) if g.strip() else [] for g in groups]
 
 
 def _mesh_split(
@@ -155,9 +151,9 @@ def _parse_mesh(text: str) -> list[list[int]]:
         if spec.startswith("["):
             im = re.fullmatch(rf"\[({_INTS})\](?:T\(({_INTS})\))?", spec)
             assert im is not None  # guaranteed by _DEVICE_IDS_RE
-            devices = _iota(_ints(im.group(1)), _ints(im.group(2)) if im.group(2) else None)
+            devices = _iota(ints(im.group(1)), ints(im.group(2)) if im.group(2) else None)
         else:
-            devices = np.array(_ints(spec))
+            devices = np.array(ints(spec))
         if devices.size != n:
             raise ValueError(f"device_ids has {devices.size} ids for a mesh of {n}")
         pos = dm.end()
@@ -204,11 +200,11 @@ def device_groups(line: str, num_devices: int) -> list[list[int]] | None:
         im = _IOTA_RE.match(rest)
         if im is None:
             raise ValueError(f"cannot parse iota replica groups {rest[:120]!r}")
-        shape = _ints(im.group(1))
+        shape = ints(im.group(1))
         if len(shape) != 2:
             raise ValueError(f"iota replica groups {im.group(0)!r} are not [groups,size]")
         num_groups, group_size = shape
-        flat = _iota(_ints(im.group(2)), _ints(im.group(3)) if im.group(3) else None)
+        flat = _iota(ints(im.group(2)), ints(im.group(3)) if im.group(3) else None)
         if num_groups * group_size != flat.size:
             raise ValueError(f"iota replica groups {im.group(0)!r} do not cover their devices")
         return flat.reshape(num_groups, group_size).tolist()
@@ -226,7 +222,7 @@ def source_target_pairs(line: str) -> list[tuple[int, int]] | None:
     body = line[start : close_bracket(line, start)]
     pairs = []
     for inner in re.findall(r"\{([^{}]*)\}", body[1:-1]):
-        ids = _ints(inner)
+        ids = ints(inner)
         if len(ids) != 2:
             raise ValueError(f"source_target_pairs entry {{{inner}}} is not a pair")
         pairs.append((ids[0], ids[1]))

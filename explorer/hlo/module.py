@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from math import prod
 
 # Bytes per element of HLO primitive types. Sub-byte types count as fractions.
@@ -41,6 +42,15 @@ class Array:
         return f"{self.dtype}[{','.join(map(str, self.dims))}]"
 
 
+def ints(text: str | None) -> tuple[int, ...]:
+    """Every integer in an HLO attribute, in order, signs kept: `{1,-2}` -> (1, -2), `32x8` ->
+    (32, 8), None -> (). The one integer-list reader of the HLO readers."""
+    return tuple(int(x) for x in _INT.findall(text or ""))
+
+
+_INT = re.compile(r"-?\d+")
+
+
 def parse_shape(text: str) -> list[Array]:
     """The arrays of an HLO shape, flattening tuples: `(f32[8,4]{1,0}, bf16[2])` -> two Arrays."""
     text = _COMMENT.sub("", text)
@@ -55,6 +65,8 @@ def parse_shape(text: str) -> list[Array]:
 
 @dataclass(frozen=True)
 class Instruction:
+    """One instruction line of an HLO module. The fields are the line's raw parts; what is read
+    from them (operands, arrays, metadata) is parsed once, on first use, and kept."""
     name: str
     shape: str             # the shape text, tuple shapes included
     opcode: str
@@ -63,29 +75,38 @@ class Instruction:
     computation: str
     is_root: bool = False
 
-    @property
+    @cached_property
     def operands(self) -> tuple[str, ...]:
         return tuple(re.findall(r"%([^\s,()]+)", _COMMENT.sub("", self.operand_text)))
 
-    @property
-    def arrays(self) -> list[Array]:
-        return parse_shape(self.shape)
+    @cached_property
+    def arrays(self) -> tuple[Array, ...]:
+        return tuple(parse_shape(self.shape))
 
     def attr(self, key: str) -> str | None:
         """The raw value of `key=...`, brace- and paren-balanced."""
         return balanced_value(self.attrs, key)
 
-    @property
+    def callee(self, *keys: str) -> str:
+        """The name of the computation this instruction calls through the first of `keys` it
+        carries (`calls` when none are given: a fusion's or async-start's body); "" if none."""
+        for key in keys or ("calls",):
+            value = self.attr(key)
+            if value:
+                return value.lstrip("%")
+        return ""
+
+    @cached_property
     def op_name(self) -> str:
         m = re.search(r'op_name="((?:[^"\\]|\\.)*)"', self.attrs)
         return m.group(1) if m else ""
 
-    @property
+    @cached_property
     def stack_frame_id(self) -> int | None:
         m = re.search(r"stack_frame_id=(\d+)", self.attrs)
         return int(m.group(1)) if m else None
 
-    @property
+    @cached_property
     def sharding(self) -> str | None:
         return self.attr("sharding")
 
@@ -178,6 +199,11 @@ class HloModule:
 
     def by_name(self) -> dict[str, Instruction]:
         return {i.name: i for i in self.instructions()}
+
+    def called(self, instr: Instruction, *keys: str) -> list[Instruction]:
+        """The instructions of the computation `instr` calls (see `Instruction.callee`); [] when
+        it calls none or the module lacks it."""
+        return self.computations.get(instr.callee(*keys), [])
 
     def source(self, instr: Instruction) -> tuple[str, int, str] | None:
         """The user's file, line and function that produced `instr`, if the metadata says."""

@@ -42,7 +42,7 @@ from math import ceil, prod
 
 from explorer.hlo.chains import collective_chains, flagged
 from explorer.hlo.collectives import collective_kind
-from explorer.hlo.module import HloModule, Instruction, parse_module
+from explorer.hlo.module import HloModule, Instruction, ints, parse_module
 
 # Instructions that move no data and do no arithmetic of their own.
 FREE_OPCODES = frozenset({
@@ -135,7 +135,7 @@ def dot_flops(instr: Instruction, names: dict[str, Instruction]) -> float:
     if lhs is None or not lhs.arrays or not instr.arrays:
         return 0.0
     dims = lhs.arrays[0].dims
-    contracting = _ints(instr.attr("lhs_contracting_dims"))
+    contracting = ints(instr.attr("lhs_contracting_dims"))
     return 2.0 * prod(instr.arrays[0].dims) * prod(dims[d] for d in contracting if d < len(dims))
 
 
@@ -161,7 +161,7 @@ def convolution_flops(instr: Instruction, names: dict[str, Instruction]) -> floa
     lhs_labels, kernel_labels = m.group(1), m.group(2)
     kernel = rhs.arrays[0].dims
     window = instr.attr("window") or ""
-    dilate = _window_ints(window, "lhs_dilate")
+    dilate = _windowints(window, "lhs_dilate")
     taps = 1
     for axis in range(sum(c.isdigit() for c in kernel_labels)):
         k = kernel[kernel_labels.index(str(axis))]
@@ -172,10 +172,10 @@ def convolution_flops(instr: Instruction, names: dict[str, Instruction]) -> floa
     return 2.0 * prod(instr.arrays[0].dims) * kernel[kernel_labels.index("i")] * taps
 
 
-def _window_ints(window: str, key: str) -> tuple[int, ...]:
+def _windowints(window: str, key: str) -> tuple[int, ...]:
     """`lhs_dilate=32x8` of a convolution's window={...} as (32, 8); () when absent."""
     m = re.search(rf"\b{key}=([\dx]+)", window)
-    return tuple(int(v) for v in m.group(1).split("x")) if m else ()
+    return ints(m.group(1)) if m else ()
 
 
 def trip_count(module: HloModule, loop: Instruction) -> int | None:
@@ -186,7 +186,7 @@ def trip_count(module: HloModule, loop: Instruction) -> int | None:
     known = config.get("known_trip_count", {}).get("n")
     if known is not None:
         return int(known)
-    bound = _condition(module, (loop.attr("condition") or "").lstrip("%"))
+    bound = _condition(module, loop.callee("condition"))
     if bound is None:
         return None
     index, limit, direction = bound
@@ -194,7 +194,7 @@ def trip_count(module: HloModule, loop: Instruction) -> int | None:
     init = config.get("known_init_step", {})
     start = int(init["init"]) if "init" in init else _tuple_constant(names, loop, index)
     step = int(init["step"]) if "step" in init else _body_step(
-        module, (loop.attr("body") or "").lstrip("%"), index)
+        module, loop.callee("body"), index)
     if start is None or not step:
         return None
     if step > 0 and direction in ("LT", "NE"):
@@ -232,7 +232,7 @@ class _Reader:
             wait = [Step(instr, StepKind.COLLECTIVE_DONE, start=chain.head)] if chain else []
             if instr.opcode == "call":
                 # A call runs its computation in place: inline its steps.
-                out += self.steps((instr.attr("to_apply") or "").lstrip("%"))
+                out += self.steps(instr.callee("to_apply"))
             elif instr.opcode == "while":
                 out += [self.step(instr), *wait]     # a loop that ends a chain: after it
             else:
@@ -263,7 +263,7 @@ class _Reader:
         """The instructions a fusion runs; [] for any other instruction."""
         if instr.opcode != "fusion":
             return []
-        return self.module.computations.get((instr.attr("calls") or "").lstrip("%"), [])
+        return self.module.called(instr)
 
     def has_metadata(self, instr: Instruction) -> bool:
         return bool(instr.op_name or any(i.op_name for i in self.fused_body(instr)))
@@ -347,7 +347,7 @@ class _Reader:
         users = [i for i in self.module.computations.get(computation, [])
                  if instr.name in i.operands]
         carriers = {u.name for u in users if u.opcode == "get-tuple-element"
-                    and _ints(u.attr("index"))[:1] and _ints(u.attr("index"))[0] in parts}
+                    and ints(u.attr("index"))[:1] and ints(u.attr("index"))[0] in parts}
         if any(u.opcode != "get-tuple-element" for u in users):
             carriers.add(instr.name)         # the whole tuple passed on: waited for there
         return carriers
@@ -392,7 +392,7 @@ class _Reader:
             return Step(instr, StepKind.COLLECTIVE_START if is_async else StepKind.COLLECTIVE,
                         collectives=(instr.name,))
         if op == "async-start":
-            called = (instr.attr("calls") or "").lstrip("%")
+            called = instr.callee()
             inner = self.collectives_in(called)
             if inner:
                 return Step(instr, StepKind.COLLECTIVE_START, collectives=inner)
@@ -406,11 +406,11 @@ class _Reader:
         if op in FREE_OPCODES or op.endswith("-start") or op in ("send", "recv"):
             return Step(instr, StepKind.FREE)
         if op == "while":
-            body = (instr.attr("body") or "").lstrip("%")
+            body = instr.callee("body")
             return Step(instr, StepKind.LOOP, body=self.steps(body),
                         trips=trip_count(self.module, instr))
         if op == "fusion":
-            called = (instr.attr("calls") or "").lstrip("%")
+            called = instr.callee()
             flops, nbytes = self.flops_in(called), self.fusion_bytes(instr, called)
             inner = self.collectives_in(called)
             if instr.name in self.chain_heads:
@@ -430,7 +430,7 @@ class _Reader:
             return Step(instr, StepKind.COMPUTE, flops=flops, bytes=nbytes)
         if op == "conditional":
             branches = re.findall(r"%?([\w.\-]+)", instr.attr("branch_computations") or "")
-            branches += [(instr.attr(k) or "").lstrip("%")
+            branches += [instr.callee(k)
                          for k in ("true_computation", "false_computation") if instr.attr(k)]
             # One branch runs; count the costliest.
             return Step(instr, StepKind.COMPUTE, bytes=self.touched(instr),
@@ -443,7 +443,7 @@ class _Reader:
         if instr.opcode == "convolution":
             return convolution_flops(instr, self.names)
         if instr.opcode in ("fusion", "call"):
-            return self.flops_in((instr.attr("calls") or instr.attr("to_apply") or "").lstrip("%"))
+            return self.flops_in(instr.callee("calls", "to_apply"))
         return 0.0
 
     def flops_in(self, computation: str) -> float:
@@ -455,8 +455,7 @@ class _Reader:
             if collective_kind(i.opcode)[0] is not None:
                 out.append(i.name)
             elif i.opcode in ("fusion", "call"):
-                out += self.collectives_in((i.attr("calls") or i.attr("to_apply") or "")
-                                           .lstrip("%"))
+                out += self.collectives_in(i.callee("calls", "to_apply"))
         return tuple(out)
 
     def independent_math(self, computation: str) -> bool:
@@ -464,7 +463,7 @@ class _Reader:
         after: set[str] = set()     # instructions that wait for a collective
         for i in self.module.computations.get(computation, []):
             if collective_kind(i.opcode)[0] is not None or self.collectives_in(
-                    (i.attr("calls") or "").lstrip("%")) or any(o in after for o in i.operands):
+                    i.callee()) or any(o in after for o in i.operands):
                 after.add(i.name)
             elif self.flops(i) > 0:
                 return True
@@ -479,7 +478,7 @@ class _Reader:
             if kind is not None:
                 return instr if is_async else None
             if instr.opcode == "async-start":
-                called = (instr.attr("calls") or "").lstrip("%")
+                called = instr.callee()
                 return instr if self.collectives_in(called) else None
             if instr.opcode != "async-update":
                 return None
@@ -601,10 +600,6 @@ def _in_place_updates(body: list[Instruction], params: dict[int, str]
     return out
 
 
-def _ints(text: str | None) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", text or ""))
-
-
 def _json(text: str | None) -> dict:
     try:
         value = json.loads(text) if text else {}
@@ -631,7 +626,7 @@ def _condition(module: HloModule, name: str) -> tuple[int, int, str] | None:
         return None
     compare, operands = root, [names.get(o) for o in root.operands]
     if root.opcode == "fusion":
-        inner = module.computations.get((root.attr("calls") or "").lstrip("%"), [])
+        inner = module.called(root)
         compare = next((i for i in inner if i.is_root), None)
         params = {i.name: int(i.operand_text) for i in inner if i.opcode == "parameter"}
         if compare is None or any(o not in params for o in compare.operands):
@@ -646,7 +641,7 @@ def _condition(module: HloModule, name: str) -> tuple[int, int, str] | None:
                                       (operands[1], operands[0], flipped.get(m.group(1), ""))):
         value = _constant(limit)
         if counter is not None and counter.opcode == "get-tuple-element" and value is not None:
-            index = _ints(counter.attr("index"))
+            index = ints(counter.attr("index"))
             if index:
                 return index[0], value, direction
     return None
@@ -678,7 +673,7 @@ def _body_step(module: HloModule, body: str, index: int) -> int | None:
     while a is not None and a.opcode == "copy" and a.operands:
         a = names.get(a.operands[0])
     if a is None or b is None or a.opcode != "get-tuple-element" \
-            or _ints(a.attr("index"))[:1] != (index,):
+            or ints(a.attr("index"))[:1] != (index,):
         return None
     value = _constant(b)
     if value is None:

@@ -34,6 +34,7 @@ import re
 
 import numpy as np
 
+from explorer.hlo.module import ints
 from explorer.spec.layout import Tiling
 
 # --------------------------------------------------------------------------- HLO text
@@ -91,27 +92,23 @@ def _strip_outer(text: str) -> str:
     return t
 
 
-def _ints(s: str) -> list[int]:
-    return [int(x) for x in s.replace(" ", "").split(",") if x]
-
-
 def _tile_assignment(spec: str) -> tuple[list[int], np.ndarray]:
     m = _DEVICES.fullmatch(spec)
     if not m:
         raise ValueError(f"cannot parse tile assignment {spec!r}")
-    dims, rest = _ints(m.group(1)), m.group(2).strip()
+    dims, rest = list(ints(m.group(1))), m.group(2).strip()
     if not dims:
         raise ValueError(f"empty tile assignment dims in {spec!r}")
     total = math.prod(dims)
     iota = _IOTA.fullmatch(rest)
     if iota:
-        reshape = _ints(iota.group(1))
-        perm = _ints(iota.group(2)) if iota.group(2) else list(range(len(reshape)))
+        reshape = ints(iota.group(1))
+        perm = ints(iota.group(2)) if iota.group(2) else list(range(len(reshape)))
         if math.prod(reshape) != total or sorted(perm) != list(range(len(reshape))):
             raise ValueError(f"inconsistent iota tile assignment {spec!r}")
         devs = np.arange(total).reshape(reshape).transpose(perm).reshape(dims)
     elif _EXPLICIT.fullmatch(rest):
-        flat = _ints(rest)
+        flat = ints(rest)
         if len(flat) != total:
             raise ValueError(f"{spec!r} lists {len(flat)} devices for dims {dims}")
         devs = np.asarray(flat, dtype=np.int64).reshape(dims)

@@ -54,7 +54,7 @@ def collectives_of(module: HloModule) -> list[Placed]:
         if instr.opcode.endswith("-done") and instr.operands:
             done_of[instr.operands[0]] = instr
         if instr.opcode == "async-start" and instr.attr("calls"):
-            wrapped.add(instr.attr("calls").lstrip("%"))
+            wrapped.add(instr.callee())
     out = []
     for instr in module.instructions():
         kind, is_async = collective_kind(instr.opcode)

@@ -27,13 +27,12 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from functools import lru_cache
 
 import numpy as np
 
 from explorer.hlo.collectives import CollectiveKind, collective_kind
 from explorer.hlo.groups import axes_of_groups, axes_of_pairs, device_groups, source_target_pairs
-from explorer.hlo.module import Array, HloModule, Instruction, close_bracket, parse_shape
+from explorer.hlo.module import HloModule, Instruction, close_bracket, ints
 from explorer.hlo.sharding import tiling_from_hlo
 from explorer.spec.mesh import MeshSpec
 
@@ -102,16 +101,6 @@ _REDUCER = {"add": "sum", "maximum": "maximum", "minimum": "minimum", "multiply"
             "and": "logical and", "or": "logical or"}
 
 
-@lru_cache(maxsize=8192)
-def _parsed_shape(text: str) -> tuple[Array, ...]:
-    return tuple(parse_shape(text))
-
-
-def _arrays(i: Instruction) -> tuple[Array, ...]:
-    """`i.arrays`, parsed once per shape text: the reader asks for shapes many times."""
-    return _parsed_shape(i.shape)
-
-
 def _tuple_parts(sharding: str) -> list[str]:
     """The element shardings of a tuple sharding `{{a}, {b}}`: `["{a}", "{b}"]`; ValueError
     for text cut short."""
@@ -125,10 +114,6 @@ def _tuple_parts(sharding: str) -> list[str]:
         else:
             i += 1
     return parts
-
-
-def _ints(text: str | None) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"-?\d+", text or ""))
 
 
 # --------------------------------------------------------------------------- layouts
@@ -232,7 +217,7 @@ class WhyReader:
             self.names = propagated.by_name()
             # Reducer and comparator bodies repeat their caller's op_name; a shard_map body,
             # also called with to_apply, is real code.
-            reducers = {(i.attr("to_apply") or i.attr("comparator") or "").lstrip("%")
+            reducers = {i.callee("to_apply", "comparator")
                         for i in propagated.instructions() if i.opcode != "call"}
             for instr in propagated.instructions():
                 if instr.op_name and instr.computation not in reducers:
@@ -323,12 +308,12 @@ class WhyReader:
             used = {x for c in chain for x in self._axes_of(c, collective_kind(c.opcode)[0])}
             chain_axes = tuple(x for x in self.mesh.names if x in used)
         operands = [self.opt_names.get(o) for o in instr.operands]
-        result = _arrays(instr)
+        result = instr.arrays
         if instr.opcode.endswith("-start") and len(result) > len(operands):
             result = result[len(operands):]     # start ops return (operands..., results...)
         gather_dim = None
         if kind is CollectiveKind.ALL_GATHER:
-            dims = _ints(instr.attr("dimensions"))
+            dims = ints(instr.attr("dimensions"))
             gather_dim = dims[0] if dims else None
         loc = self._location(self.opt, instr)
         steps = len(chain) if chain else 1
@@ -420,7 +405,7 @@ class WhyReader:
             if i.name in seen:
                 continue
             seen.add(i.name)
-            inside = self.opt.computations.get((i.attr("calls") or "").lstrip("%"), []) \
+            inside = self.opt.called(i) \
                 if i.opcode == "fusion" else [i]
             found = [x for x in inside if x.opcode in ("reduce", "dot", "convolution")]
             for x in found:
@@ -437,9 +422,9 @@ class WhyReader:
         of the anchor (for a reduction) or of one of its operands (for a data movement) has
         the collective's shape."""
         def fits(i: Instruction | None) -> int:
-            if i is None or not _arrays(i):
+            if i is None or not i.arrays:
                 return 2
-            dims = _arrays(i)[0].dims
+            dims = i.arrays[0].dims
             if len(dims) != len(t.dims):
                 return 2
             ax = self._axes(i)
@@ -471,7 +456,7 @@ class WhyReader:
             if i is None:
                 return None
             if i.opcode == "parameter":
-                number = _ints(i.operand_text)
+                number = ints(i.operand_text)
                 return number[0] if i.computation == module.entry and number else None
             if len(i.operands) != 1 or not (i.opcode in _RENAMING or self._renames(module, i)):
                 return None
@@ -494,7 +479,7 @@ class WhyReader:
         `wrapped_copy` of a weight it relays out before a collective)."""
         if i.opcode != "fusion":
             return False
-        body = module.computations.get((i.attr("calls") or "").lstrip("%"), [])
+        body = module.called(i)
         return bool(body) and all(x.opcode in _RENAMING or x.opcode == "parameter"
                                   for x in body)
 
@@ -515,7 +500,7 @@ class WhyReader:
         if a.opcode == "convolution":
             lc, rc = _conv_contracting(a)
         else:
-            lc, rc = _ints(a.attr("lhs_contracting_dims")), _ints(a.attr("rhs_contracting_dims"))
+            lc, rc = ints(a.attr("lhs_contracting_dims")), ints(a.attr("rhs_contracting_dims"))
         for l_dim, r_dim in zip(lc, rc, strict=False):
             split = set(la[l_dim] if la and l_dim < len(la) else ()) | set(
                 ra[r_dim] if ra and r_dim < len(ra) else ())
@@ -560,7 +545,7 @@ class WhyReader:
         sa = self._axes(src)
         if sa is None:
             return None
-        reduced = _ints(a.attr("dimensions"))
+        reduced = ints(a.attr("dimensions"))
         dims = [d for d in reduced if d < len(sa) and set(t.axes) & set(sa[d])]
         if not dims:
             return None
@@ -587,7 +572,7 @@ class WhyReader:
             sharding_before=spec_text(sa), sharding_after=spec_text(self._axes(a))))
 
     def _reducer(self, a: Instruction) -> str:
-        called = (a.attr("to_apply") or "").lstrip("%")
+        called = a.callee("to_apply")
         for instr in self.prop.computations.get(called, []):
             if instr.is_root:
                 return _REDUCER.get(instr.opcode, instr.opcode)
@@ -604,7 +589,7 @@ class WhyReader:
         found = []
         for name in a.operands:
             o = self.names.get(name)
-            if o is None or not _arrays(o):
+            if o is None or not o.arrays:
                 continue
             oa = self._axes(o)
             if oa is None:
@@ -617,7 +602,7 @@ class WhyReader:
                 score = 0
                 if t.gather_dim is not None and d != t.gather_dim:
                     score += 2
-                local = self._shard_dims(_arrays(o)[0].dims, after)
+                local = self._shard_dims(o.arrays[0].dims, after)
                 if local != tuple(t.dims):
                     # XLA may have reshaped it on the way, but not changed its size.
                     if strict or math.prod(local) != math.prod(t.dims):
@@ -679,7 +664,7 @@ class WhyReader:
         side = 0 if a.operands[0] == o.name else 1
         other = self.names.get(a.operands[1 - side]) if len(a.operands) > 1 else None
         mine, theirs = ("lhs", "rhs") if side == 0 else ("rhs", "lhs")
-        contracting = _ints(a.attr(f"{mine}_contracting_dims"))
+        contracting = ints(a.attr(f"{mine}_contracting_dims"))
         prim = _primitive(a.op_name, with_einsum=True)
         where = self._where(a, t)
         name = self._name(o, t)
@@ -690,7 +675,7 @@ class WhyReader:
         other_name = self._name(other, t) if other is not None else "its other operand"
         if d in contracting:
             j = contracting.index(d)
-            other_dims = _ints(a.attr(f"{theirs}_contracting_dims"))
+            other_dims = ints(a.attr(f"{theirs}_contracting_dims"))
             there = oa[other_dims[j]] if oa and j < len(other_dims) and \
                 other_dims[j] < len(oa) else ()
             how = ("is not split there" if not there else
@@ -706,23 +691,23 @@ class WhyReader:
 
     def _dot_required(self, a: Instruction, side: int) -> tuple[tuple[str, ...], ...] | None:
         ops = [self.names.get(o) for o in a.operands[:2]]
-        if any(o is None or not _arrays(o) for o in ops):
+        if any(o is None or not o.arrays for o in ops):
             return None
         result = self._axes(a)
         other = self._axes(ops[1 - side])
         if result is None or other is None:
             return None
         mine, theirs = ("lhs", "rhs") if side == 0 else ("rhs", "lhs")
-        batch, contracting = _ints(a.attr(f"{mine}_batch_dims")), _ints(
+        batch, contracting = ints(a.attr(f"{mine}_batch_dims")), ints(
             a.attr(f"{mine}_contracting_dims"))
-        their_contracting = _ints(a.attr(f"{theirs}_contracting_dims"))
-        free = [k for k in range(len(_arrays(ops[side])[0].dims)) if k not in batch + contracting]
-        lhs_rank = len(_arrays(ops[0])[0].dims)
-        lhs_free = lhs_rank - len(_ints(a.attr("lhs_batch_dims"))) - len(
-            _ints(a.attr("lhs_contracting_dims")))
+        their_contracting = ints(a.attr(f"{theirs}_contracting_dims"))
+        free = [k for k in range(len(ops[side].arrays[0].dims)) if k not in batch + contracting]
+        lhs_rank = len(ops[0].arrays[0].dims)
+        lhs_free = lhs_rank - len(ints(a.attr("lhs_batch_dims"))) - len(
+            ints(a.attr("lhs_contracting_dims")))
         offset = len(batch) + (0 if side == 0 else lhs_free)
         need = []
-        for k in range(len(_arrays(ops[side])[0].dims)):
+        for k in range(len(ops[side].arrays[0].dims)):
             if k in batch:
                 need.append(result[batch.index(k)])
             elif k in contracting:
@@ -871,28 +856,28 @@ class WhyReader:
                 return None
             if not a.sharding.startswith("{{"):
                 parts = [a.sharding] * len(a.operands)        # one sharding for every element
-            if o is None or len(_arrays(o)) != 1 or index >= len(parts):
+            if o is None or len(o.arrays) != 1 or index >= len(parts):
                 return None
-            return dim_axes(parts[index], len(_arrays(o)[0].dims), self.mesh)
+            return dim_axes(parts[index], len(o.arrays[0].dims), self.mesh)
         result = self._axes(a)
         o = self.names.get(a.operands[index])
-        if result is None or o is None or not _arrays(o) or not _arrays(a):
+        if result is None or o is None or not o.arrays or not a.arrays:
             return None
-        rank = len(_arrays(o)[0].dims)
+        rank = len(o.arrays[0].dims)
         if a.opcode == "transpose":
-            perm = _ints(a.attr("dimensions"))
+            perm = ints(a.attr("dimensions"))
             need = [()] * rank
             for i, j in enumerate(perm):
                 need[j] = result[i]
             return tuple(need)
         if a.opcode == "broadcast":
-            mapping = _ints(a.attr("dimensions"))
+            mapping = ints(a.attr("dimensions"))
             return tuple(result[m] for m in mapping) if len(mapping) == rank else None
         if a.opcode == "reduce" and index == 0:
             # Kept dimensions as the result has them; a reduced one may stay split (that is a
             # partial sum, not a move).
             have = self._axes(o)
-            reduced = set(_ints(a.attr("dimensions")))
+            reduced = set(ints(a.attr("dimensions")))
             kept = iter(result)
             need = [(have[k] if have else ()) if k in reduced else next(kept, ())
                     for k in range(rank)]
@@ -900,7 +885,7 @@ class WhyReader:
         if a.opcode == "reshape":
             need = [()] * rank
             for i in range(len(result)):
-                for _, j in _dim_sources(a, i, _arrays(a)[0].dims, [o]):
+                for _, j in _dim_sources(a, i, a.arrays[0].dims, [o]):
                     need[j] = result[i]
             return tuple(need)
         if _same_tensor(a, o) and len(result) == rank:
@@ -966,14 +951,14 @@ class WhyReader:
         found = set()
         while todo and len(seen) < 4096:
             i, d = todo.pop()
-            if (i.name, d) in seen or not _arrays(i):
+            if (i.name, d) in seen or not i.arrays:
                 continue
             seen.add((i.name, d))
             if i.opcode == "parameter":
                 if i.computation == self.prop.entry:
                     found.add((i, d))
                 continue
-            dims = _arrays(i)[0].dims
+            dims = i.arrays[0].dims
             ops = [self.names[o] for o in i.operands if o in self.names]
             todo += _dim_sources(i, d, dims, ops)
         return found
@@ -981,7 +966,7 @@ class WhyReader:
     # -- naming ----------------------------------------------------------------------------------
 
     def _axes(self, i: Instruction) -> tuple[tuple[str, ...], ...] | None:
-        arrays = _arrays(i)
+        arrays = i.arrays
         if len(arrays) != 1:
             return None
         key = (i.sharding, len(arrays[0].dims))
@@ -1014,7 +999,7 @@ class WhyReader:
     def _param_name(self, i: Instruction) -> str:
         if i.computation != self.prop.entry:
             return f"a parameter of `{i.computation}`"
-        number = _ints(i.operand_text)
+        number = ints(i.operand_text)
         if number and number[0] < len(self.inputs):
             return f"input `{self.inputs[number[0]]}`"
         return f"input `{i.op_name}`" if i.op_name else f"parameter {i.operand_text}"
@@ -1031,7 +1016,7 @@ class WhyReader:
 
     def _show(self, i: Instruction) -> str:
         """One instruction as evidence: `%name = f32[8,64] opcode(operands)`, op_name."""
-        shape = " ".join(a.text() for a in _arrays(i))
+        shape = " ".join(a.text() for a in i.arrays)
         ops = i.operand_text if i.opcode == "parameter" else ", ".join(
             "%" + o for o in i.operands)
         meta = f" [{i.op_name}]" if i.op_name else ""
@@ -1094,8 +1079,8 @@ def _same_tensor(a: Instruction, o: Instruction) -> bool:
     transposes or reshapes it: then a layout change at `a` is a change of `o`'s layout."""
     if a.opcode in ("transpose", "reshape", "copy", "custom-call", "bitcast", "tuple"):
         return True
-    return (a.opcode in _LAYOUT_OPS and bool(_arrays(a)) and bool(_arrays(o))
-            and _arrays(a)[0].dims == _arrays(o)[0].dims)
+    return (a.opcode in _LAYOUT_OPS and bool(a.arrays) and bool(o.arrays)
+            and a.arrays[0].dims == o.arrays[0].dims)
 
 
 _RENAMING = {"reshape": "reshaped", "broadcast": "broadcast", "copy": "copied",
@@ -1146,18 +1131,18 @@ def _conv_contracting(a: Instruction) -> tuple[tuple[int, ...], tuple[int, ...]]
 def _indexed_dims(a: Instruction, names: dict[str, Instruction]) -> list[int]:
     """The dimensions of operand 0 that a gather/scatter/dynamic slice indexes into."""
     if a.opcode == "gather":
-        return sorted(set(_ints(a.attr("start_index_map"))))
+        return sorted(set(ints(a.attr("start_index_map"))))
     if a.opcode == "scatter":
-        return sorted(set(_ints(a.attr("scatter_dims_to_operand_dims"))))
+        return sorted(set(ints(a.attr("scatter_dims_to_operand_dims"))))
     src = names.get(a.operands[0])
-    if src is None or not _arrays(src) or not _arrays(a):
+    if src is None or not src.arrays or not a.arrays:
         return []
-    full = _arrays(src)[0].dims
+    full = src.arrays[0].dims
     if a.opcode == "dynamic-slice":
-        part = _ints(a.attr("dynamic_slice_sizes"))
+        part = ints(a.attr("dynamic_slice_sizes"))
     else:   # dynamic-update-slice: the update is operand 1
         upd = names.get(a.operands[1]) if len(a.operands) > 1 else None
-        part = _arrays(upd)[0].dims if upd is not None and _arrays(upd) else ()
+        part = upd.arrays[0].dims if upd is not None and upd.arrays else ()
     return [d for d, (n, p) in enumerate(zip(full, part, strict=False)) if p < n]
 
 
@@ -1165,18 +1150,18 @@ def _dim_sources(i: Instruction, d: int, dims, ops: list[Instruction]):
     """(operand, dimension) pairs that dimension d of i's result comes from."""
     op = i.opcode
     if op == "transpose":
-        perm = _ints(i.attr("dimensions"))
+        perm = ints(i.attr("dimensions"))
         return [(ops[0], perm[d])] if ops and d < len(perm) else []
     if op == "broadcast":
-        mapping = _ints(i.attr("dimensions"))
+        mapping = ints(i.attr("dimensions"))
         return [(ops[0], j) for j, r in enumerate(mapping) if r == d][:1] if ops else []
     if op == "dot" and len(ops) == 2:
-        lb, rb = _ints(i.attr("lhs_batch_dims")), _ints(i.attr("rhs_batch_dims"))
-        lc, rc = _ints(i.attr("lhs_contracting_dims")), _ints(i.attr("rhs_contracting_dims"))
-        lfree = [k for k in range(len(_arrays(ops[0])[0].dims)) if k not in lb + lc] \
-            if _arrays(ops[0]) else []
-        rfree = [k for k in range(len(_arrays(ops[1])[0].dims)) if k not in rb + rc] \
-            if _arrays(ops[1]) else []
+        lb, rb = ints(i.attr("lhs_batch_dims")), ints(i.attr("rhs_batch_dims"))
+        lc, rc = ints(i.attr("lhs_contracting_dims")), ints(i.attr("rhs_contracting_dims"))
+        lfree = [k for k in range(len(ops[0].arrays[0].dims)) if k not in lb + lc] \
+            if ops[0].arrays else []
+        rfree = [k for k in range(len(ops[1].arrays[0].dims)) if k not in rb + rc] \
+            if ops[1].arrays else []
         if d < len(lb):
             return [(ops[0], lb[d]), (ops[1], rb[d])]
         d -= len(lb)
@@ -1185,22 +1170,22 @@ def _dim_sources(i: Instruction, d: int, dims, ops: list[Instruction]):
         d -= len(lfree)
         return [(ops[1], rfree[d])] if d < len(rfree) else []
     if op == "reduce" and ops:
-        reduced = set(_ints(i.attr("dimensions")))
-        kept = [k for k in range(len(_arrays(ops[0])[0].dims)) if k not in reduced] \
-            if _arrays(ops[0]) else []
+        reduced = set(ints(i.attr("dimensions")))
+        kept = [k for k in range(len(ops[0].arrays[0].dims)) if k not in reduced] \
+            if ops[0].arrays else []
         return [(ops[0], kept[d])] if d < len(kept) else []
-    if op == "reshape" and ops and _arrays(ops[0]):
-        src = _arrays(ops[0])[0].dims
+    if op == "reshape" and ops and ops[0].arrays:
+        src = ops[0].arrays[0].dims
         before = math.prod(dims[:d])
         for j in range(len(src)):
             if math.prod(src[:j]) == before and src[j] == dims[d]:
                 return [(ops[0], j)]
         return []
     if op in ("slice", "dynamic-slice", "pad", "concatenate", "reverse", "reduce-window"):
-        return [(ops[0], d)] if ops and _arrays(ops[0]) and len(_arrays(ops[0])[0].dims) == len(
+        return [(ops[0], d)] if ops and ops[0].arrays and len(ops[0].arrays[0].dims) == len(
             dims) else []
     if op in _LAYOUT_OPS and op not in ("tuple", "get-tuple-element", "parameter"):
-        return [(o, d) for o in ops if _arrays(o) and _arrays(o)[0].dims == tuple(dims)]
+        return [(o, d) for o in ops if o.arrays and o.arrays[0].dims == tuple(dims)]
     return []
 
 
