@@ -1,0 +1,77 @@
+"""Layouts as mesh axes per dimension, read from HLO sharding text, and written as specs."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+
+import numpy as np
+
+from explorer.hlo.module import close_bracket
+from explorer.hlo.sharding import tiling_from_hlo
+from explorer.spec.mesh import MeshSpec
+
+# The mesh axes splitting each dimension of a tensor, major first: (("data",), ()).
+Layout = tuple[tuple[str, ...], ...]
+
+
+def dim_axes(sharding: str | None, rank: int, mesh: MeshSpec) -> Layout | None:
+    """The mesh axes splitting each dimension of a tensor with this HLO sharding, major first;
+    None when the sharding is absent or names no device layout. Manual (shard_map) and partial
+    subgroups are not dimensions, so they are left out."""
+    if not sharding or sharding.startswith("{{"):
+        return None
+    try:
+        tiling = tiling_from_hlo(sharding, rank, mesh.device_count)
+    except ValueError:
+        return None
+    sizes = mesh.sizes
+    coords = np.stack(np.unravel_index(tiling.device_array(), sizes), axis=-1)
+    out = []
+    for d, k in enumerate(tiling.tiles):
+        if k == 1:
+            out.append(())
+            continue
+        # The mesh coordinates that change as one steps along dimension d.
+        line = coords[tuple(slice(None) if i == d else 0 for i in range(rank + 1))]
+        changed = line != line[0]
+        axes = [a for a in range(len(sizes)) if sizes[a] > 1 and changed[:, a].any()]
+        if math.prod(sizes[a] for a in axes) != k:
+            return None           # not a split over whole mesh axes: say nothing
+        axes.sort(key=lambda a: -int(np.argmax(changed[:, a])))
+        out.append(tuple(mesh.names[a] for a in axes))
+    return tuple(out)
+
+
+def spec_text(axes: Iterable[tuple[str, ...]] | None) -> str:
+    """A layout as the spec grammar writes it: `data,None`, `(data,model),None`, `replicated`."""
+    if axes is None:
+        return "(no mesh layout)"
+    axes = tuple(axes)
+    if not any(axes):
+        return "replicated"
+    return ",".join("None" if not a else a[0] if len(a) == 1 else "(" + ",".join(a) + ")"
+                    for a in axes)
+
+
+def shard_dims(dims: Iterable[int], axes: Layout, mesh: MeshSpec) -> tuple[int, ...]:
+    """The per-device shape of a tensor of `dims` laid out as `axes` (a split rounds up)."""
+    sizes = dict(zip(mesh.names, mesh.sizes, strict=True))
+    return tuple(-(-n // math.prod(sizes[x] for x in ax)) for n, ax in
+                 zip(dims, axes, strict=False))
+
+
+def tuple_parts(sharding: str) -> list[str]:
+    """The element shardings of a tuple sharding `{{a}, {b}}`: `["{a}", "{b}"]`; ValueError
+    for text cut short."""
+    text = re.sub(r"/\*.*?\*/", "", sharding).strip()[1:-1]
+    parts, i = [], 0
+    while i < len(text):
+        if text[i] == "{":
+            end = close_bracket(text, i)
+            parts.append(text[i:end])
+            i = end
+        else:
+            i += 1
+    return parts

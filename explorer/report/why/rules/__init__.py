@@ -1,0 +1,28 @@
+"""The layout rules, one module each, and which are tried, in order, for each kind of
+collective. A rule is a plain function `(ctx, target) -> Why | None` (see base.py); the first
+that answers gives the reason. `explicit` is not in the table: it needs no layout, so the
+reader tries it first for every kind, before it checks that there are layouts to compare."""
+
+from __future__ import annotations
+
+from explorer.hlo.collectives import CollectiveKind
+from explorer.report.why.rules.base import Rule
+from explorer.report.why.rules.explicit import explicit
+from explorer.report.why.rules.gather import gather, gather_exact
+from explorer.report.why.rules.indexing import indexing
+from explorer.report.why.rules.partial_sum import partial_sum
+from explorer.report.why.rules.reshard import reshard_operand, reshard_result
+
+# A reduction first asks what was partial; a gather whether an operand is needed whole (the
+# operand that is whole in exactly the result's shape before one XLA reshaped on the way);
+# a data movement only how the layout moved.
+RULES: dict[CollectiveKind, tuple[Rule, ...]] = {
+    CollectiveKind.ALL_REDUCE: (partial_sum, indexing, reshard_operand),
+    CollectiveKind.REDUCE_SCATTER: (partial_sum, indexing, reshard_operand),
+    CollectiveKind.ALL_GATHER: (indexing, gather_exact, gather, reshard_operand,
+                                reshard_result),
+    CollectiveKind.ALL_TO_ALL: (reshard_operand, reshard_result),
+    CollectiveKind.COLLECTIVE_PERMUTE: (reshard_operand, reshard_result),
+}
+
+__all__ = ["RULES", "Rule", "explicit"]

@@ -1,0 +1,22 @@
+"""What a rule is: a plain function `(ctx, target) -> Why | None`, None when its case is not
+what the modules show. Most rules read one anchor at a time, the most likely meant first."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from explorer.hlo.module import Instruction
+from explorer.report.why.context import Context
+from explorer.report.why.reason import Why
+from explorer.report.why.targets import Target
+
+Rule = Callable[[Context, Target], Why | None]
+
+
+def first_anchor(t: Target, read: Callable[[Instruction], Why | None]) -> Why | None:
+    """The first answer `read` gives for the target's anchors, in rank order."""
+    for a in t.ranked:
+        why = read(a)
+        if why is not None:
+            return why
+    return None

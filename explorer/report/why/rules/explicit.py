@@ -1,0 +1,27 @@
+"""`explicit`: the program asked for the collective (psum, ppermute, all_to_all inside a
+shard_map), by its primitive or by a collective already in the propagated module."""
+
+from __future__ import annotations
+
+from explorer.report.why.context import Context
+from explorer.report.why.metadata import AS_WRITTEN, EXPLICIT_PRIMITIVES, primitive
+from explorer.report.why.ops import COLLECTIVE_OPCODES
+from explorer.report.why.reason import Evidence, Reason, Why
+from explorer.report.why.targets import Target
+from explorer.report.why.text import article, axes_phrase, loc_text, show, where
+
+
+def explicit(ctx: Context, t: Target) -> Why | None:
+    """Reads the anchors in module order: it needs no layout, so it is tried before the
+    layout rules, on every kind of collective."""
+    prim = primitive(t.op_name)
+    if prim not in EXPLICIT_PRIMITIVES and not any(
+            a.opcode in COLLECTIVE_OPCODES for a in t.anchors):
+        return None
+    place = next((where(ctx, a, t) for a in t.anchors), loc_text(t.location, t))
+    manual = "inside a shard_map" if "shard_map" in t.op_name else "in the program"
+    shown = AS_WRITTEN.get(prim, prim)
+    return Why(Reason.EXPLICIT,
+               f"The program asked for it: `{shown}` {place} {manual} is "
+               f"{article(t.kind)} {t.kind} over {axes_phrase(t.axes)}.",
+               Evidence(consumer=show(t.anchors[0]) if t.anchors else t.op_name))

@@ -1,0 +1,118 @@
+"""`reshard`: the layout moves between producer and consumer (a sharding constraint, a
+shard_map's in_specs, or propagation meeting a conflict; the explorer's jit leaves output
+layouts to propagation, so an output spec never is the cause). Read on the anchor's operands
+(`reshard_operand`) or on the users of its result (`reshard_result`)."""
+
+from __future__ import annotations
+
+from explorer.hlo.module import Instruction
+from explorer.report.why.context import Context
+from explorer.report.why.layout import Layout, spec_text
+from explorer.report.why.metadata import constraint_point, primitive
+from explorer.report.why.needs import required
+from explorer.report.why.ops import RENAMING, same_tensor
+from explorer.report.why.reason import Evidence, Reason, Why
+from explorer.report.why.rules.base import first_anchor
+from explorer.report.why.targets import Target
+from explorer.report.why.text import cause, layout_change, moved_by, name, show, where
+
+
+def _moved_axes(have: Layout, need: Layout) -> set[str]:
+    """The mesh axes on which two layouts of one tensor differ."""
+    return {x for h, n in zip(have, need, strict=True) for x in set(h) ^ set(n)}
+
+
+def reshard_operand(ctx: Context, t: Target) -> Why | None:
+    """An operand of the anchor laid out, over the collective's axes, unlike what the anchor
+    needs of it. For an op that only moves or maps elements, the need is its own result's
+    layout, and the change is a reshard (caused by a constraint, or by propagation meeting a
+    conflict); for a computation, a need to see more of the operand is gather-operand."""
+    return first_anchor(t, lambda a: _operand_at(ctx, a, t))
+
+
+def _operand_at(ctx: Context, a: Instruction, t: Target) -> Why | None:
+    for operand_name in a.operands:
+        o = ctx.prop_names.get(operand_name)
+        have = ctx.axes(o) if o is not None else None
+        need = required(ctx, a, a.operands.index(operand_name)) if have is not None else None
+        if need is None or len(need) != len(have) or need == have:
+            continue
+        if not _moved_axes(have, need) & set(t.chain_axes):
+            continue       # the layouts differ, but not over this collective's axes
+        removal = all(set(n) <= set(h) for h, n in zip(have, need, strict=True))
+        evidence = Evidence(consumer=show(a), producer=show(o),
+                            sharding_before=spec_text(have), sharding_after=spec_text(need))
+        if same_tensor(a, o):
+            return Why(Reason.RESHARD, layout_change(
+                ctx, o, have, need, a, t, f"{moved_by(t, 'move')} the data"), evidence)
+        prim = primitive(a.op_name, with_einsum=True)
+        place = where(ctx, a, t)
+        if a.opcode == "dot":
+            how = ("its batch and free dimensions as the result has them, its contracting "
+                   "dimensions as the other operand has them")
+        else:
+            how = "as its result's layout asks"
+        if removal:
+            return Why(Reason.GATHER_OPERAND,
+                       f"`{prim}` {place} needs {name(ctx, o, t)} less sharded: "
+                       f"{spec_text(have)} → {spec_text(need)} ({how}); "
+                       f"{moved_by(t, 'gather')} it.", evidence)
+        set_by = cause(ctx, a, t)
+        why_so = (f"its result's layout is set {set_by}" if set_by else
+                  "propagation left the layouts around it in conflict")
+        return Why(Reason.RESHARD,
+                   f"`{prim}` {place} needs {name(ctx, o, t)} laid out as "
+                   f"{spec_text(need)} ({how}), but it is {spec_text(have)}: {why_so}, and "
+                   f"{moved_by(t, 'move')} the data.", evidence)
+    return None
+
+
+def reshard_result(ctx: Context, t: Target) -> Why | None:
+    """The result of the anchor laid out, over the collective's axes, unlike what an
+    instruction using it needs, directly or after ops that only reshape or copy it (the
+    partitioner moves it right after the anchor, under the anchor's metadata)."""
+    return first_anchor(t, lambda a: _result_at(ctx, a, t))
+
+
+def _result_at(ctx: Context, a: Instruction, t: Target) -> Why | None:
+    todo, seen = [a], set()
+    while todo and len(seen) < 16:
+        p = todo.pop(0)
+        if p.name in seen:
+            continue
+        seen.add(p.name)
+        have = ctx.axes(p)
+        if have is None:
+            continue
+        for u in ctx.users.get(p.name, ()):
+            if u.opcode in ("tuple", "get-tuple-element"):
+                continue
+            need = required(ctx, u, list(u.operands).index(p.name))
+            if need is None or len(need) != len(have):
+                continue
+            if need == have:
+                if u.opcode in RENAMING:
+                    todo.append(u)       # the same values, laid out the same: follow
+                continue
+            if not _moved_axes(have, need) & set(t.chain_axes):
+                continue
+            return _result_why(ctx, a, p, u, have, need, t)
+    return None
+
+
+def _result_why(ctx: Context, a: Instruction, p: Instruction, u: Instruction, have: Layout,
+                need: Layout, t: Target) -> Why:
+    """`a`'s result, reached as `p`, laid out as `have` where its user `u` needs `need`."""
+    prim = primitive(a.op_name, with_einsum=True)
+    point = constraint_point(u.op_name)
+    user = (f"the sharding constraint {point}" if point is not None
+            else f"`{primitive(u.op_name, with_einsum=True) or u.opcode}` ")
+    via = "" if p is a else f" (as {name(ctx, p, t)})"
+    set_by = cause(ctx, u, t)
+    return Why(Reason.RESHARD,
+               f"The result of `{prim}` {where(ctx, a, t)} is laid out as "
+               f"{spec_text(have)}{via}, but {user}{where(ctx, u, t)} needs it as "
+               f"{spec_text(need)}{', ' + set_by if set_by else ''}; "
+               f"{moved_by(t, 'move')} it.",
+               Evidence(consumer=show(u), producer=show(p),
+                        sharding_before=spec_text(have), sharding_after=spec_text(need)))

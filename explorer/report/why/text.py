@@ -1,0 +1,124 @@
+"""The words of the why reader: how tensors, lines, axes and data movements are named in its
+sentences, and the sentences more than one rule writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from explorer.hlo.module import Instruction, ints
+from explorer.report.why.context import Context, location
+from explorer.report.why.layout import Layout, spec_text
+from explorer.report.why.metadata import constraint_point, primitive
+from explorer.report.why.needs import layout_source
+from explorer.report.why.ops import RENAMING
+from explorer.report.why.targets import Target
+
+CONFLICT = ("where propagation gave it a different layout from its operand (a conflict between "
+            "the layouts around it)")
+
+
+def axes_phrase(axes: Iterable[str]) -> str:
+    axes = [f"`{a}`" for a in axes]
+    return " and ".join(axes) if axes else "no mesh axis"
+
+
+def dims_phrase(dims: Iterable[int]) -> str:
+    dims = list(dims)
+    return f"dimension {dims[0]}" if len(dims) == 1 else "dimensions " + ", ".join(map(str, dims))
+
+
+def article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
+def lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:] if text[:1].isupper() and text[1:2].islower() else text
+
+
+def moved_by(t: Target, verb: str) -> str:
+    """`the all-gather over `data` gathers`, or for a chain of steps, `the 2 collectives
+    ending in this all-gather (over `data` and `model`) gather`."""
+    if t.steps > 1:
+        return (f"the {t.steps} collectives ending in this {t.kind} (over "
+                f"{axes_phrase(t.chain_axes)}) {verb}")
+    return f"the {t.kind} over {axes_phrase(t.axes)} {verb}s"
+
+
+def loc_text(loc: tuple[str, int] | None, t: Target) -> str:
+    """`at line 12` in the collective's own file, `at other.py:12` elsewhere, "" unknown."""
+    if loc is None:
+        return ""
+    if t.location is not None and loc[0] == t.location[0]:
+        return f"at line {loc[1]}"
+    return f"at {loc[0].replace(chr(92), '/').rsplit('/', 1)[-1]}:{loc[1]}"
+
+
+def where(ctx: Context, i: Instruction, t: Target) -> str:
+    """Where a propagated instruction came from, as `loc_text` says it."""
+    return loc_text(location(ctx.propagated, i), t)
+
+
+def show(i: Instruction) -> str:
+    """One instruction as evidence: `%name = f32[8,64] opcode(operands)`, op_name."""
+    shape = " ".join(a.text() for a in i.arrays)
+    ops = i.operand_text if i.opcode == "parameter" else ", ".join(
+        "%" + o for o in i.operands)
+    meta = f" [{i.op_name}]" if i.op_name else ""
+    return f"%{i.name} = {shape} {i.opcode}({ops}){meta}"
+
+
+def name(ctx: Context, i: Instruction | None, t: Target) -> str:
+    """A propagated tensor as a sentence names it: an input by its name, a constraint by its
+    point, else the op and its line."""
+    if i is None:
+        return "an operand"
+    if i.opcode == "parameter":
+        return param_name(ctx, i)
+    constraint = constraint_point(i.op_name)
+    if constraint is not None:
+        return f"the sharding constraint {constraint}{where(ctx, i, t)}".rstrip()
+    own = f"the `{primitive(i.op_name, with_einsum=True) or i.opcode}` " \
+          f"{where(ctx, i, t)}".rstrip()
+    # A parameter only reshaped, broadcast or copied on its way here is named as well.
+    src = i
+    for _ in range(8):
+        if src.opcode not in RENAMING or len(src.operands) != 1 \
+                or src.operands[0] not in ctx.prop_names:
+            break
+        src = ctx.prop_names[src.operands[0]]
+    if src is not i and src.opcode == "parameter":
+        return f"{param_name(ctx, src)} ({RENAMING[i.opcode]} {where(ctx, i, t)})".replace(
+            " )", ")")
+    return own
+
+
+def param_name(ctx: Context, i: Instruction) -> str:
+    if i.computation != ctx.propagated.entry:
+        return f"a parameter of `{i.computation}`"
+    number = ints(i.operand_text)
+    if number and number[0] < len(ctx.inputs):
+        return f"input `{ctx.inputs[number[0]]}`"
+    return f"input `{i.op_name}`" if i.op_name else f"parameter {i.operand_text}"
+
+
+def cause(ctx: Context, a: Instruction, t: Target) -> str | None:
+    """`as the sharding constraint `x` at line 3 asks` (or the shard_map's in_specs) when
+    that fixed `a`'s layout; None when the math or propagation did."""
+    source = layout_source(ctx, a)
+    if source is None:
+        return None
+    if source.shard_map:
+        return "as the shard_map's in_specs ask"
+    i = source.instr
+    return (f"as the sharding constraint {constraint_point(i.op_name) or ''}"
+            f"{where(ctx, i, t)} asks" + ("" if i is a else " (propagated back to it)"))
+
+
+def layout_change(ctx: Context, tensor: Instruction, before: Layout | None,
+                  after: Layout | None, consumer: Instruction, t: Target, movement: str) -> str:
+    """The reshard sentence: `tensor` changes layout for `consumer`, which only moves or maps
+    its elements, as a constraint asks or where propagation met a conflict; `movement` says
+    what the collective does (`the all-to-all over `data` moves the data`)."""
+    return (f"The layout of {name(ctx, tensor, t)} changes from {spec_text(before)} to "
+            f"{spec_text(after)} for `{primitive(consumer.op_name, with_einsum=True)}` "
+            f"{where(ctx, consumer, t)}, {cause(ctx, consumer, t) or CONFLICT}; {movement}.")
