@@ -9,6 +9,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The persistent report cache (explorer/api/diskcache.py) is off, so that every test compiles
 # what it asks for and none reads or fills the user's ~/.cache; its own tests turn it on.
 os.environ.setdefault("EXPLORER_DISK_CACHE", "0")
+# A reader that raises (explorer/report/why/explain.py) fails the test instead of answering
+# `unknown`, so that a crash cannot pass for "no rule fits".
+os.environ.setdefault("EXPLORER_STRICT", "1")
 
 import pytest  # noqa: E402
 

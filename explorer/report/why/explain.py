@@ -1,8 +1,14 @@
 """The why reader's driver: each collective of the optimized module, its targets, the rules
-tried on them in the order of the table, and the verdict when none fits."""
+tried on them in the order of the table, and the verdict when none fits.
+
+A rule that raises is a reader bug, not a reason: for users the collective is `unknown` with
+the exception in its text, so one unreadable module does not lose the rest of the report;
+under EXPLORER_STRICT=1 (the test suite) it is raised, so that a crash cannot pass for "no
+rule fits"."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -18,6 +24,12 @@ from explorer.report.why.text import article, axes_phrase, lower_first, show, wh
 from explorer.spec.mesh import MeshSpec
 
 
+def strict_mode() -> bool:
+    """Whether a reader's exception is raised rather than reported (EXPLORER_STRICT=1), read
+    at each call so that a test can set it."""
+    return os.environ.get("EXPLORER_STRICT", "") not in ("", "0")
+
+
 def explain_collectives(optimized: HloModule, propagated: HloModule | None, mesh: MeshSpec,
                         inputs: Sequence[str] = ()) -> dict[str, Why]:
     """hlo name -> Why for every collective of the optimized module (an async pair once, under
@@ -31,6 +43,8 @@ def explain_collectives(optimized: HloModule, propagated: HloModule | None, mesh
         try:
             out[instr.name] = explain(ctx, instr)
         except Exception as e:  # a module shape the reader does not know: say so, go on
+            if strict_mode():
+                raise
             out[instr.name] = Why(Reason.UNKNOWN, f"No reason found: the reader could not "
                                   f"follow this {kind} ({type(e).__name__}: {e}).")
     return out
