@@ -9,8 +9,9 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 from explorer.api import diskcache
 from explorer.api.request import (
@@ -22,14 +23,19 @@ from explorer.api.request import (
     check_target,
     check_timeout,
 )
-from explorer.compile.pool import default_pool
+from explorer.compile.pool import WorkerPool, default_pool
 from explorer.compile.protocol import CompileRequest, WorkerKey
 from explorer.compile.sources import pickle_function
+from explorer.cost.mapping import AxisMapping
 from explorer.errors import RankError, SpecError, TensorError, choices
 from explorer.report.build import build_report
 from explorer.report.report import Report
 from explorer.spec.bounds import MAX_PYTREE_DEPTH, MAX_TENSORS, power_text, show
+from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Entry, TensorSpec, format_spec, normalize_spec
+
+if TYPE_CHECKING:
+    from jax.sharding import PartitionSpec
 
 CACHE_SIZE = 128
 
@@ -37,7 +43,7 @@ _cache: OrderedDict[str, Report] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def tensor_leaves(tree) -> list[TensorSpec]:
+def tensor_leaves(tree: Any) -> list[TensorSpec]:
     """The TensorSpecs of a pytree of them, in jax's flattening order.
 
     Checked on the way, before anything is sent to a worker: every leaf a TensorSpec, dict keys
@@ -100,7 +106,8 @@ def _collect_other(tree, out: list[TensorSpec]) -> None:
 # --------------------------------------------------------------------------- regex specs
 
 
-def spec_patterns(specs) -> list[tuple[str, re.Pattern, tuple[Entry, ...]]]:
+def spec_patterns(specs: Mapping[str, SpecLike]
+                  ) -> list[tuple[str, re.Pattern[str], tuple[Entry, ...]]]:
     """`specs` (regular expression -> spec, as MaxText and t5x write partition rules) checked
     and compiled, in the order given: (pattern text, compiled pattern, spec entries)."""
     if not isinstance(specs, Mapping):
@@ -124,7 +131,8 @@ def spec_patterns(specs) -> list[tuple[str, re.Pattern, tuple[Entry, ...]]]:
     return out
 
 
-def match_spec_patterns(names, specs) -> dict[str, tuple[str, tuple[Entry, ...]]]:
+def match_spec_patterns(names: Iterable[str], specs: Mapping[str, SpecLike]
+                        ) -> dict[str, tuple[str, tuple[Entry, ...]]]:
     """For each name that a pattern of `specs` finds (re.search; the first pattern that matches
     wins), the pattern and its spec."""
     patterns = spec_patterns(specs)
@@ -137,7 +145,7 @@ def match_spec_patterns(names, specs) -> dict[str, tuple[str, tuple[Entry, ...]]
     return out
 
 
-def map_tensor_leaves(tree, fn: Callable[[TensorSpec], TensorSpec]):
+def map_tensor_leaves(tree: Any, fn: Callable[[TensorSpec], TensorSpec]) -> Any:
     """`tree` with every TensorSpec leaf replaced by fn(leaf), in the same structure."""
     if isinstance(tree, TensorSpec):
         return fn(tree)
@@ -153,7 +161,8 @@ def map_tensor_leaves(tree, fn: Callable[[TensorSpec], TensorSpec]):
                         is_leaf=lambda x: isinstance(x, TensorSpec))
 
 
-def apply_spec_patterns(args, specs):
+def apply_spec_patterns(args: tuple[Any, ...], specs: Mapping[str, SpecLike]
+                        ) -> tuple[Any, ...]:
     """`args` (pytrees of TensorSpecs) with each leaf that a pattern of `specs` finds by name
     given that pattern's spec (first match wins); other leaves keep their own spec."""
     tensor_leaves(args)                     # the pytree's checks, before any matching
@@ -173,36 +182,142 @@ def apply_spec_patterns(args, specs):
     return map_tensor_leaves(args, place)
 
 
-def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto",
-            timeout: float | None = None, pool=None, use_cache: bool = True,
-            cache_only: bool = False, target: str | None = None, mapping=None,
+# What `analyze` accepts for the mesh, a target mapping and a spec; api/request.py checks them.
+MeshLike: TypeAlias = str | Mapping[str, int] | MeshSpec
+# Values: a physical axis name, "name:k", (name, k) or a sequence of those.
+MappingLike: TypeAlias = str | Mapping[str, Any] | AxisMapping
+# Quoted: jax is imported only inside the functions that flatten pytrees.
+SpecLike: TypeAlias = "str | Sequence[Entry] | PartitionSpec"
+
+
+@overload
+def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str = ...,
+            axis_type: str = ..., timeout: float | None = ..., pool: WorkerPool | None = ...,
+            use_cache: bool = ..., cache_only: Literal[False] = ..., target: str | None = ...,
+            mapping: MappingLike | None = ..., measure: bool = ...,
+            tpu_topology: str | None = ..., real_devices: bool = ...,
+            specs: Mapping[str, SpecLike] | None = ..., peak: bool = ...) -> Report: ...
+
+
+@overload
+def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str = ...,
+            axis_type: str = ..., timeout: float | None = ..., pool: WorkerPool | None = ...,
+            use_cache: bool = ..., cache_only: bool, target: str | None = ...,
+            mapping: MappingLike | None = ..., measure: bool = ...,
+            tpu_topology: str | None = ..., real_devices: bool = ...,
+            specs: Mapping[str, SpecLike] | None = ..., peak: bool = ...) -> Report | None: ...
+
+
+def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str = "shardy",
+            axis_type: str = "auto", timeout: float | None = None,
+            pool: WorkerPool | None = None, use_cache: bool = True, cache_only: bool = False,
+            target: str | None = None, mapping: MappingLike | None = None,
             measure: bool = False, tpu_topology: str | None = None,
-            real_devices: bool = False, specs: Mapping | None = None,
+            real_devices: bool = False, specs: Mapping[str, SpecLike] | None = None,
             peak: bool = False) -> Report | None:
     """Compile `fn` on abstract inputs sharded over `mesh` and report what the partitioner did.
 
-    Each arg is an explorer.TensorSpec or a pytree of them. `mesh` is text like
-    "data=2,model=4" or a mapping. Nothing is allocated, so any size can be analysed.
-    With `cache_only`, answer only from the cache (None on a miss): the UI shows cached
-    results at once, before its debounce. Besides this process's cache, compile-only requests
-    are answered from and stored in a cache on disk shared by all processes
-    (explorer/api/diskcache.py; EXPLORER_DISK_CACHE=0 turns it off); `use_cache=False` skips
-    both. With `target` (see explorer.targets()), every
-    collective gets a predicted time and the report an `estimate`; `mapping` places mesh axes
-    on the target's links (text like "data=node,model=gpu", a dict, or None for the default).
-    Predictions use the rates measured runs reach (each chip's and link's published measured
-    fraction of its nominal rate, named in the estimate's notes); `peak=True` uses the vendors'
-    nominal peaks instead.
-    With `measure`, the worker also runs the program on random inputs and times it (on fake CPU
-    devices that times this CPU; inputs over 1 GiB per device are not run). With `tpu_topology`
-    (e.g. "v5e:4x4"; needs libtpu, the `tpu` extra) the program is compiled ahead of time for
-    that TPU slice instead, and the report carries the TPU compiler's HLO and estimates.
-    With `real_devices`, the worker uses this machine's own devices (GPUs or TPUs where there
-    are some) instead of fake CPU ones: the mesh must have exactly as many devices, and
-    `measure` then times the real hardware.
-    With `specs` (regular expression -> spec, e.g. {r"up.*kernel": "None,model"}), each input
-    whose name a pattern finds (re.search, first match wins) gets that pattern's spec instead of
-    its own.
+    Nothing is allocated: `fn` is traced on abstract arrays of the inputs' shapes, then lowered
+    and compiled in a worker process (on fake CPU devices, one per mesh device, unless
+    `tpu_topology` or `real_devices` says otherwise), so any size can be analysed. Every
+    argument is checked before any work is done.
+
+    Args:
+        fn: the function to compile, called as ``fn(*args)``. It is pickled by value (closures
+            and notebook cells too) and sent to the worker.
+        *args: each an explorer.TensorSpec or a pytree of them (dicts, lists, tuples,
+            namedtuples, any registered pytree); HLO parameter *i* is the *i*-th TensorSpec in
+            jax's flattening order.
+        mesh: text like ``"data=2,model=4"``, a mapping ``{"data": 2, "model": 4}`` or a
+            MeshSpec. Devices are numbered row-major over it; fake CPU devices allow at most
+            2048.
+        partitioner: ``"shardy"`` or ``"gspmd"`` (explorer.PARTITIONERS).
+        axis_type: ``"auto"`` lets the partitioner propagate shardings; ``"explicit"`` makes
+            jax's sharding-in-types check every op. A MeshSpec `mesh` keeps its own.
+        timeout: seconds the compile may take (more than 0, at most a day); None for the
+            pool's default (120 s for the default pool).
+        pool: the WorkerPool that compiles; None for this process's shared one.
+        use_cache: answer an equal request from this process's cache (the last 128 Reports)
+            or, for a plain compile (no `measure`, no `real_devices`), from the cache on disk
+            that all processes share (``EXPLORER_DISK_CACHE=0`` turns that one off); store the
+            answer in them. False skips both.
+        cache_only: answer only from the caches, never compile: None on a miss. The app shows a
+            cached result this way at once, before its debounce.
+        target: a hardware target name (see explorer.targets(), e.g. ``"h100-8"``) with as
+            many devices as the mesh: each collective gets ``est_seconds``, the Report an
+            ``estimate`` and a ``trace``. It is applied after the cache, so another target
+            costs no compile.
+        mapping: where the mesh axes lie on the target's physical axes: text like
+            ``"data=node,model=gpu"``, a mapping of mesh axis to physical axes (``"gpu"``,
+            ``"node:2"``, ``("node", 2)`` or a list of those), an AxisMapping, or None for the
+            default (the last mesh axes on the fastest links). Only with a `target`.
+        measure: also run the compiled program on random inputs and time it
+            (``Report.timing.measured_s``). On fake CPU devices that times this CPU, not a
+            target; inputs over 1 GiB per device are not run.
+        tpu_topology: compile ahead of time for this TPU slice instead (e.g. ``"v5e:4x4"``,
+            with as many chips as the mesh has devices); needs libtpu (the ``tpu`` extra) but
+            no TPU. The Report then carries the TPU compiler's HLO and estimates.
+        real_devices: compile on this machine's own devices (GPUs or TPUs where there are
+            some) instead of fake CPU ones; the mesh must have exactly as many, and `measure`
+            then times the real hardware. Not with `tpu_topology`.
+        specs: regular expression -> spec (text, tuple or PartitionSpec), as MaxText and t5x
+            write partition rules, e.g. ``{r"up.*kernel": "None,model"}``: each input whose
+            name a pattern finds (re.search, the first match wins) gets that spec instead of
+            its own.
+        peak: with a `target`, predict at the vendors' nominal peak rates instead of the rates
+            measured runs reach (each chip's and link's published fraction of its peak, named
+            in the estimate's notes).
+
+    Returns:
+        The Report; from a cache, with ``timing.cached`` True. None only with `cache_only`,
+        when no cache holds the request.
+
+    Raises:
+        MeshError: a malformed mesh, one over the device limit, or a `tpu_topology` with
+            another chip count.
+        SpecError: an input's spec does not fit the mesh or the tensor (UnknownAxisError,
+            DuplicateAxisError, RankError, DivisibilityError), or a `specs` key is not a
+            regular expression.
+        TensorError: an argument leaf is not a TensorSpec, two inputs share a name, or the
+            inputs pass the count or size bounds.
+        TargetError: an unknown `target`; MappingError (a TargetError) when the mesh or the
+            `mapping` does not fit it.
+        ExplorerError: any other bad argument (`fn` not callable or not picklable,
+            `partitioner`, `timeout`, a flag that is not True or False, a `mapping` without a
+            `target`, `tpu_topology` with `real_devices` or without libtpu).
+        CompileError: jax or XLA rejected the program; the message is theirs.
+        WorkerError: the worker crashed, was killed or ran past `timeout`.
+
+    Example:
+        A matmul whose contracting dimension is split over ``model`` leaves each device a
+        partial sum of its (256 / 2, 512) block of the result, which one all-reduce over
+        ``model`` adds up (groups of the 4 devices that share a ``data`` coordinate):
+
+        >>> import explorer
+        >>> def layer(x, w):
+        ...     return x @ w
+        >>> report = explorer.analyze(
+        ...     layer,
+        ...     explorer.TensorSpec("x", (256, 1024), "float32", "data,model"),
+        ...     explorer.TensorSpec("w", (1024, 512), "float32", "model,None"),
+        ...     mesh="data=2,model=4")
+        >>> [f"{c.kind} over {','.join(c.axes)}" for c in report.collectives]
+        ['all-reduce over model']
+        >>> ar = report.collectives[0]
+        >>> ar.shape, ar.bytes, ar.groups          # 128 * 512 float32 values per device
+        ((128, 512), 262144, ((0, 1, 2, 3), (4, 5, 6, 7)))
+        >>> report.tensor("w").shard_shape         # 1024 / 4 rows of w on each device
+        (256, 512)
+
+        Asked again, the same request is answered from the cache:
+
+        >>> again = explorer.analyze(
+        ...     layer,
+        ...     explorer.TensorSpec("x", (256, 1024), "float32", "data,model"),
+        ...     explorer.TensorSpec("w", (1024, 512), "float32", "model,None"),
+        ...     mesh="data=2,model=4", cache_only=True)
+        >>> again.timing.cached
+        True
     """
     if specs is not None:
         args = apply_spec_patterns(args, specs)
@@ -225,7 +340,7 @@ def analyze(fn, *args, mesh, partitioner: str = "shardy", axis_type: str = "auto
 
 def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_only,
              measure, tpu_topology, real_devices):
-    check_partitioner(partitioner)
+    partitioner = check_partitioner(partitioner)     # the Partitioner the Report holds
     check_inputs(tensor_leaves(args), mesh_spec)
 
     fn_bytes = pickle_function(fn)

@@ -4,38 +4,100 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from typing import Any, Literal, overload
 
-from explorer.api.analyze import analyze
+from explorer.api.analyze import MeshLike, SpecLike, analyze
 from explorer.api.request import check_mesh, check_target, check_timeout
 from explorer.errors import WorkloadError
 from explorer.report.memory import with_workload
-from explorer.report.report import WorkloadInfo
+from explorer.report.report import Report, WorkloadInfo
 from explorer.spec.bounds import show
 from explorer.strategy.plan import check_planned, plan
+from explorer.strategy.rules import Rules
 from explorer.workloads.registry import get_workload
 
 
-def analyze_workload(name: str, mesh, specs: Mapping | None = None,
-                     params: Mapping | None = None, *, preset: str | None = None, rules=None,
-                     activations: Mapping | None = None, **kwargs):
-    """Analyze a built-in workload on `mesh`.
+@overload
+def analyze_workload(name: str, mesh: MeshLike, specs: Mapping[str, SpecLike] | None = ...,
+                     params: Mapping[str, Any] | None = ..., *, preset: str | None = ...,
+                     rules: str | Mapping[str, Any] | Rules | None = ...,
+                     activations: Mapping[str, SpecLike | None] | None = ...,
+                     cache_only: Literal[False] = ..., **kwargs: Any) -> Report: ...
+
+
+@overload
+def analyze_workload(name: str, mesh: MeshLike, specs: Mapping[str, SpecLike] | None = ...,
+                     params: Mapping[str, Any] | None = ..., *, preset: str | None = ...,
+                     rules: str | Mapping[str, Any] | Rules | None = ...,
+                     activations: Mapping[str, SpecLike | None] | None = ...,
+                     cache_only: bool, **kwargs: Any) -> Report | None: ...
+
+
+def analyze_workload(name: str, mesh: MeshLike, specs: Mapping[str, SpecLike] | None = None,
+                     params: Mapping[str, Any] | None = None, *, preset: str | None = None,
+                     rules: str | Mapping[str, Any] | Rules | None = None,
+                     activations: Mapping[str, SpecLike | None] | None = None,
+                     cache_only: bool = False, **kwargs: Any) -> Report | None:
+    """Analyze a built-in workload on `mesh`, its tensors placed by specs, a preset or rules.
+
+    The workload's params are resolved and checked, its layout planned (the preset's rules,
+    then `rules`, then per-tensor `specs` and per-point `activations`, each winning over the
+    one before) and checked against the mesh, all before the compile; then the program is
+    compiled by explorer.analyze.
 
     Args:
-        name: a workload from explorer.WORKLOADS (`sharding-explorer workloads` lists them).
-        mesh: text like "data=2,model=4", a mapping, or a MeshSpec.
+        name: a workload of explorer.WORKLOADS (``sharding-explorer workloads`` lists them).
+        mesh: text like ``"data=2,model=4"``, a mapping or a MeshSpec; with an ``axis_type``
+            keyword when it is not a MeshSpec.
         specs: tensor name -> spec (text, tuple or PartitionSpec); wins over preset and rules.
-        params: the workload's size params, e.g. {"batch": 512}; each is checked against its
-            bound before any work is done.
-        preset: a strategy from explorer.PRESETS (`"zero3"`, `"megatron"`, ...): logical-axis
+        params: the workload's size params, e.g. ``{"batch": 512}``, over its defaults; each
+            is checked against its bound before any work is done.
+        preset: a strategy of explorer.PRESETS (``"zero3"``, ``"megatron"``, ...): logical-axis
             rules for every tensor and constraint point, checked against the mesh axes it
             expects.
-        rules: logical-axis rules, text (`"batch=data,mlp=model,opt:embed=data"`) or a mapping;
-            applied after the preset's, so they win where both name a logical dimension.
+        rules: logical-axis rules, text (``"batch=data,mlp=model,opt:embed=data"``), a mapping
+            of logical name to mesh axes or a Rules; applied after the preset's, so they win
+            where both name a logical dimension.
         activations: constraint point -> spec, pinned in the program with
-            jax.lax.with_sharding_constraint (e.g. `{"layer0": "data,None,None"}`); wins over
-            rules; None or "free" leaves a point to propagation. See the workload's points
-            (`sharding-explorer workloads`).
-        **kwargs: passed to explorer.analyze (partitioner, axis_type, timeout, target, ...).
+            jax.lax.with_sharding_constraint (e.g. ``{"layer0": "data,None,None"}``); wins over
+            rules; None or ``"free"`` leaves a point to propagation. ``sharding-explorer
+            workloads`` lists each workload's points.
+        cache_only: answer only from the caches, never compile: None on a miss.
+        **kwargs: passed on to explorer.analyze: ``partitioner``, ``axis_type``, ``timeout``,
+            ``pool``, ``use_cache``, ``target``, ``mapping``, ``measure``, ``tpu_topology``,
+            ``real_devices``, ``peak``.
+
+    Returns:
+        The Report, its ``workload`` saying what was analysed and where each spec came from,
+        and its memory split by tensor kind (params, grads, optimizer state, activations).
+        None only with `cache_only`, when no cache holds the request.
+
+    Raises:
+        WorkloadError: an unknown workload or param, a param out of its bounds, or `specs` or
+            `activations` that are not a mapping.
+        PresetError: an unknown preset, or one that does not fit the mesh or the workload.
+        RuleError: malformed rules, or rules naming an unknown logical name or mesh axis.
+        ExplorerError: whatever explorer.analyze raises for the mesh, the specs, the target,
+            the other keywords and the compile.
+
+    Example:
+        The Megatron MLP on 8 devices: ``w1`` (1024 x 4096) split by columns and ``w2`` by rows
+        over ``model``, so each device's partial product of the second matmul is summed by one
+        all-reduce over ``model`` of its (256 / 2, 1024) float32 block of the output:
+
+        >>> import explorer
+        >>> report = explorer.analyze_workload("mlp", "data=2,model=4", preset="megatron")
+        >>> report.workload.specs
+        {'x': 'data,None', 'w1': 'None,model', 'w2': 'model,None'}
+        >>> [f"{c.kind} over {','.join(c.axes)}: {c.shape}" for c in report.collectives]
+        ['all-reduce over model: (128, 1024)']
+        >>> report.collectives[0].bytes          # 128 * 1024 values of 4 bytes
+        524288
+        >>> report.tensor("w1").shard_shape      # 4096 / 4 columns on each device
+        (1024, 1024)
+        >>> explorer.analyze_workload("mlp", "data=2,model=4", preset="megatron",
+        ...                           cache_only=True).timing.cached
+        True
     """
     # Everything cheap is checked first, so that bad input never waits for a plan or a compile.
     workload = get_workload(name)
@@ -57,7 +119,7 @@ def analyze_workload(name: str, mesh, specs: Mapping | None = None,
     fn = workload.build(resolved)
     if layout.constraints:
         fn = functools.partial(fn, constraints=layout.constraints)
-    report = analyze(fn, *tensors, mesh=mesh_spec, **kwargs)
+    report = analyze(fn, *tensors, mesh=mesh_spec, cache_only=cache_only, **kwargs)
     if report is None:
         return None                                   # a cache_only miss
     extra = workload.info(resolved) if workload.info is not None else {}

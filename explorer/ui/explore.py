@@ -10,23 +10,51 @@ function's name and its inputs.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
+from explorer.api.analyze import MeshLike, SpecLike
+from explorer.compile.pool import WorkerPool
 from explorer.errors import RuleError
 from explorer.spec.mesh import parse_mesh
 from explorer.ui.app import App
 from explorer.ui.sources import FunctionSource
 
+if TYPE_CHECKING:
+    from flax import nnx
 
-def explore(fn: Callable, *args, mesh="data=2,model=4", specs: Mapping | None = None,
-            rules: str = "", target: str = "", mapping: str = "",
-            partitioner: str = "shardy", debounce: float | None = 0.3, pool=None) -> App:
-    """Open the app on `fn(*args)`; each arg is a TensorSpec or a pytree of them.
 
-    specs: regular expression -> spec (`{r"up.*kernel": "None,model"}`), matched with
-        re.search against the input names, the first match winning, as MaxText and t5x write
-        partition rules; it overrides a TensorSpec's own spec.
-    rules: logical-axis rules need logical dimension names, which a TensorSpec does not carry,
-        so a plain function takes none (explore_module maps a Flax model's logical names).
+def explore(fn: Callable[..., Any], *args: Any, mesh: MeshLike = "data=2,model=4",
+            specs: Mapping[str, SpecLike] | None = None, rules: str = "", target: str = "",
+            mapping: str = "", partitioner: str = "shardy", debounce: float | None = 0.3,
+            pool: WorkerPool | None = None) -> App:
+    """Open the app on `fn(*args)`, as explorer.analyze would compile it.
+
+    Args:
+        fn: the function, called as ``fn(*args)``.
+        *args: each a TensorSpec or a pytree of them; the sidebar groups the inputs by
+            argument and starts each at its TensorSpec's spec.
+        mesh: the mesh the app opens with: text like ``"data=2,model=4"``, a mapping or a
+            MeshSpec.
+        specs: regular expression -> spec (``{r"up.*kernel": "None,model"}``), matched with
+            re.search against the input names, the first match winning, as MaxText and t5x
+            write partition rules; it overrides a TensorSpec's own spec.
+        rules: must be empty: logical-axis rules need logical dimension names, which a
+            TensorSpec does not carry (explore_module maps a Flax model's logical names).
+        target: the hardware target picked at first (see explorer.targets()); ``""`` for none.
+        mapping: the mesh-to-hardware mapping text at first; ``""`` for the target's default.
+        partitioner: ``"shardy"`` or ``"gspmd"``.
+        debounce: an edit made while a compile runs or waits compiles this many seconds
+            after the last edit of its burst (the first edit compiles at once); None compiles
+            every edit at once.
+        pool: the WorkerPool that compiles; None for this process's shared one.
+
+    Returns:
+        The app: ``.widget`` is what a notebook cell displays, ``.report`` the current Report.
+
+    Raises:
+        RuleError: `rules` given.
+        ExplorerError: `fn` is not callable, or the inputs, specs or mesh are invalid (the
+            errors explorer.analyze raises for them).
     """
     source = FunctionSource(fn, args, specs=specs)
     if rules and not source.uses_rules:
@@ -37,20 +65,35 @@ def explore(fn: Callable, *args, mesh="data=2,model=4", specs: Mapping | None = 
                rules=rules, debounce=debounce, pool=pool)
 
 
-def explore_module(model, *inputs, mesh="data=2,model=4", specs: Mapping | None = None,
-                   fn: Callable | None = None, rules: str = "", target: str = "",
+def explore_module(model: nnx.Module, *inputs: Any, mesh: MeshLike = "data=2,model=4",
+                   specs: Mapping[str, SpecLike] | None = None,
+                   fn: Callable[..., Any] | None = None, rules: str = "", target: str = "",
                    mapping: str = "", partitioner: str = "shardy",
-                   debounce: float | None = 0.3, pool=None) -> App:
-    """Open the app on a Flax NNX module called on `inputs` (TensorSpecs or pytrees of them),
-    or on `fn(model, *inputs)` (a train step, say) when given.
+                   debounce: float | None = 0.3, pool: WorkerPool | None = None) -> App:
+    """Open the app on a Flax NNX module called on `inputs`, or on `fn(model, *inputs)`.
 
-    The module's parameters become inputs named by their path (`layers.0.attn.q.kernel`),
-    grouped in the sidebar by layer. specs: regular expression -> spec, first match wins, e.g.
-    `{r"up.*kernel": "None,model", r"down.*kernel": "model,None"}`. A parameter made with
-    `nnx.with_partitioning` keeps those names as its spec where they are mesh axes; where they
-    are logical names (`embed`, `mlp`), `rules` (`"embed=data,mlp=model"`) map them.
-    Build the model abstractly with `nnx.eval_shape(lambda: Model(..., rngs=nnx.Rngs(0)))` so
-    that nothing is allocated.
+    The module's parameters become inputs named by their path (``layers.0.attn.q.kernel``),
+    grouped in the sidebar by layer. A parameter made with ``nnx.with_partitioning`` keeps
+    those names as its spec where they are mesh axes; where they are logical names (``embed``,
+    ``mlp``), `rules` map them. Build the model abstractly with
+    ``nnx.eval_shape(lambda: Model(..., rngs=nnx.Rngs(0)))`` so that nothing is allocated.
+
+    Args:
+        model: a flax.nnx.Module, best built with nnx.eval_shape.
+        *inputs: TensorSpecs or pytrees of them, the module's (or `fn`'s) other arguments.
+        specs: regular expression -> spec, first match wins, e.g.
+            ``{r"up.*kernel": "None,model", r"down.*kernel": "model,None"}``.
+        fn: called as ``fn(model, *inputs)`` (a train step, say) instead of the module itself.
+        rules: logical-axis rules for the parameters' logical names, e.g.
+            ``"embed=data,mlp=model"``.
+        mesh, target, mapping, partitioner, debounce, pool: as explore takes them.
+
+    Returns:
+        The app: ``.widget`` is what a notebook cell displays, ``.report`` the current Report.
+
+    Raises:
+        TensorError: `model` is not a flax.nnx.Module.
+        ExplorerError: the inputs, specs, rules or mesh are invalid.
     """
     from explorer.ui.module import module_source
 
