@@ -1,5 +1,18 @@
 """sharding-explorer: see what GSPMD/Shardy did to a sharded JAX program.
 
+A function is compiled on abstract, sharded inputs (or a built-in workload, its tensors placed
+by a strategy), and what the partitioner did is read back per device: the collectives it
+inserted and why, where each block of each tensor lies, memory and cost, and on a hardware
+target the predicted step time. Nothing is allocated and no accelerator is needed: programs
+compile on fake CPU devices in a worker process.
+
+- `analyze(fn, *tensor_specs, mesh=...)` and `analyze_workload(name, mesh, preset=...)` return
+  a Report; `targets()` and `get_target()` name the hardware a Report can be priced on.
+- A request is made of TensorSpecs and a MeshSpec (`parse_spec` and `parse_mesh` read their
+  text); a Report holds frozen, JSON-able dataclasses, every one of them exported here.
+- Every error the explorer raises is an ExplorerError whose message names the value at
+  fault, the rule and the choices.
+
 The public surface is what this module lists in `__all__`: the functions, the request types
 (TensorSpec, MeshSpec), the Report and every type a Report holds, and the errors. The code
 lives in one subpackage per stage of the pipeline (spec, hlo, cost, compile, workloads, report,

@@ -13,7 +13,11 @@ class ExplorerError(ValueError):
 
 
 class MeshError(ExplorerError):
-    """The mesh text or mapping is invalid."""
+    """The mesh text or mapping is invalid.
+
+    Attributes:
+        axis: the mesh axis at fault, where one is; else None.
+    """
 
     def __init__(self, message: str, *, axis: str | None = None):
         super().__init__(message)
@@ -21,7 +25,13 @@ class MeshError(ExplorerError):
 
 
 class SpecError(ExplorerError):
-    """A tensor's PartitionSpec does not fit the mesh or the tensor."""
+    """A tensor's PartitionSpec does not fit the mesh or the tensor.
+
+    Attributes:
+        tensor: the tensor whose spec it is, where known; else None.
+        axis: the mesh axis at fault, where one is; else None.
+        mesh: the MeshSpec the spec was checked against, where it was; else None.
+    """
 
     def __init__(self, message: str, *, tensor: str | None = None, axis: str | None = None,
                  mesh=None):
@@ -48,7 +58,11 @@ class DivisibilityError(SpecError):
 
 
 class TensorError(ExplorerError):
-    """A tensor's name, shape or dtype is invalid."""
+    """A tensor's name, shape or dtype is invalid.
+
+    Attributes:
+        tensor: the tensor's name, where it has one; else None.
+    """
 
     def __init__(self, message: str, *, tensor: str | None = None):
         super().__init__(message)
@@ -56,7 +70,13 @@ class TensorError(ExplorerError):
 
 
 class RuleError(ExplorerError):
-    """A logical-axis rule is malformed, names an unknown logical name, kind or mesh axis."""
+    """A logical-axis rule is malformed, names an unknown logical name, kind or mesh axis.
+
+    Attributes:
+        rule: the rule at fault as text, where one is; else None.
+        axis: the mesh axis at fault, where one is; else None.
+        mesh: the MeshSpec the rules were checked against, where they were; else None.
+    """
 
     def __init__(self, message: str, *, rule: str | None = None, axis: str | None = None,
                  mesh=None):
@@ -71,7 +91,12 @@ class PresetError(RuleError):
 
 
 class TargetError(ExplorerError):
-    """An unknown hardware target, or a mesh-to-hardware mapping that does not fit the target."""
+    """An unknown hardware target, or a mesh-to-hardware mapping that does not fit the target.
+
+    Attributes:
+        target: the target's name, where known; else None.
+        axis: the mesh axis at fault, where one is; else None.
+    """
 
     def __init__(self, message: str, *, target: str | None = None, axis: str | None = None):
         super().__init__(message)

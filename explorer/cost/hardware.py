@@ -141,7 +141,21 @@ class PhysicalAxis:
 
 @dataclass(frozen=True)
 class Target:
-    """A machine someone rents: a chip, how many, and how they are wired."""
+    """A machine someone rents: a chip, how many, and how they are wired.
+
+    get_target builds one from its name (the grammar is in this module's docstring); the
+    catalog's are listed by targets().
+
+    Attributes:
+        name: the target's name, e.g. ``"tpu-v5e-16x16"`` or ``"h100-8x4"``.
+        family: tpu, gpu, ipu or cpu.
+        chip: the accelerator, with its peak rates and memory.
+        axes: the physical axes mesh axes are mapped onto, outermost (slowest) first, like a
+            mesh: a TPU's torus dimensions (and ``slice``), a GPU system's ``node`` and
+            ``gpu``; none for the CPU host.
+        topology: how the chips are wired, in words, e.g. ``"2-D torus 16x16"``.
+        notes: caveats about the sources of its numbers.
+    """
 
     name: str
     family: str                            # "tpu", "gpu", "ipu", "cpu"
@@ -158,6 +172,7 @@ class Target:
         return prod(a.size for a in self.axes)
 
     def axis(self, name: str) -> PhysicalAxis:
+        """The physical axis called `name`; a TargetError names the target's axes."""
         for a in self.axes:
             if a.name == name:
                 return a
@@ -603,6 +618,9 @@ def targets() -> dict[str, Target]:
 
     get_target() also accepts any other valid name of the same grammar, such as
     ``tpu-v5e-8x4`` or ``h100-8x64``.
+
+    Returns:
+        Name -> Target; a new dict on each call.
     """
     return dict(_CATALOG)
 
@@ -638,7 +656,25 @@ def achievable(target: Target) -> tuple[Target, tuple[str, ...]]:
 
 
 def get_target(name: str | Target) -> Target:
-    """The Target called `name`; the error lists the valid names and the name grammar."""
+    """The Target called `name`; the error lists the valid names and the name grammar.
+
+    Args:
+        name: a catalog name (see targets()) or any name of the grammar in this module's
+            docstring, case and surrounding spaces ignored; a Target is returned as it is.
+
+    Returns:
+        The Target.
+
+    Raises:
+        TargetError: an unknown name, a TPU generation or slice shape that does not exist,
+            or a GPU count that is not a node or whole nodes.
+
+    Example:
+        >>> from explorer import get_target
+        >>> t = get_target("h100-8x4")          # 4 DGX nodes of 8 GPUs
+        >>> t.chips, [(a.name, a.size) for a in t.axes]
+        (32, [('node', 4), ('gpu', 8)])
+    """
     if isinstance(name, Target):
         return name
     if not isinstance(name, str):

@@ -45,7 +45,19 @@ class Segment:
 
 @dataclass(frozen=True)
 class AxisMapping:
-    """Where each mesh axis lives on a target. Build it with default_mapping/check_mapping."""
+    """Where each mesh axis lives on a target. Build it with default_mapping/check_mapping.
+
+    explorer.analyze's ``mapping=`` takes one as well as text or a dict; `text` writes it back
+    as text.
+
+    Attributes:
+        target: the target's name.
+        names: the mesh axis names, in mesh order.
+        sizes: the mesh axis sizes.
+        placement: per mesh axis, the Segments of physical axes it occupies (each a physical
+            axis, how many of its chips, and the stride between them); () for an axis of size
+            1 left unmapped, and for every axis on the CPU host.
+    """
 
     target: str
     names: tuple[str, ...]
@@ -53,6 +65,7 @@ class AxisMapping:
     placement: tuple[tuple[Segment, ...], ...]     # per mesh axis, in mesh order
 
     def segments(self, mesh_axis: str) -> tuple[Segment, ...]:
+        """The Segments of `mesh_axis`; a MappingError when the mesh has no such axis."""
         if mesh_axis not in self.names:
             raise MappingError(f"collective names mesh axis {mesh_axis!r}, which the mesh "
                                f"lacks; mesh axes: {choices(self.names)}", axis=mesh_axis,
@@ -60,6 +73,7 @@ class AxisMapping:
         return self.placement[self.names.index(mesh_axis)]
 
     def to_dict(self) -> dict[str, str]:
+        """Mesh axis -> its physical axes as text (``"x+y:2"``), ``"-"`` for none."""
         return {n: "+".join(s.text() for s in segs) or "-"
                 for n, segs in zip(self.names, self.placement, strict=True)}
 

@@ -42,7 +42,26 @@ from explorer.spec.tensor import normalize_dtype
 
 @dataclass(frozen=True)
 class CollectiveTime:
-    """The predicted time of one collective on the target."""
+    """The predicted time of one collective on the target.
+
+    Attributes:
+        kind: the collective's opcode.
+        axes: the mesh axes it runs over.
+        bytes: V, per device, in the program's dtype.
+        seconds: one run's time, max(bandwidth_seconds, latency_seconds); None when it could
+            not be placed on the target's links (``note`` says why).
+        bandwidth_seconds: V over the links' bandwidth by the kind's formula; over two tiers
+            (in a node or slice, and across them), the slower tier's.
+        latency_seconds: the latency floor: hops times per-hop latency, summed over the tiers.
+        bound: which of the two `seconds` is (bandwidth or latency); None where it moves no
+            data or could not be timed.
+        links: the links it crosses, e.g. ``"ICI y:16 (wraparound)"``,
+            ``"NVLink x8 + InfiniBand x4"``.
+        note: why it moves nothing or could not be timed, or a floor left out.
+        runs: times one step runs it (the trip counts of the loops around it).
+        one_way: ``+`` or ``-`` for a one-way permute on a torus's closed ring, whose two
+            directions run on separate wires; empty when it uses both or a switch.
+    """
 
     kind: CollectiveKind
     axes: tuple[str, ...]
@@ -318,6 +337,21 @@ class ComputeTime:
 
     SCALING_BOOK, tpus, Question 4: "max{T_math, T_comms}" with T_math = FLOPs / peak FLOP/s and
     T_comms = HBM bytes / HBM bandwidth ("Assuming as much overlap ... as possible").
+    With the compiled schedule, each scheduled instruction run gets its own roofline and
+    `seconds` is their sum (the notes say so).
+
+    Attributes:
+        seconds: the compute time; None where XLA gave no FLOP count or the chip has no
+            peak for the dtype.
+        flops_seconds: FLOPs over the peak.
+        memory_seconds: bytes accessed over the memory bandwidth; None without either.
+        bound: compute or memory, whichever is larger.
+        peak_flops: the FLOP/s used (the measured achievable rate unless ``peak``).
+        dtype: the program's matmul dtype.
+        notes: how the time was made, and what was missing.
+        peak_dtype: the dtype whose peak was used (a TPU runs float32 matmuls at its bf16
+            rate); "" when none was.
+        memory_bandwidth: bytes/s the memory roofline was drawn with.
     """
 
     seconds: float | None
@@ -427,7 +461,16 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
 
 @dataclass(frozen=True)
 class MemoryFit:
-    """Per-device bytes against one chip's memory."""
+    """Per-device bytes against one chip's memory.
+
+    Attributes:
+        bytes: the program's bytes per device (Memory.total).
+        capacity: one chip's memory, in bytes.
+        fraction: bytes / capacity.
+        fits: bytes <= capacity.
+        text: the verdict in words, e.g. ``"uses 9.96 MB of 80 GB HBM per H100 SXM (0%):
+            fits"``.
+    """
 
     bytes: int
     capacity: float
@@ -468,6 +511,27 @@ class Estimate:
     step_upper_seconds assumes none does, compute + comm (SCALING_BOOK, tpus, Question 6: "An
     upper bound ... is the sum ... the TPU can typically overlap these operations ... bottlenecked
     by the slowest piece").
+
+    Attributes:
+        target: the target's name.
+        mapping: mesh axis -> the physical axes it lies on, e.g. ``{"data": "gpu:2",
+            "model": "gpu:4"}``.
+        dtype: the matmul dtype whose peak applies (by default the largest input's).
+        collectives: the time of each collective, in the Report's order.
+        compute: the roofline of the per-device program.
+        comm_seconds: the collectives that could be timed, each times its runs, summed.
+        step_lower_seconds: full overlap, max(compute, communication); the communication
+            alone where the compute time is unknown, None where that is 0 too.
+        step_upper_seconds: no overlap, compute + communication; None where the compute time
+            or a collective's is unknown.
+        bound: what limits the step at full overlap: compute, memory or communication; None
+            where the compute time is unknown.
+        memory: the per-device memory against the chip's; None without both figures.
+        notes: which rates were used, and what could not be timed or placed.
+        step_trace_seconds: the step on the predicted timeline of the scheduled program,
+            where asynchronous collectives overlap the compute scheduled between their start
+            and done; None without a schedule.
+        peak: True for the vendors' nominal rates, False for the measured achievable ones.
     """
 
     target: str
@@ -489,6 +553,7 @@ class Estimate:
 
     @property
     def compute_seconds(self) -> float | None:
+        """The compute part of the step, ``compute.seconds``."""
         return self.compute.seconds
 
     def to_dict(self) -> dict:

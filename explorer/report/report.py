@@ -27,6 +27,36 @@ class Collective:
 
     `bytes` is the V of the textbook cost formulas: the per-device buffer reduced or gathered,
     the larger of operand and result (summed over the parts of a combined, tuple-shaped one).
+
+    Attributes:
+        kind: the collective's opcode (all-reduce, all-gather, reduce-scatter, all-to-all,
+            collective-permute).
+        axes: the mesh axes its device groups span, in mesh order; () when they match none.
+        group_size: devices in each group.
+        shape: the per-device result shape (of the first part, for a combined one).
+        dtype: the result dtype as XLA moves it; the CPU backend moves bf16 as f32.
+        bytes: V, per device, in `dtype`: the larger of operand and result, summed over parts.
+        parts: how many collectives XLA combined into this one (a tuple-shaped result).
+        is_async: XLA split it into a start and a done, so it may overlap compute.
+        op_name: the jax operation that caused it, from the HLO metadata.
+        source: ``file.py:12`` (``In [3], line 2`` in a notebook) of the user code that
+            caused it; "" if unknown.
+        source_text: that line of code, stripped; "" where the file is not readable.
+        hlo_name: the instruction's name in the optimized HLO.
+        computation: the HLO computation that holds it (a loop body, for a scanned layer).
+        operand_dtype: the narrowest program dtype of a part XLA moves in a wider one (the CPU
+            backend's upcast of bf16); "" when every part moves in the program's dtype.
+        groups: the device groups, each a tuple of device ids (row-major mesh positions).
+        program_dtypes: per part, the program's dtype, read from the module before the CPU
+            backend's promotion passes.
+        program_part_bytes: per part, V in that dtype.
+        part_shapes: per part, the result shape.
+        est_seconds: the predicted time on the Report's target; None without a target.
+        why: why the partitioner inserted it; None where no reason was read.
+        runs: times it runs in one step: the trip counts of the loops around it multiplied;
+            1 outside loops or where a trip count could not be read (a note then says so).
+        direction: for a collective-permute along one mesh axis's ring, ``+`` (every device
+            sends to the next) or ``-`` (to the previous); empty otherwise.
     """
 
     kind: CollectiveKind
@@ -63,7 +93,7 @@ class Collective:
 
     @property
     def program_bytes(self) -> int:
-        """V in the program's dtype: what a TPU or GPU, which do not upcast, would move; each
+        """V in the program's dtype (what a TPU or GPU, which do not upcast, would move), each
         part of a combined collective counted in its own dtype."""
         if self.program_part_bytes:
             return sum(self.program_part_bytes)
@@ -85,7 +115,24 @@ class TensorRole(StrEnum):
 
 @dataclass(frozen=True)
 class TensorInfo:
-    """One tensor as the partitioner laid it out: an input, an output or an intermediate."""
+    """One tensor as the partitioner laid it out: an input, an output or an intermediate.
+
+    Attributes:
+        name: an input's TensorSpec name; ``out`` (a pytree of outputs: ``out[0]``,
+            ``out['a']``, ...) for an output; the HLO instruction's name for an intermediate.
+        kind: input, output or intermediate.
+        shape: the global shape.
+        sharding: XLA's HloSharding text, e.g. ``{devices=[2,1,4]<=[8]
+            last_tile_dim_replicate}``.
+        spec: the same layout as spec entries over mesh axes, one per dimension; None when no
+            spec over the mesh axes expresses it.
+        shard_shape: the block each device holds.
+        replicas: how many devices hold each block.
+        bytes_per_device: the bytes of one block.
+        op_name: the jax operation that made an intermediate, from the HLO metadata.
+        source: ``file.py:12`` of the user code that made an intermediate; "" if unknown.
+        source_text: the line of code at `source`, stripped.
+    """
 
     name: str
     kind: TensorRole
@@ -102,6 +149,7 @@ class TensorInfo:
 
     @property
     def spec_text(self) -> str:
+        """The spec as text (``None,model``, ``replicated``), or ``(not a mesh-axis spec)``."""
         return "(not a mesh-axis spec)" if self.spec is None else format_spec(self.spec)
 
     def to_dict(self) -> dict:
@@ -119,7 +167,18 @@ class Memory:
 
     `kinds` splits them by what the tensors are (explorer/report/memory.py), where that is
     known: for a built-in workload, from its tensor kinds and gradient constraint points; None
-    for a user function, whose bytes are then all `other`."""
+    for a user function, whose bytes are then all `other`.
+
+    Attributes:
+        arguments: the inputs' buffers.
+        outputs: the outputs' buffers.
+        aliased: output bytes that reuse an input's buffer (donated inputs), counted once in
+            `total`.
+        temporaries: the buffers the program allocates while it runs.
+        generated_code: the compiled code itself (not in `total`).
+        kinds: bytes per kind (params, grads, optimizer, activations, other); None for a user
+            function. See `by_kind`.
+    """
 
     arguments: int
     outputs: int
@@ -131,6 +190,7 @@ class Memory:
     @property
     def total(self) -> int:
         # Aliased outputs reuse argument buffers, so they are counted once.
+        """Bytes per device, arguments + outputs - aliased + temporaries."""
         return self.arguments + self.outputs - self.aliased + self.temporaries
 
     @property
@@ -186,7 +246,18 @@ class MemoryVerdict:
 
 @dataclass(frozen=True)
 class Cost:
-    """Per-device cost from XLA's cost_analysis(); None where XLA gave no number."""
+    """Per-device cost from XLA's cost_analysis(); None where XLA gave no number.
+
+    Attributes:
+        flops: floating-point operations of one step on one device.
+        bytes_accessed: bytes the program reads and writes in memory, as XLA counts them.
+        transcendentals: transcendental operations (exp, tanh, ...).
+        collective_bytes: bytes moved per device by the collectives in one step: each
+            collective's V times its runs, summed.
+        xla_optimal_seconds: XLA's own time estimate; None where it gave none (the CPU backend
+            has no rates) or marked it unknown.
+        notes: what could not be read, and why.
+    """
 
     flops: float | None
     bytes_accessed: float | None
@@ -201,6 +272,20 @@ class Cost:
 
 @dataclass(frozen=True)
 class Timing:
+    """How long the compile took, whether a cache answered, and a measured run if one was asked.
+
+    Attributes:
+        lower_s: seconds jax took to trace and lower the program.
+        compile_s: seconds XLA took to compile it.
+        cached: the Report came from a cache (in this process or on disk).
+        lookup_s: seconds the cache took to answer, when cached.
+        measured_s: with ``measure=True``, the median seconds of the program's timed runs;
+            None otherwise or when it was not run.
+        measured_on: where it ran, e.g. ``"8 cpu device(s) of this host"``: the CPU, never a
+            prediction for a target.
+        measure_note: why it was not run, when it was asked and was not.
+    """
+
     lower_s: float
     compile_s: float
     cached: bool = False
@@ -232,7 +317,20 @@ class CompilerWarning:
 
 @dataclass(frozen=True)
 class WorkloadInfo:
-    """What was analysed when it was a built-in workload, and how its layout was chosen."""
+    """What was analysed when it was a built-in workload, and how its layout was chosen.
+
+    Attributes:
+        name: the workload, a key of explorer.WORKLOADS.
+        params: all its params, defaults included.
+        preset: the preset asked for; None without one.
+        rules: the rule table applied (the preset's, then the user's), as text.
+        specs: input name -> the spec text it got.
+        activations: constraint point -> the spec text pinned there.
+        origin: tensor or point -> where its spec came from: ``"spec"``, ``"activation"``,
+            ``"rule"``, ``"preset 'megatron'"`` or ``"preset 'megatron' + rules"``.
+        extra: workload-specific JSON-able data, e.g. a pipeline's schedule and bubble
+            fraction; `to_dict` merges it into the top level.
+    """
 
     name: str
     params: Mapping[str, Any]
@@ -251,6 +349,43 @@ class WorkloadInfo:
 
 @dataclass(frozen=True)
 class Report:
+    """What the partitioner did to one program, read from the compiler's texts.
+
+    explorer.analyze and explorer.analyze_workload return one. It is frozen plain data with no
+    jax in it: it can be saved (`to_dict` gives JSON-able data), loaded, re-priced for another
+    target and drawn anywhere. What the readers could not read is said in `notes`, never
+    guessed.
+
+    Attributes:
+        mesh: the mesh compiled on; device ids are row-major positions in it.
+        partitioner: ``"shardy"`` or ``"gspmd"``.
+        backend: the platform that compiled it: ``"cpu"`` for fake CPU devices, ``"tpu
+            v5e:4x4"`` for a TPU topology, else the real devices' platform.
+        collectives: the collectives of the optimized per-device program.
+        tensors: the inputs, then the outputs, then the intermediates, each with its layout.
+        memory: bytes per device from XLA's memory analysis; None where the compiler gave
+            none (see `memory_verdict`).
+        cost: FLOPs and bytes per device from XLA's cost analysis.
+        timing: the compile's times and whether a cache answered.
+        workload: for a built-in workload, what was analysed and how its layout was chosen;
+            None for a user function.
+        estimate: the prediction for the target asked for; None without one.
+        trace: the predicted timeline of the compiled schedule on that target (events on a
+            compute and a communication lane); None without an estimate or where the target
+            has no peak to time by.
+        notes: what the readers could not read (e.g. an unreadable sharding).
+        warnings: what XLA and Shardy printed while compiling.
+        top_buffers: the largest buffers live at the memory peak, per device, largest first;
+            () where the compiler wrote no live ranges.
+        memory_verdict: set when the compiler refused the program for want of memory (a TPU
+            compile); `memory` is then None, and the collectives and placement come from the
+            module it wrote before.
+        stablehlo: the lowered module, before any partitioning.
+        propagated_hlo: the module before spmd-partitioning, with the propagated sharding on
+            every instruction.
+        optimized_hlo: the compiled per-device module.
+    """
+
     mesh: MeshSpec
     partitioner: str
     backend: str
@@ -280,6 +415,33 @@ class Report:
     optimized_hlo: str = field(default="", repr=False)
 
     def tensor(self, name: str) -> TensorInfo:
+        """The tensor called `name`: an input, an output (``out``) or an intermediate.
+
+        Args:
+            name: an input's TensorSpec name, an output's name or an intermediate's HLO name.
+
+        Returns:
+            Its TensorInfo: shape, layout, block per device.
+
+        Raises:
+            TensorError: no tensor has that name; the message lists the inputs and outputs.
+
+        Example:
+            In the Megatron MLP, ``w1`` (1024 x 4096) is split by columns over the 4 devices
+            of ``model`` and held twice, once per ``data`` coordinate:
+
+            >>> import explorer
+            >>> report = explorer.analyze_workload("mlp", "data=2,model=4", preset="megatron")
+            >>> w1 = report.tensor("w1")
+            >>> w1.spec_text, w1.shard_shape, w1.replicas
+            ('None,model', (1024, 1024), 2)
+            >>> w1.bytes_per_device                 # 1024 * 1024 float32 values
+            4194304
+            >>> report.tensor("w3")  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            explorer.errors.TensorError: no tensor named 'w3' in this report; tensors: 'x', ...
+        """
         for t in self.tensors:
             if t.name == name:
                 return t
@@ -288,12 +450,37 @@ class Report:
                           " and intermediates", tensor=name)
 
     def placement(self, name: str) -> dict[int, tuple[tuple[int, int], ...]]:
-        """For each device holding part of tensor `name`, its half-open index range per dim."""
+        """For each device holding part of tensor `name`, its half-open index range per dim.
+
+        Args:
+            name: a tensor of the Report, as `tensor` takes it.
+
+        Returns:
+            Device id (its row-major position in the mesh) -> one ``(start, stop)`` per
+            dimension of the block it holds.
+
+        Raises:
+            TensorError: no tensor has that name.
+
+        Example:
+            In the Megatron MLP on ``data=2,model=4``, device ``d`` sits at ``data = d // 4``,
+            ``model = d % 4``; ``w1``'s columns are split over ``model``, so devices 1 and 5
+            hold the same second quarter of them, and ``x``'s rows are split over ``data``:
+
+            >>> import explorer
+            >>> report = explorer.analyze_workload("mlp", "data=2,model=4", preset="megatron")
+            >>> w1 = report.placement("w1")
+            >>> w1[0], w1[1], w1[5]
+            (((0, 1024), (0, 1024)), ((0, 1024), (1024, 2048)), ((0, 1024), (1024, 2048)))
+            >>> report.placement("x")[4]
+            ((128, 256), (0, 1024))
+        """
         t = self.tensor(name)
         tiling = tiling_from_hlo(t.sharding, len(t.shape), self.mesh.device_count)
         return shard_ranges(tiling, t.shape)
 
     def with_timing(self, timing: Timing) -> Report:
+        """This Report with other timings (the cache marks its answers this way)."""
         return replace(self, timing=timing)
 
     def _memory_dict(self) -> dict | None:
@@ -304,6 +491,11 @@ class Report:
                 "verdict": self.memory_verdict.to_dict() if self.memory_verdict else None}
 
     def to_dict(self, texts: bool = False) -> dict:
+        """The Report as JSON-able data, as ``sharding-explorer analyze --json`` writes it.
+
+        Args:
+            texts: also include the StableHLO, propagated and optimized HLO texts.
+        """
         d = {
             "mesh": {**self.mesh.to_dict(), "partitioner": self.partitioner,
                      "backend": self.backend},

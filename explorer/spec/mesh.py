@@ -27,7 +27,22 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 class MeshSpec:
     """An N-d device mesh. `axis_type` "auto" lets GSPMD/Shardy propagate shardings; "explicit"
     makes jax's sharding-in-types check every op (jax.make_mesh's default, which rejects e.g. a
-    contracting-dim-sharded matmul, so it is opt-in here)."""
+    contracting-dim-sharded matmul, so it is opt-in here).
+
+    Logical device ids are row-major positions in the mesh: on ``data=2,model=4`` device 5 is
+    at ``data=1, model=1``. Build one with parse_mesh; the constructor checks every field.
+
+    Attributes:
+        names: the axis names, outermost first; identifiers, unique, none of the words spec
+            text reserves (``None``, ``_``, ``replicated``).
+        sizes: the number of devices along each axis, each at least 1.
+        axis_type: ``"auto"`` or ``"explicit"``, for every axis.
+
+    Raises:
+        MeshError: names and sizes of different lengths, no axes or too many, a name that is
+            not an identifier or is used twice, a size below 1, or more devices than any
+            machine has.
+    """
 
     names: tuple[str, ...]
     sizes: tuple[int, ...]
@@ -74,16 +89,19 @@ class MeshSpec:
 
     @property
     def device_count(self) -> int:
+        """The number of devices, the product of the sizes."""
         return prod(self.sizes)
 
     @property
     def shape(self) -> dict[str, int]:
+        """Axis name -> size, in mesh order."""
         return dict(zip(self.names, self.sizes, strict=True))
 
     def size(self, axis: str) -> int:
         return self.shape[axis]
 
     def text(self) -> str:
+        """The mesh as parse_mesh reads it, e.g. ``data=2,model=4``."""
         return ",".join(f"{n}={s}" for n, s in zip(self.names, self.sizes, strict=True))
 
     def to_dict(self) -> dict:
@@ -97,7 +115,28 @@ class MeshSpec:
 
 
 def parse_mesh(mesh: str | Mapping[str, int] | MeshSpec, axis_type: str = "auto") -> MeshSpec:
-    """A MeshSpec from `'data=2,model=4'`, `{'data': 2, 'model': 4}` or a MeshSpec."""
+    """A MeshSpec from `'data=2,model=4'`, `{'data': 2, 'model': 4}` or a MeshSpec.
+
+    Args:
+        mesh: text of comma-separated ``name=size`` pairs, a mapping of axis name to size (in
+            mesh order), or a MeshSpec, returned as it is (its own axis type kept).
+        axis_type: ``"auto"`` or ``"explicit"``, for a mesh given as text or a mapping.
+
+    Returns:
+        The checked MeshSpec.
+
+    Raises:
+        MeshError: an entry without ``=``, a size that is not a whole number, or any of the
+            MeshSpec checks.
+
+    Example:
+        >>> from explorer import parse_mesh
+        >>> mesh = parse_mesh("data=2, model=4")
+        >>> mesh.names, mesh.sizes, mesh.device_count
+        (('data', 'model'), (2, 4), 8)
+        >>> parse_mesh({"data": 2, "model": 4}) == mesh
+        True
+    """
     if isinstance(mesh, MeshSpec):
         return mesh
     if isinstance(mesh, Mapping):

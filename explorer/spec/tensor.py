@@ -59,6 +59,28 @@ class TensorSpec:
     """One input tensor: its name, global shape, dtype and PartitionSpec (None = replicated).
 
     `spec` accepts a tuple, a jax PartitionSpec, or text such as "None,model" or "P('data', None)".
+    Nothing is allocated: explorer.analyze traces the function on abstract arrays of this
+    shape and dtype. The constructor normalizes and checks every field.
+
+    Attributes:
+        name: the name the Report gives the input; unique among a request's inputs.
+        shape: the global shape, whole numbers >= 1 (an int is read as a 1-d shape), within
+            the rank and element bounds.
+        dtype: a numpy name (``"bfloat16"``), an alias (``"bf16"``), a numpy or jax dtype;
+            stored as the numpy name.
+        spec: one entry per dimension: None (not split), a mesh axis name, or a tuple of axis
+            names (split over their product, major to minor); () or None for replicated.
+            Checked against the mesh when analysed.
+
+    Raises:
+        TensorError: an empty name, a bad shape or an unsupported dtype.
+        SpecError: a spec that cannot be read.
+
+    Example:
+        >>> from explorer import TensorSpec
+        >>> w = TensorSpec("w1", (1024, 4096), "bf16", "None,model")
+        >>> w.dtype, w.spec, w.nbytes
+        ('bfloat16', (None, 'model'), 8388608)
     """
 
     name: str
@@ -75,10 +97,12 @@ class TensorSpec:
 
     @property
     def rank(self) -> int:
+        """The number of dimensions."""
         return len(self.shape)
 
     @property
     def nbytes(self) -> int:
+        """The bytes of the whole (global) tensor."""
         return prod(self.shape) * DTYPE_BYTES[self.dtype]
 
 
@@ -168,7 +192,28 @@ def parse_spec(text: str, tensor: str | None = None) -> tuple[Entry, ...]:
     """Parse `None,model`, `_,model`, `(data,fsdp),None`, or the same wrapped as `P('data', None)`.
 
     Empty text, or `replicated` (format_spec's text for a spec of no entries), means
-    replicated."""
+    replicated. The text is tokenized, never evaluated; axis names may be quoted.
+
+    Args:
+        text: the spec text.
+        tensor: the tensor it is for, named in the error.
+
+    Returns:
+        One entry per dimension: None, an axis name, or a tuple of axis names; () for
+        replicated.
+
+    Raises:
+        SpecError: text that is not a spec.
+
+    Example:
+        >>> from explorer import parse_spec
+        >>> parse_spec("(data,fsdp),None")
+        (('data', 'fsdp'), None)
+        >>> parse_spec("P('data', None)")
+        ('data', None)
+        >>> parse_spec("replicated")
+        ()
+    """
     if not isinstance(text, str):
         raise SpecError(f"spec {show(text)} is not text such as 'data,None'; to pass entries, "
                         "use a tuple or a TensorSpec", tensor=tensor)
