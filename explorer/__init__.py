@@ -42,6 +42,7 @@ from explorer.errors import (
     SpecError,
     TargetError,
     TensorError,
+    InputError,
     UnknownAxisError,
     WorkerError,
     WorkloadError,
@@ -99,7 +100,8 @@ __all__ = [
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
     "CollectiveGroup", "Comparison", "Progress", "SearchStats",
     # errors
-    "ExplorerError", "CompileError", "DivisibilityError", "DuplicateAxisError", "MappingError",
-    "MeshError", "PresetError", "RankError", "RuleError", "SpecError", "TargetError",
+    "ExplorerError", "InputError", "CompileError", "DivisibilityError", "DuplicateAxisError",
+    "MappingError", "MeshError", "PresetError", "RankError", "RuleError", "SpecError",
+    "TargetError",
     "TensorError", "UnknownAxisError", "WorkerError", "WorkloadError",
 ]

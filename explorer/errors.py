@@ -1,18 +1,26 @@
 """Error types. Each names the offending value, the rule, and the valid choices or the fix.
 
-They subclass ValueError so that generic callers can catch them, and carry their objects
-(mesh, tensor, axis) so that a UI can point at the widget at fault, as jax's
-DuplicateSpecError does.
+Every one is an ExplorerError. Bad input is also a ValueError (InputError and its subclasses),
+so that generic callers can catch it; a compile that failed or a worker that was lost is a
+RuntimeError instead, so that `except ValueError` around a call never swallows a crash. Input
+errors carry their objects (mesh, tensor, axis) so that a UI can point at the widget at fault,
+as jax's DuplicateSpecError does.
 """
 
 from __future__ import annotations
 
-
-class ExplorerError(ValueError):
-    """Base of every error the explorer raises for bad input or a failed compile."""
+from enum import Enum
 
 
-class MeshError(ExplorerError):
+class ExplorerError(Exception):
+    """Base of every error the explorer raises: bad input, a failed compile, a lost worker."""
+
+
+class InputError(ExplorerError, ValueError):
+    """A value the explorer cannot accept; the message names it, the rule and the choices."""
+
+
+class MeshError(InputError):
     """The mesh text or mapping is invalid.
 
     Attributes:
@@ -24,7 +32,7 @@ class MeshError(ExplorerError):
         self.axis = axis
 
 
-class SpecError(ExplorerError):
+class SpecError(InputError):
     """A tensor's PartitionSpec does not fit the mesh or the tensor.
 
     Attributes:
@@ -57,7 +65,7 @@ class DivisibilityError(SpecError):
     """A dimension is not divisible by the product of the axes it is split over."""
 
 
-class TensorError(ExplorerError):
+class TensorError(InputError):
     """A tensor's name, shape or dtype is invalid.
 
     Attributes:
@@ -69,7 +77,7 @@ class TensorError(ExplorerError):
         self.tensor = tensor
 
 
-class RuleError(ExplorerError):
+class RuleError(InputError):
     """A logical-axis rule is malformed, names an unknown logical name, kind or mesh axis.
 
     Attributes:
@@ -90,7 +98,7 @@ class PresetError(RuleError):
     """An unknown preset, or a preset that does not fit the mesh or the workload."""
 
 
-class TargetError(ExplorerError):
+class TargetError(InputError):
     """An unknown hardware target, or a mesh-to-hardware mapping that does not fit the target.
 
     Attributes:
@@ -108,18 +116,19 @@ class MappingError(TargetError):
     """A mesh-to-hardware mapping that does not fit the target (names the limit it breaks)."""
 
 
-class WorkloadError(ExplorerError):
+class WorkloadError(InputError):
     """An unknown workload, or a bad workload parameter."""
 
 
-class CompileError(ExplorerError):
+class CompileError(ExplorerError, RuntimeError):
     """jax or XLA rejected the program; the message is theirs."""
 
 
-class WorkerError(ExplorerError):
+class WorkerError(ExplorerError, RuntimeError):
     """The compile worker crashed, was killed, or ran past its time limit."""
 
 
 def choices(values) -> str:
-    """Valid choices as a short, quoted, comma-separated list for messages."""
-    return ", ".join(repr(v) for v in values) or "(none)"
+    """Valid choices as a short, quoted, comma-separated list for messages; an enum member is
+    quoted as its value ('auto', not <AxisType.AUTO: 'auto'>), as the user writes it."""
+    return ", ".join(repr(v.value if isinstance(v, Enum) else v) for v in values) or "(none)"

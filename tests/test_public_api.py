@@ -7,6 +7,8 @@ import enum
 import types
 import typing
 
+import pytest
+
 import explorer
 
 PINNED = {
@@ -21,8 +23,9 @@ PINNED = {
     "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
     "CollectiveGroup", "Comparison", "Progress", "SearchStats",
-    "ExplorerError", "CompileError", "DivisibilityError", "DuplicateAxisError", "MappingError",
-    "MeshError", "PresetError", "RankError", "RuleError", "SpecError", "TargetError",
+    "ExplorerError", "InputError", "CompileError", "DivisibilityError", "DuplicateAxisError",
+    "MappingError", "MeshError", "PresetError", "RankError", "RuleError", "SpecError",
+    "TargetError",
     "TensorError", "UnknownAxisError", "WorkerError", "WorkloadError",
 }
 
@@ -68,6 +71,25 @@ def test_every_error_is_public_and_an_explorer_error():
                 and obj.__module__ == errors.__name__:
             assert issubclass(obj, explorer.ExplorerError)
             assert getattr(explorer, name) is obj, f"{name} is not exported"
+
+
+def test_except_value_error_catches_bad_input_but_not_a_lost_worker():
+    from explorer.compile.protocol import WorkerKey
+
+    with pytest.raises(ValueError, match="size 0"):
+        explorer.parse_mesh("data=0")
+    pool = explorer.WorkerPool(python="/nonexistent/bin/python3")
+    try:
+        with pytest.raises(explorer.WorkerError, match="interpreter .* was not found"):
+            try:
+                pool.warm(WorkerKey.fake_cpu(2))
+            except ValueError:
+                pytest.fail("except ValueError caught a worker that could not start")
+    finally:
+        pool.close()
+    # A compile that jax or XLA refused is no bad argument either.
+    assert not issubclass(explorer.CompileError, ValueError)
+    assert issubclass(explorer.CompileError, RuntimeError)
 
 
 def test_no_module_objects_leak_into_the_surface():

@@ -11,7 +11,7 @@ from explorer.compile.pool import MAX_DEVICES
 from explorer.compile.tpu import check_topology
 from explorer.cost.hardware import get_target
 from explorer.cost.mapping import AxisMapping, check_mapping, default_mapping
-from explorer.errors import ExplorerError, TargetError, TensorError, choices
+from explorer.errors import ExplorerError, InputError, TargetError, TensorError, choices
 from explorer.spec.bounds import (
     MAX_TENSORS,
     MAX_TOTAL_ELEMENTS,
@@ -41,21 +41,21 @@ def check_timeout(timeout) -> float | None:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
             or (isinstance(timeout, float) and not math.isfinite(timeout)) \
             or not 0 < timeout <= MAX_TIMEOUT:
-        raise ExplorerError(f"timeout {show(timeout)} is not a positive, finite number of "
-                            f"seconds up to {MAX_TIMEOUT}; pass e.g. timeout=120, or None for "
-                            "the default")
+        raise InputError(f"timeout {show(timeout)} is not a positive, finite number of "
+                         f"seconds up to {MAX_TIMEOUT}; pass e.g. timeout=120, or None for "
+                         "the default")
     return float(timeout)
 
 
 def check_function(fn) -> None:
     if not callable(fn):
-        raise ExplorerError(f"{show(fn)} is not a function; pass the function to analyze first")
+        raise InputError(f"{show(fn)} is not a function; pass the function to analyze first")
 
 
 def check_flag(value, name: str) -> bool:
     """A yes/no option: True or False (0 and 1 too), not any object that happens to be truthy."""
     if not isinstance(value, bool | int) or value not in (0, 1):
-        raise ExplorerError(f"{name}={show(value)} is not True or False")
+        raise InputError(f"{name}={show(value)} is not True or False")
     return bool(value)
 
 
@@ -66,11 +66,11 @@ def check_mesh(mesh, axis_type: str = "auto", *, tpu_topology: str | None = None
     real_devices = check_flag(real_devices, "real_devices")
     if tpu_topology is not None and (not isinstance(tpu_topology, str)
                                      or len(tpu_topology) > _MAX_NAME):
-        raise ExplorerError(f"TPU topology {show(tpu_topology)} is not a topology name like "
-                            "'v5e:4x4'")
+        raise InputError(f"TPU topology {show(tpu_topology)} is not a topology name like "
+                         "'v5e:4x4'")
     if real_devices and tpu_topology:
-        raise ExplorerError("real_devices and tpu_topology exclude each other: compile for "
-                            "this machine's devices or for a TPU topology, not both")
+        raise InputError("real_devices and tpu_topology exclude each other: compile for "
+                         "this machine's devices or for a TPU topology, not both")
     mesh_spec = parse_mesh(mesh, axis_type)
     if tpu_topology:
         check_topology(tpu_topology, mesh_spec)
@@ -88,8 +88,8 @@ def check_target(target: str | None, mapping, mesh: MeshSpec) -> AxisMapping | N
     target, and a mapping (or the default one) that fits the mesh."""
     if target is None:
         if mapping is not None:
-            raise ExplorerError("a mapping places mesh axes on a target's links; choose a "
-                                "target too (see explorer.targets())")
+            raise InputError("a mapping places mesh axes on a target's links; choose a "
+                             "target too (see explorer.targets())")
         return None
     if isinstance(target, str) and len(target) > _MAX_NAME:
         raise TargetError(f"target {show(target)} is not a target name (see explorer.targets())")

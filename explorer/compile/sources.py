@@ -23,7 +23,7 @@ from collections import ChainMap
 
 import cloudpickle
 
-from explorer.errors import ExplorerError
+from explorer.errors import InputError
 
 _DYNAMIC = "<dynamic-code>"
 
@@ -82,7 +82,7 @@ class _SourceKeepingPickler(cloudpickle.Pickler):
 def pickle_function(fn) -> bytes:
     """`fn` as bytes for the worker, its code objects keeping their files (see the module doc).
 
-    Raises an ExplorerError that names what cannot be shipped (a lock, an open file, a client
+    Raises an InputError that names what cannot be shipped (a lock, an open file, a client
     held in a closure or a global) and how to restructure the function."""
     try:
         return _dumps(fn)
@@ -91,7 +91,7 @@ def pickle_function(fn) -> bytes:
         trail, culprit, error = found or ((), fn, e)
         what = type(culprit).__name__
         where = " → ".join(trail) or "it"
-        raise ExplorerError(
+        raise InputError(
             f"cannot send {_describe_callable(fn)} to the compile worker: {where} holds a "
             f"{what}, which cannot be pickled ({type(error).__name__}: {error}). The worker "
             "traces the function in its own process, so everything the function refers to is "

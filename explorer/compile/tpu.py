@@ -11,7 +11,7 @@ import re
 from math import prod
 
 from explorer.cost.hardware import tpu_generations
-from explorer.errors import ExplorerError, MeshError, choices
+from explorer.errors import InputError, MeshError, choices
 from explorer.spec.mesh import MeshSpec
 
 
@@ -21,13 +21,13 @@ def topology_chips(topology: str) -> int:
     generations = tpu_generations()
     m = re.fullmatch(r"([a-z0-9]+):(\d+(?:x\d+)*)", topology or "")
     if not m or m.group(1) not in generations:
-        raise ExplorerError(
+        raise InputError(
             f"TPU topology {topology!r} is not written as GENERATION:SHAPE; generations "
             f"{choices(generations)}, e.g. 'v5e:4x4', 'v6e:16x16' or 'v4:16x16x16'")
     gen, dims = m.group(1), [int(d) for d in m.group(2).split("x")]
     rank = generations[gen]
     if len(dims) != rank or min(dims) < 1:
-        raise ExplorerError(
+        raise InputError(
             f"TPU topology {topology!r}: a {gen} slice has {rank} dimensions, e.g. "
             f"{gen}:{'x'.join(['4'] * rank)}")
     return prod(dims)
@@ -40,6 +40,6 @@ def check_topology(topology: str, mesh: MeshSpec) -> None:
         raise MeshError(f"TPU topology {topology!r} has {chips} chips but mesh "
                         f"{mesh.text()!r} has {mesh.device_count} devices; they must be equal")
     if importlib.util.find_spec("libtpu") is None:
-        raise ExplorerError(
+        raise InputError(
             f"compiling for TPU topology {topology!r} needs libtpu, which is not installed; "
             "install it with: pip install 'sharding-explorer[tpu]' (about 700 MB; no TPU needed)")

@@ -31,7 +31,7 @@ from explorer.cost.hardware import (
     get_target,
 )
 from explorer.cost.mapping import AxisMapping, Segment, check_mapping, default_mapping
-from explorer.errors import ExplorerError, MappingError, choices
+from explorer.errors import InputError, MappingError, choices
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.groups import spanned_axes
 from explorer.hlo.schedule import Work
@@ -229,13 +229,13 @@ FORMULAS: Mapping[CollectiveKind, KindFormulas] = {
 
 
 def formulas_for(kind: CollectiveKind | str) -> tuple[CollectiveKind, KindFormulas]:
-    """The kind as the enum, and its formulas; an ExplorerError for a kind with none."""
+    """The kind as the enum, and its formulas; an InputError for a kind with none."""
     try:
         member = CollectiveKind(kind)
         return member, FORMULAS[member]
     except (ValueError, KeyError):
-        raise ExplorerError(f"collective kind {str(kind)!r} has no time formula; kinds with one: "
-                            f"{choices(str(k) for k in FORMULAS)}") from None
+        raise InputError(f"collective kind {str(kind)!r} has no time formula; kinds with one: "
+                         f"{choices(FORMULAS)}") from None
 
 
 def collective_time(kind: CollectiveKind | str, nbytes: float, axes: Sequence[str],
