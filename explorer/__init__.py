@@ -26,14 +26,23 @@ from explorer.api.analyze import analyze, clear_cache
 from explorer.api.request import PARTITIONERS
 from explorer.api.workload import analyze_workload
 from explorer.compile.pool import WorkerPool
+from explorer.compile.protocol import Partitioner
 from explorer.cost.hardware import Target, get_target, targets
 from explorer.cost.mapping import AxisMapping
-from explorer.cost.model import CollectiveTime, ComputeTime, Estimate, MemoryFit
+from explorer.cost.model import (
+    Bound,
+    CollectiveBound,
+    CollectiveTime,
+    ComputeTime,
+    Estimate,
+    MemoryFit,
+)
 from explorer.errors import (
     CompileError,
     DivisibilityError,
     DuplicateAxisError,
     ExplorerError,
+    InputError,
     MappingError,
     MeshError,
     PresetError,
@@ -42,12 +51,12 @@ from explorer.errors import (
     SpecError,
     TargetError,
     TensorError,
-    InputError,
     UnknownAxisError,
     WorkerError,
     WorkloadError,
 )
 from explorer.hlo.collectives import CollectiveKind
+from explorer.hlo.groups import RingDirection
 from explorer.report.report import (
     Buffer,
     Collective,
@@ -74,7 +83,7 @@ from explorer.search.result import (
     SearchStats,
 )
 from explorer.search.search import search
-from explorer.spec.mesh import MeshSpec, parse_mesh
+from explorer.spec.mesh import AxisType, MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, parse_spec
 from explorer.strategy.presets import PRESETS, Preset, get_preset
 from explorer.strategy.rules import LOGICAL_NAMES, Rules, logical_spec, parse_rules
@@ -83,19 +92,19 @@ from explorer.workloads.registry import WORKLOADS
 
 __all__ = [
     # analysis
-    "analyze", "analyze_workload", "clear_cache", "PARTITIONERS", "WorkerPool",
+    "analyze", "analyze_workload", "clear_cache", "PARTITIONERS", "Partitioner", "WorkerPool",
     # the request
-    "TensorSpec", "parse_spec", "MeshSpec", "parse_mesh",
+    "TensorSpec", "parse_spec", "MeshSpec", "AxisType", "parse_mesh",
     # built-in workloads and strategies
     "WORKLOADS", "Workload", "PRESETS", "Preset", "get_preset",
     "Rules", "parse_rules", "logical_spec", "LOGICAL_NAMES",
     # the Report and what it holds
     "Report", "Collective", "CollectiveKind", "TensorInfo", "TensorRole", "Memory", "Cost",
     "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "CompilerWarning",
-    "Why", "Reason", "Evidence",
+    "Why", "Reason", "Evidence", "RingDirection",
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
-    "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
+    "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
     # strategy search
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
     "CollectiveGroup", "Comparison", "Progress", "SearchStats",

@@ -12,15 +12,15 @@ import pytest
 import explorer
 
 PINNED = {
-    "analyze", "analyze_workload", "clear_cache", "PARTITIONERS", "WorkerPool",
-    "TensorSpec", "parse_spec", "MeshSpec", "parse_mesh",
+    "analyze", "analyze_workload", "clear_cache", "PARTITIONERS", "Partitioner", "WorkerPool",
+    "TensorSpec", "parse_spec", "MeshSpec", "AxisType", "parse_mesh",
     "WORKLOADS", "Workload", "PRESETS", "Preset", "get_preset",
     "Rules", "parse_rules", "logical_spec", "LOGICAL_NAMES",
     "Report", "Collective", "CollectiveKind", "TensorInfo", "TensorRole", "Memory", "Cost",
     "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "CompilerWarning",
-    "Why", "Reason", "Evidence",
+    "Why", "Reason", "Evidence", "RingDirection",
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
-    "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
+    "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
     "CollectiveGroup", "Comparison", "Progress", "SearchStats",
     "ExplorerError", "InputError", "CompileError", "DivisibilityError", "DuplicateAxisError",

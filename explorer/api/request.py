@@ -8,6 +8,7 @@ import math
 from collections.abc import Iterable
 
 from explorer.compile.pool import MAX_DEVICES
+from explorer.compile.protocol import Partitioner
 from explorer.compile.tpu import check_topology
 from explorer.cost.hardware import get_target
 from explorer.cost.mapping import AxisMapping, check_mapping, default_mapping
@@ -18,19 +19,20 @@ from explorer.spec.bounds import (
     power_text,
     show,
 )
-from explorer.spec.mesh import MeshSpec, parse_mesh
+from explorer.spec.mesh import AxisType, MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, check_spec
 
-PARTITIONERS = ("shardy", "gspmd")
+PARTITIONERS = tuple(Partitioner)
 MAX_TIMEOUT = 24 * 3600       # seconds; a compile that needs longer is not coming back
 _MAX_NAME = 200               # characters of a target or topology name; real ones are short
 
 
-def check_partitioner(partitioner) -> str:
+def check_partitioner(partitioner) -> Partitioner:
+    """The partitioner named by `partitioner` ("shardy", "gspmd" or a Partitioner)."""
     if not isinstance(partitioner, str) or partitioner not in PARTITIONERS:
-        raise ExplorerError(f"partitioner {show(partitioner)} is not one of "
-                            f"{choices(PARTITIONERS)}")
-    return partitioner
+        raise InputError(f"partitioner {show(partitioner)} is not one of "
+                         f"{choices(PARTITIONERS)}")
+    return Partitioner(partitioner)
 
 
 def check_timeout(timeout) -> float | None:
@@ -59,8 +61,8 @@ def check_flag(value, name: str) -> bool:
     return bool(value)
 
 
-def check_mesh(mesh, axis_type: str = "auto", *, tpu_topology: str | None = None,
-               real_devices: bool = False) -> MeshSpec:
+def check_mesh(mesh, axis_type: AxisType | str = AxisType.AUTO, *,
+               tpu_topology: str | None = None, real_devices: bool = False) -> MeshSpec:
     """The parsed mesh, checked against what will compile it: the fake CPU devices' limit, a TPU
     topology's chip count, or (real devices) nothing, since the machine's own count decides."""
     real_devices = check_flag(real_devices, "real_devices")

@@ -30,6 +30,13 @@ class Backend(StrEnum):
     REAL = "real"         # the machine's own devices, whatever and however many they are
 
 
+class Partitioner(StrEnum):
+    """Which SPMD partitioner XLA runs (jax_use_shardy_partitioner)."""
+
+    SHARDY = "shardy"
+    GSPMD = "gspmd"
+
+
 @dataclass(frozen=True)
 class WorkerKey:
     """Which worker serves a request. jax fixes its devices when it starts, so each key is its
@@ -73,7 +80,7 @@ class CompileRequest:
     fn: bytes
     args: Any
     mesh: MeshSpec
-    partitioner: str
+    partitioner: Partitioner
     sys_path: tuple[str, ...] = ()      # so the worker can import what `fn` refers to by name
     measure: bool = False
     tpu_topology: str | None = None
@@ -147,7 +154,9 @@ class CompileResult:
     cost: Mapping[str, float] | None     # cost_analysis() as XLA names its keys
     lower_s: float
     compile_s: float
-    backend: str                     # "cpu", "gpu", "tpu v5e:4x4", ...
+    # What XLA compiled for, as jax names the platform ("cpu", "gpu"), or "tpu v5e:4x4" with the
+    # topology: an open description, not a Backend (a REAL worker's is the machine's platform).
+    backend: str
     measured: Measurement | None = None
     warnings: tuple[str, ...] = ()   # what XLA and Shardy printed while compiling
     # The module just before the CPU backend's first dtype-promotion pass (all-reduce-promotion

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from math import prod
 
 from explorer.errors import TargetError, choices
@@ -68,6 +69,25 @@ BOOK_REPO = "https://github.com/jax-ml/scaling-book/blob/0819a7d/"
 # ---------------------------------------------------------------------------------------------
 # The data classes.
 
+class TargetFamily(StrEnum):
+    """What kind of machine a target is."""
+
+    TPU = "tpu"
+    GPU = "gpu"
+    IPU = "ipu"
+    CPU = "cpu"     # the host the explorer compiles on: no sourced speeds
+
+
+class LinkKind(StrEnum):
+    """Which interconnect a link is, as vendors name it (the formulas read `switched` and
+    `across`, not the kind)."""
+
+    ICI = "ICI"                  # TPU inter-chip interconnect, a torus
+    NVLINK = "NVLink"            # GPUs in one node, through NVSwitch
+    INFINIBAND = "InfiniBand"    # between GPU nodes
+    DCN = "DCN"                  # the data-center network between TPU slices
+    IPU_LINK = "IPU-Link"        # Graphcore IPUs
+
 @dataclass(frozen=True)
 class Measured:
     """The fraction of a nominal rate that a public measurement reached, and where it is.
@@ -111,7 +131,7 @@ class Link:
     into its switch or NIC for a switched network (NVLink, InfiniBand, DCN).
     """
 
-    kind: str                    # "ICI", "NVLink", "InfiniBand", "DCN", "IPU-Link"
+    kind: LinkKind
     bandwidth: float | None      # bytes/s, one direction
     latency: float | None        # seconds per hop (torus) or per ring step (switched)
     switched: bool               # any-to-any through switches: no torus hops, no wraparound
@@ -158,7 +178,7 @@ class Target:
     """
 
     name: str
-    family: str                            # "tpu", "gpu", "ipu", "cpu"
+    family: TargetFamily
     chip: Chip
     axes: tuple[PhysicalAxis, ...]         # outermost (slowest) first, like a mesh
     topology: str                          # e.g. "2-D torus 16x16"
@@ -167,7 +187,7 @@ class Target:
     @property
     def chips(self) -> int | None:
         """How many devices; None for the CPU host, which takes any fake-device count."""
-        if self.family == "cpu":
+        if self.family is TargetFamily.CPU:
             return None
         return prod(a.size for a in self.axes)
 
@@ -182,7 +202,7 @@ class Target:
     def describe(self) -> str:
         """One line for a `sharding-explorer targets` listing, the name first."""
         chip = self.chip
-        if self.family == "cpu":
+        if self.family is TargetFamily.CPU:
             return (f"{self.name}: the CPU host the explorer compiles on, any number of fake "
                     "devices; no sourced speeds, so no time prediction")
         parts = [f"{self.name}: {self.chips} x {chip.name}, {self.topology}"]
@@ -295,13 +315,13 @@ TPU_V6E = Chip(
 
 
 def _ici(one_way: float) -> Link:
-    return Link("ICI", one_way, TPU_HOP_LATENCY, switched=False, across=False,
+    return Link(LinkKind.ICI, one_way, TPU_HOP_LATENCY, switched=False, across=False,
                 source=BOOK_TPUS, measured=_TPU_ICI)
 
 
 def _dcn(per_chip: float, source: str) -> Link:
     # DCN latency: no public per-hop figure found, so no latency floor is applied over DCN.
-    return Link("DCN", per_chip, None, switched=True, across=True, source=source)
+    return Link(LinkKind.DCN, per_chip, None, switched=True, across=True, source=source)
 
 
 @dataclass(frozen=True)
@@ -413,7 +433,7 @@ def _tpu_target(gen_name: str, shape: tuple[int, ...], slices: int = 1) -> Targe
     topo += f" (wraparound: {', '.join(wrapped)})" if wrapped else " (no wraparound)"
     if slices > 1:
         topo += f", {slices} slices over DCN"
-    return Target(name, "tpu", gen.chip, tuple(axes), topo)
+    return Target(name, TargetFamily.TPU, gen.chip, tuple(axes), topo)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -444,12 +464,12 @@ def _ring(busbw: float, spec: float, node: str) -> Measured:
 
 
 def _nvlink(one_way: float, measured: Measured) -> Link:
-    return Link("NVLink", one_way, NVLINK_STEP_LATENCY, switched=True, across=False,
+    return Link(LinkKind.NVLINK, one_way, NVLINK_STEP_LATENCY, switched=True, across=False,
                 source=BOOK_GPUS + " ; " + NCCL_TUNING, measured=measured)
 
 
 def _ib(per_gpu: float, source: str) -> Link:
-    return Link("InfiniBand", per_gpu, IB_STEP_LATENCY, switched=True, across=True,
+    return Link(LinkKind.INFINIBAND, per_gpu, IB_STEP_LATENCY, switched=True, across=True,
                 source=source + " ; " + NCCL_TUNING)
 
 
@@ -544,7 +564,7 @@ def _gpu_target(gpu: str, gpus: int, nodes: int = 1) -> Target:
         topo = f"{nodes} DGX nodes x {gpus} GPUs (NVLink in a node, InfiniBand across)"
     else:
         topo = f"{gpus} GPU{'s' if gpus > 1 else ''} of one NVLink node"
-    return Target(name, "gpu", gen.chip, tuple(axes), topo)
+    return Target(name, TargetFamily.GPU, gen.chip, tuple(axes), topo)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -564,11 +584,12 @@ BOW_IPU = Chip(
 # bytes/s; "IPU-Link - 512Gbps for communication within Bow Pods" BOW_2000. The datasheet does
 # not say per IPU or per direction, nor the wiring; we take it as each IPU's one-way egress
 # into an any-to-any fabric. No public latency figure: no latency floor.
-IPU_LINK = Link("IPU-Link", gbit_per_s(512), None, switched=True, across=False, source=BOW_2000)
+IPU_LINK = Link(LinkKind.IPU_LINK, gbit_per_s(512), None, switched=True, across=False,
+                source=BOW_2000)
 
 
 def _bow_target() -> Target:
-    return Target("bow-2000", "ipu", BOW_IPU, (PhysicalAxis("ipu", 4, IPU_LINK),),
+    return Target("bow-2000", TargetFamily.IPU, BOW_IPU, (PhysicalAxis("ipu", 4, IPU_LINK),),
                   "4 IPUs joined by IPU-Links",
                   notes=("IPU-Link bandwidth per IPU and wiring are our reading of the "
                          "datasheet's single 512 Gbps figure",))
@@ -578,7 +599,7 @@ CPU_HOST = Chip("CPU host", {}, None, None, source="")
 
 
 def _cpu_target() -> Target:
-    return Target("cpu", "cpu", CPU_HOST, (), "fake devices sharing one host")
+    return Target("cpu", TargetFamily.CPU, CPU_HOST, (), "fake devices sharing one host")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -628,7 +649,7 @@ def targets() -> dict[str, Target]:
 def achievable(target: Target) -> tuple[Target, tuple[str, ...]]:
     """`target` with every rate that has a measured fraction scaled by it, and a note per
     fraction applied or missing. Latencies are kept: the measurements are of large transfers."""
-    if target.family == "cpu":
+    if target.family is TargetFamily.CPU:
         return target, ()
     chip, notes = target.chip, []
     m = chip.matmul_measured

@@ -13,7 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import gcd, prod
 
-from explorer.cost.hardware import PhysicalAxis, Target, get_target, targets_with_chips
+from explorer.cost.hardware import (
+    PhysicalAxis,
+    Target,
+    TargetFamily,
+    get_target,
+    targets_with_chips,
+)
 from explorer.errors import MappingError, choices
 from explorer.spec.bounds import show
 
@@ -190,7 +196,7 @@ def check_mapping(target: str | Target, mesh_names: Sequence[str], mesh_sizes: S
         if key not in names:
             raise MappingError(f"mapping names mesh axis {key!r}, which the mesh lacks; mesh "
                                f"axes: {choices(names)}", axis=key, target=target.name)
-    if target.family == "cpu":
+    if target.family is TargetFamily.CPU:
         return AxisMapping(target.name, names, sizes, tuple(() for _ in names))
     phys_names = [a.name for a in target.axes]
     raw: list[list[tuple[PhysicalAxis, int]]] = []
@@ -266,7 +272,7 @@ def default_mapping(target: str | Target, mesh_names: Sequence[str],
     the largest factor of the current physical axis that divides it."""
     target = get_target(target)
     names, sizes = _check_mesh(target, mesh_names, mesh_sizes)
-    if target.family == "cpu":
+    if target.family is TargetFamily.CPU:
         return AxisMapping(target.name, names, sizes, tuple(() for _ in names))
     remaining = [a.size for a in target.axes]
     j = len(remaining) - 1

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from math import prod
 
 from explorer.cost.hardware import (
     CLOUD_BF16,
     Chip,
     Target,
+    TargetFamily,
     achievable,
     format_bytes,
     format_rate,
@@ -33,9 +35,27 @@ from explorer.cost.hardware import (
 from explorer.cost.mapping import AxisMapping, Segment, check_mapping, default_mapping
 from explorer.errors import InputError, MappingError, choices
 from explorer.hlo.collectives import CollectiveKind
-from explorer.hlo.groups import spanned_axes
+from explorer.hlo.groups import RingDirection, spanned_axes
 from explorer.hlo.schedule import Work
 from explorer.spec.tensor import normalize_dtype
+
+# ---------------------------------------------------------------------------------------------
+# What limits a time.
+
+class CollectiveBound(StrEnum):
+    """Which floor a collective's time is: its bytes over the links, or its hops' latency."""
+
+    BANDWIDTH = "bandwidth"
+    LATENCY = "latency"
+
+
+class Bound(StrEnum):
+    """What limits a step: the matmul rate, memory traffic, or (a step only) the collectives."""
+
+    COMPUTE = "compute"
+    MEMORY = "memory"
+    COMMUNICATION = "communication"
+
 
 # ---------------------------------------------------------------------------------------------
 # Collectives.
@@ -69,14 +89,14 @@ class CollectiveTime:
     seconds: float | None               # max(bandwidth, latency); None when it cannot be placed
     bandwidth_seconds: float | None
     latency_seconds: float | None
-    bound: str | None                   # "bandwidth" or "latency"
+    bound: CollectiveBound | None
     links: str = ""                     # e.g. "ICI y:16 (wraparound)", "NVLink x8 + InfiniBand x4"
     note: str = ""
     runs: int = 1                       # times one step runs it (a collective in a loop: trips)
     # The ring direction its data takes ("+" or "-") when it is a one-way permute on torus links,
-    # which carry each direction on separate wires: a "+" and a "-" can run together. "" when it
-    # uses both directions or a switch (explorer.cost.model.link_directions).
-    one_way: str = ""
+    # which carry each direction on separate wires: a "+" and a "-" can run together. NONE ("")
+    # when it uses both directions or a switch (explorer.cost.model.link_directions).
+    one_way: RingDirection = RingDirection.NONE
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -240,7 +260,8 @@ def formulas_for(kind: CollectiveKind | str) -> tuple[CollectiveKind, KindFormul
 
 def collective_time(kind: CollectiveKind | str, nbytes: float, axes: Sequence[str],
                     target: str | Target, mapping: AxisMapping,
-                    group_size: int | None = None, direction: str = "") -> CollectiveTime:
+                    group_size: int | None = None,
+                    direction: RingDirection | str = RingDirection.NONE) -> CollectiveTime:
     """Predicted seconds for one collective of V = `nbytes` per device over mesh `axes`.
     `direction`: a permute's ring direction ("+", "-"; Collective.direction), kept as
     `one_way` where its links are a torus's.
@@ -268,7 +289,7 @@ def collective_time(kind: CollectiveKind | str, nbytes: float, axes: Sequence[st
         return result(None, None, None, None,
                       note="its device groups match no mesh axes, so its links are unknown")
     segs = [s for a in axes for s in mapping.segments(a)]
-    if target.family == "cpu":
+    if target.family is TargetFamily.CPU:
         return result(None, None, None, None, note="the CPU host has no sourced link speeds")
     if not segs:
         return result(0.0, 0.0, 0.0, None, note="its mesh axes have size 1")
@@ -297,20 +318,20 @@ def collective_time(kind: CollectiveKind | str, nbytes: float, axes: Sequence[st
             sorted({s.axis.link.kind for s in segs if s.axis.link.latency is None})) + \
             ", so no latency floor there"
     seconds = max(bandwidth, latency)
-    bound = "latency" if latency > bandwidth else "bandwidth"
+    bound = CollectiveBound.LATENCY if latency > bandwidth else CollectiveBound.BANDWIDTH
     time = result(seconds, bandwidth, latency, bound, _link_text(segs), note)
     # A ring closed by a wraparound: without one, the last device's send to the first crosses
     # the line the other way.
     if direction and kind is CollectiveKind.COLLECTIVE_PERMUTE and not across \
             and all(not s.axis.link.switched and s.wraps for s in inside):
-        time = replace(time, one_way=direction)
+        time = replace(time, one_way=RingDirection(direction))
     return time
 
 
-LINK_DIRECTIONS = ("+", "-")
+LINK_DIRECTIONS = (RingDirection.NEXT, RingDirection.PREVIOUS)
 
 
-def link_directions(t: CollectiveTime) -> tuple[str, ...]:
+def link_directions(t: CollectiveTime) -> tuple[RingDirection, ...]:
     """The ring directions a collective occupies: its own for a one-way torus permute, else
     both (a ring collective sends both ways; a switched link is one shared port)."""
     return (t.one_way,) if t.one_way else LINK_DIRECTIONS
@@ -357,7 +378,7 @@ class ComputeTime:
     seconds: float | None
     flops_seconds: float | None
     memory_seconds: float | None
-    bound: str | None                   # "compute" or "memory"
+    bound: Bound | None                 # COMPUTE or MEMORY
     peak_flops: float | None
     dtype: str                          # the program's matmul dtype
     notes: tuple[str, ...] = ()
@@ -414,7 +435,7 @@ def compute_time(flops: float | None, bytes_accessed: float | None, dtype: str,
     if flops_s is None:
         return ComputeTime(None, None, memory_s, None, peak, dtype, tuple(notes), peak_dtype,
                            bandwidth)
-    bound = "memory" if memory_s is not None and memory_s > flops_s else "compute"
+    bound = Bound.MEMORY if memory_s is not None and memory_s > flops_s else Bound.COMPUTE
     return ComputeTime(max(flops_s, memory_s or 0.0), flops_s, memory_s, bound, peak, dtype,
                        tuple(notes), peak_dtype, bandwidth)
 
@@ -454,7 +475,7 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
             flops_bound += t
     notes.append(f"compute sums {sum(r for *_, r in work)} scheduled instruction runs, each at "
                  "max(FLOPs / peak, bytes / HBM bandwidth)")
-    bound = "compute" if flops_bound >= seconds - flops_bound else "memory"
+    bound = Bound.COMPUTE if flops_bound >= seconds - flops_bound else Bound.MEMORY
     return ComputeTime(seconds, sum(r * f for f, _, r in work) / peak, memory_s, bound, peak,
                        dtype, tuple(notes), peak_dtype, bandwidth)
 
@@ -542,7 +563,7 @@ class Estimate:
     comm_seconds: float                          # sum of the collectives that could be placed
     step_lower_seconds: float | None
     step_upper_seconds: float | None
-    bound: str | None                            # "compute", "memory" or "communication"
+    bound: Bound | None
     memory: MemoryFit | None
     notes: tuple[str, ...] = field(default=())
     # The step on the predicted timeline of the scheduled program (explorer.report.trace):
@@ -588,7 +609,7 @@ class Estimate:
             lines.append(f"  {t.kind} over {over}: {format_bytes(t.bytes)}, {secs}"
                          + (f" x{t.runs} (in a loop)" if t.runs != 1 else "")
                          + (f", {t.links}" if t.links else "")
-                         + (f" [{t.bound}-bound]" if t.bound == "latency" else ""))
+                         + (f" [{t.bound}-bound]" if t.bound is CollectiveBound.LATENCY else ""))
         if self.step_lower_seconds is not None:
             upper = (format_seconds(self.step_upper_seconds)
                      if self.step_upper_seconds is not None else "?")
@@ -704,7 +725,7 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
         both_ways = overlapped_comm_seconds(times)
         lower = max(comp.seconds, both_ways)
         upper = comp.seconds + comm if not unplaced else None
-        bound = comp.bound if comp.seconds >= both_ways else "communication"
+        bound = comp.bound if comp.seconds >= both_ways else Bound.COMMUNICATION
     return Estimate(target.name, placed.to_dict(), comp.dtype, times, comp, comm, lower, upper,
                     bound, fit, tuple(notes), peak=peak)
 

@@ -54,6 +54,7 @@ whose source equals the target (devices that keep their own data) are common.
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 
 import numpy as np
 
@@ -308,26 +309,37 @@ def axes_of_pairs(
     return tuple(name for name, d in zip(axis_names, differ.any(axis=1), strict=True) if d)
 
 
+class RingDirection(StrEnum):
+    """Which way a collective-permute's data goes round the ring of one mesh axis."""
+
+    NEXT = "+"        # every device sends to the next (coordinate + 1, the last to the first)
+    PREVIOUS = "-"    # every device sends to the previous
+    NONE = ""         # any other permute, or no permute at all
+
+
 def ring_direction(
     pairs: list[tuple[int, int]], axis_sizes: tuple[int, ...], axis_names: tuple[str, ...]
-) -> str:
-    """For collective-permute: "+" when every device sends to the next device along one mesh axis
-    (coordinate + 1, the last to the first), "-" when every one sends to the previous, "" for
-    any other permute (several axes, longer hops, or a ring of two, where both are one).
+) -> RingDirection:
+    """For collective-permute: NEXT ("+") when every device sends to the next device along one
+    mesh axis (coordinate + 1, the last to the first), PREVIOUS ("-") when every one sends to
+    the previous, NONE ("") for any other permute (several axes, longer hops, or a ring of two,
+    where both are one).
 
     On a torus the two directions of a ring run on different links, so a "+" and a "-"
     permute of the same ring can be in flight together (the bidirectional collective matmul).
     """
     axes = axes_of_pairs(pairs, axis_sizes, axis_names)
     if len(axes) != 1:
-        return ""
+        return RingDirection.NONE
     a = axis_names.index(axes[0])
     size = int(axis_sizes[a])
     moved = [(s, t) for s, t in pairs if s != t]
     if size < 3 or not moved:
-        return ""
+        return RingDirection.NONE
     src, dst = np.asarray(moved).T
     sizes = tuple(int(s) for s in axis_sizes)
     steps = set(((np.unravel_index(dst, sizes)[a] - np.unravel_index(src, sizes)[a]) % size)
                 .tolist())
-    return "+" if steps == {1} else "-" if steps == {size - 1} else ""
+    if steps == {1}:
+        return RingDirection.NEXT
+    return RingDirection.PREVIOUS if steps == {size - 1} else RingDirection.NONE

@@ -10,9 +10,11 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from explorer.compile.protocol import Partitioner
 from explorer.cost.model import Estimate
 from explorer.errors import TensorError, choices
 from explorer.hlo.collectives import CollectiveKind
+from explorer.hlo.groups import RingDirection
 from explorer.hlo.sharding import tiling_from_hlo
 from explorer.report.trace import StepTrace
 from explorer.report.why import Why
@@ -89,7 +91,7 @@ class Collective:
     runs: int = 1
     # A collective-permute along one mesh axis's ring: "+" every device sends to the next, "-"
     # to the previous (explorer.hlo.groups.ring_direction); "" otherwise.
-    direction: str = ""
+    direction: RingDirection = RingDirection.NONE
 
     @property
     def program_bytes(self) -> int:
@@ -387,7 +389,7 @@ class Report:
     """
 
     mesh: MeshSpec
-    partitioner: str
+    partitioner: Partitioner
     backend: str
     collectives: tuple[Collective, ...]
     tensors: tuple[TensorInfo, ...]
@@ -445,8 +447,8 @@ class Report:
         for t in self.tensors:
             if t.name == name:
                 return t
-        raise TensorError(f"no tensor named {name!r} in this report; tensors: "
-                          f"{choices(t.name for t in self.tensors if t.kind != 'intermediate')}"
+        named = (t.name for t in self.tensors if t.kind != TensorRole.INTERMEDIATE)
+        raise TensorError(f"no tensor named {name!r} in this report; tensors: {choices(named)}"
                           " and intermediates", tensor=name)
 
     def placement(self, name: str) -> dict[int, tuple[tuple[int, int], ...]]:

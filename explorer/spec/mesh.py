@@ -10,12 +10,22 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from math import prod
 
 from explorer.errors import MeshError, choices
 from explorer.spec.bounds import MAX_MESH_AXES, MAX_MESH_DEVICES, power_text, show
 
-AXIS_TYPES = ("auto", "explicit")
+
+class AxisType(StrEnum):
+    """How jax treats the mesh axes (jax.sharding.AxisType, by the names users write)."""
+
+    AUTO = "auto"            # GSPMD/Shardy propagate shardings
+    EXPLICIT = "explicit"    # sharding in types: jax checks every op
+
+
+AXIS_TYPES = tuple(AxisType)
+
 # Words that spec text gives a meaning of its own (explorer.spec.tensor.parse_spec).
 RESERVED_AXIS_NAMES = {"None": "a dimension that is not split",
                        "_": "a dimension that is not split",
@@ -46,7 +56,7 @@ class MeshSpec:
 
     names: tuple[str, ...]
     sizes: tuple[int, ...]
-    axis_type: str = "auto"
+    axis_type: AxisType = AxisType.AUTO     # the text "auto" or "explicit" is read as one
 
     def __post_init__(self):
         if not isinstance(self.names, tuple) or not isinstance(self.sizes, tuple):
@@ -86,6 +96,7 @@ class MeshSpec:
         if not isinstance(self.axis_type, str) or self.axis_type not in AXIS_TYPES:
             raise MeshError(f"axis type {show(self.axis_type)} is not one of "
                             f"{choices(AXIS_TYPES)}")
+        object.__setattr__(self, "axis_type", AxisType(self.axis_type))   # frozen: set once
 
     @property
     def device_count(self) -> int:
@@ -114,7 +125,8 @@ class MeshSpec:
                 f"{limit} fake CPU devices (the CPU backend fails beyond 2048); shrink an axis")
 
 
-def parse_mesh(mesh: str | Mapping[str, int] | MeshSpec, axis_type: str = "auto") -> MeshSpec:
+def parse_mesh(mesh: str | Mapping[str, int] | MeshSpec,
+               axis_type: AxisType | str = AxisType.AUTO) -> MeshSpec:
     """A MeshSpec from `'data=2,model=4'`, `{'data': 2, 'model': 4}` or a MeshSpec.
 
     Args:

@@ -102,6 +102,9 @@ def test_bad_partitioner_names_the_choices():
     with pytest.raises(explorer.ExplorerError, match=r"partitioner \['shardy'\] is not one of "
                        "'shardy', 'gspmd'"):
         analyze(ident, X, mesh="d=2", partitioner=["shardy"], cache_only=True)
+    # Bad input, so a ValueError too; the choices are quoted as written, not as enum members.
+    with pytest.raises(ValueError, match="partitioner 'Shardy' is not one of 'shardy', 'gspmd'"):
+        analyze(ident, X, mesh="d=2", partitioner="Shardy", cache_only=True)
 
 
 # --- inputs -------------------------------------------------------------------------------------

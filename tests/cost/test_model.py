@@ -14,9 +14,11 @@ import pytest
 from explorer import TargetError
 from explorer.compile.tpu import topology_chips
 from explorer.cost import model
-from explorer.cost.hardware import get_target, targets, tpu_generations
+from explorer.cost.hardware import LinkKind, TargetFamily, get_target, targets, tpu_generations
 from explorer.cost.mapping import AxisMapping, check_mapping, default_mapping, parse_mapping
 from explorer.cost.model import (
+    Bound,
+    CollectiveBound,
     collective_time,
     compute_time,
     estimate,
@@ -25,6 +27,7 @@ from explorer.cost.model import (
 )
 from explorer.errors import ExplorerError, MappingError
 from explorer.hlo.collectives import CollectiveKind
+from explorer.hlo.groups import RingDirection
 
 
 def coll(kind, nbytes, *axes, group_size=None):
@@ -548,3 +551,58 @@ def test_a_collective_over_part_of_an_axis_is_timed_over_the_whole_axis():
     [t] = model.estimate([alone], 1e12, 1e9, None, "bfloat16", ("data", "model"), (16, 4),
                          "tpu-v5p-4x4x4").collectives
     assert t.seconds == 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# The closed sets of the cost model are StrEnums: each member is the word the JSON always held.
+
+def _json(obj) -> dict:
+    return json.loads(json.dumps(obj.to_dict()))
+
+
+def test_collective_bounds_and_ring_directions_write_their_old_words_in_the_json():
+    # As in test_ici_latency_bound_below_45kb: on a v5e a permute under 45 kB is latency-bound,
+    # one over it bandwidth-bound. Axis b lies on the slice's wrapped 16-ring, so a one-way
+    # permute keeps its direction, given as a Report's JSON writes it ("-") or as the member.
+    names, sizes = ("a", "b"), (16, 16)
+    ring = default_mapping("tpu-v5e-16x16", names, sizes)
+    under = collective_time("collective-permute", 40_000, ("b",), "tpu-v5e-16x16", ring,
+                            direction="-")
+    over = collective_time("collective-permute", 50_000, ("b",), "tpu-v5e-16x16", ring,
+                           direction=RingDirection.NEXT)
+    assert under.bound is CollectiveBound.LATENCY and under.one_way is RingDirection.PREVIOUS
+    assert over.bound is CollectiveBound.BANDWIDTH and over.one_way is RingDirection.NEXT
+    assert [(_json(t)["bound"], _json(t)["one_way"]) for t in (under, over)] == \
+        [("latency", "-"), ("bandwidth", "+")]
+    # Behind NVSwitch there is no ring to go one way round: no direction, "" in the JSON.
+    switch = collective_time("collective-permute", 50_000, ("b",), "h100-8",
+                             default_mapping("h100-8", ("b",), (8,)), direction="+")
+    assert switch.one_way is RingDirection.NONE and _json(switch)["one_way"] == ""
+
+
+def test_step_bounds_write_their_old_words_in_the_json():
+    # The three verdicts of the critical-batch example (test_critical_batch_v5p): 2600 tokens
+    # per chip are compute-bound, 2500 communication-bound; and the HBM-heavy step of
+    # test_memory_bound_step_is_named is memory-bound, its compute too.
+    grads = [coll("all-reduce", 2 * D * F, "data")] * 2
+    words = []
+    for per_chip in (2600, 2500):
+        est = estimate(grads, 8 * per_chip * D * F, None, None, "bfloat16",
+                       ("data", "y", "z"), (4, 4, 4), "tpu-v5p-4x4x4", peak=True)
+        words.append(_json(est)["bound"])
+    memory = estimate([], 1e9, 1e11, None, "bfloat16", ("data",), (8,), "h100-8")
+    assert memory.bound is Bound.MEMORY and memory.compute.bound is Bound.MEMORY
+    assert words + [_json(memory)["bound"], _json(memory)["compute"]["bound"]] == \
+        ["compute", "communication", "memory", "memory"]
+
+
+def test_target_families_and_link_kinds_are_the_catalogs_words():
+    assert {t.family for t in targets().values()} == {"tpu", "gpu", "ipu", "cpu"}
+    assert get_target("cpu").family is TargetFamily.CPU and get_target("cpu").chips is None
+    # Outermost axis first: the slow tier (InfiniBand between nodes, DCN between slices).
+    assert [a.link.kind for a in get_target("h100-8x2").axes] == ["InfiniBand", "NVLink"]
+    assert [a.link.kind for a in get_target("tpu-v5e-16x16-2slices").axes] == \
+        [LinkKind.DCN, LinkKind.ICI, LinkKind.ICI]
+    assert get_target("bow-2000").axes[0].link.kind is LinkKind.IPU_LINK
+    # The words reach the listing as they were.
+    assert "InfiniBand 50 GB/s per device one way" in get_target("h100-8x2").describe()

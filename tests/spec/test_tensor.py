@@ -1,11 +1,15 @@
 """Mesh and spec text parsing, and the spec checks. No compile needed."""
 
+import json
+
 import pytest
 
 from explorer import (
+    AxisType,
     DivisibilityError,
     DuplicateAxisError,
     MeshError,
+    MeshSpec,
     RankError,
     SpecError,
     TensorError,
@@ -56,6 +60,20 @@ def test_parse_mesh_text_and_mapping():
     assert parse_mesh({"data": 2, "model": 4}) == m
     assert m.axis_type == "auto"
     assert parse_mesh("x=8", axis_type="explicit").axis_type == "explicit"
+
+
+def test_axis_type_text_is_read_as_its_member_and_written_back_as_that_text():
+    explicit = MeshSpec(("x",), (8,), "explicit")
+    assert explicit.axis_type is AxisType.EXPLICIT
+    assert json.loads(json.dumps(explicit.to_dict())) == {"axes": {"x": 8}, "devices": 8,
+                                                           "axis_type": "explicit"}
+    # Text and member give one mesh: equal, and one key in a cache.
+    auto = MeshSpec(("x",), (8,), "auto")
+    assert auto.axis_type is AxisType.AUTO
+    assert auto == MeshSpec(("x",), (8,), AxisType.AUTO) == MeshSpec(("x",), (8,))
+    assert len({auto, MeshSpec(("x",), (8,))}) == 1
+    with pytest.raises(MeshError, match="axis type 'Auto' is not one of 'auto', 'explicit'"):
+        MeshSpec(("x",), (8,), "Auto")
 
 
 @pytest.mark.parametrize("text, fragment", [
