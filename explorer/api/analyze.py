@@ -23,8 +23,9 @@ from explorer.api.request import (
     check_target,
     check_timeout,
 )
+from explorer.api.targeting import CompilePlan, compile_plan
 from explorer.compile.pool import WorkerPool, default_pool
-from explorer.compile.protocol import CompileRequest, WorkerKey
+from explorer.compile.protocol import Backend, CompileRequest
 from explorer.compile.sources import pickle_function
 from explorer.cost.mapping import AxisMapping
 from explorer.errors import RankError, SpecError, TensorError, choices
@@ -196,7 +197,8 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             use_cache: bool = ..., cache_only: Literal[False] = ..., target: str | None = ...,
             mapping: MappingLike | None = ..., measure: bool = ...,
             tpu_topology: str | None = ..., real_devices: bool = ...,
-            specs: Mapping[str, SpecLike] | None = ..., peak: bool = ...) -> Report: ...
+            specs: Mapping[str, SpecLike] | None = ..., peak: bool = ...,
+            compile_for: str = ...) -> Report: ...
 
 
 @overload
@@ -205,7 +207,8 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             use_cache: bool = ..., cache_only: bool, target: str | None = ...,
             mapping: MappingLike | None = ..., measure: bool = ...,
             tpu_topology: str | None = ..., real_devices: bool = ...,
-            specs: Mapping[str, SpecLike] | None = ..., peak: bool = ...) -> Report | None: ...
+            specs: Mapping[str, SpecLike] | None = ..., peak: bool = ...,
+            compile_for: str = ...) -> Report | None: ...
 
 
 def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str = "shardy",
@@ -214,13 +217,15 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             target: str | None = None, mapping: MappingLike | None = None,
             measure: bool = False, tpu_topology: str | None = None,
             real_devices: bool = False, specs: Mapping[str, SpecLike] | None = None,
-            peak: bool = False) -> Report | None:
+            peak: bool = False, compile_for: str = "target") -> Report | None:
     """Compile `fn` on abstract inputs sharded over `mesh` and report what the partitioner did.
 
     Nothing is allocated: `fn` is traced on abstract arrays of the inputs' shapes, then lowered
-    and compiled in a worker process (on fake CPU devices, one per mesh device, unless
-    `tpu_topology` or `real_devices` says otherwise), so any size can be analysed. Every
-    argument is checked before any work is done.
+    and compiled in a worker process, so any size can be analysed. With a GPU or TPU `target`
+    the program is compiled for that hardware by its own compiler, with no device present
+    (XLA's GPU compiler with the ``gpu`` extra, libtpu with the ``tpu`` extra); otherwise, or
+    where that compiler is not installed, on fake CPU devices, one per mesh device, and the
+    Report's ``approximation`` says why. Every argument is checked before any work is done.
 
     Args:
         fn: the function to compile, called as ``fn(*args)``. It is pickled by value (closures
@@ -244,9 +249,8 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
         cache_only: answer only from the caches, never compile: None on a miss. The app shows a
             cached result this way at once, before its debounce.
         target: a hardware target name (see explorer.targets(), e.g. ``"h100-8"``) with as
-            many devices as the mesh: each collective gets ``est_seconds``, the Report an
-            ``estimate`` and a ``trace``. It is applied after the cache, so another target
-            costs no compile.
+            many devices as the mesh: the program is compiled for it (see `compile_for`), each
+            collective gets ``est_seconds``, the Report an ``estimate`` and a ``trace``.
         mapping: where the mesh axes lie on the target's physical axes: text like
             ``"data=node,model=gpu"``, a mapping of mesh axis to physical axes (``"gpu"``,
             ``"node:2"``, ``("node", 2)`` or a list of those), an AxisMapping, or None for the
@@ -267,6 +271,11 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
         peak: with a `target`, predict at the vendors' nominal peak rates instead of the rates
             measured runs reach (each chip's and link's published fraction of its peak, named
             in the estimate's notes).
+        compile_for: ``"target"`` (the default) compiles for a GPU or TPU `target`'s own
+            hardware where its compiler is installed; ``"cpu"`` always compiles on fake CPU
+            devices and prices that program on the target (an approximation: the CPU backend
+            upcasts bf16 around collectives, writes a reduce-scatter as an all-reduce and a
+            slice, and runs no collective asynchronously).
 
     Returns:
         The Report; from a cache, with ``timing.cached`` True. None only with `cache_only`,
@@ -329,22 +338,27 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
     mesh_spec = check_mesh(mesh, axis_type, tpu_topology=tpu_topology, real_devices=real_devices)
     # Target and mapping are checked before the compile, so a bad one costs nothing.
     check_target(target, mapping, mesh_spec)
+    plan = compile_plan(mesh_spec, target, compile_for, tpu_topology=tpu_topology,
+                        real_devices=real_devices)
     report = _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache,
-                      cache_only, measure, tpu_topology, real_devices)
+                      cache_only, measure, plan)
     if report is None or target is None:
         return report
     from explorer.report.predict import with_target
 
+    report = replace(report, approximation=plan.approximate)
     return with_target(report, target, mapping, peak=peak)
 
 
 def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_only,
-             measure, tpu_topology, real_devices):
+             measure, plan: CompilePlan):
     partitioner = check_partitioner(partitioner)     # the Partitioner the Report holds
     check_inputs(tensor_leaves(args), mesh_spec)
 
     fn_bytes = pickle_function(fn)
-    request = (mesh_spec, partitioner, args, bool(measure), tpu_topology, bool(real_devices))
+    real_devices = plan.worker.backend is Backend.REAL
+    request = (mesh_spec, partitioner, args, bool(measure), plan.tpu_topology, real_devices,
+               plan.gpu)
     key = hashlib.sha256(fn_bytes + pickle.dumps(request)).hexdigest()
     # Reports of plain compiles persist on disk (explorer/api/diskcache.py); measured runs and
     # real devices depend on this machine at this moment, so they stay in memory only.
@@ -367,11 +381,9 @@ def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_o
         return None
     message = CompileRequest(fn=fn_bytes, args=args, mesh=mesh_spec, partitioner=partitioner,
                              sys_path=tuple(sys.path), measure=bool(measure),
-                             tpu_topology=tpu_topology)
-    # TPU compiles need no local devices: one shared worker with libtpu loaded serves them all.
-    worker_key = (WorkerKey.tpu() if tpu_topology else WorkerKey.real() if real_devices
-                  else WorkerKey.fake_cpu(mesh_spec.device_count))
-    result = (pool or default_pool()).compile(worker_key, message, timeout)
+                             tpu_topology=plan.tpu_topology, gpu=plan.gpu)
+    # TPU and GPU compiles need no local devices: one shared worker of each serves them all.
+    result = (pool or default_pool()).compile(plan.worker, message, timeout)
     report = build_report(result, mesh_spec, partitioner)
     if use_cache:
         _remember(key, report)

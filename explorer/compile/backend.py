@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from explorer.compile.gpu import GpuTopology, gpu_devices
 from explorer.compile.protocol import CompileResult, Measurement, OutOfMemory, TensorLayout
 from explorer.hlo.module import close_bracket, parse_module
 from explorer.spec.tensor import TensorSpec
@@ -73,20 +74,40 @@ def _struct(spec: TensorSpec, mesh):
     return jax.ShapeDtypeStruct(spec.shape, jnp.dtype(spec.dtype), sharding=sharding)
 
 
-def _hlo_sharding_text(sharding, ndim: int) -> str | None:
+# What jax's private conversion of a sharding to XLA's HloSharding raises for a sharding with
+# no HLO form (TypeError, ValueError, NotImplementedError), or once a jaxlib renames it
+# (AttributeError). Anything else is a bug and propagates.
+_NO_HLO_SHARDING = (AttributeError, NotImplementedError, TypeError, ValueError)
+
+
+def _hlo_sharding_text(sharding, ndim: int, notes: list[str]) -> str | None:
     """XLA's HloSharding text of a jax sharding, or None when it has no HLO form: the Report
-    then says the placement is unknown rather than guessing one."""
+    then says the placement is unknown rather than guessing one, and `notes` says why."""
     try:
         return str(sharding._to_xla_hlo_sharding(ndim))
-    except Exception:
+    except _NO_HLO_SHARDING as e:
+        notes.append(f"a {type(sharding).__name__} has no HloSharding text that jax would "
+                     f"give ({type(e).__name__}: {e}); its placement is left unknown")
         return None
 
 
+def _devices(tpu_topology: str | None, gpu: GpuTopology | None):
+    """The devices to compile for: a TPU slice's or GPUs' (ahead of time, none present), else
+    the worker's own (fake CPU devices, or the machine's)."""
+    if tpu_topology:
+        return tpu_devices(tpu_topology)
+    if gpu is not None:
+        return gpu_devices(gpu)
+    return None
+
+
 def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | None = None,
-                    measure: bool = False, measure_cap: int = 1 << 30) -> CompileResult:
+                    measure: bool = False, measure_cap: int = 1 << 30,
+                    gpu: GpuTopology | None = None) -> CompileResult:
     import jax
 
-    mesh = build_mesh(mesh_spec, tpu_devices(tpu_topology) if tpu_topology else None)
+    notes: list[str] = []
+    mesh = build_mesh(mesh_spec, _devices(tpu_topology, gpu))
     jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
     structs = jax.tree.map(lambda s: _struct(s, mesh), args, is_leaf=_is_spec)
     # keep_unused so that HLO parameter i is always the i-th input tensor.
@@ -111,7 +132,9 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
             t2 = time.perf_counter()
         # CPU: "...before_spmd-partitioning.txt"; TPU: "...before_tpu-spmd-partitioning.txt".
         propagated = _read_first(dump, "*before_*spmd-partitioning.txt")
-        unpromoted = _read_first_before(dump, PROMOTION_PASSES)
+        # Only the CPU backend promotes collectives; XLA's GPU pipeline runs passes of the same
+        # names on other ops, and its collectives already move the program's dtypes.
+        unpromoted = _read_first_before(dump, PROMOTION_PASSES) if gpu is None else ""
         # CPU: "...cpu_after_optimizations-live-range.txt"; TPU: "...after_optimizations-...".
         peak_live = peak_section(_read_first(dump, "*after_optimizations-live-range.txt"))
         buffer_values = value_lines(
@@ -125,21 +148,21 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     out_info = jax.tree_util.tree_flatten_with_path(lowered.out_info)[0]
     if compiled is not None:
         in_shardings = jax.tree.leaves(compiled.input_shardings[0])
-        out_texts = [_hlo_sharding_text(sh, len(info.shape)) for (_, info), sh in zip(
+        out_texts = [_hlo_sharding_text(sh, len(info.shape), notes) for (_, info), sh in zip(
             out_info, jax.tree.leaves(compiled.output_shardings), strict=True)]
     else:
         # No executable to ask: the inputs are placed as requested, and the outputs as the
         # partitioner's propagation left the entry's root.
         in_shardings = [st.sharding for st in jax.tree.leaves(structs)]
         out_texts = root_shardings(propagated, len(out_info))
-    inputs = tuple(TensorLayout(s.name, s.shape, s.dtype, _hlo_sharding_text(sh, s.rank))
+    inputs = tuple(TensorLayout(s.name, s.shape, s.dtype, _hlo_sharding_text(sh, s.rank, notes))
                    for s, sh in zip(leaves, in_shardings, strict=True))
     outputs = tuple(TensorLayout("out" + jax.tree_util.keystr(path), tuple(info.shape),
                                  str(info.dtype), text)
                     for (path, info), text in zip(out_info, out_texts, strict=True))
-    if tpu_topology:
-        measured = Measurement(note="not measured: compiled ahead of time for a TPU that is "
-                                    "not here")
+    if tpu_topology or gpu is not None:
+        measured = Measurement(note="not measured: compiled ahead of time for a "
+                                    f"{'TPU' if tpu_topology else 'GPU'} that is not here")
     elif compiled is None:
         measured = Measurement(note="not measured: the program does not fit the device's "
                                     "memory") if measure else None
@@ -154,11 +177,14 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         optimized=optimized,
         inputs=inputs,
         outputs=outputs,
-        memory=_memory(compiled) if compiled is not None else None,
-        cost=_cost(compiled) if compiled is not None else None,
+        memory=_memory(compiled, notes) if compiled is not None else None,
+        cost=_cost(compiled, notes) if compiled is not None else None,
         lower_s=t1 - t0,
         compile_s=t2 - t1,
-        backend=f"tpu {tpu_topology}" if tpu_topology else jax.devices()[0].platform,
+        backend=(f"tpu {tpu_topology}" if tpu_topology else "gpu" if gpu is not None
+                 else jax.devices()[0].platform),
+        device_kind=mesh.devices.flat[0].device_kind,
+        notes=tuple(notes),
         warnings=tuple(warnings),
         unpromoted=unpromoted,
         peak_live=peak_live,
@@ -322,22 +348,33 @@ def _read_first_before(folder: str, passes: tuple[str, ...]) -> str:
         return f.read()
 
 
-def _memory(compiled) -> dict | None:
+def _analysis_errors():
+    """What a compiled executable's memory or cost analysis raises where the backend has none:
+    XLA's UNIMPLEMENTED (a JaxRuntimeError), or a method a jaxlib no longer has."""
+    import jax
+
+    return (jax.errors.JaxRuntimeError, NotImplementedError, AttributeError)
+
+
+def _memory(compiled, notes: list[str]) -> dict | None:
     try:
         m = compiled.memory_analysis()
-    except Exception:
+    except _analysis_errors() as e:
+        notes.append(f"the compiler gave no memory analysis ({type(e).__name__}: {e})")
         return None
     if m is None:
+        notes.append("the compiler gave no memory analysis for this backend")
         return None
     return {"arguments": m.argument_size_in_bytes, "outputs": m.output_size_in_bytes,
             "aliased": m.alias_size_in_bytes, "temporaries": m.temp_size_in_bytes,
             "generated_code": m.generated_code_size_in_bytes}
 
 
-def _cost(compiled) -> dict | None:
+def _cost(compiled, notes: list[str]) -> dict | None:
     try:
         c = compiled.cost_analysis()
-    except Exception:
+    except _analysis_errors() as e:
+        notes.append(f"the compiler gave no cost analysis ({type(e).__name__}: {e})")
         return None
     if isinstance(c, list | tuple):  # older jax returned one dict per program
         c = c[0] if c else None

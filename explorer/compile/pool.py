@@ -66,6 +66,11 @@ def _worker_env(key: WorkerKey) -> dict:
         # test run beside this one) would fail with "ABORTED ... libtpu multi-process
         # lockfile". Compiling ahead of time touches no TPU, so sharing is safe (measured).
         env.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    if key.backend is Backend.GPU_AOT:
+        # The CUDA plugin checks its CUDA libraries against the driver's by calling cuInit,
+        # which fails (CUDA error 303) on a machine with no GPU; an ahead-of-time compile needs
+        # no driver. JAX_PLATFORMS=cpu (above) keeps jax from opening a GPU client at all.
+        env["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
     env["XLA_FLAGS"] = " ".join(flags)
     return env
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from explorer.compile.gpu import GpuTopology
 from explorer.spec.mesh import MeshSpec
 
 # The file name a notebook cell's code objects carry to the worker ("In [3]", as its prompt
@@ -27,6 +28,7 @@ class Backend(StrEnum):
 
     FAKE_CPU = "cpu"      # N fake CPU devices (--xla_force_host_platform_device_count=N)
     TPU_AOT = "tpu"       # ahead of time for a TPU topology (libtpu brings the devices)
+    GPU_AOT = "gpu"       # ahead of time for NVIDIA GPUs (jax's CUDA plugin describes them)
     REAL = "real"         # the machine's own devices, whatever and however many they are
 
 
@@ -56,6 +58,11 @@ class WorkerKey:
         return cls(Backend.TPU_AOT, 1)
 
     @classmethod
+    def gpu(cls) -> WorkerKey:
+        # As for TPUs: the GPU topology brings its devices; the worker needs one CPU device.
+        return cls(Backend.GPU_AOT, 1)
+
+    @classmethod
     def real(cls) -> WorkerKey:
         return cls(Backend.REAL, None)
 
@@ -65,6 +72,8 @@ class WorkerKey:
             return f"{self.devices} device{'s' if self.devices != 1 else ''}"
         if self.backend is Backend.TPU_AOT:
             return "the tpu worker"
+        if self.backend is Backend.GPU_AOT:
+            return "the gpu worker"
         return "the real-devices worker"
 
     def label(self) -> str:
@@ -84,6 +93,7 @@ class CompileRequest:
     sys_path: tuple[str, ...] = ()      # so the worker can import what `fn` refers to by name
     measure: bool = False
     tpu_topology: str | None = None
+    gpu: GpuTopology | None = None      # compile ahead of time for these NVIDIA GPUs
 
 
 @dataclass(frozen=True)
@@ -171,6 +181,12 @@ class CompileResult:
     # and its shape with layout.
     buffer_values: str = ""
     out_of_memory: OutOfMemory | None = None
+    # What the devices compiled for are, as their platform names them ("NVIDIA H100 80GB
+    # HBM3", "TPU v5 lite", "cpu").
+    device_kind: str = ""
+    # What the worker could not read from jax and left out, said rather than guessed (e.g. a
+    # backend with no memory analysis); the Report's notes carry them.
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ def _compile(request: CompileRequest):
             sys.path.append(path)
     fn = cloudpickle.loads(request.fn)
     return compile_request(fn, request.args, request.mesh, request.partitioner,
-                           request.tpu_topology, request.measure)
+                           request.tpu_topology, request.measure, gpu=request.gpu)
 
 
 def _describe(e: Exception) -> str:

@@ -82,7 +82,8 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
         stablehlo=raw.stablehlo,
         propagated_hlo=raw.propagated,
         optimized_hlo=raw.optimized,
-        notes=tuple(unread),
+        notes=tuple(unread) + raw.notes,
+        device_kind=raw.device_kind,
         warnings=tuple(link_warning(w, propagated, optimized) for w in raw.warnings),
         top_buffers=(top_buffers(raw.peak_live, optimized, raw.buffer_values, _input_names(raw))
                      if raw.peak_live else ()),

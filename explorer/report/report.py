@@ -412,6 +412,13 @@ class Report:
     # Set when the compiler refused the program for want of memory (a TPU compile); `memory`
     # is then None and the collectives and placement come from the module it wrote before.
     memory_verdict: MemoryVerdict | None = None
+    # What the devices compiled for are ("NVIDIA H100 80GB HBM3", "TPU v5 lite", "cpu").
+    device_kind: str = ""
+    # Why this program is not the one the chosen target's own compiler would write (a GPU or
+    # TPU target compiled on fake CPU devices: the extra is not installed, the mesh does not
+    # have one device per chip, or compile_for="cpu" was asked); "" when it is, or no target
+    # was chosen. Its numbers are then approximate.
+    approximation: str = ""
     stablehlo: str = field(default="", repr=False)
     propagated_hlo: str = field(default="", repr=False)
     optimized_hlo: str = field(default="", repr=False)
@@ -500,7 +507,10 @@ class Report:
         """
         d = {
             "mesh": {**self.mesh.to_dict(), "partitioner": self.partitioner,
-                     "backend": self.backend},
+                     "backend": self.backend,
+                     **({"device_kind": self.device_kind}
+                        if self.device_kind not in ("", self.backend) else {}),
+                     **({"approximation": self.approximation} if self.approximation else {})},
             "tensors": [t.to_dict() for t in self.tensors],
             "collectives": [c.to_dict() for c in self.collectives],
             "memory": self._memory_dict(),

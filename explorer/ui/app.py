@@ -36,6 +36,7 @@ from explorer.errors import (
     choices,
 )
 from explorer.report.compare import compare
+from explorer.report.provenance import provenance
 from explorer.report.report import Report
 from explorer.search.result import Candidate as SearchCandidate
 from explorer.spec.mesh import MeshSpec, parse_mesh
@@ -244,6 +245,9 @@ class App:
         self.target_error.add_class("explorer-error")
         self.status = w.HTML()
         self.status.add_class("explorer-status")
+        # Which compiler wrote the program shown, and whether its numbers are the target's own.
+        self.compiled_for = w.HTML()
+        self.compiled_for.add_class("explorer-note")
         self.warnings_w = w.HTML()
         self.warnings_w.add_class("explorer-warnings-box")
         self.error_w = w.HTML()
@@ -279,7 +283,8 @@ class App:
         sidebar = w.VBox([source.sidebar, self.mesh_editor.widget, self.preset_w, self.rules_w,
                           self.rules_note, self.layout_error, self.specs_editor.widget,
                           self.partitioner_w, self.target_w, self.mapping_w, self.target_error,
-                          self.measure_w, w.HBox([self.status, self.warnings_w]), self.error_w],
+                          self.measure_w, w.HBox([self.status, self.warnings_w]),
+                          self.compiled_for, self.error_w],
                          layout=w.Layout(width="440px"))
         header = w.HTML(STYLE + "<h3 style='margin:4px 0'>sharding-explorer · "
                         f"<code>{html.escape(source.title)}</code></h3>")
@@ -579,6 +584,7 @@ class App:
         self._set_status(f"● {'cached' if t.cached else 'compiled'} in "
                          f"{(t.lower_s + t.compile_s):.2f} s · {report.mesh.device_count} "
                          f"devices · {len(report.collectives)} collectives")
+        self.compiled_for.value = compiled_for_html(report)
         self.warnings_w.value = warnings_html(report)
         self.selected = None
         self._muted += 1
@@ -797,6 +803,14 @@ class App:
         self._executor.shutdown(wait=False)
         self._what_if_executor.shutdown(wait=False)
         self.widget.close()
+
+
+def compiled_for_html(report: Report) -> str:
+    """What compiled the program shown, one line under the status; an approximate one (a CPU
+    compile priced on a GPU or TPU) is marked so."""
+    text = html.escape(provenance(report))
+    mark = "⚠ " if report.approximation else ""
+    return f"<div>{mark}{text}</div>"
 
 
 def warnings_html(report: Report) -> str:

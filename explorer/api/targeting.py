@@ -1,0 +1,110 @@
+"""Which compiler a request gets: the target's own where it is installed, else fake CPU devices.
+
+A target names hardware (`h100-8x8`, `tpu-v5p-4x4x4`). Its own compiler writes the program that
+hardware would run: XLA's GPU compiler through jax's CUDA plugin (the `gpu` extra), the TPU
+compiler through libtpu (the `tpu` extra), both with no device present. The CPU backend's
+program differs (it upcasts bf16 around collectives, writes a reduce-scatter as an all-reduce
+and a slice, runs no collective asynchronously, and fuses and assigns buffers its own way), so a
+CPU compile priced on a GPU or TPU is an approximation, and the plan says why it was made.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from explorer.compile.gpu import GPU_EXTRA_NOTE, GpuTopology, gpu_plugin_installed, gpu_topology
+from explorer.compile.protocol import WorkerKey
+from explorer.cost.hardware import Target, get_target, targets_with_chips, tpu_generations
+from explorer.errors import InputError, choices
+from explorer.spec.bounds import show
+from explorer.spec.mesh import MeshSpec
+
+
+class CompileFor(StrEnum):
+    """What a request with a target compiles for."""
+
+    TARGET = "target"    # the target's own compiler where installed, else fake CPU devices
+    CPU = "cpu"          # fake CPU devices always (the one explicit switch)
+
+
+TPU_EXTRA_NOTE = ("install the tpu extra for the TPU compiler's own program: pip install "
+                  "'sharding-explorer[tpu]' (about 700 MB; no TPU needed)")
+
+
+@dataclass(frozen=True)
+class CompilePlan:
+    """The worker that compiles a request, what it compiles for, and, when a target was chosen
+    but its compiler is not used, why (`approximate`): the sentence a user reads next to the
+    numbers."""
+
+    worker: WorkerKey
+    tpu_topology: str | None = None
+    gpu: GpuTopology | None = None
+    approximate: str = ""
+
+
+def check_compile_for(value) -> CompileFor:
+    try:
+        return CompileFor(value)
+    except ValueError:
+        raise InputError(f"compile_for={show(value)} is not one of "
+                         f"{choices(c.value for c in CompileFor)}: 'target' compiles for the "
+                         "target's hardware where its compiler is installed, 'cpu' on fake "
+                         "CPU devices") from None
+
+
+def compile_plan(mesh: MeshSpec, target: str | Target | None, compile_for=CompileFor.TARGET,
+                 *, tpu_topology: str | None = None, real_devices: bool = False) -> CompilePlan:
+    """The compile a request gets. An explicit `tpu_topology` or `real_devices` wins; else a
+    GPU or TPU target compiles with its own compiler when it is installed and the mesh has one
+    device per chip, and on fake CPU devices otherwise (with the reason)."""
+    compile_for = check_compile_for(compile_for)
+    if real_devices:
+        return CompilePlan(WorkerKey.real())
+    if tpu_topology:
+        return CompilePlan(WorkerKey.tpu(), tpu_topology=tpu_topology)
+    cpu = WorkerKey.fake_cpu(mesh.device_count)
+    if target is None:
+        return CompilePlan(cpu)
+    t = get_target(target)
+    if t.family not in ("gpu", "tpu"):
+        return CompilePlan(cpu)
+    if compile_for is CompileFor.CPU:
+        return CompilePlan(cpu, approximate="compile_for='cpu' was asked")
+    if t.chips != mesh.device_count:
+        return CompilePlan(cpu, approximate=_count_mismatch(t, mesh))
+    if t.family == "gpu":
+        if not gpu_plugin_installed():
+            return CompilePlan(cpu, approximate=GPU_EXTRA_NOTE)
+        return CompilePlan(WorkerKey.gpu(), gpu=gpu_topology(t))
+    topology = tpu_topology_of(t)
+    if topology is None:
+        return CompilePlan(cpu, approximate=f"{t.name} spans several slices, which the TPU "
+                                            "compiler is not asked to compile for here")
+    if importlib.util.find_spec("libtpu") is None:
+        return CompilePlan(cpu, approximate=TPU_EXTRA_NOTE)
+    return CompilePlan(WorkerKey.tpu(), tpu_topology=topology)
+
+
+_TPU_TARGET = re.compile(r"tpu-(?P<gen>v\w+?)-(?P<shape>\d+(?:x\d+)*)")
+
+
+def tpu_topology_of(target: Target) -> str | None:
+    """jax's topology name of a one-slice TPU target (`tpu-v5e-4x4` -> `v5e:4x4`); None for a
+    target of several slices."""
+    m = _TPU_TARGET.fullmatch(target.name)
+    if m is None or m["gen"] not in tpu_generations():
+        return None
+    return f"{m['gen']}:{m['shape']}"
+
+
+def _count_mismatch(t: Target, mesh: MeshSpec) -> str:
+    matching = [n for n in targets_with_chips(mesh.device_count)
+                if n.split("-")[0] == t.name.split("-")[0]]
+    hint = f"; {matching[0]} has {mesh.device_count}" if matching else ""
+    return (f"the mesh has {mesh.device_count} devices but {t.name} has {t.chips} "
+            f"{'GPUs' if t.family == 'gpu' else 'chips'}, so it was compiled for CPU devices"
+            f"{hint}")
