@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.groups import axes_of_groups, axes_of_pairs, device_groups, source_target_pairs
@@ -22,6 +23,10 @@ def location(module: HloModule, instr: Instruction) -> tuple[str, int] | None:
     """The user's file and line that produced `instr`, if its metadata says."""
     src = module.source(instr)
     return (src[0], src[1]) if src else None
+
+
+# A module has a few dozen distinct shardings over a thousand instructions: each is read once.
+_layout = lru_cache(maxsize=4096)(dim_axes)
 
 
 def renames(module: HloModule, i: Instruction) -> bool:
@@ -49,8 +54,6 @@ class Context:
     by_op_name: Mapping[str, tuple[Instruction, ...]]
     # Propagated instruction name -> the instructions that use it.
     users: Mapping[str, tuple[Instruction, ...]]
-    # (sharding, rank) -> its layout, for every single-array propagated instruction.
-    layouts: Mapping[tuple[str | None, int], Layout | None]
     # Optimized collective name -> the steps of the one data movement it is part of.
     chains: Mapping[str, Chain]
 
@@ -60,7 +63,6 @@ class Context:
         opt_names = optimized.by_name()
         by_op_name: dict[str, list[Instruction]] = {}
         users: dict[str, list[Instruction]] = {}
-        layouts: dict[tuple[str | None, int], Layout | None] = {}
         if propagated is not None:
             # Reducer and comparator bodies repeat their caller's op_name; a shard_map body,
             # also called with to_apply, is real code.
@@ -71,14 +73,10 @@ class Context:
                     by_op_name.setdefault(instr.op_name, []).append(instr)
                 for o in instr.operands:
                     users.setdefault(o, []).append(instr)
-                if len(instr.arrays) == 1:
-                    key = (instr.sharding, len(instr.arrays[0].dims))
-                    if key not in layouts:
-                        layouts[key] = dim_axes(key[0], key[1], mesh)
         return cls(optimized, propagated, mesh, tuple(inputs), opt_names,
                    propagated.by_name() if propagated is not None else {},
                    {k: tuple(v) for k, v in by_op_name.items()},
-                   {k: tuple(v) for k, v in users.items()}, layouts,
+                   {k: tuple(v) for k, v in users.items()},
                    find_chains(optimized, opt_names))
 
     # -- layouts -----------------------------------------------------------------------------
@@ -88,10 +86,7 @@ class Context:
         unreadable sharding."""
         if len(i.arrays) != 1:
             return None
-        key = (i.sharding, len(i.arrays[0].dims))
-        if key in self.layouts:
-            return self.layouts[key]
-        return dim_axes(key[0], key[1], self.mesh)
+        return _layout(i.sharding, len(i.arrays[0].dims), self.mesh)
 
     def shard_dims(self, dims: Sequence[int], axes: Layout) -> tuple[int, ...]:
         return shard_dims(dims, axes, self.mesh)
