@@ -211,7 +211,18 @@ class Memory:
 @dataclass(frozen=True)
 class Buffer:
     """One buffer live at the memory peak of the per-device program, as XLA's buffer
-    assignment sized it (with the target's padding: a TPU tiles its layouts)."""
+    assignment sized it (with the target's padding: a TPU tiles its layouts).
+
+    Attributes:
+        name: the HLO value: the instruction's name, ``{i}`` added for part i of a tuple.
+        bytes: its size on one device, padding included.
+        instruction: the jax operation that made it (its op_name), or an input's name; the
+            HLO opcode where the compiler recorded neither.
+        source: ``file.py:12`` of the user code; "" if unknown.
+        source_text: that line of code, stripped.
+        aliases: other values that live in the same bytes at the peak (one buffer updated in
+            place, e.g. an all-reduce over the matmul result it sums), held once.
+    """
 
     name: str                    # the HLO value: instruction name, "{i}" for a tuple's part i
     bytes: int
@@ -233,7 +244,16 @@ class Buffer:
 class MemoryVerdict:
     """The compiler's refusal of a program that does not fit the device's memory: what it
     needs and what there is, per device, as the compiler rounded them (None where its message
-    does not say), and its own words."""
+    does not say), and its own words.
+
+    Attributes:
+        memory: which memory, as the compiler names it, e.g. ``"HBM"``.
+        required: bytes per device the program needs; None where the message does not say.
+        available: bytes per device there are; None where the message does not say.
+        what: what the compiler counted as required, e.g. ``"HLO temporaries"``.
+        message: the compiler's message, verbatim.
+        fits: always False, the program having been refused (JSON reads it as MemoryFit's).
+    """
 
     memory: str                  # which memory, as the compiler names it: "HBM"
     required: int | None         # bytes per device
@@ -306,7 +326,14 @@ class Timing:
 class CompilerWarning:
     """One message XLA or Shardy printed while compiling (e.g. "Involuntary full
     rematerialization"), linked to the HLO instruction it names and that instruction's source
-    line where the text names one."""
+    line where the text names one.
+
+    Attributes:
+        text: the message as printed.
+        instruction: the HLO instruction it names; "" if none.
+        source: ``file.py:12`` (``In [3], line 2`` in a notebook) of that instruction.
+        source_text: that line of code.
+    """
 
     text: str
     instruction: str = ""        # the HLO instruction the message names, "" if none

@@ -48,13 +48,25 @@ MAX_EVENTS = 100_000
 
 
 class TraceLane(StrEnum):
+    """The lane an event of the step trace runs on."""
+
     COMPUTE = "compute"
     COMMUNICATION = "communication"
 
 
 @dataclass(frozen=True)
 class TraceEvent:
-    """One instruction on the timeline."""
+    """One instruction on the timeline.
+
+    Attributes:
+        name: what it does: the last part of its op name, or the collective.
+        lane: compute or communication.
+        start: seconds from the start of the step.
+        duration: seconds.
+        hlo: the HLO instruction.
+        source: ``file.py:12`` of the user code; "" if unknown.
+        args: JSON-able details (a permute's ``ring_direction`` among them).
+    """
 
     name: str                    # what it does: the op name's last part, or the collective
     lane: TraceLane
@@ -83,7 +95,15 @@ REVERSE_ROW = "comm., reverse ring"
 
 @dataclass(frozen=True)
 class StepTrace:
-    """The predicted timeline of one step of the compiled program on a target."""
+    """The predicted timeline of one step of the compiled program on a target.
+
+    Attributes:
+        target: the target's name.
+        events: the instructions in time, at most MAX_EVENTS of them (a longer step is still
+            timed to its end).
+        seconds: when both lanes are done: the predicted step.
+        notes: what could not be timed as scheduled, and why.
+    """
 
     target: str
     events: tuple[TraceEvent, ...]

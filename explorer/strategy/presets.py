@@ -26,6 +26,22 @@ from explorer.strategy.rules import Rule, Rules, parse_rules
 
 @dataclass(frozen=True)
 class Preset:
+    """A parallelism scheme of the literature as logical-axis rules, and the mesh axes it expects.
+
+    explorer.PRESETS lists them by name; analyze_workload's ``preset=`` applies one.
+
+    Attributes:
+        name: the key in explorer.PRESETS, e.g. ``"megatron"``.
+        title: the scheme's name in words.
+        source: the paper or public document it comes from.
+        rules: its rule table as text (``batch=data,mlp=model,...``).
+        requires: the mesh axes it needs; a PresetError names a missing one.
+        optional: the mesh axes it uses when the mesh has them (its rules over a missing one
+            are dropped).
+        workloads: the workloads it applies to; None for any.
+        expects: the collectives the literature predicts for it.
+    """
+
     name: str
     title: str
     source: str                       # the paper or public doc it comes from
@@ -129,6 +145,11 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
 
 
 def get_preset(name: str) -> Preset:
+    """The preset called `name`, e.g. ``"zero3"``.
+
+    Raises:
+        PresetError: no preset has that name; the message lists them.
+    """
     if not isinstance(name, str) or name not in PRESETS:
         raise PresetError(f"preset {show(name)} is unknown; choose one of {choices(PRESETS)}")
     return PRESETS[name]

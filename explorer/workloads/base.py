@@ -74,6 +74,32 @@ LR = Range(0, 1000, low_open=True)
 
 @dataclass(frozen=True)
 class Workload:
+    """A built-in program: its tensors' shapes and roles, its params, and the function.
+
+    explorer.WORKLOADS lists them by name; analyze_workload analyses one. Each callable field
+    takes the resolved params (`resolve`), so that every shape follows from them.
+
+    Attributes:
+        name: the key in explorer.WORKLOADS.
+        description: what it computes, in one line.
+        defaults: every param and its default; numeric ones are held to `bounds`.
+        shapes: params -> tensor name -> shape, in argument order.
+        build: params -> the function to compile.
+        logical: params -> tensor name -> logical dimension names, for logical-axis rules.
+        check: raises a WorkloadError when params do not fit each other or the mesh.
+        info: params -> extra JSON-able data for the Report (WorkloadInfo.extra).
+        kinds: params -> tensor name -> kind (``"param"``, ``"opt"``, ``"input"``); a tensor
+            not named is a param.
+        points: params -> constraint point name -> Point, in program order.
+        dtypes: params -> tensor name -> dtype, where it differs from the ``dtype`` param.
+        returns_state: the function returns its state under the input names, so that it comes
+            out in the layout it went in.
+        bounds: each numeric param's Range, checked before any work is done.
+        options: text param -> the values it may take.
+        intermediates: params -> the program's largest intermediate tensors (name -> shape),
+            held to the per-tensor element bound like the inputs.
+    """
+
     name: str
     description: str
     defaults: Mapping[str, int | float | str]
