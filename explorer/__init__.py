@@ -16,12 +16,21 @@ compile on fake CPU devices in a worker process.
 The public surface is what this module lists in `__all__`: the functions, the request types
 (TensorSpec, MeshSpec), the Report and every type a Report holds, and the errors. The code
 lives in one subpackage per stage of the pipeline (spec, hlo, cost, compile, workloads, report,
-strategy, api, search); the core imports no UI library and returns plain data. `search` is the
-strategy search (explorer.search.search.search); its package is reached as explorer.search.*
-by import statements only, since the attribute is the function. The interactive app is
-in explorer.ui.
+strategy, api, _search); the core imports no UI library and returns plain data. `search` is
+the strategy search, re-exported with its types from the package explorer._search, which is
+private so that explorer.search names the function alone. The interactive app is in
+explorer.ui.
 """
 
+from explorer._search.result import Candidate as Candidate
+from explorer._search.result import CandidateStatus as CandidateStatus
+from explorer._search.result import CollectiveCost as CollectiveCost
+from explorer._search.result import CollectiveGroup as CollectiveGroup
+from explorer._search.result import Comparison as Comparison
+from explorer._search.result import Progress as Progress
+from explorer._search.result import SearchResult as SearchResult
+from explorer._search.result import SearchStats as SearchStats
+from explorer._search.search import search as search
 from explorer.api.analyze import analyze, clear_cache
 from explorer.api.request import PARTITIONERS
 from explorer.api.workload import analyze_workload
@@ -72,17 +81,6 @@ from explorer.report.report import (
 )
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
 from explorer.report.why import Evidence, Reason, Why
-from explorer.search.result import (
-    Candidate,
-    CandidateStatus,
-    CollectiveCost,
-    CollectiveGroup,
-    Comparison,
-    Progress,
-    SearchResult,
-    SearchStats,
-)
-from explorer.search.search import search
 from explorer.spec.mesh import AxisType, MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, parse_spec
 from explorer.strategy.presets import PRESETS, Preset, get_preset

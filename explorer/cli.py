@@ -236,7 +236,7 @@ class _ProgressBar:
 
 
 def _search(args) -> int:
-    from explorer.search.search import search
+    from explorer._search.search import search
 
     get_workload(args.workload)
     result = search(args.workload, mesh=args.mesh, target=args.target, mapping=args.mapping,

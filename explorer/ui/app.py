@@ -25,6 +25,7 @@ from dataclasses import replace
 
 import ipywidgets as w
 
+from explorer._search.result import Candidate as SearchCandidate
 from explorer.api.request import check_inputs, check_mesh, check_partitioner, check_target
 from explorer.cost.hardware import get_target, targets
 from explorer.errors import (
@@ -38,7 +39,6 @@ from explorer.errors import (
 from explorer.report.compare import compare
 from explorer.report.provenance import provenance
 from explorer.report.report import Report
-from explorer.search.result import Candidate as SearchCandidate
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, normalize_spec
 from explorer.strategy.presets import PRESETS, get_preset

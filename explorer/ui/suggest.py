@@ -23,12 +23,12 @@ from dataclasses import dataclass
 import ipywidgets as w
 import plotly.graph_objects as go
 
+from explorer._search.result import Candidate, CandidateStatus, Progress, SearchResult
+from explorer._search.search import search
+from explorer._search.space import WorkloadProblem
 from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError, choices
 from explorer.report.summary import human_bytes
-from explorer.search.result import Candidate, CandidateStatus, Progress, SearchResult
-from explorer.search.search import search
-from explorer.search.space import WorkloadProblem
 from explorer.spec.bounds import show
 from explorer.spec.tensor import Entry, normalize_spec
 from explorer.ui.figure import FigureWidget

@@ -31,7 +31,7 @@ backward dh = dy @ w2ᵀ contracts d again (2α): 10α in all, less than 14α, a
 import pytest
 
 import explorer
-from explorer.search.result import CandidateStatus
+from explorer._search.result import CandidateStatus
 
 TARGET = "h100-8"
 MESH = "data=2,model=4"

@@ -6,7 +6,7 @@ import itertools
 import pytest
 
 import explorer
-from explorer.search.result import CandidateStatus
+from explorer._search.result import CandidateStatus
 
 PARAMS = {"layers": 4, "batch": 16, "d_model": 64}
 

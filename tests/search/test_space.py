@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from explorer.errors import ExplorerError, SpecError
-from explorer.search.space import (
+from explorer._search.space import (
     WorkloadProblem,
     enumerate_space,
     mesh_shapes,
     tensor_specs,
 )
+from explorer.errors import ExplorerError, SpecError
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, check_spec
 from explorer.strategy.plan import plan

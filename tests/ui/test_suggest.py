@@ -248,7 +248,7 @@ def test_bad_input_gives_one_message_in_the_tab(mlp_app):
 
 
 def test_a_failed_candidate_is_a_row_with_its_error():
-    from explorer.search.result import Candidate, CandidateStatus, SearchResult, SearchStats
+    from explorer._search.result import Candidate, CandidateStatus, SearchResult, SearchStats
     from explorer.spec.mesh import parse_mesh
     from explorer.ui.suggest import results_html
 

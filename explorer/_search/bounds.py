@@ -37,8 +37,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from explorer._search.space import Point, Problem, WorkloadProblem
 from explorer.report.report import Report, TensorRole
-from explorer.search.space import Point, Problem, WorkloadProblem
 from explorer.spec.mesh import MeshSpec
 
 # Relative slack when checking a compiled result against its bound: float sums in another order.

@@ -1,21 +1,21 @@
 """explorer.search: the best shardings of a program on a target, found with the real compiler.
 
-Intra-operator search (rules or specs spaces, explorer.search.space) is a branch and bound over
+Intra-operator search (rules or specs spaces, explorer._search.space) is a branch and bound over
 the distinct candidates: the replicated candidate is compiled first (the reference the bounds
 need), every other candidate gets a lower bound on its memory per device and on its step time
-from its specs alone (explorer.search.bounds), and candidates are compiled in the order of their
+from its specs alone (explorer._search.bounds), and candidates are compiled in the order of their
 time bound. One whose memory bound exceeds the chip's memory is never compiled; once the next
 time bound is no better than the best predicted step, no candidate left can win and the search
 ends. With `prune=False` every candidate is compiled (the exhaustive search the tests compare
 against).
 
-For the `pipeline` workload the search is inter-operator (explorer.search.pipeline): per-layer
+For the `pipeline` workload the search is inter-operator (explorer._search.pipeline): per-layer
 costs are compiled once per microbatch size and stage width, Alpa's dynamic program chooses the
 cuts for every (stages, microbatches), and the best plans are compiled to check their memory and
 list their collectives.
 
 Candidates compile on this process's worker pool, or as Ray tasks on a cluster
-(explorer.search.cluster). A budget bounds the wall time; a threading.Event or a progress
+(explorer._search.cluster). A budget bounds the wall time; a threading.Event or a progress
 callback that returns False cancels; a candidate that fails is recorded with its error.
 """
 
@@ -27,6 +27,32 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from explorer._search import bounds as bounds_
+from explorer._search import pipeline as pipe
+from explorer._search.cluster import runner as make_runner
+from explorer._search.evaluate import Outcome, Request
+from explorer._search.result import (
+    Candidate,
+    CandidateStatus,
+    CollectiveCost,
+    CollectiveGroup,
+    Comparison,
+    Progress,
+    SearchResult,
+    SearchStats,
+)
+from explorer._search.space import (
+    FunctionProblem,
+    Layout,
+    Problem,
+    WorkloadProblem,
+    check_names,
+    check_replaceable,
+    check_tensors,
+    enumerate_space,
+)
+from explorer._search.space import mesh_shapes as factor_meshes
+from explorer._search.surrogate import Surrogate, fits
 from explorer.api.analyze import tensor_leaves
 from explorer.api.request import (
     check_flag,
@@ -40,32 +66,6 @@ from explorer.api.request import (
 from explorer.cost.hardware import get_target
 from explorer.cost.model import format_seconds as fs
 from explorer.errors import ExplorerError, WorkerError, WorkloadError, choices
-from explorer.search import bounds as bounds_
-from explorer.search import pipeline as pipe
-from explorer.search.cluster import runner as make_runner
-from explorer.search.evaluate import Outcome, Request
-from explorer.search.result import (
-    Candidate,
-    CandidateStatus,
-    CollectiveCost,
-    CollectiveGroup,
-    Comparison,
-    Progress,
-    SearchResult,
-    SearchStats,
-)
-from explorer.search.space import (
-    FunctionProblem,
-    Layout,
-    Problem,
-    WorkloadProblem,
-    check_names,
-    check_replaceable,
-    check_tensors,
-    enumerate_space,
-)
-from explorer.search.space import mesh_shapes as factor_meshes
-from explorer.search.surrogate import Surrogate, fits
 from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import TensorSpec, format_spec
@@ -408,7 +408,7 @@ def _branch_and_bound(problem: Problem, mode: str, found, common: dict, run: _Ru
     shapes_tried = {points[0].layout.mesh.sizes} if points else set()
 
     def next_index() -> int:
-        """The candidate to compile next (explorer.search.surrogate): first the lowest time
+        """The candidate to compile next (explorer._search.surrogate): first the lowest time
         bound on each mesh shape not tried yet, then the surrogate's lowest predicted step
         among those it predicts to fit; the time bound, then enumeration order, break ties."""
         fresh = [i for i in remaining if by_index[i].layout.mesh.sizes not in shapes_tried]

@@ -2,7 +2,7 @@
 
 A runner takes requests and gives back outcomes as they finish. The local runner compiles one at
 a time on the explorer's own worker pool (one warm worker per device count). The Ray runner
-sends each request as a Ray task; the task runs explorer.search.evaluate.run on whichever node
+sends each request as a Ray task; the task runs explorer._search.evaluate.run on whichever node
 Ray picks, which compiles it on that node's own worker pool (each Ray worker process keeps its
 pool warm between tasks), and returns the compiled Report without its program texts. Nothing
 else is shared: the nodes need the same explorer and jax as the caller (see docs/search.md).
@@ -16,9 +16,9 @@ import time
 from collections import OrderedDict
 from dataclasses import replace
 
+from explorer._search.evaluate import Outcome, Request, run
 from explorer.compile.sources import pickle_function
 from explorer.errors import ExplorerError
-from explorer.search.evaluate import Outcome, Request, run
 from explorer.spec.bounds import show
 
 INSTALL_HINT = "pip install 'sharding-explorer[cluster]' (or: pip install 'ray[default]>=2.9')"
