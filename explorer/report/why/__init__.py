@@ -30,5 +30,6 @@ from explorer.report.why.layout import dim_axes, spec_text
 from explorer.report.why.layout import tuple_parts as _tuple_parts
 from explorer.report.why.reason import Evidence, Reason, Why
 
+# _tuple_parts: the tests of the tuple-sharding reader import it under its old name.
 __all__ = ["Evidence", "Reason", "Why", "dim_axes", "explain_collectives", "spec_text",
            "_tuple_parts"]
