@@ -115,6 +115,10 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--tpu-topology", metavar="GEN:SHAPE",
                    help="compile ahead of time for a TPU slice, e.g. v5e:4x4 or v4:16x16x16 "
                    "(needs the tpu extra; the mesh's device count must equal the chips)")
+    a.add_argument("--compile-for", default="target", choices=["target", "cpu"],
+                   help="target (the default): compile for a GPU or TPU --target's own "
+                   "hardware where its compiler is installed (the gpu or tpu extra, no device "
+                   "needed); cpu: on fake CPU devices, priced on the target (approximate)")
     a.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])
     a.add_argument("--axis-type", default="auto", choices=["auto", "explicit"])
     a.add_argument("--timeout", type=_seconds, default=None,
@@ -316,7 +320,8 @@ def _analyze(args) -> int:
                               partitioner=args.partitioner, axis_type=args.axis_type,
                               timeout=args.timeout, target=args.target, mapping=args.mapping,
                               measure=args.measure, tpu_topology=args.tpu_topology,
-                              real_devices=args.real_devices, peak=args.peak)
+                              real_devices=args.real_devices, peak=args.peak,
+                              compile_for=args.compile_for)
     if args.trace:
         if report.trace is None:
             raise ExplorerError(f"no trace for --target {args.target}: "

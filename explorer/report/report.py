@@ -191,8 +191,8 @@ class Memory:
 
     @property
     def total(self) -> int:
-        # Aliased outputs reuse argument buffers, so they are counted once.
         """Bytes per device, arguments + outputs - aliased + temporaries."""
+        # Aliased outputs reuse argument buffers, so they are counted once.
         return self.arguments + self.outputs - self.aliased + self.temporaries
 
     @property
@@ -409,6 +409,11 @@ class Report:
         memory_verdict: set when the compiler refused the program for want of memory (a TPU
             compile); `memory` is then None, and the collectives and placement come from the
             module it wrote before.
+        device_kind: what the devices compiled for are, e.g. ``"NVIDIA H100 80GB HBM3"``,
+            ``"TPU v5 lite"``, ``"cpu"``.
+        approximation: why this program is not the one the chosen target's own compiler
+            would write (e.g. a GPU or TPU target compiled on fake CPU devices), its numbers
+            then approximate; "" when it is, or without a target.
         stablehlo: the lowered module, before any partitioning.
         propagated_hlo: the module before spmd-partitioning, with the propagated sharding on
             every instruction.

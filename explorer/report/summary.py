@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from explorer.report.provenance import provenance
 from explorer.report.report import Report
 
 
@@ -108,7 +109,7 @@ def summary(report: Report) -> str:
     n_inter = sum(1 for x in report.tensors if x.kind == "intermediate")
     lines = [f"mesh {report.mesh.text()} ({report.mesh.device_count} devices, "
              f"{report.mesh.axis_type} axes), partitioner {report.partitioner}, backend "
-             f"{report.backend}", "", "Tensors"]
+             f"{report.backend}", provenance(report), "", "Tensors"]
     lines += tensors_table(report)
     lines += [f"(+ {n_inter} intermediates; --json lists them)", "", "Collectives"]
     lines += collectives_table(report)
