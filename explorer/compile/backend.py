@@ -18,7 +18,8 @@ from contextlib import contextmanager
 
 from explorer.compile.gpu import GpuTopology, gpu_devices
 from explorer.compile.protocol import CompileResult, Measurement, OutOfMemory, TensorLayout
-from explorer.hlo.module import close_bracket, parse_module
+from explorer.hlo.module import parse_module
+from explorer.hlo.sharding import tuple_parts
 from explorer.spec.tensor import TensorSpec
 
 # The passes whose input module we read (XLA dumps the module before and after each pass the
@@ -243,22 +244,8 @@ def root_shardings(module_text: str, count: int) -> list[str | None]:
         return [None] * count
     if not text.startswith("{{"):
         return [text] * count       # one sharding for the whole root: each output's
-    parts = _tuple_parts(text)
+    parts = tuple_parts(text)
     return parts if len(parts) == count else [None] * count
-
-
-def _tuple_parts(text: str) -> list[str]:
-    """"{{a}, {b}}" -> ["{a}", "{b}"]."""
-    inner = text[1:-1]
-    parts, i = [], 0
-    while i < len(inner):
-        if inner[i] == "{":
-            end = close_bracket(inner, i)
-            parts.append(inner[i:end])
-            i = end
-        else:
-            i += 1
-    return parts
 
 
 @contextmanager

@@ -34,7 +34,7 @@ import re
 
 import numpy as np
 
-from explorer.hlo.module import ints
+from explorer.hlo.module import close_bracket, ints
 from explorer.spec.layout import Tiling
 
 # --------------------------------------------------------------------------- HLO text
@@ -219,3 +219,18 @@ def tiling_from_hlo(text: str, rank: int, num_devices: int) -> Tiling:
         manual=group["manual"],
         unreduced=group["unreduced"],
     )
+
+
+def tuple_parts(sharding: str) -> list[str]:
+    """The element shardings of a tuple sharding `{{a}, {b}}`: `["{a}", "{b}"]`; ValueError
+    for text cut short."""
+    text = re.sub(r"/\*.*?\*/", "", sharding).strip()[1:-1]
+    parts, i = [], 0
+    while i < len(text):
+        if text[i] == "{":
+            end = close_bracket(text, i)
+            parts.append(text[i:end])
+            i = end
+        else:
+            i += 1
+    return parts

@@ -25,9 +25,9 @@ with the table of rules per collective kind, `text.py` (the words of every sente
 `explain.py` (the driver). This module is its public face.
 """
 
+from explorer.hlo.sharding import tuple_parts as _tuple_parts
 from explorer.report.why.explain import explain_collectives
 from explorer.report.why.layout import dim_axes, spec_text
-from explorer.report.why.layout import tuple_parts as _tuple_parts
 from explorer.report.why.reason import Evidence, Reason, Why
 
 # _tuple_parts: the tests of the tuple-sharding reader import it under its old name.

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 
 import numpy as np
 
-from explorer.hlo.module import close_bracket
 from explorer.hlo.sharding import tiling_from_hlo
 from explorer.spec.mesh import MeshSpec
 
@@ -62,16 +60,3 @@ def shard_dims(dims: Iterable[int], axes: Layout, mesh: MeshSpec) -> tuple[int, 
                  zip(dims, axes, strict=False))
 
 
-def tuple_parts(sharding: str) -> list[str]:
-    """The element shardings of a tuple sharding `{{a}, {b}}`: `["{a}", "{b}"]`; ValueError
-    for text cut short."""
-    text = re.sub(r"/\*.*?\*/", "", sharding).strip()[1:-1]
-    parts, i = [], 0
-    while i < len(text):
-        if text[i] == "{":
-            end = close_bracket(text, i)
-            parts.append(text[i:end])
-            i = end
-        else:
-            i += 1
-    return parts

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorer.hlo.module import Instruction, ints
+from explorer.hlo.sharding import tuple_parts
 from explorer.report.why.context import Context
-from explorer.report.why.layout import Layout, dim_axes, tuple_parts
+from explorer.report.why.layout import Layout, dim_axes
 from explorer.report.why.metadata import primitive
 from explorer.report.why.ops import LAYOUT_OPS, dim_sources, same_tensor
 
