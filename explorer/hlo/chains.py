@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
-from explorer.hlo.collectives import collective_kind
 from explorer.hlo.module import HloModule, Instruction
 
 # Free ops through which a fusion's result is passed on to the next fusion of a chain.
@@ -53,22 +53,37 @@ def flagged(instr: Instruction) -> bool:
         return False
 
 
-def collective_chains(module: HloModule) -> list[Chain]:
-    """Every chain of fusions that runs one collective (see the module docstring)."""
+# Module -> its chains. The collective list (explorer.report.dtypes) and the schedule ask for
+# the chains of the same parsed module; they are found once and live as long as it does.
+_CHAINS: WeakKeyDictionary[HloModule, tuple[Chain, ...]] = WeakKeyDictionary()
+
+
+def collective_chains(module: HloModule) -> tuple[Chain, ...]:
+    """Every chain of fusions that runs one collective (see the module docstring); found once
+    per module."""
+    chains = _CHAINS.get(module)
+    if chains is None:
+        chains = _CHAINS[module] = _find_chains(module)
+    return chains
+
+
+def _find_chains(module: HloModule) -> tuple[Chain, ...]:
     chains = [c for computation, instrs in module.computations.items()
               for c in _chains_in(module, computation, instrs)]
     # A loop body's fusions that carry a chain from outside are not a chain of their own.
     carried = {name for c in chains for name in c.carried}
-    return [c for c in chains if c.head not in carried]
+    return tuple(c for c in chains if c.head not in carried)
 
 
-def _collectives(module: HloModule, fusion: Instruction) -> list[Instruction]:
-    """The collectives of a fusion's body, where each has a channel id; else []."""
-    if fusion.opcode != "fusion":
-        return []
-    body = module.called(fusion)
-    found = [i for i in body if collective_kind(i.opcode)[0] is not None]
-    return found if all(i.attr("channel_id") for i in found) else []
+def fused_collectives(module: HloModule, instr: Instruction) -> tuple[Instruction, ...]:
+    """The collectives in the body of a fusion; () for any other instruction."""
+    return module.collectives.get(instr.callee(), ()) if instr.opcode == "fusion" else ()
+
+
+def _collectives(module: HloModule, fusion: Instruction) -> tuple[Instruction, ...]:
+    """The collectives of a fusion's body, where each has a channel id; else ()."""
+    found = fused_collectives(module, fusion)
+    return found if all(i.attr("channel_id") for i in found) else ()
 
 
 def _chains_in(module: HloModule, computation: str, instrs: list[Instruction]) -> list[Chain]:
@@ -91,7 +106,7 @@ def _chains_in(module: HloModule, computation: str, instrs: list[Instruction]) -
     head_of: dict[str, str] = {}               # chain fusion -> the head of its chain
     reads: dict[str, set[str]] = {}            # member -> the chain instructions it reads
     channel: dict[str, set[str]] = {}          # head -> its collectives' channel ids
-    inner: dict[str, list[Instruction]] = {}   # chain fusion -> its collectives
+    inner: dict[str, tuple[Instruction, ...]] = {}   # chain fusion -> its collectives
     # loop -> {head: the body's fusions} for each chain whose flags the loop carries
     carried: dict[str, dict[str, tuple[Instruction, ...]]] = {}
 

@@ -20,12 +20,14 @@ class CollectiveKind(StrEnum):
     COLLECTIVE_PERMUTE = "collective-permute"
 
 
+# Opcode -> kind: a dict lookup, as the readers ask it of every instruction of a module.
+_KINDS = {str(k): k for k in CollectiveKind}
+
+
 def collective_kind(opcode: str) -> tuple[CollectiveKind | None, bool]:
     """(the kind, whether it is the start of an async pair) of an HLO opcode; (None, False) for
     an instruction that is not a collective."""
-    base, is_async = (opcode[: -len("-start")], True) if opcode.endswith("-start") else (opcode,
-                                                                                          False)
-    try:
-        return CollectiveKind(base), is_async
-    except ValueError:
-        return None, False
+    if opcode.endswith("-start"):
+        kind = _KINDS.get(opcode[: -len("-start")])
+        return kind, kind is not None
+    return _KINDS.get(opcode), False

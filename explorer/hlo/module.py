@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from math import prod
 
+from explorer.hlo.collectives import collective_kind
+
 # Bytes per element of HLO primitive types. Sub-byte types count as fractions.
 HLO_DTYPE_BYTES = {
     "pred": 1, "s2": 0.25, "u2": 0.25, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2,
@@ -84,8 +86,16 @@ class Instruction:
         return tuple(parse_shape(self.shape))
 
     def attr(self, key: str) -> str | None:
-        """The raw value of `key=...`, brace- and paren-balanced."""
-        return balanced_value(self.attrs, key)
+        """The raw value of `key=...`, brace- and paren-balanced; read once per key (the
+        readers ask each fusion for its `calls` many times)."""
+        read = self._attr_values
+        if key not in read:
+            read[key] = balanced_value(self.attrs, key)
+        return read[key]
+
+    @cached_property
+    def _attr_values(self) -> dict[str, str | None]:
+        return {}
 
     def callee(self, *keys: str) -> str:
         """The name of the computation this instruction calls through the first of `keys` it
@@ -186,7 +196,9 @@ def _parse_instruction(line: str, computation: str) -> Instruction | None:
                        computation, bool(m.group(1)))
 
 
-@dataclass
+# One parse of one module text, compared by identity (eq=False): readers keep what they derive
+# from a module (explorer.hlo.chains) in a WeakKeyDictionary keyed on it.
+@dataclass(eq=False)
 class HloModule:
     name: str
     entry: str
@@ -199,6 +211,13 @@ class HloModule:
 
     def by_name(self) -> dict[str, Instruction]:
         return {i.name: i for i in self.instructions()}
+
+    @cached_property
+    def collectives(self) -> dict[str, tuple[Instruction, ...]]:
+        """Computation name -> its collective instructions (explorer.hlo.collectives; -start
+        ops included), in order; read once, for the several readers that look for them."""
+        return {name: tuple(i for i in instrs if collective_kind(i.opcode)[0] is not None)
+                for name, instrs in self.computations.items()}
 
     def called(self, instr: Instruction, *keys: str) -> list[Instruction]:
         """The instructions of the computation `instr` calls (see `Instruction.callee`); [] when

@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from math import ceil, prod
 
-from explorer.hlo.chains import collective_chains, flagged
+from explorer.hlo.chains import collective_chains, flagged, fused_collectives
 from explorer.hlo.collectives import collective_kind
 from explorer.hlo.module import HloModule, Instruction, ints, parse_module
 
@@ -120,13 +122,41 @@ class Schedule:
     scheduled: bool             # the header says is_scheduled=true: text order is run order
 
 
+_HEADER = re.compile(r"^HloModule [^\n]*", re.MULTILINE)
+
+
 def read_schedule(text: str, module: HloModule | None = None) -> Schedule:
     """The entry computation of an optimized module's text (compiled.as_text()) as Steps.
     `module`: that text already parsed, where the caller has it."""
     module = module if module is not None else parse_module(text)
-    header = next((ln for ln in text.splitlines() if ln.startswith("HloModule ")), "")
+    header = _HEADER.search(text)
     reader = _Reader(module)
-    return Schedule(module, reader.steps(module.entry), "is_scheduled=true" in header)
+    return Schedule(module, reader.steps(module.entry),
+                    header is not None and "is_scheduled=true" in header.group(0))
+
+
+# The schedules of the last few texts read. A Report's schedule is read when the Report is
+# built (the runs of its collectives) and again each time it is priced for a target
+# (explorer.report.predict), which the app and explorer.search do many times per Report.
+SCHEDULES_KEPT = 8
+_schedules: OrderedDict[str, Schedule] = OrderedDict()
+_schedules_lock = threading.Lock()
+
+
+def cached_schedule(text: str, module: HloModule | None = None) -> Schedule:
+    """read_schedule(text, module), kept for the last SCHEDULES_KEPT texts (keyed by the text
+    itself: a Report loaded from disk finds the schedule its equal text was read into)."""
+    with _schedules_lock:
+        schedule = _schedules.get(text)
+        if schedule is not None:
+            _schedules.move_to_end(text)
+            return schedule
+    schedule = read_schedule(text, module)
+    with _schedules_lock:
+        _schedules[text] = schedule
+        while len(_schedules) > SCHEDULES_KEPT:
+            _schedules.popitem(last=False)
+    return schedule
 
 
 def dot_flops(instr: Instruction, names: dict[str, Instruction]) -> float:
@@ -224,6 +254,10 @@ class _Reader:
         self.chain_heads = {c.head: c for c in chains}
         self.chain_dones = {c.done: c for c in chains}
         self.chain_parts = {f for c in chains for f in (*c.members, *c.carried)}
+        # What each computation computes and runs, read once: a fusion's body is asked for its
+        # FLOPs and collectives by several of the rules below.
+        self.computation_flops: dict[str, float] = {}
+        self.computation_collectives: dict[str, tuple[str, ...]] = {}
 
     def steps(self, computation: str) -> tuple[Step, ...]:
         out: list[Step] = []
@@ -329,7 +363,7 @@ class _Reader:
         if instr.opcode != "fusion" or not (step.overlaps or not step.flops):
             return None
         body = self.fused_body(instr)
-        inner = [i for i in body if collective_kind(i.opcode)[0] is not None]
+        inner = fused_collectives(self.module, instr)
         if not inner or not all(flagged(i) for i in inner):
             return None
         root = next((i for i in body if i.is_root), None)
@@ -447,16 +481,22 @@ class _Reader:
         return 0.0
 
     def flops_in(self, computation: str) -> float:
-        return sum(self.flops(i) for i in self.module.computations.get(computation, []))
+        if computation not in self.computation_flops:
+            self.computation_flops[computation] = sum(
+                self.flops(i) for i in self.module.computations.get(computation, []))
+        return self.computation_flops[computation]
 
     def collectives_in(self, computation: str) -> tuple[str, ...]:
-        out: list[str] = []
-        for i in self.module.computations.get(computation, []):
-            if collective_kind(i.opcode)[0] is not None:
-                out.append(i.name)
-            elif i.opcode in ("fusion", "call"):
-                out += self.collectives_in(i.callee("calls", "to_apply"))
-        return tuple(out)
+        """The collectives a computation runs, those of the fusions and calls in it included."""
+        if computation not in self.computation_collectives:
+            out: list[str] = []
+            for i in self.module.computations.get(computation, []):
+                if collective_kind(i.opcode)[0] is not None:
+                    out.append(i.name)
+                elif i.opcode in ("fusion", "call"):
+                    out += self.collectives_in(i.callee("calls", "to_apply"))
+            self.computation_collectives[computation] = tuple(out)
+        return self.computation_collectives[computation]
 
     def independent_math(self, computation: str) -> bool:
         """Whether the computation has a dot or convolution that uses no collective's result."""
@@ -522,7 +562,7 @@ class _Reader:
         """Bytes of a fusion's operands that only its collectives read, and of its result parts
         that its collectives produce."""
         body = self.module.computations.get(called, [])
-        moved = {i.name for i in body if collective_kind(i.opcode)[0] is not None}
+        moved = {i.name for i in self.module.collectives.get(called, ())}
         users, params = _users(body), _params(body)
         total = 0.0
         for k, name in params.items():

@@ -56,9 +56,9 @@ def collectives_of(module: HloModule) -> list[Placed]:
         if instr.opcode == "async-start" and instr.attr("calls"):
             wrapped.add(instr.callee())
     out = []
-    for instr in module.instructions():
+    for instr in (i for instrs in module.collectives.values() for i in instrs):
         kind, is_async = collective_kind(instr.opcode)
-        if kind is None or instr.name in pieces:
+        if instr.name in pieces:
             continue
         is_async = is_async or instr.computation in wrapped or instr.name in heads
         result = done_of[instr.name].arrays if instr.name in done_of else instr.arrays

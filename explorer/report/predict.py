@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from explorer.cost.model import estimate_report
-from explorer.hlo.schedule import read_schedule, schedule_work
+from explorer.hlo.schedule import cached_schedule, schedule_work
 from explorer.report.report import Report
 from explorer.report.trace import step_trace
 
@@ -20,7 +20,7 @@ def with_target(report: Report, target: str, mapping=None, dtype: str | None = N
     """`report` with est_seconds on every collective, the step estimate for `target` and the
     predicted step trace; at the measured achievable rates, or at the vendors' peak with
     `peak`."""
-    schedule = read_schedule(report.optimized_hlo)
+    schedule = cached_schedule(report.optimized_hlo)   # read once per text, not per pricing
     work = schedule_work(schedule) if schedule.steps else None
     est = estimate_report(report, target, dtype=dtype, mapping=mapping, work=work, peak=peak)
     trace = step_trace(schedule, report.collectives, est) if work is not None else None
