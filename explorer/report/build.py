@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import lru_cache
 from math import prod
 
 from explorer.compile.protocol import CompileResult, Measurement
@@ -25,7 +26,7 @@ from explorer.hlo.module import (
     HloModule,
     parse_module,
 )
-from explorer.hlo.schedule import read_schedule, schedule_work
+from explorer.hlo.schedule import cached_schedule, schedule_work
 from explorer.hlo.sharding import tiling_from_hlo
 from explorer.report.buffers import top_buffers
 from explorer.report.dtypes import collectives_of, program_dtypes
@@ -44,7 +45,7 @@ from explorer.report.source import source_line, source_of
 from explorer.report.summary import human_bytes
 from explorer.report.warnings import link_warning
 from explorer.report.why import explain_collectives
-from explorer.spec.layout import shard_shape, spec_from_tiling
+from explorer.spec.layout import Tiling, shard_shape, spec_from_tiling
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import DTYPE_BYTES
 
@@ -200,13 +201,22 @@ def _components(pairs: list[tuple[int, int]]) -> list[list[int]]:
     return list(groups.values())
 
 
-def _tensor(name, kind, shape, dtype, sharding, mesh, itemsize, op_name="", source="",
-            source_text=""):
-    tiling = tiling_from_hlo(sharding, len(shape), mesh.device_count)
-    per_device = shard_shape(tiling, shape)
+# A few hundred: a tiling lists every device, ~70 kB on 2048 devices.
+@lru_cache(maxsize=256)
+def _placement(sharding: str, rank: int, mesh: MeshSpec) -> tuple[Tiling, tuple | None]:
+    """The tiling of an HLO sharding and the spec that yields it (None if none does), one
+    entry per dimension. Remembered: most of a program's arrays share a few shardings."""
+    tiling = tiling_from_hlo(sharding, rank, mesh.device_count)
     spec = spec_from_tiling(tiling, mesh.names, mesh.sizes)
     if spec is not None:   # one entry per dimension, as the spec editors show it
-        spec = tuple(spec) + (None,) * (len(shape) - len(spec))
+        spec = tuple(spec) + (None,) * (rank - len(spec))
+    return tiling, spec
+
+
+def _tensor(name, kind, shape, dtype, sharding, mesh, itemsize, op_name="", source="",
+            source_text=""):
+    tiling, spec = _placement(sharding, len(shape), mesh)
+    per_device = shard_shape(tiling, shape)
     return TensorInfo(
         name=name, kind=kind, shape=tuple(shape), dtype=dtype, sharding=sharding,
         spec=spec,
@@ -264,7 +274,8 @@ def _with_runs(collectives: tuple[Collective, ...], text: str, optimized: HloMod
     schedule around it (a scanned layer's collectives run once per layer)."""
     if not collectives:
         return collectives
-    work = schedule_work(read_schedule(text, optimized))
+    # Kept: pricing the Report for a target (explorer.report.predict) reads the same schedule.
+    work = schedule_work(cached_schedule(text, optimized))
     if work.uncounted_loops:
         unread.append(f"the trip count of loop {work.uncounted_loops[0]!r} could not be read: "
                       "the collectives in it are counted once per step")
