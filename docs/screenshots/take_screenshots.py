@@ -2,7 +2,7 @@
 one, and the app on a Flax NNX model.
 
 Run by hand:  PYTHONPATH=. .venv/bin/python docs/screenshots/take_screenshots.py \
-                  [small|large|flax|hlo|suggest]
+                  [small|large|flax|hlo|suggest|gpu|tpu]
 
 Each scenario is a one-cell notebook served by Voila and driven in headless Chromium (Debian's
 /usr/bin/chromium, through Playwright), as tests/ui/test_app_browser.py does.
@@ -208,6 +208,15 @@ def suggest_scenario() -> None:
 
 TRAIN_UNROLLED = LARGE.replace('"seq": 128}', '"seq": 128, "scan_layers": "false"}')
 
+# Compiled for the target by its own compiler, no device present: a bf16 train step of four
+# layers on one H100 node (XLA's GPU compiler, the gpu extra) and on a v5e slice (libtpu).
+ON_TARGET = """\
+from explorer.ui import Explorer
+Explorer(workload="transformer_train", mesh="data=2,model=4", preset="fsdp_tp",
+         params={"layers": 4, "d_model": 256, "d_ff": 1024, "seq": 128,
+                 "dtype": "bfloat16"}, target="TARGET")
+"""
+
 
 def main(which: list[str]) -> None:
     if "small" in which:
@@ -221,6 +230,12 @@ def main(which: list[str]) -> None:
     if "hlo" in which:        # the HLO tab only: small, and a 12-layer train step (one node
         scenario("hlo", SMALL, "", ["HLO"], collective=None)          # per layer by default)
         scenario("hlo-large", TRAIN_UNROLLED, "large-", ["HLO"], collective=None)
+    if "gpu" in which:
+        scenario("gpu", ON_TARGET.replace("TARGET", "h100-8"), "gpu-",
+                 ["Collectives", "Memory"], collective=0)
+    if "tpu" in which:
+        scenario("tpu", ON_TARGET.replace("TARGET", "tpu-v5e-2x4"), "tpu-",
+                 ["Collectives", "Memory"], collective=0)
     if "flax" in which:
         scenario("flax", FLAX, "flax-", ["Collectives", "Memory"], collective=0,
                  open_section="parameters / layers.3")

@@ -21,6 +21,7 @@ import explorer
 from explorer import TensorSpec
 from explorer.api import diskcache
 from explorer.api.diskcache import DiskCache
+from explorer.compile.gpu import gpu_plugin_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 MLP = dict(specs={"x": "data,None", "w1": "None,model", "w2": "model,None"})
@@ -113,9 +114,15 @@ def test_user_function_round_trip_in_process(cache_dir):
     assert again.collectives == compiled.collectives
     assert again.tensors == compiled.tensors
     assert again.optimized_hlo == compiled.optimized_hlo
-    # A target's prediction is made afresh from the stored compile.
-    predicted = user_report(target="h100-4")
+    # A target's prediction is made afresh from the stored CPU compile...
+    predicted = user_report(target="h100-4", compile_for="cpu")
     assert predicted.timing.cached and predicted.estimate.target == "h100-4"
+    # ... while compiling for the target is a compile of its own, stored beside it.
+    if gpu_plugin_installed():
+        for_gpu = user_report(target="h100-4")
+        assert not for_gpu.timing.cached and for_gpu.backend == "gpu"
+        explorer.clear_cache()
+        assert user_report(target="h100-4").timing.cached
 
 
 def test_use_cache_false_and_measured_runs_leave_the_disk_alone(cache_dir):

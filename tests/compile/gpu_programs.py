@@ -64,9 +64,9 @@ _COLLECTIVE = re.compile(r"^\s*(?:ROOT )?%\S+ = .*? ((?:all-reduce|all-gather|re
 
 def reference(name: str) -> dict:
     """Compile program `name` with plain jax for its target's GPUs; what jax says of it."""
+    import numpy as np
     from jax.sharding import AxisType, Mesh, NamedSharding
 
-    import numpy as np
     from explorer.compile.gpu import gpu_devices, gpu_topology
 
     fn, axes, target, inputs = PROGRAMS[name]

@@ -26,9 +26,13 @@ class _NoHloForm:
 def test_sharding_text_is_xla_s_or_none_never_a_guess():
     mesh = jax.make_mesh((2, 4), ("a", "b"))
     # Dim 0 split 2 ways over `a`, dim 1 whole; each tile replicated over the 4 devices of `b`.
-    assert (_hlo_sharding_text(NamedSharding(mesh, PartitionSpec("a", None)), 2)
+    assert (_hlo_sharding_text(NamedSharding(mesh, PartitionSpec("a", None)), 2, [])
             == "{devices=[2,1,4]<=[8] last_tile_dim_replicate}")
-    assert _hlo_sharding_text(_NoHloForm(), 2) is None
+    notes = []
+    assert _hlo_sharding_text(_NoHloForm(), 2, notes) is None
+    # ... and the Report says why, naming the sharding's type and jax's words.
+    assert notes == ["a _NoHloForm has no HloSharding text that jax would give "
+                     "(NotImplementedError: no HLO form); its placement is left unknown"]
 
 
 def test_an_unreadable_input_sharding_becomes_a_note_not_a_replicated_tensor():

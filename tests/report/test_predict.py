@@ -41,8 +41,11 @@ def test_megatron_all_reduce_on_h100_nvlink():
 
 
 def test_the_cached_compile_is_re_predicted_for_another_target():
-    a = analyze_workload("mlp", "data=2,model=4", specs=MEGATRON, params=BIG, target="h100-8")
-    b = analyze_workload("mlp", "data=2,model=4", specs=MEGATRON, params=BIG, target="a100-8")
+    # One CPU compile priced on two targets (each GPU's own compile would be its own program).
+    a = analyze_workload("mlp", "data=2,model=4", specs=MEGATRON, params=BIG, target="h100-8",
+                         compile_for="cpu")
+    b = analyze_workload("mlp", "data=2,model=4", specs=MEGATRON, params=BIG, target="a100-8",
+                         compile_for="cpu")
     assert b.timing.cached
     assert a.estimate.target == "h100-8" and b.estimate.target == "a100-8"
     # 8 MiB per device over 4 GPUs: 2·3/4·V/w is 17 us on H100, 27 us on A100, against a
