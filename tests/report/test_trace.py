@@ -459,6 +459,7 @@ def test_tpu_compile_overlaps_collectives_inside_the_bounds():
     assert trace.seconds < est.step_upper_seconds * (1 - 1e-6)
 
 
+@pytest.mark.slow     # a 4-layer v5e:4x4 compile; tests/hlo/test_chains.py has the rules
 @needs_libtpu
 def test_tpu_chains_are_the_compilers_own_start_and_done_pairs():
     # libtpu names the first and last fusions of a collective it splits over several

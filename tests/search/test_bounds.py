@@ -20,6 +20,7 @@ def result():
                            names=["batch", "embed"], mesh_shapes=False, prune=False)
 
 
+@pytest.mark.slow     # the module's search compiles every candidate of the train step
 def test_memory_bound_of_a_train_step_counts_inputs_and_state_outputs(result):
     ref = next(c for c in result.candidates if c.label.endswith("replicated"))
     p = _transformer_train_params()
@@ -34,6 +35,7 @@ def test_memory_bound_of_a_train_step_counts_inputs_and_state_outputs(result):
     assert dp.bound_memory == 3 * p * 4 + tokens // 2 + 3 * p * 4
 
 
+@pytest.mark.slow     # the module's search compiles every candidate of the train step
 def test_no_compiled_candidate_falls_below_its_bounds(result):
     assert result.stats.bound_violations == ()
     for c in result.candidates:

@@ -8,6 +8,9 @@ from explorer import TensorSpec
 
 ray = pytest.importorskip("ray")
 
+# A Ray cluster started and stopped, and two searches on it.
+pytestmark = pytest.mark.slow
+
 TARGET = "h100-4"
 
 

@@ -33,6 +33,9 @@ import pytest
 import explorer
 from explorer._search.result import CandidateStatus
 
+# Each case is a whole search, pruned and exhaustive, compiling dozens of candidates.
+pytestmark = pytest.mark.slow
+
 TARGET = "h100-8"
 MESH = "data=2,model=4"
 NAMES = ["batch", "embed", "mlp"]

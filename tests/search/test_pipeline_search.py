@@ -8,6 +8,9 @@ import pytest
 import explorer
 from explorer._search.result import CandidateStatus
 
+# Compiles per-layer costs and the best plans of every (stages, microbatches).
+pytestmark = pytest.mark.slow
+
 PARAMS = {"layers": 4, "batch": 16, "d_model": 64}
 
 

@@ -193,7 +193,8 @@ REMAT = {"batch": 4, "seq": 16, "vocab": 32, "d_model": 16, "heads": 4, "kv_head
          "d_head": 8, "d_ff": 32, "layers": 3, "mlp": "swiglu"}
 
 
-@pytest.mark.parametrize("scan", [True, False])
+# Unrolled, the same counts from a larger program (slow); the inner loop keeps the scanned one.
+@pytest.mark.parametrize("scan", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_remat_recomputes_the_forward_matmuls(scan):
     # Per device on data=2: b = 2 sequences of S=16, T = 32 tokens; D=16, H=4, G=2, K=8, F=32,
     # V=32, L=3. Forward matmul FLOPs (2·m·n·k each) of one layer:
@@ -323,7 +324,8 @@ def test_train_arch_reads_the_params():
     {"scan_layers": "false"},
     # In a scanned, rematerialised loop body XLA forms fusions, copies and converts with no
     # metadata of their own; they are found through what they fuse or read.
-    {"scan_layers": "true", "remat": "full", "kv_heads": 2, "compute_dtype": "bfloat16"}])
+    pytest.param({"scan_layers": "true", "remat": "full", "kv_heads": 2,
+                  "compute_dtype": "bfloat16"}, marks=pytest.mark.slow)])
 def test_fused_attention_is_computed_and_timed_as_a_flash_kernel(extra):
     # attention=fused computes the attention core as a flash kernel does (key blocks of 512,
     # an online softmax, a custom backward that recomputes each block's probabilities): the
