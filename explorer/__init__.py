@@ -28,8 +28,12 @@ from explorer._search.result import CollectiveCost as CollectiveCost
 from explorer._search.result import CollectiveGroup as CollectiveGroup
 from explorer._search.result import Comparison as Comparison
 from explorer._search.result import Progress as Progress
+from explorer._search.result import SearchPhase as SearchPhase
 from explorer._search.result import SearchResult as SearchResult
+from explorer._search.result import SearchSpace as SearchSpace
 from explorer._search.result import SearchStats as SearchStats
+from explorer._search.result import StopReason as StopReason
+from explorer._search.result import TimeSource as TimeSource
 from explorer._search.search import search as search
 from explorer.api.analyze import analyze, clear_cache
 from explorer.api.request import PARTITIONERS
@@ -105,7 +109,8 @@ __all__ = [
     "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
     # strategy search
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
-    "CollectiveGroup", "Comparison", "Progress", "SearchStats",
+    "CollectiveGroup", "Comparison", "Progress", "SearchStats", "SearchSpace", "SearchPhase",
+    "StopReason", "TimeSource",
     # errors
     "ExplorerError", "InputError", "CompileError", "DivisibilityError", "DuplicateAxisError",
     "MappingError", "MeshError", "PresetError", "RankError", "RuleError", "SpecError",

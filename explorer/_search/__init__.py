@@ -1,12 +1,17 @@
 """Strategy search: the shardings of a program ranked by their predicted step time on a target.
 
+Private: the public names (`search`, its result types and their enums) are re-exported by
+`explorer`, so that `explorer.search` is the function and not this package.
+
 Owns the search space (mesh factorisations, logical-axis rule tables, per-tensor specs and
 their equivalences: space.py), the analytical bounds that skip candidates without compiling
 them (bounds.py), the model that orders the compiles (surrogate.py), the evaluation of one
 candidate by the real compiler, in this process's worker pool or as a Ray task on a cluster
-(evaluate.py, cluster.py), the pipeline stage construction by dynamic programming
-(pipeline.py), the ranked result with its Pareto front and the comparison of the winner with
-the runner-up (result.py), and `search` itself (search.py).
+(evaluate.py, cluster.py), the state of a running search (state.py), the branch and bound of
+the rules and specs spaces (branch_and_bound.py), the pipeline stage construction by dynamic
+programming (pipeline.py) and its search (pipeline_search.py), the ranked result with its
+Pareto front and the comparison of the winner with the runner-up (result.py, ranking.py), and
+`search` itself, which checks its arguments and runs one of the two (search.py).
 
 Imports the api stage (analyze, analyze_workload, the request checks) and everything below it;
 never the UI. No jax: programs are compiled by the api's workers (numpy for the surrogate's

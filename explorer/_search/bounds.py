@@ -106,15 +106,17 @@ def time_bound(point: Point, ref: Reference, hidden_shardings: bool) -> float:
     return max(flops, read / ref.bandwidth)
 
 
-def violations(label: str, seconds: float | None, memory: int | None, time_lb: float,
-               memory_lb: int) -> list[tuple[str, str]]:
-    """(bound, message) for each bound the compiled result falls below."""
-    out = []
+def time_violation(label: str, seconds: float | None, time_lb: float) -> str | None:
+    """What is wrong, when the compiled result's predicted step falls below its time bound."""
     if seconds is not None and seconds < time_lb * (1 - _SLACK):
-        out.append(("time", f"{label}: predicted {seconds:.6g} s is below its time bound "
-                            f"{time_lb:.6g} s; the time bound is off for the rest of the search"))
+        return (f"{label}: predicted {seconds:.6g} s is below its time bound {time_lb:.6g} s; "
+                "the time bound is off for the rest of the search")
+    return None
+
+
+def memory_violation(label: str, memory: int | None, memory_lb: int) -> str | None:
+    """What is wrong, when the compiled result's memory per device falls below its bound."""
     if memory is not None and memory < memory_lb * (1 - _SLACK):
-        out.append(("memory", f"{label}: {memory} bytes per device is below its memory bound "
-                              f"{memory_lb}; the memory bound is off for the rest of the "
-                              "search"))
-    return out
+        return (f"{label}: {memory} bytes per device is below its memory bound {memory_lb}; "
+                "the memory bound is off for the rest of the search")
+    return None

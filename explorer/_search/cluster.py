@@ -109,7 +109,7 @@ class RayRunner:
                 outcome = self.ray.get(ref)
             except Exception as e:     # a node that cannot import explorer, a lost node, ...
                 outcome = Outcome(None, f"the Ray task failed on the cluster: "
-                                  f"{type(e).__name__}: {e}", time.perf_counter() - t0)
+                                  f"{type(e).__name__}: {e}", time.perf_counter() - t0, type(e))
             out.append((key, outcome))
         return out
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from explorer.api.analyze import analyze
 from explorer.api.workload import analyze_workload
-from explorer.errors import ExplorerError
+from explorer.errors import ExplorerError, WorkerError
 from explorer.report.report import Report
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Entry
@@ -39,8 +39,15 @@ class Request:
 @dataclass(frozen=True)
 class Outcome:
     report: Report | None
-    error: str
+    error: str                           # "ErrorType: message"; "" when it compiled
     seconds: float                       # wall time of the evaluation
+    error_type: type[Exception] | None = None    # the class of the error `error` describes
+
+    @property
+    def worker_failed(self) -> bool:
+        """The compile worker crashed, was killed or ran past its time limit: no verdict of
+        the compiler on the candidate."""
+        return self.error_type is not None and issubclass(self.error_type, WorkerError)
 
 
 def compact(report: Report) -> Report:
@@ -68,5 +75,5 @@ def run(request: Request, pool=None) -> Outcome:
                 fn = cloudpickle.loads(request.fn_bytes)
             report = analyze(fn, *request.args, **common)
     except ExplorerError as e:
-        return Outcome(None, f"{type(e).__name__}: {e}", time.perf_counter() - t0)
+        return Outcome(None, f"{type(e).__name__}: {e}", time.perf_counter() - t0, type(e))
     return Outcome(compact(report), "", time.perf_counter() - t0)

@@ -11,8 +11,48 @@ from typing import Any
 
 from explorer.cost.hardware import format_bytes
 from explorer.cost.model import format_seconds
+from explorer.hlo.collectives import CollectiveKind
 from explorer.report.report import Report
 from explorer.spec.mesh import MeshSpec
+
+# The closed sets of codes a result holds are StrEnums: each member is its code as a string,
+# so that it compares equal to the code and writes to JSON as it.
+
+
+class SearchSpace(StrEnum):
+    """What a search varies."""
+
+    RULES = "rules"                    # logical-axis rule tables (a workload's logical names)
+    SPECS = "specs"                    # the PartitionSpecs of chosen input tensors
+    PIPELINE = "pipeline"              # the pipeline workload's stages, cuts and microbatches
+
+
+class StopReason(StrEnum):
+    """Why a search ended."""
+
+    COMPLETE = "complete"              # every distinct candidate compiled or pruned
+    BUDGET = "budget"                  # its time budget ran out
+    PATIENCE = "patience"              # that many compiles in a row did not improve the best
+    CANCELLED = "cancelled"            # the cancel event was set or progress returned False
+
+
+class SearchPhase(StrEnum):
+    """What a running search is doing when it calls its progress callback."""
+
+    ENUMERATE = "enumerate"            # listing the space, before any compile
+    PROFILE = "profile"                # pipeline: compiling the per-layer cost profiles
+    COMPILE = "compile"                # compiling candidates
+    DONE = "done"                      # finished; the result is being ranked
+
+
+class TimeSource(StrEnum):
+    """Which prediction a candidate's `seconds` is."""
+
+    TRACE = "trace"                                # the step trace of the compiled schedule
+    NO_OVERLAP = "no-overlap bound"                # the estimate with nothing overlapped
+    FULL_OVERLAP = "full-overlap bound"            # the estimate with communication hidden
+    PIPELINE_MODEL = "pipeline model"              # Alpa's stage model over per-layer costs
+    UNTIMED = ""                                   # no step time: a failed candidate
 
 
 class CandidateStatus(StrEnum):
@@ -28,7 +68,7 @@ class CandidateStatus(StrEnum):
 class CollectiveCost:
     """One collective a candidate pays: what, over which mesh axes, how big, how long, why."""
 
-    kind: str
+    kind: CollectiveKind
     axes: tuple[str, ...]
     bytes: int                  # V per device, in the program's dtype
     seconds: float | None       # predicted on the target, once
@@ -38,7 +78,7 @@ class CollectiveCost:
     source: str = ""            # file:line of the user code that caused it
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "kind": str(self.kind)}
 
 
 @dataclass(frozen=True)
@@ -57,7 +97,7 @@ class Candidate:
     params: Mapping[str, Any]               # workload params the search chose (pipeline plans)
     status: CandidateStatus
     seconds: float | None = None
-    time_source: str = ""
+    time_source: TimeSource = TimeSource.UNTIMED
     trace_seconds: float | None = None
     lower_seconds: float | None = None      # communication fully overlapped
     upper_seconds: float | None = None      # nothing overlapped
@@ -79,7 +119,8 @@ class Candidate:
         # Field by field: asdict would deep-copy the whole Report before it is dropped.
         d = {f.name: getattr(self, f.name) for f in fields(self)
              if f.name not in ("report", "mesh", "collectives")}
-        d.update(mesh=self.mesh.text(), status=str(self.status), specs=dict(self.specs),
+        d.update(mesh=self.mesh.text(), status=str(self.status),
+                 time_source=str(self.time_source), specs=dict(self.specs),
                  params=dict(self.params), extra=dict(self.extra), notes=list(self.notes),
                  collectives=[c.to_dict() for c in self.collectives])
         return d
@@ -98,7 +139,7 @@ class Candidate:
 class CollectiveGroup:
     """The collectives of one kind, over the same mesh axes, for the same reason."""
 
-    kind: str
+    kind: CollectiveKind
     axes: tuple[str, ...]
     reason: str
     count: int                  # collectives run per step (a loop's trips counted)
@@ -107,7 +148,7 @@ class CollectiveGroup:
     example: str                # the first one's reason as a sentence
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "kind": str(self.kind)}
 
     def phrase(self) -> str:
         over = ",".join(self.axes) or "no mesh axis"
@@ -164,7 +205,7 @@ class SearchStats:
     pruned_memory: int
     not_evaluated: int
     seconds: float
-    stopped: str                 # "complete", "budget", "patience" or "cancelled"
+    stopped: StopReason
     prune: bool
     cluster: str | None = None   # the Ray address the candidates were compiled on
     profiled: int = 0            # pipeline: compiles that measured per-layer costs
@@ -174,7 +215,7 @@ class SearchStats:
     bound_violations: tuple[str, ...] = ()   # a compiled result below its own lower bound
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "stopped": str(self.stopped)}
 
     def text(self) -> str:
         parts = [f"{self.space} in the space", f"{self.invalid} indivisible",
@@ -197,7 +238,7 @@ class SearchStats:
 class Progress:
     """Where a running search is; what a progress callback receives."""
 
-    phase: str                   # "enumerate", "profile", "compile", "done"
+    phase: SearchPhase
     done: int                    # distinct candidates settled (compiled, pruned or failed)
     total: int                   # distinct candidates
     compiled: int
@@ -216,7 +257,7 @@ class SearchResult:
     and the counts."""
 
     program: str                 # the workload name or the function's name
-    space: str                   # "rules", "specs" or "pipeline"
+    space: SearchSpace
     target: str
     objective: str               # how `seconds` is computed, in words
     candidates: tuple[Candidate, ...]
@@ -233,7 +274,7 @@ class SearchResult:
 
     def to_dict(self, top: int | None = None) -> dict:
         cands = self.candidates if top is None else self.candidates[:top]
-        return {"program": self.program, "space": self.space, "target": self.target,
+        return {"program": self.program, "space": str(self.space), "target": self.target,
                 "objective": self.objective,
                 "candidates": [c.to_dict() for c in cands],
                 "pareto": [c.to_dict() for c in self.pareto],

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import permutations, product
 
+from explorer._search.result import SearchSpace
 from explorer.errors import ExplorerError, TensorError, WorkloadError, choices
 from explorer.spec.bounds import show
 from explorer.spec.layout import Tiling, tiling_from_spec
@@ -324,32 +325,33 @@ def _layouts_specs(mesh: MeshSpec, tensors: Sequence[TensorSpec], out: Space,
                                                                       strict=True)))
 
 
-def space_size(problem: Problem, meshes: Sequence[MeshSpec], mode: str,
+def space_size(problem: Problem, meshes: Sequence[MeshSpec], space: SearchSpace,
                names: Sequence[str], tensors: Sequence[TensorSpec]) -> int:
     """How many combinations the space has, before divisibility and equivalence."""
     total = 0
     for mesh in meshes:
         axes = sum(1 for s in mesh.sizes if s > 1)
-        if mode == "rules":
+        if space == SearchSpace.RULES:
             total += (axes + 1) ** len(names)
         else:
             total += math.prod(_count_tensor_specs(t.rank, axes) for t in tensors)
     return total
 
 
-def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], mode: str,
+def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], space: SearchSpace,
                     names: Sequence[str] = (), tensors: Sequence[TensorSpec] = (),
                     cancelled: Callable[[], bool] = lambda: False) -> Space:
     """The distinct, divisible candidates, in enumeration order (the given mesh shape first,
     and on it the replicated candidate first)."""
-    size = space_size(problem, meshes, mode, names, tensors)
+    rules = space == SearchSpace.RULES
+    size = space_size(problem, meshes, space, names, tensors)
     if size > MAX_SPACE:
-        what = (f"{len(names)} logical names ({', '.join(names)})" if mode == "rules"
+        what = (f"{len(names)} logical names ({', '.join(names)})" if rules
                 else f"the specs of {len(tensors)} tensors")
         raise ExplorerError(
             f"the search space has {size} candidates ({what} over {len(meshes)} mesh shape(s)), "
             f"more than the {MAX_SPACE} a search enumerates; search fewer "
-            f"{'names (names=[...], --names)' if mode == 'rules' else 'tensors (tensors=[...])'}"
+            f"{'names (names=[...], --names)' if rules else 'tensors (tensors=[...])'}"
             " or keep the mesh shape fixed (mesh_shapes=False, --fixed-mesh)")
     out = Space(space=size)
     cache = _Cache()
@@ -360,11 +362,11 @@ def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], mode: str,
     for mesh in meshes:
         if cancelled():
             break
-        raw = space_size(problem, [mesh], mode, names, tensors)
+        raw = space_size(problem, [mesh], space, names, tensors)
         if problem.check_mesh(mesh) is not None:
             out.invalid += raw
             continue
-        layouts = (_layouts_rules(mesh, names) if mode == "rules"
+        layouts = (_layouts_rules(mesh, names) if rules
                    else _layouts_specs(mesh, tensors, out, raw))
         for layout in layouts:
             specs, points = problem.resolve(layout)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from explorer._search.result import SearchSpace
 from explorer._search.space import (
     WorkloadProblem,
     enumerate_space,
@@ -98,7 +99,8 @@ def _oracle(workload_name, params, mesh_text, names):
 def test_rules_space_matches_jax_placements(workload, params, names):
     w = get_workload(workload)
     problem = WorkloadProblem(w, w.resolve(params))
-    found = enumerate_space(problem, mesh_shapes(parse_mesh("data=2,model=4")), "rules", names)
+    found = enumerate_space(problem, mesh_shapes(parse_mesh("data=2,model=4")), SearchSpace.RULES,
+                            names)
     # (|A|+1)^N per mesh shape: 3^3 on 2x4 and 4x2, 2^3 on 8x1 and 1x8.
     assert found.space == 27 + 27 + 8 + 8
     valid, distinct = _oracle(workload, params, "data=2,model=4", names)
@@ -111,7 +113,7 @@ def test_specs_space_counts_add_up():
     problem = WorkloadProblem(get_workload("matmul"), get_workload("matmul").resolve(
         {"m": 4, "k": 8, "n": 2}))
     mesh = MeshSpec(("data", "model"), (2, 2))
-    found = enumerate_space(problem, [mesh], "specs", tensors=problem.inputs)
+    found = enumerate_space(problem, [mesh], SearchSpace.SPECS, tensors=problem.inputs)
     # x (4, 8): 11 specs, w (8, 2): 9 (its dim 1 of size 2 cannot take both axes); each tensor
     # has 11 placements before divisibility (as counted above), so 121 combinations.
     assert found.space == 121
@@ -123,5 +125,5 @@ def test_a_space_too_large_is_refused_with_the_way_out():
     w = get_workload("transformer_train")
     problem = WorkloadProblem(w, w.resolve({"layers": 4}))
     with pytest.raises(ExplorerError, match="fewer"):
-        enumerate_space(problem, mesh_shapes(parse_mesh("a=2,b=2,c=2")), "specs",
+        enumerate_space(problem, mesh_shapes(parse_mesh("a=2,b=2,c=2")), SearchSpace.SPECS,
                         tensors=problem.inputs)

@@ -1,0 +1,233 @@
+"""The intra-operator search (rules or specs spaces): a branch and bound over the distinct
+candidates of an enumerated space.
+
+The replicated candidate is compiled first (the reference the bounds need); every other
+candidate then gets a lower bound on its step time and on its memory per device from its specs
+alone (bounds.py). One whose memory bound exceeds the chip's memory is never compiled; once the
+time bound of every candidate left is no better than the best predicted step, none can win and
+the search ends. The order of the compiles is the surrogate's (surrogate.py). A compiled result
+below its own bound means an assumption of that bound failed: the bound is then switched off
+and what it had pruned is searched after all. With `prune=False` every candidate is compiled
+(the bounds are still computed and checked).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from explorer._search import bounds
+from explorer._search.evaluate import Outcome
+from explorer._search.ranking import candidate_of, compare, pareto, rank
+from explorer._search.result import (
+    Candidate,
+    CandidateStatus,
+    SearchPhase,
+    SearchResult,
+    SearchSpace,
+    SearchStats,
+)
+from explorer._search.space import Point, Problem, Space
+from explorer._search.state import CompileSettings, SearchState
+from explorer._search.surrogate import Surrogate, fits
+from explorer.cost.hardware import get_target
+
+OBJECTIVE = ("the predicted step time on the target: the step trace of the compiled schedule, "
+             "else the estimate's no-overlap bound, else its full-overlap bound")
+
+
+@dataclass
+class Pruning:
+    """One bound's use in the search: whether it is still trusted, and what it has pruned."""
+
+    trusted: bool
+    pruned: list[int] = field(default_factory=list)
+
+
+class BranchAndBound:
+    """One search over `found`; `run()` compiles, prunes and ranks, once."""
+
+    def __init__(self, problem: Problem, space: SearchSpace, found: Space,
+                 settings: CompileSettings, state: SearchState, runner):
+        self.problem, self.space, self.found = problem, space, found
+        self.settings, self.state, self.runner = settings, state, runner
+        self.points = found.points
+        self.by_index = {p.index: p for p in self.points}
+        chip = get_target(settings.target).chip
+        self.capacity, self.bandwidth = chip.memory_bytes, chip.memory_bandwidth
+        state.total = len(self.points)
+        self.results: dict[int, Candidate] = {}
+        self.time_lb = {p.index: 0.0 for p in self.points}
+        self.mem_lb = {p.index: 0 for p in self.points}
+        self.by_time = Pruning(trusted=state.prune)
+        self.by_memory = Pruning(trusted=state.prune)
+        self.not_evaluated: list[int] = []
+        self.remaining: set[int] = {p.index for p in self.points}
+        self.surrogate = Surrogate(self.points) if len(self.points) > 2 else None
+        self.timed: list[int] = []     # compiled candidates with a predicted step, for the model
+        self.shapes_tried = {self.points[0].layout.mesh.sizes} if self.points else set()
+
+    def run(self) -> SearchResult:
+        if self.points:
+            self.compile_reference()
+            self.set_bounds()
+            self.prune_by_memory()
+        while self.remaining or self.runner.pending():
+            self.submit_next()
+            if self.state.should_stop():
+                self.stop()
+                break
+            if self.runner.pending():
+                for index, outcome in self.runner.next_done():
+                    self.settle(index, outcome)
+        self.state.report(SearchPhase.DONE)
+        return self.result()
+
+    # -- the reference and the bounds ----------------------------------------------------------
+
+    def compile_reference(self) -> None:
+        """The reference (every searched tensor replicated, on the given mesh shape) first:
+        the bounds need it."""
+        ref = self.points[0]
+        self.remaining.discard(ref.index)
+        if self.state.should_stop():
+            self.not_evaluated.append(ref.index)
+            return
+        self.submit(ref)
+        for _, outcome in self.runner.next_done():
+            self.settle(ref.index, outcome)
+
+    def set_bounds(self) -> None:
+        """Every candidate's bounds, from the reference's compile (what it could give)."""
+        ref_index = self.points[0].index
+        ref_result = self.results.get(ref_index)
+        ref = bounds.reference_of(ref_result.report if ref_result else None, self.problem,
+                                  self.bandwidth)
+        for p in self.points:
+            self.time_lb[p.index] = bounds.time_bound(p, ref, self.problem.hidden_shardings)
+            self.mem_lb[p.index] = bounds.memory_bound(p, ref)
+        if ref_result is not None:       # its own bounds, now known, for the record
+            self.results[ref_index] = replace(ref_result, bound_seconds=self.time_lb[ref_index],
+                                              bound_memory=self.mem_lb[ref_index])
+
+    def prune_by_memory(self) -> None:
+        """Every candidate whose memory bound exceeds the chip's memory."""
+        if self.by_memory.trusted and self.capacity is not None:
+            self.prune(self.by_memory,
+                       [i for i in self.remaining if self.mem_lb[i] > self.capacity])
+
+    def prune_by_time(self) -> None:
+        """Every candidate whose time bound is no better than the best: it cannot win."""
+        best = self.state.best_seconds
+        if self.by_time.trusted and best is not None:
+            self.prune(self.by_time, [i for i in self.remaining if self.time_lb[i] >= best])
+
+    def prune(self, pruning: Pruning, indices: list[int]) -> None:
+        self.remaining.difference_update(indices)
+        pruning.pruned.extend(indices)
+        self.state.pruned += len(indices)
+        self.state.done += len(indices)
+
+    def distrust(self, pruning: Pruning) -> None:
+        """Stop using a bound whose assumption failed, and take back what it cut."""
+        if not pruning.trusted:
+            return
+        pruning.trusted = False
+        self.remaining.update(pruning.pruned)
+        self.state.pruned -= len(pruning.pruned)
+        self.state.done -= len(pruning.pruned)
+        pruning.pruned = []
+
+    # -- compiling -----------------------------------------------------------------------------
+
+    def submit(self, point: Point) -> None:
+        timeout = self.state.compile_timeout(self.settings.timeout)
+        self.runner.submit(point.index, self.settings.request(self.problem, point.layout,
+                                                              timeout))
+
+    def submit_next(self) -> None:
+        """Fill the runner's free slots with the next candidates, pruning by time first."""
+        while self.remaining and self.runner.pending() < self.runner.slots \
+                and not self.state.should_stop():
+            self.prune_by_time()
+            if not self.remaining:
+                break
+            index = self.next_index()
+            self.remaining.discard(index)
+            self.submit(self.by_index[index])
+            self.state.report(SearchPhase.COMPILE, self.by_index[index].layout.label())
+
+    def next_index(self) -> int:
+        """The candidate to compile next (surrogate.py): first the lowest time bound on each
+        mesh shape not tried yet, then the surrogate's lowest predicted step among those it
+        predicts to fit; the time bound, then enumeration order, break ties."""
+        fresh = [i for i in self.remaining
+                 if self.by_index[i].layout.mesh.sizes not in self.shapes_tried]
+        if self.surrogate is None or not self.timed or fresh:
+            pick = min(fresh or self.remaining, key=lambda i: (self.time_lb[i], i))
+            self.shapes_tried.add(self.by_index[pick].layout.mesh.sizes)
+            return pick
+        seconds = [self.results[i].seconds for i in self.timed]
+        memory = [self.results[i].memory_bytes for i in self.timed]
+        t, m = self.surrogate.predict(self.timed, seconds,
+                                      memory if all(v is not None for v in memory) else ())
+
+        def key(i):
+            r = self.surrogate.row(i)
+            return (not fits(m[r] if m is not None else None, self.capacity), t[r],
+                    self.time_lb[i], i)
+        return min(self.remaining, key=key)
+
+    def settle(self, index: int, outcome: Outcome) -> None:
+        """Record a finished compile: the candidate, the counts, the bounds it checks, the best
+        so far."""
+        if self.ran_out(outcome):
+            self.not_evaluated.append(index)
+            return
+        point = self.by_index[index]
+        cand = candidate_of(point.layout, point.specs, outcome, self.time_lb[index],
+                            self.mem_lb[index])
+        self.results[index] = cand
+        self.state.count(cand)
+        if cand.status is not CandidateStatus.FAILED:
+            self.timed.append(index)
+        self.check_bounds(cand, index)
+        self.state.note_best(cand)
+        self.state.report(SearchPhase.COMPILE, cand.label)
+
+    def ran_out(self, outcome: Outcome) -> bool:
+        """A compile stopped by the budget's time limit (not by its own): not a failure of the
+        candidate, so it is counted as not evaluated."""
+        return outcome.report is None and outcome.worker_failed and self.state.should_stop()
+
+    def check_bounds(self, cand: Candidate, index: int) -> None:
+        for pruning, message in (
+                (self.by_time, bounds.time_violation(cand.label, cand.seconds,
+                                                     self.time_lb[index])),
+                (self.by_memory, bounds.memory_violation(cand.label, cand.memory_bytes,
+                                                         self.mem_lb[index]))):
+            if message is not None:
+                self.state.violations.append(message)
+                self.distrust(pruning)
+
+    def stop(self) -> None:
+        """The budget, patience or a cancel stopped the search: what is left is not
+        evaluated."""
+        self.not_evaluated.extend(self.runner.cancel_all())
+        self.not_evaluated.extend(sorted(self.remaining))
+        self.remaining.clear()
+
+    # -- the result ----------------------------------------------------------------------------
+
+    def result(self) -> SearchResult:
+        ranked = rank(list(self.results.values()))
+        state, found = self.state, self.found
+        stats = SearchStats(
+            space=found.space, invalid=found.invalid, equivalent=found.equivalent,
+            distinct=len(self.points), compiled=state.compiled, failed=state.failed,
+            does_not_fit=sum(c.status is CandidateStatus.DOES_NOT_FIT for c in ranked),
+            pruned_bound=len(self.by_time.pruned), pruned_memory=len(self.by_memory.pruned),
+            not_evaluated=len(self.not_evaluated), seconds=state.elapsed(),
+            stopped=state.stopped, prune=state.prune, cluster=self.runner.address,
+            bound_violations=tuple(state.violations))
+        return SearchResult(self.problem.name, self.space, self.settings.target, OBJECTIVE,
+                            tuple(ranked), pareto(ranked), compare(ranked), stats)

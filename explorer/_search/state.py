@@ -1,0 +1,122 @@
+"""What one running search keeps: the settings every compile shares, and the state of the run
+(its counts, its best so far, the stop rules of budget, patience and cancel, and the progress
+callback it reports to). Both searches (branch_and_bound.py, pipeline_search.py) use them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from explorer._search.evaluate import Request
+from explorer._search.result import Candidate, CandidateStatus, Progress, SearchPhase, StopReason
+from explorer._search.space import Layout, Problem, WorkloadProblem
+
+
+@dataclass(frozen=True)
+class CompileSettings:
+    """What the compile of every candidate shares, as the caller gave it."""
+
+    target: str
+    mapping: Any                     # mesh axes on the target's links, as analyze takes it
+    partitioner: str
+    timeout: float | None            # the time limit of one compile, seconds
+
+    def request(self, problem: Problem, layout: Layout, timeout: float | None,
+                params: Mapping | None = None, rules: str | None = None) -> Request:
+        """The compile of `layout` of `problem`, under `timeout`. A workload takes the layout's
+        rules and specs (or `params` and `rules` in their stead, for a pipeline plan); a
+        function takes its arguments with the layout's specs."""
+        base = dict(mesh=layout.mesh, target=self.target, mapping=self.mapping,
+                    partitioner=self.partitioner, timeout=timeout)
+        if isinstance(problem, WorkloadProblem):
+            return Request(**base, workload=problem.name,
+                           params=dict(problem.params if params is None else params),
+                           rules=layout.rules_text if rules is None else rules,
+                           specs={n: s for n, s in layout.specs} or None)
+        specs = dict(problem.resolve(layout)[0])
+        return Request(**base, fn=problem.fn, args=problem.args_with(specs))
+
+
+@dataclass
+class SearchState:
+    """The counts and stop rules of one running search (mutable: the search updates it)."""
+
+    started: float                   # time.perf_counter() when the search began
+    budget_s: float | None = None
+    cancel: Any = None               # anything with is_set(), e.g. a threading.Event
+    progress: Callable[[Progress], Any] | None = None
+    prune: bool = True
+    patience: int | None = None
+    stopped: StopReason = StopReason.COMPLETE
+    total: int = 0
+    done: int = 0
+    compiled: int = 0
+    failed: int = 0
+    pruned: int = 0
+    best_seconds: float | None = None
+    best_label: str = ""
+    since_best: int = 0              # compiles since the best last improved
+    user_cancelled: bool = False     # the progress callback returned False
+    violations: list[str] = field(default_factory=list)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def cancelled(self) -> bool:
+        return self.user_cancelled or (self.cancel is not None and self.cancel.is_set())
+
+    def should_stop(self) -> bool:
+        """Whether to start no more compiles; records why in `stopped`."""
+        if self.cancelled():
+            self.stopped = StopReason.CANCELLED
+            return True
+        if self.budget_s is not None and self.elapsed() >= self.budget_s:
+            self.stopped = StopReason.BUDGET
+            return True
+        if self.patience is not None and self.since_best >= self.patience:
+            self.stopped = StopReason.PATIENCE
+            return True
+        return False
+
+    def remaining(self) -> float | None:
+        return None if self.budget_s is None else self.budget_s - self.elapsed()
+
+    def compile_timeout(self, limit: float | None) -> float | None:
+        """The time limit of the next compile: the caller's `limit`, cut to what is left of the
+        budget (at least a second), so that a search keeps to its budget even through a slow
+        compile."""
+        left = self.remaining()
+        if left is None:
+            return limit
+        cap = max(1.0, left)
+        return cap if limit is None else min(limit, cap)
+
+    def count(self, candidate: Candidate) -> None:
+        """One more candidate settled by its compile: compiled, or failed."""
+        self.done += 1
+        if candidate.status is CandidateStatus.FAILED:
+            self.failed += 1
+        else:
+            self.compiled += 1
+
+    def note_best(self, candidate: Candidate) -> None:
+        """Keep the best candidate that fits so far, and how many compiles ago it was found
+        (what patience counts)."""
+        if candidate.status is CandidateStatus.OK and (self.best_seconds is None
+                                                       or candidate.seconds < self.best_seconds):
+            self.best_seconds, self.best_label = candidate.seconds, candidate.label
+            self.since_best = 0
+        else:
+            self.since_best += 1
+
+    def report(self, phase: SearchPhase, current: str = "") -> None:
+        """Tell the progress callback where the search is; a False answer cancels it."""
+        if self.progress is None:
+            return
+        answer = self.progress(Progress(phase, self.done, self.total, self.compiled,
+                                        self.pruned, self.failed, self.best_seconds,
+                                        self.best_label, current, self.elapsed()))
+        if answer is False:
+            self.user_cancelled = True
