@@ -78,7 +78,7 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
         collectives=collectives,
         tensors=tuple(tensors),
         memory=Memory(**raw.memory) if raw.memory else None,
-        cost=_cost(raw.cost, collectives, notes),
+        cost=_cost(raw.cost, collectives, notes, raw.optimized, optimized),
         timing=_timing(raw),
         stablehlo=raw.stablehlo,
         propagated_hlo=raw.propagated,
@@ -282,11 +282,19 @@ def _with_runs(collectives: tuple[Collective, ...], text: str, optimized: HloMod
     return tuple(replace(c, runs=work.collective_runs.get(c.hlo_name, 1)) for c in collectives)
 
 
-def _cost(cost: Mapping[str, float] | None, collectives, notes: list[str]) -> Cost:
+def _cost(cost: Mapping[str, float] | None, collectives, notes: list[str], text: str,
+          optimized: HloModule) -> Cost:
     total = sum(c.bytes * c.runs for c in collectives)
     if not cost:
-        return Cost(None, None, None, total, None,
-                    tuple(notes + ["XLA's cost_analysis() gave no numbers for this program"]))
+        # XLA's GPU compiler gives no cost analysis without a GPU: the FLOPs and bytes are then
+        # the schedule reader's, summed over the scheduled instructions (loops times their trip
+        # counts), the numbers the prediction uses.
+        work = schedule_work(cached_schedule(text, optimized))
+        flops = sum(f * n for f, _, n in work.compute)
+        moved = sum(b * n for _, b, n in work.compute)
+        return Cost(flops or None, moved or None, None, total, None, tuple(notes + [
+            "XLA's cost_analysis() gave no numbers for this program; its FLOPs and bytes "
+            "accessed are summed from the scheduled instructions instead"]))
     missing = [k for k in ("flops", "bytes accessed") if k not in cost]
     if missing:
         notes = notes + [f"cost_analysis() has no {', '.join(missing)}"]

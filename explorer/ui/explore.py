@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def explore(fn: Callable[..., Any], *args: Any, mesh: MeshLike = "data=2,model=4",
             specs: Mapping[str, SpecLike] | None = None, rules: str = "", target: str = "",
             mapping: str = "", partitioner: str = "shardy", debounce: float | None = 0.3,
-            pool: WorkerPool | None = None) -> App:
+            pool: WorkerPool | None = None, compile_for: str = "target") -> App:
     """Open the app on `fn(*args)`, as explorer.analyze would compile it.
 
     Args:
@@ -47,6 +47,9 @@ def explore(fn: Callable[..., Any], *args: Any, mesh: MeshLike = "data=2,model=4
             after the last edit of its burst (the first edit compiles at once); None compiles
             every edit at once.
         pool: the WorkerPool that compiles; None for this process's shared one.
+        compile_for: ``"target"`` compiles for a GPU or TPU target's hardware where its
+            compiler is installed, ``"cpu"`` on fake CPU devices (the sidebar's "compile on
+            CPU devices" box), as explorer.analyze takes it.
 
     Returns:
         The app: ``.widget`` is what a notebook cell displays, ``.report`` the current Report.
@@ -62,14 +65,15 @@ def explore(fn: Callable[..., Any], *args: Any, mesh: MeshLike = "data=2,model=4
                         "the TensorSpecs of a plain function carry none; give specs instead "
                         "(specs={pattern: spec}, or each TensorSpec's spec)")
     return App(source, mesh, partitioner=partitioner, target=target, mapping=mapping,
-               rules=rules, debounce=debounce, pool=pool)
+               rules=rules, debounce=debounce, pool=pool, compile_for=compile_for)
 
 
 def explore_module(model: nnx.Module, *inputs: Any, mesh: MeshLike = "data=2,model=4",
                    specs: Mapping[str, SpecLike] | None = None,
                    fn: Callable[..., Any] | None = None, rules: str = "", target: str = "",
                    mapping: str = "", partitioner: str = "shardy",
-                   debounce: float | None = 0.3, pool: WorkerPool | None = None) -> App:
+                   debounce: float | None = 0.3, pool: WorkerPool | None = None,
+                   compile_for: str = "target") -> App:
     """Open the app on a Flax NNX module called on `inputs`, or on `fn(model, *inputs)`.
 
     The module's parameters become inputs named by their path (``layers.0.attn.q.kernel``),
@@ -86,7 +90,8 @@ def explore_module(model: nnx.Module, *inputs: Any, mesh: MeshLike = "data=2,mod
         fn: called as ``fn(model, *inputs)`` (a train step, say) instead of the module itself.
         rules: logical-axis rules for the parameters' logical names, e.g.
             ``"embed=data,mlp=model"``.
-        mesh, target, mapping, partitioner, debounce, pool: as explore takes them.
+        mesh, target, mapping, partitioner, debounce, pool, compile_for: as explore takes
+            them.
 
     Returns:
         The app: ``.widget`` is what a notebook cell displays, ``.report`` the current Report.
@@ -99,4 +104,4 @@ def explore_module(model: nnx.Module, *inputs: Any, mesh: MeshLike = "data=2,mod
 
     source = module_source(model, inputs, parse_mesh(mesh), specs=specs, fn=fn)
     return App(source, mesh, partitioner=partitioner, target=target, mapping=mapping,
-               rules=rules, debounce=debounce, pool=pool)
+               rules=rules, debounce=debounce, pool=pool, compile_for=compile_for)

@@ -78,6 +78,7 @@ class Request:
     mapping: str | None
     measure: bool
     unavailable: str | None                # why a picked target gives no prediction
+    compile_for: str = "target"            # "cpu": fake CPU devices, priced on the target
 
 
 class Source:
@@ -215,7 +216,8 @@ class WorkloadSource(Source):
                                 params=request.params, preset=request.preset,
                                 rules=request.rules, partitioner=request.partitioner,
                                 target=request.target, mapping=request.mapping,
-                                measure=request.measure, pool=pool, cache_only=cache_only)
+                                measure=request.measure, pool=pool, cache_only=cache_only,
+                                compile_for=request.compile_for)
 
     def dim_names(self, report, tensor):
         info = report.workload
@@ -385,7 +387,7 @@ class FunctionSource(Source):
         report = analyze(self.fn, *self.inputs(request.specs), mesh=request.mesh,
                          partitioner=request.partitioner, target=request.target,
                          mapping=request.mapping, measure=request.measure, pool=pool,
-                         cache_only=cache_only)
+                         cache_only=cache_only, compile_for=request.compile_for)
         if report is None:
             return None
         return self.describe(report, request)

@@ -84,6 +84,9 @@ def test_the_megatron_mlp_is_one_async_bf16_all_reduce_over_model():
     # The [256,1024] output's rows split over data: 128 x 1024 bf16 = 256 KiB per device, in
     # bf16 (the CPU backend would have moved it as f32).
     assert c.dtype == "bfloat16" and c.bytes == 128 * 1024 * 2 == 256 * KIB
+    # No cost analysis from the GPU compiler: the FLOPs are the schedule's, two matmuls of
+    # [128,1024] x [1024,1024] per device at 2·m·n·k each (the gelu is not a FLOP here).
+    assert report.cost.flops == 2 * (2 * 128 * 1024 * 1024)
 
 
 def test_fsdp_gradients_leave_as_a_reduce_scatter_over_data():

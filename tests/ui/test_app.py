@@ -8,6 +8,7 @@ import pytest
 from traitlets import TraitError
 
 import explorer
+from explorer.compile.gpu import gpu_plugin_installed
 
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
@@ -253,7 +254,7 @@ def test_collectives_table_marks_latency_and_the_cpu_reduce_scatter():
 
     app = Explorer(workload="transformer_train", mesh="data=2,model=4", preset="fsdp_tp",
                    params={"scan_layers": "false"},
-                   target="tpu-v5e-2x4", debounce=None)
+                   target="tpu-v5e-2x4", debounce=None, compile_for="cpu")
     try:
         report, table = app.report, app.collectives.table.value
         latency = sum(t.bound == "latency" for t in report.estimate.collectives)
@@ -609,3 +610,28 @@ def test_an_edit_says_working_before_its_result(app):
     app.spec_rows["w1"].pickers[1].value = []
     assert shown and "working…" in shown[0], shown
     assert "compiled" in shown[-1] or "cached" in shown[-1], shown
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_plugin_installed(), reason="the gpu extra is not installed")
+def test_the_app_says_what_compiled_the_program_and_the_cpu_switch_marks_it_approximate():
+    app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, target="h100-8",
+                   params={"dtype": "bfloat16"}, debounce=None)
+    try:
+        assert app.report.backend == "gpu"
+        assert unescape(app.compiled_for.value) == (
+            "<div>compiled for 8 × NVIDIA H100 80GB HBM3 by XLA's GPU compiler "
+            "(no GPU needed)</div>")
+        # The GPU moves the bf16 partial sums: 128 x 1024 x 2 bytes per device.
+        assert [(c.kind, c.dtype, c.bytes) for c in app.report.collectives] == [
+            ("all-reduce", "bfloat16", 128 * 1024 * 2)]
+        app.cpu_w.value = True          # the one switch back to the CPU's program
+        assert app.report.backend == "cpu"
+        text = unescape(app.compiled_for.value)
+        assert text.startswith("<div>⚠ compiled for 8 CPU devices, priced on 8 × H100 SXM: "
+                               "approximate, not the program the GPU compiler writes")
+        # The CPU backend upcasts the bf16 all-reduce to f32: twice the bytes.
+        assert [(c.kind, c.bytes) for c in app.report.collectives] == [
+            ("all-reduce", 128 * 1024 * 4)]
+    finally:
+        app.close()
