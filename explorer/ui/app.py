@@ -27,6 +27,7 @@ import ipywidgets as w
 
 from explorer._search.result import Candidate as SearchCandidate
 from explorer.api.request import check_inputs, check_mesh, check_partitioner, check_target
+from explorer.api.targeting import CompileFor, check_compile_for
 from explorer.cost.hardware import get_target, targets
 from explorer.errors import (
     ExplorerError,
@@ -187,7 +188,8 @@ class App:
 
     def __init__(self, source: Source, mesh="data=2,model=4", *, specs=None,
                  partitioner: str = "shardy", target: str = "", mapping: str = "",
-                 preset: str = "", rules: str = "", debounce: float | None = 0.3, pool=None):
+                 preset: str = "", rules: str = "", debounce: float | None = 0.3, pool=None,
+                 compile_for: str = "target"):
         self.source = source
         self.debounce, self.pool = debounce, pool
         self.report: Report | None = None
@@ -241,6 +243,10 @@ class App:
                                 placeholder=mapping_placeholder(target, mesh_spec))
         self.measure_w = w.Checkbox(value=False, description="measure a real run (this CPU)",
                                     indent=False)
+        # The one switch back to the CPU's program, priced on the target (approximate).
+        self.cpu_w = w.Checkbox(value=check_compile_for(compile_for) is CompileFor.CPU,
+                                description="compile on CPU devices, not for the target",
+                                indent=False)
         self.target_error = w.HTML()
         self.target_error.add_class("explorer-error")
         self.status = w.HTML()
@@ -283,7 +289,7 @@ class App:
         sidebar = w.VBox([source.sidebar, self.mesh_editor.widget, self.preset_w, self.rules_w,
                           self.rules_note, self.layout_error, self.specs_editor.widget,
                           self.partitioner_w, self.target_w, self.mapping_w, self.target_error,
-                          self.measure_w, w.HBox([self.status, self.warnings_w]),
+                          self.cpu_w, self.measure_w, w.HBox([self.status, self.warnings_w]),
                           self.compiled_for, self.error_w],
                          layout=w.Layout(width="440px"))
         header = w.HTML(STYLE + "<h3 style='margin:4px 0'>sharding-explorer · "
@@ -293,7 +299,8 @@ class App:
                                   pane_widths=["460px", 1, 0], pane_heights=["50px", 1, 0])
         self.widget.add_class("explorer-app")
 
-        for wid in (self.partitioner_w, self.target_w, self.mapping_w, self.measure_w):
+        for wid in (self.partitioner_w, self.target_w, self.mapping_w, self.measure_w,
+                    self.cpu_w):
             wid.observe(guard(lambda _: self._edited()), "value")
         for wid in (self.preset_w, self.rules_w):
             wid.observe(guard(lambda _: self._layout_changed()), "value")
@@ -482,7 +489,8 @@ class App:
         return Request(mesh=mesh, specs=dict(placement.specs), pinned=pinned,
                        placement=placement, params=params, preset=preset, rules=rules,
                        partitioner=partitioner, target=target, mapping=mapping,
-                       measure=self.measure_w.value, unavailable=self.prediction_note)
+                       measure=self.measure_w.value, unavailable=self.prediction_note,
+                       compile_for=CompileFor.CPU if self.cpu_w.value else CompileFor.TARGET)
 
     def _edited(self, wait: bool = False) -> None:
         if self._muted:
@@ -836,10 +844,11 @@ class Explorer(App):
 
     def __init__(self, workload: str = "mlp", mesh="data=2,model=4", specs=None, params=None,
                  partitioner: str = "shardy", target: str = "", mapping: str = "",
-                 preset: str = "", rules: str = "", debounce: float | None = 0.3, pool=None):
+                 preset: str = "", rules: str = "", debounce: float | None = 0.3, pool=None,
+                 compile_for: str = "target"):
         super().__init__(WorkloadSource(workload, params), mesh, specs=specs,
                          partitioner=partitioner, target=target, mapping=mapping, preset=preset,
-                         rules=rules, debounce=debounce, pool=pool)
+                         rules=rules, debounce=debounce, pool=pool, compile_for=compile_for)
 
     @property
     def workload_w(self) -> w.Dropdown:
