@@ -34,6 +34,7 @@ class Request:
     fn: Callable | None = None
     fn_bytes: bytes | None = None        # the function as explorer.compile.sources pickles it
     args: tuple = ()
+    compile_for: str = "target"          # as explorer.analyze takes it
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ def run(request: Request, pool=None) -> Outcome:
     comes back as an error, so that one candidate never stops a search."""
     t0 = time.perf_counter()
     common = dict(mesh=request.mesh, target=request.target, mapping=request.mapping,
-                  partitioner=request.partitioner, timeout=request.timeout, pool=pool)
+                  partitioner=request.partitioner, timeout=request.timeout, pool=pool,
+                  compile_for=request.compile_for)
     try:
         if request.workload is not None:
             report = analyze_workload(request.workload, specs=request.specs,

@@ -49,6 +49,7 @@ from explorer.api.request import (
     check_target,
     check_timeout,
 )
+from explorer.api.targeting import check_compile_for
 from explorer.cost.hardware import get_target
 from explorer.errors import ExplorerError, WorkloadError, choices
 from explorer.spec.bounds import show
@@ -63,7 +64,8 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
            progress: Callable[[Progress], Any] | None = None, cancel=None,
            cluster: str | None = None, timeout: float | None = None,
            partitioner: str = "shardy", pool=None, max_microbatches: int | None = None,
-           verify: int = 3, patience: int | None = None) -> SearchResult:
+           verify: int = 3, patience: int | None = None,
+           compile_for: str = "target") -> SearchResult:
     """Search the shardings of `program` on `mesh` for the fastest predicted step on `target`.
 
     Args:
@@ -91,6 +93,9 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
         verify: pipeline: how many of the best plans that fit to compile (default 3).
         patience: stop after this many compiles in a row that do not improve the best (a
             heuristic stop: the winner is then the best found, not proven best).
+        compile_for: "target" (the default) compiles every candidate for a GPU or TPU
+            target's own hardware where its compiler is installed, so that each memory verdict
+            is that compiler's; "cpu" compiles them on fake CPU devices (faster, approximate).
 
     Returns:
         A SearchResult: candidates ranked best first, the Pareto front of time against memory,
@@ -101,7 +106,8 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
     mesh_spec = check_mesh(mesh)
     _check_target(target, mapping, mesh_spec)
     check_partitioner(partitioner)
-    settings = CompileSettings(target, mapping, partitioner, check_timeout(timeout))
+    settings = CompileSettings(target, mapping, partitioner, check_timeout(timeout),
+                               check_compile_for(compile_for))
     prune = check_flag(prune, "prune")
     mesh_shapes = check_flag(mesh_shapes, "mesh_shapes")
     budget_s = _check_budget(budget_s)

@@ -22,6 +22,7 @@ class CompileSettings:
     mapping: Any                     # mesh axes on the target's links, as analyze takes it
     partitioner: str
     timeout: float | None            # the time limit of one compile, seconds
+    compile_for: str = "target"      # the target's own compiler where installed, or "cpu"
 
     def request(self, problem: Problem, layout: Layout, timeout: float | None,
                 params: Mapping | None = None, rules: str | None = None) -> Request:
@@ -29,7 +30,7 @@ class CompileSettings:
         rules and specs (or `params` and `rules` in their stead, for a pipeline plan); a
         function takes its arguments with the layout's specs."""
         base = dict(mesh=layout.mesh, target=self.target, mapping=self.mapping,
-                    partitioner=self.partitioner, timeout=timeout)
+                    partitioner=self.partitioner, timeout=timeout, compile_for=self.compile_for)
         if isinstance(problem, WorkloadProblem):
             return Request(**base, workload=problem.name,
                            params=dict(problem.params if params is None else params),

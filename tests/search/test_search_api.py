@@ -1,11 +1,12 @@
 """explorer.search on a user's own function, its failures, cancellation, budget and bad input."""
 
+import math
 import threading
 
 import pytest
 
 import explorer
-from explorer import TensorSpec
+from explorer import TensorSpec, parse_spec
 from explorer._search.result import CandidateStatus
 
 # 4 devices: the h100-4 target (4 GPUs behind NVLink).
@@ -30,13 +31,13 @@ def row_blocks(x, w):
 
 
 def _row_split(c, tensor):
-    """Into how many pieces the candidate cuts `tensor`'s first dimension."""
-    entry = c.specs[tensor].split(",")[0] if c.specs[tensor] != "replicated" else "None"
-    n = 1
-    for a in entry.strip("()").replace(" ", "").split(","):
-        if a and a != "None":
-            n *= c.mesh.shape[a]
-    return n
+    """Into how many pieces the candidate cuts `tensor`'s first dimension ("(data,model),None"
+    cuts it over both axes)."""
+    if c.specs[tensor] == "replicated":
+        return 1
+    first = parse_spec(c.specs[tensor])[0]
+    axes = () if first is None else (first,) if isinstance(first, str) else first
+    return math.prod(c.mesh.shape[a] for a in axes)
 
 
 def test_a_user_function_gets_the_layout_the_formulas_predict():
