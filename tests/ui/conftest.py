@@ -45,7 +45,10 @@ def voila_server(artifacts):
     @contextlib.contextmanager
     def serve(notebook=None):
         port = free_port()
-        name = "voila.log" if notebook is None else f"voila-{Path(notebook).stem}.log"
+        name = "voila" if notebook is None else f"voila-{Path(notebook).stem}"
+        # Under pytest-xdist each worker serves its own: one log each, none overwritten.
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        name += f"-{worker}.log" if worker else ".log"
         log = open(artifacts / name, "w")
         proc = subprocess.Popen(voila_command(port, notebook=notebook), stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
