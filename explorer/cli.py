@@ -7,7 +7,7 @@ import json
 import math
 import sys
 
-from explorer.errors import ExplorerError
+from explorer.errors import ExplorerError, InputError
 from explorer.spec.bounds import MAX_ELEMENTS, MAX_TOTAL_ELEMENTS, power_text
 from explorer.strategy.presets import PRESETS
 from explorer.workloads.registry import WORKLOADS, get_workload
@@ -18,7 +18,7 @@ def _key_values(items: list[str], what: str) -> dict[str, str]:
     for item in items:
         key, eq, value = item.partition("=")
         if not eq or not key.strip():
-            raise ExplorerError(f"{what} {item!r} is not written as NAME=VALUE")
+            raise InputError(f"{what} {item!r} is not written as NAME=VALUE")
         out[key.strip()] = value.strip()
     return out
 
@@ -311,8 +311,8 @@ def _analyze(args) -> int:
 
     get_workload(args.workload)
     if args.trace and not args.target:
-        raise ExplorerError(f"--trace {args.trace} needs --target: the timeline is predicted "
-                            "for a target, e.g. --target h100-8 (see `targets`)")
+        raise InputError(f"--trace {args.trace} needs --target: the timeline is predicted "
+                         "for a target, e.g. --target h100-8 (see `targets`)")
     report = analyze_workload(args.workload, args.mesh, specs=_key_values(args.spec, "--spec"),
                               params=_key_values(args.param, "--param"),
                               preset=args.preset, rules=args.rules,

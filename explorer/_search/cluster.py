@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from explorer._search.evaluate import Outcome, Request, run
 from explorer.compile.sources import pickle_function
-from explorer.errors import ExplorerError
+from explorer.errors import ExplorerError, InputError
 from explorer.spec.bounds import show
 
 INSTALL_HINT = "pip install 'sharding-explorer[cluster]' (or: pip install 'ray[default]>=2.9')"
@@ -131,7 +131,7 @@ def runner(cluster: str | None, pool=None, slots: int | None = None):
     if cluster is None:
         return LocalRunner(pool)
     if not isinstance(cluster, str) or not cluster.strip():
-        raise ExplorerError(f"cluster {show(cluster)} is not a Ray address: give 'HOST:PORT', "
-                            "'ray://HOST:PORT', 'auto' or 'local', or None for this machine's "
-                            "worker pool")
+        raise InputError(f"cluster {show(cluster)} is not a Ray address: give 'HOST:PORT', "
+                         "'ray://HOST:PORT', 'auto' or 'local', or None for this machine's "
+                         "worker pool")
     return RayRunner(cluster.strip(), slots)

@@ -51,7 +51,7 @@ from explorer.api.request import (
 )
 from explorer.api.targeting import check_compile_for
 from explorer.cost.hardware import get_target
-from explorer.errors import ExplorerError, WorkloadError, choices
+from explorer.errors import InputError, TargetError, WorkloadError, choices
 from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import TensorSpec
@@ -124,7 +124,7 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
                                   verify).run()
 
     if max_microbatches is not None:
-        raise ExplorerError("max_microbatches applies to the pipeline search (space='pipeline')")
+        raise InputError("max_microbatches applies to the pipeline search (space='pipeline')")
     searched_names, searched_tensors = _searched(problem, chosen, names, tensors)
     if isinstance(problem, FunctionProblem):
         check_inputs(problem.inputs, mesh_spec)
@@ -152,12 +152,13 @@ def _runner(cluster: str | None, pool):
 
 def _check_target(target, mapping, mesh: MeshSpec) -> None:
     if target is None:
-        raise ExplorerError("a search ranks by predicted step time, which needs a target; "
-                            "choose one of explorer.targets() (e.g. target='h100-8')")
+        raise TargetError("a search ranks by predicted step time, which needs a target; "
+                          "choose one of explorer.targets() (e.g. target='h100-8')")
     check_target(target, mapping, mesh)
     if get_target(target).chip.peak_flops == {} or get_target(target).family == "cpu":
-        raise ExplorerError(f"target {target!r} has no sourced speeds, so nothing can be "
-                            "ranked on it; choose a GPU or TPU target (see explorer.targets())")
+        raise TargetError(f"target {target!r} has no sourced speeds, so nothing can be "
+                          "ranked on it; choose a GPU or TPU target (see explorer.targets())",
+                          target=target)
 
 
 def _check_budget(budget_s) -> float | None:
@@ -165,8 +166,8 @@ def _check_budget(budget_s) -> float | None:
         return None
     if isinstance(budget_s, bool) or not isinstance(budget_s, int | float) \
             or not math.isfinite(budget_s) or budget_s <= 0:
-        raise ExplorerError(f"budget_s={show(budget_s)} is not a positive number of seconds; "
-                            "pass e.g. budget_s=60, or None for no limit")
+        raise InputError(f"budget_s={show(budget_s)} is not a positive number of seconds; "
+                         "pass e.g. budget_s=60, or None for no limit")
     return float(budget_s)
 
 
@@ -175,8 +176,8 @@ def _check_microbatches(limit) -> int:
         return pipe.DEFAULT_MAX_MICROBATCHES
     if isinstance(limit, bool) or not isinstance(limit, int) \
             or not 1 <= limit <= pipe.MICROBATCHES.high:
-        raise ExplorerError(f"max_microbatches={show(limit)} is not a whole number from 1 to "
-                            f"{pipe.MICROBATCHES.high}")
+        raise InputError(f"max_microbatches={show(limit)} is not a whole number from 1 to "
+                         f"{pipe.MICROBATCHES.high}")
     return limit
 
 
@@ -189,13 +190,13 @@ def _check_space(space, problem: Problem) -> SearchSpace:
         return SearchSpace.RULES if has_rules else SearchSpace.SPECS
     codes = [s.value for s in SearchSpace]
     if not isinstance(space, str) or space not in codes:
-        raise ExplorerError(f"space {show(space)} is not one of {choices(codes)}")
+        raise InputError(f"space {show(space)} is not one of {choices(codes)}")
     if space == SearchSpace.PIPELINE and not is_pipeline:
-        raise ExplorerError(f"space 'pipeline' chooses the stages of workload 'pipeline', not of "
-                            f"{problem.name!r}; use space 'rules' or 'specs'")
+        raise InputError(f"space 'pipeline' chooses the stages of workload 'pipeline', not of "
+                         f"{problem.name!r}; use space 'rules' or 'specs'")
     if space == SearchSpace.RULES and not has_rules:
-        raise ExplorerError(f"{problem.name!r} names no logical dimensions, so it has no rules "
-                            "to search; use space 'specs'")
+        raise InputError(f"{problem.name!r} names no logical dimensions, so it has no rules "
+                         "to search; use space 'specs'")
     return SearchSpace(space)
 
 
@@ -210,31 +211,31 @@ def _problem(program, args: tuple, params: Mapping | None) -> Problem:
         return WorkloadProblem(workload, workload.resolve(params))
     check_function(program)
     if params is not None:
-        raise ExplorerError("params are a built-in workload's; a function's sizes are its "
-                            "TensorSpecs' shapes")
+        raise InputError("params are a built-in workload's; a function's sizes are its "
+                         "TensorSpecs' shapes")
     check_replaceable(args)
     return FunctionProblem(program, args, tensor_leaves(args))
 
 
 def _check_callbacks(cancel, progress) -> None:
     if cancel is not None and not callable(getattr(cancel, "is_set", None)):
-        raise ExplorerError(f"cancel {show(cancel)} is not a threading.Event (anything with "
-                            "is_set())")
+        raise InputError(f"cancel {show(cancel)} is not a threading.Event (anything with "
+                         "is_set())")
     if progress is not None and not callable(progress):
-        raise ExplorerError(f"progress {show(progress)} is not a function of a Progress")
+        raise InputError(f"progress {show(progress)} is not a function of a Progress")
 
 
 def _check_verify(verify) -> int:
     if isinstance(verify, bool) or not isinstance(verify, int) or not 1 <= verify <= 100:
-        raise ExplorerError(f"verify={show(verify)} is not a whole number from 1 to 100")
+        raise InputError(f"verify={show(verify)} is not a whole number from 1 to 100")
     return verify
 
 
 def _check_patience(patience) -> int | None:
     if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int)
                                  or patience < 1):
-        raise ExplorerError(f"patience={show(patience)} is not a whole number >= 1 (compiles "
-                            "without improvement before the search stops), or None")
+        raise InputError(f"patience={show(patience)} is not a whole number >= 1 (compiles "
+                         "without improvement before the search stops), or None")
     return patience
 
 
@@ -242,9 +243,9 @@ def _check_pipeline_options(**options) -> None:
     """The options of the intra-operator searches, which the pipeline search does not take."""
     for what, value in options.items():
         if value is not None:
-            raise ExplorerError(f"{what}= does not apply to the pipeline search, which "
-                                "chooses the mesh (stage x data), the stages, the cuts and "
-                                "the microbatches itself")
+            raise InputError(f"{what}= does not apply to the pipeline search, which "
+                             "chooses the mesh (stage x data), the stages, the cuts and "
+                             "the microbatches itself")
 
 
 def _searched(problem: Problem, space: SearchSpace, names,
@@ -253,10 +254,10 @@ def _searched(problem: Problem, space: SearchSpace, names,
     if space is SearchSpace.RULES:
         searched = check_names(problem, names)
         if tensors is not None:
-            raise ExplorerError("tensors= chooses the tensors of a specs search; a rules search "
-                                "takes names= (the logical names to map to mesh axes)")
+            raise InputError("tensors= chooses the tensors of a specs search; a rules search "
+                             "takes names= (the logical names to map to mesh axes)")
         return searched, []
     if names is not None:
-        raise ExplorerError("names= chooses the logical names of a rules search; a specs "
-                            "search takes tensors= (the tensors whose specs to search)")
+        raise InputError("names= chooses the logical names of a rules search; a specs "
+                         "search takes tensors= (the tensors whose specs to search)")
     return [], check_tensors(problem, tensors)

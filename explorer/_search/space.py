@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from itertools import permutations, product
 
 from explorer._search.result import SearchSpace
-from explorer.errors import ExplorerError, TensorError, WorkloadError, choices
+from explorer.errors import ExplorerError, InputError, TensorError, WorkloadError, choices
 from explorer.spec.bounds import show
 from explorer.spec.layout import Tiling, tiling_from_spec
 from explorer.spec.mesh import MeshSpec
@@ -348,7 +348,7 @@ def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], space: SearchS
     if size > MAX_SPACE:
         what = (f"{len(names)} logical names ({', '.join(names)})" if rules
                 else f"the specs of {len(tensors)} tensors")
-        raise ExplorerError(
+        raise InputError(
             f"the search space has {size} candidates ({what} over {len(meshes)} mesh shape(s)), "
             f"more than the {MAX_SPACE} a search enumerates; search fewer "
             f"{'names (names=[...], --names)' if rules else 'tensors (tensors=[...])'}"

@@ -31,6 +31,7 @@ from explorer.api.targeting import CompileFor, check_compile_for
 from explorer.cost.hardware import get_target, targets
 from explorer.errors import (
     ExplorerError,
+    InputError,
     MeshError,
     SpecError,
     TensorError,
@@ -785,7 +786,7 @@ class App:
     def _search_snapshot(self) -> tuple[Source, Request]:
         """The source and its checked request now: what a search started now searches."""
         if self.error is not None:
-            raise ExplorerError(self.error)
+            raise InputError(self.error)
         self._muted += 1
         try:
             return self.source, self._request()

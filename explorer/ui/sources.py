@@ -26,7 +26,7 @@ from explorer.api.analyze import (
 )
 from explorer.api.workload import analyze_workload
 from explorer.compile.sources import cell_name
-from explorer.errors import ExplorerError, RuleError, TensorError
+from explorer.errors import ExplorerError, InputError, RuleError, TensorError
 from explorer.report.memory import memory_kinds
 from explorer.report.report import Report, WorkloadInfo
 from explorer.spec.mesh import MeshSpec
@@ -277,7 +277,7 @@ class FunctionSource(Source):
                  notes: Sequence[str] = (), where: str | None = None,
                  label: str = "function"):
         if not callable(fn):
-            raise ExplorerError(f"{fn!r} is not a function; pass the function to explore first")
+            raise InputError(f"{fn!r} is not a function; pass the function to explore first")
         self.fn, self.args = fn, tuple(args)
         leaves_per_arg = [tensor_leaves(a) for a in self.args]
         names = argument_names(fn, len(self.args))

@@ -27,7 +27,7 @@ from explorer._search.result import Candidate, CandidateStatus, Progress, Search
 from explorer._search.search import search
 from explorer._search.space import WorkloadProblem
 from explorer.cost.model import format_seconds
-from explorer.errors import ExplorerError, choices
+from explorer.errors import ExplorerError, InputError, TargetError, choices
 from explorer.report.summary import human_bytes
 from explorer.spec.bounds import show
 from explorer.spec.tensor import Entry, normalize_spec
@@ -77,8 +77,8 @@ def parse_budget(text: str) -> float | None:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
-        raise ExplorerError(f"budget {text!r} is not a positive number of seconds; type e.g. "
-                            f"{DEFAULT_BUDGET_S}, or leave it empty for no limit")
+        raise InputError(f"budget {text!r} is not a positive number of seconds; type e.g. "
+                         f"{DEFAULT_BUDGET_S}, or leave it empty for no limit")
     return value
 
 
@@ -154,12 +154,12 @@ def make_job(source: Source, request: Request, space: str, chosen, mesh_shapes: 
     (a target to rank on, a space the program has)."""
     if request.target is None:
         why = f" ({request.unavailable})" if request.unavailable else ""
-        raise ExplorerError("a search ranks layouts by their predicted step time, which needs a "
-                            f"target: pick one under target in the sidebar{why}")
+        raise TargetError("a search ranks layouts by their predicted step time, which needs a "
+                          f"target: pick one under target in the sidebar{why}")
     offered = spaces_of(source)
     if space not in offered:
-        raise ExplorerError(f"space {show(space)} is not one this program offers; choose "
-                            f"{choices(offered)}")
+        raise InputError(f"space {show(space)} is not one this program offers; choose "
+                         f"{choices(offered)}")
     chosen = tuple(chosen)
     if isinstance(source, WorkloadSource):
         return SearchJob(source.workload_w.value, (), request, space, chosen, mesh_shapes,
@@ -167,8 +167,8 @@ def make_job(source: Source, request: Request, space: str, chosen, mesh_shapes: 
     if isinstance(source, FunctionSource):
         return SearchJob(source.fn, source.inputs(request.specs), request, space, chosen,
                          mesh_shapes, budget_s, f"{source.title}()")
-    raise ExplorerError(f"the Suggest tab searches built-in workloads and functions, not a "
-                        f"{type(source).__name__}")
+    raise InputError(f"the Suggest tab searches built-in workloads and functions, not a "
+                     f"{type(source).__name__}")
 
 
 def candidate_specs(candidate: Candidate) -> dict[str, Spec]:
@@ -478,7 +478,7 @@ class SuggestView:
         try:
             source, request = self._snapshot()
         except ExplorerError as e:
-            raise ExplorerError(f"fix the sidebar first: {e}") from None
+            raise InputError(f"fix the sidebar first: {e}") from None
         job = make_job(source, request, self.space_w.value, self.chosen_w.value,
                        self.shapes_w.value, budget)
         self.job, self.progress = job, None
@@ -597,7 +597,7 @@ class SuggestView:
     def apply_selected(self) -> None:
         """Load the picked candidate into the editors."""
         if self.result is None or self.pick_w.value is None:
-            raise ExplorerError("no candidate to apply: run a search first")
+            raise InputError("no candidate to apply: run a search first")
         self._say("")
         candidate = self.result.candidates[self.pick_w.value]
         self._apply(self.result_job, candidate)
