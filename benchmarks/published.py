@@ -192,8 +192,18 @@ class Prediction:
         return None if value is None else value / self.case.published_s - 1
 
 
+def _compile_kwargs(case: Case, fake: bool) -> dict:
+    """How a case compiles: a TPU case for its topology through libtpu, a GPU case for its
+    GPUs through XLA's GPU compiler (the gpu extra), or, with --fake, on fake CPU devices."""
+    if fake:
+        return {"compile_for": "cpu"}
+    if case.topology is not None:
+        return {"tpu_topology": case.topology}
+    return {"target": case.target}
+
+
 def predict(case: Case, fake: bool, timeout: float) -> Prediction:
-    kw = {} if fake or case.topology is None else {"tpu_topology": case.topology}
+    kw = _compile_kwargs(case, fake)
     start = time.perf_counter()
     fallback = ""
     try:
@@ -201,7 +211,7 @@ def predict(case: Case, fake: bool, timeout: float) -> Prediction:
                                            params=case.params, timeout=timeout,
                                            use_cache=False, **kw)
     except explorer.CompileError as e:
-        if not kw or "RESOURCE_EXHAUSTED" not in str(e):
+        if "tpu_topology" not in kw or "RESOURCE_EXHAUSTED" not in str(e):
             raise
         # The TPU compiler refuses a program whose temporaries exceed HBM; the published run
         # fit (its attention was a flash kernel, which never holds the [seq, seq] scores).
@@ -219,8 +229,9 @@ def predict(case: Case, fake: bool, timeout: float) -> Prediction:
     for note in est.notes:
         if "trip count could not be read" in note or "could not be timed" in note:
             log(f"{case.name}: {note}")
-    how = f"TPU {case.topology} ahead of time" if kw else \
-        f"{report.mesh.device_count} fake CPU devices"
+    how = (f"TPU {case.topology} ahead of time" if report.backend.startswith("tpu") else
+           f"{report.mesh.device_count} × {report.device_kind} ahead of time"
+           if report.backend == "gpu" else f"{report.mesh.device_count} fake CPU devices")
     if fallback:
         how += f" (the TPU {case.topology} compile: {fallback})"
     verdict = report.memory_verdict
@@ -407,7 +418,7 @@ def main() -> int:
                     help="run only this case (repeatable); cases: " +
                          ", ".join(c.name for c in CASES))
     ap.add_argument("--fake", action="store_true",
-                    help="compile TPU cases on fake CPU devices instead of ahead of time")
+                    help="compile every case on fake CPU devices instead of for its target")
     ap.add_argument("--attention", choices=("fused", "plain"), default="fused",
                     help="fused (default): the attention core timed as a causal flash kernel, as "
                          "the published runs used; plain: its score traffic and whole square "

@@ -18,7 +18,7 @@ import importlib.util
 from dataclasses import dataclass
 
 from explorer.cost.hardware import Target, get_target
-from explorer.errors import ExplorerError, MeshError, choices
+from explorer.errors import ExplorerError, MeshError, TargetError, choices
 from explorer.spec.mesh import MeshSpec
 
 # Sources, cited by name below.
@@ -136,9 +136,9 @@ def gpu_topology(target: str | Target) -> GpuTopology:
     t = get_target(target)
     generation = t.name.split("-", 1)[0]
     if t.family != "gpu" or generation not in GPU_CHIPS:
-        raise ExplorerError(
+        raise TargetError(
             f"target {t.name!r} is not a GPU the GPU compiler can be told about; GPU "
-            f"generations: {choices(GPU_CHIPS)}, e.g. 'h100-8' or 'h100-8x4'")
+            f"generations: {choices(GPU_CHIPS)}, e.g. 'h100-8' or 'h100-8x4'", target=t.name)
     sizes = {a.name: a.size for a in t.axes}
     return GpuTopology(t.name, generation, sizes.get("node", 1), sizes.get("gpu", 1),
                        target_config(generation, t))

@@ -9,7 +9,7 @@ import pytest
 import explorer
 from explorer.compile.gpu import GPU_CHIPS, check_gpu, gpu_topology, target_config
 from explorer.cost.hardware import get_target
-from explorer.errors import ExplorerError, MeshError
+from explorer.errors import MeshError, TargetError
 from explorer.spec.mesh import parse_mesh
 
 
@@ -53,7 +53,7 @@ def test_the_a100_is_compute_capability_8_with_108_sms_and_164_kib_shared_memory
 
 
 def test_a_tpu_target_is_not_a_gpu_and_the_error_names_the_gpu_generations():
-    with pytest.raises(ExplorerError, match=r"'tpu-v5e-4x4' is not a GPU .*GPU generations: "
+    with pytest.raises(TargetError, match=r"'tpu-v5e-4x4' is not a GPU .*GPU generations: "
                                             r"'a100', 'h100', 'h200', 'b200'"):
         gpu_topology("tpu-v5e-4x4")
 
