@@ -20,9 +20,10 @@ partitioning needed it, and reads the shardings of that instruction and its oper
 Nothing is guessed: a collective whose evidence does not fit a rule is `unknown`.
 
 The package: `context.py` (the modules, indexed once, read-only, and their queries),
-`targets.py` (what is explained, with its ranked anchors), one module per rule in `rules/`
-with the table of rules per collective kind, `text.py` (the words of every sentence), and
-`explain.py` (the driver). This module is its public face.
+`targets.py` (what is explained, with its ranked anchors), `parts.py` (the parts of a
+combined collective, and what names each where XLA's GPU combiners wrote no op_name), one
+module per rule in `rules/` with the table of rules per collective kind, `text.py` (the
+words of every sentence), and `explain.py` (the driver). This module is its public face.
 """
 
 from explorer.hlo.sharding import tuple_parts as _tuple_parts

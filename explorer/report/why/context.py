@@ -38,6 +38,15 @@ def renames(module: HloModule, i: Instruction) -> bool:
     return bool(body) and all(x.opcode in RENAMING or x.opcode == "parameter" for x in body)
 
 
+def _users(module: HloModule) -> dict[str, tuple[Instruction, ...]]:
+    """Instruction name -> the instructions of `module` that use it."""
+    users: dict[str, list[Instruction]] = {}
+    for instr in module.instructions():
+        for o in instr.operands:
+            users.setdefault(o, []).append(instr)
+    return {k: tuple(v) for k, v in users.items()}
+
+
 @dataclass(frozen=True)
 class Context:
     """The two modules of one compile and their indexes. `inputs` are the program's input
@@ -54,6 +63,8 @@ class Context:
     by_op_name: Mapping[str, tuple[Instruction, ...]]
     # Propagated instruction name -> the instructions that use it.
     users: Mapping[str, tuple[Instruction, ...]]
+    # The same for the optimized module (what a collective's result is used by).
+    opt_users: Mapping[str, tuple[Instruction, ...]]
     # Optimized collective name -> the steps of the one data movement it is part of.
     chains: Mapping[str, Chain]
 
@@ -62,7 +73,6 @@ class Context:
            inputs: Sequence[str] = ()) -> Context:
         opt_names = optimized.by_name()
         by_op_name: dict[str, list[Instruction]] = {}
-        users: dict[str, list[Instruction]] = {}
         if propagated is not None:
             # Reducer and comparator bodies repeat their caller's op_name; a shard_map body,
             # also called with to_apply, is real code.
@@ -71,13 +81,11 @@ class Context:
             for instr in propagated.instructions():
                 if instr.op_name and instr.computation not in reducers:
                     by_op_name.setdefault(instr.op_name, []).append(instr)
-                for o in instr.operands:
-                    users.setdefault(o, []).append(instr)
         return cls(optimized, propagated, mesh, tuple(inputs), opt_names,
                    propagated.by_name() if propagated is not None else {},
                    {k: tuple(v) for k, v in by_op_name.items()},
-                   {k: tuple(v) for k, v in users.items()},
-                   find_chains(optimized, opt_names))
+                   _users(propagated) if propagated is not None else {},
+                   _users(optimized), find_chains(optimized, opt_names))
 
     # -- layouts -----------------------------------------------------------------------------
 

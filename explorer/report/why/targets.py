@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from explorer.hlo.collectives import CollectiveKind, collective_kind
 from explorer.hlo.module import Instruction, ints
 from explorer.report.why.context import Context, location
-from explorer.report.why.metadata import combined_op_names
+from explorer.report.why.parts import Name, collective_parts
 
 _REDUCTIONS = (CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER)
 
@@ -28,10 +28,18 @@ class Target:
     # an all-gather, for one resharding): the layouts are compared over all of them.
     chain_axes: tuple[str, ...] = ()
     steps: int = 1
+    # The collective's own file, where sentences say `line N` when the target has no
+    # location of its own (a part named by a combined op_name); None when unknown.
+    file: str | None = None
     # The propagated instructions its metadata points at, in module order, and the same
     # ranked most likely meant first (see `rank`); filled by `_anchored`.
     anchors: tuple[Instruction, ...] = ()
     ranked: tuple[Instruction, ...] = ()
+
+    @property
+    def home(self) -> str | None:
+        """The file whose lines the sentences say as `line N` (others as `file.py:N`)."""
+        return self.location[0] if self.location is not None else self.file
 
     @property
     def is_reduction(self) -> bool:
@@ -40,7 +48,7 @@ class Target:
 
 def targets(ctx: Context, instr: Instruction) -> list[Target]:
     """What to explain of an optimized collective: itself, or each part of a combined one
-    (each from its own operand's metadata)."""
+    (see parts.py), each under the first name that points at propagated instructions."""
     kind, _ = collective_kind(instr.opcode)
     chain = ctx.chains.get(instr.name)
     axes = ctx.group_axes(instr, kind)
@@ -48,30 +56,27 @@ def targets(ctx: Context, instr: Instruction) -> list[Target]:
     if chain:
         used = {x for c in chain for x in ctx.group_axes(c, collective_kind(c.opcode)[0])}
         chain_axes = tuple(x for x in ctx.mesh.names if x in used)
-    operands = [ctx.opt_names.get(o) for o in instr.operands]
-    result = instr.arrays
-    if instr.opcode.endswith("-start") and len(result) > len(operands):
-        result = result[len(operands):]     # start ops return (operands..., results...)
     gather_dim = None
     if kind is CollectiveKind.ALL_GATHER:
         dims = ints(instr.attr("dimensions"))
         gather_dim = dims[0] if dims else None
-    loc = location(ctx.optimized, instr)
     steps = len(chain) if chain else 1
-    if len(operands) <= 1 or not combined_op_names(instr.op_name):
-        first = chain[0] if chain else instr
-        operand = ctx.opt_names.get(first.operands[0]) if first.operands else None
-        return [_anchored(ctx, Target(kind, axes, instr.op_name, loc, operand,
-                                      result[0].dims if result else (), gather_dim,
-                                      chain_axes, steps))]
-    out = []
-    for i, op in enumerate(operands):
-        op_name = op.op_name if op is not None and op.op_name else ""
-        op_loc = location(ctx.optimized, op) if op is not None else None
-        out.append(_anchored(ctx, Target(kind, axes, op_name, op_loc, op,
-                                         result[i].dims if i < len(result) else (),
-                                         gather_dim, chain_axes, steps)))
-    return out
+    own = location(ctx.optimized, instr)
+    return [_named(ctx, Target(kind, axes, "", None, part.operand, part.dims, gather_dim,
+                               chain_axes, steps, file=own[0] if own else None), part.names)
+            for part in collective_parts(ctx, instr)]
+
+
+def _named(ctx: Context, t: Target, names: tuple[Name, ...]) -> Target:
+    """`t` under the first of `names` that points at propagated instructions; else under
+    the first (the unknown then says which), or none."""
+    first = None
+    for n in names:
+        named = _anchored(ctx, replace(t, op_name=n.op_name, location=n.location))
+        if named.anchors:
+            return named
+        first = first or named
+    return first or t
 
 
 def fused_reductions(ctx: Context, t: Target) -> list[Target]:

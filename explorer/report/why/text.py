@@ -48,7 +48,7 @@ def loc_text(loc: tuple[str, int] | None, t: Target) -> str:
     """`at line 12` in the collective's own file, `at other.py:12` elsewhere, "" unknown."""
     if loc is None:
         return ""
-    if t.location is not None and loc[0] == t.location[0]:
+    if loc[0] == t.home:
         return f"at line {loc[1]}"
     return f"at {loc[0].replace(chr(92), '/').rsplit('/', 1)[-1]}:{loc[1]}"
 
