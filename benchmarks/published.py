@@ -438,8 +438,9 @@ def main() -> int:
     cases = [replace(c, params={**c.params, "attention": args.attention}) for c in cases]
     preds = []
     for i, case in enumerate(cases, 1):
-        log(f"[{i}/{len(cases)}] {case.name}: compiling on {case.mesh} "
-            f"({'fake CPU devices' if args.fake or not case.topology else case.topology})")
+        where = ("fake CPU devices" if args.fake else case.topology if case.topology
+                 else f"{case.target}, XLA's GPU compiler")
+        log(f"[{i}/{len(cases)}] {case.name}: compiling on {case.mesh} ({where})")
         p = predict(case, args.fake, args.timeout)
         log(f"[{i}/{len(cases)}] {case.name}: published {case.published_s:.2f} s, predicted "
             f"{_s(p.trace_s)} s ({_pct(p.error())}), {p.compile_s:.0f} s")
