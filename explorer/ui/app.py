@@ -56,11 +56,13 @@ from explorer.ui.timeline import TimingView, timing_html
 from explorer.ui.views import (
     CollectivesView,
     PlacementView,
+    TargetOffer,
     collectives_html,
     draw_grid,
     hlo_html,
     legend_html,
     mapping_placeholder,
+    matching_target,
     tensor_options,
 )
 from explorer.ui.why import Candidate, WhyPanel, candidates, line_bytes
@@ -198,6 +200,7 @@ class App:
         self.error: str | None = None
         self.unexpected: BaseException | None = None     # the last error that was a bug
         self.prediction_note: str | None = None          # why the last request has no target
+        self.matching_target: str | None = None          # then, a target that would fit
         self.unavailable: str | None = None              # why the shown report has none
         self.selected: int | None = None
         self._generation = 0
@@ -250,6 +253,7 @@ class App:
                                 indent=False)
         self.target_error = w.HTML()
         self.target_error.add_class("explorer-error")
+        self.target_offer = TargetOffer(guard(self._use_target))
         self.status = w.HTML()
         self.status.add_class("explorer-status")
         # Which compiler wrote the program shown, and whether its numbers are the target's own.
@@ -262,7 +266,8 @@ class App:
 
         self.placement = PlacementView(guard(lambda _: self._draw_placement()),
                                        guard(lambda _: self._list_tensors()))
-        self.collectives = CollectivesView(guard(self._select_collective))
+        self.collectives = CollectivesView(guard(self._select_collective),
+                                           guard(self._use_target))
         self.why = WhyPanel(guard(self._apply_what_if))
         self.collectives.widget.children = (*self.collectives.widget.children, self.why.widget)
         self.memory = MemoryView()
@@ -289,7 +294,8 @@ class App:
             self.rules_note.value = f"<div>{html.escape(source.rules_note)}</div>"
         sidebar = w.VBox([source.sidebar, self.mesh_editor.widget, self.preset_w, self.rules_w,
                           self.rules_note, self.layout_error, self.specs_editor.widget,
-                          self.partitioner_w, self.target_w, self.mapping_w, self.target_error,
+                          self.partitioner_w, self.target_w, self.mapping_w,
+                          w.HBox([self.target_error, self.target_offer.button]),
                           self.cpu_w, self.measure_w, w.HBox([self.status, self.warnings_w]),
                           self.compiled_for, self.error_w],
                          layout=w.Layout(width="440px"))
@@ -413,6 +419,7 @@ class App:
             r.error.value = ""
         self.mesh_editor.error.value = self.source.error.value = self.error_w.value = ""
         self.target_error.value = self.layout_error.value = ""
+        self.target_offer.offer(None)
 
     @staticmethod
     def _put(where: w.HTML, e: ExplorerError):
@@ -476,7 +483,7 @@ class App:
             raise self._put(self.source.error, e) from None
         partitioner = check_partitioner(self.partitioner_w.value)
         target, mapping = self.target_w.value or None, self.mapping_w.value.strip() or None
-        self.prediction_note = None
+        self.prediction_note = self.matching_target = None
         self.mapping_w.placeholder = mapping_placeholder(target, mesh)
         try:
             check_target(target, mapping, mesh)
@@ -485,6 +492,8 @@ class App:
             self.prediction_note = app_language(str(e))
             self.target_error.value = html.escape(
                 f"no prediction: {self.prediction_note}")
+            self.matching_target = matching_target(self.target_w.value, mesh.device_count)
+            self.target_offer.offer(self.matching_target)
             target = mapping = None
         params = self.source.resolved() if isinstance(self.source, WorkloadSource) else {}
         return Request(mesh=mesh, specs=dict(placement.specs), pinned=pinned,
@@ -492,6 +501,12 @@ class App:
                        partitioner=partitioner, target=target, mapping=mapping,
                        measure=self.measure_w.value, unavailable=self.prediction_note,
                        compile_for=CompileFor.CPU if self.cpu_w.value else CompileFor.TARGET)
+
+    def _use_target(self, name: str) -> None:
+        """Pick `name` (a target offered because it fits the mesh); the pick recompiles."""
+        if name not in [v for _, v in self.target_w.options]:
+            self.target_w.options = [*self.target_w.options, (name, name)]
+        self.target_w.value = name
 
     def _edited(self, wait: bool = False) -> None:
         if self._muted:
@@ -610,7 +625,8 @@ class App:
             if request is not None and request.specs.get(candidate.tensor) == candidate.spec:
                 self.why.show_applied(candidate, compare(before, report))
         # The HTML parts are cheap and always current; figures wait for their tab (_draw_tab).
-        self.collectives.table.value = collectives_html(report)
+        self.collectives.table.value = collectives_html(report, unavailable=unavailable)
+        self.collectives.target_offer.offer(self.matching_target if unavailable else None)
         self.timing.text.value = timing_html(report, unavailable)
         self._drawn = set()
         self._draw_tab(self.tabs.selected_index)
@@ -623,7 +639,8 @@ class App:
         if title == "Placement":
             self._draw_placement()
         elif title == "Collectives":
-            self.collectives.table.value = collectives_html(self.report, self.selected)
+            self.collectives.table.value = collectives_html(self.report, self.selected,
+                                                            self.unavailable)
             self._draw_groups()
         elif title == "Memory":
             self.memory.update(self.report)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from copy import deepcopy
 
 import ipywidgets as w
@@ -12,6 +13,7 @@ import plotly.colors as pc
 import plotly.graph_objects as go
 
 from explorer.api.request import check_target
+from explorer.cost.hardware import get_target, targets_with_chips
 from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError
 from explorer.report.dataflow import sliced_all_reduces
@@ -214,10 +216,12 @@ def _short_source(source: str) -> str:
     return source.rsplit("/", 1)[-1]
 
 
-def collectives_html(report: Report, selected: int | None = None) -> str:
+def collectives_html(report: Report, selected: int | None = None,
+                     unavailable: str | None = None) -> str:
     """The collectives as a table narrow enough for a notebook cell: what, over which axes,
     how big, the predicted time (marked where latency, not bandwidth, bounds it), and where in
-    the user's code. An all-reduce the CPU backend wrote in place of a reduce-scatter says so."""
+    the user's code. An all-reduce the CPU backend wrote in place of a reduce-scatter says so;
+    `unavailable` (why a picked target gave no prediction) is said where the times would be."""
     if not report.collectives:
         return ("<p class='explorer-no-collectives'>No collectives: every device computes its "
                 "part alone.</p>")
@@ -264,6 +268,11 @@ def collectives_html(report: Report, selected: int | None = None) -> str:
     total = human_bytes(report.cost.collective_bytes)
     predicted = (f" Predicted on {e(est.target)}: {format_seconds(est.comm_seconds)} of "
                  "communication." if est else "")
+    if est is None and unavailable:
+        # The reason only: the targets that would fit are offered by a button beside it.
+        reason = unavailable.split(";")[0].rstrip(".")
+        predicted = (f" <span class='explorer-prediction-unavailable'>No predicted times: "
+                     f"{e(reason)}.</span>")
     return (f"<div class='explorer-table-wrap'><table class='explorer-table'>{head}"
             f"{''.join(rows)}</table></div>"
             f"<p>{len(report.collectives)} collective{'s' if len(report.collectives) > 1 else ''}"
@@ -297,9 +306,51 @@ def _part_rows(c, columns: int) -> list[str]:
 NONE_PICKED = "— pick a collective: its device groups, why it is there, what removes it —"
 
 
+def matching_target(picked: str, devices: int) -> str | None:
+    """The catalog target with `devices` devices and the chip of `picked` (else its family),
+    for a `picked` whose device count does not match the mesh's; None when none is."""
+    target = get_target(picked)
+    if target.chips is None or target.chips == devices:
+        return None          # the mismatch is not the device count: no other size helps
+    fitting = [get_target(name) for name in targets_with_chips(devices)]
+    for same in (lambda t: t.chip.name == target.chip.name,
+                 lambda t: t.family == target.family):
+        names = [t.name for t in fitting if same(t)]
+        if names:
+            return names[0]
+    return None
+
+
+_DEVICE_WORDS = {"gpu": "GPUs", "tpu": "chips"}
+
+
+class TargetOffer:
+    """A button that picks a target which fits the mesh, shown while the picked one does not
+    (`offer(name)`; `offer(None)` hides it). `on_pick` gets the name when it is clicked."""
+
+    def __init__(self, on_pick: Callable[[str], None]):
+        self.target: str | None = None
+        self.button = w.Button(layout=w.Layout(width="auto", display="none"),
+                               tooltip="pick this target, which has the mesh's device count")
+        self.button.add_class("explorer-target-offer")
+        self.button.on_click(lambda _: self.target and on_pick(self.target))
+
+    def offer(self, name: str | None) -> None:
+        self.target = name
+        if name is None:
+            self.button.layout.display = "none"
+            return
+        t = get_target(name)
+        self.button.description = (f"use {name} ({t.chips} "
+                                   f"{_DEVICE_WORDS.get(t.family, 'devices')})")
+        self.button.layout.display = None
+
+
 class CollectivesView:
-    def __init__(self, on_select):
+    def __init__(self, on_select, on_pick_target: Callable[[str], None]):
         self.table = w.HTML()
+        # Beside the table's last sentence, which says why there are no predicted times.
+        self.target_offer = TargetOffer(on_pick_target)
         # -1 means none: ipywidgets shows a None value as an empty selection.
         self.pick = w.Dropdown(description="why?", options=[(NONE_PICKED, -1)], value=-1,
                                layout=w.Layout(width="520px"))
@@ -311,7 +362,8 @@ class CollectivesView:
         self._groups: go.FigureWidget | None = None
         self.legend = w.HTML()
         self.groups_box = w.VBox([self.legend], layout=w.Layout(display="none"))
-        self.widget = w.VBox([self.table, self.pick, self.groups_box])
+        self.widget = w.VBox([self.table, self.target_offer.button, self.pick,
+                              self.groups_box])
         self.widget.add_class("explorer-collectives")
 
     @property

@@ -635,3 +635,42 @@ def test_the_app_says_what_compiled_the_program_and_the_cpu_switch_marks_it_appr
             ("all-reduce", 128 * 1024 * 4)]
     finally:
         app.close()
+
+
+def test_a_target_too_small_for_the_mesh_is_explained_in_collectives_and_fixed_in_one_click():
+    app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, target="h100-8",
+                   debounce=None)
+    try:
+        show(app, "Collectives")
+        assert app.collectives.target_offer.button.layout.display == "none"
+        mesh_size(app, "data", 4)                   # 16 devices: one 8-GPU node is too small
+        assert app.report.estimate is None
+        table = unescape(app.collectives.table.value)
+        assert "est." not in table and "Predicted on" not in table
+        assert ("No predicted times: mesh 'data=4,model=4' has 16 devices but h100-8 has 8 "
+                "chips.") in table
+        # The same H100s, two nodes of 8: offered beside the reason and beside the sidebar's.
+        offer = app.collectives.target_offer.button
+        assert offer.layout.display is None and offer.description == "use h100-8x2 (16 GPUs)"
+        assert app.target_offer.button.description == "use h100-8x2 (16 GPUs)"
+        offer.click()
+        assert app.target_w.value == "h100-8x2"
+        assert app.report.estimate.target == "h100-8x2"
+        table = unescape(app.collectives.table.value)
+        assert "<th>est. h100-8x2</th>" in table and "Predicted on h100-8x2" in table
+        assert "No predicted times" not in table
+        assert offer.layout.display == "none" and app.target_offer.button.layout.display == "none"
+    finally:
+        app.close()
+
+
+def test_the_target_offered_for_a_mesh_has_its_device_count_and_the_same_chip():
+    from explorer.ui.views import matching_target
+    assert matching_target("h100-8", 16) == "h100-8x2"
+    assert matching_target("tpu-v5e-2x4", 16) == "tpu-v5e-4x4"
+    assert matching_target("tpu-v4-2x2x2", 32) == "tpu-v4-2x4x4"
+    # No v5p has 16 chips: the first TPU that does (the catalog lists v5e first).
+    assert matching_target("tpu-v5p-2x2x2", 16) == "tpu-v5e-4x4"
+    assert matching_target("bow-2000", 8) is None          # no other IPU system
+    assert matching_target("h100-8", 8) is None            # the size already fits
+    assert matching_target("cpu", 16) is None              # the host takes any count
