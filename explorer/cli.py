@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
+from pathlib import Path
 
 from explorer.errors import ExplorerError, InputError
 from explorer.spec.bounds import MAX_ELEMENTS, MAX_TOTAL_ELEMENTS, power_text
@@ -46,6 +48,28 @@ def _port(text: str) -> int:
     if port is None or not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"port {text!r} is not a whole number from 1 to 65535")
     return port
+
+
+def _check_trace_path(path: str) -> None:
+    """--trace: a file that can be written, checked before the compile (which can take minutes)
+    so that a mistyped folder fails at once rather than after it."""
+    folder = Path(path).parent
+    if Path(path).is_dir():
+        raise InputError(f"--trace {path!r} is a folder; give a file name in it, "
+                         f"e.g. {os.path.join(path, 'trace.json')}")
+    if not folder.is_dir():
+        raise InputError(f"--trace {path!r}: the folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or \
+            (Path(path).exists() and not os.access(path, os.W_OK)):
+        raise InputError(f"--trace {path!r} is not writable by this user")
+
+
+def _write_trace(path: str, events: dict) -> None:
+    try:
+        with open(path, "w") as f:
+            json.dump(events, f)
+    except OSError as e:        # e.g. the disk filled up, or the folder went away meanwhile
+        raise InputError(f"--trace {path!r} could not be written: {e.strerror or e}") from None
 
 
 def _strict_json(obj) -> str:
@@ -313,6 +337,8 @@ def _analyze(args) -> int:
     if args.trace and not args.target:
         raise InputError(f"--trace {args.trace} needs --target: the timeline is predicted "
                          "for a target, e.g. --target h100-8 (see `targets`)")
+    if args.trace:
+        _check_trace_path(args.trace)
     report = analyze_workload(args.workload, args.mesh, specs=_key_values(args.spec, "--spec"),
                               params=_key_values(args.param, "--param"),
                               preset=args.preset, rules=args.rules,
@@ -327,8 +353,7 @@ def _analyze(args) -> int:
             raise ExplorerError(f"no trace for --target {args.target}: "
                                 + "; ".join(report.estimate.compute.notes or
                                             ("its compiled program has no schedule",)))
-        with open(args.trace, "w") as f:
-            json.dump(report.trace.to_chrome(), f)
+        _write_trace(args.trace, report.trace.to_chrome())
         print(f"trace written to {args.trace}", file=sys.stderr)
     if args.json:
         print(_strict_json(report.to_dict(texts=bool(args.hlo))))

@@ -1,9 +1,12 @@
 """The command line: summaries, JSON, workload listing, and bad input (exit 2, no traceback)."""
 
 import json
+import os
 import re
+import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -221,3 +224,132 @@ def test_json_output_parses_with_a_strict_parser(capsys):
     assert code == 0, err
     d = json.loads(out, parse_constant=_reject_constant)     # NaN/Infinity would raise here
     assert d["workload"]["params"]["lr"] == 0.5
+
+
+# --- an --ip Voila cannot listen on, a --trace file that cannot be written -----------------------
+
+@pytest.fixture
+def no_voila(monkeypatch):
+    """explorer.ui.serve with Voila's start replaced by a failure, and each name looked up."""
+    serve = pytest.importorskip("explorer.ui.serve")
+
+    def start(*args, **kwargs):
+        raise AssertionError("Voila was started")
+
+    monkeypatch.setattr(serve.subprocess, "Popen", start)
+    return serve
+
+
+@pytest.mark.parametrize("ip", ["not an ip", "999.1.1.1.", "-host", "host_name", "1.2.3.4:80"])
+def test_app_on_an_ip_that_is_no_address_or_host_name_exits_2_with_one_line(ip, no_voila,
+                                                                             monkeypatch,
+                                                                             capsys):
+    monkeypatch.setattr(no_voila.socket, "getaddrinfo", _unknown_name)
+    code, out, err = main(["app", f"--ip={ip}"], capsys)
+    assert code == 2 and out == ""
+    assert err.splitlines() == [f"sharding-explorer: error: --ip {ip!r} is not an IP address or "
+                                "a host name this machine resolves; e.g. 127.0.0.1, 0.0.0.0 or "
+                                "::1"]
+
+
+def _unknown_name(host, *args, **kwargs):
+    raise no_such_host_error()
+
+
+def no_such_host_error():
+    return socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+
+def test_app_on_a_host_name_whose_lookup_hangs_exits_2_without_waiting_for_it(no_voila,
+                                                                             monkeypatch,
+                                                                             capsys):
+    release = threading.Event()
+
+    def hanging_lookup(host, *args, **kwargs):
+        release.wait()              # a resolver that never answers, until the test ends
+        raise no_such_host_error()
+
+    monkeypatch.setattr(no_voila.socket, "getaddrinfo", hanging_lookup)
+    monkeypatch.setattr(no_voila, "RESOLVE_TIMEOUT_S", 0.01)
+    try:
+        code, out, err = main(["app", "--ip", "slow.example"], capsys)
+    finally:
+        release.set()
+    assert code == 2
+    assert err.splitlines() == ["sharding-explorer: error: --ip 'slow.example' is not an IP "
+                                "address or a host name this machine resolves; e.g. 127.0.0.1, "
+                                "0.0.0.0 or ::1"]
+
+
+@pytest.mark.parametrize("ip", ["127.0.0.1", "0.0.0.0", "::1", "::", "localhost"])
+def test_addresses_and_localhost_are_accepted_without_a_lookup(ip, no_voila, monkeypatch):
+    def lookup(host, *args, **kwargs):
+        raise AssertionError(f"{host} was looked up")
+
+    monkeypatch.setattr(no_voila.socket, "getaddrinfo", lookup)
+    assert no_voila.check_listen_address(ip) == ip
+
+
+def test_a_host_name_that_resolves_is_accepted(no_voila, monkeypatch):
+    looked_up = []
+
+    def lookup(host, *args, **kwargs):
+        looked_up.append(host)
+        return [(2, 1, 6, "", ("10.0.0.7", 0))]
+
+    monkeypatch.setattr(no_voila.socket, "getaddrinfo", lookup)
+    assert no_voila.check_listen_address("box-7.lan") == "box-7.lan"
+    assert looked_up == ["box-7.lan"]
+
+
+@pytest.fixture
+def no_compile(monkeypatch):
+    """analyze_workload replaced by a failure: a --trace check must come before any compile."""
+    import explorer.api.workload
+
+    def compile_(*args, **kwargs):
+        raise AssertionError("the workload was compiled")
+
+    monkeypatch.setattr(explorer.api.workload, "analyze_workload", compile_)
+
+
+TRACE_ARGS = ["analyze", "--workload", "mlp", "--mesh", "data=2,model=4", "--target", "h100-2"]
+
+
+def test_a_trace_in_a_missing_folder_exits_2_before_the_compile(no_compile, capsys):
+    code, out, err = main([*TRACE_ARGS, "--trace", "/nonexistent/dir/x.json"], capsys)
+    assert code == 2 and out == ""
+    assert err.splitlines() == ["sharding-explorer: error: --trace '/nonexistent/dir/x.json': "
+                                "the folder '/nonexistent/dir' does not exist"]
+
+
+def test_a_trace_that_names_a_folder_exits_2_before_the_compile(no_compile, tmp_path, capsys):
+    code, out, err = main([*TRACE_ARGS, "--trace", str(tmp_path)], capsys)
+    assert code == 2
+    assert err.splitlines() == [f"sharding-explorer: error: --trace {str(tmp_path)!r} is a "
+                                f"folder; give a file name in it, e.g. {tmp_path}/trace.json"]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
+                    reason="root may write into any folder")
+def test_a_trace_in_a_read_only_folder_exits_2_before_the_compile(no_compile, tmp_path,
+                                                                  capsys):
+    tmp_path.chmod(0o500)
+    try:
+        code, out, err = main([*TRACE_ARGS, "--trace", str(tmp_path / "x.json")], capsys)
+    finally:
+        tmp_path.chmod(0o700)
+    assert code == 2
+    assert err.splitlines() == [f"sharding-explorer: error: --trace {str(tmp_path / 'x.json')!r}"
+                                " is not writable by this user"]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_a_trace_write_that_fails_is_one_input_error_naming_the_file():
+    from explorer.cli import _write_trace
+    from explorer.errors import InputError
+
+    # /dev/full takes the open and refuses the write, as a full disk does.
+    with pytest.raises(InputError) as caught:
+        _write_trace("/dev/full", {"traceEvents": [{"name": "step", "ph": "X"}]})
+    assert str(caught.value) == "--trace '/dev/full' could not be written: No space left on device"

@@ -10,15 +10,19 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import secrets
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
+
+from explorer.errors import InputError
 
 # Voila's own default port; when it is taken, a free one is used and printed.
 DEFAULT_PORT = 8866
@@ -98,6 +102,49 @@ def is_loopback(ip: str) -> bool:
         return False
 
 
+# A host name as RFC 1123 writes one: dot-separated labels of letters, digits and inner hyphens.
+_HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
+
+# Seconds a host name gets to resolve. getaddrinfo has no timeout of its own and, for a name
+# that is not in /etc/hosts, asks DNS, which on a machine without a network can wait for its
+# resolver's full retry schedule (30 s and more); a name that takes longer than this is refused.
+RESOLVE_TIMEOUT_S = 2.0
+
+
+def check_listen_address(ip: str) -> str:
+    """`ip` if Voila can listen on it: an IPv4 or IPv6 address, `localhost`, or a host name
+    this machine resolves within RESOLVE_TIMEOUT_S; else an InputError naming it (tornado's
+    own failure is a socket.gaierror traceback from inside Voila's process)."""
+    if ip == "localhost":
+        return ip
+    try:
+        ipaddress.ip_address(ip)
+        return ip
+    except ValueError:
+        pass
+    if len(ip) <= 253 and _HOST_NAME.fullmatch(ip) and _resolves(ip):
+        return ip
+    raise InputError(f"--ip {ip!r} is not an IP address or a host name this machine resolves; "
+                     "e.g. 127.0.0.1, 0.0.0.0 or ::1")
+
+
+def _resolves(name: str) -> bool:
+    """Whether getaddrinfo finds `name` within RESOLVE_TIMEOUT_S. The lookup runs on a daemon
+    thread so that a stuck one is abandoned (it cannot be cancelled) and never delays exit."""
+    found: list[bool] = []
+
+    def look_up():
+        try:
+            found.append(bool(socket.getaddrinfo(name, None)))
+        except OSError:                 # socket.gaierror: not found
+            found.append(False)
+
+    thread = threading.Thread(target=look_up, name=f"resolve {name}", daemon=True)
+    thread.start()
+    thread.join(RESOLVE_TIMEOUT_S)
+    return bool(found and found[0])
+
+
 def port_is_free(port: int, ip: str = "127.0.0.1") -> bool:
     with socket.socket() as s:
         try:
@@ -132,7 +179,9 @@ def serve(port: int | None = None, ip: str = "127.0.0.1", token: bool | None = N
     stop Voila's whole process group. Returns Voila's exit status (0 when stopped).
 
     `port`: None for DEFAULT_PORT, or a free port when that one is taken. `token`: require a
-    token in the URL; None means "only when bound beyond loopback"."""
+    token in the URL; None means "only when bound beyond loopback". An `ip` Voila cannot
+    listen on is an InputError, raised before anything starts."""
+    check_listen_address(ip)
     if port is None:
         port = DEFAULT_PORT if port_is_free(DEFAULT_PORT, ip) else free_port()
     secret = secrets.token_urlsafe(24) if (token or (token is None and not is_loopback(ip))) \
