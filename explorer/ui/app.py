@@ -295,7 +295,7 @@ class App:
         sidebar = w.VBox([source.sidebar, self.mesh_editor.widget, self.preset_w, self.rules_w,
                           self.rules_note, self.layout_error, self.specs_editor.widget,
                           self.partitioner_w, self.target_w, self.mapping_w,
-                          w.HBox([self.target_error, self.target_offer.button]),
+                          self.target_error, self.target_offer.button,
                           self.cpu_w, self.measure_w, w.HBox([self.status, self.warnings_w]),
                           self.compiled_for, self.error_w],
                          layout=w.Layout(width="440px"))

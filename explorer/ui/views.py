@@ -330,7 +330,9 @@ class TargetOffer:
 
     def __init__(self, on_pick: Callable[[str], None]):
         self.target: str | None = None
-        self.button = w.Button(layout=w.Layout(width="auto", display="none"),
+        # Sized to its label (a box would stretch it to its width, or squeeze it to "use h…").
+        self.button = w.Button(layout=w.Layout(width="auto", align_self="flex-start",
+                                               flex="0 0 auto", display="none"),
                                tooltip="pick this target, which has the mesh's device count")
         self.button.add_class("explorer-target-offer")
         self.button.on_click(lambda _: self.target and on_pick(self.target))
