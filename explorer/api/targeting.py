@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from explorer.compile.gpu import GPU_EXTRA_NOTE, GpuTopology, gpu_plugin_installed, gpu_topology
 from explorer.compile.protocol import WorkerKey
-from explorer.cost.hardware import Target, get_target, targets_with_chips, tpu_generations
+from explorer.cost.hardware import Target, get_target, tpu_generations
 from explorer.errors import InputError, choices
 from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
@@ -59,8 +59,9 @@ def check_compile_for(value) -> CompileFor:
 def compile_plan(mesh: MeshSpec, target: str | Target | None, compile_for=CompileFor.TARGET,
                  *, tpu_topology: str | None = None, real_devices: bool = False) -> CompilePlan:
     """The compile a request gets. An explicit `tpu_topology` or `real_devices` wins; else a
-    GPU or TPU target compiles with its own compiler when it is installed and the mesh has one
-    device per chip, and on fake CPU devices otherwise (with the reason)."""
+    GPU or TPU target compiles with its own compiler when it is installed, and on fake CPU
+    devices otherwise (with the reason). The target has been checked against the mesh
+    (api/request.py's check_target: one device per chip) before."""
     compile_for = check_compile_for(compile_for)
     if real_devices:
         return CompilePlan(WorkerKey.real())
@@ -74,8 +75,6 @@ def compile_plan(mesh: MeshSpec, target: str | Target | None, compile_for=Compil
         return CompilePlan(cpu)
     if compile_for is CompileFor.CPU:
         return CompilePlan(cpu, approximate="compile_for='cpu' was asked")
-    if t.chips != mesh.device_count:
-        return CompilePlan(cpu, approximate=_count_mismatch(t, mesh))
     if t.family == "gpu":
         if not gpu_plugin_installed():
             return CompilePlan(cpu, approximate=GPU_EXTRA_NOTE)
@@ -100,11 +99,3 @@ def tpu_topology_of(target: Target) -> str | None:
         return None
     return f"{m['gen']}:{m['shape']}"
 
-
-def _count_mismatch(t: Target, mesh: MeshSpec) -> str:
-    matching = [n for n in targets_with_chips(mesh.device_count)
-                if n.split("-")[0] == t.name.split("-")[0]]
-    hint = f"; {matching[0]} has {mesh.device_count}" if matching else ""
-    return (f"the mesh has {mesh.device_count} devices but {t.name} has {t.chips} "
-            f"{'GPUs' if t.family == 'gpu' else 'chips'}, so it was compiled for CPU devices"
-            f"{hint}")

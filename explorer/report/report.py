@@ -447,9 +447,9 @@ class Report:
     # What the devices compiled for are ("NVIDIA H100 80GB HBM3", "TPU v5 lite", "cpu").
     device_kind: str = ""
     # Why this program is not the one the chosen target's own compiler would write (a GPU or
-    # TPU target compiled on fake CPU devices: the extra is not installed, the mesh does not
-    # have one device per chip, or compile_for="cpu" was asked); "" when it is, or no target
-    # was chosen. Its numbers are then approximate.
+    # TPU target compiled on fake CPU devices: the extra is not installed, the target spans
+    # several TPU slices, or compile_for="cpu" was asked); "" when it is, or no target was
+    # chosen. Its numbers are then approximate.
     approximation: str = ""
     stablehlo: str = field(default="", repr=False)
     propagated_hlo: str = field(default="", repr=False)

@@ -1,0 +1,78 @@
+"""Which compiler a request gets (explorer/api/targeting.py): decided before any worker starts,
+from the target, the switch and what is installed."""
+
+import pytest
+
+from explorer.api import targeting
+from explorer.api.targeting import TPU_EXTRA_NOTE, CompileFor, compile_plan, tpu_topology_of
+from explorer.compile.gpu import GPU_EXTRA_NOTE
+from explorer.compile.protocol import Backend
+from explorer.cost.hardware import get_target
+from explorer.errors import InputError
+from explorer.spec.mesh import parse_mesh
+
+MESH8 = parse_mesh("data=2,model=4")
+
+
+def test_no_target_compiles_on_one_fake_cpu_device_per_mesh_device():
+    plan = compile_plan(MESH8, None)
+    assert plan.worker.backend is Backend.FAKE_CPU and plan.worker.devices == 8
+    assert plan.approximate == ""
+
+
+def test_a_gpu_target_compiles_for_its_gpus_where_the_plugin_is(monkeypatch):
+    monkeypatch.setattr(targeting, "gpu_plugin_installed", lambda: True)
+    plan = compile_plan(MESH8, "h100-8")
+    assert plan.worker.backend is Backend.GPU_AOT
+    assert (plan.gpu.nodes, plan.gpu.gpus_per_node, plan.gpu.chip) == (1, 8, "h100")
+    assert plan.approximate == ""
+
+
+def test_without_the_plugin_a_gpu_target_compiles_on_the_cpu_and_says_what_to_install(
+        monkeypatch):
+    monkeypatch.setattr(targeting, "gpu_plugin_installed", lambda: False)
+    plan = compile_plan(MESH8, "h100-8")
+    assert plan.worker.backend is Backend.FAKE_CPU and plan.gpu is None
+    assert plan.approximate == GPU_EXTRA_NOTE and "sharding-explorer[gpu]" in GPU_EXTRA_NOTE
+
+
+def test_compile_for_cpu_keeps_the_fake_devices_and_says_it_was_asked(monkeypatch):
+    monkeypatch.setattr(targeting, "gpu_plugin_installed", lambda: True)
+    plan = compile_plan(MESH8, "h100-8", "cpu")
+    assert plan.worker.backend is Backend.FAKE_CPU
+    assert plan.approximate == "compile_for='cpu' was asked"
+
+
+@pytest.mark.parametrize("target, topology", [
+    ("tpu-v5e-2x4", "v5e:2x4"), ("tpu-v5p-2x2x2", "v5p:2x2x2"), ("tpu-v4-4x4x4", "v4:4x4x4"),
+    ("tpu-v5e-16x16-2slices", None),          # several slices: not one topology
+])
+def test_a_tpu_target_names_its_jax_topology(target, topology):
+    assert tpu_topology_of(get_target(target)) == topology
+
+
+def test_a_tpu_target_compiles_for_its_slice_where_libtpu_is(monkeypatch):
+    monkeypatch.setattr(targeting.importlib.util, "find_spec", lambda name: object())
+    plan = compile_plan(MESH8, "tpu-v5e-2x4")
+    assert plan.worker.backend is Backend.TPU_AOT and plan.tpu_topology == "v5e:2x4"
+    monkeypatch.setattr(targeting.importlib.util, "find_spec", lambda name: None)
+    plan = compile_plan(MESH8, "tpu-v5e-2x4")
+    assert plan.worker.backend is Backend.FAKE_CPU and plan.approximate == TPU_EXTRA_NOTE
+
+
+def test_an_explicit_tpu_topology_or_real_devices_wins_over_the_target():
+    assert compile_plan(MESH8, "h100-8", tpu_topology="v5e:2x4").worker.backend is \
+        Backend.TPU_AOT
+    assert compile_plan(MESH8, "h100-8", real_devices=True).worker.backend is Backend.REAL
+
+
+def test_a_target_with_no_compiler_here_is_priced_from_the_cpu_without_a_warning():
+    # The CPU host itself: its own program.
+    plan = compile_plan(MESH8, "cpu")
+    assert plan.worker.backend is Backend.FAKE_CPU and plan.approximate == ""
+
+
+def test_a_bad_compile_for_names_the_value_and_the_choices():
+    with pytest.raises(InputError, match=r"compile_for='gpu' is not one of 'target', 'cpu'"):
+        compile_plan(MESH8, "h100-8", "gpu")
+    assert CompileFor("cpu") is CompileFor.CPU
