@@ -19,6 +19,7 @@ def _total(x):
     return x.sum()
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_several_device_counts_in_one_process(pool):
     for n in (8, 64):
         r = analyze(_total, TensorSpec("x", (n * 4,), spec="d"), mesh={"d": n}, pool=pool,
@@ -63,6 +64,7 @@ def test_an_error_in_the_user_function_is_reported_and_the_worker_lives(pool):
     assert pool.warm(cpu(2)).devices == 2
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_least_recently_used_worker_is_closed_beyond_the_limit():
     p = WorkerPool(max_workers=2)
     try:

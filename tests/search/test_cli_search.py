@@ -11,6 +11,7 @@ ARGS = ["search", "--workload", "mlp_train", "--mesh", "data=2,model=2", "--targ
         "--param", "batch=512", "--names", "batch,mlp"]
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_json_output(capsys):
     assert main([*ARGS, "--json"]) == 0
     out, err = capsys.readouterr()

@@ -40,6 +40,7 @@ def _row_split(c, tensor):
     return math.prod(c.mesh.shape[a] for a in axes)
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_a_user_function_gets_the_layout_the_formulas_predict():
     # x [4096, 64] is large, w1 [64, 128] and w2 [128, 64] small and replicated: splitting x by
     # rows over all 4 devices needs no collective at all (a forward only, each row independent)

@@ -67,6 +67,7 @@ def mlp_app():
     app.close()
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_workload_search_ranks_as_the_api_and_apply_loads_the_winner(mlp_app):
     app = mlp_app
     view = open_tab(app)
@@ -134,6 +135,7 @@ def layer(x, w1, w2):
     return jax.nn.relu(x @ w1) @ w2
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_search_of_a_user_function_matches_the_api_and_apply_pins_the_specs():
     # w2 split on its rows (Megatron's second matmul) and w1 on its rows too, which makes x @ w1
     # a partial sum; the search looks for w1's spec with the others kept.

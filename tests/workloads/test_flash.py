@@ -17,6 +17,7 @@ def plain_attention(q, k, v):
     return jnp.einsum("bgrst,btgd->bsgrd", jax.nn.softmax(scores, axis=-1), v)
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 @pytest.mark.parametrize("block", [4, 16])     # four key blocks of 4; one block of the whole
 def test_flash_attention_matches_plain_attention_and_its_gradients(monkeypatch, block):
     monkeypatch.setattr(flash, "KEY_BLOCK", block)

@@ -83,6 +83,7 @@ def test_kv_heads_must_divide_heads():
 
 # --- the math, run in this process on tiny arrays --------------------------------------------
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_grouped_query_attention_is_multi_head_attention_with_repeated_kv_heads():
     import jax
     import jax.numpy as jnp
@@ -110,6 +111,7 @@ def test_swiglu_is_silu_gate_times_linear():
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_parallel_block_adds_attention_and_mlp_of_one_norm():
     import jax
 
@@ -161,6 +163,7 @@ def _stacked(unrolled: dict) -> dict:
     return out
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 @pytest.mark.parametrize("remat", ["none", "full", "minimal"])
 def test_scanned_layers_compute_the_unrolled_step(remat):
     import jax
@@ -223,6 +226,7 @@ def test_remat_recomputes_the_forward_matmuls(scan):
     assert got["full"] / got["none"] == pytest.approx(3_211_264 / 2_523_136)
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 @pytest.mark.parametrize("preset, mesh", [("dp", "data=8"), ("megatron", "data=2,model=4")])
 def test_scanned_collectives_per_step_equal_the_unrolled_ones(preset, mesh):
     params = {"layers": 3}
@@ -241,6 +245,7 @@ def test_scanned_collectives_per_step_equal_the_unrolled_ones(preset, mesh):
     assert scanned.cost.collective_bytes == per_step == unrolled.cost.collective_bytes
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_scanned_fsdp_gathers_the_weights_again_for_the_backward_pass():
     # fsdp on data=8, defaults (D=64, H=4, K=16, F=256), 3 layers. Unrolled, XLA keeps each
     # gathered weight from the forward pass for the backward pass; scanned, the backward loop
@@ -257,6 +262,7 @@ def test_scanned_fsdp_gathers_the_weights_again_for_the_backward_pass():
                                                                           + 2 * 64 * 256) * F32
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_a_point_inside_the_scan_applies_to_every_layer():
     # layer.mid pinned seq-split over model inside the scanned block: the per-layer residual
     # [B, S, D] = [8, 32, 64] is split 4 ways on seq in the loop body, and the loop runs 3 times.
@@ -270,6 +276,7 @@ def test_a_point_inside_the_scan_applies_to_every_layer():
 
 # --- dtypes ----------------------------------------------------------------------------------
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_bfloat16_params_with_float32_adam_state():
     r = analyze_workload("transformer_train", "data=2", preset="zero1",
                          params={"dtype": "bfloat16", "opt_dtype": "float32"})
@@ -284,6 +291,7 @@ def test_bfloat16_params_with_float32_adam_state():
     assert r.tensor("layers.wq").bytes_per_device == 16384
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_compute_dtype_casts_float32_params_before_the_matmuls_and_the_fsdp_gathers():
     # MaxText's weight_dtype=float32 with dtype=bfloat16: float32 params, bfloat16 matmuls.
     r = analyze_workload("transformer_train", "data=2", preset="fsdp",
@@ -297,6 +305,7 @@ def test_compute_dtype_casts_float32_params_before_the_matmuls_and_the_fsdp_gath
     assert gathers and all(c.operand_dtype == "bfloat16" for c in gathers)
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_kv_heads_are_placed_by_the_tensor_parallel_presets_and_rules():
     params = {"heads": 8, "kv_heads": 4, "d_head": 8}
     r = analyze_workload("transformer_train", "data=2,model=4", preset="megatron", params=params)
@@ -326,6 +335,7 @@ def test_train_arch_reads_the_params():
     # metadata of their own; they are found through what they fuse or read.
     pytest.param({"scan_layers": "true", "remat": "full", "kv_heads": 2,
                   "compute_dtype": "bfloat16"}, marks=pytest.mark.slow)])
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_fused_attention_is_computed_and_timed_as_a_flash_kernel(extra):
     # attention=fused computes the attention core as a flash kernel does (key blocks of 512,
     # an online softmax, a custom backward that recomputes each block's probabilities): the

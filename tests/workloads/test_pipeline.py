@@ -295,6 +295,7 @@ def _sending_steps(entries, stages):
     return len(fwd) + len(bwd)
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_gpipe_compiles_to_collective_permutes_of_one_microbatch_over_stage():
     S, M, batch, d_model = 4, 8, 64, 256
     r = _analyze("stage=4", W_STAGE, {"schedule": "gpipe", "microbatches": M, "batch": batch,

@@ -387,6 +387,7 @@ def run(*args):
                           text=True, timeout=300, cwd=ROOT)
 
 
+@pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
 def test_cli_preset_rules_and_activation():
     p = run("analyze", "--workload", "transformer", "--mesh", "data=2,model=4", "--preset",
             "megatron", "--rules", "batch=None", "--activation", "final=None,None,model",
