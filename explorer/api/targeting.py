@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from explorer.compile.gpu import GPU_EXTRA_NOTE, GpuTopology, gpu_plugin_installed, gpu_topology
 from explorer.compile.protocol import WorkerKey
-from explorer.cost.hardware import Target, get_target, tpu_generations
+from explorer.cost.hardware import Target, TargetFamily, get_target, tpu_generations
 from explorer.errors import InputError, choices
 from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
@@ -71,11 +71,11 @@ def compile_plan(mesh: MeshSpec, target: str | Target | None, compile_for=Compil
     if target is None:
         return CompilePlan(cpu)
     t = get_target(target)
-    if t.family not in ("gpu", "tpu"):
+    if t.family not in (TargetFamily.GPU, TargetFamily.TPU):
         return CompilePlan(cpu)
     if compile_for is CompileFor.CPU:
         return CompilePlan(cpu, approximate="compile_for='cpu' was asked")
-    if t.family == "gpu":
+    if t.family is TargetFamily.GPU:
         if not gpu_plugin_installed():
             return CompilePlan(cpu, approximate=GPU_EXTRA_NOTE)
         return CompilePlan(WorkerKey.gpu(), gpu=gpu_topology(t))

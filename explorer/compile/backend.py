@@ -185,6 +185,7 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         backend=(f"tpu {tpu_topology}" if tpu_topology else "gpu" if gpu is not None
                  else jax.devices()[0].platform),
         device_kind=mesh.devices.flat[0].device_kind,
+        ahead_of_time=bool(tpu_topology) or gpu is not None,
         notes=tuple(notes),
         warnings=tuple(warnings),
         unpromoted=unpromoted,

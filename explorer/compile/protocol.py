@@ -184,6 +184,9 @@ class CompileResult:
     # What the devices compiled for are, as their platform names them ("NVIDIA H100 80GB
     # HBM3", "TPU v5 lite", "cpu").
     device_kind: str = ""
+    # Compiled for devices that are not here (a TPU slice through libtpu, GPUs through the CUDA
+    # plugin), as opposed to this machine's own or fake CPU devices.
+    ahead_of_time: bool = False
     # What the worker could not read from jax and left out, said rather than guessed (e.g. a
     # backend with no memory analysis); the Report's notes carry them.
     notes: tuple[str, ...] = ()

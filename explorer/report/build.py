@@ -85,6 +85,7 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
         optimized_hlo=raw.optimized,
         notes=tuple(unread) + raw.notes,
         device_kind=raw.device_kind,
+        ahead_of_time=raw.ahead_of_time,
         warnings=tuple(link_warning(w, propagated, optimized) for w in raw.warnings),
         top_buffers=(top_buffers(raw.peak_live, optimized, raw.buffer_values, _input_names(raw))
                      if raw.peak_live else ()),

@@ -11,16 +11,16 @@ def compiled_by(report: Report) -> str:
     """"compiled for 64 × NVIDIA H100 80GB HBM3 by XLA's GPU compiler (no GPU needed)", or
     "compiled for 8 CPU devices", without the target it is priced on."""
     n = report.mesh.device_count
-    if report.backend == "gpu":
-        return f"compiled for {n} × {report.device_kind} by XLA's GPU compiler (no GPU needed)"
-    if report.backend.startswith("tpu"):
-        slice_ = report.backend.removeprefix("tpu").strip()
-        kind = report.device_kind or "TPU"
-        return (f"compiled for a {slice_} slice ({n} × {kind}) by the TPU compiler, libtpu "
-                "(no TPU needed)")
+    kind = report.device_kind or report.backend
+    if report.ahead_of_time and report.backend == "gpu":
+        return f"compiled for {n} × {kind} by XLA's GPU compiler (no GPU needed)"
+    if report.ahead_of_time:
+        topology = report.backend.removeprefix("tpu").strip()
+        return (f"compiled for a {topology} slice ({n} × {kind}) by the TPU compiler, "
+                "libtpu (no TPU needed)")
     if report.backend == "cpu":
         return f"compiled for {n} CPU device{'s' if n != 1 else ''}"
-    return f"compiled for this machine's {n} {report.device_kind or report.backend} device(s)"
+    return f"compiled for this machine's {n} {kind} device{'s' if n != 1 else ''}"
 
 
 def provenance(report: Report) -> str:
@@ -28,10 +28,8 @@ def provenance(report: Report) -> str:
     is priced on hardware its compiler did not write it for, that the numbers are approximate
     and why."""
     text = compiled_by(report)
-    if not report.approximation:
+    if not report.approximation or report.estimate is None:
         return text
-    if report.estimate is None:
-        return f"{text}; not priced: {report.approximation}"
     target = get_target(report.estimate.target)
     return (f"{text}, priced on {target.chips} × {target.chip.name}: approximate, not the "
             f"program the {target.family.upper()} compiler writes ({report.approximation})")

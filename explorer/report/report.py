@@ -409,6 +409,8 @@ class Report:
         memory_verdict: set when the compiler refused the program for want of memory (a TPU
             compile); `memory` is then None, and the collectives and placement come from the
             module it wrote before.
+        ahead_of_time: compiled for devices that are not here (a TPU slice, NVIDIA GPUs) by
+            their own compiler, rather than on this machine's own or fake CPU devices.
         device_kind: what the devices compiled for are, e.g. ``"NVIDIA H100 80GB HBM3"``,
             ``"TPU v5 lite"``, ``"cpu"``.
         approximation: why this program is not the one the chosen target's own compiler
@@ -446,6 +448,7 @@ class Report:
     memory_verdict: MemoryVerdict | None = None
     # What the devices compiled for are ("NVIDIA H100 80GB HBM3", "TPU v5 lite", "cpu").
     device_kind: str = ""
+    ahead_of_time: bool = False     # for devices that are not here, by their own compiler
     # Why this program is not the one the chosen target's own compiler would write (a GPU or
     # TPU target compiled on fake CPU devices: the extra is not installed, the target spans
     # several TPU slices, or compile_for="cpu" was asked); "" when it is, or no target was
@@ -542,6 +545,7 @@ class Report:
                      "backend": self.backend,
                      **({"device_kind": self.device_kind}
                         if self.device_kind not in ("", self.backend) else {}),
+                     **({"ahead_of_time": True} if self.ahead_of_time else {}),
                      **({"approximation": self.approximation} if self.approximation else {})},
             "tensors": [t.to_dict() for t in self.tensors],
             "collectives": [c.to_dict() for c in self.collectives],
