@@ -108,6 +108,7 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     import jax
 
     notes: list[str] = []
+    ahead_of_time = bool(tpu_topology) or gpu is not None
     mesh = build_mesh(mesh_spec, _devices(tpu_topology, gpu))
     jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
     structs = jax.tree.map(lambda s: _struct(s, mesh), args, is_leaf=_is_spec)
@@ -161,7 +162,7 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     outputs = tuple(TensorLayout("out" + jax.tree_util.keystr(path), tuple(info.shape),
                                  str(info.dtype), text)
                     for (path, info), text in zip(out_info, out_texts, strict=True))
-    if tpu_topology or gpu is not None:
+    if ahead_of_time:
         measured = Measurement(note="not measured: compiled ahead of time for a "
                                     f"{'TPU' if tpu_topology else 'GPU'} that is not here")
     elif compiled is None:
@@ -185,7 +186,7 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         backend=(f"tpu {tpu_topology}" if tpu_topology else "gpu" if gpu is not None
                  else jax.devices()[0].platform),
         device_kind=mesh.devices.flat[0].device_kind,
-        ahead_of_time=bool(tpu_topology) or gpu is not None,
+        ahead_of_time=ahead_of_time,
         notes=tuple(notes),
         warnings=tuple(warnings),
         unpromoted=unpromoted,
