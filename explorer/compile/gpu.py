@@ -8,8 +8,8 @@ gemms, async collectives, the latency-hiding scheduler and buffer assignment) wi
 
 The device description is written here from facts about each chip, each with its source; the
 memory size and bandwidth are the hardware catalog's (explorer/cost/hardware.py), so the compiler
-and the cost model see one chip. Checked here, before any worker starts, so that a target the
-compiler cannot describe or a missing plugin is one clear message.
+and the cost model see one chip. explorer/api/targeting.py decides, before any worker starts,
+whether a request compiles here (the plugin installed, the target a GPU this module describes).
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ import importlib.util
 from dataclasses import dataclass
 
 from explorer.cost.hardware import Target, get_target
-from explorer.errors import ExplorerError, MeshError, TargetError, choices
-from explorer.spec.mesh import MeshSpec
+from explorer.errors import TargetError, choices
 
 # Sources, cited by name below.
 CUDA_GUIDE = ("https://docs.nvidia.com/cuda/cuda-c-programming-guide/"
@@ -116,10 +115,6 @@ class GpuTopology:
         # jax's GPU topology grammar: "<slices>x<hosts per slice>x<devices per host>".
         return f"1x{self.nodes}x{self.gpus_per_node}"
 
-    @property
-    def device_name(self) -> str:
-        return GPU_CHIPS[self.chip].device_name
-
 
 def gpu_plugin_installed() -> bool:
     """Whether jax's CUDA plugin, which holds XLA's GPU compiler, is installed."""
@@ -131,7 +126,7 @@ GPU_EXTRA_NOTE = ("install the gpu extra for the GPU compiler's own program: pip
 
 
 def gpu_topology(target: str | Target) -> GpuTopology:
-    """The compiler's view of a GPU target of the catalog; ExplorerError for a target that is
+    """The compiler's view of a GPU target of the catalog; TargetError for a target that is
     not an NVIDIA GPU this module can describe."""
     t = get_target(target)
     generation = t.name.split("-", 1)[0]
@@ -142,17 +137,6 @@ def gpu_topology(target: str | Target) -> GpuTopology:
     sizes = {a.name: a.size for a in t.axes}
     return GpuTopology(t.name, generation, sizes.get("node", 1), sizes.get("gpu", 1),
                        target_config(generation, t))
-
-
-def check_gpu(topology: GpuTopology, mesh: MeshSpec) -> None:
-    """Raise unless the mesh has one device per GPU of the target and the plugin is here."""
-    if topology.devices != mesh.device_count:
-        raise MeshError(f"target {topology.target!r} has {topology.devices} GPUs but mesh "
-                        f"{mesh.text()!r} has {mesh.device_count} devices; to compile for the "
-                        "target they must be equal")
-    if not gpu_plugin_installed():
-        raise ExplorerError(f"compiling for {topology.target!r} needs XLA's GPU compiler; "
-                            + GPU_EXTRA_NOTE)
 
 
 def target_config(generation: str, target: Target) -> str:

@@ -7,10 +7,9 @@ import re
 import pytest
 
 import explorer
-from explorer.compile.gpu import GPU_CHIPS, check_gpu, gpu_topology, target_config
+from explorer.compile.gpu import GPU_CHIPS, gpu_topology, target_config
 from explorer.cost.hardware import get_target
-from explorer.errors import MeshError, TargetError
-from explorer.spec.mesh import parse_mesh
+from explorer.errors import TargetError
 
 
 def _field(config: str, name: str) -> str:
@@ -56,9 +55,3 @@ def test_a_tpu_target_is_not_a_gpu_and_the_error_names_the_gpu_generations():
     with pytest.raises(TargetError, match=r"'tpu-v5e-4x4' is not a GPU .*GPU generations: "
                                             r"'a100', 'h100', 'h200', 'b200'"):
         gpu_topology("tpu-v5e-4x4")
-
-
-def test_a_mesh_with_another_device_count_than_the_target_is_refused_naming_both():
-    with pytest.raises(MeshError, match=r"'h100-8x2' has 16 GPUs but mesh 'data=2,model=4' "
-                                        r"has 8 devices"):
-        check_gpu(gpu_topology("h100-8x2"), parse_mesh("data=2,model=4"))
