@@ -16,6 +16,7 @@ def run(*args):
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_json_has_the_documented_keys_and_values():
     p = run("analyze", "--workload", "mlp", "--mesh", "data=2,model=4", "--spec", "x=data,None",
             "--spec", "w1=None,model", "--spec", "w2=P('model', None)", "--json")
@@ -40,6 +41,7 @@ def _table(lines, header):
     return re.split(r"\s{2,}", lines[start].strip()), rows
 
 
+@pytest.mark.slow
 def test_summary_is_readable():
     p = run("analyze", "--workload", "matmul", "--mesh", "model=4", "--spec", "x=None,model",
             "--spec", "w=model,None")
@@ -122,6 +124,7 @@ def test_targets_lists_one_per_line_name_first():
     assert get_target("tpu-v5e-8x4").chips == 32
 
 
+@pytest.mark.slow
 def test_target_prediction_in_summary_and_json():
     args = ["analyze", "--workload", "mlp", "--mesh", "data=2,model=4", "--spec",
             "x=data,None", "--spec", "w1=None,model", "--spec", "w2=model,None",
@@ -145,6 +148,7 @@ def test_bad_target_or_mapping_exits_2(args, fragment):
     assert p.returncode == 2 and fragment in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_measure_and_tpu_topology_flags():
     p = run("analyze", "--workload", "matmul", "--mesh", "model=4", "--measure")
     assert p.returncode == 0, p.stderr
@@ -217,6 +221,7 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not JSON")
 
 
+@pytest.mark.slow
 def test_json_output_parses_with_a_strict_parser(capsys):
     code, out, err = main(["analyze", "--workload", "mlp_train", "--mesh", "data=2", "--param",
                            "batch=8", "--param", "d_model=16", "--param", "d_ff=32", "--param",

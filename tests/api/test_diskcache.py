@@ -88,6 +88,7 @@ def run_child(folder: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_report_outlives_its_process(cache_dir):
     first = run_child(cache_dir)          # compiles, stores
     assert first["cached"] is False and first["workers"] == 1
@@ -101,6 +102,7 @@ def test_a_report_outlives_its_process(cache_dir):
     assert second["source_text"] == "return h @ w2" and second["has_hlo"]
 
 
+@pytest.mark.slow
 def test_user_function_round_trip_in_process(cache_dir):
     compiled = user_report()
     assert not compiled.timing.cached

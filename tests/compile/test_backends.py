@@ -17,6 +17,7 @@ def needs_libtpu(test):
     return pytest.mark.tpu(_NO_LIBTPU(test))
 
 
+@pytest.mark.slow
 def test_measure_runs_the_program_and_says_where():
     r = analyze_workload("mlp", "data=2,model=4", specs=MEGATRON, params={"batch": 64},
                          measure=True)
@@ -79,6 +80,7 @@ def test_without_libtpu_the_error_says_how_to_install_it(monkeypatch):
         analyze_workload("mlp", "data=8", tpu_topology="v5e:2x4")
 
 
+@pytest.mark.slow
 def test_real_devices_use_the_machines_own_devices():
     # This machine has one CPU device of its own (no fake count): a 1-device mesh runs on it.
     r = analyze(lambda x: x * 2, explorer.TensorSpec("x", (256, 256)), mesh="d=1",

@@ -53,6 +53,7 @@ def pair(request):
     return request.param, _analyze(request.param), _reference(request.param)
 
 
+@pytest.mark.slow
 def test_the_report_comes_from_the_gpu_compiler_and_names_the_device(pair):
     _, report, ref = pair
     assert report.backend == "gpu"

@@ -29,6 +29,7 @@ def test_several_device_counts_in_one_process(pool):
     assert sorted(k.devices for k in pool._workers) == [8, 64]
 
 
+@pytest.mark.slow
 def test_a_crashed_worker_is_replaced(pool):
     first = pool.warm(cpu(8)).pid
     with pytest.raises(WorkerError, match=r"died \(exit status 3\)"):
@@ -38,6 +39,7 @@ def test_a_crashed_worker_is_replaced(pool):
     assert pool.warm(cpu(8)).pid != first
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_replaced(pool):
     pool.warm(cpu(4))
     pool._workers[cpu(4)].proc.kill()
@@ -46,6 +48,7 @@ def test_a_killed_worker_is_replaced(pool):
     assert r.collectives[0].group_size == 4
 
 
+@pytest.mark.slow
 def test_a_compile_past_the_time_limit_is_stopped(pool):
     pool.warm(cpu(2))
     with pytest.raises(WorkerError, match="longer than the 1 s limit on 2 devices"):

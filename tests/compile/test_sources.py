@@ -44,6 +44,7 @@ def _codes(code):
             yield from _codes(const)
 
 
+@pytest.mark.slow
 def test_source_is_this_file_and_the_line_of_the_matmul(pool):
     def step(x, w):
         h = jnp.tanh(x)
@@ -96,6 +97,7 @@ def test_a_global_function_pickled_by_value_keeps_its_file():
     assert helper.__code__.co_firstlineno == inspect.getsourcelines(_module_level_helper)[1]
 
 
+@pytest.mark.slow
 def test_a_script_s_function_names_the_script(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent("""\
@@ -122,6 +124,7 @@ def test_a_script_s_function_names_the_script(tmp_path):
     assert out.stdout.strip() == "['train.py:6']"
 
 
+@pytest.mark.slow
 def test_a_notebook_cell_shows_as_its_prompt(tmp_path):
     cells = [
         f"import sys\nsys.path.insert(0, {ROOT!r})\nimport explorer\nfrom explorer import "

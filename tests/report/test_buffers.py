@@ -38,6 +38,7 @@ INPUTS = (TensorSpec("x", (64, 128), "float32", ("data", None)),
           TensorSpec("w1", (128, 1024)), TensorSpec("w2", (1024, 16)))
 
 
+@pytest.mark.slow
 def test_buffers_at_the_peak_of_a_two_layer_program():
     # Per device on data=2: x[32,128] (16 KiB), w1[128,1024] (512 KiB) and w2[1024,16]
     # (64 KiB) are live throughout; the hidden h[32,1024] (128 KiB) is live until the second
@@ -66,6 +67,7 @@ def test_buffers_at_the_peak_of_a_two_layer_program():
     assert "largest buffers live at the memory peak, per device:" in summary(r)
 
 
+@pytest.mark.slow
 def test_only_the_ten_largest_are_kept():
     # Eleven inputs of distinct sizes (the largest 2816 bytes), live throughout, and reductions
     # of a few bytes: the ten largest inputs, largest first, named as the request names them.

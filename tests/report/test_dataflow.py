@@ -138,6 +138,7 @@ def test_plumbing_collapses_into_edges():
     assert not g.node("mul").is_landmark
 
 
+@pytest.mark.slow
 def test_max_nodes_keeps_every_collective(transformer):
     full = dataflow(transformer, max_nodes=100_000)
     g = dataflow(transformer, max_nodes=60)

@@ -35,6 +35,7 @@ CHAIN_INPUTS = (TensorSpec("x", (6, 12), "bfloat16", (None, "data")),
                 TensorSpec("w3", (12, 6), "bfloat16"))
 
 
+@pytest.mark.slow
 def test_an_all_reduce_fed_by_an_f32_matmul_fusion_counts_in_bf16():
     # x@w1 contracts the dimension both shard over `data` (3 ways): each device holds the
     # partial product x[:, 4 cols] @ w1[4 rows, :], of the product's shape (6, 24), and an
@@ -86,6 +87,7 @@ def test_a_combined_all_reduce_sums_each_part_in_its_own_dtype():
     assert sum(c.program_bytes for c in r.collectives) == 1 * F32 + 12 * 24 * BF16 == 580
 
 
+@pytest.mark.slow
 @needs_libtpu
 def test_on_a_tpu_the_program_dtype_is_the_one_moved():
     # The TPU compiler moves bf16 as bf16: nothing to undo, the optimized module says it.

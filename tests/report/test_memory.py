@@ -25,6 +25,7 @@ PARAM_BYTES = 131392 * 4
 OTHER_BYTES_ON_DATA_8 = 2 * (8 * 32 * 4) // 8 + 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset, split", [("zero3", 8), ("dp", 1)])
 def test_transformer_train_params_grads_and_optimizer_state(preset, split):
     # zero3 splits every parameter's embed dimension (64, divisible by 8) over data, and so its
@@ -40,6 +41,7 @@ def test_transformer_train_params_grads_and_optimizer_state(preset, split):
     assert r.memory.arguments == 3 * PARAM_BYTES // split + 2 * (8 * 32 * 4) // 8
 
 
+@pytest.mark.slow
 def test_inference_workload_has_no_grads_and_its_temporaries_are_activations():
     # mlp under megatron on model=4: w1 [1024,4096] split on mlp, w2 [4096,1024] split on mlp:
     # 2 · 1024·4096·4 / 4 bytes of params; x [256,1024] replicated and y [256,1024] are other.

@@ -23,6 +23,7 @@ MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
 BIG = {"batch": 4096, "d_model": 1024}
 
 
+@pytest.mark.slow
 def test_megatron_all_reduce_on_h100_nvlink():
     batch, d_model = BIG["batch"], BIG["d_model"]
     r = analyze_workload("mlp", "data=2,model=4", target="h100-8", specs=MEGATRON, params=BIG)

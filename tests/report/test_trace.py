@@ -341,6 +341,7 @@ def within(est, seconds):
     assert est.step_lower_seconds * (1 - 1e-9) <= seconds <= est.step_upper_seconds * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_a_users_own_causal_kernel_scope_counts_half_its_flops():
     # A user's attention, defined here and shipped to the compile worker by value, with its
     # core in jax.named_scope("fused_kernel_causal"). Per device (batch split over data=2):
@@ -448,6 +449,7 @@ def test_scan_loop_collectives_count_once_per_layer():
     assert any("no float32 matmul peak" in n for n in est.notes)
 
 
+@pytest.mark.slow
 @needs_libtpu
 def test_tpu_compile_overlaps_collectives_inside_the_bounds():
     r = analyze_workload("transformer_train", "data=2,model=4", preset="fsdp_tp",

@@ -276,6 +276,7 @@ def test_the_summary_shows_the_code_and_the_reason_of_each_collective():
     assert f"#1 [partial-sum] {r.collectives[0].why.text}" in text
 
 
+@pytest.mark.slow
 def test_combined_data_parallel_gradients_are_one_partial_sum_over_the_batch():
     # transformer_train under dp on data=8: 19 parameter gradients (embed, 8 per block × 2,
     # final_norm, unembed) and the loss's sum over the batch, each a partial sum over `data`,

@@ -314,6 +314,7 @@ def test_a_data_parallel_gradient_all_reduce_is_a_partial_sum_over_the_batch(com
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_plugin_installed(), reason="jax's CUDA plugin (the gpu extra) "
                     "is not installed")
+@pytest.mark.slow
 def test_every_collective_of_a_gpu_fsdp_tp_train_step_has_a_reason():
     r = explorer.analyze_workload("transformer_train", "data=2,model=4", preset="fsdp_tp",
                                   params={"layers": 4, "dtype": "bfloat16"}, target="h100-8")

@@ -48,6 +48,7 @@ def ffn(x, w1, w2):
     return (x @ w1) @ w2
 
 
+@pytest.mark.slow
 def test_the_traffic_bound_holds_where_a_device_reads_a_slice_of_a_replicated_weight():
     # With w1 split over both axes on its output features, each device needs only its eighth
     # of w2's rows: the partitioner slices the replicated w2, so a device reads 1/8 of it, not

@@ -37,6 +37,7 @@ def test_json_output(capsys):
     assert f"{stats['distinct']}/{stats['distinct']}" in err
 
 
+@pytest.mark.slow
 def test_text_output(capsys):
     assert main([*ARGS, "--top", "3", "--quiet"]) == 0
     out, err = capsys.readouterr()

@@ -41,6 +41,7 @@ def kinds(report, axes=None):
 
 # --- data parallelism and the ZeRO stages ----------------------------------------------------
 
+@pytest.mark.slow
 def test_dp_all_reduces_every_gradient_once_over_data():
     r = analyze_workload("transformer_train", "data=8", preset="dp", params=TRAIN)
     # Horovod: one ring all-reduce of the gradients, V = Ψ. XLA combines every gradient (and the
@@ -78,6 +79,7 @@ def test_zero1_all_reduces_grads_then_all_gathers_updated_params():
     assert r.tensor("out['l0.w1']").spec == (None, None)
 
 
+@pytest.mark.slow
 def test_zero2_compiles_to_the_same_collectives_as_zero1_on_cpu():
     z1 = analyze_workload("transformer_train", "data=8", preset="zero1", params=TRAIN)
     z2 = analyze_workload("transformer_train", "data=8", preset="zero2", params=TRAIN)

@@ -98,6 +98,7 @@ def test_zero_size_and_duplicate_axis_name_errors_name_the_value(app):
     assert app.mesh_editor.rows[1].error.value == "" and app.error is None
 
 
+@pytest.mark.slow
 def test_add_and_remove_axes(app):
     app.mesh_editor.add.click()
     assert [n for n, _ in app.mesh_editor.axes] == ["data", "model", "axis0"]
@@ -169,6 +170,7 @@ def test_placement_colours_mean_the_block_in_both_heatmaps(app):
     assert [list(r) for r in app.placement.blocks._widget_data[0]["z"]] == [[0, 1, 2, 3]]
 
 
+@pytest.mark.slow
 def test_tensor_picker_groups_roles_and_hides_plumbing():
     app = Explorer(workload="transformer_train", mesh="data=2,model=4", preset="fsdp_tp",
                    params={"scan_layers": "false"},
@@ -221,6 +223,7 @@ def test_memory_and_timing_views(app):
     assert "Pick a target" in app.timing.text.value
 
 
+@pytest.mark.slow
 def test_memory_axis_reads_in_binary_units_and_a_far_limit_is_named_not_drawn():
     from explorer.ui.memory import binary_ticks
 
@@ -310,6 +313,7 @@ def test_target_adds_predictions_and_a_wrong_size_target_is_flagged():
         app.close()
 
 
+@pytest.mark.slow
 def test_preset_places_unpinned_tensors_and_picks_win():
     app = Explorer(workload="transformer", mesh="data=2,model=4", preset="megatron",
                    debounce=None)
@@ -340,6 +344,7 @@ def test_preset_places_unpinned_tensors_and_picks_win():
         app.close()
 
 
+@pytest.mark.slow
 def test_measure_checkbox_shows_a_labelled_measured_time(app):
     show(app, "Timing")
     app.measure_w.value = True
@@ -348,6 +353,7 @@ def test_measure_checkbox_shows_a_labelled_measured_time(app):
     assert "8 cpu device(s) of this host" in app.timing.text.value
 
 
+@pytest.mark.slow
 def test_pipeline_schedule_is_drawn_with_its_bubble():
     app = Explorer(workload="pipeline", mesh="stage=4", preset="pp", debounce=None,
                    params={"microbatches": 4})
@@ -442,6 +448,7 @@ def test_debounce_starts_an_isolated_edit_at_once_and_merges_a_burst():
     asyncio.run(scenario())
 
 
+@pytest.mark.slow
 def test_a_target_name_spelled_unlike_the_listing_is_offered():
     # A 32-chip mesh on the v5e 8x4 slice: the catalog lists it as tpu-v5e-4x8.
     app = Explorer(workload="mlp", mesh="data=4,model=8", target="tpu-v5e-8x4", debounce=None)
@@ -505,6 +512,7 @@ def test_an_axis_name_holding_mesh_text_is_rejected_not_parsed(app):
     assert all_errors(app) == [] and app.report.mesh.device_count == 8
 
 
+@pytest.mark.slow
 def test_the_axis_count_is_bounded_and_pickers_grow_linearly():
     from explorer.errors import MeshError
     from explorer.ui.editors import MAX_AXES
@@ -550,6 +558,7 @@ def test_an_unexpected_error_in_a_callback_is_shown_not_raised(app, caplog):
     assert app.report.partitioner == "shardy"
 
 
+@pytest.mark.slow
 def test_a_target_that_does_not_fit_the_mesh_still_compiles_without_a_prediction():
     app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, target="h100-8",
                    debounce=None)

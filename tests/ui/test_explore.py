@@ -57,6 +57,7 @@ def test_explore_opens_the_app_on_the_function(app):
                                          "w2": "model,None"}
 
 
+@pytest.mark.slow
 def test_editing_a_picker_recompiles_the_function(app):
     app.spec_rows["w1"].pickers[1].value = []
     app.spec_rows["w2"].pickers[0].value = []

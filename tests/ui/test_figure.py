@@ -50,6 +50,7 @@ def test_the_app_builds_its_figures_from_the_shared_bundle():
     assert isinstance(_heatmap(200), FigureWidget)
 
 
+@pytest.mark.slow
 def test_the_app_imports_without_nbformat_and_plotly_can_still_show_a_figure():
     """Importing the app skips nbformat (and its slow jsonschema import); plotly's own
     `fig.show()` with a mime renderer still finds nbformat when it needs it."""

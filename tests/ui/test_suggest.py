@@ -194,6 +194,7 @@ def test_cancel_stops_the_search_before_the_end(mlp_app):
     assert not view.start_w.disabled and view.cancel_w.disabled
 
 
+@pytest.mark.slow
 def test_an_edit_during_the_search_leaves_it_on_the_request_it_started_with(mlp_app):
     app = mlp_app
     view = open_tab(app)

@@ -320,6 +320,7 @@ def test_gpipe_compiles_to_collective_permutes_of_one_microbatch_over_stage():
     assert r.workload.extra["in_flight_microbatches"] == [8, 8, 8, 8]
 
 
+@pytest.mark.slow
 def test_1f1b_compiles_to_the_same_sends_on_more_steps_with_less_memory():
     S, M = 4, 8
     one = _analyze("stage=4", W_STAGE, {"schedule": "1f1b"})
@@ -364,6 +365,7 @@ def test_pipeline_with_data_parallel_batch():
     assert sum(c.parts for c in others) == 5
 
 
+@pytest.mark.slow
 def test_uneven_cuts_move_the_weights():
     # 8 layers stored 2 per stage; cuts 1,2,3 run 1,1,1,5. Pinned (jax 0.10.2): w is gathered
     # whole over stage to form the padded per-stage blocks, 8 × 128 × 128 × 4 = 524288 bytes.

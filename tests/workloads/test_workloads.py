@@ -202,6 +202,7 @@ def test_top_k_routing_fills_buffers_in_order_and_drops_overflow():
                        (0, 0, 1, 1): 0.1}
 
 
+@pytest.mark.slow
 def test_transformer_block_is_causal():
     import jax
     import jax.numpy as jnp
@@ -221,6 +222,7 @@ def test_transformer_block_is_causal():
     assert not jnp.allclose(y[:, 4:], y2[:, 4:])
 
 
+@pytest.mark.slow
 def test_train_step_loss_and_first_adam_update():
     import jax
     import jax.numpy as jnp
@@ -320,6 +322,7 @@ def test_plan_for_zero1_splits_only_optimizer_state():
     assert cons["layer0"] == ("data", None, None)
 
 
+@pytest.mark.slow
 def test_rules_reshard_every_tensor_and_specs_win():
     # One rule table gives the Megatron MLP of tests/test_patterns.py: one all-reduce over model
     # of (256/2)·1024·4 = 524288 bytes.
