@@ -356,6 +356,123 @@ def working_latency(rounds: int) -> None:
     default_pool().close()
 
 
+# ------------------------------------------------------------------ a burst of edits (issue 22)
+
+# Issue 22's set-up of a real model, as a burst: four param edits, two mesh edits and a preset,
+# from a 2-layer train step on 4 devices to a 12-layer one on 16 under fsdp_tp.
+BURST_START = dict(workload="transformer_train", mesh="data=2,model=2",
+                   params={"scan_layers": "false"})
+BURST_PARAMS = {"layers": 12, "d_model": 256, "d_ff": 1024, "seq": 128}
+BURST_MESH = {"data": 4, "model": 4}
+BURST_PRESET = "fsdp_tp"
+
+
+def burst_edits(app, paused: bool) -> list:
+    """The burst's edits as (what, action) pairs, in the order a participant makes them."""
+    boxes = {wid.description: wid for wid in app.source.params_box.children}
+    edits = [(f"{k}={v}", lambda k=k, v=v: setattr(boxes[k], "value", v))
+             for k, v in BURST_PARAMS.items()]
+    edits += [(f"mesh {k}={v}", lambda k=k, v=v: setattr(app.mesh_editor.row(k).size_w,
+                                                         "value", v))
+              for k, v in BURST_MESH.items()]
+    edits.append((f"preset {BURST_PRESET}",
+                  lambda: setattr(app.preset_w, "value", BURST_PRESET)))
+    if paused:
+        edits.append(("Apply", lambda: app.apply_w.click()))
+    return edits
+
+
+def burst_done(app, batch: int) -> bool:
+    """The app shows the result of the burst's last state."""
+    r = app.request
+    return (r is not None and r.preset == BURST_PRESET and r.mesh.text() == "data=4,model=4"
+            and r.params.get("batch") == batch
+            and all(r.params.get(k) == v for k, v in BURST_PARAMS.items()))
+
+
+async def run_burst(batch: int, gap_s: float, paused: bool, timeout_s: float) -> dict:
+    """One burst on a fresh app in this process's event loop: the edits `gap_s` apart (the
+    debounced path, as in the page), then the wait for the last state's result."""
+    import asyncio
+
+    app = Explorer(**BURST_START | {"params": {**BURST_START["params"], "batch": batch}})
+    compiles = []
+    compile_fn = app.source.compile
+
+    def counted(request, pool, cache_only):
+        if not cache_only:
+            compiles.append(time.perf_counter())
+        return compile_fn(request, pool, cache_only)
+
+    app.source.compile = counted
+    try:
+        if paused:
+            app.live_w.value = False
+        t0 = time.perf_counter()
+        for k, (_, action) in enumerate(burst_edits(app, paused)):
+            if k:
+                await asyncio.sleep(gap_s)
+            action()
+        last = time.perf_counter()
+        while not burst_done(app, batch):
+            if time.perf_counter() - last > timeout_s:
+                raise RuntimeError(f"no result for the burst's last state in {timeout_s:g} s; "
+                                   f"status: {app.status.value}")
+            await asyncio.sleep(0.05)
+        done = time.perf_counter()
+        return {"total": done - t0, "after_last": done - last, "compiles": len(compiles),
+                "seconds": app.report.timing.lower_s + app.report.timing.compile_s}
+    finally:
+        app.close()
+
+
+def burst_baseline(batch: int) -> float:
+    """The burst's last state compiled once more, uncached, in this process (after the burst,
+    so that the two never compete): the time a burst that became one compile would need."""
+    params = {**BURST_START["params"], **BURST_PARAMS, "batch": batch}
+    t0 = time.perf_counter()
+    explorer.analyze_workload("transformer_train", "data=4,model=4", params=params,
+                              preset=BURST_PRESET, use_cache=False)
+    return time.perf_counter() - t0
+
+
+def burst_latency(rounds: int, gap_s: float, timeout_s: float, modes: list[str]) -> None:
+    """Issue 22's burst, edits `gap_s` apart, in each of `modes` (live; paused, then Apply),
+    each against one compile of the burst's last state timed in the same round."""
+    import asyncio
+
+    rows: dict[str, list[dict]] = {m: [] for m in modes}
+    base: list[float] = []
+    batch = 8
+    for r in range(rounds):
+        for mode in modes:
+            batch += 8                    # a new batch: every state of the burst is uncached
+            rows[mode].append(asyncio.run(run_burst(batch, gap_s, mode == "paused",
+                                                    timeout_s)))
+            base.append(burst_baseline(batch))
+            print(f"round {r} {mode}: {rows[mode][-1]}, baseline {base[-1]:.1f} s",
+                  file=sys.stderr)
+    print(f"Run of {datetime.date.today()}, {rounds} rounds; the burst's "
+          f"{len(BURST_PARAMS) + len(BURST_MESH) + 1} edits {gap_s:g} s apart, in the "
+          "kernel's process (no browser); median (min–max).\n")
+    print("| mode | n | first edit → last state's result | last edit → result | compiles "
+          "started | one compile of the last state (baseline) | result ÷ baseline |")
+    print("|---|---|---|---|---|---|---|")
+    for mode, xs in rows.items():
+        total = [x["total"] for x in xs]
+        after = [x["after_last"] for x in xs]
+        n = [x["compiles"] for x in xs]
+        print(f"| {mode} | {len(xs)} | {fmts(total)} | {fmts(after)} | "
+              f"{statistics.median(n):g} ({min(n)}–{max(n)}) | {fmts(base)} | "
+              f"{med(total) / med(base):.1f}× |")
+    default_pool().close()
+
+
+def fmts(xs) -> str:
+    """Seconds: median (min–max)."""
+    return f"{med(xs):.1f} s ({min(xs):.1f}–{max(xs):.1f})"
+
+
 def fmtf(xs) -> str:
     """Like fmt, with a resolution that suits sub-millisecond times."""
     digits = 2 if med(xs) < 10 else 0
@@ -449,6 +566,13 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--working", action="store_true",
                     help="only the edit → 'working…' latency, in this process (no browser)")
+    ap.add_argument("--burst", action="store_true",
+                    help="issue 22's burst of seven edits to a 12-layer train step, in this "
+                         "process (no browser), live and paused, against one compile")
+    ap.add_argument("--gap", type=float, default=2.0, help="--burst: seconds between edits")
+    ap.add_argument("--modes", default="live,paused",
+                    help="--burst: live (every edit sent on), paused (the 'live updates' switch "
+                         "off, then Apply)")
     ap.add_argument("--rounds", type=int, default=6, help="measured rounds of four edits")
     ap.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first")
     ap.add_argument("--timeout", type=float, default=120, help="seconds to wait per edit")
@@ -459,6 +583,9 @@ def main() -> int:
     args = ap.parse_args()
     if args.working:
         working_latency(args.rounds)
+        return 0
+    if args.burst:
+        burst_latency(args.rounds, args.gap, args.timeout * 3, args.modes.split(','))
         return 0
     if not os.path.exists(CHROMIUM):
         print(f"no Chromium at {CHROMIUM}; set EXPLORER_CHROMIUM", file=sys.stderr)

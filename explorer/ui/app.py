@@ -6,9 +6,16 @@ editor, the partitioner and target, and the views are the same for both.
 
 State lives here and in the editors; edits are validated at once (errors sit next to the widget
 at fault, and the last good result stays on screen, greyed as stale), then compiled in a
-background thread so the kernel stays responsive. An isolated edit compiles at once; edits made
-while one waits or compiles are merged after a short debounce. Results from superseded edits
-are dropped.
+background thread so the kernel stays responsive (explorer.ui.scheduler: an isolated edit
+compiles at once; edits made while one compiles become one compile after it). Results from
+superseded edits are dropped. With live updates off, edits are checked but not compiled until
+Apply.
+
+Every result shown gets a new id (`result_id`), and every view records the id of the result it
+drew (its figures carry it in their layout, its HTML in a `data-result` attribute). A tab is
+drawn when shown, and a tab whose views drew an older result is hidden (`explorer-outdated`)
+until they are drawn again, so a view of an earlier result is never on screen beside the
+current one.
 """
 
 from __future__ import annotations
@@ -44,25 +51,27 @@ from explorer.report.report import Report
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, normalize_spec
 from explorer.strategy.presets import PRESETS, get_preset
+from explorer.strategy.rules import LOGICAL_NAMES, Rules, parse_rules
 from explorer.ui.compare import CompareView
 from explorer.ui.editors import MeshEditor, SpecRow, check_row_spec
+from explorer.ui.figure import drawn_result
 from explorer.ui.graph import GraphView
-from explorer.ui.grids import group_grid, mesh_grid, placement_grid
+from explorer.ui.grids import mesh_grid, placement_grid
 from explorer.ui.memory import MemoryView
+from explorer.ui.scheduler import CompileScheduler
 from explorer.ui.sources import Request, Source, WorkloadSource
-from explorer.ui.specs import SpecsEditor
+from explorer.ui.specs import SpecsEditor, carried_renames, renamed_spec
 from explorer.ui.suggest import SearchJob, SuggestView, candidate_specs
-from explorer.ui.timeline import TimingView, timing_html
+from explorer.ui.timeline import TimingView
 from explorer.ui.views import (
     CollectivesView,
     PlacementView,
     TargetOffer,
-    collectives_html,
-    draw_grid,
     hlo_html,
     legend_html,
     mapping_placeholder,
     matching_target,
+    stamped,
     tensor_options,
 )
 from explorer.ui.why import Candidate, WhyPanel, candidates, line_bytes
@@ -70,6 +79,7 @@ from explorer.ui.why import Candidate, WhyPanel, candidates, line_bytes
 STYLE = """<style>
 .explorer-error { color: #b00020; font-size: 12px; }
 .explorer-stale { opacity: 0.45; filter: grayscale(0.6); }
+.explorer-outdated { visibility: hidden; }
 .explorer-table-wrap { max-width: 100%; overflow-x: auto; }
 .explorer-collectives .explorer-table-wrap { max-height: 430px; overflow-y: auto; }
 .explorer-collectives .explorer-table th { position: sticky; top: 0; background: #fff; }
@@ -203,24 +213,32 @@ class App:
         self.matching_target: str | None = None          # then, a target that would fit
         self.unavailable: str | None = None              # why the shown report has none
         self.selected: int | None = None
-        self._generation = 0
+        self.result_id = 0              # the id of the result shown; each new one gets the next
+        self._generation = 0            # the number of the latest edit
         self._muted = 0
-        # Only the visible tab is drawn; the others are drawn when shown (indices drawn for the
-        # current report are kept here). It keeps an edit's redraw short, and a plotly view
-        # restyled while its tab was hidden was seen (Voila, plotly 7) to draw wrong axes or
-        # stale data when the tab was shown again.
-        self._drawn: set[int] = set()
-        self._timer = None          # the scheduled start of a compile, while one waits
+        # Only the visible tab is drawn; the others when shown. Tab index -> the result id its
+        # views drew (a tab drawn for an older result is hidden until drawn again).
+        self._drawn: dict[int, int] = {}
+        self._waiting: Request | None = None     # checked while live updates were off
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="explorer")
+        self._scheduler = CompileScheduler(lambda request: self._run(request),
+                                           self._guard(self._compile_started),
+                                           self._guard(self._finish), self._executor,
+                                           debounce or 0.0)
+        self._compiling: int | None = None      # the edit whose compile is in flight
         # What-if compiles run on their own thread, one at a time, so an edit's compile never
         # queues behind them in this executor (the worker pool still runs one per worker).
         self._what_if_executor = ThreadPoolExecutor(max_workers=1,
                                                     thread_name_prefix="explorer-what-if")
         self._applied: tuple[Candidate, Report] | None = None   # a what-if being applied
+        self._applied_rules: str | None = None     # the rules the Suggest tab's Apply loaded
         check_partitioner(partitioner)
         mesh_spec = parse_mesh(mesh)
         # The axes of the last valid mesh: what the spec pickers offer.
         self._axis_names: tuple[str, ...] = mesh_spec.names
+        # Each axis the app opened with, renamed (its new name) or removed (None) since: the
+        # specs the source gives (a TensorSpec's own, a pattern's) follow it as the picks do.
+        self._carried: dict[str, str | None] = {}
         guard = self._guard
 
         self.mesh_editor = MeshEditor(list(zip(mesh_spec.names, mesh_spec.sizes, strict=True)),
@@ -247,6 +265,15 @@ class App:
                                 placeholder=mapping_placeholder(target, mesh_spec))
         self.measure_w = w.Checkbox(value=False, description="measure a real run (this CPU)",
                                     indent=False)
+        # Off: edits are checked as they are made but compiled only on Apply (a burst of edits
+        # to set up a large model becomes one compile).
+        self.live_w = w.Checkbox(value=True, indent=False, layout=w.Layout(width="auto"),
+                                 description="live updates (compile after each edit)")
+        self.live_w.add_class("explorer-live")
+        self.apply_w = w.Button(description="Apply edits", icon="play", button_style="primary",
+                                layout=w.Layout(width="130px", display="none"),
+                                tooltip="compile the sidebar as it is now")
+        self.apply_w.add_class("explorer-apply")
         # The one switch back to the CPU's program, priced on the target (approximate).
         self.cpu_w = w.Checkbox(value=check_compile_for(compile_for) is CompileFor.CPU,
                                 description="compile on CPU devices, not for the target",
@@ -264,7 +291,7 @@ class App:
         self.error_w = w.HTML()
         self.error_w.add_class("explorer-error")
 
-        self.placement = PlacementView(guard(lambda _: self._draw_placement()),
+        self.placement = PlacementView(guard(lambda _: self._tensor_picked()),
                                        guard(lambda _: self._list_tensors()))
         self.collectives = CollectivesView(guard(self._select_collective),
                                            guard(self._use_target))
@@ -296,7 +323,8 @@ class App:
                           self.rules_note, self.layout_error, self.specs_editor.widget,
                           self.partitioner_w, self.target_w, self.mapping_w,
                           self.target_error, self.target_offer.button,
-                          self.cpu_w, self.measure_w, w.HBox([self.status, self.warnings_w]),
+                          self.cpu_w, self.measure_w, w.HBox([self.live_w, self.apply_w]),
+                          w.HBox([self.status, self.warnings_w]),
                           self.compiled_for, self.error_w],
                          layout=w.Layout(width="440px"))
         header = w.HTML(STYLE + "<h3 style='margin:4px 0'>sharding-explorer · "
@@ -311,6 +339,8 @@ class App:
             wid.observe(guard(lambda _: self._edited()), "value")
         for wid in (self.preset_w, self.rules_w):
             wid.observe(guard(lambda _: self._layout_changed()), "value")
+        self.live_w.observe(guard(lambda _: self._live_changed()), "value")
+        self.apply_w.on_click(guard(lambda _: self._edited(apply=True)))
         source.bind(guard(self._inputs_changed), guard(self._source_reset), guard)
         self._load_tensors(self._initial_specs(specs or {}, mesh_spec))
         # The first result is computed before the cell returns, so the app appears complete.
@@ -396,7 +426,15 @@ class App:
         self._edited()
 
     def _source_reset(self) -> None:
-        """A different program (another workload): nothing the user picked applies."""
+        """A different program (another workload): nothing the user picked applies, nor the
+        rules a searched candidate put in the rules box (rules the user typed stay)."""
+        if self._applied_rules and self.rules_w.value == self._applied_rules:
+            self._muted += 1
+            try:
+                self.rules_w.value = ""
+            finally:
+                self._muted -= 1
+        self._applied_rules = None
         self.specs_editor.release()
         self.specs_editor.set_tensors([], self._axis_names)
         self._load_tensors()
@@ -434,7 +472,10 @@ class App:
             mesh = check_mesh(mesh)
         except MeshError as e:
             raise self._put(self.mesh_editor.error, e) from None
-        self.specs_editor.set_axes(mesh.names, self.mesh_editor.renames())
+        renames = self.mesh_editor.renames()
+        self.specs_editor.set_axes(mesh.names, renames)
+        self._carried = carried_renames(self._carried, self._axis_names, mesh.names, renames)
+        self._rename_in_rules(mesh.names, renames)
         self.mesh_editor.commit()
         self._axis_names = mesh.names
         options = target_options(mesh.device_count, self.target_w.value)
@@ -443,6 +484,37 @@ class App:
             self.target_w.options = options
             self.target_w.value = value
         return mesh
+
+    def _removed_axes(self) -> set[str]:
+        """The axes the app opened with (or added) that the user has removed since."""
+        return {first for first, now in self._carried.items() if now is None}
+
+    def _rename_in_rules(self, names: tuple[str, ...], renames: Mapping[str, str]) -> None:
+        """Carry renamed mesh axes into the rules box. Rules that do not parse are left as
+        they are (their error shows under the box)."""
+        text = self.rules_w.value.strip()
+        if not renames or not text:
+            return
+        known = LOGICAL_NAMES + tuple(d for t in self._tensors_or_none() for d in t.logical or ()
+                                      if d)
+        try:
+            table = parse_rules(text, known)
+        except ExplorerError:
+            return
+        renamed = Rules(tuple(replace(r, entry=renamed_spec((r.entry,), names, renames)[0])
+                              for r in table.rules))
+        if renamed != table:
+            self._muted += 1
+            try:
+                self.rules_w.value = renamed.text()
+            finally:
+                self._muted -= 1
+
+    def _tensors_or_none(self) -> list:
+        try:
+            return self.source.tensors()
+        except ExplorerError:
+            return []
 
     def _request(self) -> Request:
         """Validate the edited state with explorer.api.request, as the API and the CLI do;
@@ -460,12 +532,26 @@ class App:
             placement = self.source.place(mesh, pinned, preset, rules)
         except ExplorerError as e:
             raise self._put(self.layout_error, e) from None
+        if self._carried:
+            # A spec the source gives (a TensorSpec's own, a pattern's) follows the axes renamed
+            # in the editor, as the picks do; a removed axis leaves it.
+            renames = {a: b for a, b in self._carried.items() if b is not None}
+            specs = {n: spec if n in pinned else renamed_spec(spec, mesh.names, renames,
+                                                              dropped=self._removed_axes())
+                     for n, spec in placement.specs.items()}
+            placement = replace(placement, specs=specs)
+        failed = None
         for n, spec in placement.specs.items():
             if n not in pinned:
-                editor.set_spec(n, spec)
+                try:
+                    editor.set_spec(n, spec)
+                except SpecError as e:     # the row shows the error; its pickers keep theirs
+                    editor.show_error(n, app_language(str(e)))
+                    failed = failed or e
         inputs = [TensorSpec(t.name, t.shape, t.dtype, placement.specs[t.name]) for t in tensors]
-        failed = None
         for t in inputs:            # one at a time, so that every row at fault shows its error
+            if t.name in editor.errors:
+                continue
             try:
                 check_inputs([t], mesh)
             except (SpecError, TensorError) as e:
@@ -508,7 +594,10 @@ class App:
             self.target_w.options = [*self.target_w.options, (name, name)]
         self.target_w.value = name
 
-    def _edited(self, wait: bool = False) -> None:
+    def _edited(self, wait: bool = False, apply: bool = False) -> None:
+        """An edit: check the sidebar, then show its result from the cache, compile it (the
+        scheduler decides when), or with live updates off keep it for Apply. `wait`: compile
+        now and block (the first result); `apply`: the Apply button."""
         if self._muted:
             return
         self._generation += 1
@@ -519,26 +608,41 @@ class App:
         try:
             request = self._request()
         except ExplorerError as e:
+            self._scheduler.discard()
             self._show_error(str(e))
             return
         finally:
             self._muted -= 1
+        self.error = None
+        if not (self.live_w.value or apply or wait):
+            self._scheduler.discard()
+            self._waiting = request
+            self.tabs.add_class("explorer-stale")
+            self._set_status("⏸ live updates off: the edits are checked, not compiled; press "
+                             "Apply edits" + ("; showing the last result, greyed" if self.report
+                                              else ""))
+            return
+        self._waiting = None
         hit = self._compile(request, cache_only=True)
         if hit is not None:
+            self._scheduler.discard()
             self._show(hit, request)
             return
         loop = _running_loop()
         if loop is None or self.debounce is None or wait:
+            self._scheduler.discard()
             self._finish(self._generation, request, self._run(request))
             return
-        # Leading-edge debounce: an edit while nothing is waiting or compiling starts at once;
-        # edits that arrive meanwhile (typing, dragging) are merged into one compile that
-        # starts `debounce` seconds after the last of them.
-        quiet = self._timer is None and not self._busy
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = loop.call_later(0 if quiet else self.debounce, self._guard(self._start),
-                                      self._generation, request, loop)
+        if self._scheduler.busy:
+            self._set_status("◌ waiting for the compile in flight (an earlier edit); this edit "
+                             "compiles next, with any made meanwhile")
+        self._scheduler.submit(self._generation, request, loop)
+
+    def _live_changed(self) -> None:
+        """Live updates on: compile what was edited while they were off; off: show Apply."""
+        self.apply_w.layout.display = "none" if self.live_w.value else ""
+        if self.live_w.value and self._waiting is not None:
+            self._edited()
 
     def _compile(self, request: Request, cache_only=False):
         return self.source.compile(request, self.pool, cache_only)
@@ -551,29 +655,30 @@ class App:
         except Exception as e:
             return e
 
-    def _start(self, generation, request, loop) -> None:
-        self._timer = None
-        if generation != self._generation:
-            return
-        started = time.perf_counter()
+    def _compile_started(self, generation: int) -> None:
+        """Say that edit `generation`'s compile runs, and for how long, while the app's latest
+        edit waits on it."""
+        self._compiling = generation
+        loop, started = _running_loop(), time.perf_counter()
 
         def tick():
-            if generation == self._generation and self._busy:
-                self._set_status(f"◌ compiling… {time.perf_counter() - started:.1f} s")
+            if self._compiling != generation or not self._scheduler.busy:
+                return
+            took = time.perf_counter() - started
+            if generation == self._generation:
+                self._set_status(f"◌ compiling… {took:.1f} s")
+            elif self._scheduler.waiting:
+                self._set_status(f"◌ compiling an earlier edit… {took:.1f} s; the latest "
+                                 "compiles next (one compile for the edits made meanwhile)")
+            if loop is not None:
                 loop.call_later(0.2, tick)
 
-        self._busy = True
         tick()
-        future = loop.run_in_executor(self._executor, self._run, request)
-        future.add_done_callback(
-            self._guard(lambda f: self._finish(generation, request, f.result())))
-
-    _busy = False
 
     def _finish(self, generation, request, result) -> None:
-        self._busy = False
+        self._compiling = None
         if generation != self._generation:
-            return            # a newer edit is on its way; its result will be shown
+            return            # a newer edit was made: its result (or error) is shown instead
         if isinstance(result, ExplorerError):
             self._show_error(str(result))
         elif isinstance(result, Exception):
@@ -584,25 +689,30 @@ class App:
     # ------------------------------------------------------------------ drawing
 
     def _set_status(self, text: str) -> None:
-        self.status.value = f"<span>{html.escape(text)}</span>"
+        self.status.value = (f"<span data-result='{self.result_id}'>{html.escape(text)}"
+                             "</span>")
 
     def _show_error(self, message: str, force: bool = False) -> None:
         """Show `message` unless an inline error already says it (`force`: show it anyway)."""
         message = app_language(message)
         self.error = message
         inline = [*(r.error for r in self.mesh_editor.rows), self.mesh_editor.error,
-                  self.source.error, self.layout_error]
-        if force or not (self.specs_editor.errors or any(e.value for e in inline)):
+                  self.source.error, self.layout_error, self.specs_editor.error_summary]
+        at_widget = bool(self.specs_editor.errors or any(e.value for e in inline))
+        if force or not at_widget:
             self.error_w.value = html.escape(message)
         self.tabs.add_class("explorer-stale")
-        self._set_status("⚠ error: fix the highlighted input"
-                         + ("; showing the last good result, greyed" if self.report else ""))
+        stale = "; showing the last good result, greyed" if self.report else ""
+        self._set_status(("⚠ error: fix the highlighted input" if at_widget and not force
+                          else "⚠ error: see the message below") + stale)
 
     def _show(self, report: Report, request: Request | None = None) -> None:
-        """Show `report`, the answer to `request`."""
+        """Show `report`, the answer to `request`: it becomes the current result, the visible
+        tab is drawn for it and the others are hidden until they are."""
         unavailable = request.unavailable if request is not None else None
         self.report, self.request, self.error, self.unexpected = report, request, None, None
         self.unavailable = unavailable
+        self.result_id += 1
         self.tabs.remove_class("explorer-stale")
         t = report.timing
         self._set_status(f"● {'cached' if t.cached else 'compiled'} in "
@@ -613,7 +723,7 @@ class App:
         self.selected = None
         self._muted += 1
         try:
-            self._list_tensors(draw=False)
+            self._list_tensors(redraw=False)
             self.collectives.pick.options = self.collectives.options(report)
             self.collectives.pick.value = -1
         finally:
@@ -624,43 +734,81 @@ class App:
             self._applied = None
             if request is not None and request.specs.get(candidate.tensor) == candidate.spec:
                 self.why.show_applied(candidate, compare(before, report))
-        # The HTML parts are cheap and always current; figures wait for their tab (_draw_tab).
-        self.collectives.table.value = collectives_html(report, unavailable=unavailable)
         self.collectives.target_offer.offer(self.matching_target if unavailable else None)
-        self.timing.text.value = timing_html(report, unavailable)
-        self._drawn = set()
+        self._drawn = {}
+        for index, child in enumerate(self.tabs.children):
+            if TAB_TITLES[index] != "Suggest":           # its search is not this result's
+                child.add_class("explorer-outdated")
         self._draw_tab(self.tabs.selected_index)
 
     def _draw_tab(self, index) -> None:
-        if self.report is None or index is None or index in self._drawn:
+        """Draw tab `index` for the current result, unless its views drew it already."""
+        if self.report is None or index is None:
             return
-        self._drawn.add(index)
         title = TAB_TITLES[index]
+        if title == "Suggest":
+            self.suggest.refresh()
+            return
+        if self._drawn.get(index) == self.result_id:
+            return
+        result = self.result_id
         if title == "Placement":
             self._draw_placement()
         elif title == "Collectives":
-            self.collectives.table.value = collectives_html(self.report, self.selected,
-                                                            self.unavailable)
-            self._draw_groups()
+            self.collectives.draw(self.report, self.selected, self.unavailable, result)
         elif title == "Memory":
-            self.memory.update(self.report)
+            self.memory.update(self.report, result)
         elif title == "Timing":
-            self.timing.update(self.report, self.unavailable)
+            self.timing.update(self.report, self.unavailable, result)
         elif title == "HLO":
-            self.hlo.value = hlo_html(self.report, self.hlo_which.value, self.selected)
-            self.graph.update(self.report, self.selected)
+            self.hlo.value = stamped(hlo_html(self.report, self.hlo_which.value, self.selected),
+                                     result)
+            self.graph.update(self.report, self.selected, result)
         elif title == "Compare":
             self.compare.update(self.report)
-        elif title == "Suggest":
-            self.suggest.refresh()
+        self._drawn[index] = result
+        self.tabs.children[index].remove_class("explorer-outdated")
 
     def _redraw(self, title: str) -> None:
         """Draw tab `title` again (now if it is visible, else when it is next shown)."""
-        self._drawn.discard(TAB_TITLES.index(title))
+        index = TAB_TITLES.index(title)
+        self._drawn.pop(index, None)
+        if index != self.tabs.selected_index:
+            self.tabs.children[index].add_class("explorer-outdated")
         self._draw_tab(self.tabs.selected_index)
 
-    def _list_tensors(self, draw: bool = True) -> None:
-        """The placement picker's entries for the current report, keeping the selection."""
+    def drawn_results(self, title: str | None = None) -> dict[str, int | None]:
+        """The id of the result each view of tab `title` (the visible one by default) drew,
+        by view: its figures' stamps and its text's. A view with nothing to draw (no
+        collective picked, no timeline without a target) is left out."""
+        title = title or TAB_TITLES[self.tabs.selected_index]
+        tab = self._drawn.get(TAB_TITLES.index(title))
+        if title == "Placement":
+            figs = {"blocks": self.placement.blocks, "device grid": self.placement.mesh}
+            text = {"legend": tab}
+        elif title == "Collectives":
+            figs = {"device groups": self.collectives.groups,
+                    **{f"why layout {k}": f for k, f in enumerate(self.why.figs)}}
+            text = {"table": self.collectives.result}
+        elif title == "Memory":
+            figs, text = {"chart": self.memory.fig}, {"numbers": tab}
+        elif title == "Timing":
+            figs = {"timeline": self.timing.trace_fig, "roofline": self.timing.roofline,
+                    "schedule": self.timing.schedule}
+            text = {"text": self.timing.result}
+        elif title == "HLO":
+            figs, text = {"dataflow graph": self.graph.fig}, {"module text": tab}
+        else:
+            figs, text = {}, {title.lower(): tab}
+        return {**{k: drawn_result(f) for k, f in figs.items() if f is not None}, **text}
+
+    def _tensor_picked(self) -> None:
+        if not self._muted:
+            self._redraw("Placement")
+
+    def _list_tensors(self, redraw: bool = True) -> None:
+        """The placement picker's entries for the current report, keeping the selection; the
+        tab is drawn again when the picked tensor changes (`redraw`)."""
         if self.report is None:
             return
         options = tensor_options(self.report, self.placement.plumbing.value)
@@ -672,39 +820,29 @@ class App:
             self.placement.tensor.value = keep if keep in names else names[0]
         finally:
             self._muted -= 1
-        if draw and self.placement.tensor.value != keep:
-            self._draw_placement()
+        if redraw and self.placement.tensor.value != keep:
+            self._redraw("Placement")
 
     def _draw_placement(self) -> None:
         if self.report is None or self.placement.tensor.value is None:
             return
         name = self.placement.tensor.value
         blocks = placement_grid(self.report, name, self.source.dim_names(self.report, name))
-        n_blocks = len(blocks.legend)
-        draw_grid(self.placement.blocks, blocks, n_blocks)
-        draw_grid(self.placement.mesh, mesh_grid(self.report, name), n_blocks)
-        self.placement.legend.value = legend_html(
-            blocks, f"block of {name}: a block and the devices holding it share a colour")
-
-    def _draw_groups(self) -> None:
-        shown = self.report is not None and self.selected is not None
-        self.collectives.groups_box.layout.display = "" if shown else "none"
-        if shown:
-            grid = group_grid(self.report, self.selected)
-            draw_grid(self.collectives.groups, grid,
-                      max(len(self.report.collectives[self.selected].groups), 1))
-            self.collectives.legend.value = legend_html(grid, "device group")
+        legend = legend_html(blocks, f"block of {name}: a block and the devices holding it "
+                                     "share a colour")
+        self.placement.draw(blocks, mesh_grid(self.report, name),
+                            stamped(legend, self.result_id), self.result_id)
 
     def _select_collective(self, index) -> None:
         if self._muted or self.report is None:
             return
         self.selected = index
-        self._drawn.discard(TAB_TITLES.index("HLO"))     # its highlighted line follows
+        self._redraw("HLO")                     # its highlighted line follows
         self._redraw("Collectives")
         if index is None:
             self.why.clear()
         else:
-            self.why.show(self.report, index)
+            self.why.show(self.report, index, self.result_id)
             self._search_what_ifs(index)
 
     # ------------------------------------------------------------------ what-ifs
@@ -789,8 +927,10 @@ class App:
                         wid.value = params[key]
                 self._load_tensors()
             self.mesh_editor.set_axes(list(zip(mesh.names, mesh.sizes, strict=True)))
+            self.mesh_editor.commit()
             self.specs_editor.set_axes(mesh.names, {})
             self._axis_names = mesh.names
+            self._carried = {}              # a new mesh, not an edit of the one before
             self.preset_w.value = ""
             self.rules_w.value = rules
             self.specs_editor.release()
@@ -823,6 +963,7 @@ class App:
             self.load_layout(candidate.mesh, specs=candidate_specs(candidate), params=params)
         else:
             self.load_layout(candidate.mesh, rules=candidate.rules, params=params)
+            self._applied_rules = candidate.rules
 
     def close(self) -> None:
         self.suggest.close()

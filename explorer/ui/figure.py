@@ -1,4 +1,5 @@
-"""plotly's FigureWidget, with plotly.js sent to the page once instead of once per figure.
+"""plotly's FigureWidget, with plotly.js sent to the page once instead of once per figure, and
+the slot that shows one figure per drawing, stamped with the result it draws.
 
 plotly 6+ draws a FigureWidget with anywidget: every figure's widget state carries the whole
 widget bundle (plotly.js and its glue, about 5 MB of JavaScript) as its `_esm`, and the page
@@ -11,12 +12,20 @@ is a small loader: it fetches that widget's model from the page's widget manager
 bundle once per page (kept in a module-level map keyed by the bundle widget), and hands each
 figure its own instance of plotly's widget definition. Drawing and every message are plotly's
 own; only the delivery of the code changes.
+
+A `FigureSlot` holds one figure at a time. Every drawing is a new figure whose first state is the
+whole drawing, never an old figure restyled in place: a browser view of a figure restyled in
+place was seen to keep drawing an earlier result (issue 22: heatmaps of the previous workload
+under a current legend, on a loaded machine), while the views drawn anew each time (Memory, the
+dataflow graph) were current. Each figure carries the id of the result it draws in its layout
+(`meta.result`), so that a test, or a reader of the page, can check it against the app's.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from copy import deepcopy
 from pathlib import Path
 
 
@@ -62,6 +71,7 @@ def _import_plotly_renderers() -> None:
 _import_plotly_renderers()
 
 import anywidget  # noqa: E402
+import ipywidgets as w  # noqa: E402
 import plotly  # noqa: E402
 import plotly.graph_objects as go  # noqa: E402
 import traitlets  # noqa: E402
@@ -146,3 +156,57 @@ class FigureWidget(go.FigureWidget):
         # Set before the widget opens its comm, so that its first state names the bundle.
         self._explorer_bundle = plotly_bundle().model_id
         super().__init__(*args, **kwargs)
+
+
+def keep_state(fig: go.FigureWidget) -> None:
+    """Store the figure's current data and layout in its synced widget state.
+
+    add_trace and batch_update send only transient messages, which a view that does not exist
+    yet never sees; a view created later (a page reload in Voila, a figure inside a container
+    displayed after it was built) renders the synced state instead, which plotly refreshes only
+    when a figure is displayed on its own. Call it after building and after every update."""
+    fig._widget_data = deepcopy(fig._data)
+    fig._widget_layout = deepcopy(fig._layout_obj._props)
+
+
+def drawn_result(fig: go.FigureWidget | None) -> int | None:
+    """The id of the result `fig` draws (FigureSlot.show stamped it); None for none."""
+    if fig is None:
+        return None
+    meta = fig.layout.meta
+    return meta.get("result") if isinstance(meta, dict) else None
+
+
+class FigureSlot:
+    """A box showing one figure at a time: each drawing is a new figure, stamped with the id of
+    the result it draws; the figure it replaces is closed (its browser views go with it)."""
+
+    def __init__(self, css_class: str = ""):
+        self.box = w.Box(layout=w.Layout(display="none"))
+        if css_class:
+            self.box.add_class(css_class)
+        self.fig: go.FigureWidget | None = None
+
+    @property
+    def result(self) -> int | None:
+        """The result the figure shown draws; None when none is shown."""
+        return drawn_result(self.fig)
+
+    def show(self, fig: go.FigureWidget, result: int | None) -> go.FigureWidget:
+        """Show `fig`, drawn for result `result`, in place of the figure shown."""
+        fig.layout.meta = {"result": result}
+        keep_state(fig)
+        old, self.fig = self.fig, fig
+        self.box.children = (fig,)
+        self.box.layout.display = ""
+        if old is not None:
+            old.close()
+        return fig
+
+    def clear(self) -> None:
+        """Show nothing."""
+        old, self.fig = self.fig, None
+        self.box.children = ()
+        self.box.layout.display = "none"
+        if old is not None:
+            old.close()

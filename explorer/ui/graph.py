@@ -28,8 +28,7 @@ from explorer.report.dataflow import (
     neighbours,
 )
 from explorer.report.report import Report
-from explorer.ui.figure import FigureWidget
-from explorer.ui.views import keep_state
+from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
 
 KIND_COLOURS = {                        # one colour per collective kind, used in the legend
     "all-reduce": "#d62728",
@@ -211,17 +210,20 @@ class GraphView:
         self.drawing: Drawing | None = None
         self.report: Report | None = None
         self.selected: int | None = None
-        # Made when first drawn (its tab shown): a page loading many figures at once was seen to
-        # time out initialising them (anywidget allows each 2 s in the browser).
-        self.fig: go.FigureWidget | None = None
+        # A figure per drawing, made when first drawn (its tab shown): a page loading many
+        # figures at once was seen to time out initialising them (anywidget allows each 2 s in
+        # the browser).
+        self.slot = FigureSlot("explorer-graph-box")
+        self.result: int | None = None          # the result to stamp the next drawing with
         self.note = w.HTML()
         self.mode = w.ToggleButtons(options=self.MODES, value="ops",
                                     style={"button_width": "150px"})
         self.mode.add_class("explorer-graph-mode")
         self.mode.observe(self._mode_changed, "value")
         self._chosen = False          # the user picked a mode: keep it across programs
-        self.box = w.Box(layout=w.Layout(overflow="auto", max_height=_BOX_HEIGHT, width="100%"))
-        self.box.add_class("explorer-graph-box")
+        self.box = self.slot.box
+        self.box.layout = w.Layout(overflow="auto", max_height=_BOX_HEIGHT, width="100%",
+                                   display="none")
         self.widget = w.VBox([self.note, self.mode, self.box])
         self.widget.add_class("explorer-graph")
 
@@ -269,9 +271,15 @@ class GraphView:
         if self.report is not None:
             self._redraw()
 
-    def update(self, report: Report, selected: int | None = None) -> None:
-        """Redraw for `report`; `selected` (a collective's index) is drawn larger."""
-        self.report, self.selected = report, selected
+    @property
+    def fig(self) -> go.FigureWidget | None:
+        return self.slot.fig
+
+    def update(self, report: Report, selected: int | None = None,
+               result: int | None = None) -> None:
+        """Redraw for `report` (result `result`); `selected` (a collective's index) is drawn
+        larger."""
+        self.report, self.selected, self.result = report, selected, result
         g = dataflow(report, self.max_nodes)
         if not self._chosen:
             # A program too big to show whole (a train step) starts one node per layer.
@@ -287,10 +295,7 @@ class GraphView:
                 collapsed(report)
         self.graph = g
         d = self.drawing = draw(g)
-        # A new figure per program: the graph's nodes change wholesale with the program, and a
-        # browser view of the old figure was seen to keep stale data in Voila when redrawn in
-        # place (plotly 7); the other views stay in place.
-        old, fig = self.fig, self._new_figure()
+        fig = self._new_figure()
         with fig.batch_update():
             for trace, edges in ((fig.data[0], g.edges), (fig.data[1], g.elided_edges),
                                  (fig.data[2], g.back_edges)):
@@ -334,11 +339,7 @@ class GraphView:
                 f"per-device program ({g.computation}): {what}, "
                 f"{n_coll} collective{'s' if n_coll != 1 else ''}"
                 + (f", {g.elided} nodes elided" if g.elided else ""))
-        keep_state(fig)
-        self.fig = fig
-        self.box.children = (fig,)
-        if old is not None:
-            old.close()
+        self.slot.show(fig, self.result)
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in g.notes)
         self.note.value = (
             "<div class='explorer-graph-note' style='font-size:12px'>Dataflow of the "

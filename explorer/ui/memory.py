@@ -20,8 +20,7 @@ import plotly.graph_objects as go
 
 from explorer.report.report import Memory, Report
 from explorer.report.summary import human_bytes
-from explorer.ui.figure import FigureWidget
-from explorer.ui.views import keep_state
+from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
 
 # A target's memory is drawn to scale only up to this many times the program's total; beyond,
 # the bars would be slivers, so the axis stops at the total and says where the limit is.
@@ -73,10 +72,18 @@ class MemoryView:
     memory as a line when it is in scale, else named at the axis end, and a table."""
 
     def __init__(self):
-        self.fig: go.FigureWidget | None = None     # made when first drawn (tab shown)
+        self.slot = FigureSlot()        # a figure per drawing, made when the tab is shown
         self.text = w.HTML()
-        self.widget = w.VBox([self.text])
+        self.widget = w.VBox([self.slot.box, self.text])
         self.widget.add_class("explorer-memory")
+
+    @property
+    def fig(self) -> go.FigureWidget | None:
+        return self.slot.fig
+
+    @property
+    def result(self) -> int | None:
+        return self.slot.result
 
     @staticmethod
     def _new_figure() -> go.FigureWidget:
@@ -107,7 +114,8 @@ class MemoryView:
         keep_state(fig)
         return fig
 
-    def update(self, report: Report) -> None:
+    def update(self, report: Report, result: int | None = None) -> None:
+        """Draw `report` (result `result`) in a new figure."""
         m = report.memory
         fit = report.estimate.memory if report.estimate is not None else None
         xla = memory_parts(m) if m else (0, 0, 0)
@@ -119,24 +127,21 @@ class MemoryView:
         top = max(fit.capacity if in_scale else widest, 1) * 1.08
         ticks = binary_ticks(top)
         rows = [XLA_ROW] + ([KIND_ROW] if any(kinds) else []) + ([GRAD_ROW] if grads else [])
-        # A new figure per update, as for the dataflow graph: this tab is drawn when it is
-        # shown, while the browser creates its view, and a view created then was seen (Voila,
-        # plotly 7) to miss the in-place update and keep the empty chart.
-        old, self.fig = self.fig, self._new_figure()
-        with self.fig.batch_update():
+        fig = self._new_figure()
+        with fig.batch_update():
             values = [*xla, *kinds, grads or 0]
-            for bar, v in zip(self.fig.data, values, strict=True):
+            for bar, v in zip(fig.data, values, strict=True):
                 bar.x = [v]
                 # A part too thin to hold its label shows it on hover only.
                 bar.text = [human_bytes(v) if v >= _LABEL_SHARE * top else ""]
                 bar.hovertext = [human_bytes(v)]
                 bar.visible = bar.y[0] in rows
-            self.fig.layout.yaxis.categoryarray = rows
+            fig.layout.yaxis.categoryarray = rows
             # Tall enough for the legend's groups beside the bars.
-            self.fig.layout.height = 300 + 40 * (len(rows) - 1)
-            self.fig.layout.xaxis.range = [0, top]
-            self.fig.layout.xaxis.tickvals = ticks
-            self.fig.layout.xaxis.ticktext = [human_bytes(t) if t else "0" for t in ticks]
+            fig.layout.height = 300 + 40 * (len(rows) - 1)
+            fig.layout.xaxis.range = [0, top]
+            fig.layout.xaxis.tickvals = ticks
+            fig.layout.xaxis.ticktext = [human_bytes(t) if t else "0" for t in ticks]
             shapes, notes = [], []
             if fit and in_scale:
                 shapes.append(dict(type="line", x0=fit.capacity, x1=fit.capacity, y0=0, y1=1,
@@ -150,16 +155,13 @@ class MemoryView:
                                   font=dict(color="#b00020", size=11),
                                   text=f"HBM {human_bytes(fit.capacity)}: "
                                        f"{fit.capacity / max(total, 1):,.0f}× this, off scale →"))
-            self.fig.layout.shapes = shapes
-            self.fig.layout.annotations = notes
-            self.fig.layout.title.text = (
+            fig.layout.shapes = shapes
+            fig.layout.annotations = notes
+            fig.layout.title.text = (
                 f"memory per device: {human_bytes(total)}"
                 + (f" of {human_bytes(fit.capacity)} on {report.estimate.target}" if fit
                    else ""))
-        keep_state(self.fig)
-        self.widget.children = (self.fig, self.text)
-        if old is not None:
-            old.close()
+        self.slot.show(fig, result)
         self.text.value = memory_html(report)
 
 

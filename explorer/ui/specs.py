@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import ipywidgets as w
@@ -89,14 +89,38 @@ def matching(names: Sequence[str], pattern: str) -> list[str]:
     return [n for n in names if compiled.search(n)]
 
 
-def renamed_spec(spec: Spec, axis_names: Sequence[str], renames: Mapping[str, str]) -> Spec:
-    """`spec` on a new mesh: renamed axes renamed, axes the mesh no longer has dropped."""
+def renamed_spec(spec: Spec, axis_names: Sequence[str], renames: Mapping[str, str],
+                 dropped: Collection[str] | None = None) -> Spec:
+    """`spec` on a new mesh: renamed axes renamed, and the axes in `dropped` left out (by
+    default every axis `axis_names` lacks; a spec given from outside the editor keeps an axis the
+    mesh never had, so that its check names it)."""
     out = []
     for e in spec:
         axes = [renames.get(a, a) for a in entry_axes(e)]
-        axes = [a for a in axes if a in axis_names]
+        axes = [a for a in axes if (a in axis_names if dropped is None else a not in dropped)]
         out.append(None if not axes else axes[0] if len(axes) == 1 else tuple(axes))
     return tuple(out)
+
+
+def carried_renames(carried: Mapping[str, str | None], before: Sequence[str],
+                    after: Sequence[str], renames: Mapping[str, str]) -> dict[str, str | None]:
+    """What became of each mesh axis, after one valid mesh edit from axes `before` to `after`
+    in which `renames` (old name -> new) were made: `carried` maps an axis's first name to its
+    name now (None once removed), leaving out those still under their first name."""
+    def step(name: str) -> str | None:
+        new = renames.get(name, name)
+        return new if new in after else None
+
+    out = {first: None if now is None else step(now) for first, now in carried.items()}
+    for name in before:                       # axes still under their first name
+        if name not in carried and name not in carried.values():
+            out[name] = step(name)
+    # An axis added under the name of one removed earlier is that axis again.
+    current = set(out.values())
+    for first, now in out.items():
+        if now is None and first in after and first not in current:
+            out[first] = first
+    return {first: now for first, now in out.items() if first != now}
 
 
 class _Sections(w.Accordion):

@@ -31,10 +31,9 @@ from explorer.errors import ExplorerError, InputError, TargetError, choices
 from explorer.report.summary import human_bytes
 from explorer.spec.bounds import show
 from explorer.spec.tensor import Entry, normalize_spec
-from explorer.ui.figure import FigureWidget
+from explorer.ui.figure import FigureWidget, keep_state
 from explorer.ui.memory import binary_ticks
 from explorer.ui.sources import FunctionSource, Request, Source, WorkloadSource
-from explorer.ui.views import keep_state
 
 _log = logging.getLogger(__name__)
 

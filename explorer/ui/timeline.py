@@ -16,9 +16,8 @@ from explorer.cost.model import format_seconds
 from explorer.report.report import Report
 from explorer.report.summary import human_bytes
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
-from explorer.ui.figure import FigureWidget
+from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
 from explorer.ui.graph import KIND_COLOURS  # one colour per kind in every view
-from explorer.ui.views import keep_state
 
 COMPUTE_COLOUR = "#64748b"
 OTHER_COLOUR = "#a16207"
@@ -204,125 +203,126 @@ def trace_figure(trace: StepTrace) -> go.FigureWidget:
 
 class TimingView:
     """Compile times, XLA's cost, and with a target the predicted step: its timeline, the top
-    ops and a roofline point; a pipeline's schedule when the workload has one."""
+    ops and a roofline point; a pipeline's schedule when the workload has one. Each figure is
+    new per drawing (made when the tab is shown: a page loading many figures at once was seen
+    to time out initialising them, anywidget allowing each 2 s)."""
 
     def __init__(self):
         self.text = w.HTML()
-        self.trace_fig: go.FigureWidget | None = None
-        self.trace_box = w.VBox(layout=w.Layout(display="none"))
+        self.trace_slot = FigureSlot()
+        self.trace_note = w.HTML()
+        self.trace_box = w.VBox([self.trace_slot.box, self.trace_note],
+                                layout=w.Layout(display="none"))
         self.trace_box.add_class("explorer-trace")
         self.top = w.HTML()
-        # Figures are made when first drawn (the tab shown): a page loading many figures at
-        # once was seen to time out initialising them (anywidget allows each 2 s).
-        self._roofline: go.FigureWidget | None = None
-        self.box = w.Box(layout=w.Layout(display="none"))
-        self._schedule: go.FigureWidget | None = None
-        self.schedule_box = w.Box(layout=w.Layout(display="none"))
+        self.roofline_slot = FigureSlot()
+        self.box = self.roofline_slot.box
+        self.box.layout.display = "none"
+        self.schedule_slot = FigureSlot()
+        self.schedule_box = self.schedule_slot.box
+        self.schedule_box.layout.display = "none"
+        self.result: int | None = None          # the result the text and figures show
         self.widget = w.VBox([self.text, self.trace_box, self.top, self.box, self.schedule_box])
         self.widget.add_class("explorer-timing")
 
     @property
-    def roofline(self) -> go.FigureWidget:
-        if self._roofline is None:
-            fig = FigureWidget()
-            fig.add_scatter(name="roof", mode="lines+text", line=dict(color="#555"),
-                            textposition=["top left", "top left", "top center", "top center",
-                                          "top center"], textfont=dict(color="#555"))
-            fig.add_scatter(name="this program", mode="markers+text",
-                            marker=dict(size=12, color="#d62728"), textposition="bottom right")
-            fig.update_layout(height=300, margin=dict(l=60, r=10, t=40, b=50),
-                              xaxis=dict(type="log", title="FLOPs per byte of HBM"),
-                              yaxis=dict(type="log", title="FLOP/s per device"),
-                              showlegend=False)
-            keep_state(fig)
-            self._roofline = fig
-            self.box.children = (fig,)
-        return self._roofline
+    def trace_fig(self) -> go.FigureWidget | None:
+        return self.trace_slot.fig
 
     @property
-    def schedule(self) -> go.FigureWidget:
-        """A pipeline's schedule as a timeline: one row per stage, forward and backward bars."""
-        if self._schedule is None:
-            fig = FigureWidget()
-            for phase, colour in (("F", "#4c78a8"), ("B", "#f58518")):
-                fig.add_bar(name="forward" if phase == "F" else "backward",
-                            orientation="h", marker_color=colour, textposition="inside")
-            fig.update_layout(barmode="overlay", height=220, bargap=0.2,
-                              margin=dict(l=60, r=10, t=40, b=40),
-                              xaxis_title="time (units of one stage forward)",
-                              yaxis=dict(autorange="reversed", title="stage"))
-            keep_state(fig)
-            self._schedule = fig
-            self.schedule_box.children = (fig,)
-        return self._schedule
+    def roofline(self) -> go.FigureWidget | None:
+        return self.roofline_slot.fig
 
-    def update(self, report: Report, unavailable: str | None = None) -> None:
+    @property
+    def schedule(self) -> go.FigureWidget | None:
+        return self.schedule_slot.fig
+
+    def update(self, report: Report, unavailable: str | None = None,
+               result: int | None = None) -> None:
+        """Draw `report` (result `result`): the text, the timeline, the roofline, a schedule."""
         self.text.value = timing_html(report, unavailable)
-        self._draw_trace(report.trace)
-        self._draw_schedule(report.workload.to_dict() if report.workload else {})
+        self._draw_trace(report.trace, result)
+        self._draw_schedule(report.workload.to_dict() if report.workload else {}, result)
         point = roofline_point(report)
         self.box.layout.display = "" if point else "none"
-        if not point:
-            return
-        peak, bandwidth, intensity, achieved, label = point
-        ridge = peak / bandwidth
-        # The roof's two rates are written on it, a decade either side of the ridge.
-        xs = [min(intensity, ridge) / 100, ridge / 10, ridge, ridge * 10,
-              max(intensity, ridge) * 100]
-        ys = [min(peak, x * bandwidth) for x in xs]
-        with self.roofline.batch_update():
-            self.roofline.data[0].x = xs
-            self.roofline.data[0].y = ys
-            self.roofline.data[0].text = roof_labels(peak, bandwidth)
-            # Room above the roof for its label (autorange put the roof on the frame's edge).
-            self.roofline.layout.yaxis.range = [math.log10(min(ys[0], achieved)) - 0.2,
-                                                math.log10(peak) + 0.45]
-            self.roofline.data[1].x, self.roofline.data[1].y = [intensity], [achieved]
-            self.roofline.data[1].text = [label]
-            self.roofline.layout.title.text = (
-                f"roofline of one {report.estimate.target} device ("
-                + ("vendor's peak" if report.estimate.peak else "measured achievable rate")
-                + f" for {report.estimate.compute.peak_dtype or report.estimate.dtype})")
-        keep_state(self.roofline)
+        if point:
+            self.roofline_slot.show(roofline_figure(report, point), result)
+        else:
+            self.roofline_slot.clear()
+        self.result = result
 
-    def _draw_trace(self, trace: StepTrace | None) -> None:
-        """A new figure per result, as the Memory tab does (drawn while its tab is shown)."""
-        old = self.trace_fig
+    def _draw_trace(self, trace: StepTrace | None, result: int | None) -> None:
         if trace is None or not trace.events:
-            self.trace_fig = None
-            self.trace_box.children = ()
+            self.trace_slot.clear()
             self.trace_box.layout.display = "none"
             self.top.value = ""
-        else:
-            self.trace_fig = trace_figure(trace)
-            notes = "".join(f"<li>{html.escape(n)}</li>" for n in trace.notes)
-            self.trace_box.children = (
-                self.trace_fig,
-                w.HTML("<p class='explorer-note'>Each bar is one instruction of the compiled "
-                       "program, timed by the cost model (compute: its roofline time; "
-                       "communication: the collective's predicted time). Hover a bar for its "
-                       f"HLO instruction and source line.</p><ul>{notes}</ul>"))
-            self.trace_box.layout.display = ""
-            self.top.value = top_ops_html(trace)
-        if old is not None:
-            old.close()
+            return
+        self.trace_slot.show(trace_figure(trace), result)
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in trace.notes)
+        self.trace_note.value = (
+            "<p class='explorer-note'>Each bar is one instruction of the compiled program, timed "
+            "by the cost model (compute: its roofline time; communication: the collective's "
+            "predicted time). Hover a bar for its HLO instruction and source line.</p>"
+            f"<ul>{notes}</ul>")
+        self.trace_box.layout.display = ""
+        self.top.value = top_ops_html(trace)
 
-    def _draw_schedule(self, info: dict) -> None:
+    def _draw_schedule(self, info: dict, result: int | None) -> None:
         entries = info.get("schedule")
         self.schedule_box.layout.display = "" if entries else "none"
-        if not entries:
-            return
-        with self.schedule.batch_update():
-            for bar, phase in zip(self.schedule.data, ("F", "B"), strict=True):
-                mine = [e for e in entries if e["phase"] == phase]
-                bar.base = [e["start"] for e in mine]
-                bar.x = [e["end"] - e["start"] for e in mine]
-                bar.y = [f"s{e['stage']}" for e in mine]
-                bar.text = [str(e["microbatch"]) for e in mine]
-            self.schedule.layout.title.text = (
-                f"{info['params'].get('schedule', '')} schedule: bubble "
-                f"{info['bubble_fraction']:.0%} of stage time")
-        keep_state(self.schedule)
+        if entries:
+            self.schedule_slot.show(schedule_figure(info), result)
+        else:
+            self.schedule_slot.clear()
+
+
+def roofline_figure(report: Report, point) -> go.FigureWidget:
+    """The roof of one device of the target (the rates the estimate used) and the program's
+    point under it; `point` is roofline_point(report)."""
+    peak, bandwidth, intensity, achieved, label = point
+    ridge = peak / bandwidth
+    # The roof's two rates are written on it, a decade either side of the ridge.
+    xs = [min(intensity, ridge) / 100, ridge / 10, ridge, ridge * 10,
+          max(intensity, ridge) * 100]
+    ys = [min(peak, x * bandwidth) for x in xs]
+    fig = FigureWidget()
+    fig.add_scatter(name="roof", mode="lines+text", line=dict(color="#555"), x=xs, y=ys,
+                    text=roof_labels(peak, bandwidth),
+                    textposition=["top left", "top left", "top center", "top center",
+                                  "top center"], textfont=dict(color="#555"))
+    fig.add_scatter(name="this program", mode="markers+text", x=[intensity], y=[achieved],
+                    text=[label], marker=dict(size=12, color="#d62728"),
+                    textposition="bottom right")
+    est = report.estimate
+    fig.update_layout(
+        height=300, margin=dict(l=60, r=10, t=40, b=50), showlegend=False,
+        xaxis=dict(type="log", title="FLOPs per byte of HBM"),
+        # Room above the roof for its label (autorange put the roof on the frame's edge).
+        yaxis=dict(type="log", title="FLOP/s per device",
+                   range=[math.log10(min(ys[0], achieved)) - 0.2, math.log10(peak) + 0.45]),
+        title=dict(text=f"roofline of one {est.target} device ("
+                        + ("vendor's peak" if est.peak else "measured achievable rate")
+                        + f" for {est.compute.peak_dtype or est.dtype})"))
+    return fig
+
+
+def schedule_figure(info: dict) -> go.FigureWidget:
+    """A pipeline's schedule as a timeline: one row per stage, forward and backward bars."""
+    entries = info["schedule"]
+    fig = FigureWidget()
+    for phase, colour in (("F", "#4c78a8"), ("B", "#f58518")):
+        mine = [e for e in entries if e["phase"] == phase]
+        fig.add_bar(name="forward" if phase == "F" else "backward", orientation="h",
+                    marker_color=colour, textposition="inside",
+                    base=[e["start"] for e in mine], x=[e["end"] - e["start"] for e in mine],
+                    y=[f"s{e['stage']}" for e in mine], text=[str(e["microbatch"]) for e in mine])
+    fig.update_layout(barmode="overlay", height=220, bargap=0.2,
+                      margin=dict(l=60, r=10, t=40, b=40),
+                      xaxis_title="time (units of one stage forward)",
+                      yaxis=dict(autorange="reversed", title="stage"),
+                      title=dict(text=f"{info['params'].get('schedule', '')} schedule: bubble "
+                                      f"{info['bubble_fraction']:.0%} of stage time"))
+    return fig
 
 
 def si(value: float, unit: str) -> str:

@@ -1,12 +1,12 @@
-"""The main-area views. Each takes a Report and redraws in place (plotly batch_update), so an
-edit never rebuilds a figure. Colours key on device ids the same way in every view."""
+"""The main-area views. Each draws a Report: its figures are new for every drawing (a
+FigureSlot, stamped with the result drawn), its text is set in place. Colours key on device ids
+the same way in every view."""
 
 from __future__ import annotations
 
 import html
 import re
 from collections.abc import Callable
-from copy import deepcopy
 
 import ipywidgets as w
 import plotly.colors as pc
@@ -20,8 +20,8 @@ from explorer.report.dataflow import sliced_all_reduces
 from explorer.report.report import Report, TensorRole
 from explorer.report.summary import human_bytes
 from explorer.spec.mesh import MeshSpec
-from explorer.ui.figure import FigureWidget
-from explorer.ui.grids import Grid
+from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
+from explorer.ui.grids import Grid, group_grid
 
 # One colour per device id, the same in every view: qualitative palettes concatenated.
 PALETTE = pc.qualitative.Plotly + pc.qualitative.D3 + pc.qualitative.Set2 + pc.qualitative.Dark2
@@ -59,17 +59,6 @@ def _heatmap(height: int) -> go.FigureWidget:
     keep_state(fig)
     _BASE_HEIGHT[id(fig)] = height
     return fig
-
-
-def keep_state(fig: go.FigureWidget) -> None:
-    """Store the figure's current data and layout in its synced widget state.
-
-    add_trace and batch_update send only transient messages, which a view that does not exist
-    yet never sees; a view created later (a page reload in Voila, a figure inside a container
-    displayed after it was built) renders the synced state instead, which plotly refreshes only
-    when a figure is displayed on its own. Call it after building and after every update."""
-    fig._widget_data = deepcopy(fig._data)
-    fig._widget_layout = deepcopy(fig._layout_obj._props)
 
 
 _TEXT_PX_PER_CHAR = 7.0         # a cell label's width per character at plotly's 12 px font
@@ -120,6 +109,22 @@ def draw_grid(fig: go.FigureWidget, grid: Grid, colours: int) -> None:
     keep_state(fig)
 
 
+def grid_figure(grid: Grid, colours: int, height: int = 300, **layout) -> go.FigureWidget:
+    """A new heatmap figure of `grid` (`layout`: plotly layout properties of this figure, e.g.
+    a fixed width), for a FigureSlot to show."""
+    fig = _heatmap(height)
+    if layout:
+        fig.update_layout(**layout)
+    draw_grid(fig, grid, colours)
+    return fig
+
+
+def stamped(text: str, result: int) -> str:
+    """HTML `text` marked with the id of the result it shows, which a page can check against
+    the status line's."""
+    return f"<div class='explorer-drawn' data-result='{result}'>{text}</div>"
+
+
 def colour(key: int) -> str:
     """The colour of key `key` in every grid (discrete_scale gives z = key this colour)."""
     return PALETTE[key % len(PALETTE)]
@@ -149,13 +154,35 @@ class PlacementView:
                                    description="list plumbing too (scalars, masks, reshapes, "
                                                "copies)")
         self.plumbing.observe(lambda c: on_plumbing(c["new"]), "value")
-        self.blocks = _heatmap(300)
-        self.mesh = _heatmap(300)
         self.legend = w.HTML()
+        self.blocks_slot, self.mesh_slot = FigureSlot(), FigureSlot()
         self.widget = w.VBox([w.HBox([self.tensor, self.plumbing],
                                      layout=w.Layout(flex_flow="row wrap")),
-                              self.legend, self.blocks, self.mesh])
+                              self.legend, self.blocks_slot.box, self.mesh_slot.box])
         self.widget.add_class("explorer-placement")
+
+    @property
+    def blocks(self) -> go.FigureWidget | None:
+        """The tensor's blocks as drawn now."""
+        return self.blocks_slot.fig
+
+    @property
+    def mesh(self) -> go.FigureWidget | None:
+        """The device grid as drawn now."""
+        return self.mesh_slot.fig
+
+    @property
+    def result(self) -> int | None:
+        """The result both heatmaps draw; None unless they draw the same one."""
+        drawn = {self.blocks_slot.result, self.mesh_slot.result}
+        return drawn.pop() if len(drawn) == 1 else None
+
+    def draw(self, blocks: Grid, mesh: Grid, legend: str, result: int) -> None:
+        """Both heatmaps (one colour per block) and their legend, for result `result`."""
+        n_blocks = len(blocks.legend)
+        self.legend.value = legend
+        self.blocks_slot.show(grid_figure(blocks, n_blocks), result)
+        self.mesh_slot.show(grid_figure(mesh, n_blocks), result)
 
 
 # Intermediates that only move, reshape, convert or index data, by the primitive or HLO opcode
@@ -349,8 +376,12 @@ class TargetOffer:
 
 
 class CollectivesView:
+    """The collectives table, a target offer beside it, the picker of a collective and its
+    device groups (the why panel is added under them by the app)."""
+
     def __init__(self, on_select, on_pick_target: Callable[[str], None]):
         self.table = w.HTML()
+        self.result: int | None = None        # the result the table shows
         # Beside the table's last sentence, which says why there are no predicted times.
         self.target_offer = TargetOffer(on_pick_target)
         # -1 means none: ipywidgets shows a None value as an empty selection.
@@ -361,19 +392,35 @@ class CollectivesView:
         # plotly's, so a Box around it carries the display toggle), and made then: a page
         # loading many figures at once was seen to time out initialising them (anywidget
         # allows each 2 s in the browser).
-        self._groups: go.FigureWidget | None = None
+        self.groups_slot = FigureSlot()
         self.legend = w.HTML()
-        self.groups_box = w.VBox([self.legend], layout=w.Layout(display="none"))
+        self.groups_box = w.VBox([self.legend, self.groups_slot.box],
+                                 layout=w.Layout(display="none"))
         self.widget = w.VBox([self.table, self.target_offer.button, self.pick,
                               self.groups_box])
         self.widget.add_class("explorer-collectives")
 
     @property
-    def groups(self) -> go.FigureWidget:
-        if self._groups is None:
-            self._groups = _heatmap(240)
-            self.groups_box.children = (self.legend, self._groups)
-        return self._groups
+    def groups(self) -> go.FigureWidget | None:
+        """The picked collective's device groups as drawn now."""
+        return self.groups_slot.fig
+
+    def draw(self, report: Report, selected: int | None, unavailable: str | None,
+             result: int) -> None:
+        """The table (the picked collective marked) and its device groups, for `result`."""
+        self.table.value = stamped(collectives_html(report, selected, unavailable), result)
+        self.result = result
+        grid = group_grid(report, selected) if selected is not None else None
+        self.draw_groups(grid, len(report.collectives[selected].groups) if grid else 0, result)
+
+    def draw_groups(self, grid: Grid | None, groups: int, result: int) -> None:
+        """The device groups of the picked collective (`grid`), or none."""
+        self.groups_box.layout.display = "" if grid is not None else "none"
+        if grid is None:
+            self.groups_slot.clear()
+            return
+        self.groups_slot.show(grid_figure(grid, max(groups, 1), 240), result)
+        self.legend.value = legend_html(grid, "device group")
 
     def options(self, report: Report) -> list:
         return [(NONE_PICKED, -1)] + [

@@ -36,8 +36,9 @@ from explorer.spec.tensor import (
     parse_spec,
 )
 from explorer.ui.compare import comparison_html
+from explorer.ui.figure import FigureSlot
 from explorer.ui.grids import Grid, tensor_grid
-from explorer.ui.views import _heatmap, draw_grid, keep_state
+from explorer.ui.views import grid_figure
 
 Spec = tuple[Entry, ...]
 
@@ -326,11 +327,10 @@ class WhyPanel:
     def __init__(self, on_apply: Callable[[Candidate], None]):
         self.on_apply = on_apply
         self.text = w.HTML()
-        # Made when first drawn: a page loading many figures at once was seen to time out
+        # Figures are made when drawn: a page loading many figures at once was seen to time out
         # initialising them (anywidget allows each 2 s in the browser).
-        self._figs: list = []
-        self.fig_boxes = [w.Box(layout=w.Layout(display="none"))
-                          for _ in range(self.MAX_LAYOUTS)]
+        self.slots = [FigureSlot() for _ in range(self.MAX_LAYOUTS)]
+        self.fig_boxes = [slot.box for slot in self.slots]
         self.layout_note = w.HTML()
         self.layouts_legend = w.HTML()
         self.offers_head = w.HTML()
@@ -344,27 +344,19 @@ class WhyPanel:
 
     @property
     def figs(self) -> list:
-        if not self._figs:
-            for box in self.fig_boxes:
-                fig = _heatmap(300)
-                # Small multiples: one per layout, side by side, axis titles in a smaller font.
-                fig.update_layout(width=360, margin=dict(l=80, r=10, t=96, b=10),
-                                  font=dict(size=10), title_font_size=12)
-                keep_state(fig)
-                self._figs.append(fig)
-                box.children = (fig,)
-        return self._figs
+        """The layouts drawn now, before first."""
+        return [slot.fig for slot in self.slots if slot.fig is not None]
 
     def clear(self) -> None:
         self.widget.layout.display = "none" if not self.comparison.value else ""
         self.text.value = self.layout_note.value = self.offers_head.value = ""
         self.layouts_legend.value = ""
-        for box in self.fig_boxes:
-            box.layout.display = "none"
+        for slot in self.slots:
+            slot.clear()
         self.offers.children = ()
         self.candidates = []
 
-    def show(self, report: Report, index: int) -> None:
+    def show(self, report: Report, index: int, result: int | None = None) -> None:
         self.comparison.value = ""
         self.widget.layout.display = ""
         self.text.value = why_html(report, index)
@@ -381,11 +373,14 @@ class WhyPanel:
             except (ValueError, SpecError) as e:
                 notes.append(f"{lay.role}: {lay.sharding!r} cannot be drawn on this mesh ({e})")
                 continue
-            draw_grid(self.figs[drawn], grid, max(len(grid.legend), 1))
-            self.fig_boxes[drawn].layout.display = ""
+            # Small multiples: one per layout, side by side, axis titles in a smaller font.
+            self.slots[drawn].show(grid_figure(grid, max(len(grid.legend), 1), 300, width=360,
+                                               margin=dict(l=80, r=10, t=96, b=10),
+                                               font=dict(size=10), title_font_size=12),
+                                   result)
             drawn += 1
-        for box in self.fig_boxes[drawn:]:
-            box.layout.display = "none"
+        for slot in self.slots[drawn:]:
+            slot.clear()
         self.layouts_legend.value = (
             "<div class='explorer-legend'><b>Layouts</b>: each cell is a block of the tensor, "
             "labelled with the devices holding it; colour = block number within each picture."

@@ -259,6 +259,7 @@ def test_collectives_table_marks_latency_and_the_cpu_reduce_scatter():
                    params={"scan_layers": "false"},
                    target="tpu-v5e-2x4", debounce=None, compile_for="cpu")
     try:
+        show(app, "Collectives")
         report, table = app.report, app.collectives.table.value
         latency = sum(t.bound == "latency" for t in report.estimate.collectives)
         assert latency > 0 and table.count("[latency-bound]") == latency
@@ -408,44 +409,56 @@ def test_rank_3_tensors_are_drawn_as_small_multiples():
     assert g.text[0][5] == "b4: d4"
 
 
-def test_debounce_starts_an_isolated_edit_at_once_and_merges_a_burst():
+def test_an_isolated_edit_compiles_at_once_and_edits_during_a_compile_become_one():
     import asyncio
 
     async def scenario():
         # Created inside a running event loop, as in a kernel: edits compile in the background.
         app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, debounce=0.3,
                        params={"batch": 64})
-        loop = asyncio.get_running_loop()
-        delays, compiles = [], []
-        call_later = loop.call_later
-
-        def spy(delay, callback, *args):      # the delay each compile start is scheduled with
-            if getattr(callback, "__wrapped__", None) == app._start:
-                delays.append(delay)
-            return call_later(delay, callback, *args)
-
-        loop.call_later = spy
+        explorer.clear_cache()          # every edit below compiles
+        compiles = []
         run = app._run
         app._run = lambda request: (compiles.append(request), run(request))[1]
         try:
-            # A burst: the first edit is scheduled at once; the second, arriving while it
-            # waits, replaces it and waits the debounce. One compile, for the last edit.
+            # An isolated edit starts compiling at once.
             app.spec_rows["w1"].pickers[1].value = []
+            assert len(compiles) == 1 or app._scheduler.busy
+            # Two more edits while it compiles: they wait, and only the last is compiled.
             app.spec_rows["w2"].pickers[0].value = []
-            while app.report.collectives:                 # Megatron's all-reduce goes away
-                await asyncio.sleep(0.02)
-            assert delays == [0, 0.3]
-            assert len(compiles) == 1 and compiles[0].specs["w2"] == (None, None)
-            # An isolated edit, with nothing waiting or compiling, is scheduled at once.
             app.spec_rows["w1"].pickers[0].value = ["model"]
-            while not app.report.collectives:
+            while app.request is None or app.request.specs["w1"] != ("model", None):
                 await asyncio.sleep(0.02)
-            assert delays == [0, 0.3, 0] and len(compiles) == 2
+            assert [c.specs["w1"] for c in compiles] == [(None, None), ("model", None)]
+            assert compiles[1].specs["w2"] == (None, None)
+            # w1's rows over model: the partial sums of h (64 × 4096 floats) are all-reduced.
+            assert [(c.kind, c.bytes) for c in app.report.collectives] == \
+                [("all-reduce", 64 // 2 * 4096 * 4)]
         finally:
-            del loop.call_later
             app.close()
 
     asyncio.run(scenario())
+
+
+def test_with_live_updates_off_edits_are_checked_and_compiled_once_on_apply(app):
+    compiles = []
+    run = app._run
+    app._run = lambda request: (compiles.append(request), run(request))[1]
+    shown = app.report
+    app.live_w.value = False
+    assert app.apply_w.layout.display == ""
+    app.params_box.children[0].value = 128           # batch
+    mesh_size(app, "model", 3)                       # an error shows at once, paused or not
+    assert "not divisible by model=3" in app.spec_rows["w1"].error.value
+    mesh_size(app, "model", 2)
+    app.spec_rows["w2"].pickers[0].value = []
+    assert compiles == [] and app.report is shown and "live updates off" in app.status.value
+    assert "explorer-stale" in app.tabs._dom_classes
+    app.apply_w.click()
+    [request] = compiles
+    assert request.mesh.text() == "data=2,model=2" and request.params["batch"] == 128
+    assert request.specs["w2"] == (None, None)
+    assert app.request is request and "explorer-stale" not in app.tabs._dom_classes
 
 
 @pytest.mark.slow

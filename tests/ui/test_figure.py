@@ -40,14 +40,18 @@ def test_a_closed_bundle_widget_is_replaced():
 
 def test_the_app_builds_its_figures_from_the_shared_bundle():
     pytest.importorskip("voila")
+    from explorer.ui.grids import Grid
     from explorer.ui.memory import MemoryView
-    from explorer.ui.timeline import TimingView
-    from explorer.ui.views import _heatmap
+    from explorer.ui.timeline import schedule_figure
+    from explorer.ui.views import grid_figure
 
-    # Figures are made when their tab is first drawn; each is made from the shared bundle.
+    # Figures are made when their tab is drawn; each is made from the shared bundle.
     assert isinstance(MemoryView._new_figure(), FigureWidget)
-    assert isinstance(TimingView().roofline, FigureWidget)
-    assert isinstance(_heatmap(200), FigureWidget)
+    one_stage = {"schedule": [{"phase": "F", "start": 0, "end": 1, "stage": 0,
+                               "microbatch": 0}], "params": {}, "bubble_fraction": 0.0}
+    assert isinstance(schedule_figure(one_stage), FigureWidget)
+    grid = Grid([[0]], [["b0"]], [["block 0"]], ["0:4"], ["0:4"], "x")
+    assert isinstance(grid_figure(grid, 1), FigureWidget)
 
 
 @pytest.mark.slow
@@ -70,3 +74,18 @@ def test_the_app_imports_without_nbformat_and_plotly_can_still_show_a_figure():
                          cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
                          timeout=120)
     assert out.stdout.strip().endswith("ok"), out.stderr
+
+
+def test_a_slot_shows_each_drawing_as_a_new_figure_stamped_with_its_result():
+    from explorer.ui.figure import FigureSlot, drawn_result
+
+    slot = FigureSlot()
+    assert slot.result is None and slot.box.layout.display == "none"
+    first = slot.show(FigureWidget(), 3)
+    assert drawn_result(first) == 3 and slot.box.children == (first,)
+    assert first._widget_layout["meta"] == {"result": 3}      # in the synced state too
+    second = slot.show(FigureWidget(), 4)
+    assert slot.fig is second and slot.result == 4 and second is not first
+    assert first.comm is None                   # the figure replaced is closed, views and all
+    slot.clear()
+    assert slot.fig is None and slot.result is None and slot.box.layout.display == "none"
