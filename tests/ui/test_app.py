@@ -696,3 +696,15 @@ def test_the_target_offered_for_a_mesh_has_its_device_count_and_the_same_chip():
     assert matching_target("bow-2000", 8) is None          # no other IPU system
     assert matching_target("h100-8", 8) is None            # the size already fits
     assert matching_target("cpu", 16) is None              # the host takes any count
+
+
+def test_a_renamed_mesh_axis_carries_into_the_rules_box():
+    app = Explorer(workload="mlp", mesh="data=2,model=4", rules="batch=data,mlp=model",
+                   debounce=None)
+    try:
+        rename(app, 1, "tp")
+        assert app.rules_w.value == "batch=data,mlp=tp"
+        assert app.error is None and app.report.mesh.names == ("data", "tp")
+        assert app.spec_rows["w1"].spec == (None, "tp")
+    finally:
+        app.close()

@@ -232,3 +232,50 @@ def test_explore_module_specs_patterns_win_over_the_metadata():
         assert app.report.memory.by_kind["params"] == 2 * (64 * 64 + 256 + 64 * 64 + 64) * 4
     finally:
         app.close()
+
+
+def two_layers(x, params):
+    for layer in params:
+        x = jnp.tanh(x @ layer["w_up"]) @ layer["w_down"]
+    return x
+
+
+TWO_LAYERS = [{"w_up": T(f"l{k}.w_up", (128, 512), spec="None,model"),
+               "w_down": T(f"l{k}.w_down", (512, 128), spec="model,None")} for k in range(2)]
+
+
+def test_a_renamed_mesh_axis_carries_into_the_specs_the_function_gave():
+    # Issue 22: renaming `model` relabelled the pickers, but the TensorSpecs' own specs still
+    # named `model`, and the error that followed pointed at no widget.
+    app = explore(two_layers, T("x", (64, 128), spec="data,None"), TWO_LAYERS,
+                  mesh="data=2,model=4", debounce=None)
+    try:
+        rename = app.mesh_editor.rows[1].name_w
+        rename.value = "tp"
+        assert app.error is None and "●" in app.status.value
+        # Each layer's down projection contracts a tp-split dimension: one all-reduce over tp.
+        assert [(c.kind, c.axes) for c in app.report.collectives] == [("all-reduce", ("tp",))] * 2
+        assert {app.spec_rows[n].spec for n in ("l0.w_down", "l1.w_down")} == {("tp", None)}
+        # A bad size is an error on the rows it breaks, and goes when the size is fixed.
+        app.mesh_editor.rows[1].size_w.value = 3
+        assert "not divisible by tp=3" in app.spec_rows["l0.w_down"].error.value
+        assert "fix the highlighted input" in app.status.value
+        app.mesh_editor.rows[1].size_w.value = 4
+        assert app.error is None and app.spec_rows["l0.w_down"].error.value == ""
+        # Removing the axis leaves the specs that named it unsplit there.
+        app.mesh_editor.rows[1].remove.click()
+        assert app.report.collectives == () and app.spec_rows["l0.w_up"].spec == (None, None)
+    finally:
+        app.close()
+
+
+def test_a_given_spec_naming_an_axis_the_mesh_lacks_is_an_error_on_its_row():
+    app = explore(two_layers, T("x", (64, 128), spec="expert,None"), TWO_LAYERS,
+                  mesh="data=2,model=4", debounce=None)
+    try:
+        assert "names mesh axis 'expert'" in unescape(app.spec_rows["x"].error.value)
+        assert "fix the highlighted input" in app.status.value
+        app.spec_rows["x"].pickers[0].value = ["data"]          # the fix, in that row
+        assert app.error is None and app.spec_rows["x"].error.value == ""
+    finally:
+        app.close()

@@ -11,6 +11,7 @@ from explorer.errors import SpecError  # noqa: E402
 from explorer.ui.sources import InputTensor  # noqa: E402
 from explorer.ui.specs import (  # noqa: E402
     SpecsEditor,
+    carried_renames,
     layer_prefix,
     matching,
     renamed_spec,
@@ -124,3 +125,28 @@ def test_specs_follow_a_renamed_or_removed_mesh_axis_in_unbuilt_rows():
     ed.set_axes(("dp",), {"data": "dp"})                # model removed, data renamed
     assert ed.spec("embed") == ("dp", None)
     assert ed.open("embed").spec == ("dp", None)
+
+
+def test_carried_renames_follow_each_axis_from_its_first_name():
+    # model renamed tp, then tp renamed mp: model's specs now say mp.
+    step1 = carried_renames({}, ("data", "model"), ("data", "tp"), {"model": "tp"})
+    assert step1 == {"model": "tp"}
+    step2 = carried_renames(step1, ("data", "tp"), ("data", "mp"), {"tp": "mp"})
+    assert step2 == {"model": "mp"}
+    # data removed; then mp renamed back to model: only the removal is left to carry.
+    step3 = carried_renames(step2, ("data", "mp"), ("mp",), {})
+    assert step3 == {"model": "mp", "data": None}
+    assert carried_renames(step3, ("mp",), ("model",), {"mp": "model"}) == {"data": None}
+    # An axis added under a removed axis's name is that axis again.
+    assert carried_renames({"data": None}, ("model",), ("model", "data"), {}) == {}
+    # Two axes swapping names in one edit.
+    assert carried_renames({}, ("a", "b"), ("b", "a"), {"a": "b", "b": "a"}) == \
+        {"a": "b", "b": "a"}
+
+
+def test_a_spec_given_from_outside_the_editor_keeps_an_axis_the_mesh_never_had():
+    spec = ("model", ("data", "expert"))
+    assert renamed_spec(spec, ("data", "tp"), {"model": "tp"}) == ("tp", "data")
+    assert renamed_spec(spec, ("data", "tp"), {"model": "tp"}, dropped=set()) == \
+        ("tp", ("data", "expert"))
+    assert renamed_spec(spec, ("tp",), {"model": "tp"}, dropped={"data"}) == ("tp", "expert")
