@@ -79,6 +79,7 @@ from explorer.ui.why import Candidate, WhyPanel, candidates, line_bytes
 STYLE = """<style>
 .explorer-error { color: #b00020; font-size: 12px; }
 .explorer-stale { opacity: 0.45; filter: grayscale(0.6); }
+.explorer-app pre { word-break: normal; overflow-wrap: break-word; }
 .explorer-outdated { visibility: hidden; }
 .explorer-table-wrap { max-width: 100%; overflow-x: auto; }
 .explorer-collectives .explorer-table-wrap { max-height: 430px; overflow-y: auto; }
@@ -305,7 +306,7 @@ class App:
         self.graph = GraphView()
         self.compare = CompareView(lambda: self.report)
         self.suggest = SuggestView(lambda: self.source, self._search_snapshot,
-                                   self._apply_suggestion, pool)
+                                   self._apply_suggestion, pool, lambda: self.request)
         self.tabs = w.Tab(children=[self.placement.widget, self.collectives.widget,
                                     self.memory.widget, self.timing.widget,
                                     w.VBox([self.hlo_which, self.graph.widget, self.hlo]),

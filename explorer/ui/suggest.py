@@ -17,8 +17,9 @@ import html
 import logging
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import ipywidgets as w
 import plotly.graph_objects as go
@@ -30,6 +31,7 @@ from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError, InputError, TargetError, choices
 from explorer.report.summary import human_bytes
 from explorer.spec.bounds import show
+from explorer.spec.layout import tiling_from_spec
 from explorer.spec.tensor import Entry, normalize_spec
 from explorer.ui.figure import FigureWidget, keep_state
 from explorer.ui.memory import binary_ticks
@@ -56,10 +58,20 @@ _CSS = """<style>
 .explorer-suggest-table td.explorer-num { text-align: right;
   font-variant-numeric: tabular-nums; }
 .explorer-suggest-table tr.explorer-winner { background: #fef3c7; }
+.explorer-suggest-table tr.explorer-current td { border-top: 2px solid #2563eb;
+  border-bottom: 2px solid #2563eb; }
+.explorer-current-badge { background: #dbeafe; color: #1e3a8a; border-radius: 8px;
+  padding: 0 6px; font-size: 11px; margin-left: 6px; white-space: nowrap; }
+.explorer-suggest-why ul { margin: 2px 0 0 0; padding-left: 18px; font-size: 12px; }
+.explorer-suggest-why li, .explorer-suggest-why p { overflow-wrap: break-word;
+  word-break: normal; }
+.explorer-doc summary { cursor: pointer; color: #1d4ed8; text-decoration: underline;
+  display: inline; }
+.explorer-doc-body { max-height: 420px; overflow: auto; border: 1px solid #ddd;
+  padding: 4px 10px; font-size: 12px; margin-top: 4px; }
+.explorer-doc-body pre { white-space: pre-wrap; word-break: normal; }
 .explorer-suggest-table tr.explorer-failed td { color: #b00020; }
 .explorer-suggest-table tr.explorer-no-fit td { color: #9a3412; }
-.explorer-suggest-why pre { background: #f6f8fa; padding: 4px 6px; font-size: 12px;
-  white-space: pre-wrap; margin: 2px 0; }
 .explorer-suggest-progress { font-size: 12px; }
 .explorer-suggest .widget-html-content { line-height: 1.35; }
 .explorer-suggest-table small.explorer-bounds { color: #555; display: block; }
@@ -175,6 +187,36 @@ def candidate_specs(candidate: Candidate) -> dict[str, Spec]:
     return {name: normalize_spec(text, tensor=name) for name, text in candidate.specs.items()}
 
 
+def current_candidate(result: SearchResult, request: Request | None,
+                      shapes: Mapping[str, tuple[int, ...]]) -> int | None:
+    """The index of the first candidate that lays out every input as the app's `request` does
+    (the same devices hold the same blocks, on whatever mesh shape: the search keeps one of
+    equivalent layouts), with the params a pipeline plan chose; None when none does. `shapes`:
+    each input's shape."""
+    if request is None:
+        return None
+
+    def tilings(mesh, specs):
+        return {n: tiling_from_spec(specs[n], mesh.names, mesh.sizes, len(shape))
+                for n, shape in shapes.items()}
+
+    try:
+        now = tilings(request.mesh, request.specs)
+    except (ExplorerError, KeyError):
+        return None
+    for i, c in enumerate(result.candidates):
+        if c.mesh.device_count != request.mesh.device_count or set(c.specs) != set(now):
+            continue
+        if any(request.params.get(k) != v for k, v in c.params.items()):
+            continue
+        try:
+            if tilings(c.mesh, candidate_specs(c)) == now:
+                return i
+        except ExplorerError:
+            continue
+    return None
+
+
 # ------------------------------------------------------------------------------- drawing
 
 def progress_text(p: Progress) -> str:
@@ -211,28 +253,43 @@ def _bounds(c: Candidate) -> str:
             f"{format_seconds(c.upper_seconds)}</small>")
 
 
-def results_html(result: SearchResult) -> str:
+FRONT_NOTE = ("<b>Pareto front</b> (●): no other candidate is both faster and smaller in "
+              "memory per device; the plot below joins them.")
+
+
+def results_html(result: SearchResult, current: int | None = None) -> str:
     """The candidates best first: layout, predicted step and its bounds, memory and collective
-    bytes per device, whether it is on the Pareto front, and its status (a failure's error)."""
+    bytes per device, whether it is on the Pareto front, and its status (a failure's error).
+    Candidate number `current` (0-based) is marked as the app's layout now."""
     front = {id(c) for c in result.pareto}
     rows = []
     for i, c in enumerate(result.candidates[:MAX_ROWS], 1):
         cls = ("explorer-winner" if c is result.best and i == 1 else
                "explorer-failed" if c.status is CandidateStatus.FAILED else
                "explorer-no-fit" if c.status is CandidateStatus.DOES_NOT_FIT else "")
+        badge = ""
+        if current == i - 1:
+            cls += " explorer-current"
+            badge = "<span class='explorer-current-badge'>◀ the sidebar's layout now</span>"
         source = f" <small>({html.escape(c.time_source)})</small>" if c.time_source else ""
         time = format_seconds(c.seconds) if c.seconds is not None else "—"
         mem = human_bytes(c.memory_bytes) if c.memory_bytes is not None else "—"
         coll = human_bytes(c.collective_bytes) if c.collective_bytes is not None else "—"
         rows.append(
             f"<tr class='{cls}' data-label='{html.escape(c.label, quote=True)}'>"
-            f"<td class='explorer-num'>{i}</td><td><code>{html.escape(c.label)}</code></td>"
+            f"<td class='explorer-num'>{i}</td><td><code>{html.escape(c.label)}</code>{badge}</td>"
             f"<td class='explorer-num'>{time}{source}{_bounds(c)}</td>"
             f"<td class='explorer-num'>{mem}</td><td class='explorer-num'>{coll}</td>"
             f"<td>{'●' if id(c) in front else ''}</td>{_status_cell(c)}</tr>")
     more = len(result.candidates) - MAX_ROWS
     tail = (f"<p class='explorer-note'>… {more} more candidates, ranked after these.</p>"
             if more > 0 else "")
+    if current is not None and current >= MAX_ROWS:
+        tail += (f"<p class='explorer-note'>The sidebar's layout now is #{current + 1}, "
+                 "beyond the rows shown.</p>")
+    elif current is None:
+        tail += ("<p class='explorer-note'>The sidebar's layout now is not in the table: the "
+                 "search pruned it, did not reach it, or it is outside the space searched.</p>")
     if not result.candidates:
         return "<p>No candidate was evaluated (the search stopped before the first).</p>"
     return ("<div class='explorer-table-wrap'><table class='explorer-table'><tr><th>#</th>"
@@ -240,8 +297,8 @@ def results_html(result: SearchResult) -> str:
             "<th title='bounds: communication fully overlapped – nothing overlapped'>"
             "predicted step</th><th>memory / device</th><th>collectives / device</th>"
             "<th title='on the Pareto front: no other candidate is both faster and smaller'>"
-            "front</th><th>status</th></tr>"
-            f"{''.join(rows)}</table></div>{tail}")
+            "Pareto front</th><th>status</th></tr>"
+            f"{''.join(rows)}</table></div><p class='explorer-note'>{FRONT_NOTE}</p>{tail}")
 
 
 def summary_html(job: SearchJob, result: SearchResult) -> str:
@@ -261,6 +318,30 @@ def summary_html(job: SearchJob, result: SearchResult) -> str:
             f"{' <b>' + html.escape(stopped) + '</b>.' if stopped else ''} Candidates pruned "
             "by a bound (shown not to win without compiling) or not evaluated are counted here, "
             "not listed.</p>")
+
+
+def comparison_html(comparison) -> str:
+    """Why the winner beats the runner-up: the first line as a sentence, the rest as a list
+    (in a proportional font, wrapped at spaces only)."""
+    if comparison is None:
+        return ("<p class='explorer-note'>No comparison: fewer than two candidates were timed, "
+                "or none fits.</p>")
+    head, *rest = comparison.text.splitlines()
+    items = "".join(f"<li>{html.escape(line.strip())}</li>" for line in rest if line.strip())
+    return (f"<b>Why the winner beats the runner-up</b><p>{html.escape(head)}</p>"
+            f"<ul>{items}</ul>")
+
+
+def doc_html(name: str = "search.md") -> str:
+    """docs/`name` as a link that opens it in the tab (the page may not reach the files the
+    kernel can): its markdown, where this copy of the project has it."""
+    path = Path(__file__).resolve().parents[2] / "docs" / name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return f"<code>docs/{html.escape(name)}</code> in the project's repository"
+    return (f"<details class='explorer-doc'><summary>docs/{html.escape(name)}</summary>"
+            f"<div class='explorer-doc-body'><pre>{html.escape(text)}</pre></div></details>")
 
 
 def pareto_figure(result: SearchResult) -> go.FigureWidget:
@@ -342,8 +423,10 @@ class SuggestView:
 
     def __init__(self, source: Callable[[], Source],
                  snapshot: Callable[[], tuple[Source, Request]],
-                 apply: Callable[[SearchJob, Candidate], None], pool=None):
+                 apply: Callable[[SearchJob, Candidate], None], pool=None,
+                 current: Callable[[], Request | None] = lambda: None):
         self._source, self._snapshot, self._apply, self.pool = source, snapshot, apply, pool
+        self._current = current         # the request the app's result answers now
         self.job: SearchJob | None = None           # the running or last search
         self.result: SearchResult | None = None     # the last finished search's result
         self.result_job: SearchJob | None = None    # ...and the job it answers
@@ -395,10 +478,11 @@ class SuggestView:
         self.start_w.on_click(self._guard(lambda _: self.start()))
         self.cancel_w.on_click(self._guard(lambda _: self.cancel()))
         self.apply_w.on_click(self._guard(lambda _: self.apply_selected()))
-        intro = w.HTML(_CSS + "<p class='explorer-note'>Compile the layouts of this program "
+        intro = w.HTML(_CSS + "<div class='explorer-note'>Compile the layouts of this program "
                        "and rank them by the step time predicted on the sidebar's target "
-                       "(explorer.search; docs/search.md). The search runs in the background; "
-                       "it searches the sidebar as it is when you press Start.</p>")
+                       "(explorer.search). The search runs in the background; it searches the "
+                       "sidebar as it is when you press Start. How it works: "
+                       f"{doc_html()}</div>")
         self.widget = w.VBox([
             intro, w.HTML("<b>What to search</b>"), self.space_w,
             w.HBox([self.chosen_label, self.chosen_w]), self.shapes_w,
@@ -428,6 +512,8 @@ class SuggestView:
             self.space_w.options = options
             self.space_w.value = keep if keep in spaces else spaces[0]
         self._space_changed()
+        if self.result is not None:          # the mark follows the sidebar's layout
+            self.table.value = results_html(self.result, self._current_index(self.result))
 
     def _space_changed(self) -> None:
         space = self.space_w.value
@@ -445,6 +531,14 @@ class SuggestView:
         what = "logical names" if space == "rules" else "tensors"
         self.chosen_label.value = (f"{what} to search<br><small>empty: all {len(allowed)}"
                                    "</small>")
+
+    def _current_index(self, result: SearchResult) -> int | None:
+        """Which candidate of `result` is the app's layout now, if any."""
+        try:
+            shapes = {t.name: t.shape for t in self._source().tensors()}
+        except ExplorerError:
+            return None
+        return current_candidate(result, self._current(), shapes)
 
     def _say(self, text: str) -> None:
         self.error = text or None
@@ -570,16 +664,12 @@ class SuggestView:
 
     def _draw(self, job: SearchJob, result: SearchResult) -> None:
         self.summary.value = summary_html(job, result)
-        self.table.value = results_html(result)
+        self.table.value = results_html(result, self._current_index(result))
         old, self.fig = self.fig, pareto_figure(result)
         self.plot_box.children = (self.fig,)
         if old is not None:
             old.close()
-        self.why.value = (f"<b>Why the winner beats the runner-up</b><pre>"
-                          f"{html.escape(result.comparison.text)}</pre>"
-                          if result.comparison is not None else
-                          "<p class='explorer-note'>No comparison: fewer than two candidates "
-                          "were timed, or none fits.</p>")
+        self.why.value = comparison_html(result.comparison)
         options = [(f"{i}. {c.label} · {format_seconds(c.seconds)}", i - 1)
                    for i, c in enumerate(result.candidates, 1)
                    if c.status is not CandidateStatus.FAILED][:MAX_ROWS]

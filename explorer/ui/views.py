@@ -300,11 +300,12 @@ def collectives_html(report: Report, selected: int | None = None,
         reason = unavailable.split(";")[0].rstrip(".")
         predicted = (f" <span class='explorer-prediction-unavailable'>No predicted times: "
                      f"{e(reason)}.</span>")
-    return (f"<div class='explorer-table-wrap'><table class='explorer-table'>{head}"
-            f"{''.join(rows)}</table></div>"
-            f"<p>{len(report.collectives)} collective{'s' if len(report.collectives) > 1 else ''}"
-            f", {total} per device in a step (each counted every time it runs).{predicted}"
-            "</p>")
+    # The summary first: with many collectives the table scrolls, and its end is below the fold.
+    return (f"<p class='explorer-collectives-summary'>{len(report.collectives)} collective"
+            f"{'s' if len(report.collectives) > 1 else ''}, {total} per device in a step (each "
+            f"counted every time it runs).{predicted}</p>"
+            f"<div class='explorer-table-wrap'><table class='explorer-table'>{head}"
+            f"{''.join(rows)}</table></div>")
 
 
 MAX_PART_ROWS = 8

@@ -261,6 +261,9 @@ def test_collectives_table_marks_latency_and_the_cpu_reduce_scatter():
     try:
         show(app, "Collectives")
         report, table = app.report, app.collectives.table.value
+        # Dozens of collectives: the summary line sits above the (scrolling) table.
+        assert len(report.collectives) > 30
+        assert table.index(f"{len(report.collectives)} collectives, ") < table.index("<table")
         latency = sum(t.bound == "latency" for t in report.estimate.collectives)
         assert latency > 0 and table.count("[latency-bound]") == latency
         # The gradient all-reduce over data is sliced per device afterwards: said beside it.

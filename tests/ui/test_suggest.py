@@ -18,7 +18,7 @@ pytest.importorskip("plotly")
 
 from explorer.cost.model import format_seconds  # noqa: E402
 from explorer.report.summary import human_bytes  # noqa: E402
-from explorer.spec.tensor import normalize_spec  # noqa: E402
+from explorer.spec.tensor import entry_axes, normalize_spec  # noqa: E402
 from explorer.ui import Explorer, explore  # noqa: E402
 from explorer.ui.app import TAB_TITLES  # noqa: E402
 
@@ -43,6 +43,12 @@ def table_rows(view) -> list[tuple[str, str]]:
     """(label, the row's text) of every row of the results table, top to bottom."""
     rows = re.findall(r"<tr class='[^']*' data-label='([^']*)'>(.*?)</tr>", view.table.value)
     return [(unescape(label), unescape(re.sub(r"<[^>]+>", " ", body))) for label, body in rows]
+
+
+def marked_rows(view) -> list[int]:
+    """The rows (0 = the first) marked as the sidebar's layout now."""
+    classes = re.findall(r"<tr class='([^']*)' data-label=", view.table.value)
+    return [i for i, cls in enumerate(classes) if "explorer-current" in cls.split()]
 
 
 def collectives(report):
@@ -92,7 +98,17 @@ def test_workload_search_ranks_as_the_api_and_apply_loads_the_winner(mlp_app):
     assert view.bar.value == view.bar.max == n
     assert f"complete: evaluated {n} of {n}" in view.progress_w.value
     assert best.label in unescape(view.summary.value)
-    assert unescape(view.why.value).count(expected.comparison.text) == 1
+    why = unescape(view.why.value)
+    assert all(line.strip() in why for line in expected.comparison.text.splitlines())
+    # The sidebar's layout (nothing split: no specs, preset or rules) is marked in the table,
+    # on the one row whose candidate splits no input; the front column is explained.
+    marked = marked_rows(view)
+    assert len(marked) == 1
+    unsplit = [c.label for c in expected.candidates
+               if all(not any(entry_axes(e) for e in normalize_spec(text))
+                      for text in c.specs.values())]
+    assert unsplit == [rows[marked[0]][0]]
+    assert "no other candidate is both faster and smaller" in unescape(view.table.value)
     # The plot: every compiled candidate once (those of the same time and memory on one point,
     # its hover naming each), the front and the winner on their own traces.
     traces = {t.name: t for t in view.fig.data}
@@ -108,6 +124,8 @@ def test_workload_search_ranks_as_the_api_and_apply_loads_the_winner(mlp_app):
     view.pick_w.value = 0
     view.apply_w.click()
     assert view.message.value == "" and app.error is None
+    app.tabs.selected_index = TAB_TITLES.index("Suggest")       # drawn for the new result
+    assert marked_rows(view) == [0]                          # the winner is the layout now
     assert app.mesh_editor.axes == list(zip(best.mesh.names, best.mesh.sizes, strict=True))
     assert app.rules_w.value == best.rules and app.preset_w.value == ""
     direct = explorer.analyze_workload("mlp", best.mesh, params=SMALL, rules=best.rules,
@@ -125,8 +143,10 @@ def test_workload_search_ranks_as_the_api_and_apply_loads_the_winner(mlp_app):
     assert collectives(direct)
     same_program(app.report, direct)
 
-    # Another workload is shown now: the result no longer applies, and the tab says so.
+    # Another workload is shown now: the result no longer applies, and the tab says so; the
+    # rules Apply put in the rules box go with it.
     app.workload_w.value = "matmul"
+    assert app.rules_w.value == ""
     view.apply_w.click()
     assert "this search was of workload 'mlp'" in unescape(view.message.value)
 
