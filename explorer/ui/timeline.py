@@ -12,7 +12,9 @@ from dataclasses import dataclass
 import ipywidgets as w
 import plotly.graph_objects as go
 
+from explorer.cost.hardware import get_target
 from explorer.cost.model import format_seconds
+from explorer.errors import ExplorerError
 from explorer.report.report import Report
 from explorer.report.summary import human_bytes
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
@@ -132,10 +134,34 @@ def timing_html(report: Report, unavailable: str | None = None) -> str:
             f"(analytical model, not a measurement): step "
             f"{format_seconds(est.step_lower_seconds)} with full overlap to "
             f"{format_seconds(est.step_upper_seconds)} with none{bound}. Compute "
-            f"{format_seconds(comp.seconds)} ({comp.bound or 'unknown'}-bound, {comp.dtype}), "
-            f"communication {format_seconds(est.comm_seconds)}.{on_trace}</p>")
+            f"{format_seconds(comp.seconds)} ({comp.bound or 'unknown'}-bound, {comp.dtype}"
+            f"{compute_rate_text(report)}), communication {format_seconds(est.comm_seconds)}."
+            f"{on_trace}</p>")
         notes += "".join(f"<li>{html.escape(n)}</li>" for n in est.notes)
     return f"<div class='explorer-timing-body'>{''.join(parts)}<ul>{notes}</ul></div>"
+
+
+def compute_rate_text(report: Report) -> str:
+    """The matmul rate the compute time was priced at, and where it comes from: `, matmuls at
+    53.8 TFLOP/s per device: H100 SXM's float32 peak, 67 TFLOP/s, × 0.80 measured` (the
+    fraction was measured on bf16 matmuls; it is applied to every dtype's peak)."""
+    est = report.estimate
+    comp = est.compute
+    if not comp.peak_flops:
+        return ""
+    dtype = comp.peak_dtype or comp.dtype
+    rate = si(comp.peak_flops, "FLOP/s")
+    try:
+        chip = get_target(est.target).chip
+    except ExplorerError:
+        return f", matmuls at {rate} per device"
+    nominal = chip.peak_flops.get(dtype)
+    as_other = (f" (it runs {comp.dtype} matmuls at that rate)" if dtype != comp.dtype else "")
+    measured = chip.matmul_measured
+    if est.peak or measured is None or not nominal:
+        return f", matmuls at {rate} per device: {chip.name}'s {dtype} peak{as_other}"
+    return (f", matmuls at {rate} per device: {chip.name}'s {dtype} peak, "
+            f"{si(nominal, 'FLOP/s')}, × {measured.fraction:.2f} measured{as_other}")
 
 
 def _measured_html(t) -> str:

@@ -19,6 +19,7 @@ from explorer.ui.timeline import (  # noqa: E402
     TimingView,
     roofline_point,
     si,
+    timing_html,
     time_unit,
     top_ops,
     where,
@@ -131,6 +132,22 @@ def test_the_roof_is_labelled_with_its_two_rates_and_has_room_above_it():
     low, high = view.roofline.layout.yaxis.range
     assert high > math.log10(67e12 * 794.5 / 989) + 0.3
     assert low < math.log10(min(roof.y[0], point.y[0]))
+
+
+def test_the_timing_text_names_the_matmul_rate_the_time_was_priced_at():
+    # Issue 22: a float32 program's text quoted the bf16 measurement only. The rate used is
+    # H100 SXM's float32 peak, 67 TFLOP/s, x 794.5/989 measured = 53.8 TFLOP/s.
+    r = analyze(matmul, T("x", (1024, 1024), spec="data,None"), T("w", (1024, 1024)),
+                mesh="data=8", target="h100-8")
+    text = unescape(timing_html(r))
+    assert ("(compute-bound, float32, matmuls at 53.8 TFLOP/s per device: H100 SXM's float32 "
+            "peak, 67 TFLOP/s, × 0.80 measured)") in text
+    # A TPU has no float32 peak: it runs float32 matmuls at its bfloat16 rate, 197 TFLOP/s x
+    # 95.6/96 measured = 196 TFLOP/s, and says so.
+    r = analyze(matmul, T("x", (1024, 1024), spec="data,None"), T("w", (1024, 1024)),
+                mesh="data=8", target="tpu-v5e-2x4")
+    assert ("matmuls at 196 TFLOP/s per device: TPU v5e's bfloat16 peak, 197 TFLOP/s, × 1.00 "
+            "measured (it runs float32 matmuls at that rate)") in unescape(timing_html(r))
 
 
 def test_si_prefixes():
