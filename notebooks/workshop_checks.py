@@ -31,8 +31,20 @@ def _verdict(ok: bool, right: str, hint: str) -> bool:
     return ok
 
 
+def _stub(*args, **kwargs):
+    ...
+
+
+def _unwritten(fn) -> bool:
+    """A function whose body is still the exercise's `...` (it compiles to the code of an
+    empty function: return None)."""
+    code = getattr(fn, "__code__", None)
+    return code is not None and code.co_code == _stub.__code__.co_code \
+        and code.co_consts in ((None,), ())
+
+
 def _missing(answer) -> bool:
-    if answer is None or answer is ...:
+    if answer is None or answer is ... or _unwritten(answer):
         print("… No answer yet: replace the `...` in the cell above, run it, then run this one.")
         return True
     return False

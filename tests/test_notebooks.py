@@ -173,8 +173,13 @@ def test_checks_refuse_a_missing_or_malformed_answer(checks, capsys):
     assert checks.check_capacity("twenty") is False
     assert checks.check_in_flight("4,3,2,1") is False
     assert checks.check_shuffle_fix(lambda rng, inputs: inputs) is False   # not shuffled
+
+    def shuffle_rows_fixed(rng, inputs):       # as notebook 08 ships it
+        ...
+
+    assert checks.check_shuffle_fix(shuffle_rows_fixed) is False
     out = capsys.readouterr().out
-    assert out.count(MISSING) == 1 and out.count(WRONG) == 3
+    assert out.count(MISSING) == 2 and out.count(WRONG) == 3
 
 
 def test_checks_compute_with_plain_jax(checks):
