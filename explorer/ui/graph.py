@@ -43,6 +43,7 @@ _WIDTH = 840.0           # px of plot area the layout aims to fill at most (the 
 _NODE_GAP = 22.0         # px between neighbouring markers in a row
 _CHAR = 6.8              # px per caption character (11-12 px sans-serif)
 _SMALL_GRAPH = 40        # up to this many nodes every node is captioned
+LAYERS_FROM = 60         # from this many ops a program's graph starts one node per layer
 _ROW_PX = 28.0           # px per drawn row
 _MAX_WIDTH = 1600        # px: the figure's width cap (the box scrolls beyond the pane)
 _MAX_HEIGHT = 9000       # px: the figure's height cap (the box scrolls)
@@ -282,10 +283,15 @@ class GraphView:
         self.report, self.selected, self.result = report, selected, result
         g = dataflow(report, self.max_nodes)
         if not self._chosen:
-            # A program too big to show whole (a train step) starts one node per layer.
+            # A program too big to read op by op (a train step) starts one node per layer.
+            per_layer = collapsed(report) if g.elided or len(g.nodes) > LAYERS_FROM else None
+            mode = "layers" if per_layer is not None and len(per_layer.nodes) < len(g.nodes) \
+                else "ops"
             self.mode.unobserve(self._mode_changed, "value")
-            self.mode.value = "layers" if g.elided else "ops"
+            self.mode.value = mode
             self.mode.observe(self._mode_changed, "value")
+            self._redraw(g if mode == "ops" else per_layer)
+            return
         self._redraw(g if self.mode.value == "ops" else None)
 
     def _redraw(self, g: Graph | None = None) -> None:

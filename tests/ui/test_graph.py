@@ -15,7 +15,7 @@ from explorer.api.request import check_target  # noqa: E402
 from explorer.report.dataflow import Graph, Node, NodeRole, dataflow, layers  # noqa: E402
 from explorer.spec.mesh import parse_mesh  # noqa: E402
 from explorer.ui.app import Explorer  # noqa: E402
-from explorer.ui.graph import _MAX_WIDTH, _WIDTH, GraphView, draw  # noqa: E402
+from explorer.ui.graph import _MAX_WIDTH, _WIDTH, LAYERS_FROM, GraphView, draw  # noqa: E402
 from explorer.ui.views import hlo_html, mapping_placeholder  # noqa: E402
 
 
@@ -135,3 +135,20 @@ def test_mapping_placeholder_is_accepted_by_the_target():
     # By hand: 8 GPUs on NVLink shared out as 2 x 4, model (inner) on neighbouring chips.
     assert example == "data=gpu:2,model=gpu:4"
     assert mapping_placeholder("", mesh) == "choose a target first"
+
+
+def test_a_train_step_starts_one_node_per_layer():
+    # Issue 22: a 12-layer train step opened on 152 mostly unlabelled nodes. Four unrolled
+    # layers already make more ops than the graph shows one by one.
+    report = explorer.analyze_workload("transformer_train", "data=2,model=4", preset="fsdp_tp",
+                                       params={"layers": 4, "scan_layers": "false"})
+    every_op = dataflow(report)
+    assert len(every_op.nodes) > LAYERS_FROM
+    view = GraphView()
+    view.update(report)
+    assert view.mode.value == "layers" and "one per layer" in view.fig.layout.title.text
+    assert len(view.graph.nodes) < len(every_op.nodes)
+    # The user's pick is kept for the next program.
+    view.mode.value = "ops"
+    view.update(report)
+    assert view.mode.value == "ops" and len(view.graph.nodes) == len(every_op.nodes)

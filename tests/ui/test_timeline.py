@@ -19,8 +19,8 @@ from explorer.ui.timeline import (  # noqa: E402
     TimingView,
     roofline_point,
     si,
-    timing_html,
     time_unit,
+    timing_html,
     top_ops,
     where,
 )
