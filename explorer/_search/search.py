@@ -39,7 +39,7 @@ from explorer._search.space import (
 )
 from explorer._search.space import mesh_shapes as factor_meshes
 from explorer._search.state import CompileSettings, SearchState
-from explorer.api.analyze import tensor_leaves
+from explorer.api.pytrees import flat_call, named_inputs, tensor_leaves
 from explorer.api.request import (
     check_flag,
     check_function,
@@ -213,6 +213,9 @@ def _problem(program, args: tuple, params: Mapping | None) -> Problem:
     if params is not None:
         raise InputError("params are a built-in workload's; a function's sizes are its "
                          "TensorSpecs' shapes")
+    # Arrays and ShapeDtypeStructs become named TensorSpecs; the user's own pytree classes
+    # (an Equinox module) go flat, since the search rebuilds the inputs with new specs.
+    program, args = flat_call(program, named_inputs(program, args))
     check_replaceable(args)
     return FunctionProblem(program, args, tensor_leaves(args))
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 from explorer.api import diskcache
+from explorer.api.pytrees import flat_call, map_tensor_leaves, named_inputs, tensor_leaves
 from explorer.api.request import (
     check_flag,
     check_function,
@@ -28,10 +29,10 @@ from explorer.compile.pool import WorkerPool, default_pool
 from explorer.compile.protocol import Backend, CompileRequest
 from explorer.compile.sources import pickle_function
 from explorer.cost.mapping import AxisMapping
-from explorer.errors import RankError, SpecError, TensorError, choices
+from explorer.errors import RankError, SpecError
 from explorer.report.build import build_report
 from explorer.report.report import Report
-from explorer.spec.bounds import MAX_PYTREE_DEPTH, MAX_TENSORS, power_text, show
+from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Entry, TensorSpec, format_spec, normalize_spec
 
@@ -42,66 +43,6 @@ CACHE_SIZE = 128
 
 _cache: OrderedDict[str, Report] = OrderedDict()
 _cache_lock = threading.Lock()
-
-
-def tensor_leaves(tree: Any) -> list[TensorSpec]:
-    """The TensorSpecs of a pytree of them, in jax's flattening order.
-
-    Checked on the way, before anything is sent to a worker: every leaf a TensorSpec, dict keys
-    that jax can sort, at most MAX_PYTREE_DEPTH levels and MAX_TENSORS leaves."""
-    out: list[TensorSpec] = []
-    _collect(tree, out, 0)
-    _check_count(out)
-    return out
-
-
-def _check_count(out: list[TensorSpec]) -> None:
-    if len(out) > MAX_TENSORS:
-        raise TensorError(f"more than {power_text(MAX_TENSORS)} input tensors; the limit is "
-                          f"{power_text(MAX_TENSORS)}")
-
-
-def _collect(tree, out: list[TensorSpec], depth: int) -> None:
-    if depth > MAX_PYTREE_DEPTH:
-        raise TensorError(f"the inputs are nested more than {MAX_PYTREE_DEPTH} levels deep; "
-                          "pass a flatter pytree of TensorSpecs")
-    _check_count(out)       # on the way too, so that a huge tree stops early
-    if isinstance(tree, TensorSpec):
-        out.append(tree)
-    elif type(tree) is dict:
-        try:
-            keys = sorted(tree)            # jax flattens a dict in sorted key order
-        except TypeError:
-            kinds = sorted({type(k).__name__ for k in tree})
-            raise TensorError(f"a dict of inputs has keys of types {choices(kinds)} "
-                              f"({show(list(tree))}), which cannot be sorted, and jax "
-                              "flattens a dict in sorted key order; use keys of one type, "
-                              "e.g. all str") from None
-        for k in keys:
-            _collect(tree[k], out, depth + 1)
-    elif isinstance(tree, list | tuple) and not hasattr(tree, "_fields"):
-        for item in tree:
-            _collect(item, out, depth + 1)
-    elif tree is None:
-        return
-    else:
-        _collect_other(tree, out)
-
-
-def _collect_other(tree, out: list[TensorSpec]) -> None:
-    """Other pytrees (namedtuples, flax state, ...): ask jax how they flatten."""
-    import jax
-
-    try:
-        leaves = jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, TensorSpec))
-    except (TypeError, ValueError, RecursionError) as e:
-        raise TensorError(f"the inputs {show(tree)} cannot be flattened as a pytree ({e}); "
-                          "describe each input as TensorSpec(name, shape, dtype, spec)") from None
-    bad = [x for x in leaves if not isinstance(x, TensorSpec)]
-    if bad:
-        raise TensorError(f"argument leaf {show(bad[0])} is not an explorer.TensorSpec; "
-                          "describe each input as TensorSpec(name, shape, dtype, spec)")
-    out.extend(leaves)
 
 
 # --------------------------------------------------------------------------- regex specs
@@ -144,22 +85,6 @@ def match_spec_patterns(names: Iterable[str], specs: Mapping[str, SpecLike]
                 out[name] = (text, entries)
                 break
     return out
-
-
-def map_tensor_leaves(tree: Any, fn: Callable[[TensorSpec], TensorSpec]) -> Any:
-    """`tree` with every TensorSpec leaf replaced by fn(leaf), in the same structure."""
-    if isinstance(tree, TensorSpec):
-        return fn(tree)
-    if type(tree) is dict:
-        return {k: map_tensor_leaves(v, fn) for k, v in tree.items()}
-    if type(tree) in (list, tuple):
-        return type(tree)(map_tensor_leaves(v, fn) for v in tree)
-    if tree is None:
-        return None
-    import jax
-
-    return jax.tree.map(lambda x: fn(x) if isinstance(x, TensorSpec) else x, tree,
-                        is_leaf=lambda x: isinstance(x, TensorSpec))
 
 
 def apply_spec_patterns(args: tuple[Any, ...], specs: Mapping[str, SpecLike]
@@ -230,9 +155,14 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
     Args:
         fn: the function to compile, called as ``fn(*args)``. It is pickled by value (closures
             and notebook cells too) and sent to the worker.
-        *args: each an explorer.TensorSpec or a pytree of them (dicts, lists, tuples,
-            namedtuples, any registered pytree); HLO parameter *i* is the *i*-th TensorSpec in
-            jax's flattening order.
+        *args: each an explorer.TensorSpec, an array-like (a jax.ShapeDtypeStruct, a jax or
+            numpy array: anything with ``.shape`` and ``.dtype``) or a pytree of them (dicts,
+            lists, tuples, namedtuples, Equinox modules, optax states, any registered pytree);
+            HLO parameter *i* is the *i*-th leaf in jax's flattening order. An array-like leaf
+            is named by its key path inside its argument, dotted (``layers.0.w1``; a whole
+            argument by the function's parameter name, and every such name prefixed by its
+            argument's where two would clash), and keeps the PartitionSpec of a NamedSharding
+            it carries (explorer.api.pytrees.named_inputs).
         mesh: text like ``"data=2,model=4"``, a mapping ``{"data": 2, "model": 4}`` or a
             MeshSpec. Devices are numbered row-major over it; fake CPU devices allow at most
             2048.
@@ -287,8 +217,8 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
         SpecError: an input's spec does not fit the mesh or the tensor (UnknownAxisError,
             DuplicateAxisError, RankError, DivisibilityError), or a `specs` key is not a
             regular expression.
-        TensorError: an argument leaf is not a TensorSpec, two inputs share a name, or the
-            inputs pass the count or size bounds.
+        TensorError: an argument leaf is neither a TensorSpec nor array-like, two inputs
+            share a name, or the inputs pass the count or size bounds.
         TargetError: an unknown `target`; MappingError (a TargetError) when the mesh or the
             `mapping` does not fit it.
         ExplorerError: any other bad argument (`fn` not callable or not picklable,
@@ -328,9 +258,10 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
         >>> again.timing.cached
         True
     """
+    check_function(fn)
+    args = named_inputs(fn, args)
     if specs is not None:
         args = apply_spec_patterns(args, specs)
-    check_function(fn)
     timeout = check_timeout(timeout)
     measure, use_cache, cache_only, peak = (check_flag(v, n) for v, n in (
         (measure, "measure"), (use_cache, "use_cache"), (cache_only, "cache_only"),
@@ -355,6 +286,7 @@ def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_o
     partitioner = check_partitioner(partitioner)     # the Partitioner the Report holds
     check_inputs(tensor_leaves(args), mesh_spec)
 
+    fn, args = flat_call(fn, args)      # a user's pytree classes travel inside the function
     fn_bytes = pickle_function(fn)
     real_devices = plan.worker.backend is Backend.REAL
     request = (mesh_spec, partitioner, args, bool(measure), plan.tpu_topology, real_devices,

@@ -24,6 +24,7 @@ from explorer.api.analyze import (
     match_spec_patterns,
     tensor_leaves,
 )
+from explorer.api.pytrees import argument_names, named_inputs
 from explorer.api.workload import analyze_workload
 from explorer.compile.sources import cell_name
 from explorer.errors import ExplorerError, InputError, RuleError, TensorError
@@ -253,16 +254,6 @@ def where_defined(fn) -> str:
     return f"{cell}, line {line}" if cell else f"{path.rsplit('/', 1)[-1]}:{line}"
 
 
-def argument_names(fn, count: int) -> list[str]:
-    """The names of the first `count` positional parameters of `fn`, `arg k` where unknown."""
-    try:
-        params = [p.name for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):       # builtins and some callables have no signature
-        params = []
-    return [params[k] if k < len(params) else f"arg {k}" for k in range(count)]
-
-
 class FunctionSource(Source):
     """The user's own function of TensorSpecs (or pytrees of them), as explorer.analyze takes
     it. Each input's spec starts as the TensorSpec's own; `specs` (regular expression -> spec,
@@ -278,7 +269,9 @@ class FunctionSource(Source):
                  label: str = "function"):
         if not callable(fn):
             raise InputError(f"{fn!r} is not a function; pass the function to explore first")
-        self.fn, self.args = fn, tuple(args)
+        # Arrays and ShapeDtypeStructs become TensorSpecs named by their key paths, as
+        # explorer.analyze names them.
+        self.fn, self.args = fn, named_inputs(fn, tuple(args))
         leaves_per_arg = [tensor_leaves(a) for a in self.args]
         names = argument_names(fn, len(self.args))
         self._tensors: list[InputTensor] = []
@@ -411,4 +404,3 @@ class FunctionSource(Source):
     def dim_names(self, report, tensor):
         t = next((t for t in self._tensors if t.name == tensor), None)
         return t.logical if t is not None else None
-
