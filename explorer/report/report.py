@@ -534,6 +534,16 @@ class Report:
         return {**(d or {}), "top_buffers": [b.to_dict() for b in self.top_buffers],
                 "verdict": self.memory_verdict.to_dict() if self.memory_verdict else None}
 
+    def to_code(self) -> str:
+        """This layout as plain JAX code: `jax.make_mesh`, a NamedSharding per input and
+        output, the pinned activations, `jax.jit` with its in and out shardings, and, where
+        the tensors have logical names, the same layout as `logical_axis_rules` pairs
+        (explorer/report/code.py). A built-in workload's code compiles its program; a
+        user's function is not in the Report, so the code says how to jit it."""
+        from explorer.report.code import to_code
+
+        return to_code(self)
+
     def to_dict(self, texts: bool = False) -> dict:
         """The Report as JSON-able data, as ``sharding-explorer analyze --json`` writes it.
 
