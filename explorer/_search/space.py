@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import permutations, product
 
 from explorer._search.result import SearchSpace
@@ -207,7 +207,7 @@ class FunctionProblem(Problem):
 
 def _replace_specs(tree, specs):
     if isinstance(tree, TensorSpec):
-        return TensorSpec(tree.name, tree.shape, tree.dtype, specs.get(tree.name, tree.spec))
+        return replace(tree, spec=specs.get(tree.name, tree.spec))
     if tree is None:
         return None
     if type(tree) is dict:

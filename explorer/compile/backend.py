@@ -71,8 +71,36 @@ def _struct(spec: TensorSpec, mesh):
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec
 
-    sharding = NamedSharding(mesh, PartitionSpec(*spec.spec))
+    # The device's memory is jax's default: naming it only for offloaded inputs keeps every
+    # other program as it was.
+    kind = None if spec.memory_kind == "device" else spec.memory_kind
+    sharding = NamedSharding(mesh, PartitionSpec(*spec.spec), memory_kind=kind)
     return jax.ShapeDtypeStruct(spec.shape, jnp.dtype(spec.dtype), sharding=sharding)
+
+
+def _offload_notes(specs: list[TensorSpec], structs: list, platform: str) -> list[str]:
+    """What the compile cannot show of the inputs placed in host memory (memory kind
+    pinned_host), said rather than shown as if it held."""
+    offloaded = [s.name for s in specs if s.memory_kind != "device"]
+    if not offloaded:
+        return []
+    names = ", ".join(offloaded[:3]) + (f" and {len(offloaded) - 3} more"
+                                        if len(offloaded) > 3 else "")
+    # jax keeps a sharding's memory kind only where the devices have memory spaces; the GPU
+    # devices of a compile without a GPU have none, so it drops pinned_host there.
+    if any(getattr(st.sharding, "memory_kind", None) is None for sp, st in zip(
+            specs, structs, strict=True) if sp.memory_kind != "device"):
+        return [f"the inputs {names} were asked to live in host memory, but jax gives the "
+                f"{platform} devices of this compile no host memory space for inputs, so they "
+                "were compiled in device memory and count there; arrays the program itself "
+                "moves to host memory (jax.device_put, offloading checkpoint policies) are "
+                "offloaded. Compile for a TPU target for offloaded inputs"]
+    if platform == "cpu":
+        return [f"the inputs {names} live in host memory, but the CPU has one memory: its "
+                "memory analysis counts them as device memory. Compile for a TPU target for "
+                "the device's and the host's memory apart (a GPU target, for offloaded "
+                "activations)"]
+    return []
 
 
 # What jax's private conversion of a sharding to XLA's HloSharding raises for a sharding with
@@ -112,6 +140,8 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     mesh = build_mesh(mesh_spec, _devices(tpu_topology, gpu))
     jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
     structs = jax.tree.map(lambda s: _struct(s, mesh), args, is_leaf=_is_spec)
+    notes += _offload_notes(jax.tree.leaves(args, is_leaf=_is_spec), jax.tree.leaves(structs),
+                            mesh.devices.flat[0].platform)
     # keep_unused so that HLO parameter i is always the i-th input tensor.
     jitted = jax.jit(fn, keep_unused=True)
     dump = tempfile.mkdtemp(prefix="explorer-dump-", dir="/dev/shm" if os.path.isdir(
@@ -356,7 +386,13 @@ def _memory(compiled, notes: list[str]) -> dict | None:
         return None
     return {"arguments": m.argument_size_in_bytes, "outputs": m.output_size_in_bytes,
             "aliased": m.alias_size_in_bytes, "temporaries": m.temp_size_in_bytes,
-            "generated_code": m.generated_code_size_in_bytes}
+            "generated_code": m.generated_code_size_in_bytes,
+            # Host memory (memory kind pinned_host) of offloaded inputs, outputs and
+            # activations; zero where the compiler keeps one memory (CPU) or nothing is
+            # offloaded.
+            "host_arguments": m.host_argument_size_in_bytes,
+            "host_outputs": m.host_output_size_in_bytes,
+            "host_temporaries": m.host_temp_size_in_bytes}
 
 
 def _cost(compiled, notes: list[str]) -> dict | None:

@@ -121,6 +121,10 @@ class Chip:
     # Measured fraction of the peak that large dense matmuls reach; None: none found, the peak
     # is used as it is.
     matmul_measured: Measured | None = None
+    # The link between the chip and its host's memory (PCIe), bytes/s in one direction: what
+    # offloaded arrays (memory kind pinned_host) move over. None: no sourced figure.
+    host_bandwidth: float | None = None
+    host_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -273,6 +277,9 @@ TPU_V4 = Chip(
     source=CLOUD_V4,
     float32_matmul_as=_TPU_FLOAT32_MATMUL,
     matmul_measured=_TPU_MATMUL,
+    # bytes/s one way; "PCIe bandwidth for TPU v4 is 16GB / second each way" (BOOK_REPO tpus.md)
+    host_bandwidth=16 * GB,
+    host_source=BOOK_REPO + "tpus.md",
 )
 TPU_V5E = Chip(
     "TPU v5e",
@@ -285,6 +292,10 @@ TPU_V5E = Chip(
     source=CLOUD_V5E,
     float32_matmul_as=_TPU_FLOAT32_MATMUL,
     matmul_measured=_TPU_MATMUL,
+    # bytes/s one way; "PCIe bandwidth is typically around `1.5e10` bytes / second per chip"
+    # (BOOK_REPO tpus.md)
+    host_bandwidth=1.5e10,
+    host_source=BOOK_REPO + "tpus.md",
 )
 TPU_V5P = Chip(
     "TPU v5p",
@@ -299,6 +310,9 @@ TPU_V5P = Chip(
     source=CLOUD_V5P,
     float32_matmul_as=_TPU_FLOAT32_MATMUL,
     matmul_measured=_TPU_MATMUL,
+    # bytes/s one way; the same line as v5e's: v5 chips ("Trillium ... about 2x higher than v5")
+    host_bandwidth=1.5e10,
+    host_source=BOOK_REPO + "tpus.md",
 )
 TPU_V6E = Chip(
     "TPU v6e",
@@ -311,6 +325,9 @@ TPU_V6E = Chip(
     source=CLOUD_V6E,
     float32_matmul_as=_TPU_FLOAT32_MATMUL,
     matmul_measured=_TPU_MATMUL,
+    # bytes/s one way; "Trillium (TPU v6e) has 32GB/s, about 2x higher than v5" (tpus.md)
+    host_bandwidth=32 * GB,
+    host_source=BOOK_REPO + "tpus.md",
 )
 
 
@@ -483,7 +500,9 @@ _GPU = {
         },
             memory_bytes=80 * GB,         # "GPU Memory 80GB HBM2e" NV_A100
             memory_bandwidth=2039 * GB,   # bytes/s; "GPU Memory Bandwidth 2,039GB/s" NV_A100 SXM
-            source=NV_A100, matmul_measured=_mamf(271.2, 312, "A100 SXM")),
+            source=NV_A100, matmul_measured=_mamf(271.2, 312, "A100 SXM"),
+            host_bandwidth=32 * GB,   # bytes/s one way; "PCIe Gen4: 64GB/s" (both ways) NV_A100
+            host_source=NV_A100),
         # bytes/s one way per GPU; NVLink 3.0: 12 ports x 25 GB/s, "Node GPU to GPU bandwidth
         # 300 GB/s full-duplex" BOOK_GPUS; NV_A100: "NVLink 600GB/s" (both directions).
         _nvlink(300 * GB, _ring(234.89, 300, "8x A100 (NVLink 3)")),
@@ -502,7 +521,9 @@ _GPU = {
         },
             memory_bytes=80 * GB,         # "GPU Memory 80GB" NV_H100 SXM
             memory_bandwidth=3.35e12,     # bytes/s; "GPU Memory Bandwidth 3.35TB/s" NV_H100
-            source=NV_H100, matmul_measured=_mamf(794.5, 989, "H100 SXM")),
+            source=NV_H100, matmul_measured=_mamf(794.5, 989, "H100 SXM"),
+            host_bandwidth=64 * GB,   # bytes/s one way; "PCIe Gen5: 128GB/s" (both ways) NV_H100
+            host_source=NV_H100),
         # bytes/s one way per GPU; "18 * 25=450GB/s of full-duplex bandwidth" BOOK_GPUS;
         # NV_H100: "NVLink 900GB/s" (both directions).
         _nvlink(450 * GB, _ring(367.61, 450, "8x H200 (NVLink 4, as H100)")),
@@ -522,7 +543,9 @@ _GPU = {
             memory_bytes=141 * GB,        # "GPU Memory 141GB" NV_H200; DGX H200: 1,128 GB / 8
             memory_bandwidth=4.8e12,      # bytes/s; "GPU Memory Bandwidth 4.8TB/s" NV_H200
             # The MAMF table's H100 row: "H200 is the same" (the same compute die).
-            source=NV_H200, matmul_measured=_mamf(794.5, 989, "H100/H200 SXM")),
+            source=NV_H200, matmul_measured=_mamf(794.5, 989, "H100/H200 SXM"),
+            host_bandwidth=64 * GB,   # bytes/s one way; "PCIe Gen5: 128GB/s" (both ways) NV_H200
+            host_source=NV_H200),
         # bytes/s one way; NVLink 4 as H100: NV_H200 "NVLink 900GB/s"
         _nvlink(450 * GB, _ring(367.61, 450, "8x H200 (NVLink 4)")),
         _ib(gbit_per_s(400), NV_DGX_H),   # bytes/s per GPU; DGX H200 = DGX H100 networking

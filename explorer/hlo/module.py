@@ -65,6 +65,23 @@ def parse_shape(text: str) -> list[Array]:
     return arrays
 
 
+def shape_memory_spaces(text: str) -> list[tuple[Array, int]]:
+    """Each array of an HLO shape with the memory space its layout names (`S(5)`: host memory,
+    see HOST_MEMORY_SPACE), 0 (the device's main memory) where it names none."""
+    text = _COMMENT.sub("", text)
+    out = []
+    for m in _ARRAY.finditer(text):
+        dtype, dims = m.groups()
+        if dtype == "token":
+            continue
+        array = Array(dtype, tuple(int(d.lstrip("<=")) for d in dims.split(",") if d))
+        layout = text[m.end():close_bracket(text, m.end())] if text[m.end():m.end() + 1] == "{" \
+            else ""
+        space = _MEMORY_SPACE.search(layout)
+        out.append((array, int(space.group(1)) if space else 0))
+    return out
+
+
 @dataclass(frozen=True)
 class Instruction:
     """One instruction line of an HLO module. The fields are the line's raw parts; what is read
@@ -84,6 +101,11 @@ class Instruction:
     @cached_property
     def arrays(self) -> tuple[Array, ...]:
         return tuple(parse_shape(self.shape))
+
+    @cached_property
+    def memory_spaces(self) -> tuple[tuple[Array, int], ...]:
+        """Its arrays with their memory spaces (shape_memory_spaces)."""
+        return tuple(shape_memory_spaces(self.shape))
 
     def attr(self, key: str) -> str | None:
         """The raw value of `key=...`, brace- and paren-balanced; read once per key (the
@@ -163,6 +185,70 @@ def close_bracket(text: str, start: int) -> int:
             if depth == 0:
                 return i + 1
     raise ValueError(f"unbalanced brackets in {text[start:start + 80]!r}")
+
+
+_MEMORY_SPACE = re.compile(r"S\((\d+)\)")
+# XLA's memory space of host memory, `S(5)` in a layout: where jax's memory kind pinned_host
+# puts an array (XLA's Layout::kHostMemorySpace).
+HOST_MEMORY_SPACE = 5
+
+
+def subshape(shape: str, index: tuple[int, ...]) -> str | None:
+    """The text of part `index` of an HLO shape: "(f32[2], (s32[], bf16[4]))" at (1, 1) is
+    "bf16[4]"; None when the index does not exist."""
+    shape = _COMMENT.sub("", shape)      # XLA marks long tuples' parts: /*index=5*/
+    for i in index:
+        shape = shape.strip()
+        if not shape.startswith("("):
+            return None
+        parts = split_top_level(shape[1:close_bracket(shape, 0) - 1])
+        if i >= len(parts):
+            return None
+        shape = parts[i]
+    return shape.strip()
+
+
+def split_top_level(text: str) -> list[str]:
+    """Split at the commas outside any brackets."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if text[start:].strip():
+        parts.append(text[start:])
+    return parts
+
+
+def memory_space(shape: str) -> int:
+    """The memory space of an array shape's layout, `{1,0:T(8,128)S(1)}` -> 1; 0 when none."""
+    layout = shape[shape.find("{"):] if "{" in shape else ""
+    m = _MEMORY_SPACE.search(layout)
+    return int(m.group(1)) if m else 0
+
+
+def entry_memory_spaces(text: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The memory space of each entry parameter and of each element of the entry's result, from
+    the module's `entry_computation_layout={(p0, p1)->(r0, r1)}`; None when the module has none.
+    An offloaded input or output reads HOST_MEMORY_SPACE; the layout is the one place every
+    backend writes it (the CPU's parameter instructions do not)."""
+    at = text.find("entry_computation_layout={")
+    if at < 0:
+        return None
+    start = at + len("entry_computation_layout=")
+    body = _COMMENT.sub("", text[start + 1:close_bracket(text, start) - 1])
+    params_end = close_bracket(body, 0)
+    params = split_top_level(body[1:params_end - 1])
+    result = body[params_end:].lstrip()
+    result = result[2:].strip() if result.startswith("->") else result
+    results = (split_top_level(result[1:close_bracket(result, 0) - 1])
+               if result.startswith("(") else [result])
+    return (tuple(memory_space(p) for p in params if p.strip()),
+            tuple(memory_space(r) for r in results if r.strip()))
 
 
 _HEAD = re.compile(r"\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")

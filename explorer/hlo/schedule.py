@@ -44,7 +44,14 @@ from math import ceil, prod
 
 from explorer.hlo.chains import collective_chains, flagged, fused_collectives
 from explorer.hlo.collectives import collective_kind
-from explorer.hlo.module import HloModule, Instruction, ints, parse_module
+from explorer.hlo.module import (
+    HOST_MEMORY_SPACE,
+    Array,
+    HloModule,
+    Instruction,
+    ints,
+    parse_module,
+)
 
 # Instructions that move no data and do no arithmetic of their own.
 FREE_OPCODES = frozenset({
@@ -88,6 +95,11 @@ class StepKind(StrEnum):
     COLLECTIVE_START = "collective-start"    # an asynchronous collective begins
     COLLECTIVE_DONE = "collective-done"      # ... and compute waits for it here
     LOOP = "loop"                            # a while: its body runs `trips` times
+    # Data moved between the device and host memory (offloaded arrays, memory space S(5)) over
+    # the host link: synchronously, or started and later waited for.
+    HOST_TRANSFER = "host-transfer"
+    HOST_START = "host-start"
+    HOST_DONE = "host-done"
 
 
 @dataclass(frozen=True)
@@ -436,9 +448,21 @@ class _Reader:
             start = self.start_of(instr)
             if start is not None:
                 return Step(instr, StepKind.COLLECTIVE_DONE, start=start.name)
+            started = self.names.get(instr.operands[0]) if instr.operands else None
+            if started is not None and started.opcode.endswith("-start") \
+                    and host_transfer_bytes(started):
+                return Step(instr, StepKind.HOST_DONE, start=started.name)
             return Step(instr, StepKind.FREE)
+        if op.endswith("-start") and host_transfer_bytes(instr):
+            # An asynchronous copy (TPU copy-start) or slice/update fusion (GPU fusion-start)
+            # between an offloaded buffer and the device.
+            return Step(instr, StepKind.HOST_START, bytes=host_transfer_bytes(instr))
         if op in FREE_OPCODES or op.endswith("-start") or op in ("send", "recv"):
             return Step(instr, StepKind.FREE)
+        if op in _HOST_MOVES:
+            moved = host_transfer_bytes(instr, self.operand_spaces(instr))
+            if moved:
+                return Step(instr, StepKind.HOST_TRANSFER, bytes=moved)
         if op == "while":
             body = instr.callee("body")
             return Step(instr, StepKind.LOOP, body=self.steps(body),
@@ -524,6 +548,11 @@ class _Reader:
                 return None
         return None
 
+    def operand_spaces(self, instr: Instruction) -> tuple[tuple[Array, int], ...]:
+        """The arrays of an instruction's operands, with their memory spaces."""
+        return tuple(a for o in instr.operands if o in self.names
+                     for a in self.names[o].memory_spaces)
+
     def operand_bytes(self, instr: Instruction) -> float:
         return float(sum(a.nbytes for o in instr.operands if o in self.names
                          for a in self.names[o].arrays))
@@ -585,6 +614,24 @@ class _Reader:
     def root_bytes(self, computation: str) -> float:
         root = next((i for i in self.module.computations.get(computation, []) if i.is_root), None)
         return float(sum(a.nbytes for a in root.arrays)) if root else 0.0
+
+
+# Instructions that may move an offloaded array synchronously: a copy to or from host memory,
+# or a slice or in-place update of a host buffer (alone or as a fusion).
+_HOST_MOVES = frozenset({"copy", "fusion", "dynamic-slice", "dynamic-update-slice"})
+
+
+def host_transfer_bytes(instr: Instruction,
+                        operands: tuple[tuple[Array, int], ...] = ()) -> float:
+    """Bytes an instruction moves between host memory (HOST_MEMORY_SPACE) and the device: the
+    device side of it (the arrays of its shape, and `operands`, in any other memory space;
+    scalars such as indices and sync flags left out), when some array of it is in host memory
+    and some is not; else 0. A -start's shape holds both sides: (destination, source, flag),
+    or a fusion's (operands, result, flag)."""
+    arrays = [(a, space) for a, space in (*instr.memory_spaces, *operands) if a.dims]
+    if not any(space == HOST_MEMORY_SPACE for _, space in arrays):
+        return 0.0
+    return float(sum(a.nbytes for a, space in arrays if space != HOST_MEMORY_SPACE))
 
 
 def _users(body: list[Instruction]) -> dict[str, list[Instruction]]:

@@ -26,8 +26,9 @@ from explorer.hlo.module import (
     HLO_TO_NUMPY,
     HloModule,
     Instruction,
-    close_bracket,
+    memory_space,
     parse_shape,
+    subshape,
 )
 from explorer.report.report import Buffer
 from explorer.report.source import source_line, source_of
@@ -35,8 +36,6 @@ from explorer.report.source import source_line, source_of
 TOP_BUFFERS = 10
 
 _LINE = re.compile(r"^\s*(\S+?)\{([\d,]*)\}: (\d+) bytes")
-_SPACE = re.compile(r"S\((\d+)\)")
-_COMMENT = re.compile(r"/\*.*?\*/")
 
 
 def peak_entries(peak_live: str) -> list[tuple[str, tuple[int, ...], int]]:
@@ -48,44 +47,6 @@ def peak_entries(peak_live: str) -> list[tuple[str, tuple[int, ...], int]]:
             index = tuple(int(i) for i in m.group(2).split(",") if i)
             out.append((m.group(1), index, int(m.group(3))))
     return out
-
-
-def subshape(shape: str, index: tuple[int, ...]) -> str | None:
-    """The text of part `index` of an HLO shape: "(f32[2], (s32[], bf16[4]))" at (1, 1) is
-    "bf16[4]"; None when the index does not exist."""
-    shape = _COMMENT.sub("", shape)      # XLA marks long tuples' parts: /*index=5*/
-    for i in index:
-        shape = shape.strip()
-        if not shape.startswith("("):
-            return None
-        parts = _top_level(shape[1:close_bracket(shape, 0) - 1])
-        if i >= len(parts):
-            return None
-        shape = parts[i]
-    return shape.strip()
-
-
-def _top_level(text: str) -> list[str]:
-    """Split at the commas outside any brackets."""
-    parts, depth, start = [], 0, 0
-    for i, c in enumerate(text):
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    if text[start:].strip():
-        parts.append(text[start:])
-    return parts
-
-
-def _memory_space(shape: str) -> int:
-    """The memory space of an array shape's layout, `{1,0:T(8,128)S(1)}` -> 1; 0 when none."""
-    layout = shape[shape.find("{"):] if "{" in shape else ""
-    m = _SPACE.search(layout)
-    return int(m.group(1)) if m else 0
 
 
 def _made_by(instr: Instruction, module: HloModule, inputs: list[str]) -> str:
@@ -155,7 +116,7 @@ def top_buffers(peak_live: str, module: HloModule, buffer_values: str = "",
             continue
         instr = names.get(name)
         shape = where.shape if where else (subshape(instr.shape, index) if instr else None)
-        if shape is not None and _memory_space(shape) != 0:
+        if shape is not None and memory_space(shape) != 0:
             continue
         arrays = parse_shape(shape) if shape is not None and not shape.startswith("(") else []
         dims, dtype = ((arrays[0].dims, HLO_TO_NUMPY.get(arrays[0].dtype, arrays[0].dtype))

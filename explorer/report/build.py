@@ -22,8 +22,10 @@ from explorer.hlo.groups import (
 )
 from explorer.hlo.module import (
     HLO_DTYPE_BYTES,
+    HOST_MEMORY_SPACE,
     HLO_TO_NUMPY,
     HloModule,
+    entry_memory_spaces,
     parse_module,
 )
 from explorer.hlo.schedule import cached_schedule, schedule_work
@@ -61,9 +63,10 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
     collectives = tuple(read_collectives(optimized, mesh, unread, unpromoted))
     collectives = with_reasons(collectives, optimized, propagated, mesh, _input_names(raw))
     collectives = _with_runs(collectives, raw.optimized, optimized, unread)
+    spaces = entry_memory_spaces(raw.optimized) or ((), ())
     tensors = (
-        _io_tensors(raw.inputs, TensorRole.INPUT, mesh, unread)
-        + _io_tensors(raw.outputs, TensorRole.OUTPUT, mesh, unread)
+        _io_tensors(raw.inputs, TensorRole.INPUT, mesh, unread, spaces[0])
+        + _io_tensors(raw.outputs, TensorRole.OUTPUT, mesh, unread, spaces[1])
         + (read_intermediates(propagated, mesh, unread) if propagated else [])
     )
     notes = [] if propagated else ["the compiler ran no partitioning pass, so intermediates "
@@ -226,17 +229,20 @@ def _tensor(name, kind, shape, dtype, sharding, mesh, itemsize, op_name="", sour
         source_text=source_text)
 
 
-def _io_tensors(entries, role: TensorRole, mesh: MeshSpec, unread: list[str]
-                ) -> list[TensorInfo]:
+def _io_tensors(entries, role: TensorRole, mesh: MeshSpec, unread: list[str],
+                spaces: tuple[int, ...] = ()) -> list[TensorInfo]:
     """Inputs or outputs; one whose sharding the worker could not read (None) is left out and
-    said, never drawn as a guess."""
+    said, never drawn as a guess. `spaces`: each one's memory space in the entry layout."""
     out = []
-    for name, shape, dtype, sharding in entries:
+    for i, (name, shape, dtype, sharding) in enumerate(entries):
         if sharding is None:
             unread.append(f"{role} {name!r}: jax gave no HLO sharding for it, so its placement "
                           "is not shown")
             continue
-        out.append(_tensor(name, role, shape, dtype, sharding, mesh, DTYPE_BYTES.get(dtype, 4)))
+        t = _tensor(name, role, shape, dtype, sharding, mesh, DTYPE_BYTES.get(dtype, 4))
+        if i < len(spaces) and spaces[i] == HOST_MEMORY_SPACE:
+            t = replace(t, memory_kind="pinned_host")
+        out.append(t)
     return out
 
 

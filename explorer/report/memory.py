@@ -15,7 +15,9 @@ Only a built-in workload says what its tensors are, so only its reports are spli
   them; XLA may also place some inside the output buffers before the outputs are written);
 - `other`: the other inputs (tokens, a batch) and outputs (a loss).
 
-A user function's bytes are all `other` (Memory.kinds stays None).
+A user function's bytes are all `other` (Memory.kinds stays None). Inputs and outputs kept in
+host memory (offloaded, `TensorInfo.memory_kind`) are not the device's and are left out; the
+host's bytes are `Memory.host_arguments`, `host_outputs` and `host_temporaries`.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ def memory_kinds(report: Report, kinds: dict[str, str], has_grads: bool
                                   "other": 0}
     inputs = {t.name for t in report.tensors if t.kind == TensorRole.INPUT}
     for t in report.tensors:
+        if t.memory_kind != "device":
+            continue     # offloaded: in host memory, not the device's (Memory.host_*)
         if t.kind == TensorRole.INPUT:
             out[_KIND_OF.get(kinds.get(t.name, "param"), "other")] += t.bytes_per_device
         elif t.kind == TensorRole.OUTPUT:

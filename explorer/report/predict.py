@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from explorer.cost.hardware import Target, get_target
 from explorer.cost.model import estimate_report
 from explorer.hlo.schedule import cached_schedule, schedule_work
 from explorer.report.report import Report
@@ -23,7 +24,9 @@ def with_target(report: Report, target: str, mapping=None, dtype: str | None = N
     schedule = cached_schedule(report.optimized_hlo)   # read once per text, not per pricing
     work = schedule_work(schedule) if schedule.steps else None
     est = estimate_report(report, target, dtype=dtype, mapping=mapping, work=work, peak=peak)
-    trace = step_trace(schedule, report.collectives, est) if work is not None else None
+    host = (target if isinstance(target, Target) else get_target(target)).chip.host_bandwidth
+    trace = (step_trace(schedule, report.collectives, est, host)
+             if work is not None else None)
     if trace is not None:
         est = replace(est, step_trace_seconds=trace.seconds)
     collectives = tuple(replace(c, est_seconds=t.seconds)

@@ -134,6 +134,8 @@ class TensorInfo:
         op_name: the jax operation that made an intermediate, from the HLO metadata.
         source: ``file.py:12`` of the user code that made an intermediate; "" if unknown.
         source_text: the line of code at `source`, stripped.
+        memory_kind: ``"device"``, or ``"pinned_host"`` for an input or output the program keeps
+            in host memory (offloaded); intermediates read ``"device"``.
     """
 
     name: str
@@ -148,6 +150,9 @@ class TensorInfo:
     op_name: str = ""
     source: str = ""
     source_text: str = ""        # the line of code at `source`, stripped
+    # Where an input or output lives: "device", or "pinned_host" (offloaded to host memory), as
+    # the compiled program's entry layout says.
+    memory_kind: str = "device"
 
     @property
     def spec_text(self) -> str:
@@ -180,6 +185,11 @@ class Memory:
         generated_code: the compiled code itself (not in `total`).
         kinds: bytes per kind (params, grads, optimizer, activations, other); None for a user
             function. See `by_kind`.
+        host_arguments, host_outputs, host_temporaries: bytes per device in host memory
+            (memory kind ``pinned_host``): offloaded inputs, outputs and activations. They are
+            not in `total`, which is the device's memory. Zero where nothing is offloaded, or
+            where the compiler keeps one memory (the CPU's counts offloaded inputs as
+            `arguments`).
     """
 
     arguments: int
@@ -188,6 +198,14 @@ class Memory:
     temporaries: int
     generated_code: int
     kinds: Mapping[str, int | None] | None = None
+    host_arguments: int = 0
+    host_outputs: int = 0
+    host_temporaries: int = 0
+
+    @property
+    def host_total(self) -> int:
+        """Bytes per device held in host memory: offloaded arguments, outputs, activations."""
+        return self.host_arguments + self.host_outputs + self.host_temporaries
 
     @property
     def total(self) -> int:
@@ -205,7 +223,8 @@ class Memory:
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "kinds"}
-        return {**d, "total": self.total, "by_kind": self.by_kind}
+        return {**d, "total": self.total, "host_total": self.host_total,
+                "by_kind": self.by_kind}
 
 
 @dataclass(frozen=True)

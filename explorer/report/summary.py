@@ -80,6 +80,11 @@ def memory_lines(report: Report) -> list[str]:
         lines = [f"memory per device: arguments {human_bytes(m.arguments)}, outputs "
                  f"{human_bytes(m.outputs)}, temporaries {human_bytes(m.temporaries)}, "
                  f"total {human_bytes(m.total)}", memory_by_kind(report)]
+        if m.host_total:
+            lines.append(f"host memory per device (offloaded): arguments "
+                         f"{human_bytes(m.host_arguments)}, outputs {human_bytes(m.host_outputs)}"
+                         f", temporaries {human_bytes(m.host_temporaries)}, total "
+                         f"{human_bytes(m.host_total)}")
     else:
         lines = ["memory per device: not reported by this backend"]
     if report.top_buffers:

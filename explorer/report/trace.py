@@ -13,7 +13,10 @@ order on two lanes, compute and communication:
   async collective fusion's own arithmetic included), and the done makes the compute lane wait
   for it; explorer.hlo.schedule says which TPU collectives without a -start/-done pair run
   this way;
-- a while runs its body trip-count times (once, with a note, when the count is unreadable).
+- a while runs its body trip-count times (once, with a note, when the count is unreadable);
+- a transfer between host memory and the device (an offloaded array) runs on the host-link lane
+  for its bytes over the chip's host bandwidth (PCIe), one at a time; a synchronous one makes
+  the compute lane wait, an asynchronous one overlaps compute until its done.
 
 Collectives share the links one at a time, except that on a torus (TPU ICI) a permute sent one
 way round a ring and one sent the other way run side by side: each link carries each direction
@@ -52,6 +55,7 @@ class TraceLane(StrEnum):
 
     COMPUTE = "compute"
     COMMUNICATION = "communication"
+    HOST = "host link"        # transfers of offloaded arrays between host memory and the device
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,9 @@ class StepTrace:
         """The timeline's rows, in order: the two lanes, then the reverse ring direction's
         where some event runs there."""
         rows = [str(TraceLane.COMPUTE), str(TraceLane.COMMUNICATION)]
-        return rows + [REVERSE_ROW] if any(e.row == REVERSE_ROW for e in self.events) else rows
+        rows += [REVERSE_ROW] if any(e.row == REVERSE_ROW for e in self.events) else []
+        return rows + ([str(TraceLane.HOST)] if any(e.lane == TraceLane.HOST
+                                                    for e in self.events) else [])
 
     def to_chrome(self) -> dict:
         """Chrome trace-event JSON: complete ("X") events in microseconds, one thread per row
@@ -137,20 +143,23 @@ class StepTrace:
                               "notes": list(self.notes)}}
 
 
-def step_trace(schedule: Schedule, collectives: Sequence, estimate: Estimate
-               ) -> StepTrace | None:
+def step_trace(schedule: Schedule, collectives: Sequence, estimate: Estimate,
+               host_bandwidth: float | None = None) -> StepTrace | None:
     """Lay `schedule` out in time with the numbers of `estimate`.
 
     `collectives`: Report's Collectives (in the order of estimate.collectives), matched to the
-    schedule's instructions by `hlo_name`. None when there is nothing to time: an empty
-    schedule, or no peak for the Estimate's dtype on its target.
+    schedule's instructions by `hlo_name`. `host_bandwidth`: the chip's host link, bytes/s one
+    way, for transfers of offloaded arrays (None: they are shown with no duration, and said).
+    None when there is nothing to time: an empty schedule, or no peak for the Estimate's dtype
+    on its target.
     """
     peak = estimate.compute.peak_flops
     if peak is None or not schedule.steps:
         return None
     timeline = _Timeline(schedule, peak, estimate.compute.memory_bandwidth,
                          {c.hlo_name: (c, t) for c, t in
-                          zip(collectives, estimate.collectives, strict=True)})
+                          zip(collectives, estimate.collectives, strict=True)},
+                         host_bandwidth)
     timeline.run(schedule.steps, {})
     notes = list(dict.fromkeys(timeline.notes))
     if not schedule.scheduled:
@@ -168,9 +177,12 @@ def step_trace(schedule: Schedule, collectives: Sequence, estimate: Estimate
 
 class _Timeline:
     def __init__(self, schedule: Schedule, peak: float, bandwidth: float | None,
-                 collectives: dict[str, tuple[Any, CollectiveTime]]):
+                 collectives: dict[str, tuple[Any, CollectiveTime]],
+                 host_bandwidth: float | None = None):
         self.module = schedule.module
         self.peak, self.bandwidth = peak, bandwidth
+        self.host_bandwidth = host_bandwidth
+        self.host_at = 0.0                 # the host link is free from here
         self.collectives = collectives
         self.compute_at = 0.0              # the compute lane is free from here
         # The communication lane, per ring direction: free from here. A one-way torus permute
@@ -183,7 +195,8 @@ class _Timeline:
         self.seen: set[str] = set()
 
     def end(self) -> float:
-        return max([self.compute_at, *self.link_at.values(), *self.pending.values()])
+        return max([self.compute_at, self.host_at, *self.link_at.values(),
+                    *self.pending.values()])
 
     def run(self, steps: tuple[Step, ...], where: dict[str, Any]) -> None:
         for s in steps:
@@ -201,6 +214,28 @@ class _Timeline:
                 self.compute_at = max(self.compute_at, self.pending.pop(s.start, 0.0))
             elif s.kind is StepKind.LOOP:
                 self.loop(s, where)
+            elif s.kind is StepKind.HOST_TRANSFER:
+                self.compute_at = self.transfer(s, self.compute_at, where)
+            elif s.kind is StepKind.HOST_START:
+                self.pending[s.instr.name] = self.transfer(s, self.compute_at, where)
+            elif s.kind is StepKind.HOST_DONE:
+                self.compute_at = max(self.compute_at, self.pending.pop(s.start, 0.0))
+
+    def transfer(self, s: Step, ready: float, where: dict[str, Any]) -> float:
+        """Move the step's bytes over the host link, from `ready` or when the link is free;
+        when the move ends."""
+        if self.host_bandwidth is None:
+            self.notes.append("no sourced host-link bandwidth for this chip: transfers of "
+                              "offloaded arrays are shown with no duration")
+        seconds = s.bytes / self.host_bandwidth if self.host_bandwidth else 0.0
+        begin = max(ready, self.host_at)
+        self.emit(TraceEvent("host transfer", TraceLane.HOST, begin, seconds, s.instr.name,
+                             self.source(s.instr),
+                             {"opcode": s.instr.opcode, "bytes": s.bytes,
+                              "async": s.kind is StepKind.HOST_START,
+                              "op_name": s.instr.op_name, **where}))
+        self.host_at = begin + seconds
+        return self.host_at
 
     def loop(self, s: Step, where: dict[str, Any]) -> None:
         trips = s.trips

@@ -37,6 +37,12 @@ DTYPE_ALIASES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "s32": 
                  "u16": "uint16", "u8": "uint8", "pred": "bool", "f8e4m3fn": "float8_e4m3fn",
                  "f8e5m2": "float8_e5m2"}
 
+# Where an input lives, as jax names its memory kinds: the accelerator's own memory, or page-
+# locked host memory that the device reads and writes over its host link (PCIe), as ZeRO-Offload
+# keeps optimizer state. The program moves a host input to the device where it computes with it
+# (`jax.device_put(x, jax.memory.Space.Device)`).
+MEMORY_SPACES = ("device", "pinned_host")
+
 
 def normalize_dtype(dtype) -> str:
     """The dtype's numpy name, from a name, an alias (`bf16`), a numpy/jax dtype or a scalar
@@ -71,9 +77,12 @@ class TensorSpec:
         spec: one entry per dimension: None (not split), a mesh axis name, or a tuple of axis
             names (split over their product, major to minor); () or None for replicated.
             Checked against the mesh when analysed.
+        memory_kind: where the input lives, one of MEMORY_SPACES: ``"device"`` (the default)
+            or ``"pinned_host"`` (host memory, offloaded); its shards are laid out by `spec`
+            either way.
 
     Raises:
-        TensorError: an empty name, a bad shape or an unsupported dtype.
+        TensorError: an empty name, a bad shape, an unsupported dtype or memory kind.
         SpecError: a spec that cannot be read.
 
     Example:
@@ -87,6 +96,7 @@ class TensorSpec:
     shape: tuple[int, ...]
     dtype: str = "float32"
     spec: tuple[Entry, ...] = field(default=())
+    memory_kind: str = "device"
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -94,6 +104,9 @@ class TensorSpec:
         object.__setattr__(self, "shape", _check_shape(self.name, self.shape))
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
         object.__setattr__(self, "spec", normalize_spec(self.spec, tensor=self.name))
+        if self.memory_kind not in MEMORY_SPACES:
+            raise TensorError(f"tensor {self.name!r} has memory_kind {show(self.memory_kind)}; "
+                              f"choose one of {choices(MEMORY_SPACES)}", tensor=self.name)
 
     @property
     def rank(self) -> int:

@@ -98,6 +98,8 @@ class Workload:
         options: text param -> the values it may take.
         intermediates: params -> the program's largest intermediate tensors (name -> shape),
             held to the per-tensor element bound like the inputs.
+        memory_kinds: params -> tensor name -> memory kind (``"pinned_host"``) of the inputs
+            the program keeps in host memory (offloaded); the others live on the device.
     """
 
     name: str
@@ -128,6 +130,8 @@ class Workload:
     # Optional: the program's largest intermediate tensors (e.g. attention scores), name ->
     # shape; held to the per-tensor element bound like the inputs and the constraint points.
     intermediates: Callable[[dict], dict[str, tuple[int, ...]]] | None = None
+    # Optional: tensor name -> memory kind, for the inputs kept in host memory (offload).
+    memory_kinds: Callable[[dict], dict[str, str]] | None = None
 
     def __post_init__(self):
         for key, default in self.defaults.items():
@@ -151,8 +155,10 @@ class Workload:
             raise WorkloadError(f"workload {self.name!r} has no tensor {show(unknown[0])}; its "
                                 f"tensors are {choices(shapes)}")
         dtypes = self.dtypes(params) if self.dtypes is not None else {}
+        kinds = self.memory_kinds(params) if self.memory_kinds is not None else {}
         default = params.get("dtype", "float32")
-        return [TensorSpec(n, s, dtypes.get(n, default), specs.get(n))
+        return [TensorSpec(n, s, dtypes.get(n, default), specs.get(n),
+                           kinds.get(n, "device"))
                 for n, s in shapes.items()]
 
     def param_text(self, key: str) -> str:

@@ -80,7 +80,7 @@ def rms_norm(x, scale):
 
 
 def attention(x, wq, wk, wv, wo, cons: Mapping = {}, point: str = "",  # noqa: B006 (read only)
-              *, fused: bool = False):
+              *, fused: bool = False, offload: bool = False):
     """Causal attention; heads are a dimension of the weights: wq[embed, heads, kv].
 
     Grouped-query attention (Ainslie et al. 2023, arXiv:2305.13245) when wk and wv have fewer
@@ -89,21 +89,22 @@ def attention(x, wq, wk, wv, wo, cons: Mapping = {}, point: str = "",  # noqa: B
     the output projection. `fused`: the core is computed as a flash-attention kernel computes
     it (explorer.workloads.flash: key blocks, no stored scores) in a `fused_kernel_causal`
     named scope, which the cost model times as one causal flash-attention kernel (no score
-    traffic; half the square's FLOPs)."""
+    traffic; half the square's FLOPs). `offload`: name the projections for the offloading
+    remat policy (see OFFLOADED)."""
     import jax.numpy as jnp
 
     b, s = x.shape[:2]
     heads, kv_heads, d_head = wq.shape[1], wk.shape[1], wq.shape[2]
-    q = jnp.einsum("bsd,dhk->bshk", x, wq)
-    k = jnp.einsum("bsd,dhk->bshk", x, wk)
-    v = jnp.einsum("bsd,dhk->bshk", x, wv)
+    q = _offloadable(jnp.einsum("bsd,dhk->bshk", x, wq), "query_proj", offload)
+    k = _offloadable(jnp.einsum("bsd,dhk->bshk", x, wk), "key_proj", offload)
+    v = _offloadable(jnp.einsum("bsd,dhk->bshk", x, wv), "value_proj", offload)
     if fused:
         o = flash_attention(q.reshape(b, s, kv_heads, heads // kv_heads, d_head), k, v)
         o = o.reshape(b, s, heads, d_head)
     else:
         o = _attention_core(q, k, v, s, heads, kv_heads, d_head)
     o = constrain(o, cons, point)
-    return jnp.einsum("bshk,hkd->bsd", o, wo)
+    return _offloadable(jnp.einsum("bshk,hkd->bsd", o, wo), "out_proj", offload)
 
 
 def _attention_core(q, k, v, s: int, heads: int, kv_heads: int, d_head: int):
@@ -130,19 +131,35 @@ MLPS = ("gelu", "relu", "swiglu")
 
 
 def feed_forward(x, w1, w2, cons: Mapping = {}, point: str = "", *,  # noqa: B006 (read only)
-                 mlp: str = "gelu", w3=None):
+                 mlp: str = "gelu", w3=None, offload: bool = False):
     """The MLP: act(x·w1)·w2 with gelu or relu, or SwiGLU (Shazeer 2020, arXiv:2002.05202),
     (silu(x·w1) ⊙ x·w3)·w2, as Llama and MaxText's ["silu", "linear"] compute it."""
     import jax
     import jax.numpy as jnp
 
-    h = jnp.einsum("bsd,df->bsf", x, w1)
+    h = _offloadable(jnp.einsum("bsd,df->bsf", x, w1), "mlpwi_0", offload)
     if mlp == "swiglu":
-        h = jax.nn.silu(h) * jnp.einsum("bsd,dg->bsg", x, w3)
+        h = jax.nn.silu(h) * _offloadable(jnp.einsum("bsd,dg->bsg", x, w3), "mlpwi_1", offload)
     else:
         h = jax.nn.relu(h) if mlp == "relu" else jax.nn.gelu(h)
     h = constrain(h, cons, point)
-    return jnp.einsum("bsf,fd->bsd", h, w2)
+    return _offloadable(jnp.einsum("bsf,fd->bsd", h, w2), "mlpwo", offload)
+
+
+# The weight matmuls' outputs that offload=activations moves to host memory between the
+# forward and the backward pass, under MaxText's names for them (its remat_policy
+# "minimal_offloaded": what "minimal" saves, offloaded).
+OFFLOADED = ("query_proj", "key_proj", "value_proj", "out_proj", "mlpwi_0", "mlpwi_1", "mlpwo")
+
+
+def _offloadable(x, name: str, offload: bool):
+    """`x` named for the offloading checkpoint policy; untouched when nothing is offloaded, so
+    that the other programs stay as they were."""
+    if not offload:
+        return x
+    from jax.ad_checkpoint import checkpoint_name
+
+    return checkpoint_name(x, name)
 
 
 @dataclass(frozen=True)
@@ -159,6 +176,7 @@ class Arch:
     scan: bool = False             # the layers as one lax.scan over stacked weights
     tied: bool = False             # logits through the embedding table (no `unembed`)
     fused_attention: bool = False  # the attention core timed as one flash kernel (see attention)
+    offload: str = "none"          # one of OFFLOADS: what lives in host memory
 
     def block_params(self) -> tuple[str, ...]:
         norms = ("ln2",) if self.block == "sequential" else ()
@@ -178,13 +196,14 @@ def block(x, w: Mapping, cons: Mapping, point: str, arch: Arch = Arch()):  # noq
         w = {n: a.astype(arch.compute_dtype) for n, a in w.items()}
     x = constrain(x, cons, point)
     normed = rms_norm(x, w["ln1"])
+    offload = arch.offload == "activations"
     h = x + attention(normed, w["wq"], w["wk"], w["wv"], w["wo"], cons, f"{point}.heads",
-                      fused=arch.fused_attention)
+                      fused=arch.fused_attention, offload=offload)
     if arch.block == "sequential":
         h = constrain(h, cons, f"{point}.mid")
         normed = rms_norm(h, w["ln2"])
     return h + feed_forward(normed, w["w1"], w["w2"], cons, f"{point}.hidden", mlp=arch.mlp,
-                            w3=w.get("w3"))
+                            w3=w.get("w3"), offload=offload)
 
 
 # --- transformer: one block, forward ---------------------------------------------------------
@@ -271,6 +290,12 @@ ADAM_B1, ADAM_B2, ADAM_EPS = 0.9, 0.999, 1e-8   # Kingma & Ba 2015, the paper's 
 # rest, attention scores included (jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims,
 # MaxText's "minimal").
 REMATS = ("none", "minimal", "full")
+# Host offload, as DeepSpeed's ZeRO-Offload keeps optimizer state in host memory and MaxText
+# offloads saved activations: "opt_state" keeps Adam's m and v in pinned host memory (each step
+# reads them over the host link, updates them on the device, writes them back); "activations"
+# moves what remat=minimal saves (OFFLOADED) to host memory between the forward and the
+# backward pass (jax.checkpoint_policies.save_and_offload_only_these_names).
+OFFLOADS = ("none", "opt_state", "activations")
 SAME = "same"
 FLOAT_DTYPES = ("float32", "bfloat16", "float16")
 FLAGS = ("true", "false")
@@ -281,8 +306,13 @@ def _checkpointed(fn, arch: Arch):
 
     if arch.remat == "none":
         return fn
-    policy = (jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims
-              if arch.remat == "minimal" else None)
+    if arch.offload == "activations":
+        policy = jax.checkpoint_policies.save_and_offload_only_these_names(
+            names_which_can_be_saved=[], names_which_can_be_offloaded=list(OFFLOADED),
+            offload_src="device", offload_dst="pinned_host")
+    else:
+        policy = (jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims
+                  if arch.remat == "minimal" else None)
     # Inside a scan the loop boundary already keeps XLA from merging the recomputation into
     # the forward pass; unrolled, an optimization barrier does (jax's prevent_cse).
     return jax.checkpoint(fn, policy=policy, prevent_cse=not arch.scan)
@@ -336,6 +366,12 @@ def transformer_train(tokens, targets, *state, names: tuple[str, ...], layers: i
     params = dict(zip(names, state[:n], strict=True))
     m = dict(zip(names, state[n:2 * n], strict=True))
     v = dict(zip(names, state[2 * n:], strict=True))
+    # Offloaded optimizer state is read into device memory where it is used and written back
+    # to host memory (the inputs arrive there: Workload.memory_kinds).
+    on_host = arch.offload == "opt_state"
+    to_device = _mover(jax.memory.Space.Device if on_host else None)
+    to_host = _mover(jax.memory.Space.Host if on_host else None)
+    m, v = {k: to_device(a) for k, a in m.items()}, {k: to_device(a) for k, a in v.items()}
     loss, grads = jax.value_and_grad(
         functools.partial(lm_loss, layers=layers, arch=arch, cons=cons))(params, tokens, targets)
     out = {"loss": loss}
@@ -348,9 +384,19 @@ def transformer_train(tokens, targets, *state, names: tuple[str, ...], layers: i
         p_new = params[name] - lr * m_new / (jnp.sqrt(v_new) + ADAM_EPS)
         # The new state keeps the layout its input had (the table holds the input specs).
         out[name] = constrain(p_new.astype(params[name].dtype), cons, name)
-        out[f"m.{name}"] = constrain(m_new.astype(m[name].dtype), cons, f"m.{name}")
-        out[f"v.{name}"] = constrain(v_new.astype(v[name].dtype), cons, f"v.{name}")
+        out[f"m.{name}"] = to_host(constrain(m_new.astype(m[name].dtype), cons, f"m.{name}"))
+        out[f"v.{name}"] = to_host(constrain(v_new.astype(v[name].dtype), cons, f"v.{name}"))
     return out
+
+
+def _mover(space):
+    """x -> x moved to memory `space` (jax.device_put inside the program); the identity for
+    None."""
+    if space is None:
+        return lambda x: x
+    import jax
+
+    return lambda x: jax.device_put(x, space)
 
 
 def train_arch(p) -> Arch:
@@ -358,7 +404,8 @@ def train_arch(p) -> Arch:
     return Arch(mlp=p["mlp"], block=p["block"],
                 compute_dtype="" if p["compute_dtype"] == SAME else p["compute_dtype"],
                 remat=p["remat"], scan=p["scan_layers"] == "true",
-                tied=p["tied_embed"] == "true", fused_attention=p["attention"] == "fused")
+                tied=p["tied_embed"] == "true", fused_attention=p["attention"] == "fused",
+                offload=p["offload"])
 
 
 def _train_params(p) -> dict[str, tuple[int, ...]]:
@@ -435,7 +482,19 @@ def _train_points(p):
     return points
 
 
+def _train_memory_kinds(p) -> dict[str, str]:
+    if p["offload"] != "opt_state":
+        return {}
+    return {f"{s}.{n}": "pinned_host" for n in param_names(p) for s in ("m", "v")}
+
+
 def _train_check(p, mesh: MeshSpec) -> None:
+    if p["offload"] == "activations" and p["remat"] != "minimal":
+        raise WorkloadError(
+            f"workload 'transformer_train': offload=activations with remat={p['remat']!r}; "
+            "offloading moves what remat=minimal saves (the weight matmuls' outputs) to host "
+            "memory, as MaxText's remat_policy=minimal_offloaded does: set remat=minimal, or "
+            f"choose offload from {'|'.join(o for o in OFFLOADS if o != 'activations')}")
     kv = p["kv_heads"] or p["heads"]
     if kv > p["heads"] or p["heads"] % kv:
         raise WorkloadError(
@@ -461,7 +520,10 @@ TRANSFORMER_TRAIN = Workload(
      "compute_dtype": SAME, "opt_dtype": SAME, "remat": "none", "scan_layers": "true",
      # "fused": compute the attention core as a flash kernel does (key blocks, no stored
      # scores) and time it as one on-chip causal kernel.
-     "attention": "plain"},
+     "attention": "plain",
+     # what lives in host memory: "opt_state" (Adam's m and v) or "activations" (saved by
+     # remat=minimal), see OFFLOADS
+     "offload": "none"},
     _train_shapes,
     _build_train,
     logical=_train_logical,
@@ -474,7 +536,9 @@ TRANSFORMER_TRAIN = Workload(
             "kv_heads": Range(0, HEADS.high)},
     options={"mlp": MLPS, "block": BLOCKS, "tied_embed": FLAGS,
              "compute_dtype": (SAME, *FLOAT_DTYPES), "opt_dtype": (SAME, *FLOAT_DTYPES),
-             "remat": REMATS, "scan_layers": FLAGS, "attention": ATTENTIONS},
+             "remat": REMATS, "scan_layers": FLAGS, "attention": ATTENTIONS,
+             "offload": OFFLOADS},
+    memory_kinds=_train_memory_kinds,
     # The one-hot tokens and the logits are [batch, seq, vocab].
     intermediates=lambda p: {"scores": _scores(p), "logits": (p["batch"], p["seq"], p["vocab"])},
 )

@@ -13,8 +13,8 @@ import pytest
 
 from explorer import TensorSpec, analyze
 from explorer.compile.backend import is_out_of_memory, peak_section, root_shardings, value_lines
-from explorer.hlo.module import parse_module
-from explorer.report.buffers import peak_entries, subshape, top_buffers
+from explorer.hlo.module import parse_module, subshape
+from explorer.report.buffers import peak_entries, top_buffers
 from explorer.report.oom import memory_verdict
 from explorer.report.summary import summary
 
