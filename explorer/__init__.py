@@ -70,6 +70,14 @@ from explorer.errors import (
 )
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.groups import RingDirection
+from explorer.report.origins import (
+    AxisOrigin,
+    DimOrigin,
+    LayoutConflict,
+    OriginKind,
+    Origins,
+    PathStep,
+)
 from explorer.report.report import (
     Buffer,
     Collective,
@@ -104,6 +112,7 @@ __all__ = [
     "Report", "Collective", "CollectiveKind", "TensorInfo", "TensorRole", "Memory", "Cost",
     "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "CompilerWarning",
     "Why", "Reason", "Evidence", "RingDirection",
+    "Origins", "DimOrigin", "AxisOrigin", "OriginKind", "PathStep", "LayoutConflict",
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",

@@ -150,6 +150,10 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--json", action="store_true", help="one JSON object on stdout")
     a.add_argument("--hlo", choices=["optimized", "propagated", "stablehlo"],
                    help="also print this program text")
+    a.add_argument("--why-layout", metavar="NAME",
+                   help="say why tensor NAME (an input, an output or an intermediate's HLO "
+                   "name) is laid out as it is: per dimension, where each mesh axis came from "
+                   "and the ops it went through (Shardy only), instead of the summary")
     _search_parser(sub)
     sub.add_parser("workloads", help="list the built-in workloads, their tensors and params")
     sub.add_parser("presets", help="list the strategy presets, the mesh axes they expect and "
@@ -329,6 +333,14 @@ def _layout_text(info: dict) -> list[str]:
     return lines + [""] if lines else []
 
 
+def _why_layout_text(report, name: str) -> str:
+    """`--why-layout NAME`: the tensor's layout and one line per dimension saying why."""
+    t = report.tensor(name)
+    lines = [f"{t.name}: {t.spec_text} {list(t.shape)} ({t.kind})"]
+    lines += [f"  {line}" for line in t.origins.text.splitlines()]
+    return "\n".join(lines)
+
+
 def _analyze(args) -> int:
     from explorer.api.workload import analyze_workload
     from explorer.report.summary import summary
@@ -356,7 +368,11 @@ def _analyze(args) -> int:
         _write_trace(args.trace, report.trace.to_chrome())
         print(f"trace written to {args.trace}", file=sys.stderr)
     if args.json:
+        if args.why_layout:
+            report.tensor(args.why_layout)      # an unknown name is an error here too
         print(_strict_json(report.to_dict(texts=bool(args.hlo))))
+    elif args.why_layout:
+        print(_why_layout_text(report, args.why_layout))
     else:
         layout = report.workload.to_dict() if report.workload else {}
         print("\n".join(_layout_text(layout) + [summary(report)]))

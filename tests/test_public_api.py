@@ -19,6 +19,7 @@ PINNED = {
     "Report", "Collective", "CollectiveKind", "TensorInfo", "TensorRole", "Memory", "Cost",
     "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "CompilerWarning",
     "Why", "Reason", "Evidence", "RingDirection",
+    "Origins", "DimOrigin", "AxisOrigin", "OriginKind", "PathStep", "LayoutConflict",
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",

@@ -33,9 +33,17 @@ from explorer.spec.tensor import TensorSpec
 # With xla_dump_to set, XLA also writes the optimized module's buffer assignment and live
 # ranges ("...after_optimizations-live-range.txt"), on the CPU and for a TPU alike, and for a
 # TPU even when the program does not fit its memory.
+# - shardy-verbose: Shardy records, while it propagates, where each mesh axis of every value's
+#   sharding came from and the steps that moved it, and writes its module after propagation
+#   with them (`shardy/module_*/02.after_propagation.mlir`; the compiler drops them before
+#   the modules above). The cost is within the noise of a compile (docs/performance.md).
 PROMOTION_PASSES = ("all-reduce-promotion", "float-normalization-bf16", "change-op-data-type")
-_DUMP_OPTIONS = {"xla_dump_hlo_pass_re": "|".join(("spmd-partitioning",) + PROMOTION_PASSES),
+SHARDY_VERBOSE = "shardy-verbose"
+_DUMP_OPTIONS = {"xla_dump_hlo_pass_re": "|".join(("spmd-partitioning",) + PROMOTION_PASSES
+                                                  + (SHARDY_VERBOSE,)),
                  "xla_dump_hlo_as_text": True}
+# Shardy's module after propagation, in the dump folder.
+AFTER_PROPAGATION = os.path.join("shardy", "module_*", "02.after_propagation.mlir")
 
 
 def _is_spec(x) -> bool:
@@ -173,6 +181,7 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
             _read_first(dump, "*after_optimizations-buffer-assignment.txt")) if peak_live else ""
         optimized = (_read_first(dump, "*after_optimizations.txt") if compiled is None
                      else compiled.as_text())
+        propagated_mlir = _read_first(dump, AFTER_PROPAGATION)
     finally:
         shutil.rmtree(dump, ignore_errors=True)
 
@@ -206,6 +215,7 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         measured=measured,
         stablehlo=lowered.as_text(),
         propagated=propagated,
+        propagated_mlir=propagated_mlir,
         optimized=optimized,
         inputs=inputs,
         outputs=outputs,

@@ -187,6 +187,10 @@ class CompileResult:
     # Compiled for devices that are not here (a TPU slice through libtpu, GPUs through the CUDA
     # plugin), as opposed to this machine's own or fake CPU devices.
     ahead_of_time: bool = False
+    # Shardy's module after propagation (its `02.after_propagation.mlir`), with where each mesh
+    # axis of every value's sharding came from (`sdy.sharding_origins`) and the steps that moved
+    # it (`sdy.propagation_edges`); "" under GSPMD, or where Shardy wrote none.
+    propagated_mlir: str = ""
     # What the worker could not read from jax and left out, said rather than guessed (e.g. a
     # backend with no memory analysis); the Report's notes carry them.
     notes: tuple[str, ...] = ()

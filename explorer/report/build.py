@@ -33,6 +33,7 @@ from explorer.hlo.sharding import tiling_from_hlo
 from explorer.report.buffers import top_buffers
 from explorer.report.dtypes import collectives_of, program_dtypes
 from explorer.report.oom import memory_verdict
+from explorer.report.origins import Origins, origins_by_tensor
 from explorer.report.report import (
     Collective,
     Cost,
@@ -61,7 +62,12 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
     unread: list[str] = []     # what the readers could not read, said in the Report
     unpromoted = parse_module(raw.unpromoted) if raw.unpromoted else None
     collectives = tuple(read_collectives(optimized, mesh, unread, unpromoted))
-    collectives = with_reasons(collectives, optimized, propagated, mesh, _input_names(raw))
+    origins, unknown, origin_notes = origins_by_tensor(
+        raw.propagated_mlir, propagated, partitioner, _input_names(raw),
+        [o.name for o in raw.outputs])
+    unread += origin_notes
+    collectives = with_reasons(collectives, optimized, propagated, mesh, _input_names(raw),
+                               origins)
     collectives = _with_runs(collectives, raw.optimized, optimized, unread)
     spaces = entry_memory_spaces(raw.optimized) or ((), ())
     tensors = (
@@ -69,6 +75,7 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
         + _io_tensors(raw.outputs, TensorRole.OUTPUT, mesh, unread, spaces[1])
         + (read_intermediates(propagated, mesh, unread) if propagated else [])
     )
+    tensors = [replace(t, origins=origins.get(t.name, unknown)) for t in tensors]
     notes = [] if propagated else ["the compiler ran no partitioning pass, so intermediates "
                                    "are not listed"]
     verdict = memory_verdict(raw.out_of_memory.message) if raw.out_of_memory else None
@@ -115,9 +122,11 @@ def _input_names(raw: CompileResult) -> list[str]:
 
 
 def with_reasons(collectives, optimized: HloModule, propagated: HloModule | None,
-                 mesh: MeshSpec, inputs: list[str]) -> tuple[Collective, ...]:
-    """The collectives, each with why it exists, read from the two modules."""
-    whys = explain_collectives(optimized, propagated, mesh, inputs)
+                 mesh: MeshSpec, inputs: list[str],
+                 origins: Mapping[str, Origins] | None = None) -> tuple[Collective, ...]:
+    """The collectives, each with why it exists, read from the two modules (and a reshard's
+    with the origins of the two layouts that clashed, where `origins` has them)."""
+    whys = explain_collectives(optimized, propagated, mesh, inputs, origins)
     return tuple(replace(c, why=whys.get(c.hlo_name)) for c in collectives)
 
 

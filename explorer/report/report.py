@@ -16,6 +16,7 @@ from explorer.errors import TensorError, choices
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.groups import RingDirection
 from explorer.hlo.sharding import tiling_from_hlo
+from explorer.report.origins import Origins
 from explorer.report.trace import StepTrace
 from explorer.report.why import Why
 from explorer.spec.layout import shard_ranges
@@ -134,6 +135,9 @@ class TensorInfo:
         op_name: the jax operation that made an intermediate, from the HLO metadata.
         source: ``file.py:12`` of the user code that made an intermediate; "" if unknown.
         source_text: the line of code at `source`, stripped.
+        origins: why it is laid out so: per dimension, the input, output, sharding constraint
+            or shard_map each mesh axis came from and the ops it went through, or why the
+            dimension is whole (Shardy only; under GSPMD its `note` says why there are none).
         memory_kind: ``"device"``, or ``"pinned_host"`` for an input or output the program keeps
             in host memory (offloaded); intermediates read ``"device"``.
     """
@@ -150,6 +154,8 @@ class TensorInfo:
     op_name: str = ""
     source: str = ""
     source_text: str = ""        # the line of code at `source`, stripped
+    # Why it is laid out so, read from Shardy's record of its propagation (report/origins.py).
+    origins: Origins = Origins(note="origins were not read")
     # Where an input or output lives: "device", or "pinned_host" (offloaded to host memory), as
     # the compiled program's entry layout says.
     memory_kind: str = "device"
@@ -162,6 +168,7 @@ class TensorInfo:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["spec_text"] = self.spec_text
+        d["origins"] = self.origins.to_dict()
         return d
 
 

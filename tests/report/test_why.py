@@ -190,7 +190,7 @@ def test_why_is_in_the_json():
     [d] = json.loads(json.dumps(r.to_dict()))["collectives"]
     assert d["why"]["reason"] == "partial-sum"
     assert set(d["why"]["evidence"]) == {"consumer", "producer", "sharding_before",
-                                         "sharding_after"}
+                                         "sharding_after", "origin_before", "origin_after"}
     assert "source_text" in d
 
 

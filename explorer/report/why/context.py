@@ -7,8 +7,9 @@ indexes and no rule can leave state behind for the next."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.groups import axes_of_groups, axes_of_pairs, device_groups, source_target_pairs
@@ -17,6 +18,9 @@ from explorer.report.why.layout import Layout, dim_axes, shard_dims
 from explorer.report.why.ops import REDUCER, RENAMING, dim_sources
 from explorer.report.why.steps import Chain, find_chains
 from explorer.spec.mesh import MeshSpec
+
+if TYPE_CHECKING:       # at run time origins.py imports this package (its op_name words)
+    from explorer.report.origins import Origins
 
 
 def location(module: HloModule, instr: Instruction) -> tuple[str, int] | None:
@@ -67,10 +71,14 @@ class Context:
     opt_users: Mapping[str, tuple[Instruction, ...]]
     # Optimized collective name -> the steps of the one data movement it is part of.
     chains: Mapping[str, Chain]
+    # Propagated instruction (or input) name -> where each mesh axis of its layout came from,
+    # read from Shardy's record (explorer/report/origins.py); empty where there is none.
+    origins: Mapping[str, Origins] = field(default_factory=dict)
 
     @classmethod
     def of(cls, optimized: HloModule, propagated: HloModule | None, mesh: MeshSpec,
-           inputs: Sequence[str] = ()) -> Context:
+           inputs: Sequence[str] = (), origins: Mapping[str, Origins] | None = None
+           ) -> Context:
         opt_names = optimized.by_name()
         by_op_name: dict[str, list[Instruction]] = {}
         if propagated is not None:
@@ -85,7 +93,7 @@ class Context:
                    propagated.by_name() if propagated is not None else {},
                    {k: tuple(v) for k, v in by_op_name.items()},
                    _users(propagated) if propagated is not None else {},
-                   _users(optimized), find_chains(optimized, opt_names))
+                   _users(optimized), find_chains(optimized, opt_names), origins or {})
 
     # -- layouts -----------------------------------------------------------------------------
 

@@ -9,8 +9,9 @@ rule fits"."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from explorer.hlo.collectives import CollectiveKind, collective_kind
 from explorer.hlo.module import HloModule, Instruction
@@ -19,6 +20,9 @@ from explorer.report.why.layout import spec_text
 from explorer.report.why.metadata import primitive
 from explorer.report.why.reason import Evidence, Reason, Why
 from explorer.report.why.rules import RULES, explicit
+
+if TYPE_CHECKING:       # at run time origins.py imports this package (its op_name words)
+    from explorer.report.origins import Origins
 from explorer.report.why.targets import Target, fused_reductions, targets
 from explorer.report.why.text import article, axes_phrase, lower_first, show, where
 from explorer.spec.mesh import MeshSpec
@@ -31,10 +35,13 @@ def strict_mode() -> bool:
 
 
 def explain_collectives(optimized: HloModule, propagated: HloModule | None, mesh: MeshSpec,
-                        inputs: Sequence[str] = ()) -> dict[str, Why]:
+                        inputs: Sequence[str] = (),
+                        origins: Mapping[str, Origins] | None = None) -> dict[str, Why]:
     """hlo name -> Why for every collective of the optimized module (an async pair once, under
-    the name of its -start). `inputs` names the program's inputs in parameter order."""
-    ctx = Context.of(optimized, propagated, mesh, inputs)
+    the name of its -start). `inputs` names the program's inputs in parameter order; `origins`
+    (propagated instruction or input name -> Origins, from Shardy's record) lets a reshard
+    name where the two layouts it moves between came from."""
+    ctx = Context.of(optimized, propagated, mesh, inputs, origins)
     out = {}
     for instr in optimized.instructions():
         kind, _ = collective_kind(instr.opcode)

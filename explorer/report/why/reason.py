@@ -31,6 +31,10 @@ class Evidence:
     producer: str = ""
     sharding_before: str = ""
     sharding_after: str = ""
+    # For a reshard, where Shardy took each of the two layouts from (an input, a constraint,
+    # ...), e.g. "input `x` (`data` on its dim 0)"; "" where its record does not say.
+    origin_before: str = ""
+    origin_after: str = ""
 
 
 @dataclass(frozen=True)

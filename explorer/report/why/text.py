@@ -4,6 +4,7 @@ sentences, and the sentences more than one rule writes."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from explorer.hlo.module import Instruction, ints
 from explorer.report.why.context import Context, location
@@ -12,6 +13,9 @@ from explorer.report.why.metadata import constraint_point, primitive
 from explorer.report.why.needs import layout_source
 from explorer.report.why.ops import RENAMING
 from explorer.report.why.targets import Target
+
+if TYPE_CHECKING:       # at run time origins.py imports this package (its op_name words)
+    from explorer.report.origins import Origins
 
 CONFLICT = ("where propagation gave it a different layout from its operand (a conflict between "
             "the layouts around it)")
@@ -112,6 +116,46 @@ def cause(ctx: Context, a: Instruction, t: Target) -> str | None:
     i = source.instr
     return (f"as the sharding constraint {constraint_point(i.op_name) or ''}"
             f"{where(ctx, i, t)} asks" + ("" if i is a else " (propagated back to it)"))
+
+
+def _origins_of(ctx: Context, i: Instruction) -> Origins | None:
+    """Shardy's record for a propagated instruction: an entry parameter's under its input's
+    name, any other under its own."""
+    if i.opcode == "parameter" and i.computation == ctx.propagated.entry:
+        number = ints(i.operand_text)
+        if number and number[0] < len(ctx.inputs):
+            return ctx.origins.get(ctx.inputs[number[0]])
+    return ctx.origins.get(i.name)
+
+
+def _axis_origin(ctx: Context, i: Instruction, axes: set[str], t: Target) -> str:
+    """`input `x` (`data` on dim 0)`: where the first of `axes` that splits `i` came from;
+    "" where Shardy's record has none of them."""
+    origins = _origins_of(ctx, i)
+    for dim in origins.dims if origins is not None else ():
+        for o in dim.axes:
+            if o.axis in axes:
+                return f"{o.phrase(t.home or '')} (`{o.axis}` on its dim {dim.dim})"
+    return ""
+
+
+def clash(ctx: Context, producer: Instruction, consumer: Instruction, have: Layout,
+          need: Layout, t: Target) -> tuple[str, str, str]:
+    """The two origins a reshard moves between, as Shardy recorded them: (` The two layouts
+    come from A and from B.`, A, B); empty strings where either is not known."""
+    moved = {x for h, n in zip(have, need, strict=True) for x in set(h) ^ set(n)}
+    moved &= set(t.chain_axes)
+    before = _axis_origin(ctx, producer, moved, t)
+    after = _axis_origin(ctx, consumer, moved, t)
+    if before and after and before != after:
+        return f" The two layouts come from {before} and from {after}.", before, after
+    # No layout of the consumer's own: its operands met there and neither won.
+    origins = _origins_of(ctx, consumer)
+    for c in origins.conflicts if origins is not None else ():
+        if not c.winner and len(c.candidates) >= 2:
+            return (f" The layouts that clash there: {' and '.join(c.candidates)}; neither "
+                    "won.", c.candidates[0], c.candidates[1])
+    return "", before, after
 
 
 def layout_change(ctx: Context, tensor: Instruction, before: Layout | None,

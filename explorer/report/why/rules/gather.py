@@ -5,6 +5,7 @@ or maps elements, the tensor itself changes layout: a reshard."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from explorer.hlo.module import Instruction, ints
 from explorer.report.why.context import Context
@@ -14,7 +15,15 @@ from explorer.report.why.ops import same_tensor
 from explorer.report.why.reason import Evidence, Reason, Why
 from explorer.report.why.rules.base import first_anchor
 from explorer.report.why.targets import Target
-from explorer.report.why.text import axes_phrase, layout_change, moved_by, name, show, where
+from explorer.report.why.text import (
+    axes_phrase,
+    clash,
+    layout_change,
+    moved_by,
+    name,
+    show,
+    where,
+)
 
 
 def gather_exact(ctx: Context, t: Target) -> Why | None:
@@ -38,8 +47,10 @@ def _gather_at(ctx: Context, a: Instruction, t: Target, exact: bool) -> Why | No
                         sharding_before=spec_text(before), sharding_after=spec_text(after))
     if same_tensor(a, o):
         # The consumer only moves or maps elements: the tensor itself changes layout.
+        clashed, came, goes = clash(ctx, o, a, before, after, t)
         return Why(Reason.RESHARD, layout_change(
-            ctx, o, before, after, a, t, f"{moved_by(t, 'gather')} dimension {d}"), evidence)
+            ctx, o, before, after, a, t, f"{moved_by(t, 'gather')} dimension {d}") + clashed,
+            replace(evidence, origin_before=came, origin_after=goes))
     place = where(ctx, a, t)
     prim = primitive(a.op_name, with_einsum=True)
     need = _dot_need(ctx, a, o, d, t) if a.opcode == "dot" else ""

@@ -14,7 +14,7 @@ from explorer.report.why.ops import RENAMING, same_tensor
 from explorer.report.why.reason import Evidence, Reason, Why
 from explorer.report.why.rules.base import first_anchor
 from explorer.report.why.targets import Target
-from explorer.report.why.text import cause, layout_change, moved_by, name, show, where
+from explorer.report.why.text import cause, clash, layout_change, moved_by, name, show, where
 
 
 def _moved_axes(have: Layout, need: Layout) -> set[str]:
@@ -40,11 +40,14 @@ def _operand_at(ctx: Context, a: Instruction, t: Target) -> Why | None:
         if not _moved_axes(have, need) & set(t.chain_axes):
             continue       # the layouts differ, but not over this collective's axes
         removal = all(set(n) <= set(h) for h, n in zip(have, need, strict=True))
+        clashed, before, after = clash(ctx, o, a, have, need, t)
         evidence = Evidence(consumer=show(a), producer=show(o),
-                            sharding_before=spec_text(have), sharding_after=spec_text(need))
+                            sharding_before=spec_text(have), sharding_after=spec_text(need),
+                            origin_before=before, origin_after=after)
         if same_tensor(a, o):
             return Why(Reason.RESHARD, layout_change(
-                ctx, o, have, need, a, t, f"{moved_by(t, 'move')} the data"), evidence)
+                ctx, o, have, need, a, t, f"{moved_by(t, 'move')} the data") + clashed,
+                evidence)
         prim = primitive(a.op_name, with_einsum=True)
         place = where(ctx, a, t)
         if a.opcode == "dot":
@@ -63,7 +66,7 @@ def _operand_at(ctx: Context, a: Instruction, t: Target) -> Why | None:
         return Why(Reason.RESHARD,
                    f"`{prim}` {place} needs {name(ctx, o, t)} laid out as "
                    f"{spec_text(need)} ({how}), but it is {spec_text(have)}: {why_so}, and "
-                   f"{moved_by(t, 'move')} the data.", evidence)
+                   f"{moved_by(t, 'move')} the data.{clashed}", evidence)
     return None
 
 
@@ -109,10 +112,12 @@ def _result_why(ctx: Context, a: Instruction, p: Instruction, u: Instruction, ha
             else f"`{primitive(u.op_name, with_einsum=True) or u.opcode}` ")
     via = "" if p is a else f" (as {name(ctx, p, t)})"
     set_by = cause(ctx, u, t)
+    clashed, before, after = clash(ctx, p, u, have, need, t)
     return Why(Reason.RESHARD,
                f"The result of `{prim}` {where(ctx, a, t)} is laid out as "
                f"{spec_text(have)}{via}, but {user}{where(ctx, u, t)} needs it as "
                f"{spec_text(need)}{', ' + set_by if set_by else ''}; "
-               f"{moved_by(t, 'move')} it.",
+               f"{moved_by(t, 'move')} it.{clashed}",
                Evidence(consumer=show(u), producer=show(p),
-                        sharding_before=spec_text(have), sharding_after=spec_text(need)))
+                        sharding_before=spec_text(have), sharding_after=spec_text(need),
+                        origin_before=before, origin_after=after))
