@@ -36,6 +36,8 @@ from explorer._search.result import StopReason as StopReason
 from explorer._search.result import TimeSource as TimeSource
 from explorer._search.search import search as search
 from explorer.api.analyze import analyze, clear_cache
+from explorer.api.exploration import AppState, Exploration, FunctionRef
+from explorer.api.exploration import load as load_exploration
 from explorer.api.request import PARTITIONERS
 from explorer.api.workload import analyze_workload
 from explorer.compile.pool import WorkerPool
@@ -116,6 +118,8 @@ __all__ = [
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
+    # explorations that can be shared
+    "Exploration", "AppState", "FunctionRef", "load_exploration",
     # strategy search
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
     "CollectiveGroup", "Comparison", "Progress", "SearchStats", "SearchSpace", "SearchPhase",

@@ -50,26 +50,27 @@ def _port(text: str) -> int:
     return port
 
 
-def _check_trace_path(path: str) -> None:
-    """--trace: a file that can be written, checked before the compile (which can take minutes)
-    so that a mistyped folder fails at once rather than after it."""
+def _check_output_path(flag: str, path: str, example: str) -> None:
+    """--trace, --emit-code, --save: a file that can be written, checked before the compile
+    (which can take minutes) so that a mistyped folder fails at once rather than after it."""
     folder = Path(path).parent
     if Path(path).is_dir():
-        raise InputError(f"--trace {path!r} is a folder; give a file name in it, "
-                         f"e.g. {os.path.join(path, 'trace.json')}")
+        raise InputError(f"{flag} {path!r} is a folder; give a file name in it, "
+                         f"e.g. {os.path.join(path, example)}")
     if not folder.is_dir():
-        raise InputError(f"--trace {path!r}: the folder {str(folder)!r} does not exist")
+        raise InputError(f"{flag} {path!r}: the folder {str(folder)!r} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK) or \
             (Path(path).exists() and not os.access(path, os.W_OK)):
-        raise InputError(f"--trace {path!r} is not writable by this user")
+        raise InputError(f"{flag} {path!r} is not writable by this user")
 
 
-def _write_trace(path: str, events: dict) -> None:
+def _write_output(flag: str, path: str, text: str, what: str) -> None:
     try:
         with open(path, "w") as f:
-            json.dump(events, f)
+            f.write(text)
     except OSError as e:        # e.g. the disk filled up, or the folder went away meanwhile
-        raise InputError(f"--trace {path!r} could not be written: {e.strerror or e}") from None
+        raise InputError(f"{flag} {path!r} could not be written: {e.strerror or e}") from None
+    print(f"{what} written to {path}", file=sys.stderr)
 
 
 def _strict_json(obj) -> str:
@@ -100,11 +101,25 @@ def _parser() -> argparse.ArgumentParser:
                           "requires the token printed in the URL)")
     app.add_argument("--token", action="store_true",
                      help="require a token in the URL on loopback too")
-    a = sub.add_parser("analyze", help="compile a built-in workload on a mesh and report")
-    a.add_argument("--workload", required=True, help=f"one of: {', '.join(WORKLOADS)}")
+    a = sub.add_parser("analyze", help="compile a built-in workload on a mesh and report, or "
+                       "the exploration saved in a file (--from)")
+    a.add_argument("--from", dest="from_file", metavar="FILE",
+                   help="analyse the exploration saved in FILE (a JSON file that the app, "
+                   "Exploration.save or --save wrote): its workload, params, mesh, layout and "
+                   "target, in place of those flags; checked field by field, nothing in it run")
+    a.add_argument("--save", metavar="FILE",
+                   help="also write this analysis's request as an exploration FILE that "
+                   "--from, the app and explorer.load_exploration open")
+    a.add_argument("--emit-code", metavar="FILE",
+                   help="also write the layout as plain JAX code to FILE: jax.make_mesh, the "
+                   "NamedShardings, jax.jit with in and out shardings, the pinned activations "
+                   "and the logical_axis_rules (Report.to_code)")
+    a.add_argument("--workload", help=f"one of: {', '.join(WORKLOADS)} (required without "
+                   "--from)")
     a.add_argument("--param", action="append", default=[], metavar="K=V",
                    help="a workload size param, e.g. batch=512 (see `workloads`)")
-    a.add_argument("--mesh", required=True, help="axes and sizes, e.g. data=2,model=4")
+    a.add_argument("--mesh", help="axes and sizes, e.g. data=2,model=4 (required without "
+                   "--from)")
     a.add_argument("--spec", action="append", default=[], metavar="TENSOR=ENTRIES",
                    help="e.g. w1=None,model or \"x=P('data', None)\"; others are replicated "
                    "(or placed by --preset/--rules; a --spec wins over them)")
@@ -139,12 +154,12 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--tpu-topology", metavar="GEN:SHAPE",
                    help="compile ahead of time for a TPU slice, e.g. v5e:4x4 or v4:16x16x16 "
                    "(needs the tpu extra; the mesh's device count must equal the chips)")
-    a.add_argument("--compile-for", default="target", choices=["target", "cpu"],
+    a.add_argument("--compile-for", choices=["target", "cpu"],
                    help="target (the default): compile for a GPU or TPU --target's own "
                    "hardware where its compiler is installed (the gpu or tpu extra, no device "
                    "needed); cpu: on fake CPU devices, priced on the target (approximate)")
-    a.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])
-    a.add_argument("--axis-type", default="auto", choices=["auto", "explicit"])
+    a.add_argument("--partitioner", choices=["shardy", "gspmd"], help="default: shardy")
+    a.add_argument("--axis-type", choices=["auto", "explicit"], help="default: auto")
     a.add_argument("--timeout", type=_seconds, default=None,
                    help="compile time limit, seconds")
     a.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -341,32 +356,82 @@ def _why_layout_text(report, name: str) -> str:
     return "\n".join(lines)
 
 
+# The flags that make up analyze's request, which an exploration file (--from) gives instead.
+_REQUEST_FLAGS = ("workload", "param", "mesh", "spec", "preset", "rules", "activation",
+                  "target", "mapping", "peak", "partitioner", "axis_type", "compile_for")
+
+
+def _exploration(args):
+    """analyze's request as an Exploration: the file's with --from (no request flag beside
+    it), else the flags', checked as a file is (so that --save writes one that loads)."""
+    from explorer.api.exploration import Exploration, from_dict, load
+
+    if args.from_file:
+        given = [f for f in _REQUEST_FLAGS if getattr(args, f) not in (None, [], False)]
+        if given:
+            raise InputError(f"--{given[0].replace('_', '-')} and --from {args.from_file}: the "
+                             "file gives the whole request; drop one of them")
+        exploration = load(args.from_file)
+        if exploration.workload is None:
+            where = exploration.function.text() if exploration.function else "not importable"
+            raise InputError(f"--from {args.from_file} is an exploration of a user's function "
+                             f"({where}), which a file does not carry, nor its inputs; open it "
+                             "in Python: explorer.load_exploration(FILE).analyze(fn, *inputs)")
+        return exploration
+    workload = get_workload(args.workload)
+    given = _key_values(args.param, "--param")
+    resolved = workload.resolve(given)       # numbers as numbers in a saved file
+    return from_dict(Exploration(
+        workload=args.workload, params={k: resolved[k] for k in given}, mesh=args.mesh,
+        specs=_key_values(args.spec, "--spec"), preset=args.preset, rules=args.rules or "",
+        activations=_key_values(args.activation, "--activation"),
+        axis_type=args.axis_type or "auto", partitioner=args.partitioner or "shardy",
+        compile_for=args.compile_for or "target", target=args.target, mapping=args.mapping,
+        peak=args.peak).to_dict())
+
+
 def _analyze(args) -> int:
     from explorer.api.workload import analyze_workload
     from explorer.report.summary import summary
 
-    get_workload(args.workload)
-    if args.trace and not args.target:
+    if not args.from_file:
+        if not (args.workload and args.mesh):
+            raise InputError("analyze needs --workload and --mesh, or --from FILE")
+        get_workload(args.workload)
+    exploration = _exploration(args) if args.from_file or args.save else None
+    target = exploration.target if exploration is not None else args.target
+    if args.trace and not target:
         raise InputError(f"--trace {args.trace} needs --target: the timeline is predicted "
                          "for a target, e.g. --target h100-8 (see `targets`)")
-    if args.trace:
-        _check_trace_path(args.trace)
-    report = analyze_workload(args.workload, args.mesh, specs=_key_values(args.spec, "--spec"),
-                              params=_key_values(args.param, "--param"),
-                              preset=args.preset, rules=args.rules,
-                              activations=_key_values(args.activation, "--activation"),
-                              partitioner=args.partitioner, axis_type=args.axis_type,
-                              timeout=args.timeout, target=args.target, mapping=args.mapping,
-                              measure=args.measure, tpu_topology=args.tpu_topology,
-                              real_devices=args.real_devices, peak=args.peak,
-                              compile_for=args.compile_for)
+    for flag, path, example in (("--trace", args.trace, "trace.json"),
+                                ("--emit-code", args.emit_code, "layout.py"),
+                                ("--save", args.save, "exploration.json")):
+        if path:
+            _check_output_path(flag, path, example)
+    run = dict(timeout=args.timeout, measure=args.measure, tpu_topology=args.tpu_topology,
+               real_devices=args.real_devices)
+    if exploration is not None:
+        report = exploration.analyze(**run)
+    else:
+        report = analyze_workload(args.workload, args.mesh,
+                                  specs=_key_values(args.spec, "--spec"),
+                                  params=_key_values(args.param, "--param"),
+                                  preset=args.preset, rules=args.rules,
+                                  activations=_key_values(args.activation, "--activation"),
+                                  partitioner=args.partitioner or "shardy",
+                                  axis_type=args.axis_type or "auto", target=args.target,
+                                  mapping=args.mapping, peak=args.peak,
+                                  compile_for=args.compile_for or "target", **run)
     if args.trace:
         if report.trace is None:
-            raise ExplorerError(f"no trace for --target {args.target}: "
+            raise ExplorerError(f"no trace for --target {target}: "
                                 + "; ".join(report.estimate.compute.notes or
                                             ("its compiled program has no schedule",)))
-        _write_trace(args.trace, report.trace.to_chrome())
-        print(f"trace written to {args.trace}", file=sys.stderr)
+        _write_output("--trace", args.trace, json.dumps(report.trace.to_chrome()), "trace")
+    if args.emit_code:
+        _write_output("--emit-code", args.emit_code, report.to_code(), "code")
+    if args.save:
+        _write_output("--save", args.save, exploration.to_json(), "exploration")
     if args.json:
         if args.why_layout:
             report.tensor(args.why_layout)      # an unknown name is an error here too

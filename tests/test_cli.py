@@ -351,10 +351,11 @@ def test_a_trace_in_a_read_only_folder_exits_2_before_the_compile(no_compile, tm
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
 def test_a_trace_write_that_fails_is_one_input_error_naming_the_file():
-    from explorer.cli import _write_trace
+    from explorer.cli import _write_output
     from explorer.errors import InputError
 
     # /dev/full takes the open and refuses the write, as a full disk does.
     with pytest.raises(InputError) as caught:
-        _write_trace("/dev/full", {"traceEvents": [{"name": "step", "ph": "X"}]})
+        _write_output("--trace", "/dev/full", '{"traceEvents": [{"name": "step", "ph": "X"}]}',
+                      "trace")
     assert str(caught.value) == "--trace '/dev/full' could not be written: No space left on device"

@@ -22,6 +22,7 @@ PINNED = {
     "Origins", "DimOrigin", "AxisOrigin", "OriginKind", "PathStep", "LayoutConflict",
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
+    "Exploration", "AppState", "FunctionRef", "load_exploration",
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
     "CollectiveGroup", "Comparison", "Progress", "SearchStats", "SearchSpace", "SearchPhase",
     "StopReason", "TimeSource",
