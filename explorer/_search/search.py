@@ -70,8 +70,9 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
 
     Args:
         program: a built-in workload's name (its params in `params`), or a function followed
-            by its arguments, TensorSpecs in lists, tuples and dicts, as explorer.analyze takes
-            them.
+            by its arguments as explorer.analyze takes them: TensorSpecs, arrays or
+            ShapeDtypeStructs in any pytree (an Equinox module, an optax state), each named
+            by its key path.
         mesh: the mesh axes and sizes, e.g. "data=2,model=4".
         target: the hardware to predict on (see explorer.targets()); `mapping` places mesh
             axes on its links.
