@@ -12,8 +12,11 @@ partitioning needed it, and reads the shardings of that instruction and its oper
   sharded (FSDP weights before a matmul; the scaling book's case 4);
 - `reshard`: the layout moves between producer and consumer (a sharding constraint, a
   shard_map's in_specs, or propagation meeting a conflict; the explorer's jit leaves output
-  layouts to propagation, so an output spec never is the cause);
-- `indexing`: a gather, scatter or dynamic slice along a sharded dimension;
+  layouts to propagation, so an output spec never is the cause); where Shardy recorded where
+  the two layouts came from (explorer/report/origins.py), the sentence names both;
+- `indexing`: a gather, scatter or dynamic slice along a sharded dimension, or a slice, pad or
+  concatenate at fixed offsets along one (the parts of its result start on other devices than
+  the elements they hold: jax.random.split's halves of a sharded array of counters);
 - `explicit`: the program asked for it (psum, ppermute, all_to_all inside a shard_map);
 - `unknown`: none of these is shown by the modules; the text says what was missing.
 

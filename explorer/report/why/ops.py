@@ -25,6 +25,9 @@ LAYOUT_OPS = {
     "shift-right-arithmetic", "real", "imag", "optimization-barrier",
 }
 INDEXING_OPS = {"gather", "scatter", "dynamic-slice", "dynamic-update-slice"}
+# Ops that cut, pad or join along dimensions at fixed offsets: along a sharded dimension the
+# parts of the result lie on other devices than the elements they come from.
+SLICING_OPS = {"slice", "pad", "concatenate"}
 # The reduction a reducer computation's root computes, as a sentence names it.
 REDUCER = {"add": "sum", "maximum": "maximum", "minimum": "minimum", "multiply": "product",
            "and": "logical and", "or": "logical or"}
@@ -67,6 +70,23 @@ def indexed_dims(a: Instruction, names: Mapping[str, Instruction]) -> list[int]:
         upd = names.get(a.operands[1]) if len(a.operands) > 1 else None
         part = upd.arrays[0].dims if upd is not None and upd.arrays else ()
     return [d for d, (n, p) in enumerate(zip(full, part, strict=False)) if p < n]
+
+
+def sliced_dims(a: Instruction, names: Mapping[str, Instruction]) -> list[int]:
+    """The dimensions of operand 0 that a slice cuts (not start 0, full length, stride 1), a
+    pad pads, or a concatenate joins along."""
+    if a.opcode == "concatenate":
+        return sorted(set(ints(a.attr("dimensions"))))
+    if a.opcode == "pad":
+        pads = (a.attr("padding") or "").split("x")
+        return [d for d, p in enumerate(pads) if any(int(n) for n in re.findall(r"-?\d+", p))]
+    src = names.get(a.operands[0]) if a.operands else None
+    if a.opcode != "slice" or src is None or not src.arrays:
+        return []
+    ranges = re.findall(r"\[(\d+):(\d+)(?::(\d+))?\]", a.attr("slice") or "")
+    full = src.arrays[0].dims
+    return [d for d, (start, limit, stride) in enumerate(ranges) if d < len(full) and (
+        int(start) != 0 or int(limit) != full[d] or (stride and int(stride) != 1))]
 
 
 def dim_sources(i: Instruction, d: int, dims: Sequence[int], ops: list[Instruction]

@@ -9,7 +9,7 @@ from explorer.hlo.collectives import CollectiveKind
 from explorer.report.why.rules.base import Rule
 from explorer.report.why.rules.explicit import explicit
 from explorer.report.why.rules.gather import gather, gather_exact
-from explorer.report.why.rules.indexing import indexing
+from explorer.report.why.rules.indexing import indexing, slicing
 from explorer.report.why.rules.partial_sum import partial_sum
 from explorer.report.why.rules.reshard import reshard_operand, reshard_result
 
@@ -22,7 +22,8 @@ RULES: dict[CollectiveKind, tuple[Rule, ...]] = {
     CollectiveKind.ALL_GATHER: (indexing, gather_exact, gather, reshard_operand,
                                 reshard_result),
     CollectiveKind.ALL_TO_ALL: (reshard_operand, reshard_result),
-    CollectiveKind.COLLECTIVE_PERMUTE: (reshard_operand, reshard_result),
+    # A permute that no layout change explains may move a slice's parts (slicing).
+    CollectiveKind.COLLECTIVE_PERMUTE: (reshard_operand, reshard_result, slicing),
 }
 
 __all__ = ["RULES", "Rule", "explicit"]
