@@ -11,7 +11,13 @@ source lines survive. Both ends are our own processes.
 
 Each worker leads its own session (process group): a program that starts threads or processes
 cannot keep a stopped worker alive, since the whole group is killed, and a Ctrl-C in the
-caller's terminal does not reach the workers.
+caller's terminal does not reach the workers. On Linux the worker runs under a reaper
+(explorer.compile.reaper), which also ends the processes that left the group (`setsid`, a
+daemon's double fork) when the worker ends, is stopped, or this process dies; the pool stops a
+worker by closing the reaper's stdin.
+
+A worker's end is noticed as it happens (a pidfd of its process is watched beside its
+socket), not only when its socket closes, which a process it forked may hold open.
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 
+from explorer.compile import reaper
 from explorer.compile.protocol import (
     Backend,
     CompileRequest,
@@ -49,6 +56,11 @@ MAX_WARM_WORKERS = 4        # each warm worker holds a jax runtime (~0.2-0.5 GB)
 # beyond the caches the worker clears after each one cannot pile up without bound.
 RECYCLE_AFTER = 500
 _EXIT_GRACE_S = 2.0         # how long a worker that closed its socket gets to exit by itself
+_STOP_GRACE_S = 5.0         # how long a reaper gets to end its worker's processes when asked
+_POLL_S = 0.1               # how often a worker's end is looked for where no pidfd tells it
+# Whether workers run under a reaper (Linux only; a module constant so that the tests can run
+# the other platforms' way too).
+REAPED = reaper.SUPPORTED
 
 
 def _worker_env(key: WorkerKey) -> dict:
@@ -73,6 +85,15 @@ def _worker_env(key: WorkerKey) -> dict:
         env["JAX_SKIP_CUDA_CONSTRAINTS_CHECK"] = "1"
     env["XLA_FLAGS"] = " ".join(flags)
     return env
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when process `pid` ends (Linux 5.3 and later), or None
+    where there is none: the pool then looks every _POLL_S."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _start_error(key: WorkerKey, python: str, e: OSError) -> WorkerError:
@@ -132,17 +153,21 @@ class Worker:
             opened += [parent_sock, child_sock]
             self._log = tempfile.TemporaryFile(mode="w+b")
             opened.append(self._log)
+            command = [python, "-m", "explorer.compile.worker", str(child_sock.fileno()),
+                       key.label()]
             self.proc = subprocess.Popen(
-                [python, "-m", "explorer.compile.worker", str(child_sock.fileno()),
-                 key.label()],
+                reaper.command(python, command) if REAPED else command,
                 pass_fds=(child_sock.fileno(),), env=_worker_env(key),
-                stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
-                start_new_session=True)
+                # A reaper's stdin is its stop signal: closed by kill(), or by the kernel when
+                # this process dies.
+                stdin=subprocess.PIPE if REAPED else subprocess.DEVNULL,
+                stdout=self._log, stderr=self._log, start_new_session=True)
         except OSError as e:
             for f in opened:
                 f.close()
             raise _start_error(key, python, e) from None
         child_sock.close()
+        self._ended = _pidfd(self.proc.pid)
         self.conn = Connection(parent_sock.detach())
         self._request_start = 0     # where the current request's output starts in the log
         self._answered = 0
@@ -187,17 +212,31 @@ class Worker:
             self._request_start = self._log_size()
         try:
             self.conn.send(message)
-            if not self.conn.poll(timeout):
+            if not self._answer_or_end(timeout):
                 self.kill()
                 raise WorkerError(
                     f"compile took longer than the {timeout:g} s limit on {self.what} "
                     "and its worker was stopped; simplify the program, shrink the mesh "
                     "or raise the timeout")
             reply = self.conn.recv()
-            self._answered += 1
-            return reply
         except (EOFError, OSError):
             raise self._lost() from None
+        self._answered += 1
+        return reply
+
+    def _answer_or_end(self, timeout: float) -> bool:
+        """Wait until the worker answers (True) or `timeout` passes (False); raise the
+        WorkerError of its end if the worker ends first, though a process it forked may still
+        hold its socket open. An answer sent just before the end is read first."""
+        deadline = time.monotonic() + timeout
+        watched = [self.conn] if self._ended is None else [self.conn, self._ended]
+        while (left := deadline - time.monotonic()) > 0:
+            ready = wait(watched, left if self._ended is not None else min(left, _POLL_S))
+            if self.conn in ready:
+                return True
+            if self.exit_status() is not None:
+                raise self._lost()
+        return False
 
     def _lost(self) -> WorkerError:
         """The error for a worker whose connection broke; stops what is left of it."""
@@ -219,17 +258,37 @@ class Worker:
         return WorkerError(f"the compile worker for {self.what} died ({_how_it_ended(status)}); "
                            f"a fresh worker will serve the next request.{said}")
 
+    def ask_to_stop(self) -> None:
+        """Ask the reaper, if there is one, to end the worker and all it started (see kill);
+        returns at once, so that several workers can stop at the same time."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+
     def kill(self) -> None:
-        """Stop the worker and every process of its group, and release its files."""
+        """Stop the worker and every process it started, and release its files. A reaper is
+        asked first (it also ends the processes that left the worker's group); where there is
+        none, or it has not finished within _STOP_GRACE_S, the worker's process group is
+        killed."""
         if self.closed:
             return
         self.closed = True
+        self.ask_to_stop()
+        if self.proc.stdin is not None:
+            try:
+                self.proc.wait(timeout=_STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
         if self.proc.returncode is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)   # its session: pgid == pid
             except (ProcessLookupError, PermissionError):
                 pass
             self.proc.wait()
+        if self._ended is not None:
+            os.close(self._ended)
         self.conn.close()
         self._log.close()
 
@@ -317,6 +376,8 @@ class WorkerPool:
 
     def close(self) -> None:
         with self._lock:
+            for worker in self._workers.values():
+                worker.ask_to_stop()        # all at once, then wait for each
             for worker in self._workers.values():
                 worker.kill()
             self._workers.clear()

@@ -1,17 +1,22 @@
 """Worker faults: each one gives the caller a WorkerError that says what happened, and the next
-request is served by a fresh worker."""
+request is served by a fresh worker. What a program leaves behind (threads, child processes,
+processes in sessions of their own) cannot reach the next request, nor outlive the pool."""
 
 import errno
 import os
 import resource
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
 import pytest
 
 from explorer import TensorSpec, WorkerError, WorkerPool, analyze
-from explorer.compile.protocol import Crash, Ping, Pong, Sleep, WorkerKey
+from explorer.compile import pool as pool_module
+from explorer.compile.protocol import Crash, Ping, Sleep, WorkerKey
 
 # Each fault test starts, breaks and replaces real worker processes: seconds apiece.
 pytestmark = pytest.mark.slow
@@ -30,33 +35,97 @@ def _sum(x):
     return x.sum()
 
 
+def _sums_over(report, devices=2) -> bool:
+    """Whether `report` is that of x.sum() over `devices` devices: one all-reduce over all."""
+    return [(c.kind, c.group_size) for c in report.collectives] == [("all-reduce", devices)]
+
+
 def _next_request_works(pool, devices=2):
-    r = analyze(_sum, X, mesh={"d": devices}, pool=pool, use_cache=False)
-    assert [(c.kind, c.group_size) for c in r.collectives] == [("all-reduce", devices)]
+    assert _sums_over(analyze(_sum, X, mesh={"d": devices}, pool=pool, use_cache=False), devices)
+
+
+def _state(pid: int) -> str | None:
+    """The one-letter state of `pid` ("R", "S", "Z", ...), or None if there is no such process.
+    The command name in /proc/PID/stat may hold spaces and parentheses, so the fields are read
+    after its last ')'."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
 
 
 def _gone(pid: int, within: float = 5.0) -> bool:
-    """Whether process `pid` has ended (a zombie waiting for its reaper counts as ended)."""
+    """Whether process `pid` has ended within `within` seconds (a zombie waiting for its reaper
+    counts as ended)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True
-        except FileNotFoundError:
+        if _state(pid) in (None, "Z"):
             return True
         time.sleep(0.05)
     return False
 
 
-def test_sigkill_mid_compile_names_the_signal(pool):
-    pid = pool.warm(WorkerKey.fake_cpu(2)).pid
+def _running(*argv: str) -> list[int]:
+    """The living processes (zombies left out) whose command line is exactly `argv`."""
+    wanted = "\0".join(argv) + "\0"
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline") as f:
+                if f.read() == wanted and _state(int(entry)) not in (None, "Z"):
+                    found.append(int(entry))
+        except (OSError, ValueError):      # not a process, or one that just ended
+            continue
+    return found
+
+
+def _none_running(*argv: str, within: float = 5.0) -> bool:
+    """Whether, within `within` seconds, no living process runs exactly `argv`."""
+    deadline = time.monotonic() + within
+    while _running(*argv):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _when_written(path, within: float = 120.0) -> list[int]:
+    """The whole lines of numbers written to `path` (a program in a worker writes them), once
+    there are any; [] if none came within `within` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().endswith("\n"):
+            return [int(n) for n in path.read_text().split()]
+        time.sleep(0.02)
+    return []
+
+
+def _note_pid(path) -> None:
+    """Append this process's pid to `path` (called in a worker, by the program)."""
+    with path.open("a") as f:
+        f.write(f"{os.getpid()}\n")
+
+
+def _kill_once_noted(pids) -> None:
+    """SIGKILL the worker once its program has noted its pid in `pids` (so that the signal
+    comes while the program runs, however long the request took to get there)."""
+    def kill():
+        for pid in _when_written(pids):
+            os.kill(pid, signal.SIGKILL)
+
+    threading.Thread(target=kill, daemon=True).start()
+
+
+def test_sigkill_mid_compile_names_the_signal(pool, tmp_path):
+    pids = tmp_path / "pids"
 
     def slow(x):            # still being traced when the signal comes
+        _note_pid(pids)
         time.sleep(30)
         return x
 
-    threading.Timer(1.0, os.kill, (pid, signal.SIGKILL)).start()
+    _kill_once_noted(pids)
     with pytest.raises(WorkerError, match=r"for 2 devices died \(killed by SIGKILL, sent by "
                                           "the kernel's out-of-memory killer"):
         analyze(slow, X, mesh="d=2", pool=pool, use_cache=False)
@@ -146,25 +215,37 @@ def test_running_out_of_file_descriptors_is_a_worker_error(pool):
     _next_request_works(pool)
 
 
-def test_a_busy_worker_is_never_evicted():
-    p = WorkerPool(timeout=30, max_workers=1)
+def test_a_busy_worker_is_never_evicted(tmp_path):
+    # The busy request holds its worker until the test lets it go (a fixed sleep could end
+    # before the second worker has started, on a loaded machine).
+    p = WorkerPool(timeout=120, max_workers=1)
+    release = tmp_path / "release"
+
+    def holds_until_released(x):
+        while not release.exists():
+            time.sleep(0.01)
+        return x.sum()
+
     try:
         busy = WorkerKey.fake_cpu(2)
         p.warm(busy)
-        replies = []
-        sleeper = threading.Thread(target=lambda: replies.append(p.run(busy, Sleep(4))))
-        sleeper.start()
-        while True:              # until the sleep holds the worker
+        reports = []
+        holder = threading.Thread(target=lambda: reports.append(
+            analyze(holds_until_released, X, mesh="d=2", pool=p, use_cache=False)))
+        holder.start()
+        while True:              # until the request holds the worker
             with p._lock:
                 if p._workers[busy].users:
                     break
             time.sleep(0.01)
         p.warm(WorkerKey.fake_cpu(3))      # over the limit while the other one is busy
         assert len(p._workers) == 2
-        sleeper.join()
-        assert isinstance(replies[0], Pong) and replies[0].devices == 2
+        release.touch()
+        holder.join()
+        assert _sums_over(reports[0])
         assert len(p._workers) == 1        # trimmed back once it was idle
     finally:
+        release.touch()
         p.close()
 
 
@@ -222,3 +303,105 @@ def test_a_death_quotes_only_what_its_own_request_printed(pool):
         pool.run(WorkerKey.fake_cpu(8), Crash(exit_code=3))
     assert str(info.value) == ("the compile worker for 8 devices died (exit status 3); a fresh "
                                "worker will serve the next request.")
+
+
+def test_a_child_in_its_own_session_ends_with_its_worker_and_the_pool(pool, tmp_path):
+    pids = tmp_path / "pids"
+
+    def starts_a_session(x):
+        subprocess.Popen(["setsid", "sleep", "302"])
+        _note_pid(pids)
+        return x.sum()
+
+    assert _sums_over(analyze(starts_a_session, X, mesh="d=2", pool=pool, use_cache=False))
+    pool.close()
+    (worker,) = _when_written(pids)
+    assert _none_running("sleep", "302") and _gone(worker)
+
+
+def test_a_child_in_its_own_session_ends_when_its_worker_crashes(pool):
+    def starts_a_session_then_crashes(x):
+        subprocess.Popen(["setsid", "sleep", "303"])
+        os._exit(3)
+
+    with pytest.raises(WorkerError, match=r"for 2 devices died \(exit status 3\)"):
+        analyze(starts_a_session_then_crashes, X, mesh="d=2", pool=pool, use_cache=False)
+    assert _none_running("sleep", "303")
+    _next_request_works(pool)
+
+
+def test_a_child_in_its_own_session_ends_when_its_worker_is_killed(pool, tmp_path):
+    pids = tmp_path / "pids"
+
+    def starts_a_session_then_waits(x):
+        subprocess.Popen(["setsid", "sleep", "304"])
+        _note_pid(pids)
+        time.sleep(60)
+        return x
+
+    _kill_once_noted(pids)
+    with pytest.raises(WorkerError, match=r"for 2 devices died \(killed by SIGKILL"):
+        analyze(starts_a_session_then_waits, X, mesh="d=2", pool=pool, use_cache=False)
+    assert _none_running("sleep", "304")
+    _next_request_works(pool)
+
+
+@pytest.mark.parametrize("reaped", [True, False], ids=["under a reaper", "without one"])
+def test_a_worker_death_is_noticed_while_a_forked_child_holds_its_socket(
+        tmp_path, monkeypatch, reaped):
+    # Without a reaper (as on macOS) the pool notices the worker's exit itself; the limit is
+    # far above what noticing takes, so a pool that waited for the socket to close would fail
+    # with the time limit's message instead.
+    monkeypatch.setattr(pool_module, "REAPED", reaped)
+    pool = WorkerPool(timeout=60)
+    pids = tmp_path / "pids"
+
+    def forks_then_exits(x):
+        child = os.fork()
+        if child == 0:          # holds the worker's socket, and lives on
+            time.sleep(600)
+            os._exit(0)
+        with pids.open("w") as f:
+            f.write(f"{child}\n")
+        os._exit(4)
+
+    try:
+        with pytest.raises(WorkerError, match=r"for 2 devices died \(exit status 4\)"):
+            analyze(forks_then_exits, X, mesh="d=2", pool=pool, use_cache=False)
+        (child,) = _when_written(pids)
+        assert _gone(child)
+        _next_request_works(pool)
+    finally:
+        pool.close()
+
+
+OWNER = textwrap.dedent("""
+    import os, subprocess, sys, time
+    from explorer import TensorSpec, WorkerPool, analyze
+
+    PIDS = sys.argv[1]      # a global of __main__: it travels with the function
+
+    def hangs(x):
+        subprocess.Popen(["setsid", "sleep", "306"])
+        with open(PIDS, "w") as f:
+            f.write(f"{os.getpid()} {os.getppid()}\\n")
+        time.sleep(600)
+        return x
+
+    analyze(hangs, TensorSpec("x", (8,), spec="d"), mesh="d=2", pool=WorkerPool(timeout=900),
+            use_cache=False)
+""")
+
+
+def test_a_process_killed_while_its_pool_compiles_leaves_no_process_behind(tmp_path):
+    # A notebook kernel killed mid-compile: no atexit runs, nothing closes the pool.
+    script, pids = tmp_path / "owner.py", tmp_path / "pids"
+    script.write_text(OWNER)
+    owner = subprocess.Popen([sys.executable, str(script), str(pids)])
+    try:
+        (worker, worker_parent) = _when_written(pids)
+    finally:
+        owner.kill()
+        owner.wait()
+    assert _gone(worker, within=10) and _gone(worker_parent)
+    assert _none_running("sleep", "306")
