@@ -14,7 +14,8 @@ cannot keep a stopped worker alive, since the whole group is killed, and a Ctrl-
 caller's terminal does not reach the workers. On Linux the worker runs under a reaper
 (explorer.compile.reaper), which also ends the processes that left the group (`setsid`, a
 daemon's double fork) when the worker ends, is stopped, or this process dies; the pool stops a
-worker by closing the reaper's stdin.
+worker by closing the reaper's stdin. A worker whose program left a thread or a process
+running answers once more (`Retiring`) and is replaced.
 
 A worker's end is noticed as it happens (a pidfd of its process is watched beside its
 socket), not only when its socket closes, which a process it forked may hold open.
@@ -45,6 +46,7 @@ from explorer.compile.protocol import (
     Ping,
     Pong,
     Reply,
+    Retiring,
     WorkerKey,
 )
 from explorer.errors import CompileError, WorkerError
@@ -146,6 +148,7 @@ class Worker:
         self.users = 0                   # requests that hold or wait for it (under pool lock)
         self.compiles = 0
         self.closed = False
+        self.retiring = False            # its program left something running: replace it
         python = python or sys.executable
         opened = []
         try:
@@ -222,6 +225,9 @@ class Worker:
         except (EOFError, OSError):
             raise self._lost() from None
         self._answered += 1
+        if isinstance(reply, Retiring):
+            self.retiring = True
+            reply = reply.reply
         return reply
 
     def _answer_or_end(self, timeout: float) -> bool:
@@ -329,7 +335,8 @@ class WorkerPool:
             worker.users -= 1
             current = self._workers.get(worker.key) is worker
             worn = worker.compiles >= self.recycle_after
-            if worker.users == 0 and (worn or worker.closed):
+            # A retiring worker has exited already: the requests waiting for it must not get it.
+            if worker.retiring or (worker.users == 0 and (worn or worker.closed)):
                 worker.kill()
                 if current:
                     del self._workers[worker.key]

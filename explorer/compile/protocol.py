@@ -3,7 +3,8 @@ socketpair between two of our own processes.
 
 The parent sends a `CompileRequest` or a control message (`Ping`, and `Crash` and `Sleep`,
 which exist for the tests of crash and time-limit recovery); the worker answers each with one
-reply: a `CompileResult`, a `Pong`, or a `Failure` that carries the program's error.
+reply: a `CompileResult`, a `Pong`, or a `Failure` that carries the program's error, wrapped in
+`Retiring` when the worker stops after it.
 No jax here: both sides import this module, and the parent never loads jax.
 """
 
@@ -211,3 +212,12 @@ class Failure:
 
 
 Reply = CompileResult | Pong | Failure
+
+
+@dataclass(frozen=True)
+class Retiring:
+    """The worker's last answer: `reply`, after which it exits, because the program it ran left
+    a thread or a process running that could strike during a later request (exit the worker,
+    interrupt its main thread). The parent delivers `reply` and replaces the worker."""
+
+    reply: Reply

@@ -5,10 +5,16 @@ socket FD until the parent closes it. A failing program is reported back (a Fail
 worker goes on. A program that tries to end the process (SystemExit, KeyboardInterrupt) ends
 it for good: the worker says why on stderr, which the parent shows, and exits at once, so that
 no thread the program started can keep it alive.
+
+A program that returns but leaves a thread or a process running ends its worker too, after its
+answer: what it left could exit the worker or interrupt its main thread during a later request,
+and that request would fail, blamed for it. The worker answers `Retiring(reply)` and exits;
+the parent replaces it.
 """
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 import time
@@ -23,10 +29,15 @@ from explorer.compile.protocol import (
     Ping,
     Pong,
     Reply,
+    Retiring,
     Sleep,
 )
+from explorer.compile.reaper import PID_VARIABLE, children
 
 EXIT_PROGRAM_ENDED = 70      # the program raised SystemExit or KeyboardInterrupt
+# How long what a program started gets to end by itself after the program returned before the
+# worker counts it as left running (a helper thread finishing, a child exiting).
+_LEFTOVER_GRACE_S = 0.5
 
 
 def _serve(conn: Connection) -> None:
@@ -38,13 +49,45 @@ def _serve(conn: Connection) -> None:
             message = conn.recv()
         except EOFError:
             return
-        conn.send(_answer(message))
+        threads = _thread._count()
+        reply = _answer(message)
+        if isinstance(message, CompileRequest) and _left_running(threads):
+            conn.send(Retiring(reply))
+            return       # and exit at once (main), before what the program left can strike
+        conn.send(reply)
         if isinstance(message, CompileRequest):
             # Every request jits a new function, so jax's caches (traces, lowerings,
             # executables) would only grow, by 0.2-0.6 MB a compile (measured, 200 compiles of
             # the transformer workloads); cleared, the worker's RSS stays flat. After the
             # reply, so that the caller does not wait for it.
             jax.clear_caches()
+
+
+def _left_running(threads_before: int) -> bool:
+    """Whether the program just run left a thread or a process running, once they have had
+    `_LEFTOVER_GRACE_S` to end.
+
+    Threads are those Python started: `_thread._count()` counts threading's and
+    `_thread.start_new_thread`'s alike, and jax and XLA start none (measured: their pools are
+    native threads, started at their own pace, so a count of the process's OS threads would
+    retire every worker). A thread started by native code the program calls is not seen.
+    Processes are the worker's living children and, under a reaper, the reaper's other
+    children: orphans of the program's processes."""
+    deadline = time.monotonic() + _LEFTOVER_GRACE_S
+    while True:
+        left = _thread._count() > threads_before or bool(_processes_left())
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.01)
+
+
+def _processes_left() -> list[int]:
+    """The living processes the programs run so far left: see _left_running."""
+    if not sys.platform.startswith("linux"):
+        return []       # no /proc: children are not looked for (see docs/reliability.md)
+    reaped = os.environ.get(PID_VARIABLE) == str(os.getppid())
+    found = children(os.getpid(), os.getppid()) if reaped else children(os.getpid())
+    return [pid for pid, state in found.items() if state != "Z" and pid != os.getpid()]
 
 
 def _answer(message: Message) -> Reply:

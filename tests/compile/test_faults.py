@@ -2,6 +2,7 @@
 request is served by a fresh worker. What a program leaves behind (threads, child processes,
 processes in sessions of their own) cannot reach the next request, nor outlive the pool."""
 
+import _thread
 import errno
 import os
 import resource
@@ -305,6 +306,50 @@ def test_a_death_quotes_only_what_its_own_request_printed(pool):
                                "worker will serve the next request.")
 
 
+@pytest.mark.parametrize("strike", ["os._exit(4)", "_thread.interrupt_main()"])
+def test_a_thread_a_program_leaves_running_cannot_fail_the_next_request(pool, tmp_path, strike):
+    # The thread strikes once the next request has started (not after a fixed delay), so that
+    # it falls inside that request however loaded the machine is.
+    started = tmp_path / "the next request started"
+    pids = tmp_path / "pids"
+
+    def leaves_a_thread(x):
+        def strike_later():
+            while not started.exists():
+                time.sleep(0.01)
+            if strike == "os._exit(4)":
+                os._exit(4)
+            _thread.interrupt_main()
+
+        threading.Thread(target=strike_later, daemon=True).start()
+        _note_pid(pids)
+        return x.sum()
+
+    def innocent(x):
+        _note_pid(pids)
+        started.touch()
+        time.sleep(2)          # a thread polling every 10 ms would strike in here
+        return x.sum()
+
+    assert _sums_over(analyze(leaves_a_thread, X, mesh="d=2", pool=pool, use_cache=False))
+    assert _sums_over(analyze(innocent, X, mesh="d=2", pool=pool, use_cache=False))
+    left_the_thread, served_next = _when_written(pids)
+    assert served_next != left_the_thread and _gone(left_the_thread)
+
+
+def test_a_thread_that_ends_before_its_program_returns_keeps_the_worker(pool):
+    pid = pool.warm(WorkerKey.fake_cpu(2)).pid
+
+    def waits_for_its_thread(x):
+        helper = threading.Thread(target=time.sleep, args=(0.1,))
+        helper.start()
+        helper.join()
+        return x.sum()
+
+    assert _sums_over(analyze(waits_for_its_thread, X, mesh="d=2", pool=pool, use_cache=False))
+    assert pool.warm(WorkerKey.fake_cpu(2)).pid == pid
+
+
 def test_a_child_in_its_own_session_ends_with_its_worker_and_the_pool(pool, tmp_path):
     pids = tmp_path / "pids"
 
@@ -343,6 +388,17 @@ def test_a_child_in_its_own_session_ends_when_its_worker_is_killed(pool, tmp_pat
     with pytest.raises(WorkerError, match=r"for 2 devices died \(killed by SIGKILL"):
         analyze(starts_a_session_then_waits, X, mesh="d=2", pool=pool, use_cache=False)
     assert _none_running("sleep", "304")
+    _next_request_works(pool)
+
+
+def test_an_orphan_of_the_program_ends_when_its_program_returns(pool):
+    def orphans_a_child(x):
+        # sh exits at once; its background sleep, in a session of its own, is orphaned.
+        subprocess.run(["sh", "-c", "setsid sleep 305 &"], check=True)
+        return x.sum()
+
+    assert _sums_over(analyze(orphans_a_child, X, mesh="d=2", pool=pool, use_cache=False))
+    assert _none_running("sleep", "305")
     _next_request_works(pool)
 
 
