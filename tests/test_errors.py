@@ -24,8 +24,10 @@ CHECKED = ("_search", "ui", "cli.py", "workloads", "strategy")
 NOT_INPUT = [
     ("_search/cluster.py", "needs Ray, which is not installed",
      "the cluster extra is missing: the environment, not the address"),
-    ("_search/cluster.py", "cannot connect to the Ray cluster at",
+    ("_search/connect.py", "cannot connect to the Ray cluster at",
      "ray.init failed: a cluster that is down or unreachable from here"),
+    ("_search/connect.py", "cannot compile on the Ray cluster at",
+     "a node lacks jax or the explorer's dependencies: the cluster's environment"),
     ("cli.py", "no trace for --target",
      "the request was valid; the compiled program gave no schedule to draw"),
 ]

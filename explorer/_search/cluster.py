@@ -4,8 +4,14 @@ A runner takes requests and gives back outcomes as they finish. The local runner
 a time on the explorer's own worker pool (one warm worker per device count). The Ray runner
 sends each request as a Ray task; the task runs explorer._search.evaluate.run on whichever node
 Ray picks, which compiles it on that node's own worker pool (each Ray worker process keeps its
-pool warm between tasks), and returns the compiled Report without its program texts. Nothing
-else is shared: the nodes need the same explorer and jax as the caller (see docs/search.md).
+pool warm between tasks), and returns the compiled Report without its program texts. The
+connection, the explorer shipped to the nodes and the check that each node can compile are
+connect.py's.
+
+A task whose Ray worker or node is lost (killed, crashed, out of memory, the node gone) gave no
+verdict on its candidate, so the Ray runner sends it again, up to MAX_ATTEMPTS times in all, and
+the outcome counts the retries (the result's Candidate.retries). A task that ran and failed is
+that candidate's failure, as on the local pool.
 
 Ray is the optional `cluster` extra and is imported only here, only when a cluster is asked for.
 """
@@ -16,12 +22,16 @@ import time
 from collections import OrderedDict
 from dataclasses import replace
 
+from explorer._search.connect import check_nodes, connect, gist
 from explorer._search.evaluate import Outcome, Request, run
 from explorer.compile.sources import pickle_function
 from explorer.errors import ExplorerError, InputError
 from explorer.spec.bounds import show
 
 INSTALL_HINT = "pip install 'sharding-explorer[cluster]' (or: pip install 'ray[default]>=2.9')"
+
+# Sends of one request, the first included, before a lost worker counts as its failure.
+MAX_ATTEMPTS = 3
 
 
 class LocalRunner:
@@ -58,6 +68,13 @@ def _compile_on_node(request: Request) -> Outcome:
     return run(request)
 
 
+def _lost_errors(ray) -> tuple[type[Exception], ...]:
+    """Ray's errors for a task whose worker or node went away before it answered."""
+    x = ray.exceptions
+    return (x.WorkerCrashedError, x.NodeDiedError, x.LocalRayletDiedError, x.ObjectLostError,
+            x.OutOfMemoryError)
+
+
 class RayRunner:
     """Compiles each request as a Ray task, `slots` at a time (default: the cluster's CPUs)."""
 
@@ -69,59 +86,71 @@ class RayRunner:
                                 f"install the cluster extra: {INSTALL_HINT}") from None
         self.ray = ray
         self.address = address
-        self._started = False
-        if not ray.is_initialized():
-            try:
-                if address == "local":
-                    ray.init(log_to_driver=False, include_dashboard=False)
-                else:
-                    # Connecting to a running cluster takes no options that shape a cluster.
-                    ray.init(address=address, log_to_driver=False)
-            except (ConnectionError, RuntimeError, ValueError) as e:
-                raise ExplorerError(
-                    f"cannot connect to the Ray cluster at {show(address)}: {e}. Give the "
-                    "address `ray start --head` printed (HOST:6379), a Ray Client address "
-                    "ray://HOST:10001, 'auto' for the cluster this machine belongs to, or "
-                    "'local' to start one in this process") from None
-            self._started = True
+        self._started = connect(ray, address)
+        try:
+            cpus = check_nodes(ray, address, reuse=not self._started)
+        except BaseException:
+            self.close()
+            raise
         self._task = ray.remote(num_cpus=1, max_retries=0)(_compile_on_node)
-        if slots is None:
-            slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self.slots = slots
-        self._refs: dict = {}
+        self._lost = _lost_errors(ray)
+        self.slots = slots if slots is not None else max(1, cpus)
+        self._refs: dict = {}                         # task -> key
+        self._requests: dict[object, Request] = {}    # key -> what it compiles, to send again
+        self._retries: dict[object, int] = {}
 
     def submit(self, key, request: Request) -> None:
         if request.fn is not None:
             # The explorer's pickler keeps the user's file names in the code (Ray's would not).
             request = replace(request, fn=None, fn_bytes=pickle_function(request.fn))
+        self._requests[key] = request
         self._refs[self._task.remote(request)] = key
 
     def pending(self) -> int:
         return len(self._refs)
 
     def next_done(self) -> list[tuple[object, Outcome]]:
-        ready, _ = self.ray.wait(list(self._refs), num_returns=1)
+        """The next outcomes; a task lost with its worker is sent again, and waited for."""
         out = []
-        for ref in ready:
-            key = self._refs.pop(ref)
-            t0 = time.perf_counter()
-            try:
-                outcome = self.ray.get(ref)
-            except Exception as e:     # a node that cannot import explorer, a lost node, ...
-                outcome = Outcome(None, f"the Ray task failed on the cluster: "
-                                  f"{type(e).__name__}: {e}", time.perf_counter() - t0, type(e))
-            out.append((key, outcome))
+        while not out:
+            ready, _ = self.ray.wait(list(self._refs), num_returns=1)
+            for ref in ready:
+                key = self._refs.pop(ref)
+                outcome = self._outcome(key, ref)
+                if outcome is not None:
+                    out.append((key, outcome))
         return out
+
+    def _outcome(self, key, ref) -> Outcome | None:
+        """What the task `ref` gave back, or None when it was sent again."""
+        t0 = time.perf_counter()
+        try:
+            outcome = self.ray.get(ref)
+        except self._lost as e:
+            tries = self._retries.get(key, 0) + 1
+            if tries < MAX_ATTEMPTS:
+                self._retries[key] = tries
+                self._refs[self._task.remote(self._requests[key])] = key
+                return None
+            outcome = Outcome(None, f"the Ray task was lost {tries} times with its worker or "
+                              f"node: {gist(e)}", time.perf_counter() - t0, type(e))
+        except Exception as e:     # the task raised: a node that cannot import explorer, ...
+            outcome = Outcome(None, f"the Ray task failed on the cluster: "
+                              f"{type(e).__name__}: {e}", time.perf_counter() - t0, type(e))
+        del self._requests[key]
+        return replace(outcome, retries=self._retries.pop(key, 0))
 
     def cancel_all(self) -> list[object]:
         keys = list(self._refs.values())
         for ref in self._refs:
             self.ray.cancel(ref, force=True)
         self._refs.clear()
+        self._requests.clear()
+        self._retries.clear()
         return keys
 
     def close(self) -> None:
-        if self._refs:
+        if getattr(self, "_refs", None):
             self.cancel_all()
         if self._started:
             self.ray.shutdown()

@@ -43,6 +43,7 @@ class Outcome:
     error: str                           # "ErrorType: message"; "" when it compiled
     seconds: float                       # wall time of the evaluation
     error_type: type[Exception] | None = None    # the class of the error `error` describes
+    retries: int = 0                     # times it was sent again after a Ray worker was lost
 
     @property
     def worker_failed(self) -> bool:

@@ -238,7 +238,8 @@ class PipelineSearch:
             pruned_bound=0, pruned_memory=0, not_evaluated=self.unplanned,
             seconds=state.elapsed(), stopped=state.stopped, prune=state.prune,
             cluster=self.runner.address, profiled=self.profiled,
-            dominated=space - self.unplanned - len(self.plans), bound_violations=())
+            dominated=space - self.unplanned - len(self.plans), bound_violations=(),
+            retried=sum(c.retries > 0 for c in ranked))
         return SearchResult(self.problem.name, SearchSpace.PIPELINE, self.settings.target,
                             OBJECTIVE, tuple(ranked), pareto(ranked),
                             compare(ranked, pipeline=True), stats)

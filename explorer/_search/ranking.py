@@ -30,7 +30,7 @@ def candidate_of(layout: Layout, specs: Mapping, outcome: Outcome, time_lb: floa
     and whether it fits; or failed, with the error or why no step time could be predicted."""
     base = dict(label=label or layout.label(), mesh=layout.mesh, rules=layout.rules_text,
                 specs={n: format_spec(s) for n, s in specs.items()}, params=dict(params or {}),
-                bound_seconds=time_lb, bound_memory=mem_lb)
+                bound_seconds=time_lb, bound_memory=mem_lb, retries=outcome.retries)
     report = outcome.report
     if report is None:
         return Candidate(**base, status=CandidateStatus.FAILED, error=outcome.error)

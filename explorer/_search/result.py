@@ -112,6 +112,8 @@ class Candidate:
     error: str = ""
     notes: tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)   # e.g. a pipeline plan's stages
+    # times its compile was sent again because its Ray worker or node was lost (cluster.py)
+    retries: int = 0
     # The compiled Report (program texts and trace left out); not written to JSON.
     report: Report | None = field(default=None, compare=False, repr=False)
 
@@ -213,6 +215,7 @@ class SearchStats:
     # stages and microbatches, so it never times them one by one
     dominated: int = 0
     bound_violations: tuple[str, ...] = ()   # a compiled result below its own lower bound
+    retried: int = 0             # candidates sent again after their Ray worker was lost
 
     def to_dict(self) -> dict:
         return {**asdict(self), "stopped": str(self.stopped)}
@@ -229,6 +232,8 @@ class SearchStats:
             parts.insert(6, f"{self.dominated} plans dominated in the stage DP")
         if self.not_evaluated:
             parts.append(f"{self.not_evaluated} not evaluated")
+        if self.retried:
+            parts.append(f"{self.retried} retried after a lost Ray worker")
         where = f" on Ray cluster {self.cluster}" if self.cluster else ""
         return (", ".join(parts) + f"; {self.seconds:.1f} s{where}, {self.stopped}"
                 + ("" if self.prune else " (pruning off)"))

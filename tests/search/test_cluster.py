@@ -1,17 +1,112 @@
-"""A search on a Ray cluster started inside the test (in this process, 2 CPUs, stopped at the
-end) gives the same result as the same search on this machine's worker pool."""
+"""The Ray runner: what it does with a task whose worker was lost (sent again, counted, up to
+MAX_ATTEMPTS sends) and with a task that failed (that candidate's failure), answered by a stand-in
+for Ray; and a search on a Ray cluster started inside the test (in this process, 2 CPUs, stopped
+at the end), which gives the same result as the same search on this machine's worker pool. The
+cluster of `ray start`ed processes is test_ray_cluster.py's."""
+
+import sys
+from types import SimpleNamespace
 
 import pytest
 
 import explorer
 from explorer import TensorSpec
+from explorer._search import cluster as cluster_module
+from explorer._search.cluster import MAX_ATTEMPTS, RayRunner
+from explorer._search.evaluate import Outcome, Request
+from explorer.spec.mesh import parse_mesh
 
 ray = pytest.importorskip("ray")
 
-# A Ray cluster started and stopped, and two searches on it.
-pytestmark = pytest.mark.slow
-
 TARGET = "h100-4"
+
+
+class ScriptedRay:
+    """Ray as the runner uses it, with no Ray: each send of a request is answered by the next
+    answer scripted for it (an Outcome, or an exception its `get` raises)."""
+
+    exceptions = ray.exceptions
+
+    def __init__(self, answers: dict[str, list]):
+        self.answers = answers           # request's workload name -> answers, one per send
+        self.sent: list[str] = []
+
+    def remote(self, **options):
+        """ray.remote(...)(function): the task, whose .remote(request) sends it."""
+        return lambda function: SimpleNamespace(remote=self.send)
+
+    def send(self, request: Request):
+        """A send of the task; its ref is (the request's workload, which send of it)."""
+        self.sent.append(request.workload)
+        return request.workload, self.sent.count(request.workload) - 1
+
+    def wait(self, refs, num_returns):
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref):
+        name, send = ref
+        answer = self.answers[name][send]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    """A RayRunner on a ScriptedRay; connecting and the nodes' check are left out."""
+    def make(answers):
+        fake = ScriptedRay(answers)
+        monkeypatch.setitem(sys.modules, "ray", fake)
+        monkeypatch.setattr(cluster_module, "connect", lambda ray, address: False)
+        monkeypatch.setattr(cluster_module, "check_nodes", lambda ray, address, reuse: 2)
+        return RayRunner("127.0.0.2:6379"), fake
+    return make
+
+
+def _request(name: str) -> Request:
+    return Request(parse_mesh("data=2"), TARGET, workload=name)
+
+
+COMPILED = Outcome(None, "CompileError: refused", 0.5)
+LOST = ray.exceptions.WorkerCrashedError()
+
+
+def test_a_task_lost_with_its_worker_is_sent_again_and_its_retry_counted(scripted):
+    runner, fake = scripted({"mlp": [LOST, COMPILED]})
+    runner.submit("a", _request("mlp"))
+    [(key, outcome)] = runner.next_done()
+    assert key == "a" and fake.sent == ["mlp", "mlp"]
+    assert outcome.retries == 1 and outcome.error == "CompileError: refused"
+    assert runner.pending() == 0
+
+
+def test_a_task_lost_at_every_send_fails_after_the_last_one(scripted):
+    runner, fake = scripted({"mlp": [LOST] * MAX_ATTEMPTS})
+    runner.submit("a", _request("mlp"))
+    [(_, outcome)] = runner.next_done()
+    assert fake.sent == ["mlp"] * MAX_ATTEMPTS == ["mlp"] * 3
+    assert outcome.report is None and outcome.retries == 2
+    assert outcome.error.startswith("the Ray task was lost 3 times with its worker or node: "
+                                    "WorkerCrashedError: ")
+    assert outcome.error_type is ray.exceptions.WorkerCrashedError
+
+
+def test_a_task_that_raised_is_its_candidates_failure_and_is_not_sent_again(scripted):
+    runner, fake = scripted({"mlp": [ModuleNotFoundError("No module named 'jax'")],
+                             "matmul": [COMPILED]})
+    runner.submit("a", _request("mlp"))
+    runner.submit("b", _request("matmul"))
+    done = dict(runner.next_done())
+    done.update(runner.next_done())
+    assert fake.sent == ["mlp", "matmul"]
+    assert done["a"].error == ("the Ray task failed on the cluster: ModuleNotFoundError: No "
+                               "module named 'jax'")
+    assert done["a"].retries == done["b"].retries == 0
+
+
+def test_the_runner_keeps_as_many_tasks_in_flight_as_the_nodes_have_cpus(scripted):
+    runner, _ = scripted({})
+    assert runner.slots == 2 and runner.address == "127.0.0.2:6379"
 
 
 def matmul_then_relu(x, w):
@@ -21,7 +116,7 @@ def matmul_then_relu(x, w):
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def in_process():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         yield
@@ -35,7 +130,9 @@ def _table(result):
             for c in result.candidates]
 
 
-def test_a_workload_search_on_ray_equals_the_local_one(cluster):
+# A Ray cluster started and stopped, and two searches on it.
+@pytest.mark.slow
+def test_a_workload_search_on_ray_equals_the_local_one(in_process):
     args = dict(mesh="data=2,model=2", target=TARGET, params={"batch": 512},
                 names=["batch", "mlp"], prune=False)
     local = explorer.search("mlp_train", **args)
@@ -48,7 +145,8 @@ def test_a_workload_search_on_ray_equals_the_local_one(cluster):
     assert pruned.best.label == local.best.label and pruned.best.seconds == local.best.seconds
 
 
-def test_a_user_function_is_shipped_to_the_cluster(cluster):
+@pytest.mark.slow
+def test_a_user_function_is_shipped_to_the_cluster(in_process):
     x, w = TensorSpec("x", (256, 64)), TensorSpec("w", (64, 64))
     args = dict(mesh="data=2,model=2", target=TARGET, tensors=["x"], mesh_shapes=False)
     local = explorer.search(matmul_then_relu, x, w, **args)
