@@ -22,6 +22,10 @@ private so that explorer.search names the function alone. The interactive app is
 explorer.ui.
 """
 
+from explorer._search.capacity import BatchProbe as BatchProbe
+from explorer._search.capacity import CapacityResult as CapacityResult
+from explorer._search.capacity import PolicyCapacity as PolicyCapacity
+from explorer._search.capacity import largest_batch as largest_batch
 from explorer._search.result import Candidate as Candidate
 from explorer._search.result import CandidateStatus as CandidateStatus
 from explorer._search.result import CollectiveCost as CollectiveCost
@@ -124,6 +128,8 @@ __all__ = [
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
     "CollectiveGroup", "Comparison", "Progress", "SearchStats", "SearchSpace", "SearchPhase",
     "StopReason", "TimeSource",
+    # the largest batch that fits
+    "largest_batch", "CapacityResult", "PolicyCapacity", "BatchProbe",
     # errors
     "ExplorerError", "InputError", "CompileError", "DivisibilityError", "DuplicateAxisError",
     "MappingError", "MeshError", "PresetError", "RankError", "RuleError", "SpecError",

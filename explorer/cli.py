@@ -174,7 +174,49 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("presets", help="list the strategy presets, the mesh axes they expect and "
                    "their rules")
     sub.add_parser("targets", help="list the hardware catalog, one target per line, name first")
+    _capacity_parser(sub)
     return p
+
+
+def _capacity_parser(sub) -> None:
+    c = sub.add_parser("capacity", help="the largest global batch of a training workload that "
+                       "fits a target, per remat and offload policy, each a compile for the "
+                       "target; then the fastest strategy at the best batch")
+    c.add_argument("--workload", default="transformer_train",
+                   help="a training workload with a token batch (default transformer_train)")
+    c.add_argument("--param", action="append", default=[], metavar="K=V",
+                   help="a workload param, e.g. layers=32 (its batch is what is searched)")
+    c.add_argument("--mesh", required=True, help="axes and sizes, e.g. data=64")
+    c.add_argument("--target", required=True, metavar="NAME", help="e.g. h100-8x8")
+    c.add_argument("--preset", default="fsdp", help="the layout the batches use (default fsdp)")
+    c.add_argument("--remat", default="none,minimal,full", metavar="P1,P2",
+                   help="remat policies to try (default none,minimal,full)")
+    c.add_argument("--offload", default="none", metavar="O1,O2",
+                   help="offload settings to try: none, opt_state, activations (default none)")
+    c.add_argument("--max-batch", type=_count, default=None, metavar="N",
+                   help="the largest global batch to consider")
+    c.add_argument("--no-strategy", action="store_true",
+                   help="skip ranking the strategies at the best batch")
+    c.add_argument("--compile-for", default="target", choices=["target", "cpu"])
+    c.add_argument("--timeout", type=_seconds, default=None,
+                   help="time limit of one compile, seconds")
+    c.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    c.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def _capacity(args) -> int:
+    from explorer._search.capacity import largest_batch
+
+    get_workload(args.workload)
+    result = largest_batch(
+        args.workload, args.mesh, args.target, _key_values(args.param, "--param"),
+        preset=args.preset, remats=[r for r in args.remat.split(",") if r],
+        offloads=[o for o in args.offload.split(",") if o], max_batch=args.max_batch,
+        strategy=not args.no_strategy, compile_for=args.compile_for, timeout=args.timeout,
+        progress=None if args.quiet else (lambda line: print(line, file=sys.stderr,
+                                                             flush=True)))
+    print(_strict_json(result.to_dict()) if args.json else result.text())
+    return 0
 
 
 def _budget(text: str) -> float:
@@ -469,6 +511,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "search":
             return _search(args)
+        if args.command == "capacity":
+            return _capacity(args)
         return _analyze(args)
     except ExplorerError as e:
         print(f"sharding-explorer: error: {e}", file=sys.stderr)

@@ -26,6 +26,7 @@ PINNED = {
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
     "CollectiveGroup", "Comparison", "Progress", "SearchStats", "SearchSpace", "SearchPhase",
     "StopReason", "TimeSource",
+    "largest_batch", "CapacityResult", "PolicyCapacity", "BatchProbe",
     "ExplorerError", "InputError", "CompileError", "DivisibilityError", "DuplicateAxisError",
     "MappingError", "MeshError", "PresetError", "RankError", "RuleError", "SpecError",
     "TargetError",
