@@ -88,6 +88,7 @@ STYLE = """<style>
 .explorer-table th, .explorer-table td { border-bottom: 1px solid #ddd; padding: 2px 6px;
   text-align: left; white-space: nowrap; }
 .explorer-table td.explorer-where { white-space: normal; }
+.explorer-table td.explorer-kind { white-space: normal; min-width: 150px; }
 .explorer-table tr.explorer-note-row td { white-space: normal; color: #555; font-size: 11px;
   border-bottom: 1px solid #ddd; }
 .explorer-latency { color: #9a3412; font-size: 11px; }
@@ -122,6 +123,10 @@ mark.explorer-hlo-selected { background: #fde047; }
   border-radius: 4px; padding: 0 6px; font-size: 12px; font-family: monospace; }
 .explorer-offers { font-size: 12px; }
 .explorer-specs .widget-accordion { max-width: 430px; }
+.explorer-specs .jupyter-widget-tag { padding: 0 2px 0 4px; font-size: 11px; }
+.explorer-specs .jupyter-widget-tag-close { margin-left: 1px; }
+.explorer-specs input.jupyter-widget-taginput { min-width: 0; width: 8px; }
+.explorer-specs input.jupyter-widget-taginput:placeholder-shown { width: 84px; }
 .explorer-section-note { font-size: 11px; color: #555; }
 </style>"""
 

@@ -19,9 +19,11 @@ from explorer.spec.tensor import Entry, entry_axes
 # The app edits meshes of at most this many axes: each axis is a row here and a choice in every
 # spec picker, and beyond a handful neither reads. The Python API takes any number.
 MAX_AXES = 8
-# A tensor name longer than this (or of rank 3 and more) is put on a line of its own above its
-# pickers.
+# A tensor name longer than this (or of rank 4 and more) is put on a line of its own above its
+# pickers; a shorter one of rank 3 or less sits beside them, on one line (rank 3: three pickers
+# leave room for a shorter name).
 LABEL_CHARS = 14
+LABEL_CHARS_RANK_3 = 11
 
 
 def css_name(tensor: str) -> str:
@@ -164,10 +166,11 @@ def entry_of(tags: Sequence[str]) -> Entry:
 
 
 def picker_width(rank: int) -> int:
-    """Pixels per axis picker, so that a row of `rank` pickers fits the 440 px sidebar (rows
-    of rank 3 and up sit on a line of their own, 24 px in) with a tag such as `data ×` whole;
-    rank 5 and up wrap onto a second line rather than shrink the tags."""
-    return 110 if rank <= 2 else 96 if rank == 3 else 80
+    """Pixels per axis picker, so that a row of `rank` pickers fits the 440 px sidebar beside
+    its label (rank 3 and less) or on a line of its own, 24 px in (rank 4), with two tags such
+    as `data × model ×` on one line (the app's style makes tags compact); rank 5 and up wrap
+    onto a second line rather than shrink the tags."""
+    return 110 if rank <= 2 else 100 if rank == 3 else 96 if rank == 4 else 80
 
 
 def check_row_spec(name: str, shape: Sequence[int], axis_names: Sequence[str], spec) -> None:
@@ -212,9 +215,11 @@ class SpecRow:
         self.error = w.HTML()
         self.error.add_class("explorer-error")
         wrap = w.Layout(flex_flow="row wrap")      # pickers that do not fit wrap, never clip
-        if len(name) <= LABEL_CHARS and len(shape) <= 2:
+        beside = len(shape) <= 2 and len(name) <= LABEL_CHARS or \
+            len(shape) == 3 and len(name) <= LABEL_CHARS_RANK_3
+        if beside:
             label = w.HTML(f"<code>{html.escape(name)}</code><br><small>{shape_text}</small>",
-                           layout=w.Layout(width="110px"))
+                           layout=w.Layout(width="110px" if len(shape) <= 2 else "90px"))
             self.widget = w.VBox([w.HBox([label, *self.pickers], layout=wrap), self.error])
         else:       # a long path (`layers.3.attn.q.kernel`) or many pickers: a line of its own
             label = w.HTML(f"<code>{html.escape(name)}</code> <small>{shape_text}</small>")

@@ -1,9 +1,10 @@
 """The numbers behind the placement views, computed from a Report: no plotting library here.
 
 A tensor's blocks form a grid (the last two dimensions as rows and columns, leading dimensions
-as separate panels); the mesh view is the device grid (first mesh axis as rows, the rest
-flattened as columns). Both colour by block number, so a colour means the same piece of the
-tensor in both: a block and the devices that hold it share it.
+as separate panels, each titled with the part of them it shows); the mesh view is the device
+grid (first mesh axis as rows, the rest flattened as columns). Both colour by block number, so
+a colour means the same piece of the tensor in both: a block and the devices that hold it share
+it.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ class Grid:
     title: str
     x_title: str = ""
     y_title: str = ""
-    # Titles above the panels of a faceted grid: (x label of the panel's first column, y label of
-    # its first row, text).
-    panels: tuple[tuple[str, str, str], ...] = ()
+    # Titles of the panels of a faceted grid: (index of the panel's first column, index of its
+    # first row, title, short title), drawn above that row; the short one (the ranges alone)
+    # where panels are too narrow for the title, with `panel_note` saying what they are.
+    panels: tuple[tuple[int, int, str, str], ...] = ()
+    panel_note: str = ""
     # What each colour means: (colour key, text), in key order.
     legend: tuple[tuple[int, str], ...] = ()
 
@@ -81,14 +84,29 @@ def dim_title(t: TensorInfo, dim: int, tiles: int, name: str | None = None) -> s
     return f"dim {dim} ({what}): {tiles} blocks{over}"
 
 
+def panel_title(t: TensorInfo, first, tiles: tuple[int, ...], names) -> tuple[str, str]:
+    """A panel's title and short title: the part of each leading dimension it shows, in the
+    words of the axis titles (`dim 0 (layers): 0:6 of 12`, `dim 0 (layers, 12): whole` when
+    not split), and the ranges alone (`0:6`)."""
+    lead = len(tiles) - 2
+    short = ", ".join(f"{first[d][0]}:{first[d][1]}" for d in range(lead))
+    if lead > 1:                # several leading dimensions: the panels are small
+        return f"dims {','.join(map(str, range(lead)))}: {short}", short
+    name = names[0]
+    if tiles[0] == 1:
+        return f"dim 0 ({name + ', ' if name else ''}{t.shape[0]}): whole", short
+    return f"dim 0{f' ({name})' if name else ''}: {short} of {t.shape[0]}", short
+
+
 def placement_grid(report: Report, name: str,
                    dim_names: tuple[str | None, ...] | None = None) -> Grid:
     """The blocks of tensor `name`, each coloured by its block number (the colour the device
     grid of `mesh_grid` gives the devices holding it) and labelled with those devices.
 
     The last two dimensions' blocks form a panel; a rank-3+ tensor gets one panel per block of
-    its leading dimensions (small multiples, FACETS_PER_ROW to a row, a gap between), each titled
-    with its leading ranges. `dim_names` (logical names, e.g. ("batch", "embed")) label axes."""
+    its leading dimensions (small multiples, FACETS_PER_ROW to a row, a gap between), each
+    titled with the leading ranges it shows (drawn above the panel, in the gap or the margin, so
+    never over a block). `dim_names` (logical names, e.g. ("batch", "embed")) label axes."""
     t = report.tensor(name)
     return tensor_grid(t, tensor_tiling(report, t), dim_names)
 
@@ -141,9 +159,8 @@ def tensor_grid(t: TensorInfo, tiling: Tiling,
                     y_labels[top + r] = _unique(f"{rng[row_dim][0]}:{rng[row_dim][1]}", fr)
         if lead:
             first = ranges.get(sorted(int(d) for d in holders[facet + (0, 0)])[0])
-            title = ", ".join(f"dim {d} {first[d][0]}:{first[d][1]}"
-                              for d in range(len(lead))) if first else str(facet)
-            panels.append((x_labels[left], y_labels[top], title))
+            title, short = panel_title(t, first, tiles, names) if first else (str(facet),) * 2
+            panels.append((left, top, title, short))
     if rank == 0:
         x_labels, y_labels = ["scalar"], [""]
     elif rank == 1:
@@ -152,8 +169,10 @@ def tensor_grid(t: TensorInfo, tiling: Tiling,
              f"shard [{','.join(map(str, t.shard_shape))}] ×{t.replicas} replicas")
     x_title = dim_title(t, col_dim, tiles[col_dim], names[col_dim]) if rank else ""
     y_title = dim_title(t, row_dim, tiles[row_dim], names[row_dim]) if rank >= 2 else ""
+    note = ("panels: " + "; ".join(dim_title(t, d, tiles[d], names[d]) for d in range(len(lead)))
+            if lead else "")
     return Grid(z, text, hover, x_labels, y_labels, title, x_title, y_title, tuple(panels),
-                tuple(sorted(legend)))
+                panel_note=note, legend=tuple(sorted(legend)))
 
 
 def _mesh_shape(report: Report) -> tuple[int, int]:

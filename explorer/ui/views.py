@@ -39,8 +39,6 @@ def discrete_scale(n: int) -> list:
     return scale
 
 
-# A heatmap's height as made; draw_grid makes it taller where the y axis title needs it.
-_BASE_HEIGHT: dict[int, int] = {}
 _TITLE_PX_PER_CHAR = 7.5       # an axis title's width per character at plotly's 14 px font
 _MARGINS_PX = 110              # top (figure and x axis titles) and bottom margins
 
@@ -52,12 +50,14 @@ def _heatmap(height: int) -> go.FigureWidget:
     # The x axis is on top, under the figure title: the title sits at the very top, left, and
     # the margin leaves room for both it and the axis title.
     fig.update_layout(height=height, margin=dict(l=70, r=10, t=88, b=20),
-                      yaxis=dict(autorange="reversed", type="category"),
-                      xaxis=dict(type="category", side="top"),
+                      # White behind the cells: a gap between panels reads as a gap, not as a
+                      # block of missing data.
+                      plot_bgcolor="white",
+                      yaxis=dict(autorange="reversed", type="category", showgrid=False),
+                      xaxis=dict(type="category", side="top", showgrid=False),
                       title=dict(font=dict(size=13), x=0.01, xanchor="left", y=0.98,
                                  yanchor="top", yref="container"))
     keep_state(fig)
-    _BASE_HEIGHT[id(fig)] = height
     return fig
 
 
@@ -84,6 +84,7 @@ def fitted_text(text: list[list[str]], plot_px: float) -> list[list[str]]:
 
 
 def draw_grid(fig: go.FigureWidget, grid: Grid, colours: int) -> None:
+    """Draw `grid` in a new heatmap figure (`_heatmap`; grid_figure does both)."""
     margin = fig.layout.margin
     plot_px = (fig.layout.width - (margin.l or 0) - (margin.r or 0) if fig.layout.width
                else _PANE_PLOT_PX - (margin.l or 0) - (margin.r or 0))
@@ -94,19 +95,48 @@ def draw_grid(fig: go.FigureWidget, grid: Grid, colours: int) -> None:
         t.x, t.y = grid.x_labels, grid.y_labels
         t.colorscale = discrete_scale(colours)
         t.zmin, t.zmax = -0.5, colours - 0.5
-        fig.layout.title.text = html.escape(grid.title)
+        fig.layout.title.text = html.escape(grid.title).replace("\n", "<br>")
+        if "\n" in grid.title:
+            # plotly anchors a title of several lines by its last: move it down by the others.
+            fig.layout.title.y = 1 - 16 * (1 + grid.title.count("\n")) / (fig.layout.height or 300)
         fig.layout.xaxis.title.text = html.escape(grid.x_title)
         fig.layout.yaxis.title.text = html.escape(grid.y_title)
         fig.layout.yaxis.autorange = "reversed"     # first row on top, as in the sidebar
         # The y axis title runs along the plot's height: never taller than the plot.
-        base = _BASE_HEIGHT.get(id(fig), fig.layout.height or 300)
-        fig.layout.height = max(base, _MARGINS_PX + int(_TITLE_PX_PER_CHAR * len(grid.y_title)))
-        # Panel titles sit just above each panel's first cell.
+        fig.layout.height = max(fig.layout.height or 300,
+                                _MARGINS_PX + int(_TITLE_PX_PER_CHAR * len(grid.y_title)))
+        # Panel titles sit above each panel's top edge, from its left edge (category axes
+        # place annotations by category index): in the gap row between panels, or for the
+        # first row in the top margin, where the column ticks are not (they move below).
+        titles = panel_titles(grid, plot_px)
         fig.layout.annotations = [
-            dict(x=x, y=y, text=html.escape(text), showarrow=False, xanchor="left",
-                 yanchor="bottom", yshift=14, xshift=-30, font=dict(size=11, color="#444"))
-            for x, y, text in grid.panels]
+            dict(x=column - 0.5, y=row - 0.5, text=html.escape(text), showarrow=False,
+                 xanchor="left", yanchor="bottom", yshift=1, font=dict(size=11, color="#444"))
+            for (column, row, *_), text in zip(grid.panels, titles, strict=True)]
+        if grid.panels:
+            fig.layout.xaxis.side = "bottom"
+            fig.layout.margin.b = max(fig.layout.margin.b or 0, 95)
+            # What the panels are, under the columns' title.
+            fig.layout.xaxis.title.text = (html.escape(grid.x_title) + "<br>"
+                                           + html.escape(grid.panel_note))
     keep_state(fig)
+
+
+_PANEL_PX_PER_CHAR = 6.2       # a panel title's width per character at 11 px
+
+
+def panel_titles(grid: Grid, plot_px: float) -> list[str]:
+    """Each panel's title, or every one's short form (its ranges) when one would run into the
+    next panel: panels are as wide as the distance between their first columns."""
+    if not grid.panels:
+        return []
+    column_px = plot_px / max(len(grid.x_labels), 1)
+    starts = sorted({column for column, *_ in grid.panels})
+    span = (starts[1] - starts[0]) if len(starts) > 1 else len(grid.x_labels)
+    room = span * column_px
+    if all(len(title) * _PANEL_PX_PER_CHAR <= room for _, _, title, _ in grid.panels):
+        return [title for _, _, title, _ in grid.panels]
+    return [short for *_, short in grid.panels]
 
 
 def grid_figure(grid: Grid, colours: int, height: int = 300, **layout) -> go.FigureWidget:
@@ -279,7 +309,7 @@ def collectives_html(report: Report, selected: int | None = None,
                                            if op else "")
         rows.append(
             f"<tr{cls} data-kind='{c.kind}' data-axes='{','.join(c.axes)}'><td>{i}</td>"
-            f"<td>{e(kind)}</td><td>{e(over)}</td>"
+            f"<td class='explorer-kind'>{e(kind)}</td><td>{e(over)}</td>"
             f"<td>{c.dtype}[{','.join(map(str, c.shape))}]</td><td>{human_bytes(c.bytes)}</td>"
             f"{time_cell}<td class='explorer-where'>{where}</td></tr>")
         rows += _part_rows(c, columns)

@@ -38,7 +38,7 @@ from explorer.spec.tensor import (
 from explorer.ui.compare import comparison_html
 from explorer.ui.figure import FigureSlot
 from explorer.ui.grids import Grid, tensor_grid
-from explorer.ui.views import grid_figure
+from explorer.ui.views import grid_figure, short_op
 
 Spec = tuple[Entry, ...]
 
@@ -81,6 +81,11 @@ def line_bytes(report: Report, source: str) -> int:
 # ------------------------------------------------------------------------ the evidence
 
 
+# The evidence's operand prefixes, as the captions say them.
+OPERAND_WORDS = {"lhs": "left operand", "rhs": "right operand"}
+_OP_NAME = re.compile(r"\[([^\]]*)\]\s*$")
+
+
 def _parts(text: str) -> list[tuple[str, str]]:
     """`lhs A; rhs B` as [("lhs", "A"), ("rhs", "B")]; plain text as [("", text)]."""
     out = []
@@ -95,17 +100,26 @@ def report_inputs(report: Report) -> list[str]:
     return [t.name for t in report.tensors if t.kind == TensorRole.INPUT]
 
 
-def _instruction(text: str, inputs: Sequence[str]) -> tuple[str, str, tuple[int, ...]] | None:
-    """(what it is, dtype, shape) of an instruction's text: `input w2` for a parameter."""
+def _instruction(text: str, inputs: Sequence[str],
+                 report: Report | None = None) -> tuple[str, str, tuple[int, ...]] | None:
+    """(what it is, dtype, shape) of an instruction's text, in the user's words: `input w2`
+    for a parameter, else the jax op that made it and its line (`tanh (model.py:12)`, from the
+    report's intermediates or the instruction's op_name), its HLO name only where neither is
+    known."""
     m = _INSTRUCTION.search(text)
     if not m:
         return None
     shape = tuple(int(d) for d in m.group("dims").split(",") if d)
     p = _PARAMETER.search(text)
     if p and int(p.group(1)) < len(inputs):
-        what = f"input {inputs[int(p.group(1))]}"
-    else:
-        what = f"%{m.group('name')}"
+        return f"input {inputs[int(p.group(1))]}", m.group("dtype"), shape
+    name = m.group("name")
+    info = next((t for t in report.tensors if t.name == name), None) if report else None
+    named = _OP_NAME.search(text)
+    op = short_op(info.op_name if info is not None and info.op_name else
+                  named.group(1) if named else "")
+    source = info.source.rsplit("/", 1)[-1] if info is not None and info.source else ""
+    what = f"{op or '%' + name}" + (f" ({source})" if source else "")
     return what, m.group("dtype"), shape
 
 
@@ -127,8 +141,8 @@ def involved_inputs(report: Report, c: Collective) -> list[str]:
 class Layout:
     """One operand layout the evidence shows: its role, what it is, and its sharding."""
 
-    role: str                          # "before", "before (rhs)", "after"
-    what: str                          # `input w2`, `%tanh.0`, "the result"
+    role: str                          # "before", "before, right operand", "after"
+    what: str                          # `input w2`, `tanh (model.py:12)`, "the operand"
     dtype: str
     shape: tuple[int, ...] | None      # None where the evidence gives no instruction
     sharding: str                      # spec text (`data,None`) or HLO text; "" if missing
@@ -153,20 +167,20 @@ def evidence_layouts(report: Report, c: Collective) -> list[Layout]:
     befores = _parts(ev.sharding_before)
     out = []
     for prefix, sharding in befores:
-        inst = _instruction(producers.get(prefix, ""), inputs)
+        inst = _instruction(producers.get(prefix, ""), inputs, report)
         what, dtype, shape = inst if inst else ("the operand", "", None)
-        role = f"before ({prefix})" if prefix else "before"
+        role = f"before, {OPERAND_WORDS.get(prefix, prefix)}" if prefix else "before"
         out.append(Layout(role, what, dtype, shape, sharding))
     if not befores:
-        inst = _instruction(ev.producer, inputs)
+        inst = _instruction(ev.producer, inputs, report)
         what, dtype, shape = inst if inst else ("the operand", "", None)
         out.append(Layout("before", what, dtype, shape, ""))
     # After: the result's layout for a contraction (partial sums), else the operand's.
     whole = c.why.reason == Reason.PARTIAL_SUM or len(befores) > 1
-    inst = _instruction(ev.consumer if whole else ev.producer, inputs)
+    inst = _instruction(ev.consumer if whole else ev.producer, inputs, report)
     what, dtype, shape = inst if inst else ("the operand", "", None)
     if whole:
-        what = f"the result {what}"
+        what = f"the result of {what}"
     out.append(Layout("after", what, dtype, shape, ev.sharding_after))
     return out
 
@@ -189,7 +203,8 @@ def layout_grid(layout: Layout, mesh: MeshSpec) -> Grid:
                       layout.sharding, spec, shard_shape(tiling, layout.shape), tiling.replicas,
                       0)
     grid = tensor_grid(info, tiling)
-    title = (f"{layout.role}: {layout.what} [{','.join(map(str, layout.shape))}] "
+    # Two lines: what it is, then its shape and layout (the pictures are small).
+    title = (f"{layout.role}: {layout.what}\n[{','.join(map(str, layout.shape))}] "
              f"{format_spec(spec) if spec is not None else layout.sharding}")
     return replace(grid, title=title)
 

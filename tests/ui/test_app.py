@@ -407,9 +407,18 @@ def test_rank_3_tensors_are_drawn_as_small_multiples():
         "0:4", "4:8", "8:12", "12:16", " ", "0:4", "4:8", "8:12", "12:16"]
     assert g.x_title == "dim 2 (embed, 16): 4 blocks over model"
     assert g.y_title == "dim 1 (seq, 4): not split" and g.y_labels == ["0:4"]
-    assert [p[2] for p in g.panels] == ["dim 0 0:4", "dim 0 4:8"]
+    # Each title above its panel's first row and column.
+    assert g.panels == ((0, 0, "dim 0 (batch): 0:4 of 8", "0:4"),
+                        (5, 0, "dim 0 (batch): 4:8 of 8", "4:8"))
+    assert g.panel_note == "panels: dim 0 (batch, 8): 2 blocks over data"
     assert g.hover[0][5].startswith("block 4 [4:8, 0:4, 0:4]")
     assert g.text[0][5] == "b4: d4"
+    # A leading dimension not split: one panel, titled so.
+    r = analyze(lambda x: x * 2, TensorSpec("x", (12, 4, 16), spec="None,data,model"),
+                mesh="data=2,model=4")
+    g = placement_grid(r, "x", ("layers", "seq", "embed"))
+    assert g.panels == ((0, 0, "dim 0 (layers, 12): whole", "0:12"),)
+    assert g.z == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
 
 def test_an_isolated_edit_compiles_at_once_and_edits_during_a_compile_become_one():
@@ -711,3 +720,28 @@ def test_a_renamed_mesh_axis_carries_into_the_rules_box():
         assert app.spec_rows["w1"].spec == (None, "tp")
     finally:
         app.close()
+
+
+def test_closed_set_params_are_pickers_of_their_values_and_labels_are_whole():
+    app = Explorer(workload="transformer_train", mesh="data=2,model=4",
+                   params={"scan_layers": False, "layers": 1}, debounce=None)
+    try:
+        boxes = {wid.description: wid for wid in app.params_box.children}
+        assert boxes["mlp"].options == ("gelu", "relu", "swiglu")
+        assert boxes["remat"].options == ("none", "minimal", "full")
+        assert boxes["attention"].options == ("plain", "fused")
+        assert boxes["scan_layers"].value == "false"            # a Python bool, as the API takes
+        assert boxes["batch"].__class__.__name__ == "IntText"
+        # Every label gets the width of 'compute_dtype' (13 characters) and more.
+        assert all(b.style.description_width == "110px" for b in boxes.values())
+        boxes["mlp"].value = "swiglu"
+        assert app.report.workload.params["mlp"] == "swiglu"
+    finally:
+        app.close()
+
+
+def test_a_value_outside_a_closed_set_is_refused_naming_the_choices():
+    from explorer.errors import WorkloadError
+
+    with pytest.raises(WorkloadError, match="'gelu', 'relu', 'swiglu'"):
+        Explorer(workload="transformer_train", params={"mlp": "tanh"}, debounce=None)

@@ -150,3 +150,19 @@ def test_a_spec_given_from_outside_the_editor_keeps_an_axis_the_mesh_never_had()
     assert renamed_spec(spec, ("data", "tp"), {"model": "tp"}, dropped=set()) == \
         ("tp", ("data", "expert"))
     assert renamed_spec(spec, ("tp",), {"model": "tp"}, dropped={"data"}) == ("tp", "expert")
+
+
+def test_a_rank_3_row_puts_its_label_and_three_pickers_on_one_line():
+    from explorer.ui.editors import SpecRow
+
+    row = SpecRow("layers.w1", (12, 256, 1024), ("data", "model"), (None, "data", "model"),
+                  lambda: None)
+    line, _error = row.widget.children
+    label, *pickers = line.children
+    assert pickers == row.pickers and "layers.w1" in label.value
+    # Label and pickers within the accordion's 400 px: 90 + 3 x 100.
+    widths = [int(w.layout.width.removesuffix("px")) for w in line.children]
+    assert widths == [90, 100, 100, 100] and sum(widths) <= 400
+    # A rank-4 tensor keeps its own line for the label.
+    row4 = SpecRow("layers.wq", (12, 256, 4, 16), ("data", "model"), (), lambda: None)
+    assert len(row4.widget.children) == 3

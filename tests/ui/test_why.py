@@ -54,11 +54,11 @@ def test_a_picked_collective_shows_its_line_reason_and_layouts(app):
     assert ">gather-operand</span>" in text
     # Before: w1 as data,model, 2 × 4 blocks, each on one device (row-major over the mesh).
     before, after = app.why.figs[0], app.why.figs[1]
-    assert before.layout.title.text == "before: input w1 [1024,4096] data,model"
+    assert before.layout.title.text == "before: input w1<br>[1024,4096] data,model"
     assert [list(r) for r in before.data[0].z] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert before.data[0].text[1][0] == "b4: d4"
     # After: what the matmul needs, None,model: 4 column blocks, each on a data pair.
-    assert after.layout.title.text == "after: input w1 [1024,4096] None,model"
+    assert after.layout.title.text == "after: input w1<br>[1024,4096] None,model"
     assert [list(r) for r in after.data[0].z] == [[0, 1, 2, 3]]
     assert after.data[0].text[0][0] == "b0: d0,d4"
     assert app.why.fig_boxes[2].layout.display == "none"
@@ -68,9 +68,13 @@ def test_a_partial_sum_shows_both_operands_and_the_result(app):
     app.collectives.pick.value = 1
     assert ">partial-sum</span>" in app.why.text.value
     titles = [f.layout.title.text for f in app.why.figs]
-    assert titles == ["before (lhs): %tanh.0 [256,4096] data,model",
-                      "before (rhs): input w2 [4096,1024] model,None",
-                      "after: the result %dot_general.1 [256,1024] data,None"]
+    # In the user's words: the operands of `h @ w2` by side, the jax op that made each value
+    # and its line where the report lists it (not XLA's %tanh.0 and %dot_general.1).
+    tanh = line_of("jnp.tanh")
+    assert titles == [f"before, left operand: tanh (test_why.py:{tanh})<br>[256,4096] "
+                      "data,model",
+                      "before, right operand: input w2<br>[4096,1024] model,None",
+                      "after: the result of dot_general<br>[256,1024] data,None"]
     # The result split over data on rows: 2 blocks, each held by the 4 model devices.
     assert [list(r) for r in app.why.figs[2].data[0].z] == [[0], [1]]
     assert app.why.figs[2].data[0].text[0][0] == "b0: d0…d3 ×4"
