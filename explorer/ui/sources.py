@@ -165,16 +165,25 @@ class WorkloadSource(Source):
         reset()
 
     def _build_params(self, params: dict) -> None:
+        """A widget per param: a picker for a closed set of values (`Workload.options`), else a
+        text or number box; labels wide enough for the longest name (`compute_dtype`)."""
         widgets = []
         for key, default in self.workload.defaults.items():
             value = params.get(key, default)
-            if isinstance(default, str):
+            if key in self.workload.options:
+                # The workload's own check: a value outside the set is refused naming them, and
+                # a switch given as a Python bool reads as "true"/"false".
+                value = self.workload.resolve({key: value})[key]
+                wid = w.Dropdown(options=list(self.workload.options[key]), value=value,
+                                 description=key)
+            elif isinstance(default, str):
                 wid = w.Text(value=str(value), description=key, continuous_update=False)
             elif isinstance(default, int):
                 wid = w.IntText(value=int(value), description=key)
             else:
                 wid = w.FloatText(value=float(value), description=key)
-            wid.layout.width = "220px"
+            wid.layout.width = "250px"
+            wid.style.description_width = "110px"
             wid.observe(self._guard(lambda _: self._changed()), "value")
             widgets.append(wid)
         self.params_box.children = widgets
