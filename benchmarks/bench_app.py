@@ -29,6 +29,15 @@ and back to a seen value (cached); an observer on the status line stamps when it
 widget update: setting an HTML widget's value and its observer firing. The browser-level time
 from an edit to the '◌' status is the "edit → '◌ …' shown" row of the main benchmark.
 
+`--burst` measures issue 22's set-up of a real model, in this process and without a browser, as
+one burst: from a 2-layer train step on data=2,model=2, four param edits (12 layers, d_model,
+d_ff, seq), two mesh edits (data=4, model=4) and the fsdp_tp preset, `--gap` seconds apart, in an
+event loop as in a kernel. Each round times the first edit to the result of the last state, and
+counts the compiles started; the baseline, timed in the same round after it, is one uncached
+compile of that last state (what a burst that became one compile would cost), so the ratio holds
+under any load. `--modes live,paused`: live updates on (every edit handed to the app's
+scheduler), and off, then Apply (one compile by construction).
+
 `--workload train` runs the browser rounds on that 12-layer train step instead (a one-cell
 notebook with the same Explorer call as the --working row): per round a new `batch` (uncached, a
 compile) and `batch` back to the first value (cached), each timed in the page as above, from the

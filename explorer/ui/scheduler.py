@@ -3,9 +3,9 @@
 An edit the cache cannot answer is submitted here. With nothing compiling or waiting it starts
 at once (a single edit pays no delay). Edits that arrive while a compile runs never queue behind
 it one by one: each replaces the one waiting, so that when the compile in flight ends only the
-newest edit is compiled, once the edits have paused for `debounce` seconds. A burst of seven
-edits therefore costs at most two compiles (the one in flight when it began, and the last
-edit's), where a queue would run seven (issue 22: 94 s to set up a 12-layer model).
+newest edit is compiled, once the edits have paused for `debounce` seconds. A burst of edits
+therefore compiles at most once per compile time while it lasts, and then its last edit, where
+a queue compiled every edit in turn (issue 22: seven edits, 94 s to set up a 12-layer model).
 
 The compile in flight itself is not stopped: it runs in a worker process that other compiles
 share (the Suggest tab's search, the what-ifs), and its result still fills the cache. The app
