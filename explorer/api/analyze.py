@@ -123,7 +123,7 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             mapping: MappingLike | None = ..., measure: bool = ...,
             tpu_topology: str | None = ..., real_devices: bool = ...,
             specs: Mapping[str, SpecLike] | None = ..., peak: bool = ...,
-            compile_for: str = ...) -> Report: ...
+            compile_for: str = ..., origins: bool = ...) -> Report: ...
 
 
 @overload
@@ -133,7 +133,7 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             mapping: MappingLike | None = ..., measure: bool = ...,
             tpu_topology: str | None = ..., real_devices: bool = ...,
             specs: Mapping[str, SpecLike] | None = ..., peak: bool = ...,
-            compile_for: str = ...) -> Report | None: ...
+            compile_for: str = ..., origins: bool = ...) -> Report | None: ...
 
 
 def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str = "shardy",
@@ -142,7 +142,8 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             target: str | None = None, mapping: MappingLike | None = None,
             measure: bool = False, tpu_topology: str | None = None,
             real_devices: bool = False, specs: Mapping[str, SpecLike] | None = None,
-            peak: bool = False, compile_for: str = "target") -> Report | None:
+            peak: bool = False, compile_for: str = "target",
+            origins: bool = False) -> Report | None:
     """Compile `fn` on abstract inputs sharded over `mesh` and report what the partitioner did.
 
     Nothing is allocated: `fn` is traced on abstract arrays of the inputs' shapes, then lowered
@@ -206,6 +207,11 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             devices and prices that program on the target (an approximation: the CPU backend
             upcasts bf16 around collectives, writes a reduce-scatter as an all-reduce and a
             slice, and runs no collective asynchronously).
+        origins: also read why each tensor is laid out as it is (`TensorInfo.origins`: where
+            each mesh axis came from and the ops it went through) and name the two origins a
+            reshard's why moves between. Shardy only; it costs about a tenth more of an
+            analysis (Shardy's record of its propagation is dumped and read), so it is off
+            unless asked.
 
     Returns:
         The Report; from a cache, with ``timing.cached`` True. None only with `cache_only`,
@@ -263,16 +269,16 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
     if specs is not None:
         args = apply_spec_patterns(args, specs)
     timeout = check_timeout(timeout)
-    measure, use_cache, cache_only, peak = (check_flag(v, n) for v, n in (
+    measure, use_cache, cache_only, peak, origins = (check_flag(v, n) for v, n in (
         (measure, "measure"), (use_cache, "use_cache"), (cache_only, "cache_only"),
-        (peak, "peak")))
+        (peak, "peak"), (origins, "origins")))
     mesh_spec = check_mesh(mesh, axis_type, tpu_topology=tpu_topology, real_devices=real_devices)
     # Target and mapping are checked before the compile, so a bad one costs nothing.
     check_target(target, mapping, mesh_spec)
     plan = compile_plan(mesh_spec, target, compile_for, tpu_topology=tpu_topology,
                         real_devices=real_devices)
     report = _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache,
-                      cache_only, measure, plan)
+                      cache_only, measure, plan, origins)
     if report is None or target is None:
         return report
     from explorer.report.predict import with_target
@@ -282,7 +288,7 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
 
 
 def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_only,
-             measure, plan: CompilePlan):
+             measure, plan: CompilePlan, origins: bool = False):
     partitioner = check_partitioner(partitioner)     # the Partitioner the Report holds
     check_inputs(tensor_leaves(args), mesh_spec)
 
@@ -290,7 +296,7 @@ def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_o
     fn_bytes = pickle_function(fn)
     real_devices = plan.worker.backend is Backend.REAL
     request = (mesh_spec, partitioner, args, bool(measure), plan.tpu_topology, real_devices,
-               plan.gpu)
+               plan.gpu) + ((True,) if origins else ())      # earlier keys stay as they were
     key = hashlib.sha256(fn_bytes + pickle.dumps(request)).hexdigest()
     # Reports of plain compiles persist on disk (explorer/api/diskcache.py); measured runs and
     # real devices depend on this machine at this moment, so they stay in memory only.
@@ -313,7 +319,7 @@ def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_o
         return None
     message = CompileRequest(fn=fn_bytes, args=args, mesh=mesh_spec, partitioner=partitioner,
                              sys_path=tuple(sys.path), measure=bool(measure),
-                             tpu_topology=plan.tpu_topology, gpu=plan.gpu)
+                             tpu_topology=plan.tpu_topology, gpu=plan.gpu, origins=origins)
     # TPU and GPU compiles need no local devices: one shared worker of each serves them all.
     result = (pool or default_pool()).compile(plan.worker, message, timeout)
     report = build_report(result, mesh_spec, partitioner)

@@ -65,7 +65,7 @@ def analyze_workload(name: str, mesh: MeshLike, specs: Mapping[str, SpecLike] | 
         cache_only: answer only from the caches, never compile: None on a miss.
         **kwargs: passed on to explorer.analyze: ``partitioner``, ``axis_type``, ``timeout``,
             ``pool``, ``use_cache``, ``target``, ``mapping``, ``measure``, ``tpu_topology``,
-            ``real_devices``, ``peak``.
+            ``real_devices``, ``peak``, ``origins``.
 
     Returns:
         The Report, its ``workload`` saying what was analysed and where each spec came from,

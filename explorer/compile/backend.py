@@ -36,14 +36,23 @@ from explorer.spec.tensor import TensorSpec
 # - shardy-verbose: Shardy records, while it propagates, where each mesh axis of every value's
 #   sharding came from and the steps that moved it, and writes its module after propagation
 #   with them (`shardy/module_*/02.after_propagation.mlir`; the compiler drops them before
-#   the modules above). The cost is within the noise of a compile (docs/performance.md).
+#   the modules above). It costs about a tenth more of an analysis (docs/performance.md), so
+#   it is in the regex only when the request asks for origins.
 PROMOTION_PASSES = ("all-reduce-promotion", "float-normalization-bf16", "change-op-data-type")
 SHARDY_VERBOSE = "shardy-verbose"
-_DUMP_OPTIONS = {"xla_dump_hlo_pass_re": "|".join(("spmd-partitioning",) + PROMOTION_PASSES
-                                                  + (SHARDY_VERBOSE,)),
+_DUMP_OPTIONS = {"xla_dump_hlo_pass_re": "|".join(("spmd-partitioning",) + PROMOTION_PASSES),
                  "xla_dump_hlo_as_text": True}
 # Shardy's module after propagation, in the dump folder.
 AFTER_PROPAGATION = os.path.join("shardy", "module_*", "02.after_propagation.mlir")
+
+
+def dump_options(folder: str, origins: bool) -> dict:
+    """The compiler options of one compile's dump into `folder`; with `origins`, Shardy's
+    module after propagation too."""
+    options = {"xla_dump_to": folder, **_DUMP_OPTIONS}
+    if origins:
+        options["xla_dump_hlo_pass_re"] += "|" + SHARDY_VERBOSE
+    return options
 
 
 def _is_spec(x) -> bool:
@@ -140,7 +149,7 @@ def _devices(tpu_topology: str | None, gpu: GpuTopology | None):
 
 def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | None = None,
                     measure: bool = False, measure_cap: int = 1 << 30,
-                    gpu: GpuTopology | None = None) -> CompileResult:
+                    gpu: GpuTopology | None = None, origins: bool = False) -> CompileResult:
     import jax
 
     notes: list[str] = []
@@ -162,8 +171,7 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
                 lowered = jitted.lower(*structs)
             t1 = time.perf_counter()
             try:
-                compiled = lowered.compile(
-                    compiler_options={"xla_dump_to": dump, **_DUMP_OPTIONS})
+                compiled = lowered.compile(compiler_options=dump_options(dump, origins))
             except jax.errors.JaxRuntimeError as e:
                 # A program too big for the device is an answer: keep what the compiler wrote.
                 if not is_out_of_memory(str(e)) or not _files(dump, "*after_optimizations.txt"):
@@ -181,7 +189,7 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
             _read_first(dump, "*after_optimizations-buffer-assignment.txt")) if peak_live else ""
         optimized = (_read_first(dump, "*after_optimizations.txt") if compiled is None
                      else compiled.as_text())
-        propagated_mlir = _read_first(dump, AFTER_PROPAGATION)
+        propagated_mlir = _read_first(dump, AFTER_PROPAGATION) if origins else None
     finally:
         shutil.rmtree(dump, ignore_errors=True)
 

@@ -95,6 +95,9 @@ class CompileRequest:
     measure: bool = False
     tpu_topology: str | None = None
     gpu: GpuTopology | None = None      # compile ahead of time for these NVIDIA GPUs
+    # Also dump Shardy's record of where each axis of every layout came from (a tenth more
+    # of an analysis): CompileResult.propagated_mlir.
+    origins: bool = False
 
 
 @dataclass(frozen=True)
@@ -190,8 +193,9 @@ class CompileResult:
     ahead_of_time: bool = False
     # Shardy's module after propagation (its `02.after_propagation.mlir`), with where each mesh
     # axis of every value's sharding came from (`sdy.sharding_origins`) and the steps that moved
-    # it (`sdy.propagation_edges`); "" under GSPMD, or where Shardy wrote none.
-    propagated_mlir: str = ""
+    # it (`sdy.propagation_edges`); "" under GSPMD, or where Shardy wrote none; None when the
+    # request did not ask for origins.
+    propagated_mlir: str | None = None
     # What the worker could not read from jax and left out, said rather than guessed (e.g. a
     # backend with no memory analysis); the Report's notes carry them.
     notes: tuple[str, ...] = ()

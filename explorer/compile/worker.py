@@ -119,7 +119,8 @@ def _compile(request: CompileRequest):
             sys.path.append(path)
     fn = cloudpickle.loads(request.fn)
     return compile_request(fn, request.args, request.mesh, request.partitioner,
-                           request.tpu_topology, request.measure, gpu=request.gpu)
+                           request.tpu_topology, request.measure, gpu=request.gpu,
+                           origins=request.origins)
 
 
 def _describe(e: Exception) -> str:

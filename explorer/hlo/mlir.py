@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 # The mesh axes of each dimension of a value, major first: (("data",), ()).
 Split = tuple[tuple[str, ...], ...]
@@ -129,54 +130,70 @@ _SSA = re.compile(r"%[\w.$-]+(?:#\d+)?")
 _AXIS = r'(?:"[^"]*"(?::\(\d+\)\d+)?|[\w.$-]+)'
 
 
+@lru_cache(maxsize=256)       # an op's text is blanked once for the several attributes read
 def _blank_strings(text: str) -> str:
     """`text` with the inside of every string literal blanked (same length), so that brackets
     and `%` inside strings do not count."""
     return _STRING.sub(lambda m: '"' + " " * (len(m.group(0)) - 2) + '"', text)
 
 
+_BRACKET = re.compile(r"[()\[\]{}<>]|->")
+_BRACKET_OR_COMMA = re.compile(r"[()\[\]{}<>,]|->")
+_PAIRS = {"(": ")", "[": "]", "{": "}", "<": ">"}
+
+
 def _close(text: str, start: int) -> int:
     """Index just past the bracket that opens at text[start] (strings already blanked; `->`
     is not a bracket)."""
-    pairs = {"(": ")", "[": "]", "{": "}", "<": ">"}
     stack = []
-    for i in range(start, len(text)):
-        c = text[i]
-        if c in pairs:
-            stack.append(pairs[c])
-        elif c == ">" and i > 0 and text[i - 1] == "-":
-            continue
+    for m in _BRACKET.finditer(text, start):
+        c = m.group()
+        if c in _PAIRS:
+            stack.append(_PAIRS[c])
         elif stack and c == stack[-1]:
             stack.pop()
             if not stack:
-                return i + 1
+                return m.end()
     return len(text)
 
 
-def _split_top(text: str, sep: str = ",") -> list[str]:
-    """`text` split at the `sep` characters outside brackets and strings."""
+def _split_top(text: str) -> list[str]:
+    """`text` split at the commas outside brackets and strings."""
     blank = _blank_strings(text)
     parts, depth, start = [], 0, 0
-    for i, c in enumerate(blank):
+    for m in _BRACKET_OR_COMMA.finditer(blank):
+        c = m.group()
         if c in "([{<":
             depth += 1
-        elif c in ")]}" or (c == ">" and not (i and blank[i - 1] == "-")):
+        elif c in ")]}>":
             depth -= 1
-        elif c == sep and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:m.start()])
+            start = m.end()
     if text[start:].strip():
         parts.append(text[start:])
     return parts
 
 
+_KEY = re.compile(r"(?:^|[\s{,])([\w.]+) = ")
+
+
+@lru_cache(maxsize=256)
+def _keys(text: str) -> dict[str, int]:
+    """Where the value of each `key = ` of an op's text starts (its first occurrence), found
+    in one pass for the several attributes read."""
+    starts: dict[str, int] = {}
+    for m in _KEY.finditer(_blank_strings(text)):
+        starts.setdefault(m.group(1), m.end())
+    return starts
+
+
 def _attribute(text: str, key: str) -> str | None:
     """The raw value of `key = ...` in an attribute dictionary, bracket-balanced."""
     blank = _blank_strings(text)
-    m = re.search(r"(?:^|[\s{,])" + re.escape(key) + r" = ", blank)
-    if not m:
+    start = _keys(text).get(key)
+    if start is None or start >= len(blank):
         return None
-    start = m.end()
     if blank[start] in "([{<#\"":
         if blank[start] == "#":          # #sdy.sharding<...>: up to its closing bracket
             bracket = blank.find("<", start)
@@ -343,23 +360,17 @@ def _head(text: str) -> str:
 
 
 def _result_dims(text: str) -> list[tuple[int, ...] | None]:
-    """The result types of an op, from its trailing `: (operands) -> results` or `: type`."""
+    """The result types of an op, from its trailing `: (operands) -> results` or `: type`
+    (a while's are followed by its `attributes {...}`)."""
     blank = _blank_strings(text)
-    colon = -1
-    depth = 0
-    for i, c in enumerate(blank):
-        if c in "([{<":
-            depth += 1
-        elif c in ")]}" or (c == ">" and not (i and blank[i - 1] == "-")):
-            depth -= 1
-        elif depth == 0 and blank.startswith(" : ", i):
-            colon = i + 3
+    attrs = blank.rfind(" attributes {")
+    if attrs >= 0:
+        blank, text = blank[:attrs], text[:attrs]
+    # The type comes after every attribute, and types hold no ` : `.
+    colon = blank.rfind(" : ")
     if colon < 0:
         return []
-    types = text[colon:]
-    attrs = types.find(" attributes ")
-    if attrs >= 0:
-        types = types[:attrs]
+    types = text[colon + 3:]
     m = _RESULT_TYPES.search(types)
     if m:
         types = m.group(1).strip()

@@ -12,7 +12,7 @@ for the user's names and lines. GSPMD keeps no such record, so under it there ar
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
@@ -26,6 +26,9 @@ from explorer.report.why.metadata import constraint_point, primitive
 GSPMD_NOTE = ("origins are not available under GSPMD: only Shardy records where each axis of "
               "a layout came from (compile with partitioner='shardy')")
 NOT_IN_MODULE = "Shardy's module has no value for this tensor, so its origins are not known"
+NOT_ASKED = ("origins were not read: analyze with origins=True (the CLI's --why-layout or "
+             "--origins) to read why each tensor is laid out so; it costs about a tenth more "
+             "of an analysis")
 
 
 class OriginKind(StrEnum):
@@ -190,7 +193,6 @@ def _at(site: _Site | None, home: str) -> str:
 _INPUT = re.compile(r"input: (\d+)$")
 _OUTPUT = re.compile(r"output: (\d+)$")
 _SHARD_MAP = re.compile(r"(mc_\d+)_(input|output): (\d+)$")
-_MAX_SEARCH = 48            # (value, dim) pairs looked at for why one dimension is whole
 _SHOWN_GROUPS = 4           # lines of a path a sentence names before it says "and N more"
 
 
@@ -206,6 +208,7 @@ class _Reader:
         self.users: dict[int, list[tuple[Op | None, int]]] = {}
         self.arrivals: dict[tuple[int, str], tuple[int, Op | None, Value]] = {}
         self.arg_index = {id(a): k for k, a in enumerate(fn.arguments)}
+        self.sites: dict[int, _Site | None] = {}
         self.result_index = {id(r): k for k, r in enumerate(fn.results)}
         for op in fn.walk():
             if op.origin_name:
@@ -227,6 +230,7 @@ class _Reader:
         # program's instructions come from.
         files = Counter(src[0] for h in module.instructions() if (src := module.source(h)))
         self.default_home = files.most_common(1)[0][0] if files else ""
+        self._index_factors()
 
     def _arrive(self, e, op: Op | None, endpoint) -> None:
         source = endpoint(e.source)
@@ -246,12 +250,16 @@ class _Reader:
         return self.values.get(id(v))
 
     def site(self, op: Op | None) -> _Site | None:
-        h = self.ops.get(id(op)) if op is not None else None
-        if h is None:
+        """The op's jax name, Report tensor and line, read once per op."""
+        if op is None:
             return None
-        src = self.module.source(h)
-        return _Site(primitive(h.op_name) or h.opcode, h.name, src[0] if src else "",
-                     src[1] if src else 0, source_of(self.module, h))
+        if id(op) not in self.sites:
+            h = self.ops.get(id(op))
+            src = self.module.source(h) if h is not None else None
+            self.sites[id(op)] = None if h is None else _Site(
+                primitive(h.op_name) or h.opcode, h.name, src[0] if src else "",
+                src[1] if src else 0, source_of(self.module, h))
+        return self.sites[id(op)]
 
     def tensor_name(self, v: Value) -> str:
         if id(v) in self.arg_index:
@@ -349,53 +357,53 @@ class _Reader:
 
     # -- whole dimensions --------------------------------------------------------------------
 
-    def _members(self, v: Value, d: int) -> list[tuple[Op | None, Value, int, tuple[str, ...]]]:
-        """The (op, value, dim, factors) that share a factor with dim `d` of `v` at each op
-        that makes or uses it."""
-        out = []
-        places: list[tuple[Op, str, int]] = []
-        if v.op is not None:
-            places.append((v.op, "result", v.index))
-        for op, k in self.users.get(id(v), ()):
-            if op is not None:
-                places.append((op, "operand", k))
-        for op, where, k in places:
+    def _index_factors(self) -> None:
+        """Per value, the ops that make or use it with the factors of each of its dimensions
+        there; per op, each factor's (value, dim) pairs."""
+        self.places: dict[int, list[tuple[Op, tuple[frozenset[str], ...]]]] = {}
+        self.factors: dict[int, dict[str, list[tuple[Value, int]]]] = {}
+        for op in self.fn.walk():
             rule = op.rule
             if rule is None:
                 continue
-            mine = rule.results if where == "result" else rule.operands
-            if k >= len(mine) or d >= len(mine[k]):
+            index: dict[str, list[tuple[Value, int]]] = {}
+            for table, values in ((rule.operands, op.operands), (rule.results, op.results)):
+                for value, dims in zip(values, table, strict=False):
+                    sets = tuple(frozenset(fs) for fs in dims)
+                    self.places.setdefault(id(value), []).append((op, sets))
+                    for e, fs in enumerate(sets):
+                        for f in fs:
+                            index.setdefault(f, []).append((value, e))
+            self.factors[id(op)] = index
+        self.members_of: dict[tuple[int, int], list] = {}
+        self.nearest: dict[tuple[int, int], tuple] | None = None
+
+    def _members(self, v: Value, d: int) -> list[tuple[Op, Value, int, tuple[str, ...]]]:
+        """The (op, value, dim, factors) that share a factor with dim `d` of `v` at each op
+        that makes or uses it."""
+        key = (id(v), d)
+        if key in self.members_of:
+            return self.members_of[key]
+        out = []
+        for op, sets in self.places.get(id(v), ()):
+            if d >= len(sets) or not sets[d]:
                 continue
-            factors = set(mine[k][d])
-            if not factors:
-                continue
-            for side, values in (("operand", op.operands), ("result", op.results)):
-                table = rule.operands if side == "operand" else rule.results
-                for j, other in enumerate(values):
-                    if other is v or j >= len(table):
-                        continue
-                    for e, fs in enumerate(table[j]):
-                        if factors & set(fs):
-                            out.append((op, other, e, tuple(factors)))
+            index = self.factors[id(op)]
+            seen = set()
+            for f in sorted(sets[d]):
+                for other, e in index.get(f, ()):
+                    if other is not v and (id(other), e) not in seen:
+                        seen.add((id(other), e))
+                        out.append((op, other, e, tuple(sorted(sets[d]))))
+        self.members_of[key] = out
         return out
 
     def whole(self, v: Value, d: int) -> str:
         """Why dim `d` of `v` is split by no axis: where the nearest axis that splits a
         matching dimension stops, or that none does."""
-        todo = [(v, d)]
-        seen = set()
-        found = None
-        while todo and len(seen) < _MAX_SEARCH and found is None:
-            cur, dim = todo.pop(0)
-            if (id(cur), dim) in seen:
-                continue
-            seen.add((id(cur), dim))
-            for op, other, e, factors in self._members(cur, dim):
-                axes = _axes(other, e)
-                if axes:
-                    found = (cur, op, other, axes, factors)
-                    break
-                todo.append((other, e))
+        if self.nearest is None:
+            self.nearest = self._nearest_splits()
+        found = self.nearest.get((id(v), d))
         pinned = self._pinned_whole(v, d)
         if pinned:
             return pinned
@@ -406,6 +414,37 @@ class _Reader:
         if found is None:
             return "no input, output or sharding constraint splits it"
         return self._dropped(v, *found)
+
+    def _nearest_splits(self) -> dict[tuple[int, int], tuple]:
+        """For each whole dimension (value, dim) that a chain of matching whole dimensions
+        links to a split one: (the whole dimension next to it, the op between them, the split
+        value, its axes there, the shared factors). One search from every split dimension at
+        once, outwards through whole ones, so the nearest is found for all."""
+        found: dict[tuple[int, int], tuple] = {}
+        todo: deque[tuple[Value, int]] = deque()
+        values = [*self.fn.arguments]
+        for op in self.fn.walk():
+            values += op.results
+            for args in op.region_args:
+                values += args
+        for v in values:
+            for d in range(len(_split(v))):
+                if _axes(v, d):
+                    continue
+                for op, other, e, factors in self._members(v, d):
+                    axes = _axes(other, e)
+                    if axes:
+                        found[(id(v), d)] = (v, op, other, axes, factors)
+                        todo.append((v, d))
+                        break
+        while todo:
+            v, d = todo.popleft()
+            for _, other, e, _ in self._members(v, d):
+                key = (id(other), e)
+                if key not in found and not _axes(other, e) and e < len(_split(other)):
+                    found[key] = found[(id(v), d)]
+                    todo.append((other, e))
+        return found
 
     def _pinned_whole(self, v: Value, d: int) -> str:
         """"" unless a constraint or a shard_map's in_specs ask dim `d` of `v` whole."""
@@ -674,13 +713,16 @@ def read_origins(mlir: str, propagated: HloModule, inputs: Sequence[str],
     return out
 
 
-def origins_by_tensor(mlir: str, propagated: HloModule | None, partitioner: str,
+def origins_by_tensor(mlir: str | None, propagated: HloModule | None, partitioner: str,
                       inputs: Sequence[str], outputs: Sequence[str]
                       ) -> tuple[dict[str, Origins], Origins, list[str]]:
     """What a Report gives its tensors: name -> Origins, the Origins of a tensor not among
-    them (its note says why), and the Report notes (GSPMD's, or an unreadable module's)."""
+    them (its note says why), and the Report notes (GSPMD's, or an unreadable module's).
+    `mlir` is None when the request did not ask for origins."""
     if partitioner == "gspmd":
-        return {}, unavailable(GSPMD_NOTE), [GSPMD_NOTE]
+        return {}, unavailable(GSPMD_NOTE), [GSPMD_NOTE] if mlir is not None else []
+    if mlir is None:
+        return {}, unavailable(NOT_ASKED), []
     if not mlir or propagated is None:
         note = ("origins are not known: Shardy wrote no module after propagation for this "
                 "compile")

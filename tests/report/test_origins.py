@@ -15,7 +15,7 @@ from explorer import OriginKind
 from explorer import TensorSpec as T
 from explorer.cli import main
 from explorer.hlo.module import parse_module
-from explorer.report.origins import GSPMD_NOTE, read_origins
+from explorer.report.origins import GSPMD_NOTE, NOT_ASKED, read_origins
 from explorer.report.why import Reason
 
 HERE = os.path.abspath(__file__)
@@ -106,7 +106,7 @@ def test_a_chain_of_ops_carries_the_inputs_split_with_every_op_and_line_on_the_w
     # x is split over `data` by rows; every op keeps its rows: x * x, tanh, then h @ w, whose
     # rows are x's. Nothing splits the columns (w is replicated).
     r = explorer.analyze(chain, T("x", (16, 64), spec="data,None"), T("w", (64, 32)),
-                         mesh=MESH)
+                         mesh=MESH, origins=True)
     tanh = made_at(r, "CHAIN_TANH", "tanh")
     [origin] = tanh.origins.dims[0].axes
     assert (origin.axis, origin.kind, origin.name) == ("data", OriginKind.INPUT, "x")
@@ -132,7 +132,7 @@ def test_two_inputs_that_disagree_on_a_dimension_are_a_conflict_the_later_user_s
     # result keeps `data`; b is moved to match.
     r = explorer.analyze(disagree, T("a", (16, 32), spec="data,None"),
                          T("b", (16, 32), spec="model,None"),
-                         T("c", (16, 32), spec="data,None"), mesh=MESH)
+                         T("c", (16, 32), spec="data,None"), mesh=MESH, origins=True)
     add = made_at(r, "DISAGREE_ADD", "add")
     [origin] = add.origins.dims[0].axes
     assert (origin.axis, origin.kind, origin.name) == ("data", OriginKind.INPUT, "c")
@@ -156,7 +156,7 @@ def test_operands_that_disagree_with_no_one_to_settle_it_leave_the_dimension_who
         return jnp.tanh(a + b)
 
     r = explorer.analyze(summed, T("a", (16, 32), spec="data,None"),
-                         T("b", (16, 32), spec="model,None"), mesh=MESH)
+                         T("b", (16, 32), spec="model,None"), mesh=MESH, origins=True)
     dim0 = r.tensor("out").origins.dims[0]
     assert dim0.axes == ()
     assert "`data` splits the matching dimension of input `a`" in dim0.dropped
@@ -172,7 +172,8 @@ def test_a_sharding_constraint_overrides_propagation_and_the_reshard_names_both_
     # x's rows are split over `data`; the constraint asks for columns over `data`. Shardy
     # carries it back to x * x, whose rows then cannot keep `data` (an axis splits one
     # dimension): an all-to-all moves x from rows to columns.
-    r = explorer.analyze(constrained, T("x", (16, 64), spec="data,None"), mesh="data=8")
+    r = explorer.analyze(constrained, T("x", (16, 64), spec="data,None"), mesh="data=8",
+                         origins=True)
     mul = made_at(r, "WSC_PRODUCER", "mul")
     [origin] = mul.origins.dims[1].axes
     assert (origin.kind, origin.name) == (OriginKind.CONSTRAINT, "")
@@ -193,7 +194,7 @@ def test_a_sharding_constraint_overrides_propagation_and_the_reshard_names_both_
 def test_an_output_sharding_propagates_backwards_through_the_ops_before_it():
     # x and w are replicated; the jit around tanh pins its result's columns over `model`.
     # Shardy carries that back to tanh's operand, the matmul.
-    r = explorer.analyze(pinned_output, T("x", (16, 32)), T("w", (32, 64)), mesh=MESH)
+    r = explorer.analyze(pinned_output, T("x", (16, 32)), T("w", (32, 64)), mesh=MESH, origins=True)
     dot = made_at(r, "PINNED_DOT", "dot_general")
     [origin] = dot.origins.dims[1].axes
     assert (origin.axis, origin.kind, origin.name) == ("model", OriginKind.OUTPUT, "jit(tanh)")
@@ -249,7 +250,7 @@ def test_a_shard_map_input_is_the_origin_of_the_layout_that_feeds_it():
     # result has that layout, and the matmul before it gets its rows from there; the columns
     # of the matmul are w's (over `model`), stopped at tanh by the in_specs.
     r = explorer.analyze(mapped, T("x", (16, 32)), T("w", (32, 64), spec="None,model"),
-                         mesh=MESH)
+                         mesh=MESH, origins=True)
     tanh = made_at(r, "MAP_TANH", "tanh")
     [origin] = tanh.origins.dims[0].axes
     assert (origin.axis, origin.kind, origin.name) == ("data", OriginKind.SHARD_MAP,
@@ -270,7 +271,7 @@ def test_a_scanned_layer_gets_its_rows_from_the_carry_and_its_columns_from_the_w
     # columns are split over `model`: the layer's matmul is rows over `data`, columns over
     # `model`, and so is the scan's result.
     r = explorer.analyze(scanned, T("x", (16, 32), spec="data,None"),
-                         T("ws", (3, 32, 32), spec="None,None,model"), mesh=MESH)
+                         T("ws", (3, 32, 32), spec="None,None,model"), mesh=MESH, origins=True)
     dot = made_at(r, "SCAN_LAYER", "dot_general")
     rows, cols = dot.origins.dims
     assert [(o.axis, o.kind, o.name) for o in rows.axes] == [("data", OriginKind.INPUT, "x")]
@@ -284,16 +285,23 @@ def test_a_scanned_layer_gets_its_rows_from_the_carry_and_its_columns_from_the_w
 
 def test_under_gspmd_origins_are_not_available_and_the_report_says_so():
     r = explorer.analyze(chain, T("x", (16, 64), spec="data,None"), T("w", (64, 32)),
-                         mesh=MESH, partitioner="gspmd")
+                         mesh=MESH, partitioner="gspmd", origins=True)
     assert GSPMD_NOTE in r.notes
     for t in r.tensors:
         assert t.origins.dims == () and t.origins.note == GSPMD_NOTE
         assert t.origins.text == GSPMD_NOTE
 
 
-def test_origins_are_in_the_json_with_their_sentences():
+def test_origins_are_read_only_when_asked_and_the_note_says_how():
     r = explorer.analyze(chain, T("x", (16, 64), spec="data,None"), T("w", (64, 32)),
                          mesh=MESH)
+    assert all(t.origins.dims == () and t.origins.note == NOT_ASKED for t in r.tensors)
+    assert not [n for n in r.notes if "origins" in n]
+
+
+def test_origins_are_in_the_json_with_their_sentences():
+    r = explorer.analyze(chain, T("x", (16, 64), spec="data,None"), T("w", (64, 32)),
+                         mesh=MESH, origins=True)
     [x] = [t for t in json.loads(json.dumps(r.to_dict()))["tensors"] if t["name"] == "x"]
     assert x["origins"]["text"] == ("dim 0 split over `data` because its spec asks\n"
                                     "dim 1 whole: its spec leaves it whole")

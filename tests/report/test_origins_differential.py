@@ -261,7 +261,7 @@ def test_reported_origins_agree_with_shardys_record_over_random_programs():
         names = input_names(program)
         specs = [T(name, tuple(shape), spec=",".join(str(p) for p in spec))
                  for name, (shape, spec) in zip(names, program["inputs"], strict=True)]
-        r = explorer.analyze(program_function(program), *specs, mesh=MESH)
+        r = explorer.analyze(program_function(program), *specs, mesh=MESH, origins=True)
         where = f"program {n}: {program}"
         for name, want in zip(names, record["args"], strict=True):
             assert explorer_entries(r.tensor(name)) == [tuple(e) for e in want], where
