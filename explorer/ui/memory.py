@@ -182,7 +182,30 @@ def memory_html(report: Report) -> str:
         out += (f"<p class='{cls}'><b>{'Fits' if fit.fits else 'Out of memory'}</b> on "
                 f"{html.escape(report.estimate.target)}: uses {human_bytes(fit.bytes)} of "
                 f"{human_bytes(fit.capacity)} per device ({fit.fraction:.2%}).</p>")
+    out += _host_html(report)
     out += _kinds_table(m)
+    return out
+
+
+def _host_html(report: Report) -> str:
+    """What lives in host memory (offloaded), apart from the device's, and the compiler's word
+    on offload where it could not do what was asked."""
+    m = report.memory
+    said = [n for n in report.notes if "host memory" in n]
+    if not m.host_total and not said:
+        return ""
+    out = ""
+    if m.host_total:
+        names = [t.name for t in report.tensors if t.memory_kind != "device"]
+        which = (f" ({html.escape(', '.join(names[:4]))}"
+                 + (f" and {len(names) - 4} more" if len(names) > 4 else "") + ")"
+                 if names else "")
+        out += (f"<p class='explorer-host-memory'><b>In host memory</b> (offloaded{which}; not "
+                f"counted against the device's): arguments {human_bytes(m.host_arguments)} + "
+                f"outputs {human_bytes(m.host_outputs)} + temporaries "
+                f"{human_bytes(m.host_temporaries)} = <b>{human_bytes(m.host_total)}</b> per "
+                "device. The Timing tab shows the transfers on the host link.</p>")
+    out += "".join(f"<p class='explorer-note'>{html.escape(n)}.</p>" for n in said)
     return out
 
 
