@@ -40,8 +40,11 @@ from explorer.spec.tensor import TensorSpec
 #   it is in the regex only when the request asks for origins.
 PROMOTION_PASSES = ("all-reduce-promotion", "float-normalization-bf16", "change-op-data-type")
 SHARDY_VERBOSE = "shardy-verbose"
+# - xla_dump_hlo_as_proto: each dumped module also as an HloProto; the optimized one
+#   ("...after_optimizations.hlo.pb") carries the buffer assignment with it, which XProf's
+#   memory and graph viewers read (explorer/report/xprof.py).
 _DUMP_OPTIONS = {"xla_dump_hlo_pass_re": "|".join(("spmd-partitioning",) + PROMOTION_PASSES),
-                 "xla_dump_hlo_as_text": True}
+                 "xla_dump_hlo_as_text": True, "xla_dump_hlo_as_proto": True}
 # Shardy's module after propagation, in the dump folder.
 AFTER_PROPAGATION = os.path.join("shardy", "module_*", "02.after_propagation.mlir")
 
@@ -184,9 +187,12 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         # names on other ops, and its collectives already move the program's dtypes.
         unpromoted = _read_first_before(dump, PROMOTION_PASSES) if gpu is None else ""
         # CPU: "...cpu_after_optimizations-live-range.txt"; TPU: "...after_optimizations-...".
-        peak_live = peak_section(_read_first(dump, "*after_optimizations-live-range.txt"))
+        live_range = _read_first(dump, "*after_optimizations-live-range.txt")
+        peak_live = peak_section(live_range)
         buffer_values = value_lines(
             _read_first(dump, "*after_optimizations-buffer-assignment.txt")) if peak_live else ""
+        live_ranges = schedule_sections(live_range)
+        hlo_proto = _read_first_bytes(dump, "*after_optimizations.hlo.pb")
         optimized = (_read_first(dump, "*after_optimizations.txt") if compiled is None
                      else compiled.as_text())
         propagated_mlir = _read_first(dump, AFTER_PROPAGATION) if origins else None
@@ -240,6 +246,8 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         unpromoted=unpromoted,
         peak_live=peak_live,
         buffer_values=buffer_values,
+        live_ranges=live_ranges,
+        hlo_proto=hlo_proto,
         out_of_memory=out_of_memory,
     )
 
@@ -270,6 +278,20 @@ def peak_section(live_range: str) -> str:
                 j += 1
             return "\n".join(lines[i:j])
     return ""
+
+
+def schedule_sections(live_range: str) -> str:
+    """The "InstructionSequence:" and "BufferLiveRange:" sections of an HloLiveRange dump: the
+    program's instructions in schedule order ("    3:fusion.2", loop bodies flattened in), and
+    each value's first and last position ("    fusion.2{}:3-7"); "" when there are none. What
+    follows them (the peak and its stack breakdown) is left out."""
+    lines = live_range.splitlines()
+    start = next((i for i, line in enumerate(lines)
+                  if line.strip() == "InstructionSequence:"), None)
+    if start is None:
+        return ""
+    end = next((j for j in range(start, len(lines)) if _PEAK.match(lines[j])), len(lines))
+    return "\n".join(lines[start:end])
 
 
 def value_lines(buffer_assignment: str) -> str:
@@ -369,6 +391,14 @@ def _read_first(folder: str, pattern: str) -> str:
     if not files:
         return ""
     with open(files[0]) as f:
+        return f.read()
+
+
+def _read_first_bytes(folder: str, pattern: str) -> bytes:
+    files = _files(folder, pattern)
+    if not files:
+        return b""
+    with open(files[0], "rb") as f:
         return f.read()
 
 

@@ -184,6 +184,15 @@ class CompileResult:
     # lives, its allocated bytes (with the target's padding, which the live ranges leave out)
     # and its shape with layout.
     buffer_values: str = ""
+    # The schedule and the live ranges of XLA's live-range dump: the instructions in program
+    # order ("InstructionSequence:") and each value's first and last position
+    # ("BufferLiveRange:"), which explorer/report/memory_timeline.py turns into the bytes live
+    # at each step. "" when none was written.
+    live_ranges: str = ""
+    # The optimized module as a serialized xla.HloProto with its buffer assignment (XLA's
+    # "...after_optimizations.hlo.pb" dump), for XProf's memory and graph viewers; b"" where
+    # the compiler wrote none.
+    hlo_proto: bytes = b""
     out_of_memory: OutOfMemory | None = None
     # What the devices compiled for are, as their platform names them ("NVIDIA H100 80GB
     # HBM3", "TPU v5 lite", "cpu").
