@@ -30,7 +30,7 @@ from explorer.hlo.module import (
     parse_shape,
     subshape,
 )
-from explorer.report.report import Buffer
+from explorer.report.report import Buffer, BufferKind
 from explorer.report.source import source_line, source_of
 
 TOP_BUFFERS = 10
@@ -62,7 +62,12 @@ def _made_by(instr: Instruction, module: HloModule, inputs: list[str]) -> str:
 
 
 _ALLOCATION = re.compile(r"^\s*allocation (\d+):")
-_VALUE = re.compile(r"^\s*value: <\d+ (\S+) @\d+> \(size=(\d+),offset=(\d+)\): (.*)$")
+_ALLOCATION_HEADER = re.compile(r"^\s*allocation (\d+): size (\d+)(.*):\s*$")
+_COLOR = re.compile(r", color (\d+)")
+_SHAPE_TEXT = re.compile(r"\|[^|]*\|")
+# A loop's carried value is marked "(phi)": "value: <2023 param.1{15} (phi) @0> ...".
+_VALUE = re.compile(
+    r"^\s*value: <\d+ (\S+)(?: \(phi\))? @\d+> \(size=(\d+),offset=(\d+)\): (.*)$")
 
 
 class Slice(NamedTuple):
@@ -72,6 +77,36 @@ class Slice(NamedTuple):
     offset: int
     size: int
     shape: str                   # with layout and memory space
+
+
+class Allocation(NamedTuple):
+    """One allocation of the buffer assignment: its bytes, what it holds, its memory space."""
+
+    size: int
+    kind: BufferKind | None      # None: thread-local scratch of a fusion or a call
+    color: int                   # the memory space: 0 the device's main memory
+
+
+def allocations(buffer_values: str) -> dict[int, Allocation]:
+    """Allocation number -> its size and kind, from the headers XLA writes ("allocation 2:
+    size 131072, parameter 0, shape |f32[256,128]| at ShapeIndex {}:", "..., maybe-live-out:",
+    "..., preallocated-temp:"). An input's allocation that an output shares (a donated input)
+    is an argument."""
+    out: dict[int, Allocation] = {}
+    for line in buffer_values.splitlines():
+        m = _ALLOCATION_HEADER.match(line)
+        if not m:
+            continue
+        flags = _SHAPE_TEXT.sub("", m.group(3))     # shapes can hold no flag words
+        color = _COLOR.search(flags)
+        kind = (BufferKind.ARGUMENT if ", parameter " in flags
+                else BufferKind.OUTPUT if "maybe-live-out" in flags
+                else BufferKind.CONSTANT if ", constant" in flags
+                else None if "thread-local" in flags
+                else BufferKind.TEMPORARY)
+        out[int(m.group(1))] = Allocation(int(m.group(2)), kind,
+                                          int(color.group(1)) if color else 0)
+    return out
 
 
 def assigned(buffer_values: str) -> dict[str, Slice]:
@@ -105,12 +140,13 @@ def top_buffers(peak_live: str, module: HloModule, buffer_values: str = "",
     its bytes and no shape: the dump said it is there."""
     names = module.by_name()
     slices = assigned(buffer_values)
+    kinds = allocations(buffer_values)
     out: list[Buffer] = []
     held: list[tuple[Slice, int]] = []        # slices listed so far, with their index in out
     for name, index, live_bytes in peak_entries(peak_live):
         label = name + (f"{{{','.join(map(str, index))}}}" if index else "")
         where = slices.get(label)
-        shared = next((i for s, i in held if where is not None and _overlap(s, where)), None)
+        shared = next((i for s, i in held if where is not None and overlaps(s, where)), None)
         if shared is not None:
             out[shared] = replace(out[shared], aliases=out[shared].aliases + (label,))
             continue
@@ -118,23 +154,33 @@ def top_buffers(peak_live: str, module: HloModule, buffer_values: str = "",
         shape = where.shape if where else (subshape(instr.shape, index) if instr else None)
         if shape is not None and memory_space(shape) != 0:
             continue
-        arrays = parse_shape(shape) if shape is not None and not shape.startswith("(") else []
-        dims, dtype = ((arrays[0].dims, HLO_TO_NUMPY.get(arrays[0].dtype, arrays[0].dtype))
-                       if len(arrays) == 1 else ((), "tuple" if shape else ""))
-        nbytes = where.size if where else live_bytes
         if where is not None:
             held.append((where, len(out)))
-        if instr is None:
-            out.append(Buffer(label, nbytes, dims, dtype, ""))
-            continue
-        out.append(Buffer(
-            name=label, bytes=nbytes, shape=dims, dtype=dtype,
-            instruction=_made_by(instr, module, inputs or []),
-            source=source_of(module, instr), source_text=source_line(module, instr)))
+        allocation = kinds.get(where.allocation) if where is not None else None
+        out.append(buffer_of(label, where.size if where else live_bytes, shape, instr, module,
+                             inputs or [], allocation.kind if allocation else None))
     out.sort(key=lambda b: -b.bytes)      # stable: equal sizes keep the dump's order
     return tuple(out[:count])
 
 
-def _overlap(a: Slice, b: Slice) -> bool:
+def buffer_of(label: str, nbytes: int, shape: str | None, instr: Instruction | None,
+              module: HloModule, inputs: list[str], kind: BufferKind | None = None) -> Buffer:
+    """The Buffer of HLO value `label` ("fusion", "copy-start{0}") of `nbytes` bytes, with
+    `shape` (its layout text, None where unknown) read into dims and dtype, and the jax
+    operation and line of code of `instr`, the instruction that made it (None where the
+    module lacks it: the buffer is listed with its bytes alone)."""
+    arrays = parse_shape(shape) if shape is not None and not shape.startswith("(") else []
+    dims, dtype = ((arrays[0].dims, HLO_TO_NUMPY.get(arrays[0].dtype, arrays[0].dtype))
+                   if len(arrays) == 1 else ((), "tuple" if shape else ""))
+    if instr is None:
+        return Buffer(label, nbytes, dims, dtype, "", kind=kind)
+    return Buffer(name=label, bytes=nbytes, shape=dims, dtype=dtype,
+                  instruction=_made_by(instr, module, inputs),
+                  source=source_of(module, instr), source_text=source_line(module, instr),
+                  kind=kind)
+
+
+def overlaps(a: Slice, b: Slice) -> bool:
+    """Whether two values share bytes of one allocation."""
     return (a.allocation == b.allocation and a.offset < b.offset + b.size
             and b.offset < a.offset + a.size)

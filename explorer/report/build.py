@@ -32,6 +32,7 @@ from explorer.hlo.schedule import cached_schedule, schedule_work
 from explorer.hlo.sharding import tiling_from_hlo
 from explorer.report.buffers import top_buffers
 from explorer.report.dtypes import collectives_of, program_dtypes
+from explorer.report.memory_timeline import memory_timeline
 from explorer.report.oom import memory_verdict
 from explorer.report.origins import Origins, origins_by_tensor
 from explorer.report.report import (
@@ -99,7 +100,10 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
         warnings=tuple(link_warning(w, propagated, optimized) for w in raw.warnings),
         top_buffers=(top_buffers(raw.peak_live, optimized, raw.buffer_values, _input_names(raw))
                      if raw.peak_live else ()),
+        memory_timeline=memory_timeline(raw.live_ranges, raw.buffer_values, optimized,
+                                        _input_names(raw)),
         memory_verdict=verdict,
+        hlo_proto=raw.hlo_proto,
     )
 
 

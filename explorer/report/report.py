@@ -234,6 +234,15 @@ class Memory:
                 "by_kind": self.by_kind}
 
 
+class BufferKind(StrEnum):
+    """What a buffer is to the program, as XLA's buffer assignment marks its allocation."""
+
+    ARGUMENT = "argument"        # an input's allocation, held from the program's start to end
+    OUTPUT = "output"            # an output's allocation (not an input's), held start to end
+    TEMPORARY = "temporary"      # a value among the temporaries, held over its live range
+    CONSTANT = "constant"        # a constant of the program, held start to end
+
+
 @dataclass(frozen=True)
 class Buffer:
     """One buffer live at the memory peak of the per-device program, as XLA's buffer
@@ -248,6 +257,8 @@ class Buffer:
         source_text: that line of code, stripped.
         aliases: other values that live in the same bytes at the peak (one buffer updated in
             place, e.g. an all-reduce over the matmul result it sums), held once.
+        kind: argument, output, temporary or constant, as the buffer assignment marks its
+            allocation; None where the assignment does not list the value.
     """
 
     name: str                    # the HLO value: instruction name, "{i}" for a tuple's part i
@@ -261,9 +272,71 @@ class Buffer:
     # Other values live in the same bytes at the peak: one buffer updated in place (an
     # all-reduce over the matmul result it sums), which the device holds once.
     aliases: tuple[str, ...] = ()
+    kind: BufferKind | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class MemoryPoint:
+    """The bytes live on one device while one instruction of the schedule runs."""
+
+    position: int                # in XLA's schedule (loop bodies flattened in, once)
+    instruction: str             # the HLO instruction at that position
+    bytes: int                   # live on one device: held buffers and live temporaries
+    temporaries: int             # of which temporaries
+
+
+@dataclass(frozen=True)
+class MemoryTimeline:
+    """Memory over the program: the bytes live on one device at every step of the schedule,
+    from XLA's buffer assignment and live ranges (explorer/report/memory_timeline.py), as
+    XProf's memory viewer draws it from the compiled module.
+
+    Attributes:
+        points: one per instruction of the schedule, in program order.
+        arguments: the inputs' allocations, held the whole program.
+        outputs: the outputs' allocations not shared with an input (those are in
+            `arguments`), held the whole program.
+        constants: the program's constants, held the whole program.
+        peak: the first point where the live bytes peak.
+        peak_buffers: every buffer live at the peak, largest first, each with its kind; values
+            live in the same bytes are one buffer (`Buffer.aliases`).
+        notes: what of the live ranges could not be placed in the buffer assignment.
+    """
+
+    points: tuple[MemoryPoint, ...]
+    arguments: int
+    outputs: int
+    constants: int
+    peak: MemoryPoint
+    peak_buffers: tuple[Buffer, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def held(self) -> int:
+        """Bytes held from the program's start to its end: arguments, outputs, constants."""
+        return self.arguments + self.outputs + self.constants
+
+    @property
+    def peak_by_kind(self) -> dict[str, int]:
+        """The peak's bytes by BufferKind."""
+        return {BufferKind.ARGUMENT: self.arguments, BufferKind.OUTPUT: self.outputs,
+                BufferKind.CONSTANT: self.constants,
+                BufferKind.TEMPORARY: self.peak.temporaries}
+
+    def to_dict(self) -> dict:
+        # The points as columns: a long schedule stays a small part of the JSON.
+        return {"positions": [p.position for p in self.points],
+                "instructions": [p.instruction for p in self.points],
+                "bytes": [p.bytes for p in self.points],
+                "temporaries": [p.temporaries for p in self.points],
+                "arguments": self.arguments, "outputs": self.outputs,
+                "constants": self.constants, "peak": asdict(self.peak),
+                "peak_by_kind": {str(k): v for k, v in self.peak_by_kind.items()},
+                "peak_buffers": [b.to_dict() for b in self.peak_buffers],
+                "notes": list(self.notes)}
 
 
 @dataclass(frozen=True)
@@ -432,6 +505,8 @@ class Report:
         warnings: what XLA and Shardy printed while compiling.
         top_buffers: the largest buffers live at the memory peak, per device, largest first;
             () where the compiler wrote no live ranges.
+        memory_timeline: the bytes live on one device at each step of the schedule, with the
+            peak and the buffers live there; None where the compiler wrote no live ranges.
         memory_verdict: set when the compiler refused the program for want of memory (a TPU
             compile); `memory` is then None, and the collectives and placement come from the
             module it wrote before.
@@ -446,6 +521,8 @@ class Report:
         propagated_hlo: the module before spmd-partitioning, with the propagated sharding on
             every instruction.
         optimized_hlo: the compiled per-device module.
+        hlo_proto: that module as a serialized xla.HloProto with its buffer assignment, for
+            XProf (`explorer.write_xprof`); b"" where the compiler wrote none.
     """
 
     mesh: MeshSpec
@@ -469,6 +546,9 @@ class Report:
     # The largest buffers live at the memory peak, per device, largest first
     # (explorer/report/buffers.py); () where the compiler wrote no live ranges.
     top_buffers: tuple[Buffer, ...] = ()
+    # The bytes live on one device at each step of the schedule, the peak and its buffers
+    # (explorer/report/memory_timeline.py); None where the compiler wrote no live ranges.
+    memory_timeline: MemoryTimeline | None = None
     # Set when the compiler refused the program for want of memory (a TPU compile); `memory`
     # is then None and the collectives and placement come from the module it wrote before.
     memory_verdict: MemoryVerdict | None = None
@@ -483,6 +563,10 @@ class Report:
     stablehlo: str = field(default="", repr=False)
     propagated_hlo: str = field(default="", repr=False)
     optimized_hlo: str = field(default="", repr=False)
+    # The optimized module as a serialized xla.HloProto with its buffer assignment, which
+    # XProf's memory and graph viewers read (explorer/report/xprof.py); b"" where the compiler
+    # wrote none. Not in `to_dict`.
+    hlo_proto: bytes = field(default=b"", repr=False)
 
     def tensor(self, name: str) -> TensorInfo:
         """The tensor called `name`: an input, an output (``out``) or an intermediate.
@@ -555,10 +639,13 @@ class Report:
 
     def _memory_dict(self) -> dict | None:
         d = self.memory.to_dict() if self.memory else None
-        if d is None and not self.top_buffers and self.memory_verdict is None:
+        if (d is None and not self.top_buffers and self.memory_verdict is None
+                and self.memory_timeline is None):
             return None
         return {**(d or {}), "top_buffers": [b.to_dict() for b in self.top_buffers],
-                "verdict": self.memory_verdict.to_dict() if self.memory_verdict else None}
+                "verdict": self.memory_verdict.to_dict() if self.memory_verdict else None,
+                **({"timeline": self.memory_timeline.to_dict()}
+                   if self.memory_timeline is not None else {})}
 
     def to_code(self) -> str:
         """This layout as plain JAX code: `jax.make_mesh`, a NamedSharding per input and

@@ -62,7 +62,7 @@ def test_buffers_at_the_peak_of_a_two_layer_program():
     assert d["top_buffers"][0] == {"name": r.top_buffers[0].name, "bytes": 524288,
                                    "shape": (128, 1024), "dtype": "float32",
                                    "instruction": "input w1", "source": "", "source_text": "",
-                                   "aliases": ()}
+                                   "aliases": (), "kind": "argument"}
     assert d["verdict"] is None
     assert "largest buffers live at the memory peak, per device:" in summary(r)
 
