@@ -86,10 +86,13 @@ from explorer.report.origins import (
 )
 from explorer.report.report import (
     Buffer,
+    BufferKind,
     Collective,
     CompilerWarning,
     Cost,
     Memory,
+    MemoryPoint,
+    MemoryTimeline,
     MemoryVerdict,
     Report,
     TensorInfo,
@@ -99,6 +102,7 @@ from explorer.report.report import (
 )
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
 from explorer.report.why import Evidence, Reason, Why
+from explorer.report.xprof import XprofRun, write_xprof
 from explorer.spec.mesh import AxisType, MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, parse_spec
 from explorer.strategy.presets import PRESETS, Preset, get_preset
@@ -119,6 +123,9 @@ __all__ = [
     "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "CompilerWarning",
     "Why", "Reason", "Evidence", "RingDirection",
     "Origins", "DimOrigin", "AxisOrigin", "OriginKind", "PathStep", "LayoutConflict",
+    "MemoryTimeline", "MemoryPoint", "BufferKind",
+    # open in XProf or TensorBoard
+    "write_xprof", "XprofRun",
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",

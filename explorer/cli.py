@@ -64,6 +64,17 @@ def _check_output_path(flag: str, path: str, example: str) -> None:
         raise InputError(f"{flag} {path!r} is not writable by this user")
 
 
+def _check_output_folder(flag: str, path: str) -> None:
+    """--xprof: a folder that exists or can be made, checked before the compile."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{flag} {path!r} is a file; give a folder (created if missing)")
+    existing = next(p for p in (folder, *folder.absolute().parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"{flag} {path!r}: the folder {str(existing)!r} is not writable by "
+                         "this user")
+
+
 def _write_output(flag: str, path: str, text: str, what: str) -> None:
     try:
         with open(path, "w") as f:
@@ -145,6 +156,11 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--trace", metavar="FILE",
                    help="write the predicted step timeline on --target as Chrome trace-event "
                    "JSON (open it in Perfetto, chrome://tracing or TensorBoard)")
+    a.add_argument("--xprof", metavar="DIR",
+                   help="also write the compiled module and the predicted step (with "
+                   "--target) as a run of the log folder DIR, to open with `xprof --logdir "
+                   "DIR`: its memory viewer, graph viewer and trace viewer, no hardware run "
+                   "(explorer.write_xprof)")
     a.add_argument("--measure", action="store_true",
                    help="also run the program on random inputs and time it (on fake CPU "
                    "devices this times this CPU; skipped over 1 GiB of inputs per device)")
@@ -453,6 +469,8 @@ def _analyze(args) -> int:
                                 ("--save", args.save, "exploration.json")):
         if path:
             _check_output_path(flag, path, example)
+    if args.xprof:
+        _check_output_folder("--xprof", args.xprof)
     run = dict(timeout=args.timeout, measure=args.measure, tpu_topology=args.tpu_topology,
                real_devices=args.real_devices,
                origins=bool(args.origins or args.why_layout))
@@ -476,6 +494,14 @@ def _analyze(args) -> int:
         _write_output("--trace", args.trace, json.dumps(report.trace.to_chrome()), "trace")
     if args.emit_code:
         _write_output("--emit-code", args.emit_code, report.to_code(), "code")
+    if args.xprof:
+        from explorer.report.xprof import write_xprof
+
+        written = write_xprof(report, args.xprof)
+        for note in written.notes:
+            print(f"--xprof: {note}", file=sys.stderr)
+        print(f"XProf run {written.run} written to {written.folder}; open it with "
+              f"{written.command}", file=sys.stderr)
     if args.save:
         _write_output("--save", args.save, exploration.to_json(), "exploration")
     if args.json:
