@@ -52,6 +52,7 @@ from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, normalize_spec
 from explorer.strategy.presets import PRESETS, get_preset
 from explorer.strategy.rules import LOGICAL_NAMES, Rules, parse_rules
+from explorer.ui.capacity import CapacityView
 from explorer.ui.compare import CompareView
 from explorer.ui.editors import MeshEditor, SpecRow, check_row_spec
 from explorer.ui.figure import drawn_result
@@ -312,10 +313,12 @@ class App:
         self.compare = CompareView(lambda: self.report)
         self.suggest = SuggestView(lambda: self.source, self._search_snapshot,
                                    self._apply_suggestion, pool, lambda: self.request)
+        self.capacity = CapacityView(self._search_snapshot, pool)
         self.tabs = w.Tab(children=[self.placement.widget, self.collectives.widget,
                                     self.memory.widget, self.timing.widget,
                                     w.VBox([self.hlo_which, self.graph.widget, self.hlo]),
-                                    self.compare.widget, self.suggest.widget])
+                                    self.compare.widget,
+                                    w.VBox([self.suggest.widget, self.capacity.widget])])
         for i, title in enumerate(TAB_TITLES):
             self.tabs.set_title(i, title)
         self.tabs.observe(guard(lambda change: self._draw_tab(change["new"])), "selected_index")
