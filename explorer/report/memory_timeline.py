@@ -25,10 +25,13 @@ How the peak relates to XLA's memory analysis, exactly:
 
 where arguments, outputs and aliased are memory_analysis()'s (an output sharing an input's
 allocation, a donated input, is counted once, as `arguments`). The temporaries live at once lie
-inside the temporaries' allocation, whose size is memory_analysis()'s `temporaries`, so the
-peak is at most `Memory.total` (plus constants), equal to it when the temporaries fill their
-allocation at the peak, as they do when the heap has no hole there. It is not arguments plus
-temporaries: the outputs' allocations are held too, and they are no temporaries.
+inside the temporaries' allocation, whose size the CPU's and GPU's memory_analysis() give as
+`temporaries`, so there the peak is at most `Memory.total` (plus constants), equal to it when
+the temporaries fill their allocation at the peak, as they do when the heap has no hole there.
+(libtpu's analysis was seen to give 0 temporaries for a program with an HBM temporaries
+allocation; and a TPU keeps small programs' activations in VMEM, which is not in this curve.)
+It is not arguments plus temporaries: the outputs' allocations are held too, and they are no
+temporaries.
 
 XProf's memory viewer finds its peak from the heap simulator's trace in the same module, which
 leaves out the tables of pointers of tuple-shaped values (16 bytes for a pair) that the buffer
