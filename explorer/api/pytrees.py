@@ -194,6 +194,8 @@ def named_inputs(fn: Callable[..., Any], args: tuple) -> tuple:
             unsupported dtype or shape, a sharding that names no mesh axes, or a pytree that
             cannot be flattened or holds more than MAX_TENSORS leaves.
     """
+    if is_plain(tuple(args)):
+        return tuple(args)      # TensorSpecs only: nothing to name, and no need to load jax
     per_arg = [_leaves_with_paths(a) for a in args]
     _check_count(sum(map(len, per_arg)))
     if not any(is_array_like(leaf) for leaves in per_arg for _, leaf in leaves):
