@@ -323,8 +323,9 @@ def roofline_figure(report: Report, point) -> go.FigureWidget:
     fig.update_layout(
         height=300, margin=dict(l=60, r=10, t=40, b=50), showlegend=False,
         xaxis=dict(type="log", title="FLOPs per byte of HBM"),
-        # Room above the roof for its label (autorange put the roof on the frame's edge).
-        yaxis=dict(type="log", title="FLOP/s per device",
+        # Room above the roof for its label (autorange put the roof on the frame's edge); SI
+        # prefixes (100G, not plotly's default 100B for a hundred billion).
+        yaxis=dict(type="log", title="FLOP/s per device", exponentformat="SI",
                    range=[math.log10(min(ys[0], achieved)) - 0.2, math.log10(peak) + 0.45]),
         title=dict(text=f"roofline of one {est.target} device ("
                         + ("vendor's peak" if est.peak else "measured achievable rate")
