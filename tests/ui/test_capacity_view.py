@@ -2,6 +2,8 @@
 before any compile, and a search on 8 H100s run from the app, each probe's memory verdict the
 GPU compiler's, checked against explorer.largest_batch called directly."""
 
+import html
+
 import pytest
 
 pytest.importorskip("ipywidgets")
@@ -70,7 +72,7 @@ def test_from_the_app_the_gpu_compilers_verdicts_give_the_apis_answer():
                                           remats=("none",), strategy=False)
         got = view.result.policies[0]
         assert got.largest_batch == expected.policies[0].largest_batch
-        assert "XLA's GPU compiler" in view.table.value
+        assert "XLA's GPU compiler" in html.unescape(view.table.value)
         assert f"batch {got.largest_batch}: <span class='explorer-fits'>fits" in view.table.value
         assert (f"batch {got.largest_batch + 8}: <span class='explorer-oom'>does not fit"
                 in view.table.value)
