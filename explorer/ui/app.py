@@ -59,6 +59,7 @@ from explorer.ui.figure import drawn_result
 from explorer.ui.graph import GraphView
 from explorer.ui.grids import mesh_grid, placement_grid
 from explorer.ui.memory import MemoryView
+from explorer.ui.origins import OriginsPanel
 from explorer.ui.scheduler import CompileScheduler
 from explorer.ui.sources import Request, Source, WorkloadSource
 from explorer.ui.specs import SpecsEditor, carried_renames, renamed_spec
@@ -300,6 +301,9 @@ class App:
 
         self.placement = PlacementView(guard(lambda _: self._tensor_picked()),
                                        guard(lambda _: self._list_tensors()))
+        # Why the picked tensor is laid out so: asking recompiles with origins read.
+        self.origins = OriginsPanel(guard(lambda _: self._edited()))
+        self.placement.widget.children = (*self.placement.widget.children, self.origins.widget)
         self.collectives = CollectivesView(guard(self._select_collective),
                                            guard(self._use_target))
         self.why = WhyPanel(guard(self._apply_what_if))
@@ -595,7 +599,8 @@ class App:
                        placement=placement, params=params, preset=preset, rules=rules,
                        partitioner=partitioner, target=target, mapping=mapping,
                        measure=self.measure_w.value, unavailable=self.prediction_note,
-                       compile_for=CompileFor.CPU if self.cpu_w.value else CompileFor.TARGET)
+                       compile_for=CompileFor.CPU if self.cpu_w.value else CompileFor.TARGET,
+                       origins=self.origins.ask.value)
 
     def _use_target(self, name: str) -> None:
         """Pick `name` (a target offered because it fits the mesh); the pick recompiles."""
@@ -841,6 +846,7 @@ class App:
                                      "share a colour")
         self.placement.draw(blocks, mesh_grid(self.report, name),
                             stamped(legend, self.result_id), self.result_id)
+        self.origins.draw(self.report, name, self.result_id)
 
     def _select_collective(self, index) -> None:
         if self._muted or self.report is None:

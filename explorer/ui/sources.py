@@ -80,6 +80,7 @@ class Request:
     measure: bool
     unavailable: str | None                # why a picked target gives no prediction
     compile_for: str = "target"            # "cpu": fake CPU devices, priced on the target
+    origins: bool = False                  # read why each tensor is laid out so (slower)
 
 
 class Source:
@@ -227,7 +228,7 @@ class WorkloadSource(Source):
                                 rules=request.rules, partitioner=request.partitioner,
                                 target=request.target, mapping=request.mapping,
                                 measure=request.measure, pool=pool, cache_only=cache_only,
-                                compile_for=request.compile_for)
+                                compile_for=request.compile_for, origins=request.origins)
 
     def dim_names(self, report, tensor):
         info = report.workload
@@ -389,7 +390,8 @@ class FunctionSource(Source):
         report = analyze(self.fn, *self.inputs(request.specs), mesh=request.mesh,
                          partitioner=request.partitioner, target=request.target,
                          mapping=request.mapping, measure=request.measure, pool=pool,
-                         cache_only=cache_only, compile_for=request.compile_for)
+                         cache_only=cache_only, compile_for=request.compile_for,
+                         origins=request.origins)
         if report is None:
             return None
         return self.describe(report, request)

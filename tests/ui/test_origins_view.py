@@ -1,0 +1,77 @@
+"""The Placement tab's "why is it laid out so?": ticking the box recompiles with origins read,
+and the picked tensor's sentences (or the note saying why there are none) show under the
+heatmaps. The function is defined here, so it travels to the compile worker by value."""
+
+import re
+from html import unescape
+
+import jax
+import pytest
+
+pytest.importorskip("ipywidgets")
+
+from explorer import TensorSpec  # noqa: E402
+from explorer.ui import Explorer, explore  # noqa: E402
+
+T = TensorSpec
+
+
+def two_layers(x, w1, w2):
+    h = jax.nn.relu(x @ w1)
+    return h @ w2
+
+
+def shown_lines(app) -> list[str]:
+    """The origins panel's text as the user reads it, one entry per line."""
+    body = app.origins.text.value
+    items = re.findall(r"<li>(.*?)</li>", body)
+    if items:
+        return [unescape(i) for i in items]
+    text = unescape(re.sub(r"<[^>]+>", "", body)).strip()
+    return [text] if text else []
+
+
+def pick(app, prefix: str) -> str:
+    """Pick the first tensor whose name starts with `prefix`, as the dropdown offers it."""
+    name = next(v for _, v in app.placement.tensor.options if v.startswith(prefix))
+    app.placement.tensor.value = name
+    return name
+
+
+@pytest.mark.slow
+def test_asking_why_recompiles_and_shows_the_picked_tensors_sentences():
+    app = explore(two_layers, T("x", (256, 1024), spec="data,None"),
+                  T("w1", (1024, 4096), spec="None,model"), T("w2", (4096, 1024),
+                                                             spec="model,None"),
+                  mesh="data=2,model=4", debounce=None)
+    try:
+        assert app.request.origins is False and shown_lines(app) == []
+        app.origins.ask.value = True
+        assert app.request.origins is True
+        name = pick(app, "dot_general")
+        shown = shown_lines(app)
+        assert shown == app.report.tensor(name).origins.text.splitlines()
+        # x @ w1 with x's rows over data and w1's columns over model: both dims of the
+        # product are split, each because of the input that carried the axis in.
+        line = two_layers.__code__.co_firstlineno + 1
+        assert shown == [
+            f"dim 0 split over `data` because input `x` is, through `dot_general` at line {line}",
+            f"dim 1 split over `model` because input `w1` is, through `dot_general` at line "
+            f"{line}"]
+        assert f"data-result='{app.result_id}'" in app.origins.text.value
+    finally:
+        app.close()
+
+
+@pytest.mark.slow
+def test_under_gspmd_the_note_says_origins_need_shardy():
+    app = Explorer(workload="mlp", mesh="data=2,model=4", partitioner="gspmd",
+                   specs={"w1": "None,model"}, debounce=None)
+    try:
+        app.origins.ask.value = True
+        pick(app, "w1")
+        [shown] = shown_lines(app)
+        assert shown == app.report.tensor("w1").origins.note
+        assert shown.startswith("origins are not available under GSPMD")
+    finally:
+        app.close()
