@@ -53,6 +53,7 @@ from explorer.spec.tensor import TensorSpec, normalize_spec
 from explorer.strategy.presets import PRESETS, get_preset
 from explorer.strategy.rules import LOGICAL_NAMES, Rules, parse_rules
 from explorer.ui.capacity import CapacityView
+from explorer.ui.code import CodePanel
 from explorer.ui.compare import CompareView
 from explorer.ui.editors import MeshEditor, SpecRow, check_row_spec
 from explorer.ui.figure import drawn_result
@@ -313,6 +314,7 @@ class App:
         self.hlo_which = w.ToggleButtons(options=["optimized", "propagated", "stablehlo"])
         self.hlo_which.observe(guard(lambda _: self._redraw("HLO")), "value")
         self.hlo = w.HTML()
+        self.code = CodePanel(guard)          # Copy as code: the layout as plain JAX
         self.graph = GraphView()
         self.compare = CompareView(lambda: self.report)
         self.suggest = SuggestView(lambda: self.source, self._search_snapshot,
@@ -320,7 +322,8 @@ class App:
         self.capacity = CapacityView(self._search_snapshot, pool)
         self.tabs = w.Tab(children=[self.placement.widget, self.collectives.widget,
                                     self.memory.widget, self.timing.widget,
-                                    w.VBox([self.hlo_which, self.graph.widget, self.hlo]),
+                                    w.VBox([self.hlo_which, self.code.widget,
+                                            self.graph.widget, self.hlo]),
                                     self.compare.widget,
                                     w.VBox([self.suggest.widget, self.capacity.widget])])
         for i, title in enumerate(TAB_TITLES):
@@ -778,6 +781,7 @@ class App:
             self.hlo.value = stamped(hlo_html(self.report, self.hlo_which.value, self.selected),
                                      result)
             self.graph.update(self.report, self.selected, result)
+            self.code.update(self.report)
         elif title == "Compare":
             self.compare.update(self.report)
         self._drawn[index] = result
