@@ -9,6 +9,10 @@
 
 Every part is labelled where it is wide enough, on hover always, and in the table under the
 chart, so the numbers read at any size.
+
+Under it, memory over the program (Report.memory_timeline, where XLA gave live ranges): the
+bytes live on one device at each step of the schedule, the held bands (arguments, outputs,
+constants) under the temporaries, the peak marked, and the buffers live at the peak by kind.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import html
 import ipywidgets as w
 import plotly.graph_objects as go
 
-from explorer.report.report import Memory, Report
+from explorer.report.report import BufferKind, Memory, MemoryTimeline, Report
 from explorer.report.summary import human_bytes
 from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
 
@@ -34,6 +38,15 @@ KIND_PARTS = (("params", "parameters", "#7c3aed"), ("optimizer", "optimizer stat
 GRAD_COLOUR = "#dc2626"
 # Below this share of the axis a part's label goes to hover only.
 _LABEL_SHARE = 0.08
+# Memory over the program: the bands bottom to top, and one colour per buffer kind (the XLA
+# row's colours, so an argument is the same blue in every chart).
+KIND_COLOURS = {BufferKind.ARGUMENT: "#4c78a8", BufferKind.OUTPUT: "#f58518",
+                BufferKind.CONSTANT: "#9ca3af", BufferKind.TEMPORARY: "#54a24b"}
+TIMELINE_BANDS = (("arguments", BufferKind.ARGUMENT), ("outputs", BufferKind.OUTPUT),
+                  ("constants", BufferKind.CONSTANT), ("temporaries", BufferKind.TEMPORARY))
+LIVE_TRACE, PEAK_TRACE = "live bytes", "peak"
+# The peak's buffers drawn one bar each, largest first; the rest are counted in the title.
+_PEAK_BARS = 15
 
 
 def binary_ticks(top: float, count: int = 5) -> list[float]:
@@ -74,7 +87,11 @@ class MemoryView:
     def __init__(self):
         self.slot = FigureSlot()        # a figure per drawing, made when the tab is shown
         self.text = w.HTML()
-        self.widget = w.VBox([self.slot.box, self.text])
+        self.timeline_slot, self.peak_slot = FigureSlot(), FigureSlot()
+        self.timeline_note = w.HTML()
+        self.timeline_note.add_class("explorer-note")
+        self.widget = w.VBox([self.slot.box, self.text, self.timeline_note,
+                              self.timeline_slot.box, self.peak_slot.box])
         self.widget.add_class("explorer-memory")
 
     @property
@@ -163,6 +180,28 @@ class MemoryView:
                    else ""))
         self.slot.show(fig, result)
         self.text.value = memory_html(report)
+        self._draw_timeline(report.memory_timeline, result)
+
+    @property
+    def timeline(self) -> go.FigureWidget | None:
+        """Memory over the program as drawn now; None without live ranges."""
+        return self.timeline_slot.fig
+
+    @property
+    def peak_buffers(self) -> go.FigureWidget | None:
+        """The buffers live at the peak as drawn now; None without live ranges."""
+        return self.peak_slot.fig
+
+    def _draw_timeline(self, t: MemoryTimeline | None, result: int | None) -> None:
+        if t is None:
+            self.timeline_slot.clear()
+            self.peak_slot.clear()
+            self.timeline_note.value = ("<p>Memory over the program: this compile gave no live "
+                                        "ranges, so the bytes live at each step are unknown.</p>")
+            return
+        self.timeline_note.value = "".join(f"<p>{html.escape(n)}</p>" for n in t.notes)
+        self.timeline_slot.show(timeline_figure(t), result)
+        self.peak_slot.show(peak_buffers_figure(t), result)
 
 
 def memory_html(report: Report) -> str:
@@ -238,3 +277,80 @@ def _kinds_table(m: Memory) -> str:
             "among the temporaries or fuse them into the update, so they are not added to the "
             "kinds. Activations are XLA's temporaries: what the step holds at its peak besides "
             "its arguments and outputs.</p>")
+
+
+def timeline_figure(t: MemoryTimeline) -> go.FigureWidget:
+    """The bytes live on one device at each step of the schedule: the held bands stacked under
+    the temporaries (their top is the live bytes), the peak marked with its instruction."""
+    x = [p.position for p in t.points]
+    flat = {BufferKind.ARGUMENT: t.arguments, BufferKind.OUTPUT: t.outputs,
+            BufferKind.CONSTANT: t.constants}
+    fig = FigureWidget()
+    for name, kind in TIMELINE_BANDS:
+        y = ([p.temporaries for p in t.points] if kind is BufferKind.TEMPORARY
+             else [flat[kind]] * len(x))
+        if not any(y):
+            continue                                  # a band of zeros only crowds the legend
+        fig.add_scatter(x=x, y=y, name=name, stackgroup="held", mode="lines",
+                        line=dict(width=0.5, color=KIND_COLOURS[kind], shape="hv"),
+                        hovertext=[human_bytes(v) for v in y],
+                        hovertemplate="%{hovertext}<extra>" + name + "</extra>")
+    fig.add_scatter(x=x, y=[p.bytes for p in t.points], name=LIVE_TRACE, mode="lines",
+                    line=dict(color="#111827", width=1.5, shape="hv"),
+                    customdata=[p.instruction for p in t.points],
+                    hovertext=[human_bytes(p.bytes) for p in t.points],
+                    hovertemplate="step %{x}: %{customdata}<br>%{hovertext} live"
+                                  "<extra></extra>")
+    peak = t.peak
+    fig.add_scatter(x=[peak.position], y=[peak.bytes], name=PEAK_TRACE, mode="markers",
+                    marker=dict(color="#b00020", size=10, symbol="diamond"),
+                    hovertemplate=f"peak {human_bytes(peak.bytes)} at "
+                                  f"{html.escape(peak.instruction)}<extra></extra>")
+    top = max(peak.bytes, 1) * 1.15
+    ticks = binary_ticks(top)
+    fig.update_layout(
+        height=340, width=820, margin=dict(l=80, r=20, t=40, b=50),
+        title=f"memory over the program: peak {human_bytes(peak.bytes)} at step "
+              f"{peak.position} ({peak.instruction})",
+        xaxis_title="program order (step of XLA's schedule)",
+        yaxis=dict(title="bytes per device", range=[0, top], tickvals=ticks,
+                   ticktext=[human_bytes(v) if v else "0" for v in ticks]),
+        legend=dict(orientation="v", x=1.02, y=1, yanchor="top", font=dict(size=11)),
+        annotations=[dict(x=peak.position, y=peak.bytes, text=f"peak {human_bytes(peak.bytes)}",
+                          showarrow=True, arrowhead=2, ax=0, ay=-28,
+                          font=dict(color="#b00020", size=11))])
+    keep_state(fig)
+    return fig
+
+
+def peak_buffers_figure(t: MemoryTimeline) -> go.FigureWidget:
+    """The buffers live at the peak, largest first, one bar each, coloured by kind (one legend
+    entry per kind); past `_PEAK_BARS` the rest are counted in the title."""
+    shown = t.peak_buffers[:_PEAK_BARS]
+    fig = FigureWidget()
+    for kind in (*BufferKind, None):
+        of_kind = [b for b in shown if b.kind == kind]
+        if not of_kind:
+            continue
+        name = str(kind) if kind is not None else "not in the assignment"
+        fig.add_bar(name=name, orientation="h", y=[b.name for b in of_kind],
+                    x=[b.bytes for b in of_kind],
+                    marker_color=KIND_COLOURS.get(kind, "#6b7280"),
+                    customdata=[b.instruction for b in of_kind],
+                    hovertext=[human_bytes(b.bytes) for b in of_kind],
+                    hovertemplate="%{y}: %{hovertext}<br>%{customdata}<extra>" + name
+                                  + "</extra>")
+    rest = len(t.peak_buffers) - len(shown)
+    top = max((b.bytes for b in shown), default=1) * 1.08
+    ticks = binary_ticks(top)
+    fig.update_layout(
+        height=120 + 22 * len(shown), width=820, margin=dict(l=160, r=20, t=40, b=50),
+        title="buffers live at the peak" + (f" (the {len(shown)} largest; {rest} more)"
+                                            if rest else ""),
+        xaxis=dict(title="bytes per device", range=[0, top], tickvals=ticks,
+                   ticktext=[human_bytes(v) if v else "0" for v in ticks]),
+        yaxis=dict(type="category", autorange="reversed",
+                   categoryorder="array", categoryarray=[b.name for b in shown]),
+        legend=dict(orientation="v", x=1.02, y=1, yanchor="top", font=dict(size=11)))
+    keep_state(fig)
+    return fig
