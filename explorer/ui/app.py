@@ -78,6 +78,7 @@ from explorer.ui.views import (
     tensor_options,
 )
 from explorer.ui.why import Candidate, WhyPanel, candidates, line_bytes
+from explorer.ui.xprof import XprofPanel
 
 STYLE = """<style>
 .explorer-error { color: #b00020; font-size: 12px; }
@@ -315,6 +316,7 @@ class App:
         self.hlo_which.observe(guard(lambda _: self._redraw("HLO")), "value")
         self.hlo = w.HTML()
         self.code = CodePanel(guard)          # Copy as code: the layout as plain JAX
+        self.xprof = XprofPanel(lambda: self.report, guard)     # the result as an XProf run
         self.graph = GraphView()
         self.compare = CompareView(lambda: self.report)
         self.suggest = SuggestView(lambda: self.source, self._search_snapshot,
@@ -323,7 +325,7 @@ class App:
         self.tabs = w.Tab(children=[self.placement.widget, self.collectives.widget,
                                     self.memory.widget, self.timing.widget,
                                     w.VBox([self.hlo_which, self.code.widget,
-                                            self.graph.widget, self.hlo]),
+                                            self.xprof.widget, self.graph.widget, self.hlo]),
                                     self.compare.widget,
                                     w.VBox([self.suggest.widget, self.capacity.widget])])
         for i, title in enumerate(TAB_TITLES):
