@@ -19,16 +19,35 @@ Configurations:
   is below NVLink's latency floor;
 - medium: 2 layers, d_model 1024, d_ff 4096, 16 heads of 64, vocab 32768, batch 16 x seq 256 on
   tpu-v5e-2x4, where compute, HBM traffic and collective bandwidth all matter.
+
+With --throughput it measures instead how many candidates a minute a search compiles on this
+machine's worker pool and on a Ray cluster of two nodes (benchmarks/loopback_cluster.py: two
+`ray start`ed nodes on loopback, one CPU each, so the cluster runs two compiles at a time), side
+by side, on the rules space of `mlp_train` (a forward, backward and SGD step) over (data, model)
+on 8 devices, with pruning off (55 distinct candidates, every one compiled):
+
+    .venv/bin/python benchmarks/bench_search.py --throughput [--repeats 6]
+
+Both are warm when timed: the local pool's 8-device worker, and the cluster's connection (held
+for all its searches, as a caller's own `ray.init` is), Ray workers and their compile workers,
+by a first, smaller search. Each repeat searches another batch size, so that no Report comes from
+an earlier run's cache (the persistent cache is off). Local and cluster runs alternate, local
+first in one repeat and the cluster first in the next, so that a change of the machine's load
+weighs on both alike. It exits 0 when the cluster's median is no lower than the local one.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Every candidate compiled, none read from the persistent cache (the cluster's nodes inherit it).
+os.environ["EXPLORER_DISK_CACHE"] = "0"
 
 import explorer  # noqa: E402
 
@@ -47,7 +66,12 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=60.0)
     ap.add_argument("--patience", type=int, default=15)
     ap.add_argument("--skip-exhaustive", action="store_true")
+    ap.add_argument("--throughput", action="store_true",
+                    help="candidates per minute on the local pool and a two-node Ray cluster")
+    ap.add_argument("--repeats", type=int, default=6)
     args = ap.parse_args()
+    if args.throughput:
+        return throughput(args.repeats)
     params, target = CONFIGS[args.config]
 
     # Warm the 8-device worker first (jax import and device start-up are not the search's).
@@ -96,6 +120,62 @@ def main() -> int:
     if violations:
         print("bound violations:", *violations, sep="\n  ")
     return 0 if found and quarter and wall <= args.budget_s + 10 else 1
+
+
+THROUGHPUT = dict(mesh=MESH, target="h100-8", compile_for="cpu", prune=False)
+THROUGHPUT_PROGRAM = "mlp_train"
+
+
+def per_minute(cluster: str | None, batch: int) -> tuple[float, int]:
+    """Candidates compiled a minute by one search with `batch`, and how many."""
+    t0 = time.perf_counter()
+    result = explorer.search(THROUGHPUT_PROGRAM, params={"batch": batch}, cluster=cluster,
+                             **THROUGHPUT)
+    wall = time.perf_counter() - t0
+    s = result.stats
+    assert s.compiled == s.distinct and s.failed == 0, s.text()
+    return 60 * s.compiled / wall, s.compiled
+
+
+def throughput(repeats: int) -> int:
+    import ray
+    from loopback_cluster import LoopbackCluster
+
+    from explorer._search.connect import reread_auth, runtime_env
+
+    t0 = time.perf_counter()
+    with LoopbackCluster(nodes=2, cpus=1) as cluster:
+        started = time.perf_counter() - t0
+        os.environ.update(cluster.client_env())
+        reread_auth()
+        t0 = time.perf_counter()
+        ray.init(address=cluster.address, runtime_env=runtime_env(), log_to_driver=False)
+        # Warm: the local 8-device worker; the cluster's workers on both nodes (a first search
+        # checks the nodes, starts a Ray worker and its compile worker on each).
+        warm = dict(params={"batch": 64}, names=["batch"], **THROUGHPUT)
+        explorer.search(THROUGHPUT_PROGRAM, **warm)
+        explorer.search(THROUGHPUT_PROGRAM, cluster=cluster.address, **warm)
+        warmed = time.perf_counter() - t0
+        local, remote = [], []
+        for i in range(repeats):
+            batch = 128 * (i + 2)
+            order = ((None, local), (cluster.address, remote))
+            for where, rates in order if i % 2 == 0 else reversed(order):
+                rate, count = per_minute(where, batch)
+                rates.append(rate)
+        ray.shutdown()
+    one, two = statistics.median(local), statistics.median(remote)
+    print(f"{THROUGHPUT_PROGRAM} rules over (data, model) on 8 devices, pruning off: {count} "
+          f"candidates a search, compile_for='cpu', target h100-8; {os.cpu_count()} cores here")
+    print(f"cluster: 2 nodes of 1 CPU started in {started:.0f} s; connected and warmed in "
+          f"{warmed:.0f} s")
+    print(f"{'where':<46} {'candidates/min (median)':>24}  runs")
+    for name, rates in (("this machine's worker pool (1 compile at once)", local),
+                        ("two-node loopback Ray cluster (1 CPU each)", remote)):
+        runs = ", ".join(f"{r:.0f}" for r in rates)
+        print(f"{name:<46} {statistics.median(rates):>24.0f}  {runs}")
+    print(f"two nodes / one machine: {two / one:.2f}x")
+    return 0 if two >= one else 1
 
 
 if __name__ == "__main__":
