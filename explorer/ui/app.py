@@ -33,6 +33,7 @@ from dataclasses import replace
 import ipywidgets as w
 
 from explorer._search.result import Candidate as SearchCandidate
+from explorer.api.exploration import Exploration, load
 from explorer.api.request import check_inputs, check_mesh, check_partitioner, check_target
 from explorer.api.targeting import CompileFor, check_compile_for
 from explorer.cost.hardware import get_target, targets
@@ -1029,6 +1030,46 @@ class Explorer(App):
         super().__init__(WorkloadSource(workload, params), mesh, specs=specs,
                          partitioner=partitioner, target=target, mapping=mapping, preset=preset,
                          rules=rules, debounce=debounce, pool=pool, compile_for=compile_for)
+
+    @classmethod
+    def load(cls, path, *, debounce: float | None = 0.3, pool=None) -> Explorer:
+        """The app on the exploration saved in `path` (Exploration.save): its workload,
+        params, mesh, specs, preset, rules, partitioner, compile_for, target and mapping, and
+        the tab and tensor it showed.
+
+        Raises:
+            InputError: the file is not a valid exploration (explorer.load_exploration), or it
+                holds what the app does not carry: a user's function (the file has neither it
+                nor its inputs), pinned activations, explicit axes or peak rates.
+        """
+        return cls.from_exploration(load(path), debounce=debounce, pool=pool)
+
+    @classmethod
+    def from_exploration(cls, e: Exploration, *, debounce: float | None = 0.3,
+                         pool=None) -> Explorer:
+        """The app on exploration `e` (see `load`)."""
+        if e.workload is None:
+            where = (f"the user's function {e.function.text()}" if e.function is not None
+                     else "a user's function that could not be imported by name")
+            raise InputError(f"this exploration is of {where}, which a file does not carry "
+                             "(nor its inputs); open it with explorer.ui.explore(fn, *inputs, "
+                             f"mesh={e.mesh!r}, specs=...)")
+        # Fields the app has no widget for: opening without them would show another program.
+        missing = [text for text, given in (
+            (f"activations {choices(e.activations)}", bool(e.activations)),
+            (f"axis_type {e.axis_type!r}", e.axis_type != "auto"),
+            ("peak rates", e.peak)) if given]
+        if missing:
+            raise InputError(f"this exploration sets {', '.join(missing)}, which the app does "
+                             "not carry; analyse it with exploration.analyze() instead")
+        app = cls(workload=e.workload, mesh=e.mesh, specs=dict(e.specs), params=dict(e.params),
+                  partitioner=e.partitioner, target=e.target or "", mapping=e.mapping or "",
+                  preset=e.preset or "", rules=e.rules, debounce=debounce, pool=pool,
+                  compile_for=e.compile_for)
+        app.tabs.selected_index = TAB_TITLES.index(e.app.tab)
+        if e.app.tensor in [v for _, v in app.placement.tensor.options]:
+            app.placement.tensor.value = e.app.tensor
+        return app
 
     @property
     def workload_w(self) -> w.Dropdown:
