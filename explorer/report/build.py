@@ -22,8 +22,8 @@ from explorer.hlo.groups import (
 )
 from explorer.hlo.module import (
     HLO_DTYPE_BYTES,
-    HOST_MEMORY_SPACE,
     HLO_TO_NUMPY,
+    HOST_MEMORY_SPACE,
     HloModule,
     entry_memory_spaces,
     parse_module,
