@@ -66,11 +66,12 @@ from explorer.ui.scheduler import CompileScheduler
 from explorer.ui.sources import Request, Source, WorkloadSource
 from explorer.ui.specs import SpecsEditor, carried_renames, renamed_spec
 from explorer.ui.suggest import SearchJob, SuggestView, candidate_specs
-from explorer.ui.timeline import TimingView
+from explorer.ui.timeline import TimingView, timing_html
 from explorer.ui.views import (
     CollectivesView,
     PlacementView,
     TargetOffer,
+    collectives_html,
     hlo_html,
     legend_html,
     mapping_placeholder,
@@ -755,6 +756,12 @@ class App:
             if request is not None and request.specs.get(candidate.tensor) == candidate.spec:
                 self.why.show_applied(candidate, compare(before, report))
         self.collectives.target_offer.offer(self.matching_target if unavailable else None)
+        # The cheap text views are kept current in hidden tabs too (a page can read them); their
+        # tabs stay hidden until their figures are drawn.
+        self.collectives.table.value = stamped(collectives_html(report, unavailable=unavailable),
+                                               self.result_id)
+        self.collectives.result = self.result_id
+        self.timing.text.value = stamped(timing_html(report, unavailable), self.result_id)
         self._drawn = {}
         for index, child in enumerate(self.tabs.children):
             if TAB_TITLES[index] != "Suggest":           # its search is not this result's

@@ -25,6 +25,7 @@ import plotly.graph_objects as go
 from explorer.report.report import BufferKind, Memory, MemoryTimeline, Report
 from explorer.report.summary import human_bytes
 from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
+from explorer.ui.views import stamped
 
 # A target's memory is drawn to scale only up to this many times the program's total; beyond,
 # the bars would be slivers, so the axis stops at the total and says where the limit is.
@@ -179,7 +180,8 @@ class MemoryView:
                 + (f" of {human_bytes(fit.capacity)} on {report.estimate.target}" if fit
                    else ""))
         self.slot.show(fig, result)
-        self.text.value = memory_html(report)
+        text = memory_html(report)
+        self.text.value = stamped(text, result) if result is not None else text
         self._draw_timeline(report.memory_timeline, result)
 
     @property

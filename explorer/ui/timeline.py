@@ -20,6 +20,7 @@ from explorer.report.summary import human_bytes
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
 from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
 from explorer.ui.graph import KIND_COLOURS  # one colour per kind in every view
+from explorer.ui.views import stamped
 
 COMPUTE_COLOUR = "#64748b"
 OTHER_COLOUR = "#a16207"
@@ -266,7 +267,8 @@ class TimingView:
     def update(self, report: Report, unavailable: str | None = None,
                result: int | None = None) -> None:
         """Draw `report` (result `result`): the text, the timeline, the roofline, a schedule."""
-        self.text.value = timing_html(report, unavailable)
+        text = timing_html(report, unavailable)
+        self.text.value = stamped(text, result) if result is not None else text
         self._draw_trace(report.trace, result)
         self._draw_schedule(report.workload.to_dict() if report.workload else {}, result)
         point = roofline_point(report)

@@ -77,3 +77,26 @@ def voila_server(artifacts):
             log.close()
 
     return serve
+
+
+def _pick(page, tensor: str, dim: int, axes: list[str]) -> None:
+    """Set a dimension's mesh axes as a user does: remove its tags, then type each axis."""
+    from explorer.ui.editors import css_name
+
+    picker = page.locator(f".explorer-spec-{css_name(tensor)} .explorer-dim-{dim}")
+    close = picker.locator(".jupyter-widget-tag-close")
+    while close.count():
+        close.first.click()
+    for axis in axes:
+        picker.click()
+        box = picker.locator("input.jupyter-widget-taginput")
+        box.fill(axis)
+        box.press("Enter")
+        picker.locator(".jupyter-widget-tag", has_text=axis).wait_for(timeout=10_000)
+
+
+@pytest.fixture(scope="session")
+def pick():
+    """pick(page, tensor, dim, axes): set the spec picker of `tensor`'s dimension `dim` in the
+    page to `axes`, by clicks and typing."""
+    return _pick

@@ -31,31 +31,19 @@ def page(chromium, server):
         browser.close()
 
 
-def pick(page, tensor: str, dim: int, axes: list[str]) -> None:
-    """Set a dimension's mesh axes as a user does: remove its tags, then type each axis."""
-    picker = page.locator(f".explorer-spec-{tensor} .explorer-dim-{dim}")
-    close = picker.locator(".jupyter-widget-tag-close")
-    while close.count():
-        close.first.click()
-    for axis in axes:
-        picker.click()
-        box = picker.locator("input.jupyter-widget-taginput")
-        box.fill(axis)
-        box.press("Enter")
-        picker.locator(".jupyter-widget-tag", has_text=axis).wait_for(timeout=10_000)
-
-
 def collectives_text(page) -> str:
     return page.locator(".explorer-collectives").first.inner_text()
 
 
 def wait_for_table(page, text: str, timeout=60_000) -> None:
+    """Wait until the Collectives tab shows `text` on screen (innerText: a tab waiting to be
+    drawn for the current result is hidden, and the picker's options hold text too)."""
     page.wait_for_function(
         "t => [...document.querySelectorAll('.explorer-collectives')]"
-        ".some(e => e.textContent.includes(t))", arg=text, timeout=timeout)
+        ".some(e => e.innerText.includes(t))", arg=text, timeout=timeout)
 
 
-def test_load_edit_see_collectives_change(page, artifacts):
+def test_load_edit_see_collectives_change(page, artifacts, pick):
     page.get_by_text("Collectives", exact=True).click()
     wait_for_table(page, "all-reduce")
     text = collectives_text(page)
@@ -111,7 +99,7 @@ def test_placement_view_draws_the_selected_tensor(page, artifacts):
     page.screenshot(path=str(artifacts / "app-placement.png"), full_page=True)
 
 
-def test_spec_edit_redraws_the_heatmap_and_the_dataflow_graph(page, artifacts):
+def test_spec_edit_redraws_the_heatmap_and_the_dataflow_graph(page, artifacts, pick):
     page.get_by_text("Placement", exact=True).click()
     picker = page.locator(".explorer-placement select").first
     picker.select_option(label="input: w1 float32[1024,4096]")
@@ -147,7 +135,7 @@ TAB_MARKERS = {
 }
 
 
-def test_every_tab_renders(page, artifacts):
+def test_every_tab_renders(page, artifacts, pick):
     """Each tab draws its content in the page; a screenshot of each goes to test-artifacts/."""
     for title, (marker, text) in TAB_MARKERS.items():
         page.get_by_text(title, exact=True).click()
@@ -219,7 +207,7 @@ def test_explore_on_a_function_defined_in_a_notebook_cell(page, tmp_path, artifa
             pg.close()
 
 
-def test_four_concurrent_sessions_each_stay_correct(page, voila_server):
+def test_four_concurrent_sessions_each_stay_correct(page, voila_server, pick):
     # Four people open the app on one server at once; each edits differently and each page
     # shows its own result (one kernel per page). Memory per session is printed for
     # docs/reliability.md: each page's kernel plus its compile workers.
