@@ -100,3 +100,23 @@ def pick():
     """pick(page, tensor, dim, axes): set the spec picker of `tensor`'s dimension `dim` in the
     page to `axes`, by clicks and typing."""
     return _pick
+
+
+def _search(page, names=("batch", "mlp"), timeout_ms: int = 300_000) -> None:
+    """In the Suggest tab, search over the logical `names` and wait for the search's end."""
+    page.get_by_text("Suggest", exact=True).click()
+    tags = page.locator(".explorer-suggest input.jupyter-widget-taginput")
+    for name in names:
+        tags.click()
+        tags.fill(name)
+        tags.press("Enter")
+    page.locator(".explorer-suggest button", has_text="Start search").click()
+    page.locator(".explorer-suggest-progress").filter(has_text="complete: evaluated") \
+        .wait_for(timeout=timeout_ms)
+
+
+@pytest.fixture(scope="session")
+def search_in_page():
+    """search_in_page(page, names=("batch", "mlp")): run a search in the page's Suggest tab
+    over those logical names, as a user does, and wait until it is complete."""
+    return _search

@@ -21,7 +21,8 @@ Explorer(workload="mlp", mesh="data=2,model=4", target="h100-8",
 """
 
 
-def test_search_in_the_page_then_apply(tmp_path, chromium, artifacts, voila_server):
+def test_search_in_the_page_then_apply(tmp_path, chromium, artifacts, voila_server,
+                                       search_in_page):
     notebook = one_cell_notebook(CELL, tmp_path / "suggest.ipynb")
     with voila_server(notebook) as url:
         with playwright.sync_playwright() as p:
@@ -31,15 +32,7 @@ def test_search_in_the_page_then_apply(tmp_path, chromium, artifacts, voila_serv
                 page.goto(url, timeout=120_000)
                 page.wait_for_selector(".explorer-status:has-text(' devices ')",
                                        timeout=120_000)
-                page.get_by_text("Suggest", exact=True).click()
-                tags = page.locator(".explorer-suggest input.jupyter-widget-taginput")
-                for name in ("batch", "mlp"):
-                    tags.click()
-                    tags.fill(name)
-                    tags.press("Enter")
-                page.locator(".explorer-suggest button", has_text="Start search").click()
-                progress = page.locator(".explorer-suggest-progress")
-                progress.filter(has_text="complete: evaluated").wait_for(timeout=300_000)
+                search_in_page(page)
                 # The winner's row, its plot and its comparison are in the page.
                 winner = page.locator(".explorer-suggest-table tr.explorer-winner")
                 assert winner.get_attribute("data-label") == "data=8,model=1: batch=data"

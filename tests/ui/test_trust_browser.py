@@ -174,18 +174,10 @@ def mesh_size(page, row: int):
     return page.locator(".explorer-mesh-axis").nth(row).locator("input").nth(1)
 
 
-def search_and_apply(page) -> str:
+def search_and_apply(page, search_in_page) -> str:
     """Search the app's program over batch and mlp in the Suggest tab, then apply the winner;
     returns the winner's label."""
-    page.get_by_text("Suggest", exact=True).click()
-    tags = page.locator(".explorer-suggest input.jupyter-widget-taginput")
-    for name in ("batch", "mlp"):
-        tags.click()
-        tags.fill(name)
-        tags.press("Enter")
-    page.locator(".explorer-suggest button", has_text="Start search").click()
-    page.locator(".explorer-suggest-progress").filter(has_text="complete: evaluated") \
-        .wait_for(timeout=WAIT_MS)
+    search_in_page(page)
     winner = page.locator(".explorer-suggest-table tr.explorer-winner").get_attribute(
         "data-label")
     before = result_id(page)
@@ -197,14 +189,14 @@ def search_and_apply(page) -> str:
 # ------------------------------------------------------------------ 7: the Suggest tab
 
 def test_the_suggest_tab_marks_the_sidebars_layout_explains_its_columns_and_forgets_applied_rules(
-        open_app):
+        open_app, search_in_page):
     page = open_app(SMALL_MLP, "suggest")
     page.get_by_text("Suggest", exact=True).click()
     # docs/search.md is a link that opens the document in the tab.
     page.locator(".explorer-doc summary", has_text="docs/search.md").click()
     page.locator(".explorer-doc-body").filter(has_text="# Strategy search") \
         .wait_for(state="visible", timeout=30_000)
-    winner = search_and_apply(page)
+    winner = search_and_apply(page, search_in_page)
     table = page.locator(".explorer-suggest-table")
     # The issue: the sidebar's layout was #6 and unmarked. Megatron's layout is in the table
     # and marked before Apply (checked in the test below the first row's mark after it).
@@ -223,17 +215,9 @@ def test_the_suggest_tab_marks_the_sidebars_layout_explains_its_columns_and_forg
     assert rules.input_value() == ""
 
 
-def test_the_sidebars_layout_is_marked_where_it_ranks(open_app):
+def test_the_sidebars_layout_is_marked_where_it_ranks(open_app, search_in_page):
     page = open_app(SMALL_MLP, "suggest-mark")
-    page.get_by_text("Suggest", exact=True).click()
-    tags = page.locator(".explorer-suggest input.jupyter-widget-taginput")
-    for name in ("batch", "mlp"):
-        tags.click()
-        tags.fill(name)
-        tags.press("Enter")
-    page.locator(".explorer-suggest button", has_text="Start search").click()
-    page.locator(".explorer-suggest-progress").filter(has_text="complete: evaluated") \
-        .wait_for(timeout=WAIT_MS)
+    search_in_page(page)
     # Megatron on data=2,model=4 (batch over data, mlp over model) is not the winner, and its
     # row is the one marked.
     current = page.locator(".explorer-suggest-table tr.explorer-current")
@@ -245,9 +229,9 @@ def test_the_sidebars_layout_is_marked_where_it_ranks(open_app):
 # ------------------------------------------------------------------ 1: no view of an old result
 
 def test_after_suggest_apply_and_a_workload_switch_every_view_draws_the_current_result(
-        open_app, cpu_hog):
+        open_app, cpu_hog, search_in_page):
     page = open_app(SMALL_MLP, "fresh")
-    search_and_apply(page)
+    search_and_apply(page, search_in_page)
     for title in TAB_MARKERS:
         every_view_is_current(page, title)
     # The issue's sequence, edits made as fast as a script types: another workload, its
