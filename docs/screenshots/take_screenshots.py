@@ -174,6 +174,8 @@ def scenario(name: str, source: str, prefix: str, tabs, collective: int | None,
                                 .first.click()
                             page.locator(".explorer-compare").filter(
                                 has_text=f"spec {tensor}:").first.wait_for(timeout=120_000)
+                            # The click scrolled the sidebar's section: back to the top.
+                            page.get_by_text("Compare", exact=True).scroll_into_view_if_needed()
                     shoot(page, f"{prefix}{tab.lower()}")
                 browser.close()
         finally:

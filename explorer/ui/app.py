@@ -129,10 +129,11 @@ mark.explorer-hlo-selected { background: #fde047; }
   border-radius: 4px; padding: 0 6px; font-size: 12px; font-family: monospace; }
 .explorer-offers { font-size: 12px; }
 .explorer-specs .widget-accordion { max-width: 430px; }
+.explorer-specs .jupyter-widget-Collapse-contents { padding: 4px 6px; }
 .explorer-specs .jupyter-widget-tag { padding: 0 2px 0 4px; font-size: 11px; }
 .explorer-specs .jupyter-widget-tag-close { margin-left: 1px; }
 .explorer-specs input.jupyter-widget-taginput { min-width: 0; width: 8px; }
-.explorer-specs input.jupyter-widget-taginput:placeholder-shown { width: 84px; }
+.explorer-specs input.jupyter-widget-taginput:placeholder-shown { width: 72px; }
 .explorer-section-note { font-size: 11px; color: #555; }
 </style>"""
 

@@ -64,7 +64,10 @@ def comparison_html(c: Comparison) -> str:
                f"<b>{len(c.added)}</b> added, {c.unchanged} unchanged.</p>")
     if c.rows:
         body = []
-        for r in c.rows:
+        # What changed first: with dozens of collectives the one added is otherwise below the
+        # fold, under the unchanged ones (a stable sort keeps the report's order within each).
+        first = {"added": 0, "removed": 1}
+        for r in sorted(c.rows, key=lambda r: first.get(r.status, 2)):
             status = r.status
             colour = {"added": ADDED_COLOUR, "removed": REMOVED_COLOUR}.get(status)
             style = f" style='background:{colour}'" if colour else ""

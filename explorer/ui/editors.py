@@ -166,11 +166,12 @@ def entry_of(tags: Sequence[str]) -> Entry:
 
 
 def picker_width(rank: int) -> int:
-    """Pixels per axis picker, so that a row of `rank` pickers fits the 440 px sidebar beside
-    its label (rank 3 and less) or on a line of its own, 24 px in (rank 4), with two tags such
-    as `data × model ×` on one line (the app's style makes tags compact); rank 5 and up wrap
-    onto a second line rather than shrink the tags."""
-    return 110 if rank <= 2 else 100 if rank == 3 else 96 if rank == 4 else 80
+    """Pixels per axis picker, so that a row of `rank` pickers fits a section of the 440 px
+    sidebar (about 400 px inside) beside its label (rank 3 and less: two tags such as
+    `data × model ×` on one line, the app's style making tags compact) or on a line of its own,
+    24 px in (rank 4: one tag each); rank 5 and up wrap onto a second line rather than shrink
+    the tags."""
+    return 110 if rank <= 2 else 100 if rank == 3 else 84 if rank == 4 else 80
 
 
 def check_row_spec(name: str, shape: Sequence[int], axis_names: Sequence[str], spec) -> None:

@@ -169,8 +169,9 @@ def tensor_grid(t: TensorInfo, tiling: Tiling,
              f"shard [{','.join(map(str, t.shard_shape))}] ×{t.replicas} replicas")
     x_title = dim_title(t, col_dim, tiles[col_dim], names[col_dim]) if rank else ""
     y_title = dim_title(t, row_dim, tiles[row_dim], names[row_dim]) if rank >= 2 else ""
+    # What the panels are, said once where there are several (one panel's title says it).
     note = ("panels: " + "; ".join(dim_title(t, d, tiles[d], names[d]) for d in range(len(lead)))
-            if lead else "")
+            if len(facets) > 1 else "")
     return Grid(z, text, hover, x_labels, y_labels, title, x_title, y_title, tuple(panels),
                 panel_note=note, legend=tuple(sorted(legend)))
 

@@ -58,6 +58,8 @@ _CSS = """<style>
 .explorer-suggest-table td.explorer-num { text-align: right;
   font-variant-numeric: tabular-nums; }
 .explorer-suggest-table tr.explorer-winner { background: #fef3c7; }
+.explorer-suggest-table td.explorer-layout { white-space: normal; overflow-wrap: anywhere;
+  min-width: 200px; }
 .explorer-suggest-table tr.explorer-current td { border-top: 2px solid #2563eb;
   border-bottom: 2px solid #2563eb; }
 .explorer-current-badge { background: #dbeafe; color: #1e3a8a; border-radius: 8px;
@@ -277,7 +279,8 @@ def results_html(result: SearchResult, current: int | None = None) -> str:
         coll = human_bytes(c.collective_bytes) if c.collective_bytes is not None else "—"
         rows.append(
             f"<tr class='{cls}' data-label='{html.escape(c.label, quote=True)}'>"
-            f"<td class='explorer-num'>{i}</td><td><code>{html.escape(c.label)}</code>{badge}</td>"
+            f"<td class='explorer-num'>{i}</td><td class='explorer-layout'><code>"
+            f"{html.escape(c.label)}</code>{badge}</td>"
             f"<td class='explorer-num'>{time}{source}{_bounds(c)}</td>"
             f"<td class='explorer-num'>{mem}</td><td class='explorer-num'>{coll}</td>"
             f"<td>{'●' if id(c) in front else ''}</td>{_status_cell(c)}</tr>")

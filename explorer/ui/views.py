@@ -117,8 +117,9 @@ def draw_grid(fig: go.FigureWidget, grid: Grid, colours: int) -> None:
             fig.layout.xaxis.side = "bottom"
             fig.layout.margin.b = max(fig.layout.margin.b or 0, 95)
             # What the panels are, under the columns' title.
-            fig.layout.xaxis.title.text = (html.escape(grid.x_title) + "<br>"
-                                           + html.escape(grid.panel_note))
+            if grid.panel_note:
+                fig.layout.xaxis.title.text = (html.escape(grid.x_title) + "<br>"
+                                               + html.escape(grid.panel_note))
     keep_state(fig)
 
 

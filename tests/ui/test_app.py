@@ -418,6 +418,7 @@ def test_rank_3_tensors_are_drawn_as_small_multiples():
                 mesh="data=2,model=4")
     g = placement_grid(r, "x", ("layers", "seq", "embed"))
     assert g.panels == ((0, 0, "dim 0 (layers, 12): whole", "0:12"),)
+    assert g.panel_note == ""                      # the one panel's title says it
     assert g.z == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
 

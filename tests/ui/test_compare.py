@@ -49,3 +49,13 @@ def test_view_pin_clear_update(megatron, replicated):
     assert "Pin a result to compare" in view.html.value
     view.update(megatron)                        # updates without a pin stay empty
     assert "Pin a result to compare" in view.html.value
+
+
+def test_what_changed_is_listed_before_what_did_not(megatron):
+    from dataclasses import replace
+
+    # B: Megatron's all-reduce and one more, from another line; A: Megatron alone.
+    [c] = megatron.collectives
+    more = replace(megatron, collectives=(c, replace(c, source="other.py:1")))
+    page = comparison_html(compare(megatron, more))
+    assert page.index("explorer-compare-added") < page.index("explorer-compare-unchanged")
