@@ -133,7 +133,8 @@ mark.explorer-hlo-selected { background: #fde047; }
 .explorer-specs .jupyter-widget-tag { padding: 0 2px 0 4px; font-size: 11px; }
 .explorer-specs .jupyter-widget-tag-close { margin-left: 1px; }
 .explorer-specs input.jupyter-widget-taginput { min-width: 0; width: 8px; }
-.explorer-specs input.jupyter-widget-taginput:placeholder-shown { width: 72px; }
+.explorer-specs input.jupyter-widget-taginput:placeholder-shown { width: calc(100% - 6px);
+  box-sizing: border-box; }
 .explorer-section-note { font-size: 11px; color: #555; }
 </style>"""
 
