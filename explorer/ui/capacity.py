@@ -5,21 +5,22 @@ compiler in a table."""
 from __future__ import annotations
 
 import html
-import logging
-import threading
 from collections.abc import Callable
 
 import ipywidgets as w
 
-from explorer._search.capacity import CapacityResult, largest_batch
+from explorer._search.capacity import (
+    CapacityResult,
+    batch_step,
+    largest_batch,
+    policies_for,
+)
 from explorer.cost.hardware import format_bytes
 from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError, InputError
+from explorer.ui.background import BackgroundTab
 from explorer.ui.sources import Request, Source, WorkloadSource
-from explorer.ui.suggest import _running_loop
 from explorer.workloads.models import OFFLOADS, REMATS
-
-_log = logging.getLogger(__name__)
 
 
 def capacity_html(result: CapacityResult) -> str:
@@ -79,19 +80,18 @@ def _strategy_html(result: CapacityResult, top: int = 5) -> str:
             f"<th>memory per device</th><th>memory verdict</th></tr>{rows}</table>")
 
 
-class CapacityView:
+class CapacityView(BackgroundTab):
     """Which remat and offload policies to try, Start, a progress line and the result.
 
     `snapshot()` gives the app's source and checked request now (or raises an ExplorerError);
     `pool` is the app's compile pool."""
 
+    what = "the largest-batch search"
+
     def __init__(self, snapshot: Callable[[], tuple[Source, Request]], pool=None):
+        super().__init__()
         self._snapshot, self.pool = snapshot, pool
         self.result: CapacityResult | None = None
-        self.error: str | None = None
-        self._thread: threading.Thread | None = None
-        self._loop = None
-        self._lock = threading.Lock()
         self.remat_w = {r: w.Checkbox(value=True, description=f"remat={r}", indent=False,
                                       layout=w.Layout(width="150px")) for r in REMATS}
         self.offload_w = {o: w.Checkbox(value=o == "none", description=f"offload={o}",
@@ -102,10 +102,8 @@ class CapacityView:
         self.start_w = w.Button(description="Find the largest batch", icon="search",
                                 layout=w.Layout(width="200px"))
         self.status = w.HTML()
-        self.message = w.HTML()
-        self.message.add_class("explorer-error")
         self.table = w.HTML()
-        self.start_w.on_click(lambda _: self._guarded(self.start))
+        self.start_w.on_click(self._guard(lambda _: self.start()))
         intro = w.HTML(
             "<b>Largest batch that fits</b><div class='explorer-note'>For a training "
             "workload: the largest global batch each activation policy fits on the sidebar's "
@@ -116,24 +114,6 @@ class CapacityView:
                               w.HBox(list(self.offload_w.values())), self.strategy_w,
                               w.HBox([self.start_w, self.status]), self.message, self.table])
         self.widget.add_class("explorer-capacity")
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def _say(self, text: str) -> None:
-        self.error = text or None
-        self.message.value = html.escape(text)
-
-    def _guarded(self, fn) -> None:
-        try:
-            fn()
-        except ExplorerError as e:
-            self._say(str(e))
-        except Exception as e:
-            _log.exception("explorer: unexpected error in the largest-batch search", exc_info=e)
-            self._say(f"unexpected error (a bug in the explorer; please report it): "
-                      f"{type(e).__name__}: {e}")
 
     def start(self) -> None:
         """Search the sidebar's workload as it is now, unless a search runs."""
@@ -159,16 +139,11 @@ class CapacityView:
                       strategy=self.strategy_w.value, pool=self.pool)
         args = (source.workload_w.value, request.mesh, request.target)
         # Checked here, before the thread: a bad choice is said at once.
-        from explorer._search.capacity import batch_step, policies_for
-
         policies_for(remats, offloads)
         batch_step(args[0], params, request.mesh, request.preset, request.rules)
-        self._loop = _running_loop()
         self.start_w.disabled = True
         self.status.value = "starting…"
-        self._thread = threading.Thread(target=self._run, args=(args, kwargs),
-                                        name="explorer-capacity", daemon=True)
-        self._thread.start()
+        self._start_thread(self._run, (args, kwargs), "explorer-capacity")
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the running search ends (scripts and tests); True when it has."""
@@ -186,25 +161,11 @@ class CapacityView:
             outcome = e
         self._post(lambda: self._finish(outcome))
 
-    def _post(self, fn: Callable[[], None]) -> None:
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(lambda: self._guarded(fn))
-        else:
-            with self._lock:
-                self._guarded(fn)
-
     def _finish(self, outcome) -> None:
         self.start_w.disabled = False
         if isinstance(outcome, BaseException):
             self.status.value = "failed"
-            if isinstance(outcome, ExplorerError):
-                self._say(str(outcome))
-            else:
-                _log.exception("explorer: unexpected error in a largest-batch search",
-                               exc_info=outcome)
-                self._say(f"unexpected error (a bug in the explorer; please report it): "
-                          f"{type(outcome).__name__}: {outcome}")
+            self._say_failure(outcome)
             return
         self.result = outcome
         self.status.value = "done"

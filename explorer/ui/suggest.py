@@ -12,9 +12,7 @@ was searched with) into the editors, which then recompile as after any edit.
 
 from __future__ import annotations
 
-import asyncio
 import html
-import logging
 import math
 import threading
 from collections.abc import Callable, Mapping
@@ -33,11 +31,10 @@ from explorer.report.summary import human_bytes
 from explorer.spec.bounds import show
 from explorer.spec.layout import tiling_from_spec
 from explorer.spec.tensor import Entry, normalize_spec
+from explorer.ui.background import BackgroundTab
 from explorer.ui.figure import FigureWidget, keep_state
 from explorer.ui.memory import binary_ticks
 from explorer.ui.sources import FunctionSource, Request, Source, WorkloadSource
-
-_log = logging.getLogger(__name__)
 
 Spec = tuple[Entry, ...]
 
@@ -407,16 +404,9 @@ def pareto_figure(result: SearchResult) -> go.FigureWidget:
     return fig
 
 
-def _running_loop():
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
 # ------------------------------------------------------------------------------- the view
 
-class SuggestView:
+class SuggestView(BackgroundTab):
     """Controls (what to search, a time budget, Start and Cancel), a progress bar, and the
     finished search: its table, its Pareto plot, why the winner wins, and Apply.
 
@@ -424,21 +414,20 @@ class SuggestView:
     ExplorerError saying what to fix); `apply(job, candidate)` loads a candidate into the
     editors. `pool` is the app's compile pool."""
 
+    what = "the Suggest tab"
+
     def __init__(self, source: Callable[[], Source],
                  snapshot: Callable[[], tuple[Source, Request]],
                  apply: Callable[[SearchJob, Candidate], None], pool=None,
                  current: Callable[[], Request | None] = lambda: None):
+        super().__init__()
         self._source, self._snapshot, self._apply, self.pool = source, snapshot, apply, pool
         self._current = current         # the request the app's result answers now
         self.job: SearchJob | None = None           # the running or last search
         self.result: SearchResult | None = None     # the last finished search's result
         self.result_job: SearchJob | None = None    # ...and the job it answers
-        self.error: str | None = None               # the last message shown in the tab
         self.progress: Progress | None = None
-        self._thread: threading.Thread | None = None
         self._cancel: threading.Event | None = None
-        self._loop = None
-        self._lock = threading.Lock()
 
         self.space_w = w.ToggleButtons(options=[], style={"button_width": "240px"})
         self.chosen_w = w.TagsInput(value=[], allowed_tags=[], allow_duplicates=False,
@@ -453,8 +442,6 @@ class SuggestView:
                                 layout=w.Layout(width="140px"))
         self.cancel_w = w.Button(description="Cancel", icon="stop", disabled=True,
                                  layout=w.Layout(width="100px"))
-        self.message = w.HTML()
-        self.message.add_class("explorer-error")
         self.bar = w.IntProgress(value=0, min=0, max=1, bar_style="info",
                                  layout=w.Layout(width="300px", visibility="hidden"))
         self.progress_w = w.HTML()
@@ -496,10 +483,6 @@ class SuggestView:
         self.refresh()
 
     # ------------------------------------------------------------------ controls
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
 
     def refresh(self) -> None:
         """Offer the spaces and choices of the app's program now (its workload may have
@@ -543,25 +526,6 @@ class SuggestView:
             return None
         return current_candidate(result, self._current(), shapes)
 
-    def _say(self, text: str) -> None:
-        self.error = text or None
-        self.message.value = html.escape(text)
-
-    def _guard(self, fn):
-        """`fn` as a callback whose errors are shown in the tab, never raised into the
-        kernel: an explorer error as it is, anything else as a bug."""
-        def guarded(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except ExplorerError as e:
-                self._say(str(e))
-            except Exception as e:
-                _log.exception("explorer: unexpected error in the Suggest tab", exc_info=e)
-                self._say(f"unexpected error (a bug in the explorer; please report it): "
-                          f"{type(e).__name__}: {e}")
-            return None
-        return guarded
-
     # ------------------------------------------------------------------ running
 
     def start(self) -> None:
@@ -579,14 +543,11 @@ class SuggestView:
                        self.shapes_w.value, budget)
         self.job, self.progress = job, None
         self._cancel = cancel = threading.Event()
-        self._loop = _running_loop()
         self.start_w.disabled, self.cancel_w.disabled = True, False
         self.bar.layout.visibility = "visible"
         self.bar.value, self.bar.max, self.bar.bar_style = 0, 1, "info"
         self.progress_w.value = f"starting: {html.escape(job.describe())}"
-        self._thread = threading.Thread(target=self._run, args=(job, cancel),
-                                         name="explorer-search", daemon=True)
-        self._thread.start()
+        self._start_thread(self._run, (job, cancel), "explorer-search")
 
     def cancel(self) -> None:
         """Stop the running search after the compile in flight; its result so far is shown."""
@@ -618,15 +579,6 @@ class SuggestView:
             outcome = e
         self._post(lambda: self._finish(job, outcome))
 
-    def _post(self, fn: Callable[[], None]) -> None:
-        guarded = self._guard(fn)
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(guarded)
-        else:
-            with self._lock:
-                guarded()
-
     def _show_progress(self, job: SearchJob, p: Progress) -> None:
         if job is not self.job:
             return
@@ -639,17 +591,10 @@ class SuggestView:
         if job is not self.job:
             return
         self.start_w.disabled, self.cancel_w.disabled = False, True
-        if isinstance(outcome, ExplorerError):
-            self.bar.bar_style = "danger"
-            self.progress_w.value = "search failed"
-            self._say(str(outcome))
-            return
         if isinstance(outcome, BaseException):
-            _log.exception("explorer: unexpected error in a search", exc_info=outcome)
             self.bar.bar_style = "danger"
             self.progress_w.value = "search failed"
-            self._say(f"unexpected error (a bug in the explorer; please report it): "
-                      f"{type(outcome).__name__}: {outcome}")
+            self._say_failure(outcome)
             return
         result: SearchResult = outcome
         self.result, self.result_job = result, job
