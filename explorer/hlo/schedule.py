@@ -453,10 +453,10 @@ class _Reader:
                     and host_transfer_bytes(started):
                 return Step(instr, StepKind.HOST_DONE, start=started.name)
             return Step(instr, StepKind.FREE)
-        if op.endswith("-start") and host_transfer_bytes(instr):
+        if op.endswith("-start") and (moved := host_transfer_bytes(instr)):
             # An asynchronous copy (TPU copy-start) or slice/update fusion (GPU fusion-start)
             # between an offloaded buffer and the device.
-            return Step(instr, StepKind.HOST_START, bytes=host_transfer_bytes(instr))
+            return Step(instr, StepKind.HOST_START, bytes=moved)
         if op in FREE_OPCODES or op.endswith("-start") or op in ("send", "recv"):
             return Step(instr, StepKind.FREE)
         if op in _HOST_MOVES:
