@@ -34,5 +34,7 @@ nb_execution_show_tb = True
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
-# Cross-references to jax objects in docstrings are not resolved here.
-suppress_warnings = ["myst.xref_missing"]
+# Cross-references to jax objects in docstrings are not resolved here. A field typed `bytes`
+# (Report.hlo_proto) also matches the `bytes` attributes of Collective, Buffer and others;
+# Sphinx calls that ambiguous (ref.python), though the builtin is meant.
+suppress_warnings = ["myst.xref_missing", "ref.python"]
