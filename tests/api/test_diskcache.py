@@ -257,6 +257,7 @@ HAMMER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_concurrent_processes_share_the_folder(tmp_path, report):
     """Four processes write and read the same five entries at once."""
     report_file = tmp_path / "report.pickle"

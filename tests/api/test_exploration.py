@@ -117,6 +117,7 @@ def double(x):
     return x * 2
 
 
+@pytest.mark.slow
 def test_a_users_function_is_carried_by_its_module_path_and_never_imported_unasked(tmp_path,
                                                                                    capsys):
     x = explorer.TensorSpec("x", (16, 8), spec="data,None")

@@ -146,6 +146,7 @@ def test_a_pytree_class_defined_in_a_function_is_refused_before_any_compile():
         explorer.analyze(lambda m: m.w, Local(X), mesh="data=2", cache_only=True)
 
 
+@pytest.mark.slow
 def test_an_equinox_adamw_train_step_compiles_with_regex_specs_on_its_key_paths():
     static, optimizer = STATIC, OPTIMIZER
 

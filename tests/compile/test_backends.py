@@ -25,6 +25,7 @@ def test_measure_runs_the_program_and_says_where():
     assert r.timing.measured_on == "8 cpu device(s) of this host"
 
 
+@pytest.mark.slow
 def test_measure_refuses_inputs_over_the_cap():
     # 2^16 × 2^12 floats = 1 GiB per device on one device, plus w: over the 1 GiB cap.
     r = analyze(lambda x: x * 2, explorer.TensorSpec("x", (2**16, 2**13)), mesh="d=1",

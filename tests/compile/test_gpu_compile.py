@@ -61,6 +61,7 @@ def test_the_report_comes_from_the_gpu_compiler_and_names_the_device(pair):
     assert report.approximation == ""
 
 
+@pytest.mark.slow
 def test_the_collectives_are_the_ones_jax_compiled_each_async(pair):
     _, report, ref = pair
     # Every GPU collective here is a -start/-done pair; a combined one is one line of jax's.
@@ -69,6 +70,7 @@ def test_the_collectives_are_the_ones_jax_compiled_each_async(pair):
     assert all(c.is_async for c in report.collectives)
 
 
+@pytest.mark.slow
 def test_memory_is_the_gpu_compilers_memory_analysis(pair):
     _, report, ref = pair
     m = report.memory

@@ -56,6 +56,7 @@ def test_a_compile_past_the_time_limit_is_stopped(pool):
     assert pool.run(cpu(2), Ping()).devices == 2
 
 
+@pytest.mark.slow
 def test_an_error_in_the_user_function_is_reported_and_the_worker_lives(pool):
     def broken(x):
         return x @ undefined_name  # noqa: F821

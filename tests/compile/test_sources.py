@@ -149,6 +149,7 @@ def test_a_notebook_cell_shows_as_its_prompt(tmp_path):
     assert printed.strip().splitlines() == [f"['In [{n}], line {k}']", "['return y @ w']"]
 
 
+@pytest.mark.slow
 def test_an_unpicklable_closure_says_what_and_how_to_restructure(pool):
     lock = threading.Lock()
 

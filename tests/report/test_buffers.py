@@ -211,6 +211,7 @@ def gram(x):
     return y @ x
 
 
+@pytest.mark.slow
 @needs_libtpu
 def test_a_tpu_program_over_its_hbm_is_a_verdict_with_the_rest_of_the_report():
     # x[131072, 1024] bf16 with its columns over data=8: each device multiplies its

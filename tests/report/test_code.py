@@ -124,6 +124,7 @@ args = ({"up": jax.ShapeDtypeStruct((64, 256), jnp.float32),
 """
 
 
+@pytest.mark.slow
 def test_a_user_functions_code_jits_it_on_its_pytree_with_the_reports_layout():
     namespace = {"__name__": "user_code"}      # not importable: travels by value
     exec(USER_FUNCTION, namespace)
@@ -139,6 +140,7 @@ def test_a_user_functions_code_jits_it_on_its_pytree_with_the_reports_layout():
             if k in ("inputs", "outputs", "collectives")} == expected(report)
 
 
+@pytest.mark.slow
 def test_names_that_hold_code_are_written_as_literals():
     def ident(tree):
         return tree

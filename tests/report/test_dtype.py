@@ -56,6 +56,7 @@ def sums(x):
     return jnp.sum(x), jnp.mean(x, axis=0)
 
 
+@pytest.mark.slow
 def test_f32_reductions_of_a_bf16_input_keep_f32():
     # jnp.sum and jnp.mean of bf16 accumulate in f32 (jax upcasts half floats for reductions):
     # with rows sharded over `data`, the partial sums all-reduced are an f32 scalar and an

@@ -379,6 +379,7 @@ def test_a_users_own_causal_kernel_scope_counts_half_its_flops():
     assert flops[False] - flops[True] == pytest.approx(0.5 * core)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compile_for", ["cpu", pytest.param("target", marks=[
     pytest.mark.gpu, pytest.mark.skipif(not gpu_plugin_installed(),
                                         reason="the gpu extra is not installed")])])
@@ -431,6 +432,7 @@ def scan_layers(x, ws):
     return jax.lax.scan(layer, x, ws)[0]
 
 
+@pytest.mark.slow
 def test_scan_loop_collectives_count_once_per_layer():
     r = analyze(scan_layers, TensorSpec("x", (256, 512), spec="data,model"),
                 TensorSpec("ws", (6, 512, 512), spec="None,model,None"),

@@ -65,6 +65,7 @@ def test_a_user_function_gets_the_layout_the_formulas_predict():
     assert result.space == "specs"
 
 
+@pytest.mark.slow
 def test_only_the_chosen_tensors_are_searched():
     x = TensorSpec("x", (256, 64), spec=("data", None))
     w = TensorSpec("w", (64, 64))
@@ -75,6 +76,7 @@ def test_only_the_chosen_tensors_are_searched():
     assert result.stats.distinct == 11
 
 
+@pytest.mark.slow
 def test_a_candidate_that_fails_to_compile_is_recorded_and_the_search_goes_on():
     x = TensorSpec("x", (2, 8))
     w = TensorSpec("w", (8, 8))

@@ -57,6 +57,7 @@ def _zero_pattern(r):
     return sorted((c.kind, c.axes, c.shape, c.bytes) for c in r.collectives)
 
 
+@pytest.mark.slow
 def test_zero1_all_reduces_grads_then_all_gathers_updated_params():
     r = analyze_workload("transformer_train", "data=8", preset="zero1", params=TRAIN)
     assert {c.axes for c in r.collectives} == {("data",)}
@@ -92,6 +93,7 @@ def test_zero2_compiles_to_the_same_collectives_as_zero1_on_cpu():
     assert "reduce-scatter" not in kinds(z2)
 
 
+@pytest.mark.slow
 def test_zero3_gathers_params_once_and_all_reduces_grads():
     r = analyze_workload("transformer_train", "data=8", preset="zero3", params=TRAIN)
     assert {c.axes for c in r.collectives} == {("data",)}
@@ -112,6 +114,7 @@ def test_zero3_gathers_params_once_and_all_reduces_grads():
     assert "reduce-scatter" not in kinds(r)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset, state_bytes", [
     # Per device: params + Adam's m and v. DP keeps all three whole (3Ψ); ZeRO-1/2 split m and
     # v over data=8 (Ψ + 2Ψ/8); ZeRO-3 splits all three (3Ψ/8). Every tensor has an embed dim
@@ -133,6 +136,7 @@ def test_fsdp_is_zero3():
 
 # --- tensor parallelism ----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_megatron_one_all_reduce_per_attention_and_per_mlp():
     B, S, D = 8, 16, 256
     r = analyze_workload("transformer", "model=4", preset="megatron")
@@ -158,6 +162,7 @@ def test_megatron_with_data_axis_halves_the_all_reduce():
     assert r.tensor("x").spec == ("data", None, None)
 
 
+@pytest.mark.slow
 def test_megatron_train_step_vocab_parallel_loss_and_data_parallel_grads():
     r = analyze_workload("transformer_train", "data=2,model=4", preset="megatron",
                          params=TRAIN)
@@ -280,6 +285,7 @@ def test_ep_with_only_the_expert_view_pinned_gathers_instead():
     assert {c.axes for c in r.collectives} == {("expert",)}
 
 
+@pytest.mark.slow
 def test_pp_moves_activations_between_stages():
     if "pipeline" not in explorer.WORKLOADS:
         pytest.skip("the pipeline workload (explorer/workloads/pipeline.py) is not available")

@@ -250,6 +250,7 @@ def test_memory_axis_reads_in_binary_units_and_a_far_limit_is_named_not_drawn():
         app.close()
 
 
+@pytest.mark.slow
 def test_collectives_table_marks_latency_and_the_cpu_reduce_scatter():
     import re
 
@@ -292,6 +293,7 @@ def test_partitioner_toggle(app):
     assert [(c.kind, c.axes) for c in app.report.collectives] == [("all-reduce", ("model",))]
 
 
+@pytest.mark.slow
 def test_target_adds_predictions_and_a_wrong_size_target_is_flagged():
     app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, target="h100-8",
                    debounce=None)
@@ -723,6 +725,7 @@ def test_a_renamed_mesh_axis_carries_into_the_rules_box():
         app.close()
 
 
+@pytest.mark.slow
 def test_closed_set_params_are_pickers_of_their_values_and_labels_are_whole():
     app = Explorer(workload="transformer_train", mesh="data=2,model=4",
                    params={"scan_layers": False, "layers": 1}, debounce=None)

@@ -33,6 +33,7 @@ def test_the_table_marks_the_best_policy_and_lists_every_probes_verdict():
     assert "compiled for 8 × H100" in text and "multiples of 8" in text
 
 
+@pytest.mark.slow
 def test_a_users_function_or_no_target_is_refused_in_the_tab():
     def f(x):
         return x * 2

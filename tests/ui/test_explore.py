@@ -101,6 +101,7 @@ def stack_params(layers):
                         "w2": T(f"layers.{i}.w2", (256, 64))} for i in range(layers)]}
 
 
+@pytest.mark.slow
 def test_a_pytree_of_many_tensors_is_grouped_and_same_as_places_every_layer():
     app = explore(residual_stack, stack_params(12), T("x", (32, 64), spec="data,None"),
                   mesh="data=2,model=4", debounce=None)
@@ -179,6 +180,7 @@ def abstract_stack(layers=2, d=64, f=256):
         return nnx.eval_shape(lambda: Stack(layers, d, f, nnx.Rngs(0)))
 
 
+@pytest.mark.slow
 def test_explore_module_names_params_by_path_and_reads_their_partitioning():
     model = abstract_stack()
     app = explore_module(model, T("x", (32, 64), spec="data,None"), mesh="data=2,model=4",
@@ -244,6 +246,7 @@ TWO_LAYERS = [{"w_up": T(f"l{k}.w_up", (128, 512), spec="None,model"),
                "w_down": T(f"l{k}.w_down", (512, 128), spec="model,None")} for k in range(2)]
 
 
+@pytest.mark.slow
 def test_a_renamed_mesh_axis_carries_into_the_specs_the_function_gave():
     # Issue 22: renaming `model` relabelled the pickers, but the TensorSpecs' own specs still
     # named `model`, and the error that followed pointed at no widget.

@@ -137,6 +137,7 @@ def test_mapping_placeholder_is_accepted_by_the_target():
     assert mapping_placeholder("", mesh) == "choose a target first"
 
 
+@pytest.mark.slow
 def test_a_train_step_starts_one_node_per_layer():
     # Issue 22: a 12-layer train step opened on 152 mostly unlabelled nodes. Four unrolled
     # layers already make more ops than the graph shows one by one.

@@ -5,6 +5,8 @@ import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from explorer.ui.scheduler import CompileScheduler
 
 
@@ -89,6 +91,7 @@ def test_a_discarded_edit_is_not_compiled_after_the_one_in_flight():
     run(scenario)
 
 
+@pytest.mark.slow
 def test_the_next_compile_waits_for_the_edits_to_pause():
     async def scenario(h: Harness):
         loop = asyncio.get_running_loop()

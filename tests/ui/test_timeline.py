@@ -96,6 +96,7 @@ def matmul(x, w):
     return x @ w
 
 
+@pytest.mark.slow
 def test_a_tpu_float32_program_gets_its_roofline_point_at_the_peak_used():
     # TPUs run float32 matmuls as bfloat16 passes: the estimate uses the bfloat16 peak, and the
     # roofline point must too (a lookup of a float32 peak finds none).

@@ -336,6 +336,7 @@ def test_1f1b_compiles_to_the_same_sends_on_more_steps_with_less_memory():
     assert one.memory.temporaries < gpipe.memory.temporaries
 
 
+@pytest.mark.slow
 def test_gspmd_gives_the_same_permutes():
     r = _analyze("stage=4", W_STAGE, {"microbatches": 4, "batch": 32, "d_model": 128},
                  partitioner="gspmd")
@@ -344,6 +345,7 @@ def test_gspmd_gives_the_same_permutes():
         [("collective-permute", ("stage",), 4096)] * 12
 
 
+@pytest.mark.slow
 def test_pipeline_with_data_parallel_batch():
     # stage=2 × data=2, x split over data: each microbatch stays split, so a permute moves half
     # of it, batch/M/2 × d_model × 4 = 32/4/2 × 128 × 4 = 2048 bytes.

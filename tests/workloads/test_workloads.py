@@ -355,6 +355,7 @@ def test_rules_naming_a_missing_axis_or_a_workload_without_names():
 
 # --- activation constraints --------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_switching_strategy_between_layers_costs_an_all_to_all():
     B, S, D = 8, 16, 256
     free = analyze_workload("transformer", "data=8", specs={"x": "data,None,None"})
