@@ -98,6 +98,23 @@ def _strict_json(obj) -> str:
     return json.dumps(finite(obj), allow_nan=False)
 
 
+_PARAM_HELP = "a workload size param, e.g. batch=512 (see `workloads`)"
+
+
+def _add_param(p: argparse.ArgumentParser, help: str = _PARAM_HELP) -> None:
+    p.add_argument("--param", action="append", default=[], metavar="K=V", help=help)
+
+
+def _add_run_flags(p: argparse.ArgumentParser, *, timeout_help: str, json_help: str,
+                   quiet_help: str | None = None) -> None:
+    """--timeout, --json and (for the commands that show progress) --quiet: the flags every
+    compiling command takes."""
+    p.add_argument("--timeout", type=_seconds, default=None, help=timeout_help)
+    p.add_argument("--json", action="store_true", help=json_help)
+    if quiet_help is not None:
+        p.add_argument("--quiet", action="store_true", help=quiet_help)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sharding-explorer", description=(
         "See which collectives GSPMD/Shardy inserts for a sharded JAX program, over which mesh "
@@ -127,8 +144,7 @@ def _parser() -> argparse.ArgumentParser:
                    "and the logical_axis_rules (Report.to_code)")
     a.add_argument("--workload", help=f"one of: {', '.join(WORKLOADS)} (required without "
                    "--from)")
-    a.add_argument("--param", action="append", default=[], metavar="K=V",
-                   help="a workload size param, e.g. batch=512 (see `workloads`)")
+    _add_param(a)
     a.add_argument("--mesh", help="axes and sizes, e.g. data=2,model=4 (required without "
                    "--from)")
     a.add_argument("--spec", action="append", default=[], metavar="TENSOR=ENTRIES",
@@ -176,9 +192,8 @@ def _parser() -> argparse.ArgumentParser:
                    "needed); cpu: on fake CPU devices, priced on the target (approximate)")
     a.add_argument("--partitioner", choices=["shardy", "gspmd"], help="default: shardy")
     a.add_argument("--axis-type", choices=["auto", "explicit"], help="default: auto")
-    a.add_argument("--timeout", type=_seconds, default=None,
-                   help="compile time limit, seconds")
-    a.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    _add_run_flags(a, timeout_help="compile time limit, seconds",
+                   json_help="one JSON object on stdout")
     a.add_argument("--hlo", choices=["optimized", "propagated", "stablehlo"],
                    help="also print this program text")
     a.add_argument("--why-layout", metavar="NAME",
@@ -203,8 +218,7 @@ def _capacity_parser(sub) -> None:
                        "target; then the fastest strategy at the best batch")
     c.add_argument("--workload", default="transformer_train",
                    help="a training workload with a token batch (default transformer_train)")
-    c.add_argument("--param", action="append", default=[], metavar="K=V",
-                   help="a workload param, e.g. layers=32 (its batch is what is searched)")
+    _add_param(c, "a workload param, e.g. layers=32 (its batch is what is searched)")
     c.add_argument("--mesh", required=True, help="axes and sizes, e.g. data=64")
     c.add_argument("--target", required=True, metavar="NAME", help="e.g. h100-8x8")
     c.add_argument("--preset", default="fsdp", help="the layout the batches use (default fsdp)")
@@ -217,10 +231,8 @@ def _capacity_parser(sub) -> None:
     c.add_argument("--no-strategy", action="store_true",
                    help="skip ranking the strategies at the best batch")
     c.add_argument("--compile-for", default="target", choices=["target", "cpu"])
-    c.add_argument("--timeout", type=_seconds, default=None,
-                   help="time limit of one compile, seconds")
-    c.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    c.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    _add_run_flags(c, timeout_help="time limit of one compile, seconds",
+                   json_help="one JSON object on stdout", quiet_help="no progress lines on stderr")
 
 
 def _capacity(args) -> int:
@@ -263,8 +275,7 @@ def _search_parser(sub) -> None:
     s = sub.add_parser("search", help="search the shardings of a built-in workload for the "
                        "fastest predicted step on a target (docs/search.md)")
     s.add_argument("--workload", required=True, help=f"one of: {', '.join(WORKLOADS)}")
-    s.add_argument("--param", action="append", default=[], metavar="K=V",
-                   help="a workload size param, e.g. batch=512 (see `workloads`)")
+    _add_param(s)
     s.add_argument("--mesh", required=True,
                    help="axes and sizes, e.g. data=2,model=4; the search also tries the other "
                    "factorisations of the device count into these axes (unless --fixed-mesh)")
@@ -302,12 +313,9 @@ def _search_parser(sub) -> None:
                    help="compile the candidates as Ray tasks on this cluster (HOST:PORT, "
                    "ray://HOST:PORT, auto or local; needs the cluster extra)")
     s.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])
-    s.add_argument("--timeout", type=_seconds, default=None,
-                   help="time limit of one compile, seconds")
-    s.add_argument("--json", action="store_true",
-                   help="one JSON object on stdout: candidates (best first), pareto, "
-                   "comparison, stats")
-    s.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    _add_run_flags(s, timeout_help="time limit of one compile, seconds",
+                   json_help="one JSON object on stdout: candidates (best first), pareto, "
+                   "comparison, stats", quiet_help="no progress bar on stderr")
 
 
 class _ProgressBar:

@@ -10,7 +10,7 @@ far below int64, so that a program's intermediates (a few times its inputs) stil
 from __future__ import annotations
 
 MAX_RANK = 16                 # dimensions of one tensor; real models use at most 5 or 6
-MAX_ELEMENTS = 2 ** 48        # elements of one tensor: 1 PiB of float32, 2**14 under int64 bytes
+MAX_ELEMENTS = 2 ** 48        # elements of one tensor: 1 PiB of float32, 2**13 under int64 bytes
 MAX_TOTAL_ELEMENTS = 2 ** 50  # elements of all inputs together (a 1T-param model + Adam: 2**42)
 MAX_TENSORS = 2 ** 16         # input tensors of one request (a 70B train step with Adam: 1931)
 MAX_PYTREE_DEPTH = 64         # nesting of the inputs' pytree (a flax model's state: about 10)
