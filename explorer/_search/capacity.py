@@ -31,7 +31,9 @@ from explorer.errors import InputError, WorkloadError, choices
 from explorer.report.provenance import compiled_by
 from explorer.report.report import Report
 from explorer.spec.bounds import show
+from explorer.spec.mesh import MeshSpec
 from explorer.strategy.plan import plan
+from explorer.workloads.base import Workload
 from explorer.workloads.models import OFFLOADS, REMATS
 from explorer.workloads.registry import get_workload
 
@@ -175,11 +177,16 @@ def batch_step(workload: str, params: Mapping, mesh, preset: str | None, rules) 
     """The product of the mesh axes that the planned layout splits the batch (dim 0 of
     `tokens`) over: every probed batch is a multiple of it, so each device gets whole rows."""
     w = get_workload(workload)
-    if "tokens" not in w.shapes(w.resolve(params)):
-        raise WorkloadError(f"workload {workload!r} has no token batch to grow; largest_batch "
+    return _batch_step(w, w.resolve(params), check_mesh(mesh), preset, rules)
+
+
+def _batch_step(w: Workload, resolved: Mapping, mesh_spec: MeshSpec, preset: str | None,
+                rules) -> int:
+    """batch_step on a workload already resolved and a mesh already checked."""
+    if "tokens" not in w.shapes(resolved):
+        raise WorkloadError(f"workload {w.name!r} has no token batch to grow; largest_batch "
                             "takes a training workload with `tokens`, e.g. transformer_train")
-    mesh_spec = check_mesh(mesh)
-    layout = plan(w, w.resolve(params), mesh_spec, None, preset, rules)
+    layout = plan(w, resolved, mesh_spec, None, preset, rules)
     entry = (layout.specs.get("tokens") or (None,))[0]
     axes = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
     sizes = dict(zip(mesh_spec.names, mesh_spec.sizes, strict=True))
@@ -226,7 +233,7 @@ def largest_batch(workload: str, mesh, target: str, params: Mapping | None = Non
     resolved = w.resolve(params)
     mesh_spec = check_mesh(mesh)
     check_target(target, None, mesh_spec)
-    step = batch_step(workload, params, mesh_spec, preset, rules)
+    step = _batch_step(w, resolved, mesh_spec, preset, rules)
     bound = w.bounds["batch"].high if "batch" in w.bounds else 2 ** 24
     top = _largest_valid(w, params, min(int(max_batch), bound) if max_batch is not None
                          else bound, step)
