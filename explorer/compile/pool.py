@@ -19,12 +19,17 @@ running answers once more (`Retiring`) and is replaced.
 
 A worker's end is noticed as it happens (a pidfd of its process is watched beside its
 socket), not only when its socket closes, which a process it forked may hold open.
+
+A worker left idle for the pool's `idle_timeout` is closed by the pool's closer thread, so that
+a kernel nobody uses (an app page left open) does not hold a jax runtime per device count; the
+next request for its key starts a new one, and `activity()` says so meanwhile.
 """
 
 from __future__ import annotations
 
 import atexit
 import errno
+import math
 import os
 import signal
 import socket
@@ -49,7 +54,7 @@ from explorer.compile.protocol import (
     Retiring,
     WorkerKey,
 )
-from explorer.errors import CompileError, WorkerError
+from explorer.errors import CompileError, InputError, WorkerError
 
 DEFAULT_TIMEOUT_S = 120.0
 MAX_DEVICES = 2048          # the CPU backend fails beyond 2048 fake devices (measured)
@@ -57,6 +62,12 @@ MAX_WARM_WORKERS = 4        # each warm worker holds a jax runtime (~0.2-0.5 GB)
 # A worker is replaced after this many compiles, so that whatever jax or XLA keep per compile
 # beyond the caches the worker clears after each one cannot pile up without bound.
 RECYCLE_AFTER = 500
+# A worker idle this long is closed: each holds a jax runtime (0.2-0.6 GB, docs/reliability.md,
+# "Under load"), and a page left open would hold it until its kernel is culled. Starting one again
+# costs the next request a few seconds, which after 5 idle minutes is little.
+DEFAULT_IDLE_TIMEOUT_S = 300.0
+# The environment variable that sets default_pool()'s idle timeout (seconds; 0 or off: never).
+IDLE_TIMEOUT_VARIABLE = "EXPLORER_WORKER_IDLE_S"
 _EXIT_GRACE_S = 2.0         # how long a worker that closed its socket gets to exit by itself
 _STOP_GRACE_S = 5.0         # how long a reaper gets to end its worker's processes when asked
 _POLL_S = 0.1               # how often a worker's end is looked for where no pidfd tells it
@@ -149,6 +160,7 @@ class Worker:
         self.compiles = 0
         self.closed = False
         self.retiring = False            # its program left something running: replace it
+        self.idle_since: float | None = None   # monotonic time of its last request, while idle
         python = python or sys.executable
         opened = []
         try:
@@ -191,6 +203,11 @@ class Worker:
 
     def alive(self) -> bool:
         return not self.closed and self.exit_status() is None
+
+    @property
+    def starting(self) -> bool:
+        """Whether it has not answered yet: jax is still loading in it."""
+        return not self.closed and self._answered == 0
 
     def _log_size(self) -> int:
         try:
@@ -299,21 +316,44 @@ class Worker:
         self._log.close()
 
 
+def _stop_all(workers: list[Worker]) -> None:
+    """Stop `workers`: every reaper asked at once, then each waited for (see Worker.kill)."""
+    for worker in workers:
+        worker.ask_to_stop()
+    for worker in workers:
+        worker.kill()
+
+
+def _checked_idle_timeout(value) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise InputError(f"idle_timeout={value!r} is not a number of seconds above 0; give one "
+                         "(e.g. 300) or None to keep idle workers until the pool closes")
+    return float(value)
+
+
 class WorkerPool:
     """Warm workers keyed by WorkerKey, at most `max_workers` of them idle at a time.
 
     Beyond the limit the least recently used idle worker is closed. A busy worker is never
     closed to make room: while all are busy the pool runs over the limit, and trims back when
-    they finish. A worker is replaced after `recycle_after` compiles."""
+    they finish. A worker is replaced after `recycle_after` compiles. A worker idle for
+    `idle_timeout` seconds is closed (None: kept until the pool closes); the next request for
+    its key starts a new one."""
 
     def __init__(self, timeout: float = DEFAULT_TIMEOUT_S, max_workers: int = MAX_WARM_WORKERS,
-                 recycle_after: int = RECYCLE_AFTER, python: str | None = None):
+                 recycle_after: int = RECYCLE_AFTER, python: str | None = None,
+                 idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S):
         self.timeout = timeout
         self.max_workers = max_workers
         self.recycle_after = recycle_after
         self.python = python            # the interpreter the workers run; None: this one
+        self.idle_timeout = _checked_idle_timeout(idle_timeout)
         self._workers: OrderedDict[WorkerKey, Worker] = OrderedDict()
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)   # a worker went idle, or the pool closed
+        self._closer: threading.Thread | None = None
 
     def _checkout(self, key: WorkerKey) -> Worker:
         with self._lock:
@@ -326,6 +366,7 @@ class WorkerPool:
             if worker is None:
                 worker = Worker(key, self.python)
             worker.users += 1
+            worker.idle_since = None
             self._workers[key] = worker     # re-insert: most recently used last
             self._trim()
             return worker
@@ -342,7 +383,56 @@ class WorkerPool:
                     del self._workers[worker.key]
             elif current:
                 self._workers.move_to_end(worker.key)     # most recently used last
+                if worker.users == 0:
+                    worker.idle_since = time.monotonic()
+                    self._watch_idle()
             self._trim(keep=worker)
+
+    def _watch_idle(self) -> None:
+        """Make sure the closer thread runs and sees the worker that just went idle (called
+        under the pool lock). The thread ends when no worker is left; a fork's child, where it
+        does not run, starts its own."""
+        if self.idle_timeout is None:
+            return
+        if self._closer is None or not self._closer.is_alive():
+            self._closer = threading.Thread(target=self._close_idle_workers, daemon=True,
+                                            name="explorer: close idle compile workers")
+            self._closer.start()
+        self._changed.notify_all()
+
+    def _close_idle_workers(self) -> None:
+        """The closer thread: close each worker once it has been idle for idle_timeout, until
+        the pool holds no worker. The workers are stopped outside the lock, so that requests
+        for other keys (or a new worker for the same key) do not wait for them."""
+        with self._lock:
+            while self._workers and self._closer is threading.current_thread():
+                now = time.monotonic()
+                idle = [w for w in self._workers.values()
+                        if w.users == 0 and w.idle_since is not None]
+                expired = [w for w in idle if now - w.idle_since >= self.idle_timeout]
+                if expired:
+                    for worker in expired:
+                        del self._workers[worker.key]
+                    self._lock.release()
+                    try:
+                        _stop_all(expired)
+                    finally:
+                        self._lock.acquire()
+                    continue
+                due = min((w.idle_since + self.idle_timeout for w in idle), default=None)
+                self._changed.wait(None if due is None else due - now)
+            if self._closer is threading.current_thread():
+                self._closer = None
+
+    def activity(self) -> str:
+        """What the pool is doing, for a status line: 'starting a compile worker for 8
+        devices' while a worker's jax loads (the first request after its start, or after an
+        idle worker was closed), else 'compiling'."""
+        with self._lock:
+            starting = [w.what for w in self._workers.values() if w.users and w.starting]
+        if not starting:
+            return "compiling"
+        return f"starting a compile worker for {', '.join(starting)}"
 
     def _trim(self, keep: Worker | None = None) -> None:
         """Close the least recently used idle workers beyond the limit. A busy worker is never
@@ -364,6 +454,10 @@ class WorkerPool:
                 with worker.lock:
                     if worker.closed:      # stopped while this request waited its turn
                         continue
+                    if worker.starting and not isinstance(message, Ping):
+                        # Its start (jax loading) apart from the request, so that activity()
+                        # can tell a worker starting from a compile running.
+                        worker.request(Ping(), timeout)
                     reply = worker.request(message, timeout)
                     if isinstance(message, CompileRequest):
                         worker.compiles += 1
@@ -383,11 +477,9 @@ class WorkerPool:
 
     def close(self) -> None:
         with self._lock:
-            for worker in self._workers.values():
-                worker.ask_to_stop()        # all at once, then wait for each
-            for worker in self._workers.values():
-                worker.kill()
+            _stop_all(list(self._workers.values()))
             self._workers.clear()
+            self._changed.notify_all()      # the closer thread sees no worker left and ends
 
 
 _POOL: WorkerPool | None = None
@@ -398,7 +490,25 @@ def default_pool() -> WorkerPool:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = WorkerPool()
+            _POOL = WorkerPool(idle_timeout=idle_timeout_from_environment())
             # Workers lead their own sessions, so nothing else stops them when we exit.
             atexit.register(_POOL.close)
         return _POOL
+
+
+def idle_timeout_from_environment() -> float | None:
+    """default_pool()'s idle timeout: $EXPLORER_WORKER_IDLE_S seconds (0 or off: never), else
+    DEFAULT_IDLE_TIMEOUT_S."""
+    text = os.environ.get(IDLE_TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_IDLE_TIMEOUT_S
+    if text.lower() in ("0", "off", "never", "none"):
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < math.inf:
+        raise InputError(f"{IDLE_TIMEOUT_VARIABLE}={text!r} is not a number of seconds; give "
+                         "one above 0 (e.g. 300), or 0 or off to keep idle workers")
+    return seconds
