@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -442,6 +443,21 @@ def dataflow(report: Report, max_nodes: int = 200) -> Graph:
 # ------------------------------------------------------------------------------ collapsing
 
 _INDEXED = re.compile(r"[A-Za-z_]*[A-Za-z]_?\d+")
+_NAME_PART = re.compile(r"[^./\[\]'\"]+")      # a name's parts, between its separators
+
+
+def _layer(name: str) -> tuple[str, int, int] | None:
+    """The model layer a tensor name places its tensor in, and where its index lies in the
+    name (start, end), or None (see layer_of_name)."""
+    parts = list(_NAME_PART.finditer(name))
+    for k, m in enumerate(parts[:-1]):
+        part = m.group()
+        if part.isdigit() and k > 0:
+            return f"{parts[k - 1].group()}.{part}", m.start(), m.end()
+        if _INDEXED.fullmatch(part):
+            digits = re.search(r"\d+$", part)
+            return part, m.start() + digits.start(), m.end()
+    return None
 
 
 def layer_of_name(name: str) -> str | None:
@@ -451,13 +467,25 @@ def layer_of_name(name: str) -> str | None:
     moment of it), `layers.0` in `layers.0.attn.q.kernel`, `block_2` in `block_2.w`. The indexed
     part must have something below it, so a leaf (`w1`, `layers.ln1`) names a tensor, not a
     layer: a stacked weight of a scanned model (`layers.wq`) has no layer of its own."""
-    parts = [p for p in re.split(r"[./\[\]'\"]+", name) if p]
-    for k, part in enumerate(parts[:-1]):
-        if part.isdigit() and k > 0:
-            return f"{parts[k - 1]}.{part}"
-        if _INDEXED.fullmatch(part):
-            return part
-    return None
+    found = _layer(name)
+    return found[0] if found is not None else None
+
+
+def layer_pattern(name: str) -> str | None:
+    """The name with its layer index as `*`, which stands for the same tensor in every layer:
+    `layers.*.w_up` for `layers.0.w_up`, `l*.w1` for `l3.w1` (the leaf's 1 is no layer),
+    `m.l*.wq` for Adam's moment `m.l3.wq`; None for a name with no layer (see layer_of_name)."""
+    found = _layer(name)
+    if found is None:
+        return None
+    _, start, end = found
+    return f"{name[:start]}*{name[end:]}"
+
+
+def matching(pattern: str, names: Iterable[str]) -> list[str]:
+    """The names `pattern` (from layer_pattern) matches, `*` being any layer index, in order."""
+    regex = re.compile(re.escape(pattern).replace(r"\*", "[0-9]+"))
+    return [n for n in names if regex.fullmatch(n)]
 
 
 def _input_key(name: str, names: set[str]) -> str:

@@ -79,7 +79,14 @@ from explorer.ui.views import (
     stamped,
     tensor_options,
 )
-from explorer.ui.why import Candidate, WhyPanel, candidates, line_bytes
+from explorer.ui.why import (
+    MAX_PATTERNS,
+    Candidate,
+    WhyPanel,
+    across_layers,
+    candidates,
+    confirm,
+)
 from explorer.ui.xprof import XprofPanel
 
 STYLE = """<style>
@@ -881,7 +888,9 @@ class App:
     def _search_what_ifs(self, index: int) -> None:
         """Compile the single-input spec changes that might remove or shrink collective
         `index` (in the background where an event loop runs), and offer those whose report
-        moves fewer bytes on its source line: only what a compile confirmed."""
+        moves fewer bytes on its source line: only what a compile confirmed. Each confirmed
+        change to a layer's tensor is then compiled once more as a pattern over every layer's
+        copy of it, offered where it leaves less of the collective's repeats."""
         report, request = self.report, self.request
         if request is None:
             return
@@ -895,24 +904,38 @@ class App:
             self.why.offer([], "no single-input spec change to try: none of the tensors it "
                                "moves or reduces is an input")
             return
-        generation, before = self._generation, line_bytes(report, c.source)
+        generation = self._generation
+
+        def compiled(cand: Candidate) -> Report | None:
+            variant = replace(request, specs={**request.specs, **cand.specs},
+                              pinned={**request.pinned, **cand.specs})
+            try:
+                return self._compile(variant)
+            except ExplorerError:
+                return None                       # the change does not compile: not offered
 
         def job():
-            confirmed = []
+            confirmed, singles = [], []
             for cand in found:
                 if generation != self._generation or self.selected != index:
                     return None                   # the user moved on: stop compiling
-                variant = replace(request, specs={**request.specs, cand.tensor: cand.spec},
-                                  pinned={**request.pinned, cand.tensor: cand.spec})
-                try:
-                    result = self._compile(variant)
-                except ExplorerError:
-                    continue                      # the change does not compile: not offered
-                after = line_bytes(result, c.source)
-                if after < before:
-                    confirmed.append(replace(cand, line_before=before, line_after=after,
-                                             total_before=report.cost.collective_bytes,
-                                             total_after=result.cost.collective_bytes))
+                result = compiled(cand)
+                kept = confirm(cand, report, index, result) if result is not None else None
+                if kept is not None:
+                    confirmed.append(kept)
+                    singles.append((kept, result))
+            # Then each confirmed change made to every layer's copy of its tensor, one compile.
+            for single, alone in singles[:MAX_PATTERNS]:
+                wide = across_layers(single, report, index, request.specs, shapes)
+                if wide is None:
+                    continue
+                if generation != self._generation or self.selected != index:
+                    return None
+                result = compiled(wide)
+                kept = None if result is None else confirm(wide, report, index, result,
+                                                           alone)
+                if kept is not None:
+                    confirmed.append(kept)
             # Best first: the fewest bytes in all, then on the line (a change can move the
             # cost to another line; the offer says so).
             return sorted(confirmed, key=lambda x: (x.total_after, x.line_after))
@@ -933,10 +956,17 @@ class App:
         future.add_done_callback(self._guard(lambda f: done(f.result())))
 
     def _apply_what_if(self, candidate: Candidate) -> None:
-        """Set the candidate's spec as the user's pick; the next result is compared with the
-        one shown now (the variant was compiled already, so it comes from the cache)."""
+        """Set the candidate's specs as the user's picks (one compile for a pattern's many);
+        the next result is compared with the one shown now (the variant was compiled already,
+        so it comes from the cache)."""
         self._applied = (candidate, self.report)
-        self.specs_editor.pick(candidate.tensor, candidate.spec)
+        self._muted += 1
+        try:
+            for tensor, spec in candidate.specs.items():
+                self.specs_editor.pick(tensor, spec)
+        finally:
+            self._muted -= 1
+        self._edited()
 
     # ------------------------------------------------------------------ API for scripts
 

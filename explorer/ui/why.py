@@ -1,20 +1,25 @@
 """The "why" panel of the Collectives tab: for the collective the user picked, the line of code
 that caused it, the reason the partitioner inserted it (explorer.report.why), the operand's
 layout before and after as two small heatmaps, and what-ifs: single-input spec changes that a
-compile confirmed would move fewer bytes on that line, each applied with one click.
+compile confirmed would move fewer bytes on that line, and the same change made across layers
+(every input of that role, `layers.*.w_up`, in one compile) where the collective repeats on
+them, each applied with one click.
 
 The candidate changes are generated here from the reason's evidence (which inputs it names,
 over which mesh axes): stop splitting an input over the collective's axes, replicate it, lay it
 out as the consumer needs, or split another of its dimensions over those axes. The app compiles
 them (explorer.ui.app) and offers only those whose report moves fewer collective bytes for the
-same source line.
+same source line. A confirmed change to a tensor whose name has a layer index is then tried as a
+pattern (`across_layers`): a model's layers repeat the collective on their own copies of the
+tensor, which a change to one copy leaves in place; the pattern is offered where its compile
+leaves fewer bytes in those repeats than the one-input change did.
 """
 
 from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import ipywidgets as w
@@ -22,6 +27,7 @@ import ipywidgets as w
 from explorer.errors import SpecError
 from explorer.hlo.sharding import tiling_from_hlo
 from explorer.report.compare import Comparison
+from explorer.report.dataflow import layer_pattern, matching
 from explorer.report.report import Collective, Report, TensorInfo, TensorRole
 from explorer.report.summary import human_bytes
 from explorer.report.why import Reason
@@ -43,6 +49,7 @@ from explorer.ui.views import grid_figure, short_op
 Spec = tuple[Entry, ...]
 
 MAX_CANDIDATES = 6          # compiles per picked collective; each is a full compile
+MAX_PATTERNS = 2            # then confirmed changes widened across layers, a compile each
 _INSTRUCTION = re.compile(r"%(?P<name>[\w.\-]+)\s*=\s*(?P<dtype>\w+)\[(?P<dims>[\d,]*)\]")
 _PARAMETER = re.compile(r"\bparameter\((\d+)\)")
 _NAMED_INPUT = re.compile(r"input `([^`]+)`")
@@ -214,22 +221,45 @@ def layout_grid(layout: Layout, mesh: MeshSpec) -> Grid:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One input's spec changed; after its compile, the bytes it moves on the line and in all."""
+    """A spec change to try: one input's (`tensor`, `spec`), or where it is a pattern, the same
+    change to every input of that role across layers (`changes`, `pattern`); after its compile,
+    the bytes it moves on the line and in all, and for a pattern how many of the picked
+    collective's repeats on those inputs are left."""
 
-    tensor: str
+    tensor: str                  # the input the change was proposed for
     spec: Spec
     label: str
     line_before: int = 0
     line_after: int = 0
     total_before: int = 0
     total_after: int = 0
+    changes: tuple[tuple[str, Spec], ...] = ()   # a pattern: every input changed, its new spec
+    pattern: str = ""            # `layers.*.w_up`: `*` any layer index; "" for one input
+    repeated: str = ""           # a pattern: what repeats (`all-reduce over model`)
+    repeats_before: int = 0      # the picked collective and its repeats on the inputs changed
+    repeats_after: int = 0
+
+    @property
+    def specs(self) -> dict[str, Spec]:
+        """Input -> the spec the change gives it."""
+        return dict(self.changes) if self.changes else {self.tensor: self.spec}
+
+    @property
+    def tensors(self) -> frozenset[str]:
+        """The inputs the change sets."""
+        return frozenset(self.specs)
 
     def describe(self) -> str:
+        worse = " (more in all)" if self.total_after > self.total_before else ""
+        total = (f"all collectives {human_bytes(self.total_before)} → "
+                 f"{human_bytes(self.total_after)} per device{worse}")
+        if self.pattern:
+            gone = self.repeats_before - self.repeats_after
+            return (f"{self.label}: {gone} of the {self.repeats_before} {self.repeated} on "
+                    f"them gone; {total}")
         gone = "removes the collectives of this line" if self.line_after == 0 else (
             f"this line {human_bytes(self.line_before)} → {human_bytes(self.line_after)}")
-        worse = " (more in all)" if self.total_after > self.total_before else ""
-        return (f"{self.label}: {gone}; all collectives {human_bytes(self.total_before)} → "
-                f"{human_bytes(self.total_after)} per device{worse}")
+        return f"{self.label}: {gone}; {total}"
 
 
 def _without(spec: Spec, axes: Sequence[str]) -> Spec:
@@ -306,6 +336,63 @@ def candidates(report: Report, index: int, specs: Mapping[str, Spec],
             add(name, moved, f"split {name} dimension {dim} over {','.join(axes)} "
                              f"({format_spec(moved)})")
     return out[:limit]
+
+
+def repeats(report: Report, c: Collective, tensors: Collection[str]) -> list[int]:
+    """The collectives of `report` that repeat `c` (picked in it, or in the report before a
+    change) on `tensors`: of its kind, over its axes, with a reason that names one of them (a
+    layer's copy of the same all-reduce)."""
+    return [i for i, other in enumerate(report.collectives)
+            if other.kind == c.kind and other.axes == c.axes
+            and set(involved_inputs(report, other)) & set(tensors)]
+
+
+def _bytes(report: Report, indices: Sequence[int]) -> int:
+    return sum(report.collectives[i].bytes for i in indices)
+
+
+def across_layers(single: Candidate, report: Report, index: int, specs: Mapping[str, Spec],
+                  shapes: Mapping[str, tuple[int, ...]]) -> Candidate | None:
+    """`single`'s change made to every input of its tensor's role: the inputs its name's
+    pattern matches (the layer index as `*`: `layers.*.w_up`), of its shape and laid out as it
+    is; None where the name has no layer, no other input matches, or the picked collective does
+    not repeat on them."""
+    pattern = layer_pattern(single.tensor)
+    if pattern is None or single.tensor not in shapes:
+        return None
+    rank = len(shapes[single.tensor])
+    now = _padded(specs[single.tensor], rank)
+    members = [n for n in matching(pattern, specs) if n in shapes
+               and shapes[n] == shapes[single.tensor] and _padded(specs[n], rank) == now]
+    c = report.collectives[index]
+    found = repeats(report, c, members)
+    if len(members) < 2 or len(found) < 2:
+        return None
+    label = (single.label.replace(single.tensor, pattern) +
+             f" in every layer ({len(members)} inputs)")
+    return replace(single, label=label, changes=tuple((n, single.spec) for n in members),
+                   pattern=pattern, repeated=f"{c.kind}s over {','.join(c.axes) or '?'}",
+                   repeats_before=len(found))
+
+
+def confirm(candidate: Candidate, report: Report, index: int, result: Report,
+            alone: Report | None = None) -> Candidate | None:
+    """`candidate` with the numbers of its compile (`result`) where it helps, else None. One
+    input's change helps where it moves fewer bytes on the picked collective's line; a pattern
+    where it leaves fewer bytes in the collective's repeats than `alone` (the result of the
+    one-input change it widens) does."""
+    c = report.collectives[index]
+    done = replace(candidate, line_before=line_bytes(report, c.source),
+                   line_after=line_bytes(result, c.source),
+                   total_before=report.cost.collective_bytes,
+                   total_after=result.cost.collective_bytes)
+    if not candidate.pattern:
+        return done if done.line_after < done.line_before else None
+    left = repeats(result, c, candidate.tensors)
+    if alone is not None and _bytes(result, left) >= _bytes(
+            alone, repeats(alone, c, candidate.tensors)):
+        return None
+    return replace(done, repeats_after=len(left))
 
 
 # ------------------------------------------------------------------------ the panel
@@ -423,8 +510,9 @@ class WhyPanel:
                                   "now):</p>")
         rows = []
         for cand in confirmed:
-            button = w.Button(description="apply", layout=w.Layout(width="64px"),
-                              tooltip=f"{cand.tensor} = {format_spec(cand.spec)}")
+            sets = (f"{cand.pattern} = {format_spec(cand.spec)} ({len(cand.tensors)} inputs)"
+                    if cand.pattern else f"{cand.tensor} = {format_spec(cand.spec)}")
+            button = w.Button(description="apply", layout=w.Layout(width="64px"), tooltip=sets)
             button.add_class("explorer-what-if")
             button.on_click(lambda _, c=cand: self.on_apply(c))
             rows.append(w.HBox([button, w.HTML(f"<span class='explorer-offers'>"
