@@ -684,3 +684,74 @@ def sliced_all_reduces(report: Report) -> dict[int, tuple[int, int]]:
         if sliced:
             out[i] = (sliced, c.parts)
     return out
+
+
+# ------------------------------------------------------------------------------ origin paths
+
+def _path_keys(report: Report, tensor: str) -> list[tuple[str, str]]:
+    """What `tensor`'s origins name, in the order its paths go, as keys a node of the
+    per-device program is found by: ("input", name) for an input an axis came from, and
+    (op_name, line) for each op an axis propagated through and for the op that made the tensor
+    (an op is named by its propagated-HLO instruction, whose metadata the optimized module's
+    instructions keep where they compute the same)."""
+    origins = report.tensor(tensor).origins
+    propagated = parse_module(report.propagated_hlo) if report.propagated_hlo else None
+    by_name = {h.name: h for h in propagated.instructions()} if propagated else {}
+
+    def op_key(name: str) -> tuple[str, str] | None:
+        h = by_name.get(name)
+        return (h.op_name, source_of(propagated, h)) if h is not None and h.op_name else None
+
+    keys: list[tuple[str, str] | None] = []
+    for dim in origins.dims:
+        for axis in dim.axes:
+            if axis.kind == "input":
+                keys.append(("input", axis.name))
+            keys += [op_key(step.tensor) for step in axis.path]
+    if origins.dims:
+        keys.append(("input", tensor) if tensor in input_names(report) else op_key(tensor))
+    return [k for k in dict.fromkeys(keys) if k is not None]
+
+
+def _instruction_keys(report: Report, module: HloModule) -> dict[str, set[tuple[str, str]]]:
+    """Each entry instruction of the per-device program -> the keys of _path_keys it holds:
+    its own op_name and line and those of every instruction it calls (a fusion's, a loop's
+    body), and for a parameter its input's name."""
+    names = input_names(report)
+    out: dict[str, set[tuple[str, str]]] = {}
+    for instr in module.computations.get(module.entry, []):
+        keys: set[tuple[str, str]] = set()
+        number = instr.operand_text.strip()
+        if instr.opcode == "parameter" and number.isdigit() and int(number) < len(names):
+            keys.add(("input", names[int(number)]))
+        called = _reachable_computations(module, _called(instr))
+        for h in [instr, *(h for c in sorted(called) for h in module.computations[c])]:
+            if h.op_name:
+                keys.add((h.op_name, source_of(module, h)))
+        out[instr.name] = keys
+    return out
+
+
+def origin_path(report: Report, graph: Graph, tensor: str) -> tuple[int, ...]:
+    """The nodes of `graph` (every op, or one per layer) on the path `tensor`'s layout came
+    along, in the order it goes: the inputs its mesh axes came from, the ops they propagated
+    through (explorer.report.origins; a fusion or loop holding such an op is on the path, a
+    layer's group holding one is) and the op that made the tensor. () where the report read no
+    origins for it (asked without origins=True, or under GSPMD)."""
+    keys = _path_keys(report, tensor)
+    if not keys:
+        return ()
+    held = _instruction_keys(report, parse_module(report.optimized_hlo))
+    members = graph.groups or tuple((n.name,) for n in graph.nodes)
+    node_keys = [set().union(*(held.get(m, set()) for m in ms)) for ms in members]
+    out: list[int] = []
+    for key in keys:
+        out += [i for i, ks in enumerate(node_keys) if key in ks and i not in out]
+    return tuple(out)
+
+
+def path_edges(graph: Graph, path: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """The edges of `graph` between two nodes of `path` (drawn, elided and backward ones)."""
+    on = set(path)
+    return tuple(e for e in graph.edges + graph.elided_edges + graph.back_edges
+                 if e[0] in on and e[1] in on)

@@ -315,7 +315,8 @@ class App:
         self.placement = PlacementView(guard(lambda _: self._tensor_picked()),
                                        guard(lambda _: self._list_tensors()))
         # Why the picked tensor is laid out so: asking recompiles with origins read.
-        self.origins = OriginsPanel(guard(lambda _: self._edited()))
+        self.origins = OriginsPanel(guard(lambda _: self._edited()),
+                                    guard(lambda _: self._show_origin_path()))
         self.placement.widget.children = (*self.placement.widget.children, self.origins.widget)
         self.collectives = CollectivesView(guard(self._select_collective),
                                            guard(self._use_target))
@@ -870,6 +871,15 @@ class App:
         self.placement.draw(blocks, mesh_grid(self.report, name),
                             stamped(legend, self.result_id), self.result_id)
         self.origins.draw(self.report, name, self.result_id)
+        self._show_origin_path()
+
+    def _show_origin_path(self) -> None:
+        """The HLO tab's graph draws the path of the tensor the Placement tab explains, when
+        asked there (drawn again when it changes)."""
+        tensor = self.origins.path_tensor
+        if tensor != self.graph.path_tensor:
+            self.graph.path_tensor = tensor
+            self._redraw("HLO")
 
     def _select_collective(self, index) -> None:
         if self._muted or self.report is None:

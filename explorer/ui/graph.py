@@ -4,7 +4,9 @@ The graph itself (nodes, edges, eliding, layers, collapsing) is explorer.report.
 module decides what it looks like: the caption beside each node, where each node sits in pixels
 (chains run straight, captions get room, a layer too wide for the plot wraps onto more rows) and
 the plotly figure, whose size follows the drawing (rows × widest row), capped, in a box that
-scrolls. A toggle shows every op or one node per model layer.
+scrolls. A toggle shows every op or one node per model layer. Asked from the Placement tab, the
+path a tensor's layout came along (explorer.report.origins) is drawn over it: its nodes and
+edges in one colour, the rest dimmed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from explorer.report.dataflow import (
     collapsed,
     dataflow,
     neighbours,
+    origin_path,
+    path_edges,
 )
 from explorer.report.report import Report
 from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
@@ -48,6 +52,8 @@ _ROW_PX = 28.0           # px per drawn row
 _MAX_WIDTH = 1600        # px: the figure's width cap (the box scrolls beyond the pane)
 _MAX_HEIGHT = 9000       # px: the figure's height cap (the box scrolls)
 _BOX_HEIGHT = "820px"    # the scrolling box the figure sits in
+PATH_COLOUR = "#e6550d"  # the origin path drawn over the graph
+_DIMMED = 0.25           # the opacity of everything off the path while it is drawn
 
 
 @dataclass(frozen=True)
@@ -211,6 +217,8 @@ class GraphView:
         self.drawing: Drawing | None = None
         self.report: Report | None = None
         self.selected: int | None = None
+        self.path_tensor: str | None = None     # whose origin path to draw over the graph
+        self.path: tuple[int, ...] = ()         # its nodes in the graph drawn
         # A figure per drawing, made when first drawn (its tab shown): a page loading many
         # figures at once was seen to time out initialising them (anywidget allows each 2 s in
         # the browser).
@@ -257,6 +265,14 @@ class GraphView:
                                         line=dict(color="white", width=1)),
                             textfont=dict(size=12, color=KIND_COLOURS[kind]),
                             hovertemplate="%{customdata}<extra></extra>")
+        fig.add_scatter(name="origin path", mode="lines", hoverinfo="skip", showlegend=False,
+                        line=dict(color=PATH_COLOUR, width=3))
+        fig.add_scatter(name="on the origin path", mode="markers+text",
+                        textposition="middle right", showlegend=False,
+                        marker=dict(size=13, color="rgba(0,0,0,0)",
+                                    line=dict(color=PATH_COLOUR, width=3)),
+                        textfont=dict(size=12, color=PATH_COLOUR),
+                        hovertemplate="%{customdata}<extra></extra>")
         fig.update_layout(height=400, autosize=False, margin=dict(l=20, r=20, t=50, b=20),
                           plot_bgcolor="white", hoverlabel=dict(align="left", font_size=11),
                           legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0,
@@ -301,6 +317,8 @@ class GraphView:
                 collapsed(report)
         self.graph = g
         d = self.drawing = draw(g)
+        self.path = origin_path(report, g, self.path_tensor) if self.path_tensor else ()
+        on_path = set(self.path)
         fig = self._new_figure()
         with fig.batch_update():
             for trace, edges in ((fig.data[0], g.edges), (fig.data[1], g.elided_edges),
@@ -311,12 +329,13 @@ class GraphView:
                       ("layer", lambda n: n.role == NodeRole.GROUP)]
             groups += [(k, lambda n, k=k: n.role == NodeRole.COLLECTIVE and n.kind == k)
                        for k in tuple(CollectiveKind)]
-            for trace, (name, test) in zip(fig.data[3:], groups, strict=True):
+            for trace, (name, test) in zip(fig.data[3:3 + len(groups)], groups, strict=True):
                 idx = [i for i, n in enumerate(g.nodes) if test(n)]
                 trace.x = [d.positions[i][0] for i in idx]
                 trace.y = [d.positions[i][1] for i in idx]
                 trace.customdata = [_hover(g.nodes[i]) for i in idx]
-                trace.text = [d.captions[i] for i in idx]
+                # A node on the origin path is captioned on it, in its colour.
+                trace.text = ["" if i in on_path else d.captions[i] for i in idx]
                 if name in tuple(CollectiveKind):
                     trace.marker.size = [22 if g.nodes[i].collective == selected else 15
                                          for i in idx]
@@ -326,6 +345,7 @@ class GraphView:
                     # Area follows the nodes a group stands for, within readable bounds.
                     trace.marker.size = [min(22, 10 + g.nodes[i].members ** 0.5)
                                          for i in idx]
+            self._draw_path(fig, d, 3 + len(groups))
             left, right = d.extent()
             width, height = d.size()
             # At least the nominal width, so that a pixel of layout is a pixel on screen and
@@ -346,9 +366,35 @@ class GraphView:
                 f"{n_coll} collective{'s' if n_coll != 1 else ''}"
                 + (f", {g.elided} nodes elided" if g.elided else ""))
         self.slot.show(fig, self.result)
-        notes = "".join(f"<li>{html.escape(n)}</li>" for n in g.notes)
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in g.notes + self._path_note())
         self.note.value = (
             "<div class='explorer-graph-note' style='font-size:12px'>Dataflow of the "
             "optimized per-device program, top to bottom; hover a node for its HLO. "
             "Constants and plumbing (get-tuple-element, bitcast, tuple) are folded into edges."
             + (f"<ul>{notes}</ul>" if notes else "") + "</div>")
+
+    def _draw_path(self, fig: go.FigureWidget, d: Drawing, drawn: int) -> None:
+        """The origin path (`path`) over the graph: its edges and rings round its nodes
+        (captioned), the first `drawn` traces dimmed; nothing when no path is asked."""
+        g = d.graph
+        edges, nodes = fig.data[drawn], fig.data[drawn + 1]
+        edges.x, edges.y = _edge_xy(d, path_edges(g, self.path))
+        nodes.x = [d.positions[i][0] for i in self.path]
+        nodes.y = [d.positions[i][1] for i in self.path]
+        nodes.customdata = [_hover(g.nodes[i]) for i in self.path]
+        # A node captioned nowhere else (a crowded row's op) is named on the path.
+        nodes.text = [d.captions[i] or g.nodes[i].label for i in self.path]
+        nodes.textposition = ["middle left" if g.nodes[i].role == NodeRole.INPUT
+                              else "middle right" for i in self.path]
+        for trace in fig.data[:drawn]:
+            trace.opacity = _DIMMED if self.path else 1.0
+
+    def _path_note(self) -> tuple[str, ...]:
+        if not self.path_tensor:
+            return ()
+        if not self.path:
+            return (f"the origin path of {self.path_tensor} is not drawn: its origins were not "
+                    "read (tick \"why is it laid out so?\" in the Placement tab) or none of its "
+                    "ops is in this graph",)
+        return (f"in orange: the path {self.path_tensor}'s layout came along (the Placement "
+                f"tab's why), {len(self.path)} nodes",)

@@ -12,7 +12,14 @@ pytest.importorskip("plotly")
 
 import explorer  # noqa: E402
 from explorer.api.request import check_target  # noqa: E402
-from explorer.report.dataflow import Graph, Node, NodeRole, dataflow, layers  # noqa: E402
+from explorer.report.dataflow import (  # noqa: E402
+    Graph,
+    Node,
+    NodeRole,
+    dataflow,
+    layers,
+    origin_path,
+)
 from explorer.spec.mesh import parse_mesh  # noqa: E402
 from explorer.ui.app import Explorer  # noqa: E402
 from explorer.ui.graph import _MAX_WIDTH, _WIDTH, LAYERS_FROM, GraphView, draw  # noqa: E402
@@ -153,3 +160,61 @@ def test_a_train_step_starts_one_node_per_layer():
     view.mode.value = "ops"
     view.update(report)
     assert view.mode.value == "ops" and len(view.graph.nodes) == len(every_op.nodes)
+
+
+def three_matmuls(x, w1, w2, w3):
+    h = x @ w1
+    h = h @ w2
+    return h @ w3
+
+
+def line_of(text: str) -> int:
+    lines, first = inspect.getsourcelines(three_matmuls)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+@pytest.fixture(scope="module")
+def chain():
+    """x's rows over data, every weight whole: data reaches the output through the three
+    matmuls and nothing else, so its origin path is x, then the matmul of each line."""
+    return explorer.analyze(three_matmuls, explorer.TensorSpec("x", (256, 512), spec="data,None"),
+                            explorer.TensorSpec("w1", (512, 512)),
+                            explorer.TensorSpec("w2", (512, 512)),
+                            explorer.TensorSpec("w3", (512, 128)), mesh="data=2,model=4",
+                            origins=True)
+
+
+def test_the_origin_path_highlights_the_input_and_the_ops_its_axis_went_through(chain):
+    g = dataflow(chain)
+    here = inspect.getsourcefile(three_matmuls).rsplit("/", 1)[-1]
+    path = [(g.nodes[i].label, g.nodes[i].source.rsplit("/", 1)[-1]) for i in
+            origin_path(chain, g, "out")]
+    assert path == [("x", ""), ("dot_general", f"{here}:{line_of('x @ w1')}"),
+                    ("dot_general", f"{here}:{line_of('h @ w2')}"),
+                    ("dot_general", f"{here}:{line_of('h @ w3')}")]
+    # The weights carry no split to the output: they are off the path.
+    assert not {"w1", "w2", "w3"} & {g.nodes[i].label for i in origin_path(chain, g, "out")}
+    # The first matmul's result came only through its own line.
+    first = next(t.name for t in chain.tensors if t.source.endswith(f":{line_of('x @ w1')}"))
+    assert [g.nodes[i].label for i in origin_path(chain, g, first)] == ["x", "dot_general"]
+
+
+def test_the_graph_draws_the_path_asked_for_and_dims_the_rest(chain):
+    view = GraphView()
+    view.path_tensor = "out"
+    view.update(chain)
+    fig, g = view.fig, view.graph
+    names = [t.name for t in fig.data]
+    ring = fig.data[names.index("on the origin path")]
+    assert len(ring.x) == 4 and list(ring.text)[0] == "x"
+    # Its three edges x -> dot -> dot -> dot, each a segment of three points (the last None).
+    assert len(fig.data[names.index("origin path")].x) == 3 * 3
+    assert {fig.data[k].opacity for k in range(names.index("origin path"))} == {0.25}
+    assert "in orange: the path out's layout came along" in html.unescape(view.note.value)
+    # Asked for no path: nothing drawn over the graph, nothing dimmed.
+    view.path_tensor = None
+    view.update(chain)
+    names = [t.name for t in view.fig.data]
+    assert len(view.fig.data[names.index("on the origin path")].x) == 0
+    assert view.fig.data[names.index("op")].opacity == 1.0
+    assert view.path == () and len(g.nodes) == len(view.graph.nodes)

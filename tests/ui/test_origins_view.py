@@ -21,6 +21,14 @@ def two_layers(x, w1, w2):
     return h @ w2
 
 
+def two_layers_app():
+    """The app on two_layers: x's rows over data, w1's columns and w2's rows over model."""
+    return explore(two_layers, T("x", (256, 1024), spec="data,None"),
+                   T("w1", (1024, 4096), spec="None,model"),
+                   T("w2", (4096, 1024), spec="model,None"), mesh="data=2,model=4",
+                   debounce=None)
+
+
 def shown_lines(app) -> list[str]:
     """The origins panel's text as the user reads it, one entry per line."""
     body = app.origins.text.value
@@ -40,10 +48,7 @@ def pick(app, prefix: str) -> str:
 
 @pytest.mark.slow
 def test_asking_why_recompiles_and_shows_the_picked_tensors_sentences():
-    app = explore(two_layers, T("x", (256, 1024), spec="data,None"),
-                  T("w1", (1024, 4096), spec="None,model"), T("w2", (4096, 1024),
-                                                             spec="model,None"),
-                  mesh="data=2,model=4", debounce=None)
+    app = two_layers_app()
     try:
         assert app.request.origins is False and shown_lines(app) == []
         app.origins.ask.value = True
@@ -73,5 +78,34 @@ def test_under_gspmd_the_note_says_origins_need_shardy():
         [shown] = shown_lines(app)
         assert shown == app.report.tensor("w1").origins.note
         assert shown.startswith("origins are not available under GSPMD")
+    finally:
+        app.close()
+
+
+@pytest.mark.slow
+def test_show_on_graph_draws_the_picked_tensors_path_on_the_hlo_tabs_graph():
+    from explorer.ui.app import TAB_TITLES
+
+    app = two_layers_app()
+    try:
+        assert app.origins.on_graph.layout.display == "none"      # nothing to show yet
+        app.origins.ask.value = True
+        assert app.origins.on_graph.layout.display == ""
+        name = pick(app, "dot_general")
+        app.origins.on_graph.value = True
+        assert app.graph.path_tensor == name
+        app.tabs.selected_index = TAB_TITLES.index("HLO")
+        # x @ w1's result: x's rows over data and w1's columns over model came in through the
+        # one matmul: the two inputs and that matmul, ringed on the graph.
+        labels = sorted(app.graph.graph.nodes[i].label for i in app.graph.path)
+        assert labels == ["dot_general", "w1", "x"]
+        names = [t.name for t in app.graph.fig.data]
+        assert len(app.graph.fig.data[names.index("on the origin path")].x) == 3
+        # Another tensor picked: the graph follows it; the box off: no path.
+        app.tabs.selected_index = TAB_TITLES.index("Placement")
+        pick(app, "w2")
+        assert app.graph.path_tensor == "w2"
+        app.origins.on_graph.value = False
+        assert app.graph.path_tensor is None
     finally:
         app.close()
