@@ -63,6 +63,7 @@ from explorer.ui.grids import mesh_grid, placement_grid
 from explorer.ui.memory import MemoryView
 from explorer.ui.origins import OriginsPanel
 from explorer.ui.scheduler import CompileScheduler
+from explorer.ui.share import SharePanel
 from explorer.ui.sources import Request, Source, WorkloadSource
 from explorer.ui.specs import SpecsEditor, carried_renames, renamed_spec
 from explorer.ui.suggest import SearchJob, SuggestView, candidate_specs
@@ -343,6 +344,7 @@ class App:
         for i, title in enumerate(TAB_TITLES):
             self.tabs.set_title(i, title)
         self.tabs.observe(guard(lambda change: self._draw_tab(change["new"])), "selected_index")
+        self.share = SharePanel(self, guard)     # the result shown as a link and as a file
 
         if not source.uses_preset:
             self.preset_w.layout.display = "none"
@@ -355,7 +357,7 @@ class App:
                           self.target_error, self.target_offer.button,
                           self.cpu_w, self.measure_w, w.HBox([self.live_w, self.apply_w]),
                           w.HBox([self.status, self.warnings_w]),
-                          self.compiled_for, self.error_w],
+                          self.compiled_for, self.error_w, self.share.widget],
                          layout=w.Layout(width="440px"))
         header = w.HTML(STYLE + "<h3 style='margin:4px 0'>sharding-explorer · "
                         f"<code>{html.escape(source.title)}</code></h3>")
@@ -772,6 +774,7 @@ class App:
                                                self.result_id)
         self.collectives.result = self.result_id
         self.timing.text.value = stamped(timing_html(report, unavailable), self.result_id)
+        self.share.update()
         self._drawn = {}
         for index, child in enumerate(self.tabs.children):
             if TAB_TITLES[index] != "Suggest":           # its search is not this result's

@@ -29,6 +29,16 @@ def chromium() -> dict:
     return {"executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
 
 
+@pytest.fixture(scope="module")
+def browser(chromium):
+    """A headless Chromium (Playwright) for one test module's pages."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(**chromium)
+        yield b
+        b.close()
+
+
 @pytest.fixture(scope="session")
 def artifacts() -> Path:
     """test-artifacts/: the screenshots and server logs a failed run leaves to look at."""

@@ -86,14 +86,6 @@ def cpu_hog():
     proc.wait()
 
 
-@pytest.fixture(scope="module")
-def browser(chromium):
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(**chromium)
-        yield b
-        b.close()
-
-
 @pytest.fixture
 def open_app(browser, voila_server, tmp_path, artifacts):
     """open_app(cell): a page on a Voila server running `cell`, once its first result shows;

@@ -1,0 +1,102 @@
+"""The Voila app's page (notebooks/app.ipynb): the default app at once, replaced by the
+exploration its URL names (`?exploration=...`, explorer.api.exploration's `to_link`).
+
+The page is two cells because Voila runs the notebook in a preheated kernel before any page
+asks for it, and gives that kernel the page's query only through `voila.utils.get_query_string`,
+which waits until a page takes the kernel. The first cell builds and shows the default app
+(`AppPage(...)`), so a plain page load finds its first result ready; the second
+(`page.open_query()`) reads the query and, when it names an exploration, opens the app on it
+in the default's place. A link that cannot be opened (bad base64, hostile JSON, a user's
+function, which a link does not carry) leaves the default app working under one error line
+that says what was wrong.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import urllib.parse
+from typing import Any
+
+import ipywidgets as w
+
+from explorer.api.exploration import from_link
+from explorer.errors import ExplorerError, InputError
+from explorer.ui.app import Explorer
+from explorer.ui.share import QUERY_KEY
+
+_log = logging.getLogger(__name__)
+
+
+def page_query() -> str | None:
+    """The page's query string under Voila (waiting, in a preheated kernel, until a page takes
+    it); None in JupyterLab or a plain kernel, or without Voila installed."""
+    try:
+        from voila.utils import get_query_string
+    except ImportError:
+        return None
+    return get_query_string()
+
+
+def linked_exploration(query: str | None) -> str | None:
+    """The `exploration=` value of a query string (with or without its `?`), or None when it
+    names none.
+
+    Raises:
+        InputError: the query gives more than one."""
+    values = urllib.parse.parse_qs((query or "").lstrip("?")).get(QUERY_KEY, [])
+    if len(values) > 1:
+        raise InputError(f"the URL gives {len(values)} {QUERY_KEY}= values; a link opens one")
+    return values[0] if values else None
+
+
+class AppPage:
+    """The app's page: an error line over the app, the default `Explorer(**defaults)` until
+    `open_query` opens the one a link names. Display it in a cell; `app` is the app shown."""
+
+    def __init__(self, **defaults: Any):
+        self.defaults = defaults
+        self.error = w.HTML()
+        self.error.add_class("explorer-error")
+        self.error.add_class("explorer-page-error")
+        self.app: Explorer = Explorer(**defaults)
+        self.widget = w.VBox([self.error, self.app.widget])
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def open_query(self, query: str | None = None) -> None:
+        """Open the exploration `query` names (the page's own query when None: see
+        `page_query`) in place of the default app, on its tab and tensor. A link that cannot
+        be opened leaves the default app and says why on the error line; no query, or one
+        without `exploration=`, leaves the page as it is."""
+        if query is None:
+            query = page_query()
+        try:
+            text = linked_exploration(query)
+            if text is None:
+                self.app.share.update()      # the page's path is known now (page_path)
+                return
+            opened = Explorer.from_exploration(from_link(text),
+                                               **self._app_options())
+        except ExplorerError as e:
+            self._say(str(e))
+            return
+        except Exception as e:            # a bug: say so, keep the default app working
+            _log.exception("explorer: the exploration link could not be opened", exc_info=e)
+            self._say(f"unexpected error (a bug in the explorer; please report it): "
+                      f"{type(e).__name__}: {e}")
+            return
+        self.app.close()
+        self.app = opened
+        self.error.value = ""
+        self.widget.children = (self.error, opened.widget)
+
+    def _app_options(self) -> dict:
+        """The defaults' options that are not the request (how the app compiles)."""
+        return {k: v for k, v in self.defaults.items() if k in ("debounce", "pool")}
+
+    def _say(self, message: str) -> None:
+        self.error.value = (f"<div>⚠ This link's exploration could not be opened: "
+                            f"{html.escape(message.rstrip('.'))}. Showing the default app.</div>")
+        self.app.share.update()
