@@ -14,8 +14,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 from explorer.api import diskcache
-from explorer.api.pytrees import flat_call, map_tensor_leaves, named_inputs, tensor_leaves
+from explorer.api.pytrees import (
+    FlatCall,
+    flat_call,
+    map_tensor_leaves,
+    named_inputs,
+    tensor_leaves,
+)
 from explorer.api.request import (
+    check_donate,
     check_flag,
     check_function,
     check_inputs,
@@ -123,7 +130,8 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             mapping: MappingLike | None = ..., measure: bool = ...,
             tpu_topology: str | None = ..., real_devices: bool = ...,
             specs: Mapping[str, SpecLike] | None = ..., peak: bool = ...,
-            compile_for: str = ..., origins: bool = ...) -> Report: ...
+            compile_for: str = ..., origins: bool = ...,
+            donate: str | Sequence[str] | None = ...) -> Report: ...
 
 
 @overload
@@ -133,7 +141,8 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             mapping: MappingLike | None = ..., measure: bool = ...,
             tpu_topology: str | None = ..., real_devices: bool = ...,
             specs: Mapping[str, SpecLike] | None = ..., peak: bool = ...,
-            compile_for: str = ..., origins: bool = ...) -> Report | None: ...
+            compile_for: str = ..., origins: bool = ...,
+            donate: str | Sequence[str] | None = ...) -> Report | None: ...
 
 
 def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str = "shardy",
@@ -143,7 +152,8 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             measure: bool = False, tpu_topology: str | None = None,
             real_devices: bool = False, specs: Mapping[str, SpecLike] | None = None,
             peak: bool = False, compile_for: str = "target",
-            origins: bool = False) -> Report | None:
+            origins: bool = False, donate: str | Sequence[str] | None = None
+            ) -> Report | None:
     """Compile `fn` on abstract inputs sharded over `mesh` and report what the partitioner did.
 
     Nothing is allocated: `fn` is traced on abstract arrays of the inputs' shapes, then lowered
@@ -212,6 +222,13 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             reshard's why moves between. Shardy only; it costs about a tenth more of an
             analysis (Shardy's record of its propagation is dumped and read), so it is off
             unless asked.
+        donate: the inputs the program may overwrite, as a training loop donates its params
+            and optimizer state (jax.jit's ``donate_argnums``): a regular expression or a list
+            of them, each found in input names as `specs` keys are (``"^params[.]"``,
+            ``["w1", "w2"]``). The compiler then writes each output into a donated input's
+            buffer of the same shape, dtype and layout, and the memory analysis counts that
+            buffer once (``Memory.aliased``); a donated input no output could take is named in
+            the notes. A pattern that names no input is refused.
 
     Returns:
         The Report; from a cache, with ``timing.cached`` True. None only with `cache_only`,
@@ -224,7 +241,8 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             DuplicateAxisError, RankError, DivisibilityError), or a `specs` key is not a
             regular expression.
         TensorError: an argument leaf is neither a TensorSpec nor array-like, two inputs
-            share a name, or the inputs pass the count or size bounds.
+            share a name, the inputs pass the count or size bounds, or a `donate` pattern is
+            not a regular expression or names no input.
         TargetError: an unknown `target`; MappingError (a TargetError) when the mesh or the
             `mapping` does not fit it.
         ExplorerError: any other bad argument (`fn` not callable or not picklable,
@@ -278,7 +296,7 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
     plan = compile_plan(mesh_spec, target, compile_for, tpu_topology=tpu_topology,
                         real_devices=real_devices)
     report = _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache,
-                      cache_only, measure, plan, origins)
+                      cache_only, measure, plan, origins, donate)
     if report is None or target is None:
         return report
     from explorer.report.predict import with_target
@@ -288,15 +306,22 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
 
 
 def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_only,
-             measure, plan: CompilePlan, origins: bool = False):
+             measure, plan: CompilePlan, origins: bool = False, donate=None):
     partitioner = check_partitioner(partitioner)     # the Partitioner the Report holds
-    check_inputs(tensor_leaves(args), mesh_spec)
+    leaves = tensor_leaves(args)
+    check_inputs(leaves, mesh_spec)
+    donated = check_donate(donate, [t.name for t in leaves])
 
     fn, args = flat_call(fn, args)      # a user's pytree classes travel inside the function
+    if donated and any(not isinstance(a, TensorSpec) for a in args):
+        # jax donates whole arguments: one argument per input, so that any of them can be.
+        fn, args = FlatCall(fn, args), tuple(leaves)
     fn_bytes = pickle_function(fn)
     real_devices = plan.worker.backend is Backend.REAL
+    # Earlier keys stay as they were: what a request adds is appended only when it is asked.
     request = (mesh_spec, partitioner, args, bool(measure), plan.tpu_topology, real_devices,
-               plan.gpu) + ((True,) if origins else ())      # earlier keys stay as they were
+               plan.gpu) + ((True,) if origins else ()) + ((("donate", donated),)
+                                                           if donated else ())
     key = hashlib.sha256(fn_bytes + pickle.dumps(request)).hexdigest()
     # Reports of plain compiles persist on disk (explorer/api/diskcache.py); measured runs and
     # real devices depend on this machine at this moment, so they stay in memory only.
@@ -319,7 +344,8 @@ def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_o
         return None
     message = CompileRequest(fn=fn_bytes, args=args, mesh=mesh_spec, partitioner=partitioner,
                              sys_path=tuple(sys.path), measure=bool(measure),
-                             tpu_topology=plan.tpu_topology, gpu=plan.gpu, origins=origins)
+                             tpu_topology=plan.tpu_topology, gpu=plan.gpu, origins=origins,
+                             donate=donated)
     # TPU and GPU compiles need no local devices: one shared worker of each serves them all.
     result = (pool or default_pool()).compile(plan.worker, message, timeout)
     report = build_report(result, mesh_spec, partitioner)

@@ -5,7 +5,8 @@ valid choices, so that every caller reports bad input the same way."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 
 from explorer.compile.pool import MAX_DEVICES
 from explorer.compile.protocol import Partitioner
@@ -23,6 +24,7 @@ from explorer.spec.mesh import AxisType, MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, check_spec
 
 PARTITIONERS = tuple(Partitioner)
+_MAX_PATTERN = 1000           # characters of one donate= pattern; input names are short
 MAX_TIMEOUT = 24 * 3600       # seconds; a compile that needs longer is not coming back
 _MAX_NAME = 200               # characters of a target or topology name; real ones are short
 
@@ -127,3 +129,37 @@ def check_inputs(leaves: Iterable[TensorSpec], mesh: MeshSpec) -> None:
                               f"{power_text(MAX_TOTAL_ELEMENTS)} elements in all; the limit is "
                               f"{power_text(MAX_TOTAL_ELEMENTS)}", tensor=t.name)
         check_spec(t, mesh)
+
+
+def check_donate(donate, names: Sequence[str]) -> tuple[int, ...]:
+    """The positions among the inputs `names` (in argument order) of those `donate` names: a
+    regular expression or a sequence of them, each found in an input's name (re.search, as
+    `specs=` patterns are); () for None. A pattern that finds no input is refused, naming the
+    inputs, since a donation that names nothing is a typo, not a choice."""
+    if donate is None:
+        return ()
+    patterns = (donate,) if isinstance(donate, str) else donate
+    if not isinstance(patterns, Iterable) or isinstance(patterns, bytes | bytearray):
+        raise TensorError(f"donate={show(donate)} is not a regular expression or a list of "
+                          "them naming inputs, e.g. donate='^params[.]' or ['w1', 'w2']")
+    patterns = tuple(patterns)
+    if len(patterns) > MAX_TENSORS:
+        raise TensorError(f"donate= has more than {power_text(MAX_TENSORS)} patterns; the "
+                          f"limit is {power_text(MAX_TENSORS)}")
+    donated: set[int] = set()
+    for pattern in patterns:
+        if not isinstance(pattern, str) or len(pattern) > _MAX_PATTERN:
+            raise TensorError(f"donate pattern {show(pattern)} is not a regular expression of "
+                              f"at most {_MAX_PATTERN} characters matched against input names")
+        try:
+            compiled = re.compile(pattern)
+        except re.error as e:
+            raise TensorError(f"donate pattern {pattern!r} is not a regular expression ({e})"
+                              ) from None
+        found = [i for i, n in enumerate(names) if compiled.search(n)]
+        if not found:
+            more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+            raise TensorError(f"donate pattern {pattern!r} names no input; the inputs are "
+                              f"{choices(names[:10])}{more}")
+        donated.update(found)
+    return tuple(sorted(donated))

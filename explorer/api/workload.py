@@ -65,7 +65,10 @@ def analyze_workload(name: str, mesh: MeshLike, specs: Mapping[str, SpecLike] | 
         cache_only: answer only from the caches, never compile: None on a miss.
         **kwargs: passed on to explorer.analyze: ``partitioner``, ``axis_type``, ``timeout``,
             ``pool``, ``use_cache``, ``target``, ``mapping``, ``measure``, ``tpu_topology``,
-            ``real_devices``, ``peak``, ``origins``.
+            ``real_devices``, ``peak``, ``origins``, ``donate``. Without ``donate``, a
+            workload that returns its state (``mlp_train``, ``transformer_train``,
+            ``pipeline``) donates it, as a training loop does (`Workload.donates`), unless its
+            param ``donate_state`` is ``false``.
 
     Returns:
         The Report, its ``workload`` saying what was analysed and where each spec came from,
@@ -119,6 +122,7 @@ def analyze_workload(name: str, mesh: MeshLike, specs: Mapping[str, SpecLike] | 
     fn = workload.build(resolved)
     if layout.constraints:
         fn = functools.partial(fn, constraints=layout.constraints)
+    kwargs.setdefault("donate", workload.donation(resolved))
     report = analyze(fn, *tensors, mesh=mesh_spec, cache_only=cache_only, **kwargs)
     if report is None:
         return None                                   # a cache_only miss

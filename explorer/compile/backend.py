@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 from explorer.compile.gpu import GpuTopology, gpu_devices
 from explorer.compile.protocol import CompileResult, Measurement, OutOfMemory, TensorLayout
-from explorer.hlo.module import parse_module
+from explorer.hlo.module import input_output_aliases, parse_module
 from explorer.hlo.sharding import tuple_parts
 from explorer.spec.tensor import TensorSpec
 
@@ -152,7 +152,8 @@ def _devices(tpu_topology: str | None, gpu: GpuTopology | None):
 
 def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | None = None,
                     measure: bool = False, measure_cap: int = 1 << 30,
-                    gpu: GpuTopology | None = None, origins: bool = False) -> CompileResult:
+                    gpu: GpuTopology | None = None, origins: bool = False,
+                    donate: tuple[int, ...] = ()) -> CompileResult:
     import jax
 
     notes: list[str] = []
@@ -162,13 +163,15 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     structs = jax.tree.map(lambda s: _struct(s, mesh), args, is_leaf=_is_spec)
     notes += _offload_notes(jax.tree.leaves(args, is_leaf=_is_spec), jax.tree.leaves(structs),
                             mesh.devices.flat[0].platform)
-    # keep_unused so that HLO parameter i is always the i-th input tensor.
-    jitted = jax.jit(fn, keep_unused=True)
+    # keep_unused so that HLO parameter i is always the i-th input tensor. Donated inputs
+    # (donate_argnums, positions in the flat `args`) may hold outputs: the CPU, and the GPU and
+    # TPU compilers ahead of time, all honour it in jax 0.10 (tests/compile/test_donation.py).
+    jitted = jax.jit(fn, keep_unused=True, **({"donate_argnums": donate} if donate else {}))
     dump = tempfile.mkdtemp(prefix="explorer-dump-", dir="/dev/shm" if os.path.isdir(
         "/dev/shm") else None)
     out_of_memory = None
     try:
-        with _compiler_messages() as warnings:
+        with _compiler_messages() as warnings, _donation_warnings(bool(donate)):
             t0 = time.perf_counter()
             with jax.set_mesh(mesh):
                 lowered = jitted.lower(*structs)
@@ -200,6 +203,7 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         shutil.rmtree(dump, ignore_errors=True)
 
     leaves = jax.tree.leaves(args, is_leaf=_is_spec)
+    notes += _unaliased_notes([leaves[i].name for i in donate], donate, optimized)
     out_info = jax.tree_util.tree_flatten_with_path(lowered.out_info)[0]
     if compiled is not None:
         in_shardings = jax.tree.leaves(compiled.input_shardings[0])
@@ -250,6 +254,39 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         hlo_proto=hlo_proto,
         out_of_memory=out_of_memory,
     )
+
+
+@contextmanager
+def _donation_warnings(donating: bool) -> Iterator[None]:
+    """Keep jax's "Some donated buffers were not usable" warning (the CPU's, naming only
+    shapes) out of the worker's log: `_unaliased_notes` says the same by input name, on every
+    backend. Other warnings are shown as they would have been."""
+    import warnings
+
+    if not donating:
+        yield
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        if "donated buffers were not usable" not in str(w.message):
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def _unaliased_notes(names: list[str], donate: tuple[int, ...], optimized: str) -> list[str]:
+    """What the compile did not do of a donation: the donated inputs (`names`, at parameter
+    numbers `donate`) whose buffer no output took, read from the optimized module's
+    input_output_alias. XLA reuses a donated buffer only for an output of its shape, dtype and
+    layout (sharding included)."""
+    aliased = set(input_output_aliases(optimized).values())
+    left = [n for n, i in zip(names, donate, strict=True) if i not in aliased]
+    if not left:
+        return []
+    shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+    return [f"the donated input{'s' if len(left) > 1 else ''} {shown}: no output has "
+            f"{'their' if len(left) > 1 else 'its'} shape, dtype and layout, so the compiler "
+            "reused no buffer of them and they are held beside the outputs"]
 
 
 # XLA's words for a program over the device's memory: the TPU compiler's "RESOURCE_EXHAUSTED:

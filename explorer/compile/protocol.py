@@ -98,6 +98,11 @@ class CompileRequest:
     # Also dump Shardy's record of where each axis of every layout came from (a tenth more
     # of an analysis): CompileResult.propagated_mlir.
     origins: bool = False
+    # The positions in `args` of the inputs the program may overwrite (jax.jit's donate_argnums,
+    # as a training loop donates its state): XLA then writes an output into an input's buffer
+    # where their shapes and layouts allow, and the memory analysis counts that buffer once
+    # (`aliased`). `args` is flat (one TensorSpec each) when any is donated.
+    donate: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

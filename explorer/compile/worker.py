@@ -120,7 +120,7 @@ def _compile(request: CompileRequest):
     fn = cloudpickle.loads(request.fn)
     return compile_request(fn, request.args, request.mesh, request.partitioner,
                            request.tpu_topology, request.measure, gpu=request.gpu,
-                           origins=request.origins)
+                           origins=request.origins, donate=request.donate)
 
 
 def _describe(e: Exception) -> str:

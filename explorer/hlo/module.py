@@ -251,6 +251,25 @@ def entry_memory_spaces(text: str) -> tuple[tuple[int, ...], tuple[int, ...]] | 
             tuple(memory_space(r) for r in results if r.strip()))
 
 
+# One entry of the module header's `input_output_alias={ {0}: (2, {}, may-alias), ... }`: the
+# output index, the parameter number and the parameter's index (a donated input).
+_ALIAS = re.compile(r"\{([\d,\s]*)\}:\s*\((\d+),\s*\{[\d,\s]*\}")
+
+
+def input_output_aliases(text: str) -> dict[tuple[int, ...], int]:
+    """The outputs written into an input's buffer (donated inputs), from the module header's
+    `input_output_alias={ {1}: (3, {}, may-alias) }`: output index (() for a single array) ->
+    entry parameter number; {} when the header has none (nothing donated, or nothing the
+    compiler could reuse)."""
+    header = next((line for line in text.splitlines() if line.startswith("HloModule ")), "")
+    at = header.find("input_output_alias={")
+    if at < 0:
+        return {}
+    start = at + len("input_output_alias=")
+    body = header[start + 1:close_bracket(header, start) - 1]
+    return {ints(index): int(param) for index, param in _ALIAS.findall(body)}
+
+
 _HEAD = re.compile(r"\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*")
 _COMP = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*\(.*\{\s*$")
 

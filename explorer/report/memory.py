@@ -5,7 +5,9 @@ Only a built-in workload says what its tensors are, so only its reports are spli
 
 - `params`, `optimizer`: the inputs the workload's `kinds` calls "param" (the default) and
   "opt", plus the outputs named like them (`out['l0.wq']`): a training step returns its updated
-  state, and without buffer donation the old and the new copy are both held;
+  state, and without buffer donation the old and the new copy are both held. An output the
+  compiler wrote into a donated input's buffer (the module's input_output_alias) is that
+  input's bytes, counted once, as `Memory.total` counts it;
 - `grads`: the size per device of the gradients at the workload's `grad.<param>` constraint
   points, as the partitioner laid them out; None (not located) when the program pins none of
   them. XLA may fuse a gradient into the update instead of holding it whole, so this is what
@@ -25,6 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from explorer.hlo.module import input_output_aliases
 from explorer.report.report import Report, TensorInfo, TensorRole, WorkloadInfo
 from explorer.workloads.base import Workload
 
@@ -52,12 +55,17 @@ def memory_kinds(report: Report, kinds: dict[str, str], has_grads: bool
     out: dict[str, int | None] = {"params": 0, "grads": 0, "optimizer": 0, "activations": 0,
                                   "other": 0}
     inputs = {t.name for t in report.tensors if t.kind == TensorRole.INPUT}
+    outputs = [t for t in report.tensors if t.kind == TensorRole.OUTPUT]
+    aliases = input_output_aliases(report.optimized_hlo)
+    # The root is a tuple of the outputs ({i}: output i), or the one output itself ({}).
+    in_donated = {t.name for i, t in enumerate(outputs)
+                  if (i,) in aliases or (len(outputs) == 1 and () in aliases)}
     for t in report.tensors:
         if t.memory_kind != "device":
             continue     # offloaded: in host memory, not the device's (Memory.host_*)
         if t.kind == TensorRole.INPUT:
             out[_KIND_OF.get(kinds.get(t.name, "param"), "other")] += t.bytes_per_device
-        elif t.kind == TensorRole.OUTPUT:
+        elif t.kind == TensorRole.OUTPUT and t.name not in in_donated:
             m = _OUTPUT_NAME.match(t.name)
             like = m.group(1) if m and m.group(1) in inputs else None
             kind = _KIND_OF.get(kinds.get(like, "param"), "other") if like else "other"

@@ -71,6 +71,13 @@ VOCAB = Range(1, 2 ** 20)        # 4x Gemma's 256k
 LAYERS = Range(1, 256)           # 2x Llama 3 405B's 126
 LR = Range(0, 1000, low_open=True)
 
+# The param of a workload that returns its state (`Workload.donates`): "true" (the default)
+# donates the state to the compile, as training loops do (jax.jit's donate_argnums in MaxText,
+# the optimizer's in-place step in PyTorch), so that the old and the new state are one buffer;
+# "false" keeps both live, as a step compiled without donation does.
+DONATE_STATE = {"donate_state": "true"}
+DONATE_OPTIONS = {"donate_state": ("true", "false")}
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -100,6 +107,11 @@ class Workload:
             held to the per-tensor element bound like the inputs.
         memory_kinds: params -> tensor name -> memory kind (``"pinned_host"``) of the inputs
             the program keeps in host memory (offloaded); the others live on the device.
+        donates: a regular expression (as explorer.analyze's ``donate=``) of the inputs the
+            step replaces with its outputs, its state (params, optimizer state): they are
+            donated to the compile, as a training loop donates them, so that the new state
+            takes the old one's buffers. The workload's ``donate_state`` param (DONATE_STATE)
+            turns it off.
     """
 
     name: str
@@ -132,6 +144,8 @@ class Workload:
     intermediates: Callable[[dict], dict[str, tuple[int, ...]]] | None = None
     # Optional: tensor name -> memory kind, for the inputs kept in host memory (offload).
     memory_kinds: Callable[[dict], dict[str, str]] | None = None
+    # Optional: a regular expression of the inputs the step replaces (its state), donated.
+    donates: str | None = None
 
     def __post_init__(self):
         for key, default in self.defaults.items():
@@ -160,6 +174,13 @@ class Workload:
         return [TensorSpec(n, s, dtypes.get(n, default), specs.get(n),
                            kinds.get(n, "device"))
                 for n, s in shapes.items()]
+
+    def donation(self, params: Mapping) -> str | None:
+        """The `donate=` pattern a compile of these params gets: the state the step replaces,
+        unless ``donate_state=false``; None for a workload that returns no state."""
+        if self.donates is None or params.get("donate_state") == "false":
+            return None
+        return self.donates
 
     def param_text(self, key: str) -> str:
         """`key=default` and what the param may be, for the `workloads` listing."""

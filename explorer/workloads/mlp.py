@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import functools
 
-from explorer.workloads.base import BATCH, D_FF, D_MODEL, LR, Point, Range, Workload
+from explorer.workloads.base import (
+    BATCH,
+    D_FF,
+    D_MODEL,
+    DONATE_OPTIONS,
+    DONATE_STATE,
+    LR,
+    Point,
+    Range,
+    Workload,
+)
 from explorer.workloads.models import constrain
 
 
@@ -76,7 +86,8 @@ MLP = Workload(
 
 MLP_TRAIN = Workload(
     "mlp_train", "one SGD step of the mlp on mean(y**2): forward, backward, update; returns "
-    "the new w1, w2", {**_MLP_DEFAULTS, "lr": 0.1},
+    "the new w1, w2", {**_MLP_DEFAULTS, "lr": 0.1, **DONATE_STATE},
     _mlp_shapes, lambda p: functools.partial(mlp_train, lr=p["lr"]),
     logical=lambda p: _MLP_LOGICAL, kinds=lambda p: {"x": "input"},
-    points=lambda p: _mlp_points(p, True), bounds={**_MLP_BOUNDS, "lr": LR})
+    points=lambda p: _mlp_points(p, True), bounds={**_MLP_BOUNDS, "lr": LR},
+    options=DONATE_OPTIONS, donates=r"^w[12]$")

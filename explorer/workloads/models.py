@@ -46,6 +46,8 @@ from explorer.workloads.base import (
     D_FF,
     D_HEAD,
     D_MODEL,
+    DONATE_OPTIONS,
+    DONATE_STATE,
     HEADS,
     LAYERS,
     LR,
@@ -523,7 +525,7 @@ TRANSFORMER_TRAIN = Workload(
      "attention": "plain",
      # what lives in host memory: "opt_state" (Adam's m and v) or "activations" (saved by
      # remat=minimal), see OFFLOADS
-     "offload": "none"},
+     "offload": "none", **DONATE_STATE},
     _train_shapes,
     _build_train,
     logical=_train_logical,
@@ -537,8 +539,11 @@ TRANSFORMER_TRAIN = Workload(
     options={"mlp": MLPS, "block": BLOCKS, "tied_embed": FLAGS,
              "compute_dtype": (SAME, *FLOAT_DTYPES), "opt_dtype": (SAME, *FLOAT_DTYPES),
              "remat": REMATS, "scan_layers": FLAGS, "attention": ATTENTIONS,
-             "offload": OFFLOADS},
+             "offload": OFFLOADS, **DONATE_OPTIONS},
     memory_kinds=_train_memory_kinds,
+    # The state is every input but the batch: the params, m and v, each returned updated
+    # under its own name.
+    donates=r"^(?!tokens$|targets$)",
     # The one-hot tokens and the logits are [batch, seq, vocab].
     intermediates=lambda p: {"scores": _scores(p), "logits": (p["batch"], p["seq"], p["vocab"])},
 )

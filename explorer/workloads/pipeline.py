@@ -63,7 +63,16 @@ from fractions import Fraction
 
 from explorer.errors import WorkloadError, choices
 from explorer.spec.mesh import MeshSpec
-from explorer.workloads.base import BATCH, D_MODEL, LAYERS, LR, Range, Workload
+from explorer.workloads.base import (
+    BATCH,
+    D_MODEL,
+    DONATE_OPTIONS,
+    DONATE_STATE,
+    LAYERS,
+    LR,
+    Range,
+    Workload,
+)
 
 SCHEDULES = ("gpipe", "1f1b")
 AXIS = "stage"
@@ -445,7 +454,7 @@ def pipeline_step(x, w, *, stages, microbatches, schedule, counts, lr):
 # The workload.
 
 DEFAULTS = {"layers": 4, "stages": 4, "microbatches": 8, "batch": 64, "d_model": 256,
-            "schedule": "gpipe", "cuts": "", "lr": 0.1, "dtype": "float32"}
+            "schedule": "gpipe", "cuts": "", "lr": 0.1, "dtype": "float32", **DONATE_STATE}
 # The program unrolls 2(M+S-1) ticks and every layer, so these bound the program's size: stages
 # up to the most layers; microbatches up to 1024 (Megatron-LM's 1T-parameter run, Narayanan et
 # al. 2021 Table 1, puts a batch of 3072 on 6 data-parallel pipelines: 512 microbatches each at
@@ -488,7 +497,7 @@ PIPELINE = Workload(
     "'stage' (shard_map + ppermute) in `microbatches` microbatches with the GPipe or 1F1B "
     "schedule; cuts = first layer of stages 1.. ('' = even); returns the new w",
     DEFAULTS, _shapes, _build, logical=_logical, check=check, info=_info,
-    bounds=BOUNDS, options={"schedule": SCHEDULES},
+    bounds=BOUNDS, options={"schedule": SCHEDULES, **DONATE_OPTIONS}, donates=r"^w$",
     # Uneven cuts gather w into per-stage blocks [stages, largest stage, d_model, d_model];
     # the largest stage has at most layers - (stages - 1) layers.
     intermediates=lambda p: {"stage_blocks": (p["stages"], p["layers"] - p["stages"] + 1,

@@ -9,8 +9,9 @@ d_model 64, heads 4, d_head 16, d_ff 256, 2 layers, float32. Its parameters:
              w1 [64,256], w2 [256,64]               32768   -> 49280 per layer, 98560 for two
   final_norm [64], unembed [64,256]                 16448
   total                                            131392 elements = 525568 bytes replicated.
-Adam keeps two more of the same (m, v). The step returns params, m and v updated, so each is
-held twice (input and output, no donation), and one gradient per parameter.
+Adam keeps two more of the same (m, v). The step returns params, m and v updated; it donates
+them (as a training loop does), so each new copy is written into its old one's buffer and held
+once; and one gradient per parameter.
 """
 
 import json
@@ -32,8 +33,10 @@ def test_transformer_train_params_grads_and_optimizer_state(preset, split):
     # gradient and its Adam state; dp replicates them all.
     r = explorer.analyze_workload("transformer_train", "data=8", preset=preset)
     kinds = r.memory.by_kind
-    assert kinds["params"] == 2 * PARAM_BYTES // split        # input + updated output
-    assert kinds["optimizer"] == 2 * 2 * PARAM_BYTES // split  # m and v, input + output
+    # Donated: the updated params, m and v are the inputs' buffers, counted once.
+    assert kinds["params"] == PARAM_BYTES // split
+    assert kinds["optimizer"] == 2 * PARAM_BYTES // split     # m and v
+    assert r.memory.aliased == 3 * PARAM_BYTES // split
     assert kinds["grads"] == PARAM_BYTES // split
     assert kinds["other"] == OTHER_BYTES_ON_DATA_8
     assert kinds["activations"] == r.memory.temporaries
@@ -61,9 +64,15 @@ def test_gradients_without_constraint_points_are_not_located():
     assert kinds["grads"] is None
     assert kinds["activations"] == r.memory.temporaries
     # w1 and w2 replicated. mlp_train returns its new weights as a tuple (out[0], out[1]), not
-    # under their names, so they count as other, with x [256,1024] split over data.
+    # under their names; donated, they are written into w1's and w2's buffers, so they count
+    # once, as params, and `other` is x [256,1024] split over data.
     assert kinds["params"] == 2 * 1024 * 4096 * 4
-    assert kinds["other"] == 256 * 1024 * 4 // 8 + 2 * 1024 * 4096 * 4
+    assert kinds["other"] == 256 * 1024 * 4 // 8
+    # Undonated, the new weights are outputs of their own, counted as other.
+    kept = explorer.analyze_workload("mlp_train", "data=8", specs={"x": "data,None"},
+                                     params={"donate_state": "false"}).memory.by_kind
+    assert kept["params"] == 2 * 1024 * 4096 * 4
+    assert kept["other"] == 256 * 1024 * 4 // 8 + 2 * 1024 * 4096 * 4
 
 
 def identity_plus_one(x):
