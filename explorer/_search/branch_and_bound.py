@@ -53,7 +53,7 @@ class BranchAndBound:
         self.points = found.points
         self.by_index = {p.index: p for p in self.points}
         chip = get_target(settings.target).chip
-        self.capacity, self.bandwidth = chip.memory_bytes, chip.memory_bandwidth
+        self.capacity, self.bandwidth = chip.capacity, chip.memory_bandwidth
         state.total = len(self.points)
         self.results: dict[int, Candidate] = {}
         self.time_lb = {p.index: 0.0 for p in self.points}

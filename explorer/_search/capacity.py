@@ -243,7 +243,7 @@ def largest_batch(workload: str, mesh, target: str, params: Mapping | None = Non
     say = progress or (lambda line: None)
     seq = resolved["seq"]
 
-    capacity = get_target(target).chip.memory_bytes
+    capacity = get_target(target).chip.capacity
     if capacity is None:
         raise InputError(f"target {target!r} has no sourced memory size to fit a batch into; "
                          "pick a GPU or TPU target")

@@ -159,7 +159,8 @@ def target_config(generation: str, target: Target) -> str:
         "memory_bandwidth": int(target.chip.memory_bandwidth or 0),
         "l2_cache_size": chip.l2_bytes,
         "clock_rate_ghz": chip.clock_ghz,
-        "device_memory_size": int(target.chip.memory_bytes or 0),
+        # What CUDA reports to programs, as XLA's own device descriptions have it.
+        "device_memory_size": int(target.chip.capacity or 0),
         "shared_memory_per_block_optin": chip.shared_memory_per_block_optin,
         "registers_per_core_limit": REGISTERS_PER_SM,
         "registers_per_block_limit": REGISTERS_PER_SM,

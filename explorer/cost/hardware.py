@@ -26,9 +26,18 @@ from explorer.errors import TargetError, choices
 
 # ---------------------------------------------------------------------------------------------
 # Units. Vendors quote link speeds in bits per second and memory in decimal or binary bytes.
+# Memory capacities are binary whatever the vendor writes: Google's "16 GB" v5e and NVIDIA's
+# "80GB" H100 are 16 and 80 GiB of HBM (DRAM comes in powers of two), as the chips' own software
+# reports them (libtpu's "available HBM (15.75G)" for a v5e, tsl's 1024-based units; CUDA's
+# 84,942,979,072 bytes, 79.11 GiB, of an H100), so they are written in GiB below.
 
 GB = 1e9                   # bytes
 GiB = 2**30                # bytes
+
+# XLA's device descriptions of NVIDIA GPUs (their GpuTargetConfigProto as a GPU reports it,
+# `device_memory_size`: what CUDA gives programs, ECC on), at a pinned commit.
+XLA_GPU_SPECS = ("https://github.com/openxla/xla/blob/4336d12e0706168f6a382ddb231f3a83853b0657/"
+                 "xla/backends/gpu/target_config/specs/")
 
 
 def gbit_per_s(gigabits: float) -> float:
@@ -58,6 +67,10 @@ NV_DGX_H = ("https://docs.nvidia.com/dgx-basepod/reference-architecture-infrastr
 NV_DGX_B200 = "https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html"
 NCCL_TUNING = "https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc"
 BOW_2000 = "https://docs.graphcore.ai/projects/bow-2000-datasheet/en/latest/overview.html"
+# libtpu's own out-of-memory message, compiling ahead of time (jax 0.10.2, libtpu 0.0.42.1) a
+# program larger than each generation's HBM ("exceeds available HBM (15.75G)", in 1024-based
+# units: 40e9 bytes read "37.25G"); tests/compile/test_capacities.py compiles them again.
+LIBTPU_HBM = "tests/compile/test_capacities.py"
 # Measured fractions of the nominal rates (see Measured below), at pinned commits.
 ML_ENG = "https://github.com/stas00/ml-engineering/blob/744d01e18b79512572f64a6bbd8b5f4a725203a7/"
 ML_ENG_MAMF = (ML_ENG + "compute/accelerator/README.md"
@@ -125,6 +138,17 @@ class Chip:
     # offloaded arrays (memory kind pinned_host) move over. None: no sourced figure.
     host_bandwidth: float | None = None
     host_source: str = ""
+    # Of `memory_bytes`, what one program may hold, as the chip's own software reports it:
+    # libtpu's "available HBM" (it refuses a program over it), CUDA's total device memory
+    # (ECC and the driver's reserve taken off). None: no such figure; all of it.
+    memory_available: float | None = None
+    available_source: str = ""
+
+    @property
+    def capacity(self) -> float | None:
+        """Bytes one program may hold on one chip: what a memory verdict compares a program's
+        bytes per device (Memory.total) with."""
+        return self.memory_available or self.memory_bytes
 
 
 @dataclass(frozen=True)
@@ -215,7 +239,7 @@ class Target:
             dt = "bf16" if "bfloat16" in chip.peak_flops else "fp16"
             parts.append(f"{format_rate(peak, 'FLOP/s')} {dt}")
         if chip.memory_bytes:
-            mem = f"{format_bytes(chip.memory_bytes)} {chip.memory_kind}"
+            mem = f"{format_binary_bytes(chip.memory_bytes)} {chip.memory_kind}"
             if chip.memory_bandwidth:
                 mem += f" at {format_rate(chip.memory_bandwidth, 'B/s')}"
             parts.append(mem)
@@ -238,6 +262,14 @@ def format_rate(value: float, unit: str) -> str:
 
 def format_bytes(value: float) -> str:
     return format_rate(value, "B")
+
+
+def format_binary_bytes(value: float) -> str:
+    """Bytes in 1024-based units, as memory capacities are (see Units): "79.1 GiB"."""
+    for scale, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.3g} B"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,6 +305,8 @@ TPU_V4 = Chip(
         "int8": 275e12,       # OP/s; same line of CLOUD_V4
     },
     memory_bytes=32 * GiB,          # "HBM2 capacity and bandwidth 32 GiB, 1200 GBps" CLOUD_V4
+    memory_available=30.75 * GiB,   # libtpu: "exceeds available HBM (30.75G)", LIBTPU_HBM
+    available_source=LIBTPU_HBM,
     memory_bandwidth=1200 * GB,     # bytes/s; same line
     source=CLOUD_V4,
     float32_matmul_as=_TPU_FLOAT32_MATMUL,
@@ -287,7 +321,11 @@ TPU_V5E = Chip(
         "bfloat16": 197e12,   # FLOP/s; "Peak compute per chip (bf16) 197 TFLOPs" CLOUD_V5E
         "int8": 393e12,       # OP/s; "Peak compute per chip (Int8) 393 TOPs" CLOUD_V6E table
     },
-    memory_bytes=16 * GB,           # "HBM2 capacity and bandwidth 16 GB, 819 GBps" CLOUD_V5E
+    # "HBM2 capacity and bandwidth 16 GB, 819 GBps" CLOUD_V5E: binary, 16 GiB, since libtpu
+    # gives a program 15.75 GiB of it (16.9e9 bytes, more than 16e9).
+    memory_bytes=16 * GiB,
+    memory_available=15.75 * GiB,   # libtpu: "exceeds available HBM (15.75G)", LIBTPU_HBM
+    available_source=LIBTPU_HBM,
     memory_bandwidth=819 * GB,      # bytes/s; same line (the book rounds to 8.1e11)
     source=CLOUD_V5E,
     float32_matmul_as=_TPU_FLOAT32_MATMUL,
@@ -306,6 +344,9 @@ TPU_V5P = Chip(
         "int8": 918e12,           # OP/s; "FLOPs/s/chip (int8) 9.18e14" BOOK_TPUS TPU Specs
     },
     memory_bytes=95 * GiB,          # "HBM capacity per chip (GiB) 95" CLOUD_V5P
+    # libtpu: "exceeds available HBM (95.74G)" (LIBTPU_HBM): more than Cloud's rounded 95 GiB.
+    memory_available=95.74 * GiB,
+    available_source=LIBTPU_HBM,
     memory_bandwidth=2765 * GB,     # bytes/s; "HBM bandwidth per chip (GBps) 2765" CLOUD_V5P
     source=CLOUD_V5P,
     float32_matmul_as=_TPU_FLOAT32_MATMUL,
@@ -320,7 +361,11 @@ TPU_V6E = Chip(
         "bfloat16": 918e12,   # FLOP/s; "Peak compute per chip (bf16) 918 TFLOPs" CLOUD_V6E
         "int8": 1836e12,      # OP/s; "Peak compute per chip (Int8) 1836 TOPs" CLOUD_V6E
     },
-    memory_bytes=32 * GB,           # "HBM capacity per chip 32 GB" CLOUD_V6E
+    # "HBM capacity per chip 32 GB" CLOUD_V6E: binary, 32 GiB, since libtpu gives a program
+    # 31.25 GiB of it (33.6e9 bytes, more than 32e9).
+    memory_bytes=32 * GiB,
+    memory_available=31.25 * GiB,   # libtpu: "exceeds available HBM (31.25G)", LIBTPU_HBM
+    available_source=LIBTPU_HBM,
     memory_bandwidth=1640 * GB,     # bytes/s; "HBM bandwidth per chip 1640 GBps" CLOUD_V6E
     source=CLOUD_V6E,
     float32_matmul_as=_TPU_FLOAT32_MATMUL,
@@ -498,7 +543,9 @@ _GPU = {
             "float32": 19.5e12,   # FLOP/s; "FP32 19.5 TFLOPS" NV_A100 (no TF32)
             "int8": 624e12,       # OP/s dense; "INT8 Tensor Core 624 TOPS" NV_A100
         },
-            memory_bytes=80 * GB,         # "GPU Memory 80GB HBM2e" NV_A100
+            memory_bytes=80 * GiB,        # "GPU Memory 80GB HBM2e" NV_A100: 80 GiB (Units)
+            # CUDA's total: 85,100,068,864 bytes (79.25 GiB), a100_sxm_80.txtpb XLA_GPU_SPECS
+            memory_available=85_100_068_864, available_source=XLA_GPU_SPECS + "a100_sxm_80.txtpb",
             memory_bandwidth=2039 * GB,   # bytes/s; "GPU Memory Bandwidth 2,039GB/s" NV_A100 SXM
             source=NV_A100, matmul_measured=_mamf(271.2, 312, "A100 SXM"),
             host_bandwidth=32 * GB,   # bytes/s one way; "PCIe Gen4: 64GB/s" (both ways) NV_A100
@@ -519,7 +566,9 @@ _GPU = {
             "float32": 67e12,         # FLOP/s; "FP32 67 teraFLOPS" NV_H100
             "int8": 1979e12,          # OP/s dense; NV_H100 lists 3,958 with sparsity
         },
-            memory_bytes=80 * GB,         # "GPU Memory 80GB" NV_H100 SXM
+            memory_bytes=80 * GiB,        # "GPU Memory 80GB" NV_H100 SXM: 80 GiB (Units)
+            # CUDA's total: 84,942,979,072 bytes (79.11 GiB), h100_sxm.txtpb XLA_GPU_SPECS
+            memory_available=84_942_979_072, available_source=XLA_GPU_SPECS + "h100_sxm.txtpb",
             memory_bandwidth=3.35e12,     # bytes/s; "GPU Memory Bandwidth 3.35TB/s" NV_H100
             source=NV_H100, matmul_measured=_mamf(794.5, 989, "H100 SXM"),
             host_bandwidth=64 * GB,   # bytes/s one way; "PCIe Gen5: 128GB/s" (both ways) NV_H100
@@ -540,7 +589,10 @@ _GPU = {
             "float32": 67e12,         # FLOP/s; "FP32 67 TFLOPS" NV_H200
             "int8": 1979e12,          # OP/s dense
         },
-            memory_bytes=141 * GB,        # "GPU Memory 141GB" NV_H200; DGX H200: 1,128 GB / 8
+            # "GPU Memory 141GB" NV_H200 (DGX H200: 1,128 GB / 8): 141 GiB, what CUDA reports,
+            # 151,397,597,184 bytes (h200.txtpb XLA_GPU_SPECS).
+            memory_bytes=141 * GiB,
+            memory_available=151_397_597_184, available_source=XLA_GPU_SPECS + "h200.txtpb",
             memory_bandwidth=4.8e12,      # bytes/s; "GPU Memory Bandwidth 4.8TB/s" NV_H200
             # The MAMF table's H100 row: "H200 is the same" (the same compute die).
             source=NV_H200, matmul_measured=_mamf(794.5, 989, "H100/H200 SXM"),
@@ -561,7 +613,10 @@ _GPU = {
             "int8": 4.5e15,
             "float32": 80e12,     # FLOP/s; "a B200 can perform 80TFLOPs/s of vector fp32" BOOK_GPUS
         },
-            memory_bytes=180 * GB,        # "8 x NVIDIA B200 GPUs that provide 1,440 GB" NV_DGX_B200
+            # "8 x NVIDIA B200 GPUs that provide 1,440 GB" NV_DGX_B200: 180 GiB each (Units).
+            memory_bytes=180 * GiB,
+            # CUDA's total: 191,514,411,008 bytes (178.36 GiB), b200.txtpb XLA_GPU_SPECS
+            memory_available=191_514_411_008, available_source=XLA_GPU_SPECS + "b200.txtpb",
             memory_bandwidth=8e12,        # bytes/s; DGX B200 "64 TB/s" / 8; BOOK_GPUS 8.0e12
             source=NV_DGX_B200, matmul_measured=_mamf(1745.0, 2250, "B200 SXM")),
         # bytes/s one way per GPU; NVLink 5: "50 GB/s ... 18 ... 900 GB/s" BOOK_GPUS

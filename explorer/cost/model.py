@@ -28,6 +28,7 @@ from explorer.cost.hardware import (
     Target,
     TargetFamily,
     achievable,
+    format_binary_bytes,
     format_bytes,
     format_rate,
     get_target,
@@ -486,10 +487,10 @@ class MemoryFit:
 
     Attributes:
         bytes: the program's bytes per device (Memory.total).
-        capacity: one chip's memory, in bytes.
+        capacity: what one program may hold of a chip's memory (`Chip.capacity`), bytes.
         fraction: bytes / capacity.
         fits: bytes <= capacity.
-        text: the verdict in words, e.g. ``"uses 9.96 MB of 80 GB HBM per H100 SXM (0%):
+        text: the verdict in words, e.g. ``"uses 9.5 MiB of 79.1 GiB HBM per H100 SXM (0%):
             fits"``.
     """
 
@@ -505,18 +506,22 @@ class MemoryFit:
 
 def memory_fit(memory_bytes: float | None, target: str | Target) -> MemoryFit | None:
     target = get_target(target)
-    cap, kind = target.chip.memory_bytes, target.chip.memory_kind
+    # What one program may hold (libtpu's available HBM, CUDA's total), not the vendor's
+    # whole capacity: the bytes the compiler and the driver would let it have.
+    cap, kind = target.chip.capacity, target.chip.memory_kind
     if memory_bytes is None or cap is None:
         return None
     frac = memory_bytes / cap
     fits = memory_bytes <= cap
+    # In binary units, as the capacities are (a "80GB" H100 has 80 GiB, of which CUDA gives a
+    # program 79.1 GiB).
     if fits:
-        text = (f"uses {format_bytes(memory_bytes)} of {format_bytes(cap)} {kind} per "
-                f"{target.chip.name} ({frac:.0%}): fits")
+        text = (f"uses {format_binary_bytes(memory_bytes)} of {format_binary_bytes(cap)} "
+                f"{kind} per {target.chip.name} ({frac:.0%}): fits")
     else:
-        text = (f"needs {format_bytes(memory_bytes)} per device but a {target.chip.name} has "
-                f"{format_bytes(cap)} {kind} ({frac:.0%}): does not fit; shard more or pick a "
-                "chip with more memory")
+        text = (f"needs {format_binary_bytes(memory_bytes)} per device but a "
+                f"{target.chip.name} gives a program {format_binary_bytes(cap)} {kind} "
+                f"({frac:.0%}): does not fit; shard more or pick a chip with more memory")
     return MemoryFit(int(memory_bytes), cap, frac, fits, text)
 
 

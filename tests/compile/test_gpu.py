@@ -38,8 +38,9 @@ def test_the_h100_description_carries_its_sm_count_compute_capability_and_catalo
     config = target_config("h100", get_target("h100-8"))
     assert _field(config, "core_count") == "132"       # H100 SXM5: 132 SMs
     assert "cuda_compute_capability { major: 9 minor: 0 }" in config
-    # The catalog's 80 GB and 3.35 TB/s, so the compiler and the cost model see one chip.
-    assert int(_field(config, "device_memory_size")) == 80 * 10**9
+    # What CUDA gives programs of the H100's 80 GiB (XLA's own h100_sxm description, which the
+    # catalog's capacity is), and 3.35 TB/s: the compiler and the cost model see one chip.
+    assert int(_field(config, "device_memory_size")) == 84_942_979_072
     assert int(_field(config, "memory_bandwidth")) == 3_350_000_000_000
     assert 'device_description_str: "NVIDIA H100 80GB HBM3"' in config
 

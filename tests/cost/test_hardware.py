@@ -174,9 +174,9 @@ def test_rates_and_sizes_are_written_with_three_digits_and_a_prefix():
 
 
 def test_a_listing_line_names_the_count_chip_rates_and_links():
-    # H100 SXM: 989 TFLOP/s bf16, 80 GB HBM at 3.35 TB/s, NVLink 450 GB/s one way per GPU.
+    # H100 SXM: 989 TFLOP/s bf16, 80 GiB HBM at 3.35 TB/s, NVLink 450 GB/s one way per GPU.
     assert get_target("h100-8").describe() == (
-        "h100-8: 8 x H100 SXM, 8 GPUs of one NVLink node, 989 TFLOP/s bf16, 80 GB HBM at "
+        "h100-8: 8 x H100 SXM, 8 GPUs of one NVLink node, 989 TFLOP/s bf16, 80 GiB HBM at "
         "3.35 TB/s, NVLink 450 GB/s per device one way")
 
 

@@ -297,12 +297,13 @@ def test_b200_matmul_roofline():
 def test_memory_fit_llama70b_on_h100():
     # BOOK gpus, Quiz 5, Question 2: LLaMA-3 70B with Adam needs "2 bytes for the weights and
     # 8 for the optimizer state, so at least 700GB"; with 8-way sharding "700GB / 8 = 87.5GB /
-    # GPU, which won't fit". 16-way (two nodes) does: 43.75 GB of 80 GB.
+    # GPU, which won't fit". 16-way (two nodes) does. The capacity is what CUDA gives a
+    # program of the H100's 80 GiB: 84,942,979,072 bytes (79.1 GiB); 87.5e9 bytes are 81.5 GiB.
     no = memory_fit(700e9 / 8, "h100-8")
-    assert not no.fits and no.fraction == pytest.approx(87.5 / 80)
-    assert "does not fit" in no.text and "80 GB" in no.text
+    assert not no.fits and no.fraction == pytest.approx(87.5e9 / 84_942_979_072)
+    assert "does not fit" in no.text and "81.5 GiB" in no.text and "79.1 GiB" in no.text
     yes = memory_fit(700e9 / 16, "h100-8x2")
-    assert yes.fits and yes.fraction == pytest.approx(43.75 / 80)
+    assert yes.fits and yes.fraction == pytest.approx(43.75e9 / 84_942_979_072)
 
 
 def test_step_bounds_and_json():

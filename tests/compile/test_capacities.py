@@ -1,0 +1,62 @@
+"""The catalog's memory capacities against what each chip's own compiler or driver says.
+
+libtpu refuses, ahead of time, a program over a chip's HBM with "the total memory required for
+HLO temporaries (37.25G) exceeds available HBM (15.75G)": sizes in tsl's 1024-based units, so
+40e9 bytes read 37.25G, not 40.00G. Each generation's "available HBM" is the catalog's
+`memory_available` (explorer/cost/hardware.py), and it is more than the vendor's figure read as
+decimal GB (15.75 GiB = 16.9e9 bytes against the v5e's "16 GB"): the capacities are binary.
+
+For GPUs the compiler is told what CUDA reports (XLA's own device descriptions): an H100's
+"80GB" is 80 GiB, of which CUDA gives programs 84,942,979,072 bytes."""
+
+import importlib.util
+
+import pytest
+
+import explorer
+from explorer import TensorSpec as T
+from explorer.compile.gpu import target_config
+from explorer.cost.hardware import GiB, get_target
+from explorer.cost.model import memory_fit
+
+needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
+                                  reason="libtpu (the tpu extra) is not installed")
+
+
+def twice(x):
+    return x * 2          # an output as large as the input: both held on each chip
+
+
+@pytest.mark.slow
+@pytest.mark.tpu
+@needs_libtpu
+@pytest.mark.parametrize("topology, target, gigabytes", [
+    ("v5e:2x2", "tpu-v5e-2x2", 20), ("v5p:2x2x1", "tpu-v5p-2x2x1", 110),
+    ("v6e:2x2", "tpu-v6e-2x2", 40), ("v4:2x2x1", "tpu-v4-2x2x1", 40)])
+def test_libtpus_available_hbm_is_the_catalogs_and_its_units_are_binary(topology, target,
+                                                                       gigabytes):
+    # An input of `gigabytes` decimal GB (f32, replicated on every chip) and its double: more
+    # than the chip's HBM, so libtpu refuses the program and says what it has.
+    size = gigabytes * 10**9
+    x = T("x", (size // 4 // 1000, 1000))
+    r = explorer.analyze(twice, x, mesh="data=4", tpu_topology=topology)
+    verdict = r.memory_verdict
+    assert verdict is not None and not verdict.fits
+    chip = get_target(target).chip
+    # Printed with two decimals of GiB: the catalog's figure to within half a hundredth.
+    assert abs(verdict.available - chip.memory_available) <= 0.005 * GiB
+    assert chip.memory_available <= chip.memory_bytes or target == "tpu-v5p-2x2x1"
+    # The input and its double, `size` bytes each, read back with 1024-based units ("37.25G"
+    # for 40e9 bytes); read as decimal GB the figure would be 7% off.
+    assert abs(verdict.required - 2 * size) <= 0.01 * 2 * size
+
+
+def test_a_gpus_compiler_is_told_what_cuda_gives_programs_and_the_verdict_compares_with_it():
+    h100 = get_target("h100-8").chip
+    assert (h100.memory_bytes, h100.capacity) == (80 * GiB, 84_942_979_072)
+    config = target_config("h100", get_target("h100-8"))
+    assert "device_memory_size: 84942979072\n" in config
+    # 80e9 bytes (what "80GB" would be in decimal) fits; 80 GiB does not, CUDA keeps 0.89 GiB.
+    assert memory_fit(80e9, "h100-8").fits
+    assert not memory_fit(80 * GiB, "h100-8").fits
+    assert "79.1 GiB" in memory_fit(80 * GiB, "h100-8").text
