@@ -200,7 +200,8 @@ def test_a_two_layer_train_step_holds_xlas_arguments_and_outputs_and_its_peak_te
     # held at every step: the arguments plus the outputs that share no input's bytes (the
     # state is donated: its new copy is the old one's bytes), plus the constants; the peak adds
     # the temporaries live at once, which lie inside XLA's temporaries allocation, so it is at
-    # most Memory.total (plus constants). The "arguments + temporaries" leaves out the outputs, which are held.
+    # most Memory.total (plus constants). The "arguments + temporaries" leaves out the
+    # outputs, which are held.
     # XProf's own reading of the same module peaks at the same bytes (tests/report/test_xprof.py).
     r = explorer.analyze_workload("transformer_train", "data=2,model=4", preset="fsdp_tp")
     m, t = r.memory, r.memory_timeline
