@@ -228,6 +228,7 @@ class BranchAndBound:
             pruned_bound=len(self.by_time.pruned), pruned_memory=len(self.by_memory.pruned),
             not_evaluated=len(self.not_evaluated), seconds=state.elapsed(),
             stopped=state.stopped, prune=state.prune, cluster=self.runner.address,
+            cluster_size=self.runner.size,
             bound_violations=tuple(state.violations),
             retried=sum(c.retries > 0 for c in ranked))
         return SearchResult(self.problem.name, self.space, self.settings.target, OBJECTIVE,

@@ -22,11 +22,17 @@ import time
 from collections import OrderedDict
 from dataclasses import replace
 
-from explorer._search.connect import check_nodes, connect, gist
+from explorer._search.connect import (
+    PROBE_TIMEOUT_S,
+    ClusterSize,
+    check_address,
+    check_nodes,
+    connect,
+    gist,
+)
 from explorer._search.evaluate import Outcome, Request, run
 from explorer.compile.sources import pickle_function
-from explorer.errors import ExplorerError, InputError
-from explorer.spec.bounds import show
+from explorer.errors import ExplorerError
 
 INSTALL_HINT = "pip install 'sharding-explorer[cluster]' (or: pip install 'ray[default]>=2.9')"
 
@@ -39,6 +45,7 @@ class LocalRunner:
 
     slots = 1
     address = None
+    size: ClusterSize | None = None
 
     def __init__(self, pool=None):
         self.pool = pool
@@ -76,9 +83,11 @@ def _lost_errors(ray) -> tuple[type[Exception], ...]:
 
 
 class RayRunner:
-    """Compiles each request as a Ray task, `slots` at a time (default: the cluster's CPUs)."""
+    """Compiles each request as a Ray task, `slots` at a time (default: the cluster's CPUs).
+    `node_timeout`: seconds the check of the nodes waits for their answers (connect.py)."""
 
-    def __init__(self, address: str, slots: int | None = None):
+    def __init__(self, address: str, slots: int | None = None,
+                 node_timeout: float = PROBE_TIMEOUT_S):
         try:
             import ray
         except ImportError:
@@ -88,13 +97,14 @@ class RayRunner:
         self.address = address
         self._started = connect(ray, address)
         try:
-            cpus = check_nodes(ray, address, reuse=not self._started)
+            self.size = check_nodes(ray, address, reuse=not self._started,
+                                    timeout=node_timeout)
         except BaseException:
             self.close()
             raise
         self._task = ray.remote(num_cpus=1, max_retries=0)(_compile_on_node)
         self._lost = _lost_errors(ray)
-        self.slots = slots if slots is not None else max(1, cpus)
+        self.slots = slots if slots is not None else max(1, self.size.cpus)
         self._refs: dict = {}                         # task -> key
         self._requests: dict[object, Request] = {}    # key -> what it compiles, to send again
         self._retries: dict[object, int] = {}
@@ -156,11 +166,8 @@ class RayRunner:
             self.ray.shutdown()
 
 
-def runner(cluster: str | None, pool=None, slots: int | None = None):
+def runner(cluster: str | None, pool=None, slots: int | None = None,
+           node_timeout: float = PROBE_TIMEOUT_S):
     if cluster is None:
         return LocalRunner(pool)
-    if not isinstance(cluster, str) or not cluster.strip():
-        raise InputError(f"cluster {show(cluster)} is not a Ray address: give 'HOST:PORT', "
-                         "'ray://HOST:PORT', 'auto' or 'local', or None for this machine's "
-                         "worker pool")
-    return RayRunner(cluster.strip(), slots)
+    return RayRunner(check_address(cluster), slots, node_timeout)

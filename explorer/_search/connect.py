@@ -13,7 +13,11 @@ The check runs one small Ray task on each node with a CPU: a fresh interpreter t
 as a compile worker is, imports the explorer and jax, and reports jax's version. A node that
 cannot, or has another jax (the readers parse the HLO of the caller's jax), fails the search
 at once with one message naming it, instead of failing every candidate Ray sends there; a node
-that does not answer in PROBE_TIMEOUT_S fails it too, instead of the search waiting on it.
+that does not answer in time (PROBE_TIMEOUT_S by default) fails it too, instead of the search
+waiting on it.
+
+The address is checked before any of this (`check_address`), with the same rule for the API's
+`cluster=` and the app's cluster box.
 
 Ray is imported by the caller (cluster.py) and passed in, only when a cluster is asked for.
 """
@@ -22,12 +26,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from explorer.errors import ExplorerError
+from explorer.errors import ExplorerError, InputError
 from explorer.spec.bounds import show
 
 # The explorer package itself: what the runtime_env ships.
@@ -37,12 +43,60 @@ EXPLORER_DIR = Path(__file__).resolve().parents[1]
 # explorer, import jax in a fresh interpreter (seconds each; minutes on a loaded machine).
 PROBE_TIMEOUT_S = 120.0
 
-# What the check runs on a node, in an interpreter started as a compile worker is.
-_PROBE = "import explorer, jax; print(jax.__version__)"
+# What the check runs on a node, in an interpreter started as a compile worker is. When the
+# check gives up on a node it kills the Ray worker running this; a watchdog then ends this
+# interpreter too (its parent gone), so that an import that hangs leaves nothing running there.
+_PROBE = """\
+import os, threading, time
+parent = os.getppid()
+def watch():
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(3)
+threading.Thread(target=watch, daemon=True).start()
+import explorer, jax
+print(jax.__version__)
+"""
+
+# A Ray cluster's address without a scheme: HOST:PORT (a name, an IPv4 address, or an IPv6
+# address in brackets). With a scheme (ray://HOST:PORT, Ray Client; other schemes Ray's plugins
+# read) the rest is Ray's to parse.
+_HOST_PORT = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9._-]*):(\d{1,5})")
+_WITH_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
+ADDRESS_FORMS = "'HOST:PORT', 'ray://HOST:PORT', 'auto' or 'local'"
 
 # (Ray job, node) pairs found able to compile, on connections the caller holds (which outlive
 # a search, so each node is checked once per connection rather than once per search).
 _checked: set[tuple[str, str]] = set()
+
+
+@dataclass(frozen=True)
+class ClusterSize:
+    """What the node check found: the alive nodes with a CPU to compile on, and their CPUs."""
+
+    nodes: int
+    cpus: int
+
+    def text(self) -> str:
+        """'2 nodes, 4 CPUs'."""
+        return (f"{self.nodes} node{'s' if self.nodes != 1 else ''}, "
+                f"{self.cpus} CPU{'s' if self.cpus != 1 else ''}")
+
+
+def check_address(value, instead: str = "None for this machine's worker pool") -> str:
+    """`value` as a Ray address, stripped: 'HOST:PORT' (what `ray start --head` printed),
+    'ray://HOST:PORT' (Ray Client), 'auto' (the cluster this machine belongs to) or 'local'
+    (Ray in this process). Anything else is an InputError naming it and these forms, before
+    any connection is tried; `instead` says how to ask for no cluster where the value came
+    from."""
+    text = value.strip() if isinstance(value, str) else None
+    if text in ("auto", "local") or (text and _WITH_SCHEME.fullmatch(text)):
+        return text
+    found = _HOST_PORT.fullmatch(text) if text else None
+    if found is None or not 0 < int(found.group(1)) < 65536:
+        raise InputError(f"cluster {show(value)} is not a Ray address: give {ADDRESS_FORMS}, "
+                         f"or {instead}")
+    return text
 
 
 def runtime_env() -> dict[str, Any]:
@@ -100,10 +154,12 @@ def _what_to_try() -> str:
             "machine belongs to, or 'local' to start one in this process")
 
 
-def check_nodes(ray, address: str, reuse: bool, timeout: float = PROBE_TIMEOUT_S) -> int:
+def check_nodes(ray, address: str, reuse: bool,
+                timeout: float = PROBE_TIMEOUT_S) -> ClusterSize:
     """Check that every alive node with a CPU can compile (see the module's docstring) and
-    return the CPUs they have. `reuse`: the connection outlives this search, so a node found
-    able once is not checked again. Raises one ExplorerError naming each node that cannot."""
+    return how many there are and their CPUs. `reuse`: the connection outlives this search, so
+    a node found able once is not checked again. `timeout`: seconds to wait for every node's
+    answer. Raises one ExplorerError naming each node that cannot, or did not answer."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = [n for n in ray.nodes()
@@ -128,8 +184,9 @@ def check_nodes(ray, address: str, reuse: bool, timeout: float = PROBE_TIMEOUT_S
     for ref in late:
         ray.cancel(ref, force=True)
         problems.append(f"node {refs[ref]['NodeManagerAddress']} did not answer within "
-                        f"{timeout:g} s (its Ray workers could not start, or could not unpack "
-                        "the explorer; see `ray status` and the node's Ray logs)")
+                        f"{timeout:g} s (its Ray workers could not start or unpack the "
+                        "explorer, or importing the explorer and jax there did not finish; see "
+                        "`ray status` and the node's Ray logs)")
     if problems:
         raise ExplorerError(
             f"cannot compile on the Ray cluster at {show(address)}: {'; '.join(problems)}. "
@@ -137,7 +194,7 @@ def check_nodes(ray, address: str, reuse: bool, timeout: float = PROBE_TIMEOUT_S
             "explorer's dependencies (this process ships the explorer itself): "
             f"pip install 'sharding-explorer[cluster]'{f' jax=={want}' if want else ''} on "
             "every node, or start the nodes from an image that has them (docs/search.md)")
-    return int(sum(n["Resources"]["CPU"] for n in nodes))
+    return ClusterSize(len(nodes), int(sum(n["Resources"]["CPU"] for n in nodes)))
 
 
 def _unfit(ray, ref, want: str) -> str:

@@ -237,7 +237,7 @@ class PipelineSearch:
             does_not_fit=sum(c.status is CandidateStatus.DOES_NOT_FIT for c in ranked),
             pruned_bound=0, pruned_memory=0, not_evaluated=self.unplanned,
             seconds=state.elapsed(), stopped=state.stopped, prune=state.prune,
-            cluster=self.runner.address, profiled=self.profiled,
+            cluster=self.runner.address, cluster_size=self.runner.size, profiled=self.profiled,
             dominated=space - self.unplanned - len(self.plans), bound_violations=(),
             retried=sum(c.retries > 0 for c in ranked))
         return SearchResult(self.problem.name, SearchSpace.PIPELINE, self.settings.target,

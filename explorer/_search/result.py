@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
+from explorer._search.connect import ClusterSize
 from explorer.cost.hardware import format_bytes
 from explorer.cost.model import format_seconds
 from explorer.hlo.collectives import CollectiveKind
@@ -216,6 +217,7 @@ class SearchStats:
     dominated: int = 0
     bound_violations: tuple[str, ...] = ()   # a compiled result below its own lower bound
     retried: int = 0             # candidates sent again after their Ray worker was lost
+    cluster_size: ClusterSize | None = None   # the cluster's nodes with a CPU, and their CPUs
 
     def to_dict(self) -> dict:
         return {**asdict(self), "stopped": str(self.stopped)}
@@ -235,6 +237,8 @@ class SearchStats:
         if self.retried:
             parts.append(f"{self.retried} retried after a lost Ray worker")
         where = f" on Ray cluster {self.cluster}" if self.cluster else ""
+        if self.cluster and self.cluster_size is not None:
+            where += f" ({self.cluster_size.text()})"
         return (", ".join(parts) + f"; {self.seconds:.1f} s{where}, {self.stopped}"
                 + ("" if self.prune else " (pruning off)"))
 

@@ -13,6 +13,7 @@ import explorer
 from explorer import TensorSpec
 from explorer._search import cluster as cluster_module
 from explorer._search.cluster import MAX_ATTEMPTS, RayRunner
+from explorer._search.connect import ClusterSize, check_address
 from explorer._search.evaluate import Outcome, Request
 from explorer.spec.mesh import parse_mesh
 
@@ -58,7 +59,8 @@ def scripted(monkeypatch):
         fake = ScriptedRay(answers)
         monkeypatch.setitem(sys.modules, "ray", fake)
         monkeypatch.setattr(cluster_module, "connect", lambda ray, address: False)
-        monkeypatch.setattr(cluster_module, "check_nodes", lambda ray, address, reuse: 2)
+        monkeypatch.setattr(cluster_module, "check_nodes",
+                            lambda ray, address, reuse, timeout: ClusterSize(1, 2))
         return RayRunner("127.0.0.2:6379"), fake
     return make
 
@@ -156,3 +158,20 @@ def test_a_user_function_is_shipped_to_the_cluster(in_process):
     # The collectives' source lines survive the trip: they point into this file.
     lines = {c.source for cand in remote.candidates for c in cand.collectives if c.source}
     assert lines and all("test_cluster.py" in s for s in lines)
+
+
+@pytest.mark.parametrize("address", ["head", "head:port", "127.0.0.2:0", "ray start"])
+def test_an_address_that_is_not_ray_s_is_refused_before_any_connection(address):
+    with pytest.raises(explorer.InputError) as caught:
+        explorer.search("mlp", mesh="data=4", target=TARGET, cluster=address)
+    assert str(caught.value) == (
+        f"cluster {address!r} is not a Ray address: give 'HOST:PORT', 'ray://HOST:PORT', "
+        "'auto' or 'local', or None for this machine's worker pool")
+
+
+@pytest.mark.parametrize(("given", "address"), [
+    (" 127.0.0.2:6390 ", "127.0.0.2:6390"), ("[::1]:6379", "[::1]:6379"),
+    ("ray://head.example.com:10001", "ray://head.example.com:10001"), ("auto", "auto"),
+    ("local", "local")])
+def test_each_form_of_ray_address_is_taken_stripped(given, address):
+    assert check_address(given) == address

@@ -51,6 +51,7 @@ class FailingRunner:
 
     slots = 1
     address = None
+    size = None
 
     def __init__(self, error_type=CompileError):
         self.error_type = error_type
