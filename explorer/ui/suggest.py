@@ -8,6 +8,10 @@ are made on the search's thread). A search runs against the app's request as it 
 was pressed: edits made meanwhile change neither the search nor its results, and the tab says
 what was searched. Apply loads a candidate's mesh, rules or specs (and the workload params it
 was searched with) into the editors, which then recompile as after any edit.
+
+The candidates compile on this machine's worker pool, or, with an address in the cluster box, as
+Ray tasks on that cluster (explorer.search's `cluster=`, the same address rule and the same
+search); progress and cancel work alike on both, and the results say where they were compiled.
 """
 
 from __future__ import annotations
@@ -22,7 +26,14 @@ from pathlib import Path
 import ipywidgets as w
 import plotly.graph_objects as go
 
-from explorer._search.result import Candidate, CandidateStatus, Progress, SearchResult
+from explorer._search.connect import check_address
+from explorer._search.result import (
+    Candidate,
+    CandidateStatus,
+    Progress,
+    SearchResult,
+    SearchStats,
+)
 from explorer._search.search import search
 from explorer._search.space import WorkloadProblem
 from explorer.cost.model import format_seconds
@@ -92,6 +103,23 @@ def parse_budget(text: str) -> float | None:
     return value
 
 
+def parse_cluster(text: str) -> str | None:
+    """The cluster box's text as explorer.search's `cluster=`: empty means this machine's
+    worker pool; anything else must be a Ray address (one InputError naming it otherwise)."""
+    if not text.strip():
+        return None
+    return check_address(text, instead="leave the box empty to compile on this machine")
+
+
+def where_text(stats: SearchStats) -> str:
+    """Where a search compiled its candidates: 'on the Ray cluster at 127.0.0.1:6390, 2 nodes,
+    4 CPUs', or 'on this machine's worker pool'."""
+    if stats.cluster is None:
+        return "on this machine's worker pool"
+    size = f", {stats.cluster_size.text()}" if stats.cluster_size is not None else ""
+    return f"on the Ray cluster at {stats.cluster}{size}"
+
+
 def spaces_of(source: Source) -> list[str]:
     """The spaces explorer.search offers for the source's program."""
     if isinstance(source, WorkloadSource):
@@ -129,6 +157,7 @@ class SearchJob:
     mesh_shapes: bool
     budget_s: float | None
     title: str                        # the program as the app names it
+    cluster: str | None = None        # a Ray cluster's address; None: this machine's pool
 
     @property
     def workload(self) -> str | None:
@@ -138,7 +167,8 @@ class SearchJob:
         """explorer.search's keyword arguments for this job."""
         r = self.request
         kw = dict(mesh=r.mesh, target=r.target, mapping=r.mapping, partitioner=r.partitioner,
-                  space=self.space, mesh_shapes=self.mesh_shapes, budget_s=self.budget_s)
+                  space=self.space, mesh_shapes=self.mesh_shapes, budget_s=self.budget_s,
+                  cluster=self.cluster)
         if self.workload is not None:
             kw["params"] = dict(r.params)
         if self.chosen:
@@ -154,14 +184,17 @@ class SearchJob:
                   if self.mesh_shapes and self.space != "pipeline" else "")
         budget = (f"budget {self.budget_s:g} s" if self.budget_s is not None
                   else "no time budget")
+        where = (f"compiled on the Ray cluster at {self.cluster}" if self.cluster is not None
+                 else "compiled on this machine")
         return (f"{self.title}: {self.space}{over}, on mesh {r.mesh.text()}{shapes}, ranked "
-                f"for {r.target} ({r.partitioner}); {budget}")
+                f"for {r.target} ({r.partitioner}); {budget}; {where}")
 
 
 def make_job(source: Source, request: Request, space: str, chosen, mesh_shapes: bool,
-             budget_s: float | None) -> SearchJob:
-    """A search of the app's program for `request`, or an ExplorerError saying what is missing
-    (a target to rank on, a space the program has)."""
+             budget_s: float | None, cluster: str | None = None) -> SearchJob:
+    """A search of the app's program for `request` (compiled on the Ray cluster at `cluster`,
+    or on this machine), or an ExplorerError saying what is missing (a target to rank on, a
+    space the program has)."""
     if request.target is None:
         why = f" ({request.unavailable})" if request.unavailable else ""
         raise TargetError("a search ranks layouts by their predicted step time, which needs a "
@@ -173,10 +206,10 @@ def make_job(source: Source, request: Request, space: str, chosen, mesh_shapes: 
     chosen = tuple(chosen)
     if isinstance(source, WorkloadSource):
         return SearchJob(source.workload_w.value, (), request, space, chosen, mesh_shapes,
-                         budget_s, source.title)
+                         budget_s, source.title, cluster)
     if isinstance(source, FunctionSource):
         return SearchJob(source.fn, source.inputs(request.specs), request, space, chosen,
-                         mesh_shapes, budget_s, f"{source.title}()")
+                         mesh_shapes, budget_s, f"{source.title}()", cluster)
     raise InputError(f"the Suggest tab searches built-in workloads and functions, not a "
                      f"{type(source).__name__}")
 
@@ -241,6 +274,8 @@ def _status_cell(c: Candidate) -> str:
         return "<td>does not fit the chip's memory</td>"
     if c.status is CandidateStatus.ESTIMATED:
         return "<td>estimated (stage model, not compiled)</td>"
+    if c.retries:
+        return (f"<td>ok (sent again {c.retries}× after its Ray worker was lost)</td>")
     return "<td>ok</td>"
 
 
@@ -290,9 +325,11 @@ def results_html(result: SearchResult, current: int | None = None) -> str:
     elif current is None:
         tail += ("<p class='explorer-note'>The sidebar's layout now is not in the table: the "
                  "search pruned it, did not reach it, or it is outside the space searched.</p>")
+    where = (f"<p class='explorer-note explorer-where'>Compiled "
+             f"{html.escape(where_text(result.stats))}.</p>")
     if not result.candidates:
-        return "<p>No candidate was evaluated (the search stopped before the first).</p>"
-    return ("<div class='explorer-table-wrap'><table class='explorer-table'><tr><th>#</th>"
+        return f"{where}<p>No candidate was evaluated (the search stopped before the first).</p>"
+    return (f"{where}<div class='explorer-table-wrap'><table class='explorer-table'><tr><th>#</th>"
             "<th>layout (mesh: rules or specs)</th>"
             "<th title='bounds: communication fully overlapped – nothing overlapped'>"
             "predicted step</th><th>memory / device</th><th>collectives / device</th>"
@@ -438,6 +475,14 @@ class SuggestView(BackgroundTab):
         self.budget_w = w.Text(value=DEFAULT_BUDGET_S, description="budget (s)",
                                placeholder="empty: no limit", continuous_update=False,
                                layout=w.Layout(width="190px"))
+        self.cluster_w = w.Text(value="", description="cluster",
+                                placeholder="empty: this machine", continuous_update=False,
+                                layout=w.Layout(width="300px"))
+        cluster_note = w.HTML(
+            "<span class='explorer-note'>or a Ray cluster's address: the HOST:PORT "
+            "<code>ray start --head</code> printed, ray://HOST:PORT, auto (the cluster this "
+            "machine is in) or local; its nodes need jax and the cluster extra "
+            "(docs/search.md)</span>")
         self.start_w = w.Button(description="Start search", icon="play", button_style="primary",
                                 layout=w.Layout(width="140px"))
         self.cancel_w = w.Button(description="Cancel", icon="stop", disabled=True,
@@ -476,6 +521,7 @@ class SuggestView(BackgroundTab):
         self.widget = w.VBox([
             intro, w.HTML("<b>What to search</b>"), self.space_w,
             w.HBox([self.chosen_label, self.chosen_w]), self.shapes_w,
+            w.HBox([self.cluster_w, cluster_note]),
             w.HBox([self.budget_w, self.start_w, self.cancel_w]), self.message,
             w.HBox([self.bar, self.progress_w]), self.summary, self.table, self.apply_box,
             self.plot_box, self.why])
@@ -535,18 +581,22 @@ class SuggestView(BackgroundTab):
             return
         self._say("")
         budget = parse_budget(self.budget_w.value)
+        cluster = parse_cluster(self.cluster_w.value)
         try:
             source, request = self._snapshot()
         except ExplorerError as e:
             raise InputError(f"fix the sidebar first: {e}") from None
         job = make_job(source, request, self.space_w.value, self.chosen_w.value,
-                       self.shapes_w.value, budget)
+                       self.shapes_w.value, budget, cluster)
         self.job, self.progress = job, None
         self._cancel = cancel = threading.Event()
         self.start_w.disabled, self.cancel_w.disabled = True, False
         self.bar.layout.visibility = "visible"
         self.bar.value, self.bar.max, self.bar.bar_style = 0, 1, "info"
         self.progress_w.value = f"starting: {html.escape(job.describe())}"
+        if cluster is not None:      # connecting and the nodes' check come before any compile
+            self.progress_w.value += (" · connecting to the cluster and checking that its "
+                                      "nodes can compile…")
         self._start_thread(self._run, (job, cancel), "explorer-search")
 
     def cancel(self) -> None:

@@ -211,6 +211,7 @@ def test_cancel_stops_the_search_before_the_end(mlp_app):
     assert stats.distinct - stats.not_evaluated < stats.distinct
     assert "cancelled: evaluated" in view.progress_w.value
     assert "cancelled" in unescape(view.summary.value)
+    assert "Compiled on this machine's worker pool." in unescape(view.table.value)
     assert not view.start_w.disabled and view.cancel_w.disabled
 
 
@@ -240,14 +241,19 @@ def test_an_edit_during_the_search_leaves_it_on_the_request_it_started_with(mlp_
     assert "Edits made since Start do not change this result" in view.summary.value
 
 
+def refused(view, box, text: str) -> str:
+    """Type `text` into `box` and press Start: no search starts; the tab's message."""
+    box.value = text
+    view.start_w.click()
+    assert not view.running and view.job is None
+    return unescape(view.message.value)
+
+
 def test_bad_input_gives_one_message_in_the_tab(mlp_app):
     app = mlp_app
     view = open_tab(app)
     for text in ("soon", "-3", "0", "nan", "inf", "1e400"):
-        view.budget_w.value = text
-        view.start_w.click()
-        assert not view.running and view.job is None
-        assert unescape(view.message.value) == (
+        assert refused(view, view.budget_w, text) == (
             f"budget {text!r} is not a positive number of seconds; type e.g. 60, or leave it "
             "empty for no limit")
     # An error in the sidebar: nothing is searched until it is fixed.
@@ -268,6 +274,14 @@ def test_bad_input_gives_one_message_in_the_tab(mlp_app):
     view.apply_w.disabled = False
     view.apply_w.click()
     assert unescape(view.message.value) == "no candidate to apply: run a search first"
+
+
+def test_a_cluster_box_that_is_not_a_ray_address_gives_one_message_and_no_search(mlp_app):
+    view = open_tab(mlp_app)
+    for text in ("head", "head:port", "127.0.0.2:0", "127.0.0.2:70000", "two words:6379"):
+        assert refused(view, view.cluster_w, text) == (
+            f"cluster {text!r} is not a Ray address: give 'HOST:PORT', 'ray://HOST:PORT', "
+            "'auto' or 'local', or leave the box empty to compile on this machine")
 
 
 def test_a_failed_candidate_is_a_row_with_its_error():
