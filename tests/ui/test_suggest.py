@@ -308,3 +308,25 @@ def test_a_failed_candidate_is_a_row_with_its_error():
     # The first line of the error in the row, all of it on hover, escaped.
     assert "failed: CompileError: no memory for &lt;this&gt;</td>" in rows[1][2]
     assert "title='CompileError: no memory for &lt;this&gt;\nmore'" in rows[1][2]
+
+
+def test_a_search_on_a_cluster_says_where_and_which_candidates_were_sent_again():
+    from dataclasses import replace
+
+    from explorer._search.connect import ClusterSize
+    from explorer._search.result import Candidate, CandidateStatus, SearchResult, SearchStats
+    from explorer.spec.mesh import parse_mesh
+    from explorer.ui.suggest import results_html
+
+    mesh = parse_mesh("data=2,model=4")
+    once = Candidate("data=2,model=4: batch=data", mesh, "batch=data", {}, {},
+                     CandidateStatus.OK, seconds=2e-6, memory_bytes=1024, fits=True)
+    again = replace(once, label="data=2,model=4: mlp=model", rules="mlp=model", seconds=3e-6,
+                    retries=2)
+    stats = SearchStats(2, 0, 0, 2, 2, 0, 0, 0, 0, 0, 1.0, "complete", True,
+                        cluster="127.0.0.1:6390", cluster_size=ClusterSize(2, 4), retried=1)
+    page = results_html(SearchResult("mlp", "rules", "h100-8", "t", (once, again), (once,),
+                                     None, stats))
+    assert "Compiled on the Ray cluster at 127.0.0.1:6390, 2 nodes, 4 CPUs." in page
+    cells = re.findall(r"<td>([^<]*)</td></tr>", page)
+    assert cells == ["ok", "ok (sent again 2× after its Ray worker was lost)"]
