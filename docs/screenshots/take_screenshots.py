@@ -2,10 +2,11 @@
 one, and the app on a Flax NNX model.
 
 Run by hand:  PYTHONPATH=. .venv/bin/python docs/screenshots/take_screenshots.py \
-                  [small|large|flax|hlo|suggest|gpu|tpu]
+                  [small|large|flax|hlo|suggest|gpu|tpu|share]
 
 Each scenario is a one-cell notebook served by Voila and driven in headless Chromium (Debian's
-/usr/bin/chromium, through Playwright), as tests/ui/test_app_browser.py does.
+/usr/bin/chromium, through Playwright), as tests/ui/test_app_browser.py does; `share` opens the
+Voila app itself (notebooks/app.ipynb) by a link, as tests/ui/test_share_browser.py does.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
+from explorer import AppState, Exploration
 from explorer.ui.editors import css_name
 from explorer.ui.serve import free_port, one_cell_notebook, voila_command
 
@@ -100,7 +102,8 @@ MARKERS = {
 }
 
 
-def serve(nb: Path):
+def serve(nb: Path | None):
+    """Voila on `nb` (the app notebook when None) on a free port; the process and its URL."""
     port = free_port()
     proc = subprocess.Popen(voila_command(port, notebook=nb), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
@@ -116,9 +119,9 @@ def serve(nb: Path):
     return proc, url
 
 
-def shoot(page, name: str) -> None:
+def shoot(page, name: str, full_page: bool = True) -> None:
     time.sleep(1.5)                      # plotly's transitions
-    page.screenshot(path=str(HERE / f"{name}.png"), full_page=True)
+    page.screenshot(path=str(HERE / f"{name}.png"), full_page=full_page)
     print("wrote", HERE / f"{name}.png", flush=True)
 
 
@@ -222,6 +225,45 @@ Explorer(workload="transformer_train", mesh="data=2,model=4", preset="fsdp_tp",
 """
 
 
+# Issue 21's evidence at desktop size, on the Voila app opened by a link to the 12-layer train
+# step (LARGE's request) on its Memory tab: memory over the program, Copy as code, Share.
+SHARED = Exploration(mesh="data=4,model=4", workload="transformer_train", preset="fsdp_tp",
+                     params={"layers": 12, "d_model": 256, "d_ff": 1024, "seq": 128},
+                     target="h100-8x2", app=AppState(tab="Memory"))
+
+
+def share_scenario() -> None:
+    """The memory curve, the Copy as code view and the Share section, each as a 1600x1000
+    window shows it."""
+    proc, url = serve(None)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(f"{url}?exploration={SHARED.to_link()}", timeout=600_000)
+            page.wait_for_selector(".explorer-status:has-text('●')", timeout=600_000)
+            curve = page.locator(".explorer-memory .js-plotly-plot").filter(
+                has=page.locator(".gtitle", has_text="memory over the program"))
+            curve.wait_for(state="visible", timeout=120_000)
+            curve.evaluate("e => { e.scrollIntoView({block: 'start'}); window.scrollBy(0, -20); }")
+            shoot(page, "memory-curve", full_page=False)
+            page.get_by_text("HLO", exact=True).click()
+            page.locator(MARKERS["HLO"]).first.wait_for(state="visible", timeout=120_000)
+            page.locator(".explorer-app button", has_text="Copy as code").click()
+            code = page.locator(".explorer-code textarea")
+            page.wait_for_function("() => document.querySelector('.explorer-code textarea')"
+                                   ".value.includes('jax.make_mesh')", timeout=60_000)
+            code.scroll_into_view_if_needed()
+            shoot(page, "copy-as-code", full_page=False)
+            page.locator(".explorer-share a.explorer-share-link").wait_for(timeout=60_000)
+            page.locator(".explorer-share").evaluate("e => e.scrollIntoView({block: 'center'})")
+            shoot(page, "share", full_page=False)
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def main(which: list[str]) -> None:
     if "small" in which:
         scenario("small", SMALL, "", TABS, collective=0, compare_edit=("w1", 0))
@@ -243,10 +285,12 @@ def main(which: list[str]) -> None:
     if "tpu" in which:
         scenario("tpu", ON_TARGET.replace("TARGET", "tpu-v5e-2x4"), "tpu-",
                  ["Collectives", "Memory"], collective=0)
+    if "share" in which:
+        share_scenario()
     if "flax" in which:
         scenario("flax", FLAX, "flax-", ["Collectives", "Memory"], collective=0,
                  open_section="parameters / layers.3")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["small", "large", "flax", "hlo", "suggest"])
+    main(sys.argv[1:] or ["small", "large", "flax", "hlo", "suggest", "share"])

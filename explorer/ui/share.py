@@ -99,30 +99,32 @@ def share_html(e: Exploration, path: str | None) -> str:
                 f"<div class='explorer-note explorer-share-function'>A link does not carry "
                 f"{what} or its inputs: the file keeps their specs; open it with "
                 "<code>explorer.load_exploration(path).analyze(fn, *inputs)</code>.</div>")
-    query = f"?{QUERY_KEY}={e.to_link()}"
-    tensor = f", tensor <code>{html.escape(e.app.tensor)}</code>" if e.app.tensor else ""
+    tensor = (f", with <code>{html.escape(e.app.tensor)}</code> picked in Placement"
+              if e.app.tensor else "")
     opens = (f"<div class='explorer-note'>Opens the app on this request and target, the "
              f"<b>{html.escape(e.app.tab)}</b> tab{tensor}.</div>")
+    query = f"?{QUERY_KEY}={e.to_link()}"
     if path is None:
-        return (f"<div class='explorer-share-head'><b>Share</b> · {download}</div>"
-                "<div class='explorer-note'>Append to the Voila app's URL "
-                "(<code>sharding-explorer app</code>):</div>"
-                f"<code class='explorer-share-url'>{html.escape(query)}</code>{opens}")
-    href = urllib.parse.quote(path, safe="/") + query
-    return (f"<div class='explorer-share-head'><b>Share</b> · <a class='explorer-share-link' "
-            f"href='{html.escape(href, quote=True)}' target='_blank'>🔗 Link to this "
-            f"exploration</a> · {download}</div>"
-            "<div class='explorer-note'>Copy the link's address, or this path on the app's "
-            "server:</div>"
-            f"<code class='explorer-share-url'>{html.escape(href)}</code>{opens}")
+        link, text = "", query
+        how = "Append to the Voila app's URL (<code>sharding-explorer app</code>):"
+    else:
+        text = urllib.parse.quote(path, safe="/") + query
+        link = (f"<a class='explorer-share-link' href='{html.escape(text, quote=True)}' "
+                "target='_blank'>Link to this exploration</a> · ")
+        how = "Copy the link's address (right-click it), or this path after the server's address:"
+    return (f"<div class='explorer-share-head'><b>Share</b> · {link}{download}</div>"
+            f"<div class='explorer-note'>{how}</div>"
+            f"<code class='explorer-share-url'>{html.escape(text)}</code>{opens}")
 
 
 STYLE = """<style>
-.explorer-share { font-size: 12px; line-height: 1.5; border-top: 1px solid #ddd;
-  padding-top: 4px; margin-top: 4px; }
+.explorer-share { font-size: 12px; border-top: 1px solid #ddd; padding-top: 4px;
+  margin-top: 4px; }
+.explorer-share .widget-html-content { line-height: 1.4; }
+.explorer-share a { color: #1d4ed8; text-decoration: underline; }
 .explorer-share code.explorer-share-url { display: block; user-select: all; font-size: 11px;
-  word-break: break-all; max-height: 4.6em; overflow-y: auto; background: #f6f8fa;
-  padding: 2px 4px; }
+  line-height: 1.3; word-break: break-all; max-height: 5.3em; overflow-y: auto;
+  background: #f6f8fa; padding: 2px 4px; }
 .explorer-share .explorer-share-stale { color: #92400e; }
 </style>"""
 
