@@ -397,4 +397,4 @@ class GraphView:
                     "read (tick \"why is it laid out so?\" in the Placement tab) or none of its "
                     "ops is in this graph",)
         return (f"in orange: the path {self.path_tensor}'s layout came along (the Placement "
-                f"tab's why), {len(self.path)} nodes",)
+                f"tab's why), {len(self.path)} node{'s' if len(self.path) != 1 else ''}",)

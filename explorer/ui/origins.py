@@ -7,20 +7,52 @@ that draws the path those sentences name on the HLO tab's dataflow graph (explor
 from __future__ import annotations
 
 import html
+import re
+from collections import Counter
 
 import ipywidgets as w
 
 from explorer.report.report import Report
+from explorer.spec.tensor import format_spec
+from explorer.ui.views import short_op
+from explorer.ui.why import code_spans
+
+
+def _file_of(source: str) -> str:
+    """The file of `file.py:12` or of a notebook's `In [3], line 2`."""
+    m = re.fullmatch(r"(.*), line \d+", source) or re.fullmatch(r"(.*):\d+", source)
+    return m.group(1) if m else ""
+
+
+def home_file(report: Report, tensor: str) -> str:
+    """The file a sentence's bare `line N` is in: the tensor's own (an intermediate's), else the
+    one most of the program's tensors come from (as explorer.report.origins chooses it)."""
+    own = _file_of(report.tensor(tensor).source)
+    if own:
+        return own
+    files = Counter(f for t in report.tensors if (f := _file_of(t.source)))
+    return files.most_common(1)[0][0] if files else ""
 
 
 def origins_html(report: Report, tensor: str) -> str:
-    """`tensor`'s origins in `report` as escaped HTML: each sentence on its line, or the note
-    in grey when there are none."""
-    origins = report.tensor(tensor).origins
+    """`tensor`'s origins in `report` as escaped HTML: a heading naming it, its layout and the
+    file its lines are in, then each sentence on its line (names as code); or the note in grey
+    when there are none."""
+    info = report.tensor(tensor)
+    origins = info.origins
     if not origins.dims:
         return f"<div class='explorer-note'>{html.escape(origins.note)}</div>"
-    lines = "".join(f"<li>{html.escape(line)}</li>" for line in origins.text.splitlines())
-    return f"<ul class='explorer-origins'>{lines}</ul>"
+    e = html.escape
+    made = f" ({e(short_op(info.op_name))} at {e(info.source)})" if info.source else ""
+    home = home_file(report, tensor)
+    layout = format_spec(info.spec) if info.spec is not None else info.sharding
+    lines_in = (f" · <span class='explorer-note'>“line N” below is a line of "
+                f"<code>{e(home)}</code></span>"
+                if home and re.search(r"\bline \d", origins.text) else "")
+    head = (f"<div class='explorer-origins-head'><b>Why <code>{e(tensor)}</code> is laid out "
+            f"<code>{e(layout)}</code></b>{made}{lines_in}</div>")
+    lines = "".join(f"<li>{code_spans(line)}</li>" for line in origins.text.splitlines())
+    return f"{head}<ul class='explorer-origins'>{lines}</ul>"
 
 
 class OriginsPanel:
@@ -35,12 +67,13 @@ class OriginsPanel:
         self.ask.observe(lambda c: on_toggle(c["new"]), "value")
         self.on_graph = w.Checkbox(value=False, indent=False,
                                    layout=w.Layout(width="auto", display="none"),
-                                   description="show this path on the dataflow graph (HLO tab)")
+                                   description="and show its path on the HLO tab's dataflow graph")
         self.on_graph.observe(lambda c: on_graph(c["new"]), "value")
         self.on_graph.add_class("explorer-origin-path")
         self.text = w.HTML()
         self._tensor: str | None = None         # the tensor drawn last
-        self.widget = w.VBox([self.ask, self.text, self.on_graph])
+        # The two boxes on one line: the second is found where the question is asked.
+        self.widget = w.VBox([w.HBox([self.ask, self.on_graph]), self.text])
         self.widget.add_class("explorer-origins-panel")
 
     def draw(self, report: Report, tensor: str, result: int) -> None:

@@ -398,7 +398,7 @@ def confirm(candidate: Candidate, report: Report, index: int, result: Report,
 # ------------------------------------------------------------------------ the panel
 
 
-def _code_spans(text: str) -> str:
+def code_spans(text: str) -> str:
     """The reason's text with its `backticked` names as code."""
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
 
@@ -416,7 +416,7 @@ def why_html(report: Report, index: int) -> str:
         reason = "<p><i>No reason was read for this collective.</i></p>"
     else:
         reason = (f"<p><span class='explorer-reason' title='reason code'>{e(c.why.reason)}"
-                  f"</span> {_code_spans(c.why.text)}</p>")
+                  f"</span> {code_spans(c.why.text)}</p>")
     return f"<div class='explorer-why'>{head}{where}{code}{reason}</div>"
 
 

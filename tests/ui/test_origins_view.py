@@ -33,8 +33,8 @@ def shown_lines(app) -> list[str]:
     """The origins panel's text as the user reads it, one entry per line."""
     body = app.origins.text.value
     items = re.findall(r"<li>(.*?)</li>", body)
-    if items:
-        return [unescape(i) for i in items]
+    if items:       # names are set as code: read back as the sentences write them, `x`
+        return [unescape(re.sub(r"</?code>", "`", i)) for i in items]
     text = unescape(re.sub(r"<[^>]+>", "", body)).strip()
     return [text] if text else []
 
@@ -63,6 +63,12 @@ def test_asking_why_recompiles_and_shows_the_picked_tensors_sentences():
             f"dim 0 split over `data` because input `x` is, through `dot_general` at line {line}",
             f"dim 1 split over `model` because input `w1` is, through `dot_general` at line "
             f"{line}"]
+        # Headed by the tensor, its layout and where it was made; and its bare line numbers
+        # are said to be lines of this file.
+        text = unescape(re.sub(r"<[^>]+>", "", app.origins.text.value))
+        here = f"tests/ui/test_origins_view.py:{line}"
+        assert text.startswith(f"Why {name} is laid out data,model (dot_general at ")
+        assert f"{here})" in text and "“line N” below is a line of " in text
         assert f"data-result='{app.result_id}'" in app.origins.text.value
     finally:
         app.close()
