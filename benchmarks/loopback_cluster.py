@@ -49,8 +49,26 @@ START_TIMEOUT_S = 300.0                  # one `ray start`, on a loaded machine
 # imports much of Ray), and then aborts the node; on a machine whose cores are busy with other
 # work that can take longer, so a node that failed to start is started again.
 START_ATTEMPTS = 5
+# ...but not at once: a start retried at once meets the same busy cores (CI's test workers and
+# their compiles) and fails the same way (the tests' setup errors seen under load). A retry
+# waits first, up to QUIET_WAIT_S, for the one-minute load average to fall to
+# QUIET_LOAD_PER_CPU per core; a longer wait, never more work at once.
+QUIET_WAIT_S = 180.0
+QUIET_LOAD_PER_CPU = 1.5
+# (Starting the nodes at a raised priority, `nice -n -10` as root, was tried and does not help:
+# each node is a session of its own, and with the kernel's autogroups on, a session competes with
+# the others as one group whatever its processes' niceness; the agent still got a tenth of a core.)
 # Processes a raylet starts that are not workers (they run no task).
 AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+
+
+def wait_for_quiet(limit_s: float = QUIET_WAIT_S) -> None:
+    """Wait until this machine's one-minute load average is at most QUIET_LOAD_PER_CPU per
+    core, or `limit_s` seconds have passed."""
+    deadline = time.monotonic() + limit_s
+    busy = QUIET_LOAD_PER_CPU * (os.cpu_count() or 1)
+    while os.getloadavg()[0] > busy and time.monotonic() < deadline:
+        time.sleep(5)
 
 
 def free_port() -> int:
@@ -111,6 +129,10 @@ class LoopbackCluster:
         self.token_path.write_text(secrets.token_hex(32))
         self.port = free_port()
         self.nodes: list[Node] = []
+        # The last octet of the last address given to a node. A stopped node's address is not
+        # given again: the head may list the stopped node as alive for a while, and the two
+        # would be one address in what it reports.
+        self._octet = int(HEAD_IP.rsplit(".", 1)[1])
         try:
             self.nodes.append(self._start(HEAD_IP, cpus, head=True))
             for _ in range(1, nodes):
@@ -128,17 +150,21 @@ class LoopbackCluster:
         return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token_path)}
 
     def add_node(self, cpus: int = 1, env: dict[str, str] | None = None) -> Node:
-        """One more node, on the next loopback address; `env` adds to its environment (its
-        workers inherit it)."""
-        ip = f"127.0.0.{2 + len(self.nodes)}"
+        """One more node, on the next loopback address not given before; `env` adds to its
+        environment (its workers inherit it)."""
+        self._octet += 1
+        ip = f"127.0.0.{self._octet}"
         node = self._start(ip, cpus, head=False, env=env or {})
         self.nodes.append(node)
         return node
 
     def _start(self, ip: str, cpus: int, head: bool, env: dict[str, str] | None = None) -> Node:
-        """`ray start` the node, again (on fresh ports) when it failed (START_ATTEMPTS)."""
+        """`ray start` the node, again (on fresh ports, once the machine is quieter) when it
+        failed (START_ATTEMPTS)."""
         failure = ""
-        for _ in range(START_ATTEMPTS):
+        for attempt in range(START_ATTEMPTS):
+            if attempt:
+                wait_for_quiet()
             if head:
                 self.port = free_port()
             node, failure = self._start_once(ip, cpus, head, env or {})
