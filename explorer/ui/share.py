@@ -99,10 +99,11 @@ def share_html(e: Exploration, path: str | None) -> str:
                 f"<div class='explorer-note explorer-share-function'>A link does not carry "
                 f"{what} or its inputs: the file keeps their specs; open it with "
                 "<code>explorer.load_exploration(path).analyze(fn, *inputs)</code>.</div>")
-    tensor = (f", with <code>{html.escape(e.app.tensor)}</code> picked in Placement"
-              if e.app.tensor else "")
-    opens = (f"<div class='explorer-note'>Opens the app on this request and target, the "
-             f"<b>{html.escape(e.app.tab)}</b> tab{tensor}.</div>")
+    # Plain text, no element of its own around a name: a page's tab or tensor is found by its
+    # exact text (a tab title in <b> would be a second "Memory" on the page).
+    tensor = f", with {html.escape(e.app.tensor)} picked in Placement" if e.app.tensor else ""
+    opens = (f"<div class='explorer-note'>Opens the app on this request and target, on its "
+             f"{html.escape(e.app.tab)} tab{tensor}.</div>")
     query = f"?{QUERY_KEY}={e.to_link()}"
     if path is None:
         link, text = "", query
