@@ -36,6 +36,7 @@ from explorer._search.result import Candidate as SearchCandidate
 from explorer.api.exploration import Exploration, load
 from explorer.api.request import check_inputs, check_mesh, check_partitioner, check_target
 from explorer.api.targeting import CompileFor, check_compile_for
+from explorer.compile.pool import default_pool
 from explorer.cost.hardware import get_target, targets
 from explorer.errors import (
     ExplorerError,
@@ -699,7 +700,10 @@ class App:
                 return
             took = time.perf_counter() - started
             if generation == self._generation:
-                self._set_status(f"◌ compiling… {took:.1f} s")
+                # "starting a compile worker for 8 devices" while a worker's jax loads (the
+                # first compile, or the first after an idle worker was closed), else compiling.
+                activity = (self.pool or default_pool()).activity()
+                self._set_status(f"◌ {activity}… {took:.1f} s")
             elif self._scheduler.waiting:
                 self._set_status(f"◌ compiling an earlier edit… {took:.1f} s; the latest "
                                  "compiles next (one compile for the edits made meanwhile)")
