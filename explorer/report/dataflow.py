@@ -222,7 +222,8 @@ def _nodes_and_edges(report: Report, module: HloModule):
     """All nodes of the entry computation and their direct producers, plumbing collapsed.
 
     An entry parameter is labelled by its tensor's name (`l3.wq`), not by the path jax gave its
-    argument (`state[4]`); so is an op that only re-lays out one input (a copy of `state[4]`)."""
+    argument (`state[4]`); so is an op that only re-lays out one input (a copy of `state[4]`, or
+    a copy of that copy, as a donated input gets)."""
     entry = module.computations.get(module.entry, [])
     names = input_names(report)
     by_comp = {(c.computation, c.hlo_name): i for i, c in enumerate(report.collectives)}
@@ -230,6 +231,9 @@ def _nodes_and_edges(report: Report, module: HloModule):
     nodes: list[Node] = []
     preds: list[list[int]] = []
     root_sources: tuple[int, ...] = ()
+    # The input tensor each input node is, or each op re-lays out (a copy of a copy of a
+    # donated parameter is still that parameter).
+    tensor_of: dict[int, str] = {}
     for instr in entry:
         sources: list[int] = []
         for o in instr.operands:
@@ -248,10 +252,12 @@ def _nodes_and_edges(report: Report, module: HloModule):
                 if number.isdigit() and int(number) < len(names) and \
                         not instr.shape.startswith("("):
                     node = replace(node, label=names[int(number)])
+                tensor_of[len(nodes)] = node.label
             elif node.role == NodeRole.OP and "/" not in node.op_name and len(sources) == 1 \
-                    and nodes[sources[0]].role == NodeRole.INPUT:
+                    and sources[0] in tensor_of:
                 # jax names such an op by the argument's path: say which tensor it is.
-                node = replace(node, label=f"{node.kind} of {nodes[sources[0]].label}")
+                node = replace(node, label=f"{node.kind} of {tensor_of[sources[0]]}")
+                tensor_of[len(nodes)] = tensor_of[sources[0]]
             nodes.append(node)
             preds.append(sources)
         if instr.is_root:
