@@ -7,22 +7,28 @@ to import), so that every candidate it compiles shows that the caller's explorer
 it. Its compiles of the user function below are slow (it sleeps while traced there), so that a
 compile is surely running on it when the fault test kills its workers.
 
-The ranking on the cluster equals the local search's; killing the second node's workers in the
-middle of a search loses no candidate; progress and cancel work as they do locally; a client
-without the cluster's token, and a node without jax, each get one message saying what to do.
+The ranking on the cluster equals the local search's, through the API and through the Suggest
+tab's cluster box; killing the second node's workers in the middle of a search loses no
+candidate; progress and cancel work as they do locally, in the API and in the tab; a client
+without the cluster's token, a node without jax and a node whose check never answers each get
+one message saying what to do.
 """
 
 import os
+import re
 import sys
 import threading
 import time
+from html import unescape
 from importlib.metadata import version
 from pathlib import Path
 
+import psutil
 import pytest
 
 import explorer
 from explorer import CandidateStatus, SearchPhase, StopReason, TensorSpec
+from explorer._search.cluster import RayRunner
 from explorer._search.connect import reread_auth
 from explorer.errors import ExplorerError
 
@@ -39,6 +45,10 @@ X, W = TensorSpec("x", (256, 64)), TensorSpec("w", (64, 64))
 FUNCTION = dict(mesh="data=2,model=4", target="h100-8", compile_for="cpu", tensors=["x"],
                 mesh_shapes=False, prune=False)
 SLOW_S = 4.0          # how long each trace of the function sleeps on the second node
+# The Suggest tab's program: a small MLP (a fraction of a second a compile), on its target.
+TAB = dict(mesh="data=2,model=4", target="h100-8", params={"batch": 64, "d_model": 64,
+                                                           "d_ff": 256})
+TAB_WAIT_S = 900      # the tab's searches end well within this
 
 
 def matmul_then_relu(x, w):
@@ -81,6 +91,26 @@ def local_mlp():
 @pytest.fixture(scope="module")
 def local_function():
     return explorer.search(matmul_then_relu, X, W, **FUNCTION)
+
+
+@pytest.fixture
+def suggest_tab():
+    """The app's Suggest tab on the small MLP, shown."""
+    pytest.importorskip("ipywidgets")
+    pytest.importorskip("plotly")
+    from explorer.ui import Explorer
+    from explorer.ui.app import TAB_TITLES
+
+    app = Explorer(workload="mlp", debounce=None, **TAB)
+    app.tabs.selected_index = TAB_TITLES.index("Suggest")
+    yield app.suggest
+    app.close()
+
+
+def _tab_rows(view) -> list[str]:
+    """The labels of the tab's results table, top to bottom."""
+    return [unescape(label) for label in re.findall(r"<tr class='[^']*' data-label='([^']*)'>",
+                                                    view.table.value)]
 
 
 def _table(result):
@@ -168,6 +198,51 @@ def test_a_cancel_stops_a_search_on_the_cluster(cluster):
     assert s.compiled + s.failed + s.not_evaluated == s.distinct
 
 
+def test_the_suggest_tabs_cluster_box_ranks_as_the_local_search(cluster, suggest_tab):
+    view = suggest_tab
+    view.chosen_w.value = ["batch", "mlp"]
+    view.budget_w.value = ""
+    view.cluster_w.value = f"  {cluster.address} "        # pasted with spaces around it
+    view.start_w.click()
+    assert view.wait(TAB_WAIT_S), "the search did not end"
+    assert view.message.value == "", unescape(view.message.value)
+    local = explorer.search("mlp", names=["batch", "mlp"], **TAB)
+    # The bounds prune none of this space, so that which candidates compile does not depend on
+    # how many compile at once (two on the cluster, one here) and the two tables can be equal.
+    assert local.stats.pruned_bound == local.stats.pruned_memory == 0
+    assert _tab_rows(view) == [c.label for c in local.candidates]
+    assert view.result.stats.cluster == cluster.address
+    assert view.result.stats.compiled == local.stats.distinct
+    table = unescape(view.table.value)
+    assert f"Compiled on the Ray cluster at {cluster.address}, 2 nodes, 2 CPUs." in table
+    assert f"compiled on the Ray cluster at {cluster.address}" in unescape(view.summary.value)
+    n = local.stats.distinct
+    assert view.bar.value == view.bar.max == n
+    assert view.progress_w.value.startswith(f"complete: evaluated {n} of {n}")
+
+
+def test_a_cancel_in_the_suggest_tab_stops_its_search_on_the_cluster(cluster, suggest_tab):
+    view = suggest_tab
+    view.budget_w.value = ""                   # no budget: only the cancel can stop it
+    view.cluster_w.value = cluster.address
+
+    def cancel_after_three(change):
+        if change["new"] >= 3:
+            view.cancel_w.click()              # as the user does, seeing 3 of N
+
+    view.bar.observe(cancel_after_three, "value")
+    view.start_w.click()
+    assert view.wait(TAB_WAIT_S), "the search did not end"
+    assert view.message.value == "", unescape(view.message.value)
+    s = view.result.stats
+    assert s.stopped is StopReason.CANCELLED and s.cluster == cluster.address
+    assert s.compiled >= 3 and s.not_evaluated > 0
+    assert s.compiled + s.failed + s.not_evaluated == s.distinct
+    assert len(_tab_rows(view)) == s.compiled
+    assert view.progress_w.value.startswith("cancelled: evaluated")
+    assert not view.start_w.disabled and view.cancel_w.disabled
+
+
 def test_a_client_without_the_clusters_token_is_told_how_to_give_it(cluster, monkeypatch):
     monkeypatch.delenv("RAY_AUTH_MODE")
     monkeypatch.delenv("RAY_AUTH_TOKEN_PATH")
@@ -198,3 +273,40 @@ def test_a_node_without_jax_stops_the_search_before_any_compile(cluster, tmp_pat
     assert f"jax=={version('jax')}" in message
     assert message.count("node 127.0.0.") == 1        # the two others can compile
     assert SearchPhase.COMPILE not in phases
+
+
+# After the node without jax: the head may still list that stopped node, which is then named
+# too, as not answering or as unschedulable; only the three nodes up now are asserted on.
+def test_a_node_whose_check_never_answers_fails_the_search_in_the_time_given(cluster,
+                                                                             tmp_path):
+    # This node's jax never finishes importing (as on a stalled file system), and says where.
+    hangs, marker = tmp_path / "hangs", tmp_path / "hung_pid"
+    (hangs / "jax").mkdir(parents=True)
+    (hangs / "jax" / "__init__.py").write_text(
+        f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(3600)\n")
+    node = cluster.add_node(cpus=1, env={"PYTHONPATH": str(hangs)})
+    try:
+        with pytest.raises(ExplorerError) as caught:
+            # Long enough for the two other nodes to answer on a loaded machine (a Ray worker,
+            # the explorer unpacked, jax imported: seconds each), far shorter than the default.
+            RayRunner(cluster.address, node_timeout=60)
+        # The check's interpreter there was stuck importing jax; it ends with the Ray worker
+        # the check killed, rather than sleeping on.
+        pid = int(marker.read_text())
+        hung = [psutil.Process(pid)] if psutil.pid_exists(pid) else []
+        _, alive = psutil.wait_procs(hung, timeout=60)
+        for p in alive:
+            p.kill()
+    finally:
+        cluster.stop_node(node)
+    message = str(caught.value)
+    assert message.startswith(f"cannot compile on the Ray cluster at '{cluster.address}': ")
+    assert ("node 127.0.0.5 did not answer within 60 s (its Ray workers could not start or "
+            "unpack the explorer, or importing the explorer and jax there did not finish; see "
+            "`ray status` and the node's Ray logs)") in message
+    assert "node 127.0.0.2" not in message and "node 127.0.0.3" not in message
+    assert f"pip install 'sharding-explorer[cluster]' jax=={version('jax')} on every node" \
+        in message
+    assert "\n" not in message
+    assert alive == []
