@@ -42,7 +42,7 @@ from explorer.spec.tensor import TensorSpec
 from explorer.workloads.registry import get_workload
 
 TARGET = "h100-4"
-H100_MEMORY = 80e9          # bytes per chip in the catalog
+H100_MEMORY = 84_942_979_072  # bytes an H100 80GB gives a program (79.11 GiB, as CUDA reports)
 
 
 class FailingRunner:
