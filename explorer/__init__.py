@@ -26,6 +26,7 @@ from explorer._search.capacity import BatchProbe as BatchProbe
 from explorer._search.capacity import CapacityResult as CapacityResult
 from explorer._search.capacity import PolicyCapacity as PolicyCapacity
 from explorer._search.capacity import largest_batch as largest_batch
+from explorer._search.connect import ClusterSize as ClusterSize
 from explorer._search.result import Candidate as Candidate
 from explorer._search.result import CandidateStatus as CandidateStatus
 from explorer._search.result import CollectiveCost as CollectiveCost
@@ -133,8 +134,8 @@ __all__ = [
     "Exploration", "AppState", "FunctionRef", "load_exploration",
     # strategy search
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
-    "CollectiveGroup", "Comparison", "Progress", "SearchStats", "SearchSpace", "SearchPhase",
-    "StopReason", "TimeSource",
+    "CollectiveGroup", "Comparison", "Progress", "SearchStats", "ClusterSize", "SearchSpace",
+    "SearchPhase", "StopReason", "TimeSource",
     # the largest batch that fits
     "largest_batch", "CapacityResult", "PolicyCapacity", "BatchProbe",
     # errors
