@@ -330,3 +330,14 @@ def test_a_search_on_a_cluster_says_where_and_which_candidates_were_sent_again()
     assert "Compiled on the Ray cluster at 127.0.0.1:6390, 2 nodes, 4 CPUs." in page
     cells = re.findall(r"<td>([^<]*)</td></tr>", page)
     assert cells == ["ok", "ok (sent again 2× after its Ray worker was lost)"]
+
+
+def test_the_search_compiles_for_what_the_sidebar_compiles_for(mlp_app):
+    # The sidebar's "compile on CPU devices" switch is the one explicit switch away from the
+    # target's own compiler; the tab's search must follow it like every other compile.
+    from explorer.ui.suggest import make_job
+    for cpu, want in ((False, "target"), (True, "cpu")):
+        mlp_app.cpu_w.value = cpu
+        source, request = mlp_app._search_snapshot()
+        job = make_job(source, request, "rules", (), False, None)
+        assert job.kwargs()["compile_for"] == want
