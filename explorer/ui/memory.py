@@ -22,7 +22,7 @@ import html
 import ipywidgets as w
 import plotly.graph_objects as go
 
-from explorer.report.report import BufferKind, Memory, MemoryTimeline, Report
+from explorer.report.report import Buffer, BufferKind, Memory, MemoryTimeline, Report
 from explorer.report.summary import human_bytes
 from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
 from explorer.ui.views import stamped
@@ -325,9 +325,19 @@ def timeline_figure(t: MemoryTimeline) -> go.FigureWidget:
     return fig
 
 
+def buffer_label(b: Buffer) -> str:
+    """A peak buffer's bar label: what it holds (dtype and shape), then the HLO value, then
+    the line of code that made it where known: 'float32[12,256,1024] while.85{2}
+    (models.py:142)'. The HLO name alone ('while.85{2}') says nothing to a newcomer; the
+    shape shows e.g. a scanned model's stacked layers."""
+    held = f"{b.dtype}[{','.join(map(str, b.shape))}] {b.name}"
+    return f"{held} ({b.source.rsplit('/', 1)[-1]})" if b.source else held
+
+
 def peak_buffers_figure(t: MemoryTimeline) -> go.FigureWidget:
     """The buffers live at the peak, largest first, one bar each, coloured by kind (one legend
-    entry per kind); past `_PEAK_BARS` the rest are counted in the title."""
+    entry per kind, shown even for one kind); past `_PEAK_BARS` the rest are counted in the
+    title."""
     shown = t.peak_buffers[:_PEAK_BARS]
     fig = FigureWidget()
     for kind in (*BufferKind, None):
@@ -335,7 +345,7 @@ def peak_buffers_figure(t: MemoryTimeline) -> go.FigureWidget:
         if not of_kind:
             continue
         name = str(kind) if kind is not None else "not in the assignment"
-        fig.add_bar(name=name, orientation="h", y=[b.name for b in of_kind],
+        fig.add_bar(name=name, orientation="h", y=[buffer_label(b) for b in of_kind],
                     x=[b.bytes for b in of_kind],
                     marker_color=KIND_COLOURS.get(kind, "#6b7280"),
                     customdata=[b.instruction for b in of_kind],
@@ -346,13 +356,14 @@ def peak_buffers_figure(t: MemoryTimeline) -> go.FigureWidget:
     top = max((b.bytes for b in shown), default=1) * 1.08
     ticks = binary_ticks(top)
     fig.update_layout(
-        height=120 + 22 * len(shown), width=820, margin=dict(l=160, r=20, t=40, b=50),
+        height=120 + 22 * len(shown), width=980, margin=dict(l=320, r=20, t=40, b=50),
         title="buffers live at the peak" + (f" (the {len(shown)} largest; {rest} more)"
-                                            if rest else ""),
+                                            if rest else "") + ", coloured by kind",
+        showlegend=True,
         xaxis=dict(title="bytes per device", range=[0, top], tickvals=ticks,
                    ticktext=[human_bytes(v) if v else "0" for v in ticks]),
         yaxis=dict(type="category", autorange="reversed",
-                   categoryorder="array", categoryarray=[b.name for b in shown]),
+                   categoryorder="array", categoryarray=[buffer_label(b) for b in shown]),
         legend=dict(orientation="v", x=1.02, y=1, yanchor="top", font=dict(size=11)))
     keep_state(fig)
     return fig

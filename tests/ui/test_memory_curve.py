@@ -77,6 +77,17 @@ def test_the_figures_follow_a_timeline_worked_out_by_hand():
     assert (fig[PEAK_TRACE].x[0], fig[PEAK_TRACE].y[0]) == (1, 6 * MIB)
     bars = traces(peak_buffers_figure(t))
     assert {name: (list(b.y), list(b.x), b.marker.color) for name, b in bars.items()} == {
-        "temporary": (["dot"], [3 * MIB], KIND_COLOURS[BufferKind.TEMPORARY]),
-        "argument": (["param"], [2 * MIB], KIND_COLOURS[BufferKind.ARGUMENT]),
-        "output": (["copy"], [MIB], KIND_COLOURS[BufferKind.OUTPUT])}
+        "temporary": (["float32[768,1024] dot"], [3 * MIB], KIND_COLOURS[BufferKind.TEMPORARY]),
+        "argument": (["float32[512,1024] param"], [2 * MIB], KIND_COLOURS[BufferKind.ARGUMENT]),
+        "output": (["float32[256,1024] copy"], [MIB], KIND_COLOURS[BufferKind.OUTPUT])}
+
+
+def test_a_peak_buffer_is_labelled_by_what_it_holds_and_one_kind_still_has_its_legend():
+    point = MemoryPoint(0, "while", 4 * MIB, 4 * MIB)
+    buffers = (Buffer("while.85{2}", 4 * MIB, (12, 256, 1024), "bfloat16", "while",
+                      source="explorer/workloads/models.py:142", kind=BufferKind.TEMPORARY),)
+    t = MemoryTimeline(points=(point,), arguments=0, outputs=0, constants=0, peak=point,
+                       peak_buffers=buffers)
+    fig = peak_buffers_figure(t)
+    assert list(fig.data[0].y) == ["bfloat16[12,256,1024] while.85{2} (models.py:142)"]
+    assert fig.layout.showlegend is True and fig.data[0].name == "temporary"
