@@ -9,6 +9,8 @@ the real topology through libtpu):
     .venv/bin/python benchmarks/published.py --fake           # every case on fake CPU devices
     .venv/bin/python benchmarks/published.py --attention plain   # no flash-kernel timing
     .venv/bin/python benchmarks/published.py --depth          # compile time against depth
+    .venv/bin/python benchmarks/published.py --only CASE --save DIR    # keep each Report
+    .venv/bin/python benchmarks/published.py --load DIR       # the tables of the cases kept
 
 Progress goes to stderr, the tables to stdout (docs/performance.md, "Predicted against
 published step times"). Nothing is fitted: the prediction is explorer's estimate with the
@@ -20,18 +22,19 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import pickle
 import statistics
 import sys
 import time
 from dataclasses import dataclass, field, replace
 
 import explorer
-from explorer.cost.hardware import format_bytes, get_target
+from explorer.cost.hardware import format_binary_bytes, get_target
 from explorer.cost.model import roofline_seconds
 from explorer.hlo.schedule import MATH_KINDS, StepKind, read_schedule
 from explorer.report.predict import with_target
 from explorer.report.provenance import compiled_by
-from explorer.report.report import TensorRole
 from explorer.workloads.models import TRANSFORMER_TRAIN
 
 MAXTEXT_COMMIT = "76bd53b0f"   # AI-Hypercomputer/maxtext, 2023-12-15: the tables and configs
@@ -300,8 +303,7 @@ class Prediction:
     compiled_on: str                # the Report's provenance, e.g. "compiled for 8 × NVIDIA ..."
     fits: bool | None               # the memory verdict: does one device's program fit its chip
     memory: str                     # that verdict in words, with the bytes
-    donated_fits: bool | None       # the same with the state donated, see donated_memory
-    donated: str
+    aliased: int | None             # bytes of the donated state the new state was written into
     parts: dict[str, float]         # compute seconds by kind, see compute_parts
     matmul_fraction: float | None   # of the chip's nominal peak the matmuls were timed at
 
@@ -330,11 +332,17 @@ def _compile_kwargs(case: Case, fake: bool) -> dict:
 
 
 def memory_verdict(report, refused: str = "") -> tuple[bool | None, str]:
-    """Whether the compiled program fits one chip of the case's target, and why, in words:
-    `refused` (the compiler's own out-of-memory message) or the Report's memory verdict where
-    the compiler stopped at its memory check, else the program's bytes per device (the
-    compiler's memory analysis) against the chip's HBM. Every published run fit, so the verdict
-    is right where it says it fits."""
+    """Whether the compiled program fits one chip of the case's target, and why, in words, each
+    side in its compiler's own terms (the train step's state donated, as a training loop
+    donates it; every published run fit, so the verdict is right where it says it fits):
+
+    - a TPU compile: libtpu's own memory check, which refuses a program over its available HBM
+      (`refused`, or the Report's memory verdict where it stopped there) and passes one under
+      it. The bytes of XLA's memory analysis (Memory.total) are shown beside it: they count the
+      temporaries' whole allocation and can exceed what libtpu accepted (`live` is the most
+      bytes live at one step, from the buffer assignment's live ranges);
+    - a GPU compile: Memory.total, the bytes XLA allocates, against the bytes CUDA gives a
+      program (`Chip.capacity`); XLA's GPU compiler checks nothing ahead of time."""
     verdict = report.memory_verdict
     if refused or (verdict is not None and not verdict.fits):
         message = refused or verdict.message.split("RESOURCE_EXHAUSTED: ")[-1]
@@ -342,32 +350,19 @@ def memory_verdict(report, refused: str = "") -> tuple[bool | None, str]:
     fit = report.estimate.memory
     if fit is None:
         return None, "no memory figure"
-    return fit.fits, (f"{format_bytes(fit.bytes)} of {format_bytes(fit.capacity)} "
-                      f"({fit.fraction:.0%}): {'fits' if fit.fits else 'does not fit'}")
+    shown = (f"{format_binary_bytes(fit.bytes)} of {format_binary_bytes(fit.capacity)} "
+             f"({fit.fraction:.0%})")
+    if report.ahead_of_time and report.backend.startswith("tpu"):
+        timeline = report.memory_timeline
+        live = (f", {format_binary_bytes(timeline.peak.bytes)} live at the peak"
+                if timeline is not None else "")
+        return True, f"fits: libtpu's memory check passed it; memory analysis {shown}{live}"
+    return fit.fits, f"{shown}: {'fits' if fit.fits else 'does not fit'}"
 
 
-def donated_memory(report, target: str) -> tuple[bool | None, str]:
-    """The program's bytes per device if its state were donated, against the chip's HBM.
-
-    explorer compiles the train step without donating its inputs, so the old params and
-    optimizer state stay live beside the new ones and Memory.total counts the state twice
-    (`aliased` is 0). A training loop donates them (MaxText's donate_argnums, PyTorch's
-    in-place optimizer step): the new state takes the old buffers. Then arguments +
-    temporaries + the outputs that are not state (the loss) is what one device holds, before
-    whatever in-place updates would save in temporaries too."""
-    m = report.memory
-    if m is None or report.memory_verdict is not None and not report.memory_verdict.fits:
-        return None, "—"
-    state = sum(t.bytes_per_device for t in report.tensors
-                if t.kind is TensorRole.INPUT and t.name not in ("tokens", "targets"))
-    held = m.arguments + m.temporaries + max(0, m.outputs - state)
-    capacity = get_target(target).chip.memory_bytes
-    fits = held <= capacity
-    return fits, (f"{format_bytes(held)} ({held / capacity:.0%}): "
-                  f"{'fits' if fits else 'does not fit'}")
-
-
-def predict(case: Case, fake: bool, timeout: float) -> Prediction:
+def compile_case(case: Case, fake: bool, timeout: float) -> tuple[object, float, str]:
+    """The case's Report priced on its target, the wall time of its compile, and libtpu's
+    refusal where the TPU compile refused it ("" otherwise)."""
     kw = _compile_kwargs(case, fake)
     start = time.perf_counter()
     fallback = ""
@@ -388,7 +383,26 @@ def predict(case: Case, fake: bool, timeout: float) -> Prediction:
     compile_s = time.perf_counter() - start
     # The matmuls run in compute_dtype; analyze_workload's target would take the dtype of the
     # largest input (the float32 params), whose peak an A100 quotes at 19.5 TFLOP/s.
-    report = with_target(report, case.target, dtype=case.params["compute_dtype"])
+    return with_target(report, case.target, dtype=case.params["compute_dtype"]), compile_s, fallback
+
+
+def saved_case(folder: str, case: Case) -> tuple[object, float, str] | None:
+    """What `--save` kept of the case in `folder`: (report, compile seconds, refusal), or None."""
+    path = os.path.join(folder, f"{case.name}.pickle")
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def predict(case: Case, fake: bool, timeout: float, save: str | None = None,
+            load: str | None = None) -> Prediction:
+    kept = saved_case(load, case) if load else None
+    report, compile_s, fallback = kept or compile_case(case, fake, timeout)
+    if save and kept is None:
+        os.makedirs(save, exist_ok=True)
+        with open(os.path.join(save, f"{case.name}.pickle"), "wb") as f:
+            pickle.dump((report, compile_s, fallback), f)
     est = report.estimate
     for note in est.notes:
         if "trip count could not be read" in note or "could not be timed" in note:
@@ -402,11 +416,11 @@ def predict(case: Case, fake: bool, timeout: float) -> Prediction:
         # after rematerialising what it could to fit.
         compiled_on += "; timed on the schedule the compiler stopped with at its memory check"
     fits, memory = memory_verdict(report, fallback)
-    donated_fits, donated = donated_memory(report, case.target)
+    aliased = report.memory.aliased if report.memory is not None else None
     nominal = get_target(case.target).chip.peak_flops.get(est.compute.peak_dtype)
     return Prediction(case, est.step_lower_seconds, est.step_upper_seconds,
                       est.step_trace_seconds, est.compute_seconds, est.comm_seconds, compile_s,
-                      compiled_on, fits, memory, donated_fits, donated,
+                      compiled_on, fits, memory, aliased,
                       compute_parts(report, case),
                       est.compute.peak_flops / nominal if nominal else None)
 
@@ -493,7 +507,6 @@ def target_check(preds: list[Prediction]) -> list[str]:
     beyond = [p.case.name for p in preds if p.error() is not None
               and abs(p.error()) > TARGET_MAX]
     wrong = [p.case.name for p in preds if p.fits is not True]
-    wrong_donated = [p.case.name for p in preds if p.donated_fits is not True]
 
     def met(ok: bool) -> str:
         return "met" if ok else "**not met**"
@@ -505,16 +518,13 @@ def target_check(preds: list[Prediction]) -> list[str]:
         f"{met(not beyond)}" + (f" ({', '.join(f'`{n}`' for n in beyond)})" if beyond else ""),
         f"- target memory verdict right on every case (each run fit): right on "
         f"{len(preds) - len(wrong)} of {len(preds)}, {met(not wrong)}"
-        + (f" (wrong: {', '.join(f'`{n}`' for n in wrong)})" if wrong else ""),
-        f"- (not the target) with the state donated: right on "
-        f"{len(preds) - len(wrong_donated)} of {len(preds)}"
-        + (f" (wrong: {', '.join(f'`{n}`' for n in wrong_donated)})" if wrong_donated else "")]
+        + (f" (wrong: {', '.join(f'`{n}`' for n in wrong)})" if wrong else "")]
 
 
 def table(preds: list[Prediction]) -> str:
     lines = ["| case | published | published step (s) | predicted step, trace (s) | "
              "error | full overlap .. none (s) | compute / comm (s) | compiled on | wall (s) "
-             "| memory per device (the run fit) | the same, state donated |",
+             "| memory per device, state donated (the run fit) | state held once (aliased) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in preds:
         c = p.case
@@ -522,7 +532,8 @@ def table(preds: list[Prediction]) -> str:
             f"| `{c.name}` | {c.quoted} | {c.published_s:.2f} | {_s(p.trace_s)} | "
             f"{_pct(p.error())} | {_s(p.lower_s)} .. {_s(p.upper_s)} | "
             f"{_s(p.compute_s)} / {_s(p.comm_s)} | {p.compiled_on} | {p.compile_s:.0f} | "
-            f"{p.memory} | {p.donated} |")
+            f"{p.memory} | "
+            f"{'—' if p.aliased is None else format_binary_bytes(p.aliased)} |")
     lines += ["", "Where the predicted step goes (seconds; compute split as `compute_parts` says, "
               "`exposed comm` = trace - compute):", "",
               "| case | published | matmul | attention kernel or scores | other compute "
@@ -629,6 +640,15 @@ def main() -> int:
                          "counted, as the compiled program does it")
     ap.add_argument("--depth", action="store_true", help="only the compile-time-vs-depth table")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per compile")
+    ap.add_argument("--save", metavar="DIR",
+                    help="pickle each case's Report to DIR/<case>.pickle, to read its buffers "
+                         "(top_buffers, memory_timeline) afterwards without compiling again")
+    ap.add_argument("--load", metavar="DIR",
+                    help="take each case's Report from what --save wrote to DIR where it is "
+                         "there, compiling only the others: the tables of runs made apart")
+    ap.add_argument("--partial", metavar="FILE",
+                    help="after each case, write the tables of the cases so far to FILE (a "
+                         "long run on a loaded machine keeps what it finished)")
     args = ap.parse_args()
     if args.depth:
         print(depth_table(args.timeout))
@@ -645,10 +665,13 @@ def main() -> int:
         where = ("fake CPU devices" if args.fake else case.topology if case.topology
                  else f"{case.target}, XLA's GPU compiler")
         log(f"[{i}/{len(cases)}] {case.name}: compiling on {case.mesh} ({where})")
-        p = predict(case, args.fake, args.timeout)
+        p = predict(case, args.fake, args.timeout, save=args.save, load=args.load)
         log(f"[{i}/{len(cases)}] {case.name}: published {case.published_s:.2f} s, predicted "
             f"{_s(p.trace_s)} s ({_pct(p.error())}), {p.compile_s:.0f} s")
         preds.append(p)
+        if args.partial:
+            with open(args.partial, "w") as f:
+                f.write(f"{sources(cases[:i])}\n\n{table(preds)}\n")
     print(sources(cases))
     print()
     print(table(preds))
