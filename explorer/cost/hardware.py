@@ -823,7 +823,10 @@ def _parse_gpu(name: str, m: re.Match) -> Target:
     if nodes > 1 and gpus != GPUS_PER_NODE:
         raise TargetError(f"{name!r}: multi-node targets use whole nodes of "
                           f"{GPUS_PER_NODE} GPUs, e.g. '{m['gpu']}-8x{nodes}'", target=name)
-    if gpus not in _GPU_SIZES or nodes < 1:
+    if nodes < 1:
+        raise TargetError(f"{name!r}: the node count must be at least 1, e.g. "
+                          f"'{m['gpu']}-8x2' for 2 nodes of {GPUS_PER_NODE} GPUs", target=name)
+    if gpus not in _GPU_SIZES:
         raise TargetError(f"{name!r}: a node has {GPUS_PER_NODE} GPUs; write "
                           f"'{m['gpu']}-G' with G in {choices(_GPU_SIZES)} or "
                           f"'{m['gpu']}-8xN' for N nodes", target=name)

@@ -464,6 +464,8 @@ def test_unknown_target_lists_names():
     assert "16x16" in str(e.value)
     with pytest.raises(TargetError, match="a node has 8 GPUs"):
         get_target("h100-16")
+    with pytest.raises(TargetError, match="'h100-8x0': the node count must be at least 1"):
+        get_target("h100-8x0")
 
 
 def test_mapping_that_does_not_fit_names_the_limit():
