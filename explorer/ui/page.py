@@ -1,14 +1,14 @@
 """The Voila app's page (notebooks/app.ipynb): the default app at once, replaced by the
 exploration its URL names (`?exploration=...`, explorer.api.exploration's `to_link`).
 
-The page is two cells because Voila runs the notebook in a preheated kernel before any page
-asks for it, and gives that kernel the page's query only through `voila.utils.get_query_string`,
-which waits until a page takes the kernel. The first cell builds and shows the default app
-(`AppPage(...)`), so a plain page load finds its first result ready; the second
-(`page.open_query()`) reads the query and, when it names an exploration, opens the app on it
-in the default's place. A link that cannot be opened (bad base64, hostile JSON, a user's
-function, which a link does not carry) leaves the default app working under one error line
-that says what was wrong.
+Voila runs the notebook in a preheated kernel before any page asks for it, so the notebook
+cannot know the page's URL. The page builds and shows the default app (`AppPage(...)`), so a
+plain page load finds its first result ready, and a hidden `PageLocation` widget
+(explorer.ui.location) which, once a page has drawn it, tells the kernel that page's path and
+query. Then, when the query names an exploration, the page opens the app on it in the
+default's place, saying on its top line meanwhile that it is opening the link. A link that
+cannot be opened (bad base64, hostile JSON, a user's function, which a link does not carry)
+leaves the default app working under one error line that says what was wrong.
 """
 
 from __future__ import annotations
@@ -23,19 +23,10 @@ import ipywidgets as w
 from explorer.api.exploration import from_link
 from explorer.errors import ExplorerError, InputError
 from explorer.ui.app import Explorer
+from explorer.ui.location import PageLocation
 from explorer.ui.share import QUERY_KEY
 
 _log = logging.getLogger(__name__)
-
-
-def page_query() -> str | None:
-    """The page's query string under Voila (waiting, in a preheated kernel, until a page takes
-    it); None in JupyterLab or a plain kernel, or without Voila installed."""
-    try:
-        from voila.utils import get_query_string
-    except ImportError:
-        return None
-    return get_query_string()
 
 
 def linked_exploration(query: str | None) -> str | None:
@@ -52,7 +43,8 @@ def linked_exploration(query: str | None) -> str | None:
 
 class AppPage:
     """The app's page: an error line over the app, the default `Explorer(**defaults)` until
-    `open_query` opens the one a link names. Display it in a cell; `app` is the app shown."""
+    the page's URL (or `open_query`) names another. Display it in a cell; `app` is the app
+    shown."""
 
     def __init__(self, **defaults: Any):
         self.defaults = defaults
@@ -60,25 +52,35 @@ class AppPage:
         self.error.add_class("explorer-error")
         self.error.add_class("explorer-page-error")
         self.app: Explorer = Explorer(**defaults)
-        self.widget = w.VBox([self.error, self.app.widget])
+        self.location = PageLocation()
+        self.location.observe(self._on_location, "query")
+        self.widget = w.VBox([self.error, self.app.widget, self.location])
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
 
-    def open_query(self, query: str | None = None) -> None:
-        """Open the exploration `query` names (the page's own query when None: see
-        `page_query`) in place of the default app, on its tab and tensor. A link that cannot
-        be opened leaves the default app and says why on the error line; no query, or one
-        without `exploration=`, leaves the page as it is."""
-        if query is None:
-            query = page_query()
+    def _on_location(self, change) -> None:
+        # A second view of the page (the same kernel drawn again) sends its URL again: the
+        # page opens a link once.
+        if change["old"] is None:
+            self.open_query(change["new"], path=self.location.path)
+
+    def open_query(self, query: str, path: str | None = None) -> None:
+        """Open the exploration `query` (a URL's query string, with or without its `?`) names
+        in place of the default app, on its tab and tensor; `path`, the page's path, is where
+        the Share section's links point. A link that cannot be opened leaves the default app
+        and says why on the error line; a query without `exploration=` leaves the page as it
+        is."""
+        self.app.share.path = path
         try:
             text = linked_exploration(query)
             if text is None:
-                self.app.share.update()      # the page's path is known now (page_path)
+                self.app.share.update()      # the page's path is known now
                 return
-            opened = Explorer.from_exploration(from_link(text),
-                                               **self._app_options())
+            exploration = from_link(text)
+            self.error.value = ("<div class='explorer-page-opening'>Opening the exploration "
+                                "this link names…</div>")
+            opened = Explorer.from_exploration(exploration, **self._app_options())
         except ExplorerError as e:
             self._say(str(e))
             return
@@ -89,8 +91,10 @@ class AppPage:
             return
         self.app.close()
         self.app = opened
+        opened.share.path = path
+        opened.share.update()
         self.error.value = ""
-        self.widget.children = (self.error, opened.widget)
+        self.widget.children = (self.error, opened.widget, self.location)
 
     def _app_options(self) -> dict:
         """The defaults' options that are not the request (how the app compiles)."""

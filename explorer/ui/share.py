@@ -2,10 +2,11 @@
 link to the app and as a file to download, in a small section of the app's sidebar.
 
 The link is the page's own path with `?exploration=...` (explorer.api.exploration's
-`to_link`), which the Voila app opens (explorer.ui.page). Under Voila the kernel's environment
-holds the request's path (`SCRIPT_NAME`, `PATH_INFO`; a preheated kernel gets them when a page
-takes it, explorer.ui.page); elsewhere (JupyterLab) the section shows the query to append to
-the app's URL. The file is a data: URI with a `download` attribute, so it needs no server.
+`to_link`), which the Voila app opens (explorer.ui.page). The app's page learns its path from
+the browser (explorer.ui.location); an app in another notebook served by Voila finds it in the
+kernel's environment (`SCRIPT_NAME`, `PATH_INFO`); elsewhere (JupyterLab) the section shows the
+query to append to the app's URL. The file is a data: URI with a `download` attribute, so it
+needs no server.
 
 A user's function and its inputs are not carried by a link: for one, the section offers the
 file (its specs, and its module path where importable) and says so in a line. The section is
@@ -137,6 +138,9 @@ class SharePanel:
         self._app = app
         self.exploration: Exploration | None = None      # what the section shows now
         self.result: int | None = None                   # the result it was made from
+        # The page's path as its browser told it (explorer.ui.page); None: Voila's request
+        # environment, where a kernel that was not preheated has it (page_path).
+        self.path: str | None = None
         self.widget = w.HTML()
         self.widget.add_class("explorer-share")
         again = guard(lambda _: self.update())
@@ -159,7 +163,7 @@ class SharePanel:
             body = (f"<div class='explorer-error'>This exploration cannot be shared: "
                     f"{html.escape(str(error))}</div>")
         else:
-            body = share_html(e, page_path())
+            body = share_html(e, self.path if self.path is not None else page_path())
         if STALE in app.tabs._dom_classes:
             body += ("<div class='explorer-share-stale'>Of the result shown (greyed), not of "
                      "the edits since.</div>")

@@ -118,11 +118,6 @@ def edit(page, pick, steps) -> None:
             set_mesh_size(page, *step[1:])
 
 
-@pytest.mark.xfail(reason="known defect: the app notebook's second cell (page.open_query) "
-                   "waits in a preheated kernel for the page's query; a page that takes a "
-                   "refilled kernel still running the notebook hung until Voila's 300 s cell "
-                   "limit (CI dry run of c2e05da).",
-                   strict=False)
 def test_eight_concurrent_pages_each_editing_each_show_their_own_results(
         chromium, voila_server, pick, artifacts):
     with voila_server() as url, playwright.sync_playwright() as p:

@@ -100,9 +100,11 @@ def test_the_apps_link_opens_the_same_workload_params_mesh_specs_preset_tab_and_
     finally:
         first.close()
     default = page.app
-    page.open_query(f"exploration={link}")
+    # What the page's browser sends once it has drawn the page (explorer.ui.location).
+    page.location.set_state({"path": "/shared/app/", "query": f"?exploration={link}"})
     opened = page.app
-    assert opened is not default and page.widget.children == (page.error, opened.widget)
+    assert opened is not default
+    assert page.widget.children == (page.error, opened.widget, page.location)
     assert page.error.value == ""
     assert opened.workload_w.value == "transformer_train"
     assert opened.params["layers"] == 2 and opened.params["batch"] == 8    # 8: the default
@@ -112,8 +114,12 @@ def test_the_apps_link_opens_the_same_workload_params_mesh_specs_preset_tab_and_
     assert opened.target_w.value == "h100-8" and opened.request.partitioner == "gspmd"
     assert TAB_TITLES[opened.tabs.selected_index] == "Memory"
     assert opened.placement.tensor.value == "layers.w1"
-    # The opened app offers the same link again (the same tab and tensor).
+    # The opened app offers the same link again (the same tab and tensor), on the page's path.
     assert link_in(opened.share.widget.value) == link
+    assert "href='/shared/app/?exploration=" in opened.share.widget.value
+    # A second view of the page sending its URL again opens nothing anew.
+    page.location.set_state({"path": "/shared/app/", "query": f"?exploration={link}"})
+    assert page.app is opened
 
 
 @pytest.mark.slow
@@ -205,7 +211,8 @@ def test_a_bad_or_hostile_link_leaves_the_default_app_under_one_error_line(page,
     text, reason = BAD_LINKS[kind]
     default, result = page.app, page.app.result_id
     page.open_query(f"exploration={text}")
-    assert page.app is default and page.widget.children == (page.error, default.widget)
+    assert page.app is default
+    assert page.widget.children == (page.error, default.widget, page.location)
     said = page_error(page)
     assert said.startswith("⚠ This link's exploration could not be opened: ")
     assert reason in said and said.endswith("Showing the default app.")
@@ -233,6 +240,8 @@ def test_a_link_to_a_users_function_says_a_link_does_not_carry_it(page):
 @pytest.mark.slow
 def test_a_page_without_a_link_keeps_its_default_app(page):
     default = page.app
-    page.open_query("token=abc")
+    assert "Append to the Voila app's URL" in default.share.widget.value    # no path yet
+    page.location.set_state({"path": "/app/", "query": "?token=abc"})
     assert page.app is default and page.error.value == ""
-    assert page.widget.children == (page.error, default.widget)
+    assert page.widget.children == (page.error, default.widget, page.location)
+    assert "href='/app/?exploration=" in default.share.widget.value        # the page's path

@@ -29,17 +29,20 @@ def app_url(voila_server):
 
 @pytest.fixture
 def open_page(browser, artifacts):
-    """open_page(url, name): the page at `url` once its app shows a result; a screenshot goes
-    to test-artifacts/ at the end, pass or fail."""
+    """open_page(url, name, workload): the page at `url` once its app shows a result of
+    `workload` (the page first shows the default mlp app, then the one its link names); a
+    screenshot goes to test-artifacts/ at the end, pass or fail."""
     opened = []
 
-    def open_(url: str, name: str):
+    def open_(url: str, name: str, workload: str = "mlp"):
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         opened.append((page, name))
         page.goto(url, timeout=WAIT_MS)
         page.wait_for_function(
-            "() => { const s = document.querySelector('.explorer-status [data-result]');"
-            " return s && s.textContent.startsWith('●'); }", timeout=WAIT_MS)
+            "header => { const s = document.querySelector('.explorer-status [data-result]');"
+            " const h = document.querySelector('.explorer-app h3');"
+            " return s && s.textContent.startsWith('●') && h && h.textContent === header; }",
+            arg=f"sharding-explorer · {workload}", timeout=WAIT_MS)
         return page
 
     yield open_
@@ -70,7 +73,8 @@ def shown_request(page) -> dict:
 
 def test_a_link_opens_the_app_on_its_workload_mesh_preset_and_tab_and_offers_it_again(
         app_url, open_page):
-    page = open_page(f"{app_url}?exploration={LINKED.to_link()}", "linked")
+    page = open_page(f"{app_url}?exploration={LINKED.to_link()}", "linked",
+                     "transformer_train")
     shown = shown_request(page)
     assert shown["header"] == "sharding-explorer · transformer_train"
     assert (shown["workload"], shown["layers"], shown["mesh"], shown["preset"]) == \
@@ -95,7 +99,7 @@ def test_a_link_opens_the_app_on_its_workload_mesh_preset_and_tab_and_offers_it_
     assert download.get_attribute("download") == "transformer_train-data-4-model-2.json"
     assert download.get_attribute("href").startswith("data:application/json;base64,")
 
-    again = open_page(app_url.rstrip("/") + href, "shared-again")
+    again = open_page(app_url.rstrip("/") + href, "shared-again", "transformer_train")
     shown = shown_request(again)
     assert (shown["workload"], shown["layers"], shown["mesh"], shown["preset"], shown["tab"]) \
         == ("transformer_train", "2", "data=4,model=2", "fsdp_tp", "Timing")

@@ -1,0 +1,43 @@
+"""The browser page's own address (path and query), told to the kernel by a hidden widget.
+
+A Voila page's kernel is preheated: it runs the app notebook before any page asks for it, so
+the notebook cannot know which URL will take it. Voila's own way to get the query
+(`voila.utils.get_query_string`) blocks the cell that asks until a page takes the kernel; a
+preheated kernel then sits in that cell, under the executor's per-cell time limit, and a page
+that takes it while the notebook still runs waits behind it. This widget asks the page
+instead: when its view is drawn (a page has taken the kernel and drawn its widgets), it sends
+`window.location`'s path and query, and the kernel acts on them then (explorer.ui.page).
+Nothing waits, and a preheated kernel has finished the notebook when a page takes it.
+
+Outside Voila (JupyterLab, whose own URL is not the app's) the view sends nothing.
+"""
+
+from __future__ import annotations
+
+import anywidget
+import ipywidgets as w
+import traitlets
+
+_ESM = """
+export default {
+  render({ model }) {
+    if (document.body.dataset.voila === undefined) return;   // JupyterLab: not the app's URL
+    model.set("path", window.location.pathname);
+    model.set("query", window.location.search);
+    model.save_changes();
+  },
+};
+"""
+
+
+class PageLocation(anywidget.AnyWidget):
+    """Hidden; `path` and `query` are None until a Voila page has drawn it, then that page's
+    `window.location.pathname` and `.search` (with its `?`, or "" for none). Observe `query`:
+    the two arrive in one message, so `path` is set when `query`'s observers run."""
+
+    _esm = _ESM
+    path = traitlets.Unicode(None, allow_none=True).tag(sync=True)
+    query = traitlets.Unicode(None, allow_none=True).tag(sync=True)
+
+    def __init__(self, **kwargs):
+        super().__init__(layout=w.Layout(display="none"), **kwargs)
