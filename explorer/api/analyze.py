@@ -349,6 +349,8 @@ def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_o
     # TPU and GPU compiles need no local devices: one shared worker of each serves them all.
     result = (pool or default_pool()).compile(plan.worker, message, timeout)
     report = build_report(result, mesh_spec, partitioner)
+    if donated:
+        report = replace(report, donated=tuple(leaves[i].name for i in donated))
     if use_cache:
         _remember(key, report)
     if disk is not None:

@@ -132,6 +132,8 @@ class Exploration:
         preset: the workload's preset; None for none.
         rules: logical-axis rules applied after the preset's, as text.
         activations: constraint point -> spec text, or ``"free"`` to leave it to propagation.
+        donate: a user's function's inputs donated to the compile, by name (a workload's
+            donation is its ``donate_state`` param).
         axis_type: ``"auto"`` or ``"explicit"``.
         partitioner: ``"shardy"`` or ``"gspmd"``.
         compile_for: ``"target"`` or ``"cpu"``.
@@ -149,6 +151,7 @@ class Exploration:
     preset: str | None = None
     rules: str = ""
     activations: Mapping[str, str] = field(default_factory=dict)
+    donate: tuple[str, ...] = ()
     axis_type: str = "auto"
     partitioner: str = "shardy"
     compile_for: str = "target"
@@ -179,6 +182,8 @@ class Exploration:
         for key, value in (("specs", self.specs), ("activations", self.activations)):
             if value:
                 request[key] = dict(value)
+        if self.donate:
+            request["donate"] = list(self.donate)
         out: dict[str, Any] = {"format": FORMAT, "version": VERSION, "request": request}
         if self.target is not None:
             out["target"] = {"name": self.target, **({"mapping": self.mapping}
@@ -249,8 +254,9 @@ class Exploration:
             raise InputError("a user's function's inputs are not carried by an exploration; "
                              "pass them: exploration.analyze(fn, *inputs)")
         specs = {f"^{re.escape(name)}$": spec for name, spec in self.specs.items()}
+        donate = [f"^{re.escape(name)}$" for name in self.donate]
         return analyze(fn, *args, mesh=self.mesh, axis_type=self.axis_type,
-                       specs=specs or None, **common)
+                       specs=specs or None, donate=donate or None, **common)
 
     def _no_function(self) -> InputError:
         if self.function is None:
@@ -285,7 +291,7 @@ class Exploration:
                        activations=_activations(info), **common)
         specs = {t.name: t.spec_text for t in report.tensors if t.kind == "input"}
         return cls(function=FunctionRef.of(fn) if fn is not None else None, specs=specs,
-                   **common)
+                   donate=tuple(report.donated), **common)
 
 
 def _given(info, origin: str, specs: Mapping[str, str]) -> dict[str, str]:
@@ -418,7 +424,7 @@ def _check_depth(value, where: str) -> None:
 
 _TOP = ("format", "version", "request", "target", "app")
 _REQUEST = ("workload", "params", "function", "mesh", "axis_type", "specs", "preset", "rules",
-            "activations", "partitioner", "compile_for")
+            "activations", "donate", "partitioner", "compile_for")
 _TARGET = ("name", "mapping", "peak")
 _APP = ("tab", "tensor")
 _FUNCTION = ("module", "qualname")
@@ -457,10 +463,24 @@ def from_dict(data: Any) -> Exploration:
                              "exploration; this one is of a user's function")
     function = _function(request["function"]) if "function" in request else None
     specs = _names_to_specs(request.get("specs", {}), "request.specs", None)
-    return Exploration(function=function, specs=specs, **common)
+    donate = _donated(request.get("donate", []))
+    return Exploration(function=function, specs=specs, donate=donate, **common)
+
+
+def _donated(value) -> tuple[str, ...]:
+    """request.donate: a list of input names, each text."""
+    if not isinstance(value, list):
+        raise InputError(f"field request.donate is {show(value)}, not a list of input names")
+    if len(value) > MAX_TENSORS:
+        raise InputError(f"field request.donate has {len(value)} entries; at most "
+                         f"{MAX_TENSORS}")
+    return tuple(_text(name, "request.donate entry", MAX_NAME) for name in value)
 
 
 def _workload_exploration(request: dict, mesh, common: dict) -> Exploration:
+    if "donate" in request:
+        raise InputError("field request.donate belongs to a user's function's exploration; a "
+                         "built-in workload donates its state by its param donate_state")
     name = _text(request["workload"], "request.workload", MAX_NAME)
     workload = _checked("request.workload", get_workload, name)
     params = _object(request.get("params", {}), "request.params", tuple(workload.defaults))

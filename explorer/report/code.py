@@ -2,7 +2,8 @@
 
 The snippet builds the mesh with `jax.make_mesh`, a NamedSharding for every input and output,
 the activations the exploration pinned, and `jit_with_layout(f, *args)`: `jax.jit` with those
-in and out shardings. Where the tensors have logical dimension names (the built-in workloads),
+in and out shardings, donating the inputs the analysis donated (`donate_argnums`, so that the
+memory is the Report's). Where the tensors have logical dimension names (the built-in workloads),
 the same layout is also written as `logical_axis_rules` pairs, the form flax.linen and MaxText
 take. A built-in workload's snippet ends by compiling the workload's own program (explorer's
 code) with the same constraints; a user's function is not in the Report, so its snippet ends
@@ -33,6 +34,7 @@ class _Layout(Protocol):
     partitioner: str
     tensors: Sequence[Any]          # TensorInfo: name, kind, shape, dtype, spec
     workload: Any                   # WorkloadInfo or None
+    donated: Sequence[str]          # the donated inputs' names
 
 
 def to_code(report: _Layout) -> str:
@@ -51,10 +53,11 @@ def to_code(report: _Layout) -> str:
         lines += _activations(activations)
     lines += _rules(info, workload, inputs)
     lines += ["", *_JIT_WITH_LAYOUT]
+    donated = [i for i, t in enumerate(inputs) if t.name in set(report.donated)]
     if workload is not None:
-        lines += ["", *_workload_program(info, workload, inputs, activations)]
+        lines += ["", *_workload_program(info, workload, inputs, activations, donated)]
     else:
-        lines += ["", *_USAGE]
+        lines += ["", *_donation(inputs, donated), *_USAGE]
     return "\n".join(lines) + "\n"
 
 
@@ -190,15 +193,17 @@ def _pairs(table: Mapping[str, Entry]) -> str:
 
 
 _JIT_WITH_LAYOUT = [
-    "def jit_with_layout(f, *args):",
+    "def jit_with_layout(f, *args, donate_argnums=()):",
     '    """`f` jitted with the shardings above; `args` are its inputs (arrays or',
-    "    jax.ShapeDtypeStructs) in the structure given to the explorer. Call it, and lower",
-    '    the result, under `with jax.set_mesh(mesh):`."""',
+    "    jax.ShapeDtypeStructs) in the structure given to the explorer, and `donate_argnums`",
+    "    the arguments whose buffers the outputs may take. Call it, and lower the result,",
+    '    under `with jax.set_mesh(mesh):`."""',
     "    in_shardings = jax.tree.unflatten(jax.tree.structure(args),",
     "                                      list(input_shardings.values()))",
     "    outputs = jax.tree.structure(jax.eval_shape(f, *args))",
     "    out_shardings = jax.tree.unflatten(outputs, list(output_shardings.values()))",
-    "    return jax.jit(f, in_shardings=in_shardings, out_shardings=out_shardings)",
+    "    return jax.jit(f, in_shardings=in_shardings, out_shardings=out_shardings,",
+    "                   donate_argnums=donate_argnums)",
 ]
 
 _USAGE = [
@@ -208,8 +213,29 @@ _USAGE = [
 ]
 
 
+def _positions(donated: Sequence[int]) -> str:
+    """`donated` as code: ``tuple(range(2, 29))`` for a run of positions (a train step's
+    whole state), else the tuple itself."""
+    if len(donated) > 2 and list(donated) == list(range(donated[0], donated[-1] + 1)):
+        return f"tuple(range({donated[0]}, {donated[-1] + 1}))"
+    return repr(tuple(donated))
+
+
+def _donation(inputs: Sequence[Any], donated: Sequence[int]) -> list[str]:
+    """For a user's function: which inputs the analysis donated. jax donates whole arguments,
+    and the snippet does not know which of the function's arguments holds each input."""
+    if not donated:
+        return []
+    names = ", ".join(repr(inputs[i].name) for i in donated)
+    return ["# The analysis donated these inputs (explorer.analyze's donate=): "
+            f"{_comment(names)}.",
+            "# jax donates whole arguments: pass donate_argnums= with the positions of the",
+            "# arguments that hold them, to compile with the Report's memory."]
+
+
 def _workload_program(info, workload: Workload, inputs: Sequence[Any],
-                      activations: Mapping[str, tuple[Entry, ...]]) -> list[str]:
+                      activations: Mapping[str, tuple[Entry, ...]],
+                      donated: Sequence[int]) -> list[str]:
     """The built-in workload's program compiled with the layout: explorer's code, so that the
     snippet compiles what the Report describes."""
     constraints = dict(activations)
@@ -232,6 +258,10 @@ def _workload_program(info, workload: Workload, inputs: Sequence[Any],
         f"f = workload.build(workload.resolve({dict(info.params)!r}))",
         *([f"f = functools.partial(f, constraints=({table},))"] if constraints else []),
         f"args = ({args},)",
+        *(["# The state the step replaces is donated, as a training loop donates it: the new",
+            "# params and optimizer state take the old ones' buffers."] if donated else []),
         "with jax.set_mesh(mesh):",
-        "    compiled = jit_with_layout(f, *args).lower(*args).compile()",
+        "    compiled = jit_with_layout(f, *args"
+        + (f", donate_argnums={_positions(donated)}" if donated else "")
+        + ").lower(*args).compile()",
     ]

@@ -523,6 +523,8 @@ class Report:
         optimized_hlo: the compiled per-device module.
         hlo_proto: that module as a serialized xla.HloProto with its buffer assignment, for
             XProf (`explorer.write_xprof`); b"" where the compiler wrote none.
+        donated: the inputs donated to the compile (explorer.analyze's ``donate=``, a
+            workload's state), by name in argument order; () for none.
     """
 
     mesh: MeshSpec
@@ -567,6 +569,9 @@ class Report:
     # XProf's memory and graph viewers read (explorer/report/xprof.py); b"" where the compiler
     # wrote none. Not in `to_dict`.
     hlo_proto: bytes = field(default=b"", repr=False)
+    # The inputs donated to the compile (analyze's donate=), by name in argument order, so
+    # that the code written from the Report donates them too (explorer/report/code.py).
+    donated: tuple[str, ...] = ()
 
     def tensor(self, name: str) -> TensorInfo:
         """The tensor called `name`: an input, an output (``out``) or an intermediate.
@@ -671,6 +676,7 @@ class Report:
                      **({"ahead_of_time": True} if self.ahead_of_time else {}),
                      **({"approximation": self.approximation} if self.approximation else {})},
             "tensors": [t.to_dict() for t in self.tensors],
+            **({"donated": list(self.donated)} if self.donated else {}),
             "collectives": [c.to_dict() for c in self.collectives],
             "memory": self._memory_dict(),
             "cost": self.cost.to_dict(),

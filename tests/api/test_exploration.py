@@ -145,6 +145,31 @@ def test_a_users_function_is_carried_by_its_module_path_and_never_imported_unask
     assert Exploration.from_report(report, local).function is None
 
 
+def step_in_place(w, x):
+    """A user's function whose new `w` may take the old one's buffer (donated)."""
+    return w - 0.1 * (x.T @ (x @ w)), x @ w
+
+
+@pytest.mark.slow
+def test_a_users_donation_is_carried_by_the_file_and_analyses_the_same(tmp_path):
+    w = explorer.TensorSpec("w", (64, 64), spec="None,None")
+    x = explorer.TensorSpec("x", (32, 64), spec="data,None")
+    report = explorer.analyze(step_in_place, w, x, mesh="data=2", donate="^w$")
+    assert report.donated == ("w",)
+    # 64 x 64 float32, replicated: the new w takes the old one's 16384 bytes (hand-computed).
+    assert report.memory.aliased == 64 * 64 * 4
+    saved = Exploration.from_report(report, step_in_place)
+    assert saved.donate == ("w",) and saved.to_dict()["request"]["donate"] == ["w"]
+    path = tmp_path / "donated.json"
+    saved.save(path)
+    loaded = load(path)
+    assert loaded.donate == ("w",)
+    again = loaded.analyze(step_in_place, replace(w, spec=()), replace(x, spec=()))
+    assert again.donated == ("w",) and again.memory.aliased == report.memory.aliased
+    code = report.to_code()
+    assert "# The analysis donated these inputs (explorer.analyze's donate=): 'w'." in code
+
+
 def test_a_function_is_imported_only_when_asked(tmp_path, monkeypatch):
     marker = tmp_path / "imported"
     (tmp_path / "shared_lab_module.py").write_text(
@@ -212,6 +237,14 @@ def with_(**changes):
                                                     "'layer0', which the workload lacks"),
     (with_(request_function={"module": "os", "qualname": "system"}),
      "request has both 'workload' and 'function'"),
+    (with_(request_donate=["w1"]), "field request.donate belongs to a user's function's "
+                                   "exploration; a built-in workload donates its state by"),
+    (json.dumps({**GOOD, "request": {"function": {"module": "m", "qualname": "f"},
+                                     "mesh": "data=2", "donate": "w"}}),
+     "field request.donate is 'w', not a list of input names"),
+    (json.dumps({**GOOD, "request": {"function": {"module": "m", "qualname": "f"},
+                                     "mesh": "data=2", "donate": [3]}}),
+     "field request.donate entry is 3, not text"),
     (with_(target={"name": "h100-8", "mapping": "data=moon"}), "field target: "),
     (with_(target={"name": "h100-8", "peak": "yes"}), "field target.peak is 'yes'"),
     (with_(app={"tab": "Shell"}), "field app.tab is 'Shell'; the tabs are 'Placement', "),

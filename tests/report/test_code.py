@@ -36,6 +36,7 @@ print(_json.dumps({
     "inputs": [str(s._to_xla_hlo_sharding(len(a.shape))) for s, a in _ins],
     "outputs": [str(s._to_xla_hlo_sharding(len(a.shape))) for s, a in _outs],
     "collectives": dict(_collections.Counter(_ops)),
+    "aliased": compiled.memory_analysis().alias_size_in_bytes,
     "rules": [list(p) for p in globals().get("logical_axis_rules", ())],
     "rules_by_kind": {k: [list(p) for p in v]
                       for k, v in globals().get("logical_axis_rules_by_kind", {}).items()},
@@ -91,8 +92,15 @@ def test_a_train_steps_code_keeps_its_state_layout_and_gives_each_kind_its_rule_
         "transformer_train", "data=4,model=2", preset="fsdp_tp", compile_for="cpu",
         params={"batch": 8, "seq": 16, "vocab": 64, "d_model": 32, "heads": 2, "d_head": 16,
                 "d_ff": 64, "layers": 2})
-    ran = run_emitted(report.to_code(), 8)
+    code = report.to_code()
+    ran = run_emitted(code, 8)
     assert {k: ran[k] for k in ("inputs", "outputs", "collectives")} == expected(report)
+    # The state (every input but the tokens and targets) is donated, as the analysis donated
+    # it: plain jax's compile of the code lets the outputs take the same bytes of inputs.
+    state = [t.name for t in report.tensors if t.kind == "input"][2:]
+    assert list(report.donated) == state
+    assert f"donate_argnums=tuple(range(2, {2 + len(state)}))" in code
+    assert ran["aliased"] == report.memory.aliased > 0
     assert ran["rules"] == [["batch", "data"], ["heads", "model"], ["kv_heads", "model"],
                             ["mlp", "model"], ["vocab", "model"]]
     assert set(ran["rules_by_kind"]) == {"param", "grad", "opt"}
