@@ -58,9 +58,16 @@ def _forward(q, k, v):
     import jax
     import jax.numpy as jnp
 
-    b, seq, g, r, d = q.shape
+    seq = q.shape[1]
     block = _block(seq)
-    rows = (b, g, r, seq)
+
+    def first(k_j, v_j, j):
+        """The running maxima, sums and output of the rows after key block j alone."""
+        s = _scores(q, k_j, j, block)
+        m = s.max(-1)
+        p = jnp.exp(s - m[..., None])
+        return m, p.sum(-1), jnp.einsum("bgrst,btgd->bgrsd", p.astype(v.dtype), v_j,
+                                        preferred_element_type=jnp.float32)
 
     def step(carry, kv):
         m, total, acc = carry
@@ -74,12 +81,13 @@ def _forward(q, k, v):
             "bgrst,btgd->bgrsd", p.astype(v.dtype), v_j, preferred_element_type=jnp.float32)
         return (m_new, total, acc), None
 
-    # Row maxima start at the dtype's lowest finite value, not -inf: the first block always
-    # holds key 0, which every query sees, so each row's maximum becomes finite there.
-    init = (jnp.full(rows, jnp.finfo(jnp.float32).min, jnp.float32),
-            jnp.zeros(rows, jnp.float32), jnp.zeros((*rows, d), jnp.float32))
-    (m, total, acc), _ = jax.lax.scan(step, init, (_blocks(k, block), _blocks(v, block),
-                                               jnp.arange(seq // block)))
+    # The rows start from key block 0, not from zeros: XLA fuses the zero broadcasts of every
+    # layer's accumulator into one and so holds all of them, float32, at once (it would where
+    # a remat policy recomputes the forward pass in the backward one). Block 0 holds key 0,
+    # which every query sees, so each row's maximum is finite from there on.
+    k_blocks, v_blocks = _blocks(k, block), _blocks(v, block)
+    (m, total, acc), _ = jax.lax.scan(step, first(k_blocks[0], v_blocks[0], 0),
+                                      (k_blocks[1:], v_blocks[1:], jnp.arange(1, seq // block)))
     o = (acc / total[..., None]).transpose(0, 3, 1, 2, 4).astype(q.dtype)   # [b, s, g, r, d]
     return o, m + jnp.log(total)
 
@@ -94,23 +102,36 @@ def _backward(q, k, v, o, lse, do):
     delta = jnp.einsum("bsgrd,bsgrd->bgrs", do.astype(jnp.float32), o.astype(jnp.float32))
     scale = 1 / math.sqrt(q.shape[-1])
 
-    def step(dq, kv):
-        k_j, v_j, j = kv
+    def block_grads(k_j, v_j, j):
+        """Key block j's share of dQ (float32), and its dK and dV."""
         p = jnp.exp(_scores(q, k_j, j, block) - lse[..., None])
         dv_j = jnp.einsum("bgrst,bsgrd->btgd", p.astype(do.dtype), do,
                           preferred_element_type=jnp.float32)
         dp = jnp.einsum("bsgrd,btgd->bgrst", do, v_j, preferred_element_type=jnp.float32)
         ds = (p * (dp - delta[..., None]) * scale).astype(q.dtype)
-        dq = dq + jnp.einsum("bgrst,btgd->bsgrd", ds, k_j, preferred_element_type=jnp.float32)
+        dq_j = jnp.einsum("bgrst,btgd->bsgrd", ds, k_j, preferred_element_type=jnp.float32)
         dk_j = jnp.einsum("bgrst,bsgrd->btgd", ds, q, preferred_element_type=jnp.float32)
-        return dq, (dk_j, dv_j)
+        # A key block's dK and dV are whole once every query has been seen (this step): the
+        # kernel writes them out in the inputs' dtype there (FlashAttention-2, Algorithm 2,
+        # line 24), so the stacked blocks are never float32.
+        return dq_j, dk_j.astype(k.dtype), dv_j.astype(v.dtype)
 
-    dq, (dk, dv) = jax.lax.scan(step, jnp.zeros(q.shape, jnp.float32),
-                                (_blocks(k, block), _blocks(v, block),
-                                 jnp.arange(seq // block)))
+    def step(dq, kv):
+        dq_j, dk_j, dv_j = block_grads(*kv)
+        return dq + dq_j, (dk_j, dv_j)
+
+    # dQ starts as block 0's share, not as zeros: XLA fuses the zero broadcasts of every
+    # layer's accumulator into one and so holds all of them, float32, from before the first
+    # layer's backward pass: one [batch, seq, heads, d_head] array a layer.
+    k_blocks, v_blocks = _blocks(k, block), _blocks(v, block)
+    dq, dk_0, dv_0 = block_grads(k_blocks[0], v_blocks[0], 0)
+    dq, (dk, dv) = jax.lax.scan(step, dq, (k_blocks[1:], v_blocks[1:],
+                                           jnp.arange(1, seq // block)))
+    dk = jnp.concatenate([dk_0[None], dk])
+    dv = jnp.concatenate([dv_0[None], dv])
 
     def unblock(x, like):   # [blocks, b, block, g, d] -> [b, seq, g, d]
-        return x.swapaxes(0, 1).reshape(like.shape).astype(like.dtype)
+        return x.swapaxes(0, 1).reshape(like.shape)
 
     return dq.astype(q.dtype), unblock(dk, k), unblock(dv, v)
 
@@ -127,12 +148,19 @@ def _make():
 
     def fwd(q, k, v):
         with jax.named_scope(CAUSAL_KERNEL_SCOPE):
-            o, lse = _forward(q, k, v)
+            # The barrier makes the kernel's outputs what it writes: the output in q's dtype
+            # and the float32 log-sum-exp. Without it XLA fuses the output's last division
+            # and rounding into each reader, the backward pass's included, and so keeps the
+            # float32 accumulator from the forward to the backward pass: a [batch, seq,
+            # heads, d_head] float32 array a layer that no flash kernel holds.
+            o, lse = jax.lax.optimization_barrier(_forward(q, k, v))
         return o, (q, k, v, o, lse)      # what a flash kernel keeps: no scores
 
     def bwd(res, do):
         with jax.named_scope(CAUSAL_KERNEL_SCOPE):
-            return _backward(*res, do)
+            # The same for the gradients: the kernel writes dQ, dK and dV in the inputs' dtype,
+            # and XLA must not keep its float32 dQ accumulator for the rounding's readers.
+            return jax.lax.optimization_barrier(_backward(*res, do))
 
     flash.defvjp(fwd, bwd)
     return flash
