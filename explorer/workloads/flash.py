@@ -158,6 +158,11 @@ def _make():
 
     def bwd(res, do):
         with jax.named_scope(CAUSAL_KERNEL_SCOPE):
+            # The kernel recomputes each block's scores from q and k. Without a barrier XLA
+            # finds key block 0's scores the same expression as the forward pass's (both
+            # outside their loops) and keeps the forward's, float32 [seq, block] a head and
+            # layer, from one pass to the other: what a flash kernel never holds.
+            res, do = jax.lax.optimization_barrier((res, do))
             # The same for the gradients: the kernel writes dQ, dK and dV in the inputs' dtype,
             # and XLA must not keep its float32 dQ accumulator for the rounding's readers.
             return jax.lax.optimization_barrier(_backward(*res, do))
