@@ -5,7 +5,7 @@ This is the question MaxText's ahead-of-time compile answers by hand (compile a 
 real chips, read its memory, change the batch or the remat policy, compile again): for each
 policy (remat, offload) the batch is searched among the multiples of the batch's data-parallel
 degree, and every probe is compiled for the target, so a batch "fits" when the target's own
-compiler says so: its per-device memory within the chip's (`memory_fit`), or, on a TPU, a
+compiler says so: its per-device memory within the chip's (`compiled_memory_fit`), or, on a TPU, a
 compile that did not run out of HBM.
 
 Memory grows with the batch almost linearly (activations, one-hot tokens and logits scale with
@@ -26,8 +26,9 @@ from typing import Any
 from explorer.api.request import check_mesh, check_target
 from explorer.api.workload import analyze_workload
 from explorer.cost.hardware import format_bytes, get_target
-from explorer.cost.model import format_seconds, memory_fit
+from explorer.cost.model import format_seconds
 from explorer.errors import InputError, WorkloadError, choices
+from explorer.report.predict import compiled_memory_fit
 from explorer.report.provenance import compiled_by
 from explorer.report.report import Report
 from explorer.spec.bounds import show
@@ -385,7 +386,7 @@ def _probe_of(report: Report, batch: int, target: str) -> BatchProbe:
                           f"{v.message.strip().splitlines()[0]}", seconds)
     if report.memory is None:
         return BatchProbe(batch, False, None, 0, "the compiler gave no memory analysis", seconds)
-    fit = memory_fit(report.memory.total, target)
+    fit = compiled_memory_fit(report, get_target(target))
     return BatchProbe(batch, bool(fit and fit.fits), report.memory.total,
                       report.memory.host_total, fit.text if fit else "no memory figure",
                       seconds)

@@ -492,6 +492,9 @@ class MemoryFit:
         fits: bytes <= capacity.
         text: the verdict in words, e.g. ``"uses 9.5 MiB of 79.1 GiB HBM per H100 SXM (0%):
             fits"``.
+        checked_by: the compiler check the verdict is, where it is not `bytes` against
+            `capacity` (``"libtpu's memory check"``: libtpu refuses a program over the chip's
+            available HBM, so one it compiled fits); "" otherwise.
     """
 
     bytes: int
@@ -499,6 +502,7 @@ class MemoryFit:
     fraction: float
     fits: bool
     text: str
+    checked_by: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)

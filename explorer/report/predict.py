@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from explorer.cost.hardware import Target, get_target
-from explorer.cost.model import estimate_report
+from explorer.api.targeting import tpu_topology_of
+from explorer.cost.hardware import Target, TargetFamily, format_binary_bytes, get_target
+from explorer.cost.model import MemoryFit, estimate_report, memory_fit
 from explorer.hlo.schedule import cached_schedule, schedule_work
 from explorer.report.report import Report
 from explorer.report.trace import step_trace
@@ -24,7 +25,9 @@ def with_target(report: Report, target: str, mapping=None, dtype: str | None = N
     schedule = cached_schedule(report.optimized_hlo)   # read once per text, not per pricing
     work = schedule_work(schedule) if schedule.steps else None
     est = estimate_report(report, target, dtype=dtype, mapping=mapping, work=work, peak=peak)
-    host = (target if isinstance(target, Target) else get_target(target)).chip.host_bandwidth
+    target = target if isinstance(target, Target) else get_target(target)
+    est = replace(est, memory=compiled_memory_fit(report, target))
+    host = target.chip.host_bandwidth
     trace = (step_trace(schedule, report.collectives, est, host)
              if work is not None else None)
     if trace is not None:
@@ -32,3 +35,29 @@ def with_target(report: Report, target: str, mapping=None, dtype: str | None = N
     collectives = tuple(replace(c, est_seconds=t.seconds)
                         for c, t in zip(report.collectives, est.collectives, strict=True))
     return replace(report, collectives=collectives, estimate=est, trace=trace)
+
+
+def compiled_memory_fit(report: Report, target: Target) -> MemoryFit | None:
+    """Whether `report`'s program fits one chip of `target`, in its compiler's terms: XLA's
+    memory analysis (Memory.total) against what the chip gives a program (`memory_fit`),
+    except for a program libtpu compiled for the target's own slice. libtpu's memory check
+    refuses a program over the chip's available HBM (the Report's memory_verdict), so one it
+    compiled fits, even where the analysis, which counts the temporaries' whole allocation
+    and not what is live at once, comes out above the capacity."""
+    fit = memory_fit(report.memory.total if report.memory is not None else None, target)
+    if fit is None or fit.fits or not _compiled_by_libtpu_for(report, target):
+        return fit
+    timeline = report.memory_timeline
+    live = (f"; {format_binary_bytes(timeline.peak.bytes)} of it live at once"
+            if timeline is not None else "")
+    text = (f"libtpu's memory check passed it for a {target.chip.name}: fits. XLA's memory "
+            f"analysis counts {format_binary_bytes(fit.bytes)} of the "
+            f"{format_binary_bytes(fit.capacity)} {target.chip.memory_kind} a chip gives a "
+            f"program ({fit.fraction:.0%}), its temporaries' whole allocation{live}")
+    return replace(fit, fits=True, text=text, checked_by="libtpu's memory check")
+
+
+def _compiled_by_libtpu_for(report: Report, target: Target) -> bool:
+    topology = tpu_topology_of(target) if target.family is TargetFamily.TPU else None
+    return (report.ahead_of_time and topology is not None
+            and report.backend == f"tpu {topology}" and report.memory_verdict is None)

@@ -220,9 +220,13 @@ def memory_html(report: Report) -> str:
     fit = report.estimate.memory if report.estimate is not None else None
     if fit:
         cls = "explorer-fits" if fit.fits else "explorer-oom"
-        out += (f"<p class='{cls}'><b>{'Fits' if fit.fits else 'Out of memory'}</b> on "
-                f"{html.escape(report.estimate.target)}: uses {human_bytes(fit.bytes)} of "
-                f"{human_bytes(fit.capacity)} per device ({fit.fraction:.2%}).</p>")
+        if fit.checked_by:     # the compiler's own check, not bytes against capacity
+            out += (f"<p class='{cls}'><b>Fits</b> on {html.escape(report.estimate.target)}: "
+                    f"{html.escape(fit.text)}.</p>")
+        else:
+            out += (f"<p class='{cls}'><b>{'Fits' if fit.fits else 'Out of memory'}</b> on "
+                    f"{html.escape(report.estimate.target)}: uses {human_bytes(fit.bytes)} "
+                    f"of {human_bytes(fit.capacity)} per device ({fit.fraction:.2%}).</p>")
     out += _host_html(report)
     out += _kinds_table(m)
     return out
