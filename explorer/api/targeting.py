@@ -11,13 +11,12 @@ CPU compile priced on a GPU or TPU is an approximation, and the plan says why it
 from __future__ import annotations
 
 import importlib.util
-import re
 from dataclasses import dataclass
 from enum import StrEnum
 
 from explorer.compile.gpu import GPU_EXTRA_NOTE, GpuTopology, gpu_plugin_installed, gpu_topology
 from explorer.compile.protocol import WorkerKey
-from explorer.cost.hardware import Target, TargetFamily, get_target, tpu_generations
+from explorer.cost.hardware import Target, TargetFamily, get_target, tpu_topology_of
 from explorer.errors import InputError, choices
 from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
@@ -87,15 +86,4 @@ def compile_plan(mesh: MeshSpec, target: str | Target | None, compile_for=Compil
         return CompilePlan(cpu, approximate=TPU_EXTRA_NOTE)
     return CompilePlan(WorkerKey.tpu(), tpu_topology=topology)
 
-
-_TPU_TARGET = re.compile(r"tpu-(?P<gen>v\w+?)-(?P<shape>\d+(?:x\d+)*)")
-
-
-def tpu_topology_of(target: Target) -> str | None:
-    """jax's topology name of a one-slice TPU target (`tpu-v5e-4x4` -> `v5e:4x4`); None for a
-    target of several slices."""
-    m = _TPU_TARGET.fullmatch(target.name)
-    if m is None or m["gen"] not in tpu_generations():
-        return None
-    return f"{m['gen']}:{m['shape']}"
 

@@ -839,6 +839,18 @@ def tpu_generations() -> dict[str, int]:
     return {name: gen.rank for name, gen in _TPU.items()}
 
 
+_TPU_TARGET = re.compile(r"tpu-(?P<gen>v\w+?)-(?P<shape>\d+(?:x\d+)*)")
+
+
+def tpu_topology_of(target: Target) -> str | None:
+    """jax's topology name of a one-slice TPU target (`tpu-v5e-4x4` -> `v5e:4x4`); None for a
+    target of several slices."""
+    m = _TPU_TARGET.fullmatch(target.name)
+    if m is None or m["gen"] not in tpu_generations():
+        return None
+    return f"{m['gen']}:{m['shape']}"
+
+
 def targets_with_chips(n: int) -> list[str]:
     """Catalog names with exactly n devices, for error messages that suggest a target."""
     return [t.name for t in _CATALOG.values() if t.chips == n]

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from explorer.api.targeting import tpu_topology_of
-from explorer.cost.hardware import Target, TargetFamily, format_binary_bytes, get_target
+from explorer.cost.hardware import (
+    Target,
+    TargetFamily,
+    format_binary_bytes,
+    get_target,
+    tpu_topology_of,
+)
 from explorer.cost.model import MemoryFit, estimate_report, memory_fit
 from explorer.hlo.schedule import cached_schedule, schedule_work
 from explorer.report.report import Report
