@@ -36,6 +36,10 @@ VOILA_LIMITS = [
     "--MappingKernelManager.cull_idle_timeout=600",    # seconds without activity
     "--MappingKernelManager.cull_interval=120",
     "--VoilaExecutor.timeout=300",                     # seconds per notebook cell
+    # Seconds to wait, after a cell's reply, for the outputs it sent. nbclient's default, 4 s,
+    # is short on a loaded machine (several pages' kernels starting at once on 2 cores): the
+    # app cell's widget output then came late, was skipped, and its page never showed the app.
+    "--VoilaExecutor.iopub_timeout=120",
     "--VoilaConfiguration.show_tracebacks=False",
 ]
 
