@@ -312,6 +312,9 @@ def _search_parser(sub) -> None:
     s.add_argument("--ray-address", metavar="ADDR",
                    help="compile the candidates as Ray tasks on this cluster (HOST:PORT, "
                    "ray://HOST:PORT, auto or local; needs the cluster extra)")
+    s.add_argument("--node-timeout", type=_seconds, default=None, metavar="SECONDS",
+                   help="with --ray-address: seconds each node gets to answer the check "
+                   "before the search (default 120)")
     s.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])
     _add_run_flags(s, timeout_help="time limit of one compile, seconds",
                    json_help="one JSON object on stdout: candidates (best first), pareto, "
@@ -360,7 +363,8 @@ def _search(args) -> int:
                     names=args.names, tensors=args.tensors, mesh_shapes=not args.fixed_mesh,
                     budget_s=args.budget_s, prune=not args.no_prune,
                     progress=None if args.quiet else _ProgressBar(),
-                    cluster=args.ray_address, timeout=args.timeout,
+                    cluster=args.ray_address, node_timeout=args.node_timeout,
+                    timeout=args.timeout,
                     partitioner=args.partitioner, max_microbatches=args.max_microbatches,
                     verify=args.verify, patience=args.patience)
     if args.json:

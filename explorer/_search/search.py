@@ -26,6 +26,7 @@ from typing import Any
 from explorer._search import pipeline as pipe
 from explorer._search.branch_and_bound import BranchAndBound
 from explorer._search.cluster import runner as make_runner
+from explorer._search.connect import PROBE_TIMEOUT_S
 from explorer._search.pipeline_search import PipelineSearch
 from explorer._search.result import Progress, SearchPhase, SearchResult, SearchSpace
 from explorer._search.space import (
@@ -62,8 +63,9 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
            space: str | None = None, names=None, tensors=None, mesh_shapes: bool = True,
            budget_s: float | None = None, prune: bool = True,
            progress: Callable[[Progress], Any] | None = None, cancel=None,
-           cluster: str | None = None, timeout: float | None = None,
-           partitioner: str = "shardy", pool=None, max_microbatches: int | None = None,
+           cluster: str | None = None, node_timeout: float | None = None,
+           timeout: float | None = None, partitioner: str = "shardy", pool=None,
+           max_microbatches: int | None = None,
            verify: int = 3, patience: int | None = None,
            compile_for: str = "target") -> SearchResult:
     """Search the shardings of `program` on `mesh` for the fastest predicted step on `target`.
@@ -89,6 +91,9 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
         cancel: a threading.Event that cancels the search when set.
         cluster: compile on a Ray cluster ("HOST:PORT", "ray://HOST:PORT", "auto", "local";
             needs the `cluster` extra) instead of this machine's worker pool.
+        node_timeout: with `cluster`, the seconds each node gets to answer the check made
+            before the search (its Ray worker started, the explorer and jax imported);
+            default 120. A node that does not answer in time is named in the error.
         timeout: the time limit of one compile, seconds.
         max_microbatches: pipeline: the most microbatches to try (default 32).
         verify: pipeline: how many of the best plans that fit to compile (default 3).
@@ -107,6 +112,7 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
     mesh_spec = check_mesh(mesh)
     _check_target(target, mapping, mesh_spec)
     check_partitioner(partitioner)
+    node_timeout = _check_node_timeout(node_timeout, cluster)
     settings = CompileSettings(target, mapping, partitioner, check_timeout(timeout),
                                check_compile_for(compile_for))
     prune = check_flag(prune, "prune")
@@ -120,7 +126,7 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
     if chosen is SearchSpace.PIPELINE:
         limit = _check_microbatches(max_microbatches)
         _check_pipeline_options(names=names, tensors=tensors, mapping=mapping)
-        with _runner(cluster, pool) as runner:
+        with _runner(cluster, pool, node_timeout) as runner:
             return PipelineSearch(problem, mesh_spec, settings, state, runner, limit,
                                   verify).run()
 
@@ -134,14 +140,14 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
     found = enumerate_space(problem, meshes, chosen, searched_names, searched_tensors,
                             state.cancelled)
     state.should_stop()       # records a cancel that cut the enumeration short
-    with _runner(cluster, pool) as runner:
+    with _runner(cluster, pool, node_timeout) as runner:
         return BranchAndBound(problem, chosen, found, settings, state, runner).run()
 
 
 @contextmanager
-def _runner(cluster: str | None, pool):
+def _runner(cluster: str | None, pool, node_timeout: float):
     """Where the candidates compile (cluster.py), closed when the search ends."""
-    runner = make_runner(cluster, pool)
+    runner = make_runner(cluster, pool, node_timeout=node_timeout)
     try:
         yield runner
     finally:
@@ -150,6 +156,15 @@ def _runner(cluster: str | None, pool):
 
 # ---------------------------------------------------------------------------------------------
 # Checks.
+
+def _check_node_timeout(node_timeout, cluster: str | None) -> float:
+    checked = check_timeout(node_timeout, "node_timeout")
+    if checked is not None and cluster is None:
+        raise InputError(f"node_timeout={show(node_timeout)} applies to a search on a Ray "
+                         "cluster; give cluster= as well (e.g. cluster='127.0.0.1:6379'), or "
+                         "leave node_timeout out")
+    return PROBE_TIMEOUT_S if checked is None else checked
+
 
 def _check_target(target, mapping, mesh: MeshSpec) -> None:
     if target is None:

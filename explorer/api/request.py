@@ -37,16 +37,17 @@ def check_partitioner(partitioner) -> Partitioner:
     return Partitioner(partitioner)
 
 
-def check_timeout(timeout) -> float | None:
-    """None (the pool's default) or a positive, finite number of seconds, at most a day."""
+def check_timeout(timeout, name: str = "timeout") -> float | None:
+    """None (the default) or a positive, finite number of seconds, at most a day; `name` is
+    the argument's, for the error."""
     if timeout is None:
         return None
     # Compared before any float(): float() of a huge int overflows.
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
             or (isinstance(timeout, float) and not math.isfinite(timeout)) \
             or not 0 < timeout <= MAX_TIMEOUT:
-        raise InputError(f"timeout {show(timeout)} is not a positive, finite number of "
-                         f"seconds up to {MAX_TIMEOUT}; pass e.g. timeout=120, or None for "
+        raise InputError(f"{name} {show(timeout)} is not a positive, finite number of "
+                         f"seconds up to {MAX_TIMEOUT}; pass e.g. {name}=120, or None for "
                          "the default")
     return float(timeout)
 

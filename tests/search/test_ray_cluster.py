@@ -28,7 +28,6 @@ import pytest
 
 import explorer
 from explorer import CandidateStatus, SearchPhase, StopReason, TensorSpec
-from explorer._search.cluster import RayRunner
 from explorer._search.connect import reread_auth
 from explorer.errors import ExplorerError
 
@@ -290,7 +289,7 @@ def test_a_node_whose_check_never_answers_fails_the_search_in_the_time_given(clu
         with pytest.raises(ExplorerError) as caught:
             # Long enough for the two other nodes to answer on a loaded machine (a Ray worker,
             # the explorer unpacked, jax imported: seconds each), far shorter than the default.
-            RayRunner(cluster.address, node_timeout=60)
+            explorer.search("mlp", cluster=cluster.address, node_timeout=60, **MLP)
         # The check's interpreter there was stuck importing jax; it ends with the Ray worker
         # the check killed, rather than sleeping on.
         pid = int(marker.read_text())
@@ -302,7 +301,7 @@ def test_a_node_whose_check_never_answers_fails_the_search_in_the_time_given(clu
         cluster.stop_node(node)
     message = str(caught.value)
     assert message.startswith(f"cannot compile on the Ray cluster at '{cluster.address}': ")
-    assert ("node 127.0.0.5 did not answer within 60 s (its Ray workers could not start or "
+    assert (f"node {node.ip} did not answer within 60 s (its Ray workers could not start or "
             "unpack the explorer, or importing the explorer and jax there did not finish; see "
             "`ray status` and the node's Ray logs)") in message
     assert "node 127.0.0.2" not in message and "node 127.0.0.3" not in message

@@ -134,6 +134,9 @@ def test_the_budget_stops_the_search():
     (dict(tensors=["nope"]), "'nope'"),
     (dict(cancel=object()), "threading.Event"),
     (dict(prune="yes"), "prune="),
+    (dict(node_timeout=30), "node_timeout=30 applies to a search on a Ray cluster"),
+    (dict(node_timeout=-1, cluster="127.0.0.1:6379"), "node_timeout -1 is not a positive"),
+    (dict(node_timeout=math.inf, cluster="127.0.0.1:6379"), "node_timeout inf"),
 ])
 def test_bad_input_is_one_clear_error(kwargs, match):
     x, w = TensorSpec("x", (64, 64)), TensorSpec("w", (64, 64))
