@@ -25,8 +25,9 @@ def _key_values(items: list[str], what: str) -> dict[str, str]:
     return out
 
 
-def _seconds(text: str) -> float:
-    """--timeout: a positive, finite number of seconds (argparse's float takes 'nan' and 'inf')."""
+def _seconds(text: str, name: str = "timeout") -> float:
+    """--timeout (--node-timeout: `name` "node_timeout", the API argument it sets): a positive,
+    finite number of seconds (argparse's float takes 'nan' and 'inf')."""
     from explorer.api.request import check_timeout
 
     try:
@@ -34,7 +35,7 @@ def _seconds(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     try:
-        return check_timeout(seconds)
+        return check_timeout(seconds, name)
     except ExplorerError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -312,7 +313,8 @@ def _search_parser(sub) -> None:
     s.add_argument("--ray-address", metavar="ADDR",
                    help="compile the candidates as Ray tasks on this cluster (HOST:PORT, "
                    "ray://HOST:PORT, auto or local; needs the cluster extra)")
-    s.add_argument("--node-timeout", type=_seconds, default=None, metavar="SECONDS",
+    s.add_argument("--node-timeout", type=lambda text: _seconds(text, "node_timeout"),
+                   default=None, metavar="SECONDS",
                    help="with --ray-address: seconds each node gets to answer the check "
                    "before the search (default 120)")
     s.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])

@@ -51,7 +51,8 @@ def test_text_output(capsys):
     (["--target", "cpu"], "no sourced speeds"),
     (["--space", "pipeline"], "pipeline"),
     (["--node-timeout", "30"], "node_timeout=30.0 applies to a search on a Ray cluster"),
-    (["--node-timeout", "0", "--ray-address", "127.0.0.1:6379"], "not a positive"),
+    (["--node-timeout", "0", "--ray-address", "127.0.0.1:6379"],
+     "node_timeout 0.0 is not a positive"),
 ])
 def test_bad_input_exits_2(extra, match, capsys):
     try:
