@@ -55,7 +55,7 @@ def compiled_memory_fit(report: Report, target: Target) -> MemoryFit | None:
     timeline = report.memory_timeline
     live = (f"; {format_binary_bytes(timeline.peak.bytes)} of it live at once"
             if timeline is not None else "")
-    text = (f"libtpu's memory check passed it for a {target.chip.name}: fits. XLA's memory "
+    text = (f"fits: libtpu's memory check passed it for a {target.chip.name}. XLA's memory "
             f"analysis counts {format_binary_bytes(fit.bytes)} of the "
             f"{format_binary_bytes(fit.capacity)} {target.chip.memory_kind} a chip gives a "
             f"program ({fit.fraction:.0%}), its temporaries' whole allocation{live}")

@@ -10,6 +10,7 @@ For GPUs the compiler is told what CUDA reports (XLA's own device descriptions):
 "80GB" is 80 GiB, of which CUDA gives programs 84,942,979,072 bytes."""
 
 import importlib.util
+import re
 from dataclasses import replace
 
 import pytest
@@ -87,6 +88,9 @@ def test_a_program_libtpu_compiled_for_the_targets_slice_fits_whatever_the_analy
     # The Memory tab says so, not "uses 15.8 GiB of 15.8 GiB (100%)".
     shown = memory_html(with_target(over, "tpu-v5e-2x2"))
     assert "<b>Fits</b>" in shown and "libtpu&#x27;s memory check passed it" in shown
+    # ... once: the bold word, not again in the text after it.
+    verdict = re.search(r"<b>Fits</b>.*?</p>", shown).group(0)
+    assert verdict.lower().count("fits") == 1
     # Another generation's chip: libtpu did not check this program for it.
     other = with_target(over, "tpu-v6e-2x2").estimate.memory
     assert other.fits is (over.memory.total <= get_target("tpu-v6e-2x2").chip.capacity)
