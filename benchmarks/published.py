@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 import explorer
+from explorer.cost.gemm_rates import gemm_table
 from explorer.cost.hardware import format_binary_bytes, get_target
 from explorer.cost.model import roofline_seconds
 from explorer.hlo.schedule import MATH_KINDS, StepKind, read_schedule
@@ -305,7 +306,9 @@ class Prediction:
     memory: str                     # that verdict in words, with the bytes
     aliased: int | None             # bytes of the donated state the new state was written into
     parts: dict[str, float]         # compute seconds by kind, see compute_parts
-    matmul_fraction: float | None   # of the chip's nominal peak the matmuls were timed at
+    # The matmuls' FLOPs over their time (each at its roofline), of the chip's nominal peak
+    matmul_fraction: float | None
+    kernel_rate: float | None = None    # FLOP/s of the flash kernel's code, as timed
 
     def implied_matmul_fraction(self) -> float | None:
         """The fraction of the chip's nominal peak the matmuls would have to run at for the
@@ -399,6 +402,8 @@ def predict(case: Case, fake: bool, timeout: float, save: str | None = None,
             load: str | None = None) -> Prediction:
     kept = saved_case(load, case) if load else None
     report, compile_s, fallback = kept or compile_case(case, fake, timeout)
+    if kept is not None:    # priced again: the cost model may have changed since it was kept
+        report = with_target(report, case.target, dtype=case.params["compute_dtype"])
     if save and kept is None:
         os.makedirs(save, exist_ok=True)
         with open(os.path.join(save, f"{case.name}.pickle"), "wb") as f:
@@ -418,11 +423,15 @@ def predict(case: Case, fake: bool, timeout: float, save: str | None = None,
     fits, memory = memory_verdict(report, fallback)
     aliased = report.memory.aliased if report.memory is not None else None
     nominal = get_target(case.target).chip.peak_flops.get(est.compute.peak_dtype)
+    parts = compute_parts(report, case)
+    matmul_flops = parts.pop("matmul_flops")
+    kernel_flops, kernel_s = parts.pop("kernel_flops"), parts.pop("kernel_seconds")
+    rate = matmul_flops / parts["matmul"] if parts["matmul"] else None
     return Prediction(case, est.step_lower_seconds, est.step_upper_seconds,
                       est.step_trace_seconds, est.compute_seconds, est.comm_seconds, compile_s,
-                      compiled_on, fits, memory, aliased,
-                      compute_parts(report, case),
-                      est.compute.peak_flops / nominal if nominal else None)
+                      compiled_on, fits, memory, aliased, parts,
+                      rate / nominal if nominal and rate else None,
+                      kernel_flops / kernel_s if kernel_s else None)
 
 
 def compute_parts(report, case: Case) -> dict[str, float]:
@@ -432,14 +441,18 @@ def compute_parts(report, case: Case) -> dict[str, float]:
     [.., seq, seq] scores (an array of rank 4 or more ending in seq, seq); `matmul` is the other
     instructions with FLOPs; `other` the rest (elementwise, norms, the optimizer, copies). A
     TPU fusion that fuses a projection's matmul with kernel code is timed as kernel code (no
-    bytes); its time is split between the two by their FLOPs."""
-    # The rates the estimate used: measured achievable fractions of the peaks (not --peak).
+    bytes); its time is split between the two by their FLOPs. `matmul_flops`: the FLOPs of
+    `matmul`'s instructions; `kernel_flops`, `kernel_seconds`: the flash kernel's code's."""
+    # The rates the estimate used: measured achievable fractions of the peaks (not --peak), and
+    # XLA's measured GEMM rates per shape on the GPUs XLA measured.
     peak = report.estimate.compute.peak_flops
     bandwidth = report.estimate.compute.memory_bandwidth
+    table = gemm_table(report.estimate.compute.gemm_table)
     seq = case.params["seq"]
     names = read_schedule(report.optimized_hlo)
     by_name = names.module.by_name()
-    parts = {"matmul": 0.0, "attention": 0.0, "other": 0.0}
+    parts = {"matmul": 0.0, "attention": 0.0, "other": 0.0, "matmul_flops": 0.0,
+             "kernel_flops": 0.0, "kernel_seconds": 0.0}
 
     def scores(instr) -> bool:
         arrays = list(instr.arrays) + [a for o in instr.operands if o in by_name
@@ -451,15 +464,21 @@ def compute_parts(report, case: Case) -> dict[str, float]:
             if s.kind is StepKind.LOOP:
                 walk(s.body, runs * (s.trips or 1))
             elif s.kind in MATH_KINDS and (s.flops or s.bytes):
-                seconds = runs * roofline_seconds(s.flops, s.bytes, peak, bandwidth)
+                seconds = runs * roofline_seconds(s.flops, s.bytes, peak, bandwidth, s.dots,
+                                                  table)
                 if s.fused_kernel and s.flops:
                     share = min(1.0, s.kernel_flops / s.flops)
                     parts["attention"] += share * seconds
+                    parts["kernel_flops"] += share * runs * s.flops
+                    parts["kernel_seconds"] += share * seconds
                     parts["matmul"] += (1 - share) * seconds
+                    parts["matmul_flops"] += (1 - share) * runs * s.flops
                     continue
                 kind = ("attention" if s.fused_kernel or scores(s.instr)
                         else "matmul" if s.flops else "other")
                 parts[kind] += seconds
+                if kind == "matmul":
+                    parts["matmul_flops"] += runs * s.flops
 
     walk(names.steps, 1)
     return parts
@@ -536,16 +555,18 @@ def table(preds: list[Prediction]) -> str:
             f"{'—' if p.aliased is None else format_binary_bytes(p.aliased)} |")
     lines += ["", "Where the predicted step goes (seconds; compute split as `compute_parts` says, "
               "`exposed comm` = trace - compute):", "",
-              "| case | published | matmul | attention kernel or scores | other compute "
+              "| case | published | matmul | attention kernel or scores (the kernel's rate) "
+              "| other compute "
               "| exposed comm | trace | matmul alone vs published | matmuls timed at, "
               "would have to run at (of peak) |",
               "|---|---|---|---|---|---|---|---|---|"]
     for p in preds:
         exposed = (p.trace_s - p.compute_s) if p.trace_s and p.compute_s else None
         implied = p.implied_matmul_fraction()
+        kernel = f" ({p.kernel_rate / 1e12:.0f} TFLOP/s)" if p.kernel_rate else ""
         lines.append(
             f"| `{p.case.name}` | {p.case.published_s:.2f} | {p.parts['matmul']:.2f} | "
-            f"{p.parts['attention']:.2f} | {p.parts['other']:.2f} | {_s(exposed)} | "
+            f"{p.parts['attention']:.2f}{kernel} | {p.parts['other']:.2f} | {_s(exposed)} | "
             f"{_s(p.trace_s)} | {p.parts['matmul'] / p.case.published_s - 1:+.0%} | "
             f"{'?' if p.matmul_fraction is None else f'{p.matmul_fraction:.0%}'}, "
             f"{'—' if implied is None else f'{implied:.0%}'} |")

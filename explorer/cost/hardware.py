@@ -143,6 +143,9 @@ class Chip:
     # (ECC and the driver's reserve taken off). None: no such figure; all of it.
     memory_available: float | None = None
     available_source: str = ""
+    # XLA's key for the GEMM rates it measured on this chip (explorer.cost.gemm_rates), e.g.
+    # "sm_90"; None: XLA measured none.
+    xla_gemm_table: str | None = None
 
     @property
     def capacity(self) -> float | None:
@@ -571,6 +574,7 @@ _GPU = {
             memory_available=84_942_979_072, available_source=XLA_GPU_SPECS + "h100_sxm.txtpb",
             memory_bandwidth=3.35e12,     # bytes/s; "GPU Memory Bandwidth 3.35TB/s" NV_H100
             source=NV_H100, matmul_measured=_mamf(794.5, 989, "H100 SXM"),
+            xla_gemm_table="sm_90",   # XLA keys its measured tables by compute capability
             host_bandwidth=64 * GB,   # bytes/s one way; "PCIe Gen5: 128GB/s" (both ways) NV_H100
             host_source=NV_H100),
         # bytes/s one way per GPU; "18 * 25=450GB/s of full-duplex bandwidth" BOOK_GPUS;
@@ -596,6 +600,7 @@ _GPU = {
             memory_bandwidth=4.8e12,      # bytes/s; "GPU Memory Bandwidth 4.8TB/s" NV_H200
             # The MAMF table's H100 row: "H200 is the same" (the same compute die).
             source=NV_H200, matmul_measured=_mamf(794.5, 989, "H100/H200 SXM"),
+            xla_gemm_table="sm_90",   # the H100's die
             host_bandwidth=64 * GB,   # bytes/s one way; "PCIe Gen5: 128GB/s" (both ways) NV_H200
             host_source=NV_H200),
         # bytes/s one way; NVLink 4 as H100: NV_H200 "NVLink 900GB/s"
@@ -618,7 +623,8 @@ _GPU = {
             # CUDA's total: 191,514,411,008 bytes (178.36 GiB), b200.txtpb XLA_GPU_SPECS
             memory_available=191_514_411_008, available_source=XLA_GPU_SPECS + "b200.txtpb",
             memory_bandwidth=8e12,        # bytes/s; DGX B200 "64 TB/s" / 8; BOOK_GPUS 8.0e12
-            source=NV_DGX_B200, matmul_measured=_mamf(1745.0, 2250, "B200 SXM")),
+            source=NV_DGX_B200, matmul_measured=_mamf(1745.0, 2250, "B200 SXM"),
+            xla_gemm_table="sm_100_B200"),
         # bytes/s one way per GPU; NVLink 5: "50 GB/s ... 18 ... 900 GB/s" BOOK_GPUS
         # No ring figure was found for NVLink 5; NVLink 4's measured fraction is taken.
         _nvlink(900 * GB, _ring(367.61, 450, "8x H200 (NVLink 4; none found for NVLink 5)")),

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from math import prod
 
+from explorer.cost.gemm_rates import GemmTable, gemm_table
 from explorer.cost.hardware import (
     CLOUD_BF16,
     Chip,
@@ -37,7 +38,7 @@ from explorer.cost.mapping import AxisMapping, Segment, check_mapping, default_m
 from explorer.errors import InputError, MappingError, choices
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.groups import RingDirection, spanned_axes
-from explorer.hlo.schedule import Work
+from explorer.hlo.schedule import Dot, Work
 from explorer.spec.tensor import normalize_dtype
 
 # ---------------------------------------------------------------------------------------------
@@ -385,6 +386,9 @@ class ComputeTime:
     notes: tuple[str, ...] = ()
     peak_dtype: str = ""                # the dtype whose peak was used; "" when none was
     memory_bandwidth: float | None = None   # bytes/s the memory roofline was drawn with
+    # XLA's key of the measured GEMM rates that timed the bf16 dots (explorer.cost.gemm_rates),
+    # "" where every FLOP was timed at `peak_flops`.
+    gemm_table: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -441,21 +445,35 @@ def compute_time(flops: float | None, bytes_accessed: float | None, dtype: str,
                        tuple(notes), peak_dtype, bandwidth)
 
 
-def roofline_seconds(flops: float, nbytes: float, peak: float, bandwidth: float | None) -> float:
+def roofline_seconds(flops: float, nbytes: float, peak: float, bandwidth: float | None,
+                     dots: Sequence[Dot] = (), table: GemmTable | None = None) -> float:
     """One instruction on the roofline: max(FLOPs / peak, bytes / HBM bandwidth); FLOPs alone
-    where the chip has no sourced memory bandwidth."""
-    return max(flops / peak, nbytes / bandwidth if bandwidth else 0.0)
+    where the chip has no sourced memory bandwidth. With the chip's measured GEMM `table` and
+    the instruction's `dots`, its FLOPs take the rate measured for each dot's shape instead of
+    `peak` (explorer.cost.gemm_rates)."""
+    return max(math_seconds(flops, peak, dots, table), nbytes / bandwidth if bandwidth else 0.0)
+
+
+def math_seconds(flops: float, peak: float, dots: Sequence[Dot] = (),
+                 table: GemmTable | None = None) -> float:
+    """The FLOP side of one instruction's roofline: at each dot's measured rate where `table`
+    has one, else at `peak`."""
+    if table is not None and dots:
+        return table.seconds(flops, tuple(dots), peak)
+    return flops / peak
 
 
 def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
-                           target: str | Target) -> ComputeTime:
+                           target: str | Target, dots: Sequence[Sequence[Dot]] = (),
+                           table: GemmTable | None = None) -> ComputeTime:
     """Compute over a schedule: each instruction on its own roofline, summed.
 
     `work` holds (FLOPs, bytes, runs) per scheduled instruction. XLA runs the instructions of
     one device one after another, so a memory-bound fusion cannot hide behind a compute-bound
     dot: the roofline (SCALING_BOOK, tpus, Question 4) applies per instruction, and the sum is
     at least the whole-program max(FLOPs / peak, bytes / bandwidth). `bound` names the side
-    whose instructions take most of the time.
+    whose instructions take most of the time. `dots`: each entry's dots (Work.dots); with the
+    chip's measured GEMM `table`, their FLOPs take the rate measured for their shapes.
     """
     target = get_target(target)
     chip = target.chip
@@ -468,17 +486,23 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
     memory_s = sum(r * b for _, b, r in work) / bandwidth if bandwidth else None
     if peak is None:
         return ComputeTime(None, None, memory_s, None, None, dtype, tuple(notes), "", bandwidth)
-    seconds = flops_bound = 0.0
-    for f, b, r in work:
-        t = r * roofline_seconds(f, b, peak, bandwidth)
-        seconds += t
-        if not bandwidth or f / peak >= b / bandwidth:
-            flops_bound += t
+    if table is not None and not any(table.rate(d) for entry in dots for d in entry):
+        table = None     # no dot of a dtype it measured (a float32 program)
+    seconds = flops_bound = math_total = 0.0
+    for k, (f, b, r) in enumerate(work):
+        math = math_seconds(f, peak, dots[k] if k < len(dots) else (), table)
+        memory = b / bandwidth if bandwidth else 0.0
+        seconds += r * max(math, memory)
+        math_total += r * math
+        if math >= memory:
+            flops_bound += r * max(math, memory)
     notes.append(f"compute sums {sum(r for *_, r in work)} scheduled instruction runs, each at "
                  "max(FLOPs / peak, bytes / HBM bandwidth)")
+    if table is not None:
+        notes.append(table.describe() + "; other FLOPs at the peak above")
     bound = Bound.COMPUTE if flops_bound >= seconds - flops_bound else Bound.MEMORY
-    return ComputeTime(seconds, sum(r * f for f, _, r in work) / peak, memory_s, bound, peak,
-                       dtype, tuple(notes), peak_dtype, bandwidth)
+    return ComputeTime(seconds, math_total, memory_s, bound, peak, dtype, tuple(notes),
+                       peak_dtype, bandwidth, table.device if table is not None else "")
 
 
 @dataclass(frozen=True)
@@ -676,6 +700,13 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
     """
     target = get_target(target)
     notes: list[str] = []
+    # XLA's measured GEMM rates replace the flat measured fraction for the dots it measured;
+    # at the vendors' peak (peak=True) nothing is measured.
+    table = None if peak else gemm_table(target.chip.xla_gemm_table)
+    if not peak and work is not None and table is None and target.chip.xla_gemm_table:
+        notes.append(f"XLA's measured GEMM rates for {target.chip.name} are read from the gpu "
+                     "extra's CUDA plugin, which is not installed: every matmul is timed at the "
+                     "flat measured fraction of the peak")
     if peak:
         notes.append("at the vendors' peak FLOP/s and nominal link bandwidths, which real runs "
                      "do not reach")
@@ -704,14 +735,15 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
     if work is None:
         comp = compute_time(flops, bytes_accessed, dtype, target)
     else:
-        comp = scheduled_compute_time(work.compute, dtype, target)
+        comp = scheduled_compute_time(work.compute, dtype, target, work.dots, table)
         notes += [f"loop {name!r}: its trip count could not be read, so its body is counted "
                   "once" for name in work.uncounted_loops]
         if work.fused_kernel_runs:
             notes.append(f"{work.fused_kernel_runs} instruction run(s) in a 'fused_kernel' "
                          "named scope are timed as one on-chip kernel (a flash-attention "
-                         "kernel keeps its scores in on-chip memory): FLOPs at the peak, their "
-                         "memory traffic not counted")
+                         "kernel keeps its scores in on-chip memory): FLOPs at the peak (at "
+                         "XLA's measured GEMM rate for each block's shape where the chip has "
+                         "it), their memory traffic not counted")
         if work.causal_kernel_runs:
             notes.append(f"{work.causal_kernel_runs} of them in a 'fused_kernel_causal' scope "
                          "count half their FLOPs: a causal kernel skips the blocks above the "

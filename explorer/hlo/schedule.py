@@ -103,6 +103,39 @@ class StepKind(StrEnum):
 
 
 @dataclass(frozen=True)
+class Dot:
+    """One dot's GEMM shape: b batched products of [m, k] x [k, n], operand dtypes as HLO
+    names them (e.g. "bf16"). What a measured rate per shape is looked up by."""
+
+    b: int
+    m: int
+    n: int
+    k: int
+    lhs_dtype: str
+    rhs_dtype: str
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.b * self.m * self.n * self.k
+
+
+def dot_shape(instr: Instruction, names: dict[str, Instruction]) -> Dot | None:
+    """The GEMM a `dot` instruction is: batch dims multiplied into b, the free dims of each
+    operand into m and n, the contracting dims into k. None when an operand's shape is unknown."""
+    lhs, rhs = (names.get(o) for o in (*instr.operands, "", "")[:2])
+    if lhs is None or rhs is None or not lhs.arrays or not rhs.arrays:
+        return None
+    ld, rd = lhs.arrays[0].dims, rhs.arrays[0].dims
+    lb, lc = ints(instr.attr("lhs_batch_dims")), ints(instr.attr("lhs_contracting_dims"))
+    rb, rc = ints(instr.attr("rhs_batch_dims")), ints(instr.attr("rhs_contracting_dims"))
+    return Dot(prod(ld[i] for i in lb if i < len(ld)),
+               prod(d for i, d in enumerate(ld) if i not in lb and i not in lc),
+               prod(d for i, d in enumerate(rd) if i not in rb and i not in rc),
+               prod(ld[i] for i in lc if i < len(ld)),
+               lhs.arrays[0].dtype, rhs.arrays[0].dtype)
+
+
+@dataclass(frozen=True)
 class Step:
     """One instruction of a scheduled computation."""
 
@@ -125,6 +158,9 @@ class Step:
     # ... the part of `flops` from the kernel's own code (a TPU fusion may join a projection's
     # matmul to it)
     kernel_flops: float = 0.0
+    # The dots whose FLOPs `flops` counts (a fusion's body's included): their shapes, for rates
+    # measured per shape (explorer.cost.gemm_rates).
+    dots: tuple[Dot, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -400,6 +436,8 @@ class _Reader:
 
     def step(self, instr: Instruction) -> Step:
         step = self._step(instr)
+        if step.flops:
+            step = replace(step, dots=self.dots(instr))
         # A collective fusion's own arithmetic may be kernel code too (the TPU fuses a
         # weight's all-gather with the attention's matmul).
         if step.kind in (StepKind.COMPUTE, StepKind.COLLECTIVE) and (step.flops or step.bytes) \
@@ -503,6 +541,17 @@ class _Reader:
         if instr.opcode in ("fusion", "call"):
             return self.flops_in(instr.callee("calls", "to_apply"))
         return 0.0
+
+    def dots(self, instr: Instruction) -> tuple[Dot, ...]:
+        """The dots an instruction runs: itself, or those of the computation it calls."""
+        if instr.opcode == "dot":
+            shape = dot_shape(instr, self.names)
+            return (shape,) if shape else ()
+        if instr.opcode in ("fusion", "call", "async-start"):
+            called = instr.callee("calls", "to_apply")
+            return tuple(d for i in self.module.computations.get(called, [])
+                         for d in self.dots(i))
+        return ()
 
     def flops_in(self, computation: str) -> float:
         if computation not in self.computation_flops:
@@ -784,10 +833,13 @@ class Work:
     uncounted_loops: tuple[str, ...]    # whiles whose trip count could not be read: run once
     fused_kernel_runs: int = 0          # runs of steps timed as on-chip fused-kernel code
     causal_kernel_runs: int = 0         # ... of them in a causal kernel (half their FLOPs)
+    # The dots of each entry of `compute`, index for index (Step.dots).
+    dots: tuple[tuple[Dot, ...], ...] = ()
 
 
 def schedule_work(schedule: Schedule) -> Work:
     compute: list[tuple[float, float, int]] = []
+    dots: list[tuple[Dot, ...]] = []
     runs: dict[str, int] = {}
     uncounted: list[str] = []
     fused = causal = 0
@@ -802,10 +854,11 @@ def schedule_work(schedule: Schedule) -> Work:
                 continue
             if s.kind in MATH_KINDS and (s.flops or s.bytes):
                 compute.append((s.flops, s.bytes, times))
+                dots.append(s.dots)
             fused += times * s.fused_kernel
             causal += times * s.causal_kernel
             for name in s.collectives:
                 runs[name] = runs.get(name, 0) + times
 
     walk(schedule.steps, 1)
-    return Work(tuple(compute), runs, tuple(uncounted), fused, causal)
+    return Work(tuple(compute), runs, tuple(uncounted), fused, causal, tuple(dots))

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from explorer.cost.gemm_rates import GemmTable, gemm_table
 from explorer.cost.model import (
     LINK_DIRECTIONS,
     CollectiveTime,
@@ -159,7 +160,7 @@ def step_trace(schedule: Schedule, collectives: Sequence, estimate: Estimate,
     timeline = _Timeline(schedule, peak, estimate.compute.memory_bandwidth,
                          {c.hlo_name: (c, t) for c, t in
                           zip(collectives, estimate.collectives, strict=True)},
-                         host_bandwidth)
+                         host_bandwidth, gemm_table(estimate.compute.gemm_table))
     timeline.run(schedule.steps, {})
     notes = list(dict.fromkeys(timeline.notes))
     if not schedule.scheduled:
@@ -178,9 +179,10 @@ def step_trace(schedule: Schedule, collectives: Sequence, estimate: Estimate,
 class _Timeline:
     def __init__(self, schedule: Schedule, peak: float, bandwidth: float | None,
                  collectives: dict[str, tuple[Any, CollectiveTime]],
-                 host_bandwidth: float | None = None):
+                 host_bandwidth: float | None = None, table: GemmTable | None = None):
         self.module = schedule.module
         self.peak, self.bandwidth = peak, bandwidth
+        self.table = table                 # the measured GEMM rates the estimate used
         self.host_bandwidth = host_bandwidth
         self.host_at = 0.0                 # the host link is free from here
         self.collectives = collectives
@@ -250,7 +252,8 @@ class _Timeline:
         """Run the step's own arithmetic from `begin` on the compute lane; when it ends."""
         if not (s.flops or s.bytes):
             return begin
-        seconds = roofline_seconds(s.flops, s.bytes, self.peak, self.bandwidth)
+        seconds = roofline_seconds(s.flops, s.bytes, self.peak, self.bandwidth, s.dots,
+                                   self.table)
         op = s.instr.op_name.rsplit("/", 1)[-1] or s.instr.opcode
         self.emit(TraceEvent(op, TraceLane.COMPUTE, begin, seconds, s.instr.name,
                              self.source(s.instr),

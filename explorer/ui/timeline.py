@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import ipywidgets as w
 import plotly.graph_objects as go
 
+from explorer.cost.gemm_rates import gemm_table
 from explorer.cost.hardware import get_target
 from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError
@@ -145,7 +146,8 @@ def timing_html(report: Report, unavailable: str | None = None) -> str:
 def compute_rate_text(report: Report) -> str:
     """The matmul rate the compute time was priced at, and where it comes from: `, matmuls at
     53.8 TFLOP/s per device: H100 SXM's float32 peak, 67 TFLOP/s, × 0.80 measured` (the
-    fraction was measured on bf16 matmuls; it is applied to every dtype's peak)."""
+    fraction was measured on bf16 matmuls; it is applied to every dtype's peak); on a GPU
+    whose GEMMs XLA measured, bf16 matmuls at those rates by shape."""
     est = report.estimate
     comp = est.compute
     if not comp.peak_flops:
@@ -159,6 +161,10 @@ def compute_rate_text(report: Report) -> str:
     nominal = chip.peak_flops.get(dtype)
     as_other = (f" (it runs {comp.dtype} matmuls at that rate)" if dtype != comp.dtype else "")
     measured = chip.matmul_measured
+    table = gemm_table(comp.gemm_table)
+    if table is not None:
+        return (f", bf16 matmuls at XLA's measured rates for their shapes on {chip.name} "
+                f"({table.span()}), other matmuls at {rate} per device")
     if est.peak or measured is None or not nominal:
         return f", matmuls at {rate} per device: {chip.name}'s {dtype} peak{as_other}"
     return (f", matmuls at {rate} per device: {chip.name}'s {dtype} peak, "
