@@ -5,6 +5,7 @@ points, and used by the estimate and the trace for the GPUs XLA measured.
 The expected rates are read from the plugin's binary by a separate, plain regex over its bytes
 (not by explorer.cost.gemm_rates), or come from a table written here by hand."""
 
+import functools
 import math
 import re
 
@@ -38,13 +39,19 @@ def bf16(b, m, n, k):
     return Dot(b, m, n, k, "bf16", "bf16")
 
 
-def plugin_rate(device: str, b: int, m: int, n: int, k: int) -> float:
-    """The bf16 entry at one grid point, found in the binary's bytes by a plain regex: in the
-    NUL-terminated string that holds GEMM entries (flops per dtype), the device's section."""
+@functools.cache
+def plugin_table_text() -> str:
+    """The NUL-terminated string of the plugin's binary that holds GEMM entries (flops per
+    dtype), read from its bytes once: the binary is about 480 MB."""
     with open(plugin_binary(), "rb") as f:
         data = f.read()
     at = data.index(b'flops { key: "bf16xbf16->bf16"')
-    text = data[data.rfind(b"\0", 0, at) + 1:data.index(b"\0", at)].decode()
+    return data[data.rfind(b"\0", 0, at) + 1:data.index(b"\0", at)].decode()
+
+
+def plugin_rate(device: str, b: int, m: int, n: int, k: int) -> float:
+    """The bf16 entry at one grid point, found by a plain regex in the device's section."""
+    text = plugin_table_text()
     section = text[text.index(f'key: "{device}"'):]
     section = section[:section.find('key: "sm_', 1)] if 'key: "sm_' in section[1:] else section
     found = re.search(rf"b: {b}\s+m: {m}\s+n: {n}\s+k: {k}\s+flops {{ key: \"bf16xbf16->bf16\" "
