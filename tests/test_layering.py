@@ -21,7 +21,7 @@ RANKS = {
     "api": 6,
     "_search": 7,
     "ui": 8,
-    "cli": 9,
+    "cli": 9, "app_page": 9,
     "__init__": 10,
 }
 UI_LIBRARIES = ("ipywidgets", "plotly", "IPython", "voila", "anywidget")

@@ -111,7 +111,12 @@ def _interpolate(grid: dict[tuple[int, int, int, int], float], axes: list[list[i
 
 def plugin_binary() -> str | None:
     """Where jax's CUDA plugin binary is; None without the gpu extra."""
-    spec = importlib.util.find_spec(PLUGIN)
+    try:
+        spec = importlib.util.find_spec(PLUGIN)
+    except ModuleNotFoundError:
+        # find_spec of a dotted name imports its parent first, and raises (rather than
+        # returning None) when there is no `jax_plugins` package at all: the app extra alone.
+        return None
     if spec is None or spec.origin is None:
         return None
     path = os.path.join(os.path.dirname(spec.origin), PLUGIN_BINARY)
