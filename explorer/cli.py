@@ -535,6 +535,20 @@ def _analyze(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()        # here, not at exit, so that a closed pipe is caught below
+        return code
+    except BrokenPipeError:
+        # The reader stopped reading (`sharding-explorer targets | head -1`). As Python's
+        # signal docs advise (note on SIGPIPE): stdout to /dev/null, so that the flush at exit
+        # does not raise again, and exit 1 without a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command in (None, "app"):

@@ -359,3 +359,18 @@ def test_a_trace_write_that_fails_is_one_input_error_naming_the_file():
         _write_output("--trace", "/dev/full", '{"traceEvents": [{"name": "step", "ph": "X"}]}',
                       "trace")
     assert str(caught.value) == "--trace '/dev/full' could not be written: No space left on device"
+
+
+@pytest.mark.parametrize("command", [["targets"], ["workloads"]])
+def test_a_reader_that_stops_reading_gets_no_traceback(command):
+    """`sharding-explorer targets | head -1`: the pipe's reader closes it before the command
+    writes (here at once, before the child has even imported the package), so every write
+    meets a closed pipe. It ended with a BrokenPipeError traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "explorer.cli", *command],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 1
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

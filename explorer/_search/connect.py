@@ -90,9 +90,12 @@ def check_address(value, instead: str = "None for this machine's worker pool") -
     any connection is tried; `instead` says how to ask for no cluster where the value came
     from."""
     text = value.strip() if isinstance(value, str) else None
-    if text in ("auto", "local") or (text and _WITH_SCHEME.fullmatch(text)):
+    if text in ("auto", "local"):
         return text
-    found = _HOST_PORT.fullmatch(text) if text else None
+    if text and _WITH_SCHEME.fullmatch(text) and not text.startswith("ray://"):
+        return text                      # another scheme: Ray's plugin for it parses the rest
+    # HOST:PORT, alone or after ray:// (Ray Client's address has a port too: 10001 by default).
+    found = _HOST_PORT.fullmatch(text.removeprefix("ray://")) if text else None
     if found is None or not 0 < int(found.group(1)) < 65536:
         raise InputError(f"cluster {show(value)} is not a Ray address: give {ADDRESS_FORMS}, "
                          f"or {instead}")

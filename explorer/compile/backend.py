@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 from explorer.compile.gpu import GpuTopology, gpu_devices
 from explorer.compile.protocol import CompileResult, Measurement, OutOfMemory, TensorLayout
+from explorer.compile.tpu import host_bounds
 from explorer.hlo.module import input_output_aliases, parse_module
 from explorer.hlo.sharding import tuple_parts
 from explorer.spec.tensor import TensorSpec
@@ -68,7 +69,9 @@ def tpu_devices(topology: str):
 
     # v4 chips have two TensorCores; "megacore" makes each chip one device, as jax does on v4.
     extra = {"chip_config_name": "megacore"} if topology.startswith("v4:") else {}
-    return list(topologies.get_topology_desc(topology, "tpu", **extra).devices)
+    return list(topologies.get_topology_desc(topology, "tpu", **extra,
+                                             chips_per_host_bounds=host_bounds(topology))
+                .devices)
 
 
 def build_mesh(mesh_spec, devices=None):

@@ -33,9 +33,39 @@ def topology_chips(topology: str) -> int:
     return prod(dims)
 
 
+# The chips of one TPU host, as libtpu lays a slice out by default (jax's
+# get_topology_desc(chips_per_host_bounds=...)): 2x2x1 for v4, v5e, v5p and v6e alike.
+HOST_BOUNDS = (2, 2, 1)
+
+
+def host_bounds(topology: str) -> tuple[int, int, int]:
+    """The chips_per_host_bounds to compile `topology` with: libtpu's default host of 2x2x1
+    chips, shrunk along a dimension where the slice is smaller than one host (a one-chip
+    `v6e:1x1` is a host of 1x1x1), since libtpu refuses a slice its hosts do not divide.
+
+    Raises:
+        InputError: a dimension that is neither below the host's nor a multiple of it (e.g.
+            v5e:3x3), which libtpu refuses only after starting the compile."""
+    topology_chips(topology)                      # well-formed, or an InputError
+    gen, shape = topology.split(":")
+    rank = len(shape.split("x"))
+    x, y, z = [int(d) for d in shape.split("x")] + [1] * (3 - rank)
+    bounds = (min(x, HOST_BOUNDS[0]), min(y, HOST_BOUNDS[1]), min(z, HOST_BOUNDS[2]))
+    for i, (d, b) in enumerate(zip((x, y, z), bounds, strict=True)):
+        if d % b:
+            examples = f"{gen}:2x2 or {gen}:4x4" if rank == 2 else f"{gen}:2x2x1 or {gen}:4x4x4"
+            raise InputError(
+                f"TPU topology {topology!r} cannot be laid out on TPU hosts: a host holds "
+                f"{'x'.join(map(str, HOST_BOUNDS))} chips, and dimension {i} ({d}) is neither "
+                f"below {HOST_BOUNDS[i]} nor a multiple of it; e.g. {examples}")
+    return bounds
+
+
 def check_topology(topology: str, mesh: MeshSpec) -> None:
-    """Raise unless `topology` is well-formed, fits `mesh`, and libtpu is installed."""
+    """Raise unless `topology` is well-formed, can be laid out on hosts, fits `mesh`, and
+    libtpu is installed."""
     chips = topology_chips(topology)
+    host_bounds(topology)
     if chips != mesh.device_count:
         raise MeshError(f"TPU topology {topology!r} has {chips} chips but mesh "
                         f"{mesh.text()!r} has {mesh.device_count} devices; they must be equal")

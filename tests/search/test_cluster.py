@@ -160,7 +160,8 @@ def test_a_user_function_is_shipped_to_the_cluster(in_process):
     assert lines and all("test_cluster.py" in s for s in lines)
 
 
-@pytest.mark.parametrize("address", ["head", "head:port", "127.0.0.2:0", "ray start"])
+@pytest.mark.parametrize("address", ["head", "head:port", "127.0.0.2:0", "ray start",
+                                     "ray://127.0.0.2", "ray://head:0", "ray://"])
 def test_an_address_that_is_not_ray_s_is_refused_before_any_connection(address):
     with pytest.raises(explorer.InputError) as caught:
         explorer.search("mlp", mesh="data=4", target=TARGET, cluster=address)
