@@ -49,8 +49,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +57,12 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from explorer.ui.serve import VOILA_LIMITS, free_port, voila_command  # noqa: E402
+from explorer.ui.serve import (  # noqa: E402
+    VOILA_LIMITS,
+    free_port,
+    voila_command,
+    wait_until_serving,
+)
 
 CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -90,17 +93,10 @@ _views.FigureWidget = _graph.FigureWidget = _go.FigureWidget"""
 
 
 def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
-    deadline = time.time() + timeout
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            return
-        except urllib.error.HTTPError:      # any HTTP answer means the server is up
-            return
-        except OSError:
-            if time.time() > deadline or proc.poll() is not None:
-                raise RuntimeError(f"the server did not start; see {log}") from None
-            time.sleep(0.3)
+    try:
+        wait_until_serving(url, proc, timeout)
+    except RuntimeError as e:
+        raise RuntimeError(f"the server did not start ({e}); see {log}") from None
 
 
 def cpu_seconds(pid: int) -> float:

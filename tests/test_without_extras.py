@@ -1,6 +1,6 @@
 """The explorer as the README's first command installs it: the app extra alone, without the gpu
 and tpu extras. Each test runs Python in a subprocess whose import system finds neither jax's
-CUDA plugin (nor its `jax_plugins` package) nor libtpu (tests/support/without_extras), as in
+CUDA plugin (nor its `jax_plugins` package) nor libtpu (tests/_support/without_extras), as in
 such a venv; the compile workers it starts inherit that view.
 
 A GPU or TPU target then compiles on fake CPU devices and says so, with the install command
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HIDE = ROOT / "tests" / "support" / "without_extras"
+HIDE = ROOT / "tests" / "_support" / "without_extras"
 GPU_INSTALL = "pip install 'sharding-explorer[gpu]'"
 TPU_INSTALL = "pip install 'sharding-explorer[tpu]'"
 MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}

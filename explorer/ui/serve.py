@@ -164,6 +164,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_until_serving(url: str, proc: subprocess.Popen, timeout: float = 240) -> None:
+    """Return once `url` answers over HTTP, with any status (the server is up). RuntimeError
+    when `proc`, the server's process, exits first or `timeout` seconds pass (a loaded 2-core
+    machine can take minutes to start Voila)."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=5)
+            return
+        except urllib.error.HTTPError:      # any HTTP answer means the server is up
+            return
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the server exited ({proc.returncode}) before {url} "
+                                   "answered") from None
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url} did not answer within {timeout:.0f} s") from None
+            time.sleep(0.3)
+
+
 def voila_command(port: int, ip: str = "127.0.0.1", token: str | None = None,
                   notebook: Path | None = None, preheat: bool = True,
                   base_url: str | None = None) -> list[str]:

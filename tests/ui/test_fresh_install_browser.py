@@ -17,13 +17,13 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 playwright = pytest.importorskip("playwright.sync_api")
+
+from explorer.ui.serve import wait_until_serving  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -95,7 +95,10 @@ def serve_and_look(venv: Path, home: Path, chromium: dict, shot: Path) -> str:
     reader.start()
     try:
         url = _printed_url(lines, proc)
-        _wait_http(url, proc, lines)
+        try:
+            wait_until_serving(url, proc)
+        except RuntimeError as e:
+            raise AssertionError(f"Voila did not start ({e}):\n" + "".join(lines)) from None
         with playwright.sync_playwright() as p:
             browser = p.chromium.launch(**chromium)
             try:
@@ -132,20 +135,6 @@ def _printed_url(lines: list[str], proc: subprocess.Popen) -> str:
             break
         time.sleep(0.2)
     raise AssertionError("sharding-explorer printed no URL:\n" + "".join(lines))
-
-
-def _wait_http(url: str, proc: subprocess.Popen, lines: list[str]) -> None:
-    deadline = time.monotonic() + 240      # a loaded 2-core machine can take a while
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=5)
-            return
-        except urllib.error.HTTPError:      # any HTTP answer means the server is up
-            return
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise AssertionError("Voila did not start:\n" + "".join(lines)) from None
-            time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
