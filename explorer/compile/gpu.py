@@ -14,9 +14,9 @@ whether a request compiles here (the plugin installed, the target a GPU this mod
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 
+from explorer.cost.gemm_rates import plugin_binary
 from explorer.cost.hardware import Target, get_target
 from explorer.errors import TargetError, choices
 
@@ -117,8 +117,11 @@ class GpuTopology:
 
 
 def gpu_plugin_installed() -> bool:
-    """Whether jax's CUDA plugin, which holds XLA's GPU compiler, is installed."""
-    return importlib.util.find_spec("jax_cuda12_plugin") is not None
+    """Whether XLA's GPU compiler is installed: jax's CUDA PJRT plugin (`jax_plugins.xla_cuda12`
+    and its binary, which jax registers as the cuda platform). That plugin, not the CUDA kernels'
+    `jax_cuda12_plugin` beside it, is what `get_topology_desc(platform="cuda")` needs: with
+    only the latter importable, a worker raised "topology not implemented for cuda"."""
+    return plugin_binary() is not None
 
 
 GPU_EXTRA_NOTE = ("install the gpu extra for the GPU compiler's own program: pip install "
