@@ -18,6 +18,12 @@ from explorer.spec.mesh import MeshSpec
 def topology_chips(topology: str) -> int:
     """Chips of a jax TPU topology name such as 'v5e:4x4'; the generations and their torus
     dimensions are the hardware catalog's."""
+    return prod(topology_shape(topology)[1])
+
+
+def topology_shape(topology: str) -> tuple[str, list[int]]:
+    """The generation and the dimensions of a jax TPU topology name: 'v5e:4x4' -> ('v5e',
+    [4, 4]); an InputError for a name that is not one."""
     generations = tpu_generations()
     m = re.fullmatch(r"([a-z0-9]+):(\d+(?:x\d+)*)", topology or "")
     if not m or m.group(1) not in generations:
@@ -30,7 +36,7 @@ def topology_chips(topology: str) -> int:
         raise InputError(
             f"TPU topology {topology!r}: a {gen} slice has {rank} dimensions, e.g. "
             f"{gen}:{'x'.join(['4'] * rank)}")
-    return prod(dims)
+    return gen, dims
 
 
 # The chips of one TPU host, as libtpu lays a slice out by default (jax's
@@ -46,10 +52,9 @@ def host_bounds(topology: str) -> tuple[int, int, int]:
     Raises:
         InputError: a dimension that is neither below the host's nor a multiple of it (e.g.
             v5e:3x3), which libtpu refuses only after starting the compile."""
-    topology_chips(topology)                      # well-formed, or an InputError
-    gen, shape = topology.split(":")
-    rank = len(shape.split("x"))
-    x, y, z = [int(d) for d in shape.split("x")] + [1] * (3 - rank)
+    gen, dims = topology_shape(topology)
+    rank = len(dims)
+    x, y, z = dims + [1] * (3 - rank)
     bounds = (min(x, HOST_BOUNDS[0]), min(y, HOST_BOUNDS[1]), min(z, HOST_BOUNDS[2]))
     for i, (d, b) in enumerate(zip((x, y, z), bounds, strict=True)):
         if d % b:
@@ -64,8 +69,8 @@ def host_bounds(topology: str) -> tuple[int, int, int]:
 def check_topology(topology: str, mesh: MeshSpec) -> None:
     """Raise unless `topology` is well-formed, can be laid out on hosts, fits `mesh`, and
     libtpu is installed."""
+    host_bounds(topology)                  # well-formed and laid out on hosts, or raises
     chips = topology_chips(topology)
-    host_bounds(topology)
     if chips != mesh.device_count:
         raise MeshError(f"TPU topology {topology!r} has {chips} chips but mesh "
                         f"{mesh.text()!r} has {mesh.device_count} devices; they must be equal")

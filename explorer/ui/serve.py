@@ -18,6 +18,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
@@ -168,9 +170,6 @@ def wait_until_serving(url: str, proc: subprocess.Popen, timeout: float = 240) -
     """Return once `url` answers over HTTP, with any status (the server is up). RuntimeError
     when `proc`, the server's process, exits first or `timeout` seconds pass (a loaded 2-core
     machine can take minutes to start Voila)."""
-    import urllib.error
-    import urllib.request
-
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -5,9 +5,6 @@ import contextlib
 import os
 import shutil
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -50,7 +47,7 @@ def artifacts() -> Path:
 def voila_server(artifacts):
     """voila_server(notebook=None): a context manager running Voila on `notebook` (the app
     notebook by default) on a free loopback port; it yields the URL and stops the server."""
-    from explorer.ui.serve import free_port, voila_command
+    from explorer.ui.serve import free_port, voila_command, wait_until_serving
 
     @contextlib.contextmanager
     def serve(notebook=None):
@@ -63,19 +60,12 @@ def voila_server(artifacts):
         proc = subprocess.Popen(voila_command(port, notebook=notebook), stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{port}/"
-        deadline = time.time() + 240   # a loaded 2-core machine can take a while
-        while True:
-            try:
-                urllib.request.urlopen(url + "voila/static/", timeout=2)
-                break
-            except urllib.error.HTTPError:    # any HTTP answer means the server is up
-                break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    proc.kill()
-                    log.close()
-                    raise RuntimeError(f"Voila did not start; see {log.name}") from None
-                time.sleep(0.5)
+        try:
+            wait_until_serving(url + "voila/static/", proc)
+        except RuntimeError as e:
+            proc.kill()
+            log.close()
+            raise RuntimeError(f"Voila did not start ({e}); see {log.name}") from None
         try:
             yield url
         finally:
