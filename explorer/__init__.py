@@ -22,6 +22,8 @@ private so that explorer.search names the function alone. The interactive app is
 explorer.ui.
 """
 
+# First, before anything can import jax: on a machine with no GPU or TPU, the user's jax on the CPU.
+from explorer import quiet_jax as _quiet_jax  # noqa: F401 - imported for what its import does
 from explorer._search.capacity import BatchProbe as BatchProbe
 from explorer._search.capacity import CapacityResult as CapacityResult
 from explorer._search.capacity import PolicyCapacity as PolicyCapacity
