@@ -26,6 +26,8 @@ NOT_INPUT = [
      "the cluster extra is missing: the environment, not the address"),
     ("_search/connect.py", "cannot connect to the Ray cluster at",
      "ray.init failed: a cluster that is down or unreachable from here"),
+    ("_search/connect.py", "no Ray cluster answers at",
+     "nothing accepts a TCP connection at the address: a cluster that is down or unreachable"),
     ("_search/connect.py", "cannot compile on the Ray cluster at",
      "a node lacks jax or the explorer's dependencies: the cluster's environment"),
     ("cli.py", "no trace for --target",

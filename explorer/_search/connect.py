@@ -17,7 +17,9 @@ that does not answer in time (PROBE_TIMEOUT_S by default) fails it too, instead 
 waiting on it.
 
 The address is checked before any of this (`check_address`), with the same rule for the API's
-`cluster=` and the app's cluster box.
+`cluster=` and the app's cluster box; and before Ray is asked to connect to it, something must
+accept a TCP connection there (`probe_address`), because Ray's GCS client retries an address
+where nothing listens for many minutes, past any `budget_s`, and holds up a SIGTERM meanwhile.
 
 Ray is imported by the caller (cluster.py) and passed in, only when a cluster is asked for.
 """
@@ -27,8 +29,10 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import re
+import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +68,15 @@ print(jax.__version__)
 _HOST_PORT = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9._-]*):(\d{1,5})")
 _WITH_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 ADDRESS_FORMS = "'HOST:PORT', 'ray://HOST:PORT', 'auto' or 'local'"
+
+# The check that something listens at the address before Ray connects (probe_address): each try
+# of a TCP connection waits up to CONNECT_TIMEOUT_S; tries go on for up to CONNECT_WINDOW_S in
+# all, so that a loaded machine or network does not fail a search spuriously. A refusal (nothing
+# bound to the port) is the host's own answer, so it is tried again only for REFUSED_WINDOW_S, in
+# case the head is still starting.
+CONNECT_TIMEOUT_S = 3.0
+CONNECT_WINDOW_S = 10.0
+REFUSED_WINDOW_S = 2.0
 
 # (Ray job, node) pairs found able to compile, on connections the caller holds (which outlive
 # a search, so each node is checked once per connection rather than once per search).
@@ -115,6 +128,7 @@ def connect(ray, address: str) -> bool:
     used as it is. True when this call connected, so that the caller disconnects."""
     if ray.is_initialized():
         return False
+    probe_address(address)
     try:
         if address == "local":
             # Ray in this process, on this machine: its workers import this explorer already.
@@ -129,6 +143,69 @@ def connect(ray, address: str) -> bool:
         raise ExplorerError(f"cannot connect to the Ray cluster at {show(address)}: "
                             f"{gist(e)}. {_what_to_try()}") from None
     return True
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of a 'HOST:PORT' or 'ray://HOST:PORT' address (an IPv6 host without its
+    brackets); None for 'auto', 'local' and other schemes, whose host Ray finds or parses."""
+    found = _HOST_PORT.fullmatch(address.removeprefix("ray://"))
+    if found is None:
+        return None
+    host = found.group(0)[: -len(found.group(1)) - 1]
+    return host.removeprefix("[").removesuffix("]"), int(found.group(1))
+
+
+def probe_address(address: str, window: float = CONNECT_WINDOW_S,
+                  refused_window: float = REFUSED_WINDOW_S) -> None:
+    """Check that something accepts a TCP connection at the host and port of `address` (the
+    GCS of 'HOST:PORT', the Ray Client server of 'ray://HOST:PORT'), trying again for up to
+    `window` seconds (`refused_window` after a refusal); else raise one ExplorerError naming
+    the address, why (refused, timed out, unreachable, a name that does not resolve) and what to
+    start or give instead. 'auto', 'local' and other schemes are Ray's to find: not checked."""
+    target = _host_port(address)
+    if target is None:
+        return
+    start, delay = time.monotonic(), 0.2
+    while True:
+        left = window - (time.monotonic() - start)
+        try:
+            with socket.create_connection(target, timeout=max(0.5, min(CONNECT_TIMEOUT_S, left))):
+                return
+        except OSError as e:
+            error = e
+        limit = refused_window if _definite(error) else window
+        if time.monotonic() - start + delay >= limit:
+            break
+        time.sleep(delay)
+        delay = min(2 * delay, 1.0)
+    _host, port = target
+    if address.startswith("ray://"):
+        start_it = (f"start the head with `ray start --head` (its Ray Client server listens on "
+                    f"10001; `--ray-client-server-port={port}` for this port)")
+    else:
+        start_it = f"start the head with `ray start --head --port={port}`"
+    raise ExplorerError(
+        f"no Ray cluster answers at {show(address)}: nothing accepted a TCP "
+        f"connection there ({_why(error, port)}; {gist(error)}). Check the address, or "
+        f"{start_it}, or give the address `ray status` prints on a machine of the cluster "
+        "(HOST:6379), a Ray Client address ray://HOST:10001, 'auto' for the cluster this "
+        "machine belongs to, or 'local' to start one in this process")
+
+
+def _definite(error: OSError) -> bool:
+    """The host's own answer, not a loss or delay on the way: refused, or no such name."""
+    return isinstance(error, ConnectionRefusedError) or (
+        isinstance(error, socket.gaierror) and error.errno == socket.EAI_NONAME)
+
+
+def _why(error: OSError, port: int) -> str:
+    if isinstance(error, ConnectionRefusedError):
+        return f"connection refused: nothing is listening on port {port}"
+    if isinstance(error, TimeoutError):
+        return "timed out: no answer from the host (down, or a firewall drops the connection)"
+    if isinstance(error, socket.gaierror):
+        return "the host name does not resolve"
+    return "the host cannot be reached"
 
 
 def reread_auth() -> None:
