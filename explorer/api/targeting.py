@@ -11,12 +11,13 @@ CPU compile priced on a GPU or TPU is an approximation, and the plan says why it
 from __future__ import annotations
 
 import importlib.util
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
 from explorer.compile.gpu import GPU_EXTRA_NOTE, GpuTopology, gpu_plugin_installed, gpu_topology
 from explorer.compile.protocol import WorkerKey
-from explorer.cost.hardware import Target, TargetFamily, get_target, tpu_topology_of
+from explorer.cost.hardware import Target, TargetFamily, get_target, targets, tpu_topology_of
 from explorer.errors import InputError, choices
 from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
@@ -87,3 +88,31 @@ def compile_plan(mesh: MeshSpec, target: str | Target | None, compile_for=Compil
     return CompilePlan(WorkerKey.tpu(), tpu_topology=topology)
 
 
+
+
+# XLA's CPU compiler refuses some opcodes outright (ragged-all-to-all in jax 0.10).
+_CPU_REFUSES = re.compile(r"HLO opcode `([\w-]+)` is not supported by XLA:CPU")
+
+
+def cpu_refusal(message: str, mesh: MeshSpec) -> str | None:
+    """For a CPU compile refused because XLA:CPU lacks one of the program's opcodes: what to
+    do instead, with targets of the mesh's device count whose own compiler can take it (the
+    GPU's and the TPU's, where installed, else the extra to install). None otherwise."""
+    m = _CPU_REFUSES.search(message)
+    if m is None:
+        return None
+    offers = []
+    for family, installed, extra in (
+            (TargetFamily.GPU, gpu_plugin_installed(), GPU_EXTRA_NOTE),
+            (TargetFamily.TPU, importlib.util.find_spec("libtpu") is not None, TPU_EXTRA_NOTE)):
+        fits = [t for t in targets().values()
+                if t.family is family and t.chips == mesh.device_count
+                and (family is TargetFamily.GPU or tpu_topology_of(t) is not None)]
+        fits.sort(key=lambda t: not t.name.startswith(("h100", "tpu-v5e")))   # the common
+        if fits:
+            offers.append(f"target={fits[0].name!r}" + ("" if installed else f" ({extra})"))
+    offer = (f"; compile it for a GPU or TPU target of {mesh.device_count} devices instead, "
+             f"with compile_for='target': {' or '.join(offers)}" if offers else
+             f"; no GPU or TPU target has the mesh's {mesh.device_count} devices")
+    return (f"this program uses {m.group(1)}, which XLA's CPU compiler cannot compile, so it "
+            f"cannot be compiled on fake CPU devices{offer}. ({message})")

@@ -7,7 +7,8 @@ Report's `Collective.program_bytes`:
 
 - all-gather: the gathered result; reduce-scatter: the full operand; all-reduce: the buffer
   (the scaling book's V, "the number of bytes in the array");
-- all-to-all: each device's buffer (operand = result);
+- all-to-all: each device's buffer (operand = result); ragged-all-to-all: its input buffer,
+  at most what it sends (the chunk sizes are known only at run time), priced as an all-to-all;
 - collective-permute: what each device sends.
 
 Sources: SCALING_BOOK = https://jax-ml.github.io/scaling-book/ (Austin et al.), chapters
@@ -245,6 +246,10 @@ FORMULAS: Mapping[CollectiveKind, KindFormulas] = {
                                             _across_all_reduce),
     CollectiveKind.ALL_TO_ALL: KindFormulas(_torus_all_to_all, _switched_gather,
                                             _across_all_to_all, _local_share),
+    # Priced as the all-to-all of its whole input: the chunk sizes are known only at run time,
+    # and a device sends at most its input, so this is an upper bound.
+    CollectiveKind.RAGGED_ALL_TO_ALL: KindFormulas(_torus_all_to_all, _switched_gather,
+                                                   _across_all_to_all, _local_share),
     CollectiveKind.COLLECTIVE_PERMUTE: KindFormulas(_torus_permute, _switched_permute,
                                                     _across_permute),
 }

@@ -17,6 +17,9 @@ class CollectiveKind(StrEnum):
     ALL_GATHER = "all-gather"
     REDUCE_SCATTER = "reduce-scatter"
     ALL_TO_ALL = "all-to-all"
+    # A dropless MoE's token exchange (jax.lax.ragged_all_to_all): each device sends chunks
+    # of its input, of sizes known only at run time, into the others' output buffers.
+    RAGGED_ALL_TO_ALL = "ragged-all-to-all"
     COLLECTIVE_PERMUTE = "collective-permute"
 
 

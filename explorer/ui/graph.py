@@ -39,6 +39,7 @@ KIND_COLOURS = {                        # one colour per collective kind, used i
     "all-gather": "#1f77b4",
     "reduce-scatter": "#ff7f0e",
     "all-to-all": "#9467bd",
+    "ragged-all-to-all": "#8c564b",
     "collective-permute": "#2ca02c",
 }
 

@@ -497,10 +497,10 @@ def test_every_collective_kind_has_a_formula_and_others_raise(monkeypatch):
     # A kind from another enum, and a member whose formula was never written: both raise, and
     # neither is priced as some other kind.
     class FakeKind(StrEnum):
-        RAGGED_ALL_TO_ALL = "ragged-all-to-all"
+        COLLECTIVE_BROADCAST = "collective-broadcast"
 
-    with pytest.raises(ExplorerError, match="'ragged-all-to-all' has no time formula"):
-        collective_time(FakeKind.RAGGED_ALL_TO_ALL, 2**20, ("a",), "h100-8", mapping)
+    with pytest.raises(ExplorerError, match="'collective-broadcast' has no time formula"):
+        collective_time(FakeKind.COLLECTIVE_BROADCAST, 2**20, ("a",), "h100-8", mapping)
     without_permute = {k: f for k, f in model.FORMULAS.items()
                        if k is not CollectiveKind.COLLECTIVE_PERMUTE}
     monkeypatch.setattr(model, "FORMULAS", without_permute)

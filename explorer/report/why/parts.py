@@ -53,6 +53,10 @@ def collective_parts(ctx: Context, instr: Instruction) -> list[Part]:
     result = instr.arrays
     if instr.opcode.endswith("-start") and len(result) > len(operands):
         result = result[len(operands):]     # start ops return (operands..., results...)
+    if kind is CollectiveKind.RAGGED_ALL_TO_ALL:
+        # One part: its data is its first operand; the others are the output buffer it
+        # writes into and the offsets and sizes.
+        operands, result = operands[:1], result[-1:]
     named = combined_op_names(instr.op_name)
     if len(operands) > 1 and (named or not instr.op_name):
         # Where the combined op_name lists every part, each is named by its own element;

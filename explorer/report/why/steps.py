@@ -12,7 +12,7 @@ from explorer.report.why.metadata import EXPLICIT_PRIMITIVES, primitive
 Chain = tuple[Instruction, ...]
 
 MOVES = (CollectiveKind.ALL_GATHER, CollectiveKind.ALL_TO_ALL,
-         CollectiveKind.COLLECTIVE_PERMUTE)
+         CollectiveKind.RAGGED_ALL_TO_ALL, CollectiveKind.COLLECTIVE_PERMUTE)
 # Optimized-module ops between two steps of one resharding.
 _BETWEEN_STEPS = {"fusion", "bitcast", "copy", "reshape", "transpose", "slice", "dynamic-slice",
                   "concatenate", "get-tuple-element", "async-done", "all-gather-done",

@@ -22,6 +22,8 @@ RULES: dict[CollectiveKind, tuple[Rule, ...]] = {
     CollectiveKind.ALL_GATHER: (indexing, gather_exact, gather, reshard_operand,
                                 reshard_result),
     CollectiveKind.ALL_TO_ALL: (reshard_operand, reshard_result),
+    # Only a shard_map writes one (jax.lax.ragged_all_to_all): `explicit` answers first.
+    CollectiveKind.RAGGED_ALL_TO_ALL: (reshard_operand, reshard_result),
     # A permute that no layout change explains may move a slice's parts (slicing).
     CollectiveKind.COLLECTIVE_PERMUTE: (reshard_operand, reshard_result, slicing),
 }

@@ -3,6 +3,9 @@ shard_map), by its primitive or by a collective already in the propagated module
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from explorer.hlo.collectives import CollectiveKind
 from explorer.report.why.context import Context
 from explorer.report.why.metadata import AS_WRITTEN, EXPLICIT_PRIMITIVES, primitive
 from explorer.report.why.ops import COLLECTIVE_OPCODES
@@ -14,6 +17,9 @@ from explorer.report.why.text import article, axes_phrase, loc_text, show, where
 def explicit(ctx: Context, t: Target) -> Why | None:
     """Reads the anchors in module order: it needs no layout, so it is tried before the
     layout rules, on every kind of collective."""
+    if t.kind is CollectiveKind.RAGGED_ALL_TO_ALL and not any(
+            a.opcode == CollectiveKind.RAGGED_ALL_TO_ALL for a in t.anchors):
+        t = _own_ragged(ctx, t)
     prim = primitive(t.op_name)
     if prim not in EXPLICIT_PRIMITIVES and not any(
             a.opcode in COLLECTIVE_OPCODES for a in t.anchors):
@@ -25,3 +31,14 @@ def explicit(ctx: Context, t: Target) -> Why | None:
                f"The program asked for it: `{shown}` {place} {manual} is "
                f"{article(t.kind)} {t.kind} over {axes_phrase(t.axes)}.",
                Evidence(consumer=show(t.anchors[0]) if t.anchors else t.op_name))
+
+
+def _own_ragged(ctx: Context, t: Target) -> Target:
+    """A ragged-all-to-all is only ever the program's (jax.lax.ragged_all_to_all; no
+    partitioner writes one), but XLA's GPU compiler drops its metadata: it is anchored to the
+    program's own ragged-all-to-all in the propagated module, by opcode."""
+    if ctx.propagated is None:
+        return t
+    own = next((i for i in ctx.propagated.instructions()
+                if i.opcode == CollectiveKind.RAGGED_ALL_TO_ALL and i.op_name), None)
+    return t if own is None else replace(t, op_name=own.op_name, anchors=(own,), ranked=(own,))
