@@ -857,6 +857,65 @@ def tpu_topology_of(target: Target) -> str | None:
     return f"{m['gen']}:{m['shape']}"
 
 
+# Multi-node GPU targets up to this many nodes, and multi-slice TPU targets of slices of at
+# least this many chips, up to this many slices, are offered for a device count
+# (targets_with_chips); the grammar accepts larger ones.
+MAX_GPU_NODES = 128
+MIN_SLICE_CHIPS = 16
+MAX_SLICES = 64
+
+
+def _tpu_shapes_with(gen: _TpuGeneration, n: int) -> list[tuple[int, ...]]:
+    """The slice shapes of `gen` with n chips: the documented ones in Cloud's order, then (3-D
+    tori) every other whole number of 4x4x4 cubes, smallest axis first."""
+    out = [s for s in gen.shapes if prod(s) == n]
+    if gen.rank == 3 and n <= gen.max_chips:
+        for a in range(4, n + 1, 4):
+            for b in range(a, n // a + 1, 4):
+                c, rest = divmod(n, a * b)
+                if not rest and c >= b and c % 4 == 0 and \
+                        sorted((a, b, c)) not in [sorted(s) for s in out]:
+                    out.append((a, b, c))
+    return out
+
+
 def targets_with_chips(n: int) -> list[str]:
-    """Catalog names with exactly n devices, for error messages that suggest a target."""
-    return [t.name for t in _CATALOG.values() if t.chips == n]
+    """Every target name of the grammar with exactly n devices, by family: NVIDIA nodes (one
+    node's 1, 2, 4 or 8 GPUs, or 2 to MAX_GPU_NODES whole nodes of 8), GPUs first where n is a
+    multiple of 8; then each TPU generation's slices of n chips, then its multi-slice targets
+    (2 to MAX_SLICES slices of at least MIN_SLICE_CHIPS chips, one documented shape each)."""
+    if n < 1:
+        return []
+    gpus = []
+    for gpu in ("h100", "h200", "a100", "b200"):
+        if n in _GPU_SIZES:
+            gpus.append(f"{gpu}-{n}")
+        elif n % GPUS_PER_NODE == 0 and 2 <= n // GPUS_PER_NODE <= MAX_GPU_NODES:
+            gpus.append(f"{gpu}-{GPUS_PER_NODE}x{n // GPUS_PER_NODE}")
+    tpus = []
+    for gen_name in ("v5e", "v5p", "v6e", "v4"):
+        gen = _TPU[gen_name]
+        tpus += [f"tpu-{gen_name}-{'x'.join(map(str, s))}" for s in _tpu_shapes_with(gen, n)]
+        for slices in range(2, MAX_SLICES + 1):
+            if n % slices or n // slices < MIN_SLICE_CHIPS:
+                continue
+            shape = next((s for s in gen.shapes if prod(s) == n // slices), None)
+            if shape is not None:
+                tpus.append(f"tpu-{gen_name}-{'x'.join(map(str, shape))}-{slices}slices")
+    return gpus + tpus if n % GPUS_PER_NODE == 0 else tpus + gpus
+
+
+# The dtypes a program computes in on every target: jax and XLA compile them for the CPU, the
+# GPUs and the TPUs alike.
+COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
+_FP8 = ("float8_e4m3fn", "float8_e5m2")
+
+
+def compute_dtypes(target: str | Target | None = None) -> tuple[str, ...]:
+    """The dtypes a workload may compute in on `target`: float32, bfloat16 and float16
+    everywhere, and the 8-bit floats where the chip has a published rate for them (H100, H200,
+    B200); for no target, the three."""
+    if not target:
+        return COMPUTE_DTYPES
+    chip = get_target(target).chip
+    return COMPUTE_DTYPES + tuple(d for d in _FP8 if d in chip.peak_flops)

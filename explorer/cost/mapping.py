@@ -114,8 +114,9 @@ def _check_mesh(target: Target, names, sizes) -> tuple[tuple[str, ...], tuple[in
     n = prod(sizes)
     if target.chips is not None and n != target.chips:
         same = targets_with_chips(n)
-        hint = (f"; targets with {n} devices: {choices(same)}" if same else
-                f"; no catalog target has {n} devices")
+        shown = choices(same[:8]) + (f" and {len(same) - 8} more" if len(same) > 8 else "")
+        hint = (f"; targets with {n} devices: {shown}" if same else
+                f"; no target has {n} devices")
         mesh = ",".join(f"{a}={s}" for a, s in zip(names, sizes, strict=True))
         raise MappingError(f"mesh {mesh!r} has {n} devices but {target.name} has "
                            f"{target.chips} chips{hint}", target=target.name)

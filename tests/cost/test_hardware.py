@@ -153,11 +153,33 @@ def test_an_axis_a_target_lacks_is_refused_with_its_axes():
 
 
 def test_targets_with_a_device_count_are_those_whose_shapes_multiply_to_it():
-    # 32 = 4·8 (v5e, v6e), 2·4·4 (v4, v5p), 8·4 (each GPU in 4 nodes).
-    assert sorted(targets_with_chips(32)) == sorted([
-        "tpu-v5e-4x8", "tpu-v6e-4x8", "tpu-v4-2x4x4", "tpu-v5p-2x4x4",
-        "a100-8x4", "h100-8x4", "h200-8x4", "b200-8x4"])
+    # 32 = 8·4 (each GPU in 4 nodes, listed first: whole nodes), 4·8 (v5e, v6e), 2·4·4 (v4,
+    # v5p), and two slices of 16 chips (v5e/v6e 4x4, v4 2x2x4; v5p documents no 16-chip
+    # shape).
+    assert targets_with_chips(32) == [
+        "h100-8x4", "h200-8x4", "a100-8x4", "b200-8x4",
+        "tpu-v5e-4x8", "tpu-v5e-4x4-2slices", "tpu-v5p-2x4x4", "tpu-v6e-4x8",
+        "tpu-v6e-4x4-2slices", "tpu-v4-2x4x4", "tpu-v4-2x2x4-2slices"]
     assert targets_with_chips(3) == []
+
+
+@pytest.mark.parametrize("devices", [1, 2, 4, 8, 16, 64, 96, 128, 512, 1024, 2048])
+def test_every_size_people_rent_has_targets_made_by_the_grammar(devices):
+    names = targets_with_chips(devices)
+    assert all(get_target(n).chips == devices for n in names)
+    gpus = [n for n in names if get_target(n).family == "gpu"]
+    nodes, per_node = divmod(devices, 8)
+    if devices in (1, 2, 4, 8):
+        assert gpus == [f"{g}-{devices}" for g in ("h100", "h200", "a100", "b200")]
+    elif per_node == 0 and nodes <= 128:
+        assert gpus == [f"{g}-8x{nodes}" for g in ("h100", "h200", "a100", "b200")]
+        assert names[:4] == gpus            # whole nodes: the GPUs first
+    else:
+        assert gpus == []                   # 2048 GPUs would be 256 nodes: past the list
+    if devices == 64:                       # the README's data=8,model=8 on 8 DGX nodes
+        assert "h100-8x8" in names and "tpu-v5e-8x8" in names and "tpu-v5p-4x4x4" in names
+    if devices == 2048:                     # v5p's 8x16x16; v5e's pods of 256, 8 of them
+        assert "tpu-v5p-8x16x16" in names and "tpu-v5e-16x16-8slices" in names
 
 
 def test_link_speeds_in_gigabits_are_bytes_over_eight():

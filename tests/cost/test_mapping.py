@@ -94,9 +94,16 @@ def test_a_mesh_whose_device_count_is_not_the_targets_names_targets_that_fit():
     # 16 devices: the 4x4 TPU slices and the GPU pairs of nodes have 16.
     with pytest.raises(MappingError) as e:
         default_mapping("h100-8", ("a",), (16,))
-    assert "has 16 devices but h100-8 has 8 chips; targets with 16 devices: 'tpu-v5e-4x4'" \
-        in str(e.value)
-    assert "'h100-8x2'" in str(e.value)
+    assert ("has 16 devices but h100-8 has 8 chips; targets with 16 devices: 'h100-8x2', "
+            "'h200-8x2', 'a100-8x2', 'b200-8x2', 'tpu-v5e-4x4'") in str(e.value)
+
+
+def test_a_long_list_of_fitting_targets_is_cut_short():
+    # 256 devices fit 25 targets (32 nodes of each GPU, the TPU pods and their multi-slice
+    # forms): the first 8 are named, and how many more.
+    with pytest.raises(MappingError, match=r"targets with 256 devices: 'h100-8x32', .*, "
+                                           r"'tpu-v5e-4x8-8slices' and 17 more"):
+        default_mapping("h100-8", ("a",), (256,))
 
 
 def test_segments_of_an_axis_the_mesh_lacks_names_the_mesh_axes():
