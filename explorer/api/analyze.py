@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-import re
 import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 from explorer.api import diskcache
+from explorer.api.patterns import apply_spec_patterns, unmatched, unmatched_note
 from explorer.api.pytrees import (
     FlatCall,
     flat_call,
-    map_tensor_leaves,
     named_inputs,
     tensor_leaves,
 )
@@ -31,17 +30,16 @@ from explorer.api.request import (
     check_target,
     check_timeout,
 )
-from explorer.api.targeting import CompilePlan, compile_plan
+from explorer.api.targeting import CompilePlan, compile_plan, cpu_refusal
 from explorer.compile.pool import WorkerPool, default_pool
 from explorer.compile.protocol import Backend, CompileRequest
 from explorer.compile.sources import pickle_function
 from explorer.cost.mapping import AxisMapping
-from explorer.errors import RankError, SpecError
+from explorer.errors import CompileError
 from explorer.report.build import build_report
 from explorer.report.report import Report
-from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
-from explorer.spec.tensor import Entry, TensorSpec, format_spec, normalize_spec
+from explorer.spec.tensor import Entry, TensorSpec
 
 if TYPE_CHECKING:
     from jax.sharding import PartitionSpec
@@ -52,75 +50,15 @@ _cache: OrderedDict[str, Report] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-# --------------------------------------------------------------------------- regex specs
-
-
-def spec_patterns(specs: Mapping[str, SpecLike]
-                  ) -> list[tuple[str, re.Pattern[str], tuple[Entry, ...]]]:
-    """`specs` (regular expression -> spec, as MaxText and t5x write partition rules) checked
-    and compiled, in the order given: (pattern text, compiled pattern, spec entries)."""
-    if not isinstance(specs, Mapping):
-        raise SpecError(f"specs={show(specs)} is not a mapping of regular expression to spec, "
-                        "e.g. {r'up.*kernel': 'None,model'}")
-    out = []
-    for pattern, spec in specs.items():
-        if not isinstance(pattern, str):
-            raise SpecError(f"spec pattern {show(pattern)} is not text; the keys of specs= are "
-                            "regular expressions matched against tensor names")
-        try:
-            compiled = re.compile(pattern)
-        except re.error as e:
-            raise SpecError(f"spec pattern {pattern!r} is not a regular expression ({e})"
-                            ) from None
-        try:
-            entries = normalize_spec(spec, tensor=pattern)
-        except SpecError as e:
-            raise SpecError(f"the spec of pattern {pattern!r}: {e}") from None
-        out.append((pattern, compiled, entries))
-    return out
-
-
-def match_spec_patterns(names: Iterable[str], specs: Mapping[str, SpecLike]
-                        ) -> dict[str, tuple[str, tuple[Entry, ...]]]:
-    """For each name that a pattern of `specs` finds (re.search; the first pattern that matches
-    wins), the pattern and its spec."""
-    patterns = spec_patterns(specs)
-    out = {}
-    for name in names:
-        for text, compiled, entries in patterns:
-            if compiled.search(name):
-                out[name] = (text, entries)
-                break
-    return out
-
-
-def apply_spec_patterns(args: tuple[Any, ...], specs: Mapping[str, SpecLike]
-                        ) -> tuple[Any, ...]:
-    """`args` (pytrees of TensorSpecs) with each leaf that a pattern of `specs` finds by name
-    given that pattern's spec (first match wins); other leaves keep their own spec."""
-    tensor_leaves(args)                     # the pytree's checks, before any matching
-    patterns = spec_patterns(specs)
-
-    def place(t: TensorSpec) -> TensorSpec:
-        for text, compiled, entries in patterns:
-            if compiled.search(t.name):
-                if entries and len(entries) != t.rank:
-                    raise RankError(
-                        f"spec pattern {text!r} gives {format_spec(entries)!r} ({len(entries)} "
-                        f"entries) to tensor {t.name!r} of rank {t.rank} {list(t.shape)}; "
-                        "narrow the pattern or give one entry per dimension", tensor=t.name)
-                return replace(t, spec=entries)
-        return t
-
-    return map_tensor_leaves(args, place)
-
-
 # What `analyze` accepts for the mesh, a target mapping and a spec; api/request.py checks them.
 MeshLike: TypeAlias = str | Mapping[str, int] | MeshSpec
 # Values: a physical axis name, "name:k", (name, k) or a sequence of those.
 MappingLike: TypeAlias = str | Mapping[str, Any] | AxisMapping
 # Quoted: jax is imported only inside the functions that flatten pytrees.
 SpecLike: TypeAlias = "str | Sequence[Entry] | PartitionSpec"
+# Partition rules as libraries write them (explorer/api/patterns.py): a mapping or a sequence of
+# (regular expression, spec) pairs.
+SpecPatterns: TypeAlias = "Mapping[str, SpecLike] | Sequence[tuple[str, SpecLike]]"
 
 
 @overload
@@ -129,7 +67,7 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             use_cache: bool = ..., cache_only: Literal[False] = ..., target: str | None = ...,
             mapping: MappingLike | None = ..., measure: bool = ...,
             tpu_topology: str | None = ..., real_devices: bool = ...,
-            specs: Mapping[str, SpecLike] | None = ..., peak: bool = ...,
+            specs: SpecPatterns | None = ..., peak: bool = ...,
             compile_for: str = ..., origins: bool = ...,
             donate: str | Sequence[str] | None = ...) -> Report: ...
 
@@ -140,7 +78,7 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             use_cache: bool = ..., cache_only: bool, target: str | None = ...,
             mapping: MappingLike | None = ..., measure: bool = ...,
             tpu_topology: str | None = ..., real_devices: bool = ...,
-            specs: Mapping[str, SpecLike] | None = ..., peak: bool = ...,
+            specs: SpecPatterns | None = ..., peak: bool = ...,
             compile_for: str = ..., origins: bool = ...,
             donate: str | Sequence[str] | None = ...) -> Report | None: ...
 
@@ -150,7 +88,7 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             pool: WorkerPool | None = None, use_cache: bool = True, cache_only: bool = False,
             target: str | None = None, mapping: MappingLike | None = None,
             measure: bool = False, tpu_topology: str | None = None,
-            real_devices: bool = False, specs: Mapping[str, SpecLike] | None = None,
+            real_devices: bool = False, specs: SpecPatterns | None = None,
             peak: bool = False, compile_for: str = "target",
             origins: bool = False, donate: str | Sequence[str] | None = None
             ) -> Report | None:
@@ -205,10 +143,14 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
         real_devices: compile on this machine's own devices (GPUs or TPUs where there are
             some) instead of fake CPU ones; the mesh must have exactly as many, and `measure`
             then times the real hardware. Not with `tpu_topology`.
-        specs: regular expression -> spec (text, tuple or PartitionSpec), as MaxText and t5x
-            write partition rules, e.g. ``{r"up.*kernel": "None,model"}``: each input whose
-            name a pattern finds (re.search, the first match wins) gets that spec instead of
-            its own.
+        specs: partition rules as MaxText, t5x and model zoos write them: a mapping of
+            regular expression to spec (text, tuple or PartitionSpec), e.g.
+            ``{r"up.*kernel": "None,model"}``, or a sequence of such pairs, e.g.
+            ``[(r"layers/[0-9]+/mlp/.*kernel", P(None, "model")), (".*", P())]``. A pattern is
+            searched (re.search) in each input's name joined with '.' and with '/'; the first
+            that finds it gives the input its spec, except that a spec given with the input
+            itself (one that splits a dimension) wins. A pattern that finds no input is named
+            in the Report's notes.
         peak: with a `target`, predict at the vendors' nominal peak rates instead of the rates
             measured runs reach (each chip's and link's published fraction of its peak, named
             in the estimate's notes).
@@ -284,8 +226,11 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
     """
     check_function(fn)
     args = named_inputs(fn, args)
+    idle_patterns: list[str] = []
     if specs is not None:
         args = apply_spec_patterns(args, specs)
+        names = [t.name for t in tensor_leaves(args)]
+        idle_patterns = unmatched(names, specs)
     timeout = check_timeout(timeout)
     measure, use_cache, cache_only, peak, origins = (check_flag(v, n) for v, n in (
         (measure, "measure"), (use_cache, "use_cache"), (cache_only, "cache_only"),
@@ -297,6 +242,8 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
                         real_devices=real_devices)
     report = _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache,
                       cache_only, measure, plan, origins, donate)
+    if report is not None and idle_patterns:
+        report = replace(report, notes=(*report.notes, unmatched_note(idle_patterns, names)))
     if report is None or target is None:
         return report
     from explorer.report.predict import with_target
@@ -347,8 +294,15 @@ def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_o
                              tpu_topology=plan.tpu_topology, gpu=plan.gpu, origins=origins,
                              donate=donated)
     # TPU and GPU compiles need no local devices: one shared worker of each serves them all.
-    result = (pool or default_pool()).compile(plan.worker, message, timeout)
-    report = build_report(result, mesh_spec, partitioner)
+    try:
+        result = (pool or default_pool()).compile(plan.worker, message, timeout)
+    except CompileError as e:
+        on_cpu = plan.worker.backend is Backend.FAKE_CPU
+        instead = cpu_refusal(str(e), mesh_spec) if on_cpu else None
+        if instead is None:
+            raise
+        raise CompileError(instead) from None
+    report = build_report(result, mesh_spec, partitioner, {t.name: t.spec for t in leaves})
     if donated:
         report = replace(report, donated=tuple(leaves[i].name for i in donated))
     if use_cache:

@@ -13,11 +13,13 @@ import shutil
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from explorer.compile.gpu import GpuTopology, gpu_devices
 from explorer.compile.protocol import CompileResult, Measurement, OutOfMemory, TensorLayout
+from explorer.compile.stand_ins import load_function
 from explorer.compile.tpu import host_bounds
 from explorer.hlo.module import input_output_aliases, parse_module
 from explorer.hlo.sharding import tuple_parts
@@ -153,15 +155,56 @@ def _devices(tpu_topology: str | None, gpu: GpuTopology | None):
     return None
 
 
+# What jax 0.10 raises when a shard_map's own mesh is not the context mesh jax.set_mesh set.
+_OWN_SHARD_MAP_MESH = "should match the mesh passed to shard_map"
+
+
+@contextmanager
+def _legacy_mesh(mesh) -> Iterator[None]:
+    """The legacy `with mesh:` context, which model libraries' sharding helpers still read
+    (`jax.interpreters.pxla.thread_resources.env.physical_mesh`); entered on their behalf, so
+    jax's deprecation warning of it is not the user's."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*`with mesh:` context manager",
+                                category=DeprecationWarning)
+        with mesh:
+            yield
+
+
+def _lower(jitted, structs, mesh, notes: list[str]):
+    """Trace and lower under both mesh contexts, jax.set_mesh and the legacy `with mesh:`, as
+    a program written for either expects. A shard_map over a mesh of its own (an expert mesh)
+    is refused under jax.set_mesh; such a program is traced under the legacy context alone,
+    where jax allows it."""
+    import jax
+
+    try:
+        with jax.set_mesh(mesh), _legacy_mesh(mesh):
+            return jitted.lower(*structs)
+    except ValueError as e:
+        if _OWN_SHARD_MAP_MESH not in str(e):
+            raise
+    notes.append("a shard_map in the program runs over a mesh of its own, which jax refuses "
+                 "under jax.set_mesh; the program was traced under the legacy `with mesh:` "
+                 "context alone")
+    with _legacy_mesh(mesh):
+        return jitted.lower(*structs)
+
+
 def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | None = None,
                     measure: bool = False, measure_cap: int = 1 << 30,
                     gpu: GpuTopology | None = None, origins: bool = False,
                     donate: tuple[int, ...] = ()) -> CompileResult:
+    """Compile `fn` (a callable, or its pickle as the parent sends it) on `args` over the mesh.
+    A pickled function is loaded here, once the mesh is built: the meshes and devices it holds
+    are rebuilt over the mesh's devices (explorer/compile/stand_ins.py)."""
     import jax
 
     notes: list[str] = []
     ahead_of_time = bool(tpu_topology) or gpu is not None
     mesh = build_mesh(mesh_spec, _devices(tpu_topology, gpu))
+    if isinstance(fn, bytes):
+        fn = load_function(fn, mesh, notes)
     jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
     structs = jax.tree.map(lambda s: _struct(s, mesh), args, is_leaf=_is_spec)
     notes += _offload_notes(jax.tree.leaves(args, is_leaf=_is_spec), jax.tree.leaves(structs),
@@ -176,8 +219,7 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     try:
         with _compiler_messages() as warnings, _donation_warnings(bool(donate)):
             t0 = time.perf_counter()
-            with jax.set_mesh(mesh):
-                lowered = jitted.lower(*structs)
+            lowered = _lower(jitted, structs, mesh, notes)
             t1 = time.perf_counter()
             try:
                 compiled = lowered.compile(compiler_options=dump_options(dump, origins))
@@ -223,8 +265,10 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
                                  str(info.dtype), text)
                     for (path, info), text in zip(out_info, out_texts, strict=True))
     if ahead_of_time:
+        # Said only when a run was asked: the note is the answer to `measure`.
         measured = Measurement(note="not measured: compiled ahead of time for a "
-                                    f"{'TPU' if tpu_topology else 'GPU'} that is not here")
+                                    f"{'TPU' if tpu_topology else 'GPU'} that is not here"
+                               ) if measure else None
     elif compiled is None:
         measured = Measurement(note="not measured: the program does not fit the device's "
                                     "memory") if measure else None

@@ -23,6 +23,7 @@ from collections import ChainMap
 
 import cloudpickle
 
+from explorer.compile import stand_ins
 from explorer.errors import InputError
 
 _DYNAMIC = "<dynamic-code>"
@@ -73,10 +74,15 @@ _STOCK_REDUCE_CODE = cloudpickle.Pickler.dispatch_table[types.CodeType]
 
 
 class _SourceKeepingPickler(cloudpickle.Pickler):
-    """cloudpickle, except that code objects keep their file name. (The C pickler reads
-    `dispatch_table` when it is created, so it is set on the class.)"""
+    """cloudpickle, except that code objects keep their file name, and jax meshes and devices
+    travel as stand-ins that the worker rebuilds over its own devices
+    (explorer/compile/stand_ins.py). (The C pickler reads `dispatch_table` when it is created,
+    so it is set on the class.)"""
 
     dispatch_table = ChainMap({types.CodeType: _reduce_code}, cloudpickle.Pickler.dispatch_table)
+
+    def reducer_override(self, obj):
+        return stand_ins.reduce(obj) or super().reducer_override(obj)
 
 
 def pickle_function(fn) -> bytes:

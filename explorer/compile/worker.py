@@ -110,22 +110,21 @@ def _answer(message: Message) -> Reply:
 
 
 def _compile(request: CompileRequest):
-    import cloudpickle
-
     from explorer.compile.backend import compile_request
 
     for path in request.sys_path:
         if path not in sys.path:
             sys.path.append(path)
-    fn = cloudpickle.loads(request.fn)
-    return compile_request(fn, request.args, request.mesh, request.partitioner,
+    # Unpickled there, once the mesh is built: the meshes a function holds are rebuilt on it.
+    return compile_request(request.fn, request.args, request.mesh, request.partitioner,
                            request.tpu_topology, request.measure, gpu=request.gpu,
                            origins=request.origins, donate=request.donate)
 
 
 def _describe(e: Exception) -> str:
     text = f"{type(e).__name__}: {e}".strip()
-    if isinstance(e, TypeError | NameError | AttributeError | IndexError | KeyError):
+    if isinstance(e, TypeError | NameError | AttributeError | IndexError | KeyError
+                  | AssertionError | ValueError):
         # Errors in the user's function: show where they happened.
         frames = traceback.extract_tb(e.__traceback__)
         user = [f for f in frames if "site-packages" not in f.filename

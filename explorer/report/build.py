@@ -49,15 +49,21 @@ from explorer.report.source import source_line, source_of
 from explorer.report.summary import human_bytes
 from explorer.report.warnings import link_warning
 from explorer.report.why import explain_collectives
-from explorer.spec.layout import Tiling, shard_shape, spec_from_tiling
+from explorer.spec.layout import Tiling, shard_shape, spec_from_tiling, tiling_from_spec
 from explorer.spec.mesh import MeshSpec
-from explorer.spec.tensor import DTYPE_BYTES
+from explorer.spec.tensor import DTYPE_BYTES, Entry
 
 # Instructions of the propagated module that are not tensors worth showing.
 _NOT_TENSORS = {"parameter", "constant", "tuple", "get-tuple-element", "after-all", "token"}
 
 
-def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report:
+def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str,
+                 requested: Mapping[str, tuple[Entry, ...]] | None = None) -> Report:
+    """The Report of one compile. `requested`: each input's spec as the user wrote it, which
+    the Report keeps where the compiled placement is the one it asks for (an HLO sharding
+    cannot say which size-1 axes a spec named: `P(('fsdp','sp'),'tp')` with sp=1 reads back
+    as `P('fsdp','tp')`, and code copied from that would stop splitting over sp once it
+    grows)."""
     optimized = parse_module(raw.optimized)
     propagated = parse_module(raw.propagated) if raw.propagated else None
     unread: list[str] = []     # what the readers could not read, said in the Report
@@ -72,7 +78,7 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str) -> Report
     collectives = _with_runs(collectives, raw.optimized, optimized, unread)
     spaces = entry_memory_spaces(raw.optimized) or ((), ())
     tensors = (
-        _io_tensors(raw.inputs, TensorRole.INPUT, mesh, unread, spaces[0])
+        _io_tensors(raw.inputs, TensorRole.INPUT, mesh, unread, spaces[0], requested or {})
         + _io_tensors(raw.outputs, TensorRole.OUTPUT, mesh, unread, spaces[1])
         + (read_intermediates(propagated, mesh, unread) if propagated else [])
     )
@@ -148,6 +154,10 @@ def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None
     out = []
     for instr, kind, is_async, result in placed:
         operands = [names[o] for o in instr.operands if o in names]
+        if kind is CollectiveKind.RAGGED_ALL_TO_ALL:
+            # Its other operands are the output buffer it writes into and the offsets and
+            # sizes; what it sends is at most its input, the V priced (an upper bound).
+            operands = operands[:1]
         operand_bytes = sum(a.nbytes for o in operands for a in o.arrays)
         result_bytes = sum(a.nbytes for a in result)
         direction = ""
@@ -242,17 +252,35 @@ def _tensor(name, kind, shape, dtype, sharding, mesh, itemsize, op_name="", sour
         source_text=source_text)
 
 
+def _as_written(t: TensorInfo, written: tuple[Entry, ...] | None, mesh: MeshSpec
+                ) -> TensorInfo:
+    """`t` with the spec the user wrote for it, where that spec yields its very tiling."""
+    rank = len(t.shape)
+    if written is None or t.spec is None or len(written) > rank:
+        return t
+    spec = tuple(written) + (None,) * (rank - len(written))
+    tiling, _ = _placement(t.sharding, rank, mesh)
+    try:
+        same = tiling_from_spec(spec, mesh.names, mesh.sizes, rank) == tiling
+    except ValueError:      # a spec over other axes than this mesh's: not what was compiled
+        return t
+    return replace(t, spec=spec) if same else t
+
+
 def _io_tensors(entries, role: TensorRole, mesh: MeshSpec, unread: list[str],
-                spaces: tuple[int, ...] = ()) -> list[TensorInfo]:
+                spaces: tuple[int, ...] = (),
+                written: Mapping[str, tuple[Entry, ...]] | None = None) -> list[TensorInfo]:
     """Inputs or outputs; one whose sharding the worker could not read (None) is left out and
-    said, never drawn as a guess. `spaces`: each one's memory space in the entry layout."""
+    said, never drawn as a guess. `spaces`: each one's memory space in the entry layout;
+    `written`: specs as the user wrote them, kept where they give the compiled placement."""
     out = []
     for i, (name, shape, dtype, sharding) in enumerate(entries):
         if sharding is None:
             unread.append(f"{role} {name!r}: jax gave no HLO sharding for it, so its placement "
                           "is not shown")
             continue
-        t = _tensor(name, role, shape, dtype, sharding, mesh, DTYPE_BYTES.get(dtype, 4))
+        t = _as_written(_tensor(name, role, shape, dtype, sharding, mesh,
+                                DTYPE_BYTES.get(dtype, 4)), (written or {}).get(name), mesh)
         if i < len(spaces) and spaces[i] == HOST_MEMORY_SPACE:
             t = replace(t, memory_kind="pinned_host")
         out.append(t)
@@ -314,7 +342,8 @@ def _cost(cost: Mapping[str, float] | None, collectives, notes: list[str], text:
         moved = sum(b * n for _, b, n in work.compute)
         return Cost(flops or None, moved or None, None, total, None, tuple(notes + [
             "XLA's cost_analysis() gave no numbers for this program; its FLOPs and bytes "
-            "accessed are summed from the scheduled instructions instead"]))
+            "accessed are summed from the scheduled instructions instead"]),
+            from_schedule=True)
     missing = [k for k in ("flops", "bytes accessed") if k not in cost]
     if missing:
         notes = notes + [f"cost_analysis() has no {', '.join(missing)}"]
@@ -334,4 +363,5 @@ def _cost(cost: Mapping[str, float] | None, collectives, notes: list[str], text:
 def _timing(raw: CompileResult) -> Timing:
     measured = raw.measured or Measurement()
     return Timing(raw.lower_s, raw.compile_s, measured_s=measured.seconds,
-                  measured_on=measured.on, measure_note=measured.note)
+                  measured_on=measured.on, measure_note=measured.note,
+                  worker_start_s=raw.worker_start_s)

@@ -9,10 +9,10 @@ function's name and its inputs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from explorer.api.analyze import MeshLike, SpecLike
+from explorer.api.analyze import MeshLike, SpecPatterns
 from explorer.compile.pool import WorkerPool
 from explorer.errors import RuleError
 from explorer.spec.mesh import parse_mesh
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def explore(fn: Callable[..., Any], *args: Any, mesh: MeshLike = "data=2,model=4",
-            specs: Mapping[str, SpecLike] | None = None, rules: str = "", target: str = "",
+            specs: SpecPatterns | None = None, rules: str = "", target: str = "",
             mapping: str = "", partitioner: str = "shardy", debounce: float | None = 0.3,
             pool: WorkerPool | None = None, compile_for: str = "target") -> App:
     """Open the app on `fn(*args)`, as explorer.analyze would compile it.
@@ -35,9 +35,11 @@ def explore(fn: Callable[..., Any], *args: Any, mesh: MeshLike = "data=2,model=4
             argument and starts each at its TensorSpec's spec.
         mesh: the mesh the app opens with: text like ``"data=2,model=4"``, a mapping or a
             MeshSpec.
-        specs: regular expression -> spec (``{r"up.*kernel": "None,model"}``), matched with
-            re.search against the input names, the first match winning, as MaxText and t5x
-            write partition rules; it overrides a TensorSpec's own spec.
+        specs: partition rules, as MaxText, t5x and model zoos write them: regular
+            expression -> spec (``{r"up.*kernel": "None,model"}``, or a sequence of
+            ``(regex, spec)`` pairs), searched in the input names joined with '.' or '/', the
+            first match winning; a spec a TensorSpec gives itself (one that splits a
+            dimension) wins over them. A pattern that finds no input is named in the notes.
         rules: must be empty: logical-axis rules need logical dimension names, which a
             TensorSpec does not carry (explore_module maps a Flax model's logical names).
         target: the hardware target picked at first (see explorer.targets()); ``""`` for none.
@@ -69,7 +71,7 @@ def explore(fn: Callable[..., Any], *args: Any, mesh: MeshLike = "data=2,model=4
 
 
 def explore_module(model: nnx.Module, *inputs: Any, mesh: MeshLike = "data=2,model=4",
-                   specs: Mapping[str, SpecLike] | None = None,
+                   specs: SpecPatterns | None = None,
                    fn: Callable[..., Any] | None = None, rules: str = "", target: str = "",
                    mapping: str = "", partitioner: str = "shardy",
                    debounce: float | None = 0.3, pool: WorkerPool | None = None,
@@ -85,8 +87,11 @@ def explore_module(model: nnx.Module, *inputs: Any, mesh: MeshLike = "data=2,mod
     Args:
         model: a flax.nnx.Module, best built with nnx.eval_shape.
         *inputs: TensorSpecs or pytrees of them, the module's (or `fn`'s) other arguments.
-        specs: regular expression -> spec, first match wins, e.g.
-            ``{r"up.*kernel": "None,model", r"down.*kernel": "model,None"}``.
+        specs: partition rules, regular expression -> spec (a mapping or a sequence of
+            pairs), searched in the '.'- and '/'-joined parameter paths, first match wins,
+            e.g. ``{r"up.*kernel": "None,model", r"down.*kernel": "model,None"}`` or
+            ``[(r"layers/[0-9]+/mlp/down_proj/kernel", P("model", None)), (".*", P())]``; a spec
+            from ``nnx.with_partitioning`` over mesh axes, or an input's own, wins.
         fn: called as ``fn(model, *inputs)`` (a train step, say) instead of the module itself.
         rules: logical-axis rules for the parameters' logical names, e.g.
             ``"embed=data,mlp=model"``.

@@ -17,16 +17,18 @@ from dataclasses import dataclass, field, replace
 
 import ipywidgets as w
 
-from explorer.api.analyze import (
-    analyze,
+from explorer.api.analyze import analyze
+from explorer.api.patterns import (
     apply_spec_patterns,
-    map_tensor_leaves,
     match_spec_patterns,
-    tensor_leaves,
+    splits,
+    unmatched,
+    unmatched_note,
 )
-from explorer.api.pytrees import argument_names, named_inputs
+from explorer.api.pytrees import argument_names, map_tensor_leaves, named_inputs, tensor_leaves
 from explorer.api.workload import analyze_workload
 from explorer.compile.sources import cell_name
+from explorer.cost.hardware import compute_dtypes
 from explorer.errors import ExplorerError, InputError, RuleError, TensorError
 from explorer.report.memory import memory_kinds
 from explorer.report.report import Report, WorkloadInfo
@@ -100,6 +102,9 @@ class Source:
         """`changed`: the inputs' shapes may have moved (a param edit); `reset`: a different
         program (another workload), so the user's picks no longer apply."""
 
+    def set_target(self, target: str | None) -> None:
+        """The hardware target picked now: what the source offers may depend on it."""
+
     @property
     def title(self) -> str:
         raise NotImplementedError
@@ -146,7 +151,25 @@ class WorkloadSource(Source):
         self._changed: Callable[[], None] = lambda: None
         self._guard: Callable[[Callable], Callable] = lambda f: f
         self._muted = 0
+        self._dtypes = compute_dtypes()
         self._build_params(dict(params or {}))
+
+    def set_target(self, target: str | None) -> None:
+        """The dtype picker offers the dtypes the target computes in (compute_dtypes); the
+        current one is kept, whatever it is."""
+        self._dtypes = compute_dtypes(target)
+        for key, wid in zip(self.workload.defaults, self.params_box.children, strict=True):
+            if key == "dtype":
+                keep = wid.value
+                self._muted += 1        # new options reset a Dropdown's value: put it back
+                try:
+                    wid.options = self._dtype_options(keep)
+                    wid.value = keep
+                finally:
+                    self._muted -= 1
+
+    def _dtype_options(self, current: str) -> list[str]:
+        return list(self._dtypes) + ([current] if current not in self._dtypes else [])
 
     def bind(self, changed, reset, guard) -> None:
         self._changed, self._guard = changed, guard
@@ -166,8 +189,9 @@ class WorkloadSource(Source):
         reset()
 
     def _build_params(self, params: dict) -> None:
-        """A widget per param: a picker for a closed set of values (`Workload.options`), else a
-        text or number box; labels wide enough for the longest name (`compute_dtype`)."""
+        """A widget per param: a picker for a closed set of values (`Workload.options`, and the
+        dtypes the target computes in), else a text or number box; labels wide enough for the
+        longest name (`compute_dtype`)."""
         widgets = []
         for key, default in self.workload.defaults.items():
             value = params.get(key, default)
@@ -177,6 +201,10 @@ class WorkloadSource(Source):
                 value = self.workload.resolve({key: value})[key]
                 wid = w.Dropdown(options=list(self.workload.options[key]), value=value,
                                  description=key)
+            elif key == "dtype":
+                value = self.workload.resolve({key: value})[key]      # `bf16` -> `bfloat16`
+                wid = w.Dropdown(options=self._dtype_options(value), value=value,
+                                 description=key)
             elif isinstance(default, str):
                 wid = w.Text(value=str(value), description=key, continuous_update=False)
             elif isinstance(default, int):
@@ -185,7 +213,7 @@ class WorkloadSource(Source):
                 wid = w.FloatText(value=float(value), description=key)
             wid.layout.width = "250px"
             wid.style.description_width = "110px"
-            wid.observe(self._guard(lambda _: self._changed()), "value")
+            wid.observe(self._guard(lambda _: None if self._muted else self._changed()), "value")
             widgets.append(wid)
         self.params_box.children = widgets
 
@@ -266,12 +294,14 @@ def where_defined(fn) -> str:
 
 class FunctionSource(Source):
     """The user's own function of TensorSpecs (or pytrees of them), as explorer.analyze takes
-    it. Each input's spec starts as the TensorSpec's own; `specs` (regular expression -> spec,
-    first match wins) overrides it. Logical-axis rules apply to inputs that carry logical
-    dimension names (`logical`: tensor name -> names, as a Flax module's partitioning metadata
-    gives them); a plain TensorSpec has none, so for a plain function the rules box is off."""
+    it. An input keeps a spec its TensorSpec gives (one that splits a dimension); any other
+    takes the first of `specs` (partition rules: regular expression -> spec, a mapping or a
+    sequence of pairs, explorer/api/patterns.py) that finds its name. Logical-axis rules apply
+    to inputs that carry logical dimension names (`logical`: tensor name -> names, as a Flax
+    module's partitioning metadata gives them); a plain TensorSpec has none, so for a plain
+    function the rules box is off."""
 
-    def __init__(self, fn, args: Sequence, *, specs: Mapping | None = None,
+    def __init__(self, fn, args: Sequence, *, specs: Mapping | Sequence | None = None,
                  logical: Mapping[str, tuple[str | None, ...]] | None = None,
                  groups: Mapping[str, str] | None = None, title: str | None = None,
                  kinds: Mapping[str, str] | None = None, has_grads: bool | None = None,
@@ -300,8 +330,10 @@ class FunctionSource(Source):
                 raise TensorError(f"two inputs are named {t.name!r}; give each tensor its own "
                                   "name", tensor=t.name)
             seen.add(t.name)
-        self.patterns = dict(specs or {})
-        self._matched = match_spec_patterns([t.name for t in self._tensors], self.patterns)
+        self.patterns = specs or {}
+        names = [t.name for t in self._tensors]
+        self._matched = match_spec_patterns(names, self.patterns)
+        self._unmatched = unmatched(names, self.patterns)
         # Ranks are checked here, with the pattern named, before any widget shows them.
         if self.patterns:
             apply_spec_patterns(self.args, self.patterns)
@@ -370,6 +402,8 @@ class FunctionSource(Source):
         for t in self._tensors:
             if t.name in pinned:
                 specs[t.name], origin[t.name] = tuple(pinned[t.name]), "picked"
+            elif splits(self._given[t.name]):
+                specs[t.name], origin[t.name] = self._given[t.name], "given"
             elif t.name in self._matched:
                 pattern, spec = self._matched[t.name]
                 specs[t.name], origin[t.name] = spec, f"pattern {pattern!r}"
@@ -405,6 +439,9 @@ class FunctionSource(Source):
                    if any(entry_axes(e) for e in s)},
             origin=dict(request.placement.origin))
         report = replace(report, workload=info)
+        if self._unmatched:
+            note = unmatched_note(self._unmatched, [t.name for t in self._tensors])
+            report = replace(report, notes=(*report.notes, note))
         if self.kinds and report.memory is not None:
             kinds = memory_kinds(report, self.kinds, bool(self.has_grads))
             if self.has_grads is None:

@@ -1,0 +1,188 @@
+"""A model built the way model zoos build theirs (tests/_support/model_zoo.py), explored first
+try and compared with plain jax's compile of the same program.
+
+The model's config caches its meshes (its GraphDef holds Devices), its sharding helper reads
+the legacy `with mesh:` context, its experts run in a shard_map over a mesh of their own, and
+its parameters are placed by '/'-path rules ending in a catch-all, with a size-1 axis in tuple
+entries. The model code is shipped to the compile worker by value, as a notebook cell's is.
+
+Plain jax is the ground truth: the library's own placement (its rules over '/'-joined paths,
+first match), compiled under `with mesh:` as the library runs it, in this process on 8 fake
+CPU devices; its collectives are read from `compiled.as_text()` by opcode, their bytes from
+the shapes printed there (per device, the larger of operands and result, as the textbook V),
+its memory from `compiled.memory_analysis()`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+nnx = pytest.importorskip("flax.nnx")
+
+import cloudpickle  # noqa: E402
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.sharding import Mesh, NamedSharding  # noqa: E402
+
+import explorer  # noqa: E402
+from explorer.ui import explore_module  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
+import model_zoo as zoo  # noqa: E402
+
+# Shipped by value, as code from a notebook cell or a script is.
+cloudpickle.register_pickle_by_value(zoo)
+
+MESH = "fsdp=4,sp=1,tp=2"
+BATCH, SEQ = 8, 16
+_BYTES = {"f32": 4, "bf16": 2, "s32": 4, "pred": 1}
+_COLLECTIVE = re.compile(
+    r"= (\(.*?\)|\w+\[[\d,]*\](?:\{[^}]*\})?) (all-reduce|all-gather|reduce-scatter|all-to-all|"
+    r"collective-permute)\((.*?)\)(?:, |$)")
+_SHAPE = re.compile(r"(\w+)\[([\d,]*)\]")
+
+
+def _shape_bytes(text: str) -> int:
+    return sum(_BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d]))
+               for dtype, dims in _SHAPE.findall(text))
+
+
+def collectives_of_hlo(text: str) -> Counter:
+    """(kind, bytes per device) of each collective in an optimized HLO text."""
+    assert "-start(" not in text          # the CPU runs every collective synchronously
+    found = Counter()
+    for line in text.splitlines():
+        m = _COLLECTIVE.search(line)
+        if m:
+            result, kind, operands = m.groups()
+            found[kind, max(_shape_bytes(result), _shape_bytes(operands))] += 1
+    return found
+
+
+def collectives_of_report(report) -> Counter:
+    return Counter((str(c.kind), c.bytes) for c in report.collectives)
+
+
+@pytest.fixture(scope="module")
+def meshes():
+    devices = np.array(jax.devices()[:8])
+    return (Mesh(devices.reshape(4, 1, 2), ("fsdp", "sp", "tp")),
+            Mesh(devices, ("expert",)))
+
+
+@pytest.fixture(scope="module")
+def model(meshes):
+    mesh, expert_mesh = meshes
+    config = zoo.Config(mesh=mesh, expert_mesh=expert_mesh)
+    return nnx.eval_shape(lambda: zoo.Model(config, rngs=nnx.Rngs(0)))
+
+
+@pytest.fixture(scope="module")
+def ground_truth(model, meshes):
+    """Plain jax: the library's placement of every parameter, compiled under `with mesh:`."""
+    mesh, _ = meshes
+    graphdef, state = nnx.split(model)
+    params = nnx.to_pure_dict(state)
+
+    def placed(path, leaf):
+        spec = zoo.spec_of("/".join(str(k.key) for k in path))
+        return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=NamedSharding(mesh, spec))
+
+    structs = jax.tree_util.tree_map_with_path(placed, params)
+    ids = jax.ShapeDtypeStruct((BATCH, SEQ), np.int32,
+                               sharding=NamedSharding(mesh, zoo.BATCH_SPEC))
+
+    def step(params, input_ids):
+        return zoo.loss(nnx.merge(graphdef, params), input_ids)
+
+    with mesh:
+        compiled = jax.jit(step).lower(structs, ids).compile()
+    shardings = jax.tree_util.tree_flatten_with_path(compiled.input_shardings[0][0])[0]
+    return {
+        "collectives": collectives_of_hlo(compiled.as_text()),
+        "memory": compiled.memory_analysis(),
+        "params": {".".join(str(k.key) for k in path): s.spec for path, s in shardings},
+    }
+
+
+def users_step(model):
+    """The user's train-step function over the model's parameters, and those parameters as
+    abstract arrays: the step is a closure over the GraphDef, config meshes and all."""
+    graphdef, state = nnx.split(model)
+    params = jax.tree.map(lambda v: jax.ShapeDtypeStruct(v.shape, v.dtype),
+                          nnx.to_pure_dict(state))
+
+    def step(params, input_ids):
+        return zoo.loss(nnx.merge(graphdef, params), input_ids)
+
+    return step, params
+
+
+def input_ids():
+    return explorer.TensorSpec("input_ids", (BATCH, SEQ), "int32", spec=zoo.BATCH_SPEC)
+
+
+def assert_same_program(report, truth):
+    assert collectives_of_report(report) == truth["collectives"]
+    m = truth["memory"]
+    assert (report.memory.arguments, report.memory.outputs, report.memory.temporaries) == (
+        m.argument_size_in_bytes, m.output_size_in_bytes, m.temp_size_in_bytes)
+
+
+@pytest.mark.slow
+def test_the_model_as_a_users_function_matches_plain_jax(model, ground_truth):
+    step, params = users_step(model)
+    report = explorer.analyze(step, params, input_ids(), mesh=MESH, specs=zoo.RULES)
+    assert_same_program(report, ground_truth)
+    # The expert shard_map's psum over its own mesh is among them: an all-reduce per layer of
+    # the [8, 16, 64] f32 activations, 32 KiB on every device.
+    assert ground_truth["collectives"]["all-reduce", BATCH * SEQ * 64 * 4] >= 2
+    # Every parameter as the library's '/'-path rules place it, size-1 axis included, and the
+    # tokens' own spec kept though the catch-all matches them too.
+    for name, spec in ground_truth["params"].items():
+        assert report.tensor(name).spec == tuple(spec) + (None,) * (
+            len(report.tensor(name).shape) - len(spec)), name
+    assert report.tensor("layers.0.mlp.up_proj.kernel").spec == (("fsdp", "sp"), "tp")
+    assert report.tensor("input_ids").spec == (("fsdp", "sp"), None)
+    assert "P(('fsdp', 'sp'), 'tp')" in report.to_code()
+    assert any("shard_map in the program runs over a mesh of its own" in n
+               for n in report.notes)
+    assert not any("matched no input tensor" in n for n in report.notes)
+
+
+@pytest.mark.slow
+def test_the_module_in_the_app_matches_plain_jax(model, ground_truth):
+    app = explore_module(model, input_ids(), fn=zoo.loss, mesh=MESH, specs=zoo.RULES,
+                         debounce=None)
+    report = app.report
+    assert report is not None, app.status_w.value
+    assert_same_program(report, ground_truth)
+    assert report.tensor("embed.embedding").spec == ("tp", ("fsdp", "sp"))
+    assert report.tensor("input_ids").spec == (("fsdp", "sp"), None)
+
+
+@pytest.mark.slow
+def test_a_config_mesh_of_other_sizes_is_compiled_on_the_explored_mesh(meshes):
+    # The user's kernel made its config's mesh on one device; the explored mesh has 8.
+    one = Mesh(np.array(jax.devices()[:1]).reshape(1, 1, 1), ("fsdp", "sp", "tp"))
+    _, expert_mesh = meshes
+    config = zoo.Config(mesh=one, expert_mesh=expert_mesh)
+    model = nnx.eval_shape(lambda: zoo.Model(config, rngs=nnx.Rngs(0)))
+    step, params = users_step(model)
+    report = explorer.analyze(step, params, input_ids(), mesh=MESH, specs=zoo.RULES)
+    assert any("holds a Mesh of its own (fsdp=1,sp=1,tp=1)" in n and "fsdp=4,sp=1,tp=2" in n
+               for n in report.notes), report.notes
+    assert report.tensor("layers.1.moe.w_in").shard_shape == (8 // 4, 64, 64 // 2)
+
+
+def test_rules_written_for_other_names_are_named_in_the_notes(model):
+    step, params = users_step(model)
+    rules = [(r"model/decoder/layers_\d+/mlp/wi/kernel", ("fsdp", "tp")), *zoo.RULES[-1:]]
+    report = explorer.analyze(step, params, input_ids(), mesh=MESH, specs=rules)
+    note = next(n for n in report.notes if "matched no input tensor" in n)
+    assert note.startswith(r"spec pattern 'model/decoder/layers_\\d+/mlp/wi/kernel' matched")
