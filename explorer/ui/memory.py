@@ -1,9 +1,11 @@
 """The Memory tab: per-device memory two ways, on one axis in binary units.
 
-- XLA's buffers: arguments, outputs (not aliased) and temporaries, which add up to the total;
-- by kind: parameters, optimizer state, activations (XLA's temporaries) and other inputs and
-  outputs, which add up to about the same total (explorer/report/memory.py says how each is
-  found);
+- XLA's buffers: arguments, outputs (not aliased) and temporaries, as the compiler's memory
+  analysis reports them (libtpu's for a TPU), which add up to the total;
+- by kind: parameters, optimizer state, activations (the analysis' temporaries) and other
+  inputs and outputs, each as the compiler allocates it (a TPU's tile padding included), and
+  what no tensor holds (the output tuple's table of pointers), which add up to the same total
+  (explorer/report/memory.py says how each is found);
 - gradients on a row of their own: their size as the partitioner laid them out, which XLA may
   hold inside the temporaries or fuse into the update, so they are not stacked on the others.
 
@@ -13,6 +15,9 @@ chart, so the numbers read at any size.
 Under it, memory over the program (Report.memory_timeline, where XLA gave live ranges): the
 bytes live on one device at each step of the schedule, the held bands (arguments, outputs,
 constants) under the temporaries, the peak marked, and the buffers live at the peak by kind.
+Where the peak is above the total, a note says by what: the constants, which the memory
+analysis counts nowhere, and temporaries it does not count (docs/cost-model.md, "Memory
+figures").
 """
 
 from __future__ import annotations
@@ -22,6 +27,13 @@ import html
 import ipywidgets as w
 import plotly.graph_objects as go
 
+from explorer.report.memory import (
+    kinds_note,
+    outside_kinds,
+    padding_note,
+    peak_note,
+    tuple_tables,
+)
 from explorer.report.report import Buffer, BufferKind, Memory, MemoryTimeline, Report
 from explorer.report.summary import human_bytes
 from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
@@ -36,6 +48,9 @@ MEMORY_PARTS = (("arguments", "#4c78a8"), ("outputs (not aliased)", "#f58518"),
 KIND_PARTS = (("params", "parameters", "#7c3aed"), ("optimizer", "optimizer state", "#b45309"),
               ("activations", "activations", "#0d9488"),
               ("other", "other in/outputs", "#9ca3af"))
+# The part of the total no tensor holds (the output tuple's table of pointers), on the by-kind
+# row after the kinds, so that the row ends where the XLA row does.
+OUTSIDE_LABEL, OUTSIDE_COLOUR = "no tensor's", "#e5e7eb"
 GRAD_COLOUR = "#dc2626"
 # Below this share of the axis a part's label goes to hover only.
 _LABEL_SHARE = 0.08
@@ -73,6 +88,12 @@ def kind_parts(m: Memory) -> tuple[int, int, int, int]:
     """(params, optimizer, activations, other) of m.by_kind; gradients are apart."""
     k = m.by_kind
     return tuple(int(k[key] or 0) for key, _, _ in KIND_PARTS)
+
+
+def outside_part(m: Memory) -> int:
+    """The bytes of the total that no kind holds, as a bar part (never below 0; the note under
+    the table says where the kinds add up to more)."""
+    return max(outside_kinds(m), 0)
 
 
 def classified(m: Memory) -> bool:
@@ -116,6 +137,11 @@ class MemoryView:
                         legendgroup="kind", legendgrouptitle_text="by kind",
                         textposition="inside", insidetextanchor="middle", cliponaxis=False,
                         hovertemplate="%{hovertext}<extra>" + label + "</extra>")
+        fig.add_bar(name=OUTSIDE_LABEL, x=[0], y=[KIND_ROW], orientation="h",
+                    marker_color=OUTSIDE_COLOUR, legendgroup="kind", textposition="inside",
+                    insidetextanchor="middle", cliponaxis=False,
+                    hovertemplate="%{hovertext}<extra>no tensor's (the output tuple's table "
+                                  "of pointers)</extra>")
         fig.add_bar(name="gradients",
                     x=[0], y=[GRAD_ROW], orientation="h", marker_color=GRAD_COLOUR,
                     legendgroup="grads", legendgrouptitle_text="gradients",
@@ -138,22 +164,23 @@ class MemoryView:
         fit = report.estimate.memory if report.estimate is not None else None
         xla = memory_parts(m) if m else (0, 0, 0)
         kinds = kind_parts(m) if m and classified(m) else (0, 0, 0, 0)
+        outside = outside_part(m) if m and classified(m) else 0
         grads = m.by_kind["grads"] if m and classified(m) else 0
         total = sum(xla)
         in_scale = fit is not None and fit.capacity <= _CAPACITY_IN_SCALE * max(total, 1)
-        widest = max(total, sum(kinds), grads or 0, 1)
+        widest = max(total, sum(kinds) + outside, grads or 0, 1)
         top = max(fit.capacity if in_scale else widest, 1) * 1.08
         ticks = binary_ticks(top)
         rows = [XLA_ROW] + ([KIND_ROW] if any(kinds) else []) + ([GRAD_ROW] if grads else [])
         fig = self._new_figure()
         with fig.batch_update():
-            values = [*xla, *kinds, grads or 0]
+            values = [*xla, *kinds, outside, grads or 0]
             for bar, v in zip(fig.data, values, strict=True):
                 bar.x = [v]
                 # A part too thin to hold its label shows it on hover only.
                 bar.text = [human_bytes(v) if v >= _LABEL_SHARE * top else ""]
                 bar.hovertext = [human_bytes(v)]
-                bar.visible = bar.y[0] in rows
+                bar.visible = bar.y[0] in rows and (bar.name != OUTSIDE_LABEL or v > 0)
             fig.layout.yaxis.categoryarray = rows
             # Tall enough for the legend's groups beside the bars.
             fig.layout.height = 300 + 40 * (len(rows) - 1)
@@ -182,7 +209,7 @@ class MemoryView:
         self.slot.show(fig, result)
         text = memory_html(report)
         self.text.value = stamped(text, result) if result is not None else text
-        self._draw_timeline(report.memory_timeline, result)
+        self._draw_timeline(report, result)
 
     @property
     def timeline(self) -> go.FigureWidget | None:
@@ -194,14 +221,19 @@ class MemoryView:
         """The buffers live at the peak as drawn now; None without live ranges."""
         return self.peak_slot.fig
 
-    def _draw_timeline(self, t: MemoryTimeline | None, result: int | None) -> None:
+    def _draw_timeline(self, report: Report, result: int | None) -> None:
+        t = report.memory_timeline
         if t is None:
             self.timeline_slot.clear()
             self.peak_slot.clear()
             self.timeline_note.value = ("<p>Memory over the program: this compile gave no live "
                                         "ranges, so the bytes live at each step are unknown.</p>")
             return
-        self.timeline_note.value = "".join(f"<p>{html.escape(n)}</p>" for n in t.notes)
+        # Why the peak is above the total, where it is: the two are different counts.
+        above = peak_note(report)
+        self.timeline_note.value = "".join(
+            [f"<p>{html.escape(n)}</p>" for n in t.notes]
+            + ([f"<p class='explorer-memory-figures'>{html.escape(above)}.</p>"] if above else []))
         self.timeline_slot.show(timeline_figure(t), result)
         self.peak_slot.show(peak_buffers_figure(t), result)
 
@@ -214,9 +246,11 @@ def memory_html(report: Report) -> str:
     args, outs, temps = memory_parts(m)
     aliased = (f" (outputs {human_bytes(m.outputs)}, of which {human_bytes(m.aliased)} reuse "
                "argument buffers)" if m.aliased else "")
-    out = (f"<p>Per device (SPMD: every device runs the same program): arguments "
-           f"{human_bytes(args)} + outputs (not aliased) {human_bytes(outs)} + temporaries "
-           f"{human_bytes(temps)} = <b>total {human_bytes(m.total)}</b>{aliased}.</p>")
+    out = (f"<p>Per device (SPMD: every device runs the same program), as the compiler's "
+           f"memory analysis reports it ({_analysis_of(report)}), in allocated bytes: arguments "
+           f"(the inputs' buffers) {human_bytes(args)} + outputs (not aliased) "
+           f"{human_bytes(outs)} + temporaries {human_bytes(temps)} = <b>total "
+           f"{human_bytes(m.total)}</b>{aliased}.</p>")
     fit = report.estimate.memory if report.estimate is not None else None
     if fit:
         cls = "explorer-fits" if fit.fits else "explorer-oom"
@@ -229,8 +263,17 @@ def memory_html(report: Report) -> str:
                     f"{html.escape(report.estimate.target)}: uses {human_bytes(fit.bytes)} "
                     f"of {human_bytes(fit.capacity)} per device ({fit.fraction:.2%}).</p>")
     out += _host_html(report)
-    out += _kinds_table(m)
+    out += _kinds_table(report)
+    out += "".join(f"<p class='explorer-note explorer-memory-figures'>{html.escape(n)}.</p>"
+                   for n in (padding_note(report), kinds_note(report)) if n)
     return out
+
+
+def _analysis_of(report: Report) -> str:
+    """Whose memory analysis the figures are, from the backend that compiled the program."""
+    if report.backend.startswith("tpu"):
+        return "libtpu's, the TPU compiler's"
+    return f"XLA's {html.escape(report.backend.upper())} compiler's"
 
 
 def _host_html(report: Report) -> str:
@@ -255,7 +298,8 @@ def _host_html(report: Report) -> str:
     return out
 
 
-def _kinds_table(m: Memory) -> str:
+def _kinds_table(report: Report) -> str:
+    m = report.memory
     if not classified(m):
         return ("<p class='explorer-memory-unclassified'><i>By kind: this report does not say "
                 "which inputs are parameters, so every byte counts as other. Built-in workloads "
@@ -268,6 +312,10 @@ def _kinds_table(m: Memory) -> str:
                   human_bytes(grads))
     xla_rows = [(name, v) for (name, _), v in zip(MEMORY_PARTS, memory_parts(m), strict=True)]
     kind_rows = [(label, k[key] or 0) for key, label, _ in KIND_PARTS]
+    if outside := outside_kinds(m):
+        # The rest of the total, so that the sum is the total: what no tensor holds.
+        kind_rows.append(("output tuple table" if outside == tuple_tables(report)
+                          else OUTSIDE_LABEL, outside))
     n = max(len(xla_rows), len(kind_rows))
     xla_rows += [("", None)] * (n - len(xla_rows))
     body = "".join(
@@ -280,10 +328,14 @@ def _kinds_table(m: Memory) -> str:
              f"{human_bytes(sum(v for _, v in kind_rows))}</b></td></tr>")
     return ("<table class='explorer-table explorer-memory-table'><tr><th>XLA buffer</th>"
             "<th>per device</th><th></th><th>kind</th><th>per device</th></tr>"
-            f"{body}</table><p class='explorer-note'>Gradients: {grads_text}; XLA may hold them "
-            "among the temporaries or fuse them into the update, so they are not added to the "
-            "kinds. Activations are XLA's temporaries: what the step holds at its peak besides "
-            "its arguments and outputs.</p>")
+            f"{body}</table><p class='explorer-note'>Gradients: {grads_text} (their values' "
+            "size, unpadded: intermediates have no allocation of their own to count); XLA may "
+            "hold them among the temporaries or fuse them into the update, so they are not "
+            "added to the kinds. "
+            "Parameters, optimizer state and other in/outputs are the inputs' and outputs' "
+            "allocations, as the arguments and outputs count them. Activations are the memory "
+            "analysis' temporaries: what the step allocates besides its arguments and "
+            "outputs.</p>")
 
 
 def timeline_figure(t: MemoryTimeline) -> go.FigureWidget:
