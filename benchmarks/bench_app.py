@@ -101,8 +101,8 @@ ARM_JS = """([expTitle, marker]) => {
     if (b.t0 === null || b.t1 !== null) return;
     const now = performance.now(), te = tableEl(), ti = titleEl();
     const st = statusEl().textContent;
-    // The status line: "◌ compiling…" once the debounce ran out, "● compiled/cached in" with
-    // the result (set first when the result is drawn).
+    // The status line: "◌ compiling…" once the debounce ran out, "● compiled in" or
+    // "● cached: answered in" with the result (set first when the result is drawn).
     if (b.tBusy === null && st.startsWith('◌')) b.tBusy = now;
     if (b.tStatus === null && st.startsWith('●') && (b.tBusy !== null || st !== b.oldStatus))
       b.tStatus = now;

@@ -109,7 +109,7 @@ def test_app_on_the_readmes_default_target():
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["page"] == "AppPage"
-    assert "● compiled" in got["status"] and "1 collectives" in got["status"]
+    assert "● compiled" in got["status"] and "· 1 collective" in got["status"]
     assert "⚠ compiled for 8 CPU devices" in got["compiled_for"]
     assert "approximate" in got["compiled_for"] and GPU_INSTALL.replace("'", "&#x27;") \
         in got["compiled_for"]

@@ -145,7 +145,7 @@ def scenario(name: str, source: str, prefix: str, tabs, collective: int | None,
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 page.goto(url, timeout=300_000)
-                # "● compiled in", or "● cached in" where an earlier run left it on disk
+                # "● compiled in", or "● cached: answered in" where an earlier run left it on disk
                 page.wait_for_selector(".explorer-status:has-text('●')", timeout=300_000)
                 if open_section:
                     for title in open_section.split(" / "):

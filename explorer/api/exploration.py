@@ -276,7 +276,8 @@ class Exploration:
         """The exploration that analyses to `report`: its workload and how its layout was
         chosen (the specs and activations given, the rules over the preset's), or the user's
         function `fn` (its module path, where importable) with its inputs' specs; the mesh,
-        partitioner and target. `compile_for` is not in a Report: say it."""
+        partitioner and target. A Report of a user's function needs `fn`, which it does not
+        hold. `compile_for` is not in a Report: say it."""
         estimate = report.estimate
         target = estimate.target if estimate is not None else None
         mapping = _mapping_text(target, estimate.mapping, report) if estimate else None
@@ -289,9 +290,14 @@ class Exploration:
             return cls(workload=info.name, params=dict(info.params), preset=info.preset,
                        rules=_user_rules(info, report), specs=_given(info, "spec", info.specs),
                        activations=_activations(info), **common)
+        if fn is None:
+            # Else the exploration would say later that the function cannot be imported by
+            # name, when the cause is that it was not given.
+            raise InputError("this Report is of a user's function, which a Report does not "
+                             "carry; pass it: Exploration.from_report(report, fn=your_function)")
         specs = {t.name: t.spec_text for t in report.tensors if t.kind == "input"}
-        return cls(function=FunctionRef.of(fn) if fn is not None else None, specs=specs,
-                   donate=tuple(report.donated), **common)
+        return cls(function=FunctionRef.of(fn), specs=specs, donate=tuple(report.donated),
+                   **common)
 
 
 def _given(info, origin: str, specs: Mapping[str, str]) -> dict[str, str]:

@@ -39,6 +39,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 
 from explorer.compile import reaper
@@ -448,16 +449,20 @@ class WorkerPool:
         """Send `message` to the worker for `key`; raise CompileError if the program failed,
         WorkerError if the worker could not answer."""
         timeout = self.timeout if timeout is None else timeout
+        asked = time.monotonic()
         while True:
             worker = self._checkout(key)
+            started_s = 0.0
             try:
                 with worker.lock:
                     if worker.closed:      # stopped while this request waited its turn
                         continue
                     if worker.starting and not isinstance(message, Ping):
                         # Its start (jax loading) apart from the request, so that activity()
-                        # can tell a worker starting from a compile running.
+                        # can tell a worker starting from a compile running, and the Report
+                        # can say how long the compile waited for it.
                         worker.request(Ping(), timeout)
+                        started_s = time.monotonic() - asked
                     reply = worker.request(message, timeout)
                     if isinstance(message, CompileRequest):
                         worker.compiles += 1
@@ -465,6 +470,8 @@ class WorkerPool:
                 self._checkin(worker)
             if isinstance(reply, Failure):
                 raise CompileError(reply.error)
+            if isinstance(reply, CompileResult) and started_s:
+                reply = replace(reply, worker_start_s=started_s)
             return reply
 
     def compile(self, key: WorkerKey, request: CompileRequest, timeout: float | None = None

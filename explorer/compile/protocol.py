@@ -68,14 +68,15 @@ class WorkerKey:
         return cls(Backend.REAL, None)
 
     def describe(self) -> str:
-        """How messages name the worker: "8 devices", "the tpu worker", ..."""
+        """What the worker compiles for, as messages name it after "the compile worker for":
+        "8 devices", "TPU compiles (ahead of time)", ..."""
         if self.backend is Backend.FAKE_CPU:
             return f"{self.devices} device{'s' if self.devices != 1 else ''}"
         if self.backend is Backend.TPU_AOT:
-            return "the tpu worker"
+            return "TPU compiles (ahead of time)"
         if self.backend is Backend.GPU_AOT:
-            return "the gpu worker"
-        return "the real-devices worker"
+            return "GPU compiles (ahead of time)"
+        return "this machine's devices"
 
     def label(self) -> str:
         """A short token for the worker's command line (what `ps` shows)."""
@@ -189,6 +190,8 @@ class CompileResult:
     # lives, its allocated bytes (with the target's padding, which the live ranges leave out)
     # and its shape with layout.
     buffer_values: str = ""
+    # Seconds the request waited for its worker to start (set by the pool, not the worker).
+    worker_start_s: float = 0.0
     # The schedule and the live ranges of XLA's live-range dump: the instructions in program
     # order ("InstructionSequence:") and each value's first and last position
     # ("BufferLiveRange:"), which explorer/report/memory_timeline.py turns into the bytes live

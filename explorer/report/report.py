@@ -378,6 +378,8 @@ class Cost:
         xla_optimal_seconds: XLA's own time estimate; None where it gave none (the CPU backend
             has no rates) or marked it unknown.
         notes: what could not be read, and why.
+        from_schedule: flops and bytes_accessed are summed from the scheduled instructions,
+            as XLA's cost_analysis() gave none (XLA's GPU compiler without a GPU).
     """
 
     flops: float | None
@@ -386,6 +388,7 @@ class Cost:
     collective_bytes: int        # moved per device in one step: bytes x runs, summed
     xla_optimal_seconds: float | None = None
     notes: tuple[str, ...] = ()
+    from_schedule: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -405,6 +408,8 @@ class Timing:
         measured_on: where it ran, e.g. ``"8 cpu device(s) of this host"``: the CPU, never a
             prediction for a target.
         measure_note: why it was not run, when it was asked and was not.
+        worker_start_s: seconds the compile waited for its compile worker to start (jax
+            loading in a new process) before it could lower; 0 where the worker was warm.
     """
 
     lower_s: float
@@ -416,6 +421,7 @@ class Timing:
     measured_s: float | None = None
     measured_on: str = ""
     measure_note: str = ""
+    worker_start_s: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)

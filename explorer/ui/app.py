@@ -35,9 +35,10 @@ import ipywidgets as w
 from explorer._search.result import Candidate as SearchCandidate
 from explorer.api.exploration import Exploration, load
 from explorer.api.request import check_inputs, check_mesh, check_partitioner, check_target
-from explorer.api.targeting import CompileFor, check_compile_for
+from explorer.api.targeting import CompileFor, check_compile_for, compile_plan
 from explorer.compile.pool import default_pool
-from explorer.cost.hardware import get_target, targets
+from explorer.compile.protocol import Backend
+from explorer.cost.hardware import get_target, targets, targets_with_chips
 from explorer.errors import (
     ExplorerError,
     InputError,
@@ -66,7 +67,7 @@ from explorer.ui.origins import OriginsPanel
 from explorer.ui.scheduler import CompileScheduler
 from explorer.ui.share import SharePanel
 from explorer.ui.sources import Request, Source, WorkloadSource
-from explorer.ui.specs import SpecsEditor, carried_renames, renamed_spec
+from explorer.ui.specs import KeptPicks, SpecsEditor, carried_renames, renamed_spec
 from explorer.ui.suggest import SearchJob, SuggestView, candidate_specs
 from explorer.ui.timeline import TimingView, timing_html
 from explorer.ui.views import (
@@ -148,6 +149,8 @@ mark.explorer-hlo-selected { background: #fde047; }
 </style>"""
 
 
+MEASURE_LABEL = "measure a real run (this CPU)"
+
 TAB_TITLES = ["Placement", "Collectives", "Memory", "Timing", "HLO", "Compare", "Suggest"]
 
 
@@ -174,11 +177,12 @@ def app_language(message: str) -> str:
 
 
 def target_options(devices: int, current: str = "") -> list[tuple[str, str]]:
-    """The targets with `devices` devices, grouped by family (GPU, TPU, then the rest), and
-    `current` kept (marked) when it does not match, so that a selection is never lost."""
-    family_order = {"gpu": 0, "tpu": 1}
-    fitting = [t for t in targets().values() if t.chips == devices]
-    fitting.sort(key=lambda t: family_order.get(t.family, 2))      # stable: catalog order within
+    """Every target with `devices` devices (explorer.cost.hardware.targets_with_chips: by
+    family, GPUs first where the count is whole nodes of 8), then the catalog's others of that
+    count (the IPU machine), and `current` kept (marked) when it does not match, so that a
+    selection is never lost."""
+    fitting = [get_target(name) for name in targets_with_chips(devices)]
+    fitting += [t for t in targets().values() if t.chips == devices and t not in fitting]
     options = [("— none —", "")] + [(f"{t.family.upper()} · {t.name}", t.name) for t in fitting]
     if current and current not in [v for _, v in options]:
         chips = get_target(current).chips
@@ -238,6 +242,7 @@ class App:
         self.selected: int | None = None
         self.result_id = 0              # the id of the result shown; each new one gets the next
         self._generation = 0            # the number of the latest edit
+        self._edited_at = time.perf_counter()    # when it was made
         self._muted = 0
         # Only the visible tab is drawn; the others when shown. Tab index -> the result id its
         # views drew (a tab drawn for an older result is hidden until drawn again).
@@ -278,6 +283,7 @@ class App:
         self.rules_note.add_class("explorer-note")
         self.layout_error = w.HTML()
         self.layout_error.add_class("explorer-error")
+        self.kept_picks = KeptPicks(guard(self._release_picks))
         self.partitioner_w = w.ToggleButtons(options=[("Shardy", "shardy"), ("GSPMD", "gspmd")],
                                              value=partitioner, description="partitioner",
                                              style={"button_width": "70px"})
@@ -286,8 +292,7 @@ class App:
                                    value=target, description="target")
         self.mapping_w = w.Text(value=mapping, description="mapping", continuous_update=False,
                                 placeholder=mapping_placeholder(target, mesh_spec))
-        self.measure_w = w.Checkbox(value=False, description="measure a real run (this CPU)",
-                                    indent=False)
+        self.measure_w = w.Checkbox(value=False, description=MEASURE_LABEL, indent=False)
         # Off: edits are checked as they are made but compiled only on Apply (a burst of edits
         # to set up a large model becomes one compile).
         self.live_w = w.Checkbox(value=True, indent=False, layout=w.Layout(width="auto"),
@@ -353,7 +358,8 @@ class App:
             self.rules_w.layout.display = "none"
             self.rules_note.value = f"<div>{html.escape(source.rules_note)}</div>"
         sidebar = w.VBox([source.sidebar, self.mesh_editor.widget, self.preset_w, self.rules_w,
-                          self.rules_note, self.layout_error, self.specs_editor.widget,
+                          self.rules_note, self.layout_error, self.kept_picks.widget,
+                          self.specs_editor.widget,
                           self.partitioner_w, self.target_w, self.mapping_w,
                           self.target_error, self.target_offer.button,
                           self.cpu_w, self.measure_w, w.HBox([self.live_w, self.apply_w]),
@@ -367,6 +373,8 @@ class App:
                                   pane_widths=["460px", 1, 0], pane_heights=["50px", 1, 0])
         self.widget.add_class("explorer-app")
 
+        self.target_w.observe(guard(lambda c: source.set_target(c["new"] or None)), "value")
+        source.set_target(target or None)
         for wid in (self.partitioner_w, self.target_w, self.mapping_w, self.measure_w,
                     self.cpu_w):
             wid.observe(guard(lambda _: self._edited()), "value")
@@ -454,9 +462,31 @@ class App:
         self._edited()
 
     def _layout_changed(self) -> None:
-        """A new preset or rules re-place every tensor: the user's picks are released."""
-        self.specs_editor.release()
+        """A new preset or rules re-place every tensor the user did not pick: a pick is the
+        user's, which no rule replaces (the kept-picks note names those the rules would)."""
         self._edited()
+
+    def _release_picks(self, names: list[str]) -> None:
+        """Hand `names` back to the preset and rules (the kept-picks note's button)."""
+        self.specs_editor.release(names)
+        self._edited()
+
+    def _kept_over_rules(self, mesh, pinned, preset, rules) -> dict:
+        """The picks the preset or rules would place otherwise: name -> (pick, theirs)."""
+        if not pinned or not (preset or rules):
+            return {}
+        try:
+            theirs = self.source.place(mesh, {}, preset, rules).specs
+        except ExplorerError:
+            return {}
+        def layout(spec) -> tuple:          # () and (None, None) are one layout
+            spec = tuple(spec)
+            while spec and spec[-1] is None:
+                spec = spec[:-1]
+            return spec
+
+        return {n: (tuple(spec), tuple(theirs[n])) for n, spec in pinned.items()
+                if n in theirs and layout(theirs[n]) != layout(spec)}
 
     def _source_reset(self) -> None:
         """A different program (another workload): nothing the user picked applies, nor the
@@ -565,6 +595,7 @@ class App:
             placement = self.source.place(mesh, pinned, preset, rules)
         except ExplorerError as e:
             raise self._put(self.layout_error, e) from None
+        self.kept_picks.show(self._kept_over_rules(mesh, pinned, preset, rules))
         if self._carried:
             # A spec the source gives (a TensorSpec's own, a pattern's) follows the axes renamed
             # in the editor, as the picks do; a removed axis leaves it.
@@ -607,7 +638,12 @@ class App:
         try:
             check_target(target, mapping, mesh)
         except ExplorerError as e:
-            # The program still compiles; only the prediction needs a target that fits.
+            if mapping is not None:
+                # A mapping the user typed is an input like any other: refused at its box,
+                # the last result kept, never a silent switch to a compile without it.
+                raise self._put(self.target_error, e) from None
+            # A target that does not fit the mesh: the program still compiles; only the
+            # prediction needs a target that fits.
             self.prediction_note = app_language(str(e))
             self.target_error.value = html.escape(
                 f"no prediction: {self.prediction_note}")
@@ -615,12 +651,26 @@ class App:
             self.target_offer.offer(self.matching_target)
             target = mapping = None
         params = self.source.resolved() if isinstance(self.source, WorkloadSource) else {}
+        compile_for = CompileFor.CPU if self.cpu_w.value else CompileFor.TARGET
+        measurable = self._offer_measure(mesh, target, compile_for)
         return Request(mesh=mesh, specs=dict(placement.specs), pinned=pinned,
                        placement=placement, params=params, preset=preset, rules=rules,
                        partitioner=partitioner, target=target, mapping=mapping,
-                       measure=self.measure_w.value, unavailable=self.prediction_note,
-                       compile_for=CompileFor.CPU if self.cpu_w.value else CompileFor.TARGET,
+                       measure=self.measure_w.value and measurable,
+                       unavailable=self.prediction_note, compile_for=compile_for,
                        origins=self.origins.ask.value)
+
+    def _offer_measure(self, mesh: MeshSpec, target: str | None,
+                       compile_for: CompileFor) -> bool:
+        """Whether this request's program can run here (a compile on CPU devices can; one
+        for a GPU or TPU, made ahead of time, cannot): the measure box is offered only then,
+        and says so otherwise."""
+        runs_here = compile_plan(mesh, target, compile_for).worker.backend is Backend.FAKE_CPU
+        self.measure_w.disabled = not runs_here
+        self.measure_w.description = (MEASURE_LABEL if runs_here else
+                                      MEASURE_LABEL + ": only a compile on CPU devices runs "
+                                      "here; tick the box above")
+        return runs_here
 
     def _use_target(self, name: str) -> None:
         """Pick `name` (a target offered because it fits the mesh); the pick recompiles."""
@@ -635,6 +685,7 @@ class App:
         if self._muted:
             return
         self._generation += 1
+        self._edited_at = time.perf_counter()      # the status says how long the answer took
         # Said before any work: validating, planning and the cache lookup of a large model take
         # seconds, and a widget's new value reaches the page as soon as it is set.
         self._set_status("◌ working…")
@@ -733,15 +784,29 @@ class App:
         """Show `message` unless an inline error already says it (`force`: show it anyway)."""
         message = app_language(message)
         self.error = message
-        inline = [*(r.error for r in self.mesh_editor.rows), self.mesh_editor.error,
-                  self.source.error, self.layout_error, self.specs_editor.error_summary]
-        at_widget = bool(self.specs_editor.errors or any(e.value for e in inline))
-        if force or not at_widget:
+        at_fault = self._inputs_at_fault()
+        if force or not at_fault:
             self.error_w.value = html.escape(message)
         self.tabs.add_class("explorer-stale")
         stale = "; showing the last good result, greyed" if self.report else ""
-        self._set_status(("⚠ error: fix the highlighted input" if at_widget and not force
-                          else "⚠ error: see the message below") + stale)
+        # The input is named: in a long sidebar its red message may be below the fold.
+        self._set_status((f"⚠ error: fix the highlighted input ({', '.join(at_fault)})"
+                          if at_fault and not force else "⚠ error: see the message below")
+                         + stale)
+
+    def _inputs_at_fault(self) -> list[str]:
+        """The sidebar inputs showing an error, as the status line names them."""
+        mesh = any(r.error.value for r in self.mesh_editor.rows) or self.mesh_editor.error.value
+        specs = list(self.specs_editor.errors)
+        boxes = [("the mesh", mesh), ("the workload or its inputs", self.source.error.value),
+                 ("the preset or rules", self.layout_error.value),
+                 ("the specs" + (" of " + ", ".join(specs[:3]) if specs else "")
+                  + (" …" if len(specs) > 3 else ""),
+                  specs or self.specs_editor.error_summary.value),
+                 # The target box's note is an error only when no prediction note is shown.
+                 ("the target or mapping",
+                  self.target_error.value and self.prediction_note is None)]
+        return [name for name, shown in boxes if shown]
 
     def _show(self, report: Report, request: Request | None = None) -> None:
         """Show `report`, the answer to `request`: it becomes the current result, the visible
@@ -751,10 +816,8 @@ class App:
         self.unavailable = unavailable
         self.result_id += 1
         self.tabs.remove_class("explorer-stale")
-        t = report.timing
-        self._set_status(f"● {'cached' if t.cached else 'compiled'} in "
-                         f"{(t.lower_s + t.compile_s):.2f} s · {report.mesh.device_count} "
-                         f"devices · {len(report.collectives)} collectives")
+        self._set_status(status_text(report, time.perf_counter() - self._edited_at,
+                                     unavailable))
         self.compiled_for.value = compiled_for_html(report)
         self.warnings_w.value = warnings_html(report)
         self.selected = None
@@ -781,7 +844,9 @@ class App:
         self.share.update()
         self._drawn = {}
         for index, child in enumerate(self.tabs.children):
-            if TAB_TITLES[index] != "Suggest":           # its search is not this result's
+            # Suggest's search is not this result's; the visible tab is drawn next, in place:
+            # hidden first, a reader would see it blank between the two messages (a flicker).
+            if TAB_TITLES[index] != "Suggest" and index != self.tabs.selected_index:
                 child.add_class("explorer-outdated")
         self._draw_tab(self.tabs.selected_index)
 
@@ -1048,6 +1113,31 @@ class App:
         self._executor.shutdown(wait=False)
         self._what_if_executor.shutdown(wait=False)
         self.widget.close()
+
+
+def status_text(report: Report, waited_s: float, unavailable: str | None = None) -> str:
+    """The status line for `report`, shown `waited_s` after the edit it answers: how long the
+    user waited and what took the time (the compile, the compile worker's start, an earlier
+    edit's compile or the debounce), so that a 23 s wait never reads as "0.36 s"."""
+    t = report.timing
+    if t.cached:
+        took = (f"cached: answered in {t.lookup_s:.2f} s (compiled earlier in "
+                f"{t.lower_s + t.compile_s:.2f} s)")
+    else:
+        took = f"compiled in {t.lower_s + t.compile_s:.2f} s"
+        if t.worker_start_s >= 0.05:
+            took += f" after {t.worker_start_s:.1f} s starting the compile worker"
+        accounted = t.lower_s + t.compile_s + t.worker_start_s
+        if waited_s - accounted >= 1.0:
+            # The rest: the pause before a compile starts, an earlier edit's compile in
+            # flight, reading the result.
+            took += f"; {waited_s:.1f} s since the edit"
+    collectives = len(report.collectives)
+    text = (f"● {took} · {report.mesh.device_count} devices · {collectives} collective"
+            f"{'s' if collectives != 1 else ''}")
+    if unavailable:
+        text += " · no prediction (see the target)"
+    return text
 
 
 def compiled_for_html(report: Report) -> str:

@@ -311,11 +311,14 @@ class SpecsEditor:
         if name in self.rows:
             self.rows[name].widget.add_class("explorer-pinned")
 
-    def release(self) -> None:
-        """Forget the user's picks (a new preset or rules place every tensor again)."""
-        self.pinned.clear()
-        for row in self.rows.values():
-            row.widget.remove_class("explorer-pinned")
+    def release(self, names: Collection[str] | None = None) -> None:
+        """Forget the user's picks, of `names` or of every tensor, so that the preset, rules or
+        patterns place them again."""
+        released = set(self.pinned) if names is None else set(names) & self.pinned
+        self.pinned -= released
+        for name in released:
+            if name in self.rows:
+                self.rows[name].widget.remove_class("explorer-pinned")
 
     def _picked(self, name: str) -> None:
         if self._quiet:
@@ -423,3 +426,35 @@ class SpecsEditor:
             for c in node.children:
                 for grandchild in c.children:
                     self._retitle(grandchild)
+
+
+class KeptPicks:
+    """Under the rules box: the hand-set specs that the preset or rules would place otherwise.
+    A rule never silently replaces what the user picked; this says which tensors the rules did
+    not touch, and its button hands them to the rules (`on_release(names)`)."""
+
+    def __init__(self, on_release: Callable[[list[str]], None]):
+        self.kept: dict[str, tuple[Spec, Spec]] = {}
+        self.note = w.HTML()
+        self.note.add_class("explorer-note")
+        self.button = w.Button(description="let the rules place them", icon="undo",
+                               layout=w.Layout(width="auto", display="none"),
+                               tooltip="release these hand-set specs: the preset and rules "
+                                       "place them")
+        self.button.on_click(lambda _: on_release(list(self.kept)))
+        self.widget = w.VBox([self.note, self.button])
+        self.widget.add_class("explorer-kept-picks")
+
+    def show(self, kept: Mapping[str, tuple[Spec, Spec]]) -> None:
+        """`kept`: tensor -> (its hand-set spec, the spec the rules give it)."""
+        self.kept = dict(kept)
+        self.button.layout.display = "" if kept else "none"
+        if not kept:
+            self.note.value = ""
+            return
+        items = [f"<code>{html.escape(n)}</code> {html.escape(format_spec(mine) or 'replicated')}"
+                 f" (the rules: {html.escape(format_spec(theirs) or 'replicated')})"
+                 for n, (mine, theirs) in list(kept.items())[:6]]
+        more = f" and {len(kept) - 6} more" if len(kept) > 6 else ""
+        self.note.value = ("<div>Hand-set specs kept over the rules: " + "; ".join(items)
+                           + more + ".</div>")

@@ -16,6 +16,7 @@ from explorer.cost.gemm_rates import gemm_table
 from explorer.cost.hardware import get_target
 from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError
+from explorer.report.provenance import compiled_by
 from explorer.report.report import Report
 from explorer.report.summary import human_bytes
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
@@ -112,11 +113,16 @@ def timing_html(report: Report, unavailable: str | None = None) -> str:
     t, c, est = report.timing, report.cost, report.estimate
     flops = "not reported" if c.flops is None else f"{c.flops:.3g}"
     cached = " (answered from the cache)" if t.cached else ""
+    started = (f", after {t.worker_start_s:.1f} s starting the compile worker"
+               if t.worker_start_s >= 0.05 and not t.cached else "")
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in c.notes)
-    parts = [f"<p><b>Compile</b> (measured on {report.backend}): lower {t.lower_s * 1e3:.0f} ms, "
-             f"compile {t.compile_s * 1e3:.0f} ms{cached}.</p>",
+    counted = ("summed from the scheduled instructions: XLA's cost_analysis() gave none"
+               if c.from_schedule else "XLA's cost_analysis()")
+    parts = [f"<p><b>Compile</b> (timed on this machine, {html.escape(compiled_by(report))}): "
+             f"lower {t.lower_s * 1e3:.0f} ms, compile {t.compile_s * 1e3:.0f} ms"
+             f"{started}{cached}.</p>",
              _measured_html(t),
-             f"<p><b>Cost per device</b> (XLA cost_analysis of the {report.backend} program): "
+             f"<p><b>Cost per device</b> ({counted}): "
              f"{flops} flops, {human_bytes(c.bytes_accessed)} accessed; collectives move "
              f"{human_bytes(c.collective_bytes)}.</p>"]
     if est is None and unavailable:

@@ -143,6 +143,11 @@ def test_a_users_function_is_carried_by_its_module_path_and_never_imported_unask
         return x
 
     assert Exploration.from_report(report, local).function is None
+    # Without fn= the cause is said then, not later as a function that cannot be imported.
+    with pytest.raises(explorer.InputError, match=r"this Report is of a user's function, which "
+                       r"a Report does not carry; pass it: Exploration.from_report\(report, "
+                       r"fn=your_function\)"):
+        Exploration.from_report(report)
 
 
 def step_in_place(w, x):

@@ -59,9 +59,18 @@ def test_tpu_compile_keeps_bf16_and_carries_xla_estimate():
     assert c.operand_dtype == ""
     assert r.cost.xla_optimal_seconds > 0
     assert r.to_dict()["mesh"]["backend"] == "tpu v5e:2x4"
-    assert "TPU" in r.timing.measure_note
+    # Not asked to measure, so no note why it was not measured.
+    assert r.timing.measure_note == "" and r.timing.measured_s is None
     # TPU layouts are tiled: the optimized HLO carries T(8,128) tiles.
     assert ":T(" in r.optimized_hlo
+
+
+@needs_libtpu
+def test_measure_asked_on_a_tpu_target_says_why_not():
+    r = analyze_workload("mlp", "data=2,model=4", specs=MEGATRON, tpu_topology="v5e:2x4",
+                         measure=True)
+    assert r.timing.measured_s is None
+    assert "not measured: compiled ahead of time for a TPU" in r.timing.measure_note
 
 
 @needs_libtpu

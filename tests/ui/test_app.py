@@ -123,10 +123,11 @@ def test_switching_workload_rebuilds_params_and_specs(app):
 
 
 def test_bad_param_value_is_reported_on_the_params(app):
-    app.params_box.children[3].value = "float128"      # dtype
-    assert "'float128'" in unescape(app.params_error.value)
-    app.params_box.children[3].value = "bfloat16"
+    app.params_box.children[1].value = 0               # d_model
+    assert "d_model=0" in unescape(app.params_error.value)
+    app.params_box.children[1].value = 1024
     assert app.params_error.value == ""
+    app.params_box.children[3].value = "bfloat16"      # dtype: a picker, no bad value to type
     assert app.report.tensor("w1").dtype == "bfloat16"
 
 
@@ -335,9 +336,20 @@ def test_preset_places_unpinned_tensors_and_picks_win():
         app.spec_rows["w2"].pickers[0].value = []
         assert "w2" in app.pinned and app.report.tensor("w2").spec == (None, None)
         assert app.report.tensor("w1").spec == (None, "model")
-        # A new preset releases the picks.
+        # A new preset places every tensor but the pick, which stays the user's; the note
+        # names it with what the preset would give (dp: w2 replicated too, so it agrees and is
+        # not named) until its button hands it to the preset.
         app.preset_w.value = "dp"
-        assert not app.pinned and app.spec_rows["w1"].spec == (None, None)
+        assert app.pinned == {"w2"} and app.spec_rows["w1"].spec == (None, None)
+        assert app.kept_picks.kept == {}
+        app.preset_w.value = "megatron"
+        assert app.kept_picks.kept == {"w2": ((None, None), ("model", None))}
+        assert "<code>w2</code> replicated (the rules: model,None)" in \
+            app.kept_picks.note.value
+        app.kept_picks.button.click()
+        assert not app.pinned and app.report.tensor("w2").spec == ("model", None)
+        assert app.kept_picks.kept == {} and app.kept_picks.note.value == ""
+        app.preset_w.value = "dp"
         # A preset needing an axis the mesh lacks is reported on the preset.
         app.preset_w.value = "ep"
         assert "expert" in unescape(app.layout_error.value)
@@ -750,3 +762,92 @@ def test_a_value_outside_a_closed_set_is_refused_naming_the_choices():
 
     with pytest.raises(WorkloadError, match="'gelu', 'relu', 'swiglu'"):
         Explorer(workload="transformer_train", params={"mlp": "tanh"}, debounce=None)
+
+
+def test_the_visible_tab_is_redrawn_in_place_without_going_blank(app):
+    # A new result redraws the tab on screen where it is: had it been hidden (the class
+    # explorer-outdated) until redrawn, a reader would see the table vanish between the two
+    # messages the browser gets (a flicker, and an empty read for a test that waits on it).
+    show(app, "Collectives")
+    visible = app.tabs.children[app.tabs.selected_index]
+    classes, tables = [], []
+    visible.observe(lambda c: classes.append(tuple(c["new"])), "_dom_classes")
+    app.collectives.table.observe(lambda c: tables.append(c["new"]), "value")
+    app.spec_rows["w2"].pickers[0].value = []          # w2 replicated: an all-gather of h
+    assert app.report.collectives and tables
+    assert not any("explorer-outdated" in c for c in classes), classes
+    assert all("<table" in t or "No collectives" in t for t in tables)
+    # The tabs not on screen are marked, to be drawn when shown.
+    others = [c for i, c in enumerate(app.tabs.children)
+              if i != app.tabs.selected_index and TAB_TITLES[i] != "Suggest"]
+    assert all("explorer-outdated" in c._dom_classes for c in others)
+
+
+def test_the_target_list_offers_every_size_by_family_gpus_first_for_whole_nodes():
+    from explorer.ui.app import target_options
+
+    # data=8,model=8: 8 DGX nodes of each GPU first, then the TPU slices of 64 chips and the
+    # multi-slice ones (two v5e 4x8 slices over DCN, ...).
+    values = [v for _, v in target_options(64)]
+    assert values[:5] == ["", "h100-8x8", "h200-8x8", "a100-8x8", "b200-8x8"]
+    assert {"tpu-v5e-8x8", "tpu-v5p-4x4x4", "tpu-v5e-4x8-2slices"} <= set(values)
+    # 1024 GPUs: 128 nodes; 4 chips: the TPU slices first, then one node's 4 GPUs.
+    assert "h100-8x128" in [v for _, v in target_options(1024)]
+    four = [v for _, v in target_options(4)]
+    assert four.index("tpu-v5e-2x2") < four.index("h100-4")
+    # The Graphcore machine's 4 IPUs stay offered; a current target of another size is kept.
+    assert "bow-2000" in four
+    assert target_options(4, "h100-8")[-1] == ("h100-8 (8 devices, not 4)", "h100-8")
+
+
+
+def test_a_refused_rule_and_clearing_it_leave_hand_set_specs_as_they_were():
+    # The issue's steps: a refused rule, then the box cleared, emptied every picker; a valid
+    # rule for batch alone replaced w2's hand-set spec. Hand-set specs stay the user's.
+    app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, debounce=None,
+                   params={"batch": 64, "d_model": 64, "d_ff": 128})
+    try:
+        def specs():
+            return {n: app.specs_editor.spec(n) for n in MEGATRON}
+
+        given = specs()
+        assert given == {"x": ("data", None), "w1": (None, "model"), "w2": ("model", None)}
+        app.rules_w.value = "batch=zz"
+        assert "zz" in unescape(app.layout_error.value) and specs() == given
+        app.rules_w.value = ""
+        assert app.error is None and specs() == given
+        # Megatron's all-reduce over model of the [64/2, 64] f32 output block, as before.
+        assert [(c.kind, c.axes, c.bytes) for c in app.report.collectives] == [
+            ("all-reduce", ("model",), 32 * 64 * 4)]
+        app.rules_w.value = "batch=data"
+        assert specs() == given
+        assert set(app.kept_picks.kept) == {"w1", "w2"}        # the rule would replicate them
+        app.rules_w.value = ""
+        assert specs() == given and app.kept_picks.kept == {}
+    finally:
+        app.close()
+
+
+def test_dtype_is_a_picker_of_the_dtypes_the_target_computes_in():
+    app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, debounce=None,
+                   params={"batch": 64, "d_model": 64, "d_ff": 128, "dtype": "bf16"})
+    try:
+        [dtype] = [c for c in app.source.params_box.children if c.description == "dtype"]
+        assert type(dtype).__name__ == "Dropdown"
+        assert dtype.options == ("float32", "bfloat16", "float16") and dtype.value == "bfloat16"
+        # An H100 has published FP8 rates: the 8-bit floats join; the pick stays.
+        app.target_w.value = "h100-8"
+        assert dtype.options[3:] == ("float8_e4m3fn", "float8_e5m2")
+        assert dtype.value == "bfloat16" and app.report.tensor("x").dtype == "bfloat16"
+        app.target_w.value = "tpu-v5e-2x4"
+        assert "float8_e4m3fn" not in dtype.options and dtype.value == "bfloat16"
+        app.target_w.value = ""                    # fake CPU devices again
+        assert dtype.options == ("float32", "bfloat16", "float16")
+        dtype.value = "float16"
+        assert app.report.tensor("w1").dtype == "float16"
+        # Megatron's all-reduce over model of the [64/2, 64] output block, in f16: 32 x 64 x 2
+        # bytes in the program's dtype.
+        [c] = app.report.collectives
+        assert c.program_bytes == 32 * 64 * 2
+    finally:
+        app.close()

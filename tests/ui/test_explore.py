@@ -222,10 +222,13 @@ def test_explore_module_names_params_by_path_and_reads_their_partitioning():
         app.close()
 
 
-def test_explore_module_specs_patterns_win_over_the_metadata():
+def test_explore_module_specs_patterns_place_what_the_metadata_leaves_to_rules():
+    # up.kernel's metadata names logical axes (left to rules): the pattern places it with no
+    # rules; down.kernel's names mesh axes, ("model", None): that spec, given with the
+    # parameter, wins over the pattern's.
     app = explore_module(abstract_stack(), T("x", (32, 64), spec="data,None"),
                          mesh="data=2,model=4",
-                         specs={r"up.*kernel": "None,model", r"down.*kernel": "model,None"},
+                         specs=[(r"up/kernel", "None,model"), (r"down.*kernel", "None,model")],
                          debounce=None)
     try:
         ed = app.specs_editor
