@@ -474,6 +474,13 @@ class WorkerPool:
                 reply = replace(reply, worker_start_s=started_s)
             return reply
 
+    def ready(self, key: WorkerKey) -> bool:
+        """Whether a worker for `key` is up with jax loaded, so that a request for it starts no
+        process (the app waits for a burst of edits to end before one that would)."""
+        with self._lock:
+            worker = self._workers.get(key)
+            return worker is not None and not worker.starting and worker.alive()
+
     def compile(self, key: WorkerKey, request: CompileRequest, timeout: float | None = None
                 ) -> CompileResult:
         return self.run(key, request, timeout)

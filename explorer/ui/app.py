@@ -151,6 +151,13 @@ mark.explorer-hlo-selected { background: #fde047; }
 
 MEASURE_LABEL = "measure a real run (this CPU)"
 
+# An edit whose compile would start a worker process (jax loading in it: seconds) waits this
+# long for the edits to pause, so that a mesh edit undone at once starts no worker.
+COLD_WORKER_QUIET_S = 1.5
+# An edit compiles at once only where the last compile took at most this long; after a longer
+# one it waits the debounce, so that a burst does not lock the app into an obsolete compile.
+QUICK_COMPILE_S = 1.0
+
 TAB_TITLES = ["Placement", "Collectives", "Memory", "Timing", "HLO", "Compare", "Suggest"]
 
 
@@ -718,10 +725,29 @@ class App:
             self._scheduler.discard()
             self._finish(self._generation, request, self._run(request))
             return
+        quiet = self._quiet_before(request)
         if self._scheduler.busy:
             self._set_status("◌ waiting for the compile in flight (an earlier edit); this edit "
                              "compiles next, with any made meanwhile")
-        self._scheduler.submit(self._generation, request, loop)
+        elif quiet >= COLD_WORKER_QUIET_S:
+            self._set_status(f"◌ starting a compile worker in {quiet:.1f} s, unless the edit "
+                             "changes again meanwhile")
+        self._scheduler.submit(self._generation, request, loop, quiet)
+
+    def _quiet_before(self, request: Request) -> float:
+        """How long this edit waits for the edits to pause before its compile starts: at once
+        where the worker it needs is up and compiles are quick, the debounce after a slow
+        compile, longer where the compile would start a worker (CompileScheduler.submit)."""
+        try:
+            worker = compile_plan(request.mesh, request.target, request.compile_for).worker
+        except ExplorerError:
+            return self.debounce or 0.0
+        if not (self.pool or default_pool()).ready(worker):
+            return max(self.debounce or 0.0, COLD_WORKER_QUIET_S)
+        last = self.report.timing if self.report is not None else None
+        if last is not None and not last.cached and last.lower_s + last.compile_s > QUICK_COMPILE_S:
+            return self.debounce or 0.0
+        return 0.0
 
     def _live_changed(self) -> None:
         """Live updates on: compile what was edited while they were off; off: show Apply."""

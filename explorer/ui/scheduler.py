@@ -1,11 +1,15 @@
 """When the app's compiles run: one at a time, and after it the latest edit only.
 
 An edit the cache cannot answer is submitted here. With nothing compiling or waiting it starts
-at once (a single edit pays no delay). Edits that arrive while a compile runs never queue behind
-it one by one: each replaces the one waiting, so that when the compile in flight ends only the
-newest edit is compiled, once the edits have paused for `debounce` seconds. A burst of edits
-therefore compiles at most once per compile time while it lasts, and then its last edit, where
-a queue compiled every edit in turn (issue 22: seven edits, 94 s to set up a 12-layer model).
+at once (a single edit pays no delay), unless the app asks for a quiet period first (`quiet`):
+an edit whose compile would start a worker process, or whose compiles take long, waits that long
+for the edits to pause, so that a burst, or an edit undone at once, does not lock the app into
+seconds of an obsolete compile or start a worker nobody needs. Edits that arrive while a
+compile runs never queue behind it one by one: each replaces the one waiting, so that when the
+compile in flight ends only the newest edit is compiled, once the edits have paused for
+`debounce` seconds. A burst of edits therefore compiles at most once per compile time while it
+lasts, and then its last edit, where a queue compiled every edit in turn (issue 22: seven edits,
+94 s to set up a 12-layer model).
 
 The compile in flight itself is not stopped: it runs in a worker process that other compiles
 share (the Suggest tab's search, the what-ifs), and its result still fills the cache. The app
@@ -40,6 +44,7 @@ class CompileScheduler(Generic[Request]):
         self._next: tuple[int, Request] | None = None      # the edit waiting to compile
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._next_quiet = 0.0                               # its quiet period (submit)
         self._last_submit = 0.0
         self.busy = False                # a compile is in flight
 
@@ -48,19 +53,27 @@ class CompileScheduler(Generic[Request]):
         """An edit waits to be compiled (behind the compile in flight, or for quiet)."""
         return self._next is not None
 
-    def submit(self, edit: int, request: Request, loop: asyncio.AbstractEventLoop) -> None:
+    def submit(self, edit: int, request: Request, loop: asyncio.AbstractEventLoop,
+               quiet: float = 0.0) -> None:
         """Compile `request` (edit number `edit`) as soon as the rules above allow; it replaces
-        any edit still waiting."""
+        any edit still waiting. `quiet`: seconds without a newer edit before it may start,
+        even with nothing compiling (0: at once)."""
         self._loop = loop
         self._next = (edit, request)
+        self._next_quiet = quiet
         self._last_submit = loop.time()
         if self.busy:
             return                              # started when the compile in flight ends
-        if self._timer is not None:             # the edits have not paused yet
-            self._timer.cancel()
-            self._timer = loop.call_later(self.debounce, self._start)
+        if self._timer is not None or quiet > 0:    # the edits have not paused yet
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_later(self._quiet(), self._start)
             return
         self._start()
+
+    def _quiet(self) -> float:
+        """How long the edits must pause before the waiting one starts."""
+        return max(self.debounce, self._next_quiet)
 
     def discard(self) -> None:
         """Forget the edit waiting: a newer one needs no compile (the cache had it, it is
@@ -87,6 +100,6 @@ class CompileScheduler(Generic[Request]):
                 self._done(edit, request, future.result())
         finally:
             if self._next is not None and self._loop is not None:
-                quiet_at = self._last_submit + self.debounce
+                quiet_at = self._last_submit + self._quiet()
                 self._timer = self._loop.call_later(max(0.0, quiet_at - self._loop.time()),
                                                     self._start)

@@ -13,6 +13,7 @@ from explorer.compile.gpu import gpu_plugin_installed
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
+import explorer.ui.app as app_module  # noqa: E402
 from explorer.report.compare import Metric  # noqa: E402
 from explorer.ui import Explorer
 from explorer.ui.app import TAB_TITLES  # noqa: E402
@@ -437,8 +438,11 @@ def test_rank_3_tensors_are_drawn_as_small_multiples():
     assert g.z == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
 
-def test_an_isolated_edit_compiles_at_once_and_edits_during_a_compile_become_one():
+def test_an_isolated_edit_compiles_at_once_and_edits_during_a_compile_become_one(monkeypatch):
     import asyncio
+
+    # Every compile counts as quick (the machine's speed must not decide the schedule here).
+    monkeypatch.setattr(app_module, "QUICK_COMPILE_S", float("inf"))
 
     async def scenario():
         # Created inside a running event loop, as in a kernel: edits compile in the background.
@@ -466,6 +470,53 @@ def test_an_isolated_edit_compiles_at_once_and_edits_during_a_compile_become_one
             app.close()
 
     asyncio.run(scenario())
+
+
+def test_an_edit_that_needs_a_new_worker_waits_and_undone_at_once_starts_none():
+    import asyncio
+
+    from explorer.compile.pool import WorkerPool
+    from explorer.compile.protocol import WorkerKey
+
+    async def scenario():
+        pool = WorkerPool()
+        explorer.clear_cache()          # the 16-device request below compiles
+        app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, debounce=0.3,
+                       params={"batch": 64}, pool=pool)
+        compiles = []
+        run = app._run
+        app._run = lambda request: (compiles.append(request), run(request))[1]
+        try:
+            assert pool.ready(WorkerKey.fake_cpu(8)) and not pool.ready(WorkerKey.fake_cpu(16))
+            mesh_size(app, "data", 4)           # 16 devices: no worker for them yet
+            assert app._scheduler.waiting and not app._scheduler.busy and compiles == []
+            assert "starting a compile worker in 1.5 s, unless the edit changes" in \
+                app.status.value
+            mesh_size(app, "data", 2)           # undone: answered by the cache
+            assert not app._scheduler.waiting and app.request.mesh.device_count == 8
+            await asyncio.sleep(2 * app_module.COLD_WORKER_QUIET_S)
+            assert compiles == [] and WorkerKey.fake_cpu(16) not in pool._workers
+            # Made and left: it compiles once the edits have paused, on a new worker.
+            mesh_size(app, "data", 4)
+            while app.report.mesh.device_count != 16:
+                await asyncio.sleep(0.05)
+            assert [c.mesh.device_count for c in compiles] == [16]
+        finally:
+            app.close()
+            pool.close()
+
+    asyncio.run(scenario())
+
+
+def test_after_a_slow_compile_an_edit_waits_the_debounce(app, monkeypatch):
+    # A compile that took longer than QUICK_COMPILE_S: the next edit waits for the edits to
+    # pause (the debounce) instead of starting at once; after a quick one it starts at once.
+    request = app.request
+    monkeypatch.setattr(app_module, "QUICK_COMPILE_S", float("inf"))
+    assert app._quiet_before(request) == 0.0
+    monkeypatch.setattr(app_module, "QUICK_COMPILE_S", -1.0)
+    app.debounce = 0.3
+    assert app._quiet_before(request) == 0.3
 
 
 def test_with_live_updates_off_edits_are_checked_and_compiled_once_on_apply(app):

@@ -109,3 +109,33 @@ def test_the_next_compile_waits_for_the_edits_to_pause():
         assert h.started == [1, 3] and [d[1] for d in h.done] == ["a", "c"]
 
     run(scenario)
+
+
+def test_an_edit_with_a_quiet_period_waits_and_a_discard_drops_it():
+    async def scenario(h: Harness):
+        loop = asyncio.get_running_loop()
+        h.scheduler.submit(1, "a", loop, quiet=0.5)
+        # Nothing compiles, yet it does not start: its quiet period has not passed.
+        assert h.started == [] and h.scheduler.waiting and not h.scheduler.busy
+        h.scheduler.discard()              # undone: the cache answered the next edit
+        await asyncio.sleep(1.0)
+        assert h.started == [] and not h.scheduler.waiting
+        # Left alone, it starts once its quiet period has passed, and compiles once.
+        h.scheduler.submit(2, "b", loop, quiet=0.2)
+        h.release("b")
+        await h.until(lambda: h.done)
+        assert h.started == [2] and h.done == [(2, "b", "report of b")]
+
+    run(scenario)
+
+
+def test_a_newer_edit_during_a_quiet_period_replaces_the_waiting_one():
+    async def scenario(h: Harness):
+        loop = asyncio.get_running_loop()
+        h.scheduler.submit(1, "a", loop, quiet=0.3)
+        h.scheduler.submit(2, "b", loop, quiet=0.3)
+        h.release("b")
+        await h.until(lambda: h.done)
+        assert h.started == [2] and [d[1] for d in h.done] == ["b"]      # "a" never compiled
+
+    run(scenario)
