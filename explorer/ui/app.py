@@ -50,7 +50,7 @@ from explorer.errors import (
 )
 from explorer.report.compare import compare
 from explorer.report.provenance import provenance
-from explorer.report.report import Report
+from explorer.report.report import Report, TensorRole
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, normalize_spec
 from explorer.strategy.presets import PRESETS, get_preset
@@ -66,7 +66,7 @@ from explorer.ui.memory import MemoryView
 from explorer.ui.origins import OriginsPanel
 from explorer.ui.scheduler import CompileScheduler
 from explorer.ui.share import SharePanel
-from explorer.ui.sources import Request, Source, WorkloadSource
+from explorer.ui.sources import GROUP_OF_KIND, Request, Source, WorkloadSource
 from explorer.ui.specs import KeptPicks, SpecsEditor, carried_renames, renamed_spec
 from explorer.ui.suggest import SearchJob, SuggestView, candidate_specs
 from explorer.ui.timeline import TimingView, timing_html
@@ -953,11 +953,21 @@ class App:
         self._muted += 1
         try:
             self.placement.tensor.options = options
-            self.placement.tensor.value = keep if keep in names else names[0]
+            self.placement.tensor.value = keep if keep in names else self._default_tensor(names)
         finally:
             self._muted -= 1
         if redraw and self.placement.tensor.value != keep:
             self._redraw("Placement")
+
+    def _default_tensor(self, names: list[str]) -> str:
+        """The tensor the Placement tab opens on: the program's data (an input the sidebar
+        lists under "inputs", as a batch), else its first input of two or more dimensions,
+        else the first listed. A model's parameters come first, and its first is often a bias,
+        the least telling picture of a layout."""
+        data = [t.name for t in self._tensors_or_none() if t.group == GROUP_OF_KIND["input"]]
+        ranked = [t.name for t in self.report.tensors
+                  if t.kind == TensorRole.INPUT and len(t.shape) >= 2]
+        return next((n for n in data + ranked if n in names), names[0])
 
     def _draw_placement(self) -> None:
         if self.report is None or self.placement.tensor.value is None:

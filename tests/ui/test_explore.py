@@ -215,6 +215,8 @@ def test_explore_module_names_params_by_path_and_reads_their_partitioning():
         head = unescape(app.source.sidebar.children[0].value)
         assert "model</b> <code>Stack</code>" in head
         assert "RNG key(s) are made inside the program" in head
+        # The Placement tab opens on the data, not on the first parameter (a bias).
+        assert app.placement.tensor.value == "x"
         # A new rule re-places the logical names.
         app.rules_w.value = "embed=model"
         assert ed.spec("layers.1.up.kernel") == ("model", None)
