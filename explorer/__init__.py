@@ -8,6 +8,8 @@ compile on fake CPU devices in a worker process.
 
 - `analyze(fn, *tensor_specs, mesh=...)` and `analyze_workload(name, mesh, preset=...)` return
   a Report; `targets()` and `get_target()` name the hardware a Report can be priced on.
+- `what_if(report, collective=i)` compiles the spec changes that might remove collective i and
+  returns those a compile confirmed.
 - A request is made of TensorSpecs and a MeshSpec (`parse_spec` and `parse_mesh` read their
   text); a Report holds frozen, JSON-able dataclasses, every one of them exported here.
 - Every error the explorer raises is an ExplorerError whose message names the value at
@@ -46,6 +48,7 @@ from explorer.api.analyze import analyze, clear_cache
 from explorer.api.exploration import AppState, Exploration, FunctionRef
 from explorer.api.exploration import load as load_exploration
 from explorer.api.request import PARTITIONERS
+from explorer.api.what_if import WhatIf, what_if
 from explorer.api.workload import analyze_workload
 from explorer.compile.pool import WorkerPool
 from explorer.compile.protocol import Partitioner
@@ -132,6 +135,8 @@ __all__ = [
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
+    # spec changes a compile confirmed would remove a collective
+    "what_if", "WhatIf",
     # explorations that can be shared
     "Exploration", "AppState", "FunctionRef", "load_exploration",
     # strategy search

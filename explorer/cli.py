@@ -51,6 +51,56 @@ def _port(text: str) -> int:
     return port
 
 
+def _collective_number(text: str) -> int:
+    """--what-if: a whole number; whether the Report has that collective is checked once it is
+    compiled (`_what_if_index`)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a collective's number (a whole "
+                                         "number, 1 for the first)") from None
+
+
+def _what_if_index(report, number: int) -> int:
+    """--what-if N as an index into report.collectives: the Collectives table numbers them from
+    1, the API from 0."""
+    count = len(report.collectives)
+    if count == 0:
+        raise InputError(f"--what-if {number}: this analysis has no collectives, so no spec "
+                         "change can remove one")
+    if not 1 <= number <= count:
+        numbered = "1 collective: #1" if count == 1 else f"{count} collectives: #1 to #{count}"
+        raise InputError(f"--what-if {number}: there is no collective #{number}; this analysis "
+                         f"has {numbered} in the Collectives table")
+    return number - 1
+
+
+def _what_if_text(search) -> str:
+    """The --what-if section: the collective, then each confirmed change as the --spec flags
+    that make it, with the bytes of the collective's line before and after."""
+    from explorer.report.summary import human_bytes
+
+    c = search.collective
+    code = f": {c.source_text}" if c.source_text else ""
+    lines = [f"What if: collective #{search.index + 1}, {c.kind} over {','.join(c.axes) or '?'}"
+             f", {human_bytes(c.bytes)} per device, at {c.source or 'an unknown line'}{code}"]
+    if search.untried:
+        return "\n".join(lines + [f"  nothing to try: {search.untried}"])
+    tried = f"{search.tried} spec change{'s' if search.tried != 1 else ''} compiled"
+    if not search.confirmed:
+        return "\n".join(lines + [f"  {tried}; none was confirmed to move fewer bytes on this "
+                                  "line"])
+    lines.append(f"  {tried}; {len(search.confirmed)} confirmed, best first:")
+    for change in search.confirmed:
+        flags = " ".join(f"--spec {n}={s}" for n, s in change.specs.items())
+        lines.append(f"  {flags}: this line {human_bytes(change.line_bytes_before)} → "
+                     f"{human_bytes(change.line_bytes_after)}, all collectives "
+                     f"{human_bytes(change.total_bytes_before)} → "
+                     f"{human_bytes(change.total_bytes_after)} per device")
+        lines.append(f"    {change.label}")
+    return "\n".join(lines)
+
+
 def _check_output_path(flag: str, path: str, example: str) -> None:
     """--trace, --emit-code, --save: a file that can be written, checked before the compile
     (which can take minutes) so that a mistyped folder fails at once rather than after it."""
@@ -204,6 +254,11 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--origins", action="store_true",
                    help="read every tensor's origins into the JSON (as --why-layout does; "
                    "about a tenth more of an analysis)")
+    a.add_argument("--what-if", type=_collective_number, metavar="N",
+                   help="then compile the input spec changes that might remove collective N "
+                   "(its number in the Collectives table, 1 for the first) and print those a "
+                   "compile confirmed moves fewer bytes on its line, with the bytes before "
+                   "and after (explorer.what_if; with --json, under the key what_if)")
     _search_parser(sub)
     sub.add_parser("workloads", help="list the built-in workloads, their tensors and params")
     sub.add_parser("presets", help="list the strategy presets, the mesh axes they expect and "
@@ -485,6 +540,11 @@ def _analyze(args) -> int:
             _check_output_path(flag, path, example)
     if args.xprof:
         _check_output_folder("--xprof", args.xprof)
+    if args.what_if is not None and (args.tpu_topology or args.real_devices):
+        raise InputError("--what-if compiles each change on the mesh's CPU devices or for "
+                         "the --target, so its numbers would not compare with a "
+                         f"{'--tpu-topology' if args.tpu_topology else '--real-devices'} "
+                         "compile; drop one of them")
     run = dict(timeout=args.timeout, measure=args.measure, tpu_topology=args.tpu_topology,
                real_devices=args.real_devices,
                origins=bool(args.origins or args.why_layout))
@@ -518,11 +578,17 @@ def _analyze(args) -> int:
               f"{written.command}", file=sys.stderr)
     if args.save:
         _write_output("--save", args.save, exploration.to_json(), "exploration")
+    # A --what-if past the Report's collectives is refused before anything is printed.
+    what_if = _what_if_index(report, args.what_if) if args.what_if is not None else None
     if args.json:
         if args.why_layout:
             report.tensor(args.why_layout)      # an unknown name is an error here too
-        print(_strict_json(report.to_dict(texts=bool(args.hlo))))
-    elif args.why_layout:
+        out = report.to_dict(texts=bool(args.hlo))
+        if what_if is not None:
+            out["what_if"] = _what_ifs(report, what_if, args, exploration).to_dict()
+        print(_strict_json(out))
+        return 0
+    if args.why_layout:
         print(_why_layout_text(report, args.why_layout))
     else:
         layout = report.workload.to_dict() if report.workload else {}
@@ -531,7 +597,19 @@ def _analyze(args) -> int:
             text = {"optimized": report.optimized_hlo, "propagated": report.propagated_hlo,
                     "stablehlo": report.stablehlo}[args.hlo]
             print(f"\n{args.hlo} HLO\n{text}")
+    if what_if is not None:
+        sys.stdout.flush()          # the summary shows while the changes compile
+        print("\n" + _what_if_text(_what_ifs(report, what_if, args, exploration)))
     return 0
+
+
+def _what_ifs(report, index: int, args, exploration):
+    """explorer.what_if's search for collective `index`, each change compiled as the report
+    was (its mesh, partitioner, target and --compile-for)."""
+    from explorer.api.what_if import what_if_search
+
+    compile_for = args.compile_for or (exploration.compile_for if exploration else "target")
+    return what_if_search(report, index, compile_for=compile_for, timeout=args.timeout)
 
 
 def main(argv: list[str] | None = None) -> int:

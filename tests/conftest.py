@@ -24,6 +24,23 @@ def _close_workers():
     default_pool().close()
 
 
+@pytest.fixture
+def cli(capsys):
+    """explorer.cli.main run in this process: `cli(argv)` gives (exit status, stdout, stderr),
+    argparse's own errors (a SystemExit) included."""
+    from explorer.cli import main
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        try:
+            code = main(argv)
+        except SystemExit as e:
+            code = e.code
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
 def pytest_collection_modifyitems(items):
     # Every test that drives a real Voila server in Chromium lives in a *_browser.py file.
     for item in items:

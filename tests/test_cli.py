@@ -159,18 +159,6 @@ def test_measure_and_tpu_topology_flags():
 
 # --- in-process: main(argv) exits 0 or 2, never with a traceback ---------------------------------
 
-def main(argv, capsys):
-    """explorer.cli.main in this process: (exit status, stdout, stderr)."""
-    from explorer.cli import main as cli_main
-
-    try:
-        code = cli_main(argv)
-    except SystemExit as e:          # argparse's own errors
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize("argv, fragment", [
     (["--timeout", "nan"], "timeout nan is not a positive, finite number"),
     (["--timeout", "inf"], "timeout inf is not"),
@@ -187,24 +175,24 @@ def main(argv, capsys):
     (["--target", "h100-2", "--mapping", "data=gpu:" + "9" * 5000], "not a whole number from 1"),
     (["--tpu-topology", "v5e:" + "9" * 5000], "is not a topology name"),
 ])
-def test_bad_numbers_exit_2_with_one_message(argv, fragment, capsys):
+def test_bad_numbers_exit_2_with_one_message(argv, fragment, cli):
     base = ["analyze", "--workload", "mlp_train", "--mesh", "data=2"]
-    code, out, err = main(base + argv, capsys)
+    code, out, err = cli(base + argv)
     assert code == 2 and out == ""
     assert fragment in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("value", ["inf", "nan", "0", "5000"])
-def test_moe_capacity_factor_out_of_bounds(value, capsys):
-    code, out, err = main(["analyze", "--workload", "moe", "--mesh", "data=2", "--param",
-                           f"capacity_factor={value}"], capsys)
+def test_moe_capacity_factor_out_of_bounds(value, cli):
+    code, out, err = cli(["analyze", "--workload", "moe", "--mesh", "data=2", "--param",
+                          f"capacity_factor={value}"])
     assert code == 2 and f"param capacity_factor='{value}' of workload 'moe'" in err
     assert "> 0 and <= 4096" in err
 
 
 @pytest.mark.parametrize("port", ["-5", "0", "65536", "http", "1e3"])
-def test_app_port_out_of_range(port, capsys):
-    code, out, err = main(["app", "--port", port], capsys)
+def test_app_port_out_of_range(port, cli):
+    code, out, err = cli(["app", "--port", port])
     assert code == 2
     assert f"port {port!r} is not a whole number from 1 to 65535" in err
 
@@ -222,10 +210,10 @@ def _reject_constant(name):
 
 
 @pytest.mark.slow
-def test_json_output_parses_with_a_strict_parser(capsys):
-    code, out, err = main(["analyze", "--workload", "mlp_train", "--mesh", "data=2", "--param",
-                           "batch=8", "--param", "d_model=16", "--param", "d_ff=32", "--param",
-                           "lr=0.5", "--json"], capsys)
+def test_json_output_parses_with_a_strict_parser(cli):
+    code, out, err = cli(["analyze", "--workload", "mlp_train", "--mesh", "data=2", "--param",
+                          "batch=8", "--param", "d_model=16", "--param", "d_ff=32", "--param",
+                          "lr=0.5", "--json"])
     assert code == 0, err
     d = json.loads(out, parse_constant=_reject_constant)     # NaN/Infinity would raise here
     assert d["workload"]["params"]["lr"] == 0.5
@@ -248,9 +236,9 @@ def no_voila(monkeypatch):
 @pytest.mark.parametrize("ip", ["not an ip", "999.1.1.1.", "-host", "host_name", "1.2.3.4:80"])
 def test_app_on_an_ip_that_is_no_address_or_host_name_exits_2_with_one_line(ip, no_voila,
                                                                              monkeypatch,
-                                                                             capsys):
+                                                                             cli):
     monkeypatch.setattr(no_voila.socket, "getaddrinfo", _unknown_name)
-    code, out, err = main(["app", f"--ip={ip}"], capsys)
+    code, out, err = cli(["app", f"--ip={ip}"])
     assert code == 2 and out == ""
     assert err.splitlines() == [f"sharding-explorer: error: --ip {ip!r} is not an IP address or "
                                 "a host name this machine resolves; e.g. 127.0.0.1, 0.0.0.0 or "
@@ -267,7 +255,7 @@ def no_such_host_error():
 
 def test_app_on_a_host_name_whose_lookup_hangs_exits_2_without_waiting_for_it(no_voila,
                                                                              monkeypatch,
-                                                                             capsys):
+                                                                             cli):
     release = threading.Event()
 
     def hanging_lookup(host, *args, **kwargs):
@@ -277,7 +265,7 @@ def test_app_on_a_host_name_whose_lookup_hangs_exits_2_without_waiting_for_it(no
     monkeypatch.setattr(no_voila.socket, "getaddrinfo", hanging_lookup)
     monkeypatch.setattr(no_voila, "RESOLVE_TIMEOUT_S", 0.01)
     try:
-        code, out, err = main(["app", "--ip", "slow.example"], capsys)
+        code, out, err = cli(["app", "--ip", "slow.example"])
     finally:
         release.set()
     assert code == 2
@@ -321,15 +309,15 @@ def no_compile(monkeypatch):
 TRACE_ARGS = ["analyze", "--workload", "mlp", "--mesh", "data=2,model=4", "--target", "h100-2"]
 
 
-def test_a_trace_in_a_missing_folder_exits_2_before_the_compile(no_compile, capsys):
-    code, out, err = main([*TRACE_ARGS, "--trace", "/nonexistent/dir/x.json"], capsys)
+def test_a_trace_in_a_missing_folder_exits_2_before_the_compile(no_compile, cli):
+    code, out, err = cli([*TRACE_ARGS, "--trace", "/nonexistent/dir/x.json"])
     assert code == 2 and out == ""
     assert err.splitlines() == ["sharding-explorer: error: --trace '/nonexistent/dir/x.json': "
                                 "the folder '/nonexistent/dir' does not exist"]
 
 
-def test_a_trace_that_names_a_folder_exits_2_before_the_compile(no_compile, tmp_path, capsys):
-    code, out, err = main([*TRACE_ARGS, "--trace", str(tmp_path)], capsys)
+def test_a_trace_that_names_a_folder_exits_2_before_the_compile(no_compile, tmp_path, cli):
+    code, out, err = cli([*TRACE_ARGS, "--trace", str(tmp_path)])
     assert code == 2
     assert err.splitlines() == [f"sharding-explorer: error: --trace {str(tmp_path)!r} is a "
                                 f"folder; give a file name in it, e.g. {tmp_path}/trace.json"]
@@ -338,10 +326,10 @@ def test_a_trace_that_names_a_folder_exits_2_before_the_compile(no_compile, tmp_
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
                     reason="root may write into any folder")
 def test_a_trace_in_a_read_only_folder_exits_2_before_the_compile(no_compile, tmp_path,
-                                                                  capsys):
+                                                                  cli):
     tmp_path.chmod(0o500)
     try:
-        code, out, err = main([*TRACE_ARGS, "--trace", str(tmp_path / "x.json")], capsys)
+        code, out, err = cli([*TRACE_ARGS, "--trace", str(tmp_path / "x.json")])
     finally:
         tmp_path.chmod(0o700)
     assert code == 2

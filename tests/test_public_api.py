@@ -23,6 +23,7 @@ PINNED = {
     "MemoryTimeline", "MemoryPoint", "BufferKind", "write_xprof", "XprofRun",
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
+    "what_if", "WhatIf",
     "Exploration", "AppState", "FunctionRef", "load_exploration",
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
     "CollectiveGroup", "Comparison", "Progress", "SearchStats", "ClusterSize", "SearchSpace",

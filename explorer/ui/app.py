@@ -36,6 +36,7 @@ from explorer._search.result import Candidate as SearchCandidate
 from explorer.api.exploration import Exploration, load
 from explorer.api.request import check_inputs, check_mesh, check_partitioner, check_target
 from explorer.api.targeting import CompileFor, check_compile_for, compile_plan
+from explorer.api.what_if import candidates, confirmed_changes, why_untried
 from explorer.compile.pool import default_pool
 from explorer.compile.protocol import Backend
 from explorer.cost.hardware import get_target, targets, targets_with_chips
@@ -82,14 +83,7 @@ from explorer.ui.views import (
     stamped,
     tensor_options,
 )
-from explorer.ui.why import (
-    MAX_PATTERNS,
-    Candidate,
-    WhyPanel,
-    across_layers,
-    candidates,
-    confirm,
-)
+from explorer.ui.why import Candidate, WhyPanel
 from explorer.ui.xprof import XprofPanel
 
 STYLE = """<style>
@@ -1014,13 +1008,9 @@ class App:
             return
         shapes = {t.name: t.shape for t in self.specs_editor.tensors.values()}
         found = candidates(report, index, request.specs, shapes, request.mesh)
-        c = report.collectives[index]
-        if not c.source:
-            self.why.offer([], "its source line is unknown, so a change cannot be measured there")
-            return
-        if not found:
-            self.why.offer([], "no single-input spec change to try: none of the tensors it "
-                               "moves or reduces is an input")
+        untried = why_untried(report.collectives[index], found)
+        if untried:
+            self.why.offer([], untried)
             return
         generation = self._generation
 
@@ -1033,30 +1023,10 @@ class App:
                 return None                       # the change does not compile: not offered
 
         def job():
-            confirmed, singles = [], []
-            for cand in found:
-                if generation != self._generation or self.selected != index:
-                    return None                   # the user moved on: stop compiling
-                result = compiled(cand)
-                kept = confirm(cand, report, index, result) if result is not None else None
-                if kept is not None:
-                    confirmed.append(kept)
-                    singles.append((kept, result))
-            # Then each confirmed change made to every layer's copy of its tensor, one compile.
-            for single, alone in singles[:MAX_PATTERNS]:
-                wide = across_layers(single, report, index, request.specs, shapes)
-                if wide is None:
-                    continue
-                if generation != self._generation or self.selected != index:
-                    return None
-                result = compiled(wide)
-                kept = None if result is None else confirm(wide, report, index, result,
-                                                           alone)
-                if kept is not None:
-                    confirmed.append(kept)
-            # Best first: the fewest bytes in all, then on the line (a change can move the
-            # cost to another line; the offer says so).
-            return sorted(confirmed, key=lambda x: (x.total_after, x.line_after))
+            kept = confirmed_changes(
+                found, report, index, request.specs, shapes, compiled,
+                stop=lambda: generation != self._generation or self.selected != index)
+            return None if kept is None else [change for change, _ in kept]
 
         def done(confirmed):
             if confirmed is None or generation != self._generation or self.selected != index:

@@ -19,6 +19,7 @@ from explorer.errors import ExplorerError
 from explorer.report.dataflow import sliced_all_reduces
 from explorer.report.report import Report, TensorRole
 from explorer.report.summary import human_bytes
+from explorer.report.why.metadata import short_op
 from explorer.spec.mesh import MeshSpec
 from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
 from explorer.ui.grids import Grid, group_grid
@@ -233,24 +234,6 @@ def is_plumbing(t) -> bool:
         return False
     stem = re.sub(r"[.\d]+$", "", t.name)
     return not t.shape or t.dtype == "bool" or stem in PLUMBING
-
-
-def short_op(op_name: str) -> str:
-    """The tail of a jax op name as people read it: `dot_general`. A combined op
-    (`jit(f)/(a/dot_general:b/reduce_sum)`) gives its distinct tails: `dot_general+reduce_sum`;
-    fused ones (`a;b`) likewise. No stray brackets."""
-    body = op_name.strip()
-    parts = []
-    for piece in re.split(r"[:;]", body):
-        tail = piece.strip().rsplit("/", 1)[-1]
-        # Unbalanced brackets belong to the combined op's list, not to the op.
-        while tail.endswith(")") and tail.count(")") > tail.count("("):
-            tail = tail[:-1]
-        while tail.startswith("(") and tail.count("(") > tail.count(")"):
-            tail = tail[1:]
-        if tail and tail not in parts:
-            parts.append(tail)
-    return "+".join(parts)
 
 
 def tensor_options(report: Report, plumbing: bool = False) -> list[tuple[str, str]]:

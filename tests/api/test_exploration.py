@@ -31,17 +31,6 @@ def without_timing(report) -> dict:
     return d
 
 
-def cli(argv, capsys):
-    from explorer.cli import main
-
-    try:
-        code = main(argv)
-    except SystemExit as e:         # argparse's own errors
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 # The MLP on 8 devices, data parallel by a preset, its hidden features over model by a rule
 # given on top, w2 given its spec by hand and the hidden activation left to propagation where
 # the rules would pin it.
@@ -79,35 +68,34 @@ def test_a_saved_exploration_loads_and_analyses_to_the_same_report(report, tmp_p
 
 
 def test_the_cli_analyses_a_saved_exploration_and_saves_its_flags_as_one(report, tmp_path,
-                                                                         capsys):
+                                                                         cli):
     path = tmp_path / "from_flags.json"
     code_path = tmp_path / "layout.py"
     code, out, err = cli(["analyze", "--workload", "mlp", "--mesh", REQUEST["mesh"],
                           "--preset", "dp", "--rules", "mlp=model", "--spec", "w2=model,None",
                           "--activation", "hidden=free", "--target", "h100-8",
                           "--compile-for", "cpu", "--param", "batch=256",
-                          "--save", str(path), "--emit-code", str(code_path), "--json"],
-                         capsys)
+                          "--save", str(path), "--emit-code", str(code_path), "--json"])
     assert code == 0, err
     assert without_timing(report) == {k: v for k, v in json.loads(out).items()
                                       if k != "timing"}
     assert load(path) == replace(Exploration.from_report(report, compile_for="cpu"),
                                  params={"batch": 256})
     assert code_path.read_text() == report.to_code()
-    code, out, err = cli(["analyze", "--from", str(path), "--json"], capsys)
+    code, out, err = cli(["analyze", "--from", str(path), "--json"])
     assert code == 0, err
     assert without_timing(report) == {k: v for k, v in json.loads(out).items()
                                       if k != "timing"}
 
 
-def test_the_cli_refuses_request_flags_beside_a_file(tmp_path, capsys):
+def test_the_cli_refuses_request_flags_beside_a_file(tmp_path, cli):
     path = tmp_path / "e.json"
     Exploration(mesh="data=2", workload="matmul").save(path)
-    code, out, err = cli(["analyze", "--from", str(path), "--mesh", "data=4"], capsys)
+    code, out, err = cli(["analyze", "--from", str(path), "--mesh", "data=4"])
     assert code == 2
     assert err.strip() == (f"sharding-explorer: error: --mesh and --from {path}: the file "
                            "gives the whole request; drop one of them")
-    code, out, err = cli(["analyze", "--json"], capsys)
+    code, out, err = cli(["analyze", "--json"])
     assert (code, err.strip()) == (2, "sharding-explorer: error: analyze needs --workload and "
                                       "--mesh, or --from FILE")
 
@@ -119,7 +107,7 @@ def double(x):
 
 @pytest.mark.slow
 def test_a_users_function_is_carried_by_its_module_path_and_never_imported_unasked(tmp_path,
-                                                                                   capsys):
+                                                                                   cli):
     x = explorer.TensorSpec("x", (16, 8), spec="data,None")
     report = explorer.analyze(double, x, mesh="data=2")
     saved = Exploration.from_report(report, double)
@@ -136,7 +124,7 @@ def test_a_users_function_is_carried_by_its_module_path_and_never_imported_unask
     # Given the function and its inputs (the specs come from the file), it is the same request.
     again = loaded.analyze(double, replace(x, spec=()))
     assert without_timing(again) == without_timing(report)
-    code, out, err = cli(["analyze", "--from", str(path)], capsys)
+    code, out, err = cli(["analyze", "--from", str(path)])
     assert code == 2 and "is an exploration of a user's function" in err
 
     def local(x):                     # as a notebook's: no module path to carry

@@ -1,5 +1,5 @@
 """What an instruction's op_name says: the jax primitive, a sharding constraint's name, the
-parts of a combined collective, the backward pass."""
+parts of a combined collective, the backward pass, the op as people read it."""
 
 from __future__ import annotations
 
@@ -55,3 +55,21 @@ def combined_op_names(op_name: str) -> list[str]:
 def is_backward(op_name: str) -> bool:
     """Whether the op belongs to a backward pass (jax writes `transpose(...)` into its scope)."""
     return "transpose(" in op_name
+
+
+def short_op(op_name: str) -> str:
+    """The tail of a jax op name as people read it: `dot_general`. A combined op
+    (`jit(f)/(a/dot_general:b/reduce_sum)`) gives its distinct tails: `dot_general+reduce_sum`;
+    fused ones (`a;b`) likewise. No stray brackets."""
+    body = op_name.strip()
+    parts = []
+    for piece in re.split(r"[:;]", body):
+        tail = piece.strip().rsplit("/", 1)[-1]
+        # Unbalanced brackets belong to the combined op's list, not to the op.
+        while tail.endswith(")") and tail.count(")") > tail.count("("):
+            tail = tail[:-1]
+        while tail.startswith("(") and tail.count("(") > tail.count(")"):
+            tail = tail[1:]
+        if tail and tail not in parts:
+            parts.append(tail)
+    return "+".join(parts)
