@@ -22,6 +22,11 @@ _ESM = """
 export default {
   render({ model }) {
     if (document.body.dataset.voila === undefined) return;   // JupyterLab: not the app's URL
+    // Whether the default app may show (explorer.ui.page keeps it hidden on a Voila page until
+    // this is known): on a link's page it stays hidden, under "Opening ...", until the kernel
+    // has opened the link, rather than showing the wrong app for seconds.
+    const link = new URLSearchParams(window.location.search).has("exploration");
+    document.body.classList.add(link ? "explorer-opening-link" : "explorer-plain-page");
     model.set("path", window.location.pathname);
     model.set("query", window.location.search);
     model.save_changes();

@@ -2,13 +2,15 @@
 exploration its URL names (`?exploration=...`, explorer.api.exploration's `to_link`).
 
 Voila runs the notebook in a preheated kernel before any page asks for it, so the notebook
-cannot know the page's URL. The page builds and shows the default app (`AppPage(...)`), so a
-plain page load finds its first result ready, and a hidden `PageLocation` widget
-(explorer.ui.location) which, once a page has drawn it, tells the kernel that page's path and
-query. Then, when the query names an exploration, the page opens the app on it in the
-default's place, saying on its top line meanwhile that it is opening the link. A link that
-cannot be opened (bad base64, hostile JSON, a user's function, which a link does not carry)
-leaves the default app working under one error line that says what was wrong.
+cannot know the page's URL. The page builds the default app (`AppPage(...)`), so a plain page
+load finds its first result ready, and a hidden `PageLocation` widget (explorer.ui.location)
+which, once a page has drawn it, tells the kernel that page's path and query. Then, when the
+query names an exploration, the page opens the app on it in the default's place. The browser
+knows at once that its URL names one: it keeps the default app hidden meanwhile and shows
+"Opening the exploration this link names…" (the `explorer-opening-link` class on the page's
+body), so a link's page never shows the wrong app. A link that cannot be opened (bad base64,
+hostile JSON, a user's function, which a link does not carry) shows the default app, working,
+under one error line that says what was wrong.
 """
 
 from __future__ import annotations
@@ -52,9 +54,12 @@ class AppPage:
         self.error.add_class("explorer-error")
         self.error.add_class("explorer-page-error")
         self.app: Explorer = Explorer(**defaults)
+        self.app.widget.add_class(_DEFAULT_CLASS)
         self.location = PageLocation()
         self.location.observe(self._on_location, "query")
-        self.widget = w.VBox([self.error, self.app.widget, self.location])
+        self.style, self.opening = w.HTML(_PAGE_STYLE), _opening()
+        self.widget = w.VBox([self.style, self.opening, self.error, self.app.widget,
+                              self.location])
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
@@ -75,11 +80,10 @@ class AppPage:
         try:
             text = linked_exploration(query)
             if text is None:
+                self.widget.children = (self.style, self.error, self.app.widget, self.location)
                 self.app.share.update()      # the page's path is known now
                 return
             exploration = from_link(text)
-            self.error.value = ("<div class='explorer-page-opening'>Opening the exploration "
-                                "this link names…</div>")
             opened = Explorer.from_exploration(exploration, **self._app_options())
         except ExplorerError as e:
             self._say(str(e))
@@ -94,7 +98,7 @@ class AppPage:
         opened.share.path = path
         opened.share.update()
         self.error.value = ""
-        self.widget.children = (self.error, opened.widget, self.location)
+        self.widget.children = (self.style, self.error, opened.widget, self.location)
 
     def _app_options(self) -> dict:
         """The defaults' options that are not the request (how the app compiles)."""
@@ -103,4 +107,30 @@ class AppPage:
     def _say(self, message: str) -> None:
         self.error.value = (f"<div>⚠ This link's exploration could not be opened: "
                             f"{html.escape(message.rstrip('.'))}. Showing the default app.</div>")
+        self.app.widget.remove_class(_DEFAULT_CLASS)      # shown again, under the error
+        self.widget.children = (self.style, self.error, self.app.widget, self.location)
         self.app.share.update()
+
+
+# The default app on a Voila page: hidden until the page's location widget has marked the body
+# (explorer.ui.location), since the app's views may be drawn before it; then shown on a plain
+# page, and kept hidden under "Opening ..." on a link's page until the link is open. Should the
+# location widget never be drawn, the app shows after 5 s anyway.
+_DEFAULT_CLASS = "explorer-page-default"
+_OPENING = "Opening the exploration this link names…"
+_PAGE_STYLE = f"""<style>
+@keyframes explorer-reveal {{ to {{ visibility: visible; }} }}
+body[data-voila] .{_DEFAULT_CLASS} {{ visibility: hidden;
+  animation: explorer-reveal 0s 5s forwards; }}
+body.explorer-plain-page .{_DEFAULT_CLASS} {{ visibility: visible; animation: none; }}
+body.explorer-opening-link .{_DEFAULT_CLASS} {{ display: none; }}
+.explorer-page-opening-early {{ display: none; }}
+body.explorer-opening-link .explorer-page-opening-early {{ display: block; }}
+</style>"""
+
+
+def _opening() -> w.HTML:
+    """The line a link's page shows until its exploration is open (hidden on other pages)."""
+    line = w.HTML(f"<div class='explorer-page-opening'>{_OPENING}</div>")
+    line.add_class("explorer-page-opening-early")
+    return line

@@ -104,7 +104,7 @@ def test_the_apps_link_opens_the_same_workload_params_mesh_specs_preset_tab_and_
     page.location.set_state({"path": "/shared/app/", "query": f"?exploration={link}"})
     opened = page.app
     assert opened is not default
-    assert page.widget.children == (page.error, opened.widget, page.location)
+    assert page.widget.children == (page.style, page.error, opened.widget, page.location)
     assert page.error.value == ""
     assert opened.workload_w.value == "transformer_train"
     assert opened.params["layers"] == 2 and opened.params["batch"] == 8    # 8: the default
@@ -212,7 +212,7 @@ def test_a_bad_or_hostile_link_leaves_the_default_app_under_one_error_line(page,
     default, result = page.app, page.app.result_id
     page.open_query(f"exploration={text}")
     assert page.app is default
-    assert page.widget.children == (page.error, default.widget, page.location)
+    assert page.widget.children == (page.style, page.error, default.widget, page.location)
     said = page_error(page)
     assert said.startswith("⚠ This link's exploration could not be opened: ")
     assert reason in said and said.endswith("Showing the default app.")
@@ -243,5 +243,5 @@ def test_a_page_without_a_link_keeps_its_default_app(page):
     assert "Append to the Voila app's URL" in default.share.widget.value    # no path yet
     page.location.set_state({"path": "/app/", "query": "?token=abc"})
     assert page.app is default and page.error.value == ""
-    assert page.widget.children == (page.error, default.widget, page.location)
+    assert page.widget.children == (page.style, page.error, default.widget, page.location)
     assert "href='/app/?exploration=" in default.share.widget.value        # the page's path

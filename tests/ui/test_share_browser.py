@@ -20,6 +20,22 @@ LINKED = Exploration(mesh="data=4,model=2", workload="transformer_train",
                      app=AppState(tab="Memory", tensor="layers.w1"))
 
 
+# Run in the page before its own scripts: on every frame, note whether the default mlp app, or
+# the "Opening ..." line, is on screen.
+WATCH_JS = """
+window.__seen = {defaultApp: false, opening: false};
+const shown = e => e.checkVisibility({checkVisibilityCSS: true, visibilityProperty: true});
+const look = () => {
+  for (const h of document.querySelectorAll('.explorer-app h3'))
+    if (h.textContent === 'sharding-explorer · mlp' && shown(h)) window.__seen.defaultApp = true;
+  for (const o of document.querySelectorAll('.explorer-page-opening'))
+    if (shown(o)) window.__seen.opening = true;
+  requestAnimationFrame(look);
+};
+requestAnimationFrame(look);
+"""
+
+
 @pytest.fixture(scope="module")
 def app_url(voila_server):
     """The Voila app (notebooks/app.ipynb) on a free loopback port."""
@@ -30,13 +46,14 @@ def app_url(voila_server):
 @pytest.fixture
 def open_page(browser, artifacts):
     """open_page(url, name, workload): the page at `url` once its app shows a result of
-    `workload` (the page first shows the default mlp app, then the one its link names); a
+    `workload` (a link's page shows "Opening ...", then the app its link names); a
     screenshot goes to test-artifacts/ at the end, pass or fail."""
     opened = []
 
     def open_(url: str, name: str, workload: str = "mlp"):
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         opened.append((page, name))
+        page.add_init_script(WATCH_JS)
         page.goto(url, timeout=WAIT_MS)
         page.wait_for_function(
             "header => { const s = document.querySelector('.explorer-status [data-result]');"
@@ -75,6 +92,8 @@ def test_a_link_opens_the_app_on_its_workload_mesh_preset_and_tab_and_offers_it_
         app_url, open_page):
     page = open_page(f"{app_url}?exploration={LINKED.to_link()}", "linked",
                      "transformer_train")
+    # While the link opened, the page said so, and never showed the default app.
+    assert page.evaluate("window.__seen") == {"defaultApp": False, "opening": True}
     shown = shown_request(page)
     assert shown["header"] == "sharding-explorer · transformer_train"
     assert (shown["workload"], shown["layers"], shown["mesh"], shown["preset"]) == \
@@ -114,5 +133,6 @@ def test_a_bad_link_shows_its_error_over_the_default_mlp_app(app_url, open_page)
                               "link text 'not*base64!' is not base64url. Showing the default "
                               "app.")
     assert shown["header"] == "sharding-explorer · mlp"
+    page.wait_for_function("window.__seen.defaultApp", timeout=60_000)   # under the error
     assert (shown["workload"], shown["mesh"]) == ("mlp", "data=2,model=4")
     assert shown["tab"] == "Placement"
