@@ -237,9 +237,9 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
         (peak, "peak"), (origins, "origins")))
     mesh_spec = check_mesh(mesh, axis_type, tpu_topology=tpu_topology, real_devices=real_devices)
     # Target and mapping are checked before the compile, so a bad one costs nothing.
-    check_target(target, mapping, mesh_spec)
+    placed = check_target(target, mapping, mesh_spec)
     plan = compile_plan(mesh_spec, target, compile_for, tpu_topology=tpu_topology,
-                        real_devices=real_devices)
+                        real_devices=real_devices, mapping=placed)
     report = _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache,
                       cache_only, measure, plan, origins, donate)
     if report is not None and idle_patterns:
@@ -268,7 +268,8 @@ def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_o
     # Earlier keys stay as they were: what a request adds is appended only when it is asked.
     request = (mesh_spec, partitioner, args, bool(measure), plan.tpu_topology, real_devices,
                plan.gpu) + ((True,) if origins else ()) + ((("donate", donated),)
-                                                           if donated else ())
+                                                           if donated else ()) \
+        + ((("slices", plan.slices_per_axis),) if plan.slices_per_axis else ())
     key = hashlib.sha256(fn_bytes + pickle.dumps(request)).hexdigest()
     # Reports of plain compiles persist on disk (explorer/api/diskcache.py); measured runs and
     # real devices depend on this machine at this moment, so they stay in memory only.
@@ -292,7 +293,7 @@ def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_o
     message = CompileRequest(fn=fn_bytes, args=args, mesh=mesh_spec, partitioner=partitioner,
                              sys_path=tuple(sys.path), measure=bool(measure),
                              tpu_topology=plan.tpu_topology, gpu=plan.gpu, origins=origins,
-                             donate=donated)
+                             donate=donated, slices_per_axis=plan.slices_per_axis)
     # TPU and GPU compiles need no local devices: one shared worker of each serves them all.
     try:
         result = (pool or default_pool()).compile(plan.worker, message, timeout)

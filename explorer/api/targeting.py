@@ -14,10 +14,20 @@ import importlib.util
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from math import prod
 
 from explorer.compile.gpu import GPU_EXTRA_NOTE, GpuTopology, gpu_plugin_installed, gpu_topology
 from explorer.compile.protocol import WorkerKey
-from explorer.cost.hardware import Target, TargetFamily, get_target, targets, tpu_topology_of
+from explorer.cost.hardware import (
+    SLICE_AXIS,
+    Target,
+    TargetFamily,
+    get_target,
+    targets,
+    tpu_slices_of,
+    tpu_topology_of,
+)
+from explorer.cost.mapping import AxisMapping, default_mapping
 from explorer.errors import InputError, choices
 from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
@@ -44,6 +54,9 @@ class CompilePlan:
     tpu_topology: str | None = None
     gpu: GpuTopology | None = None
     approximate: str = ""
+    # Several slices of `tpu_topology`: how many each mesh axis spans, in mesh order (the axis
+    # mapping's `slice` axis; CompileRequest.slices_per_axis); () for one slice.
+    slices_per_axis: tuple[int, ...] = ()
 
 
 def check_compile_for(value) -> CompileFor:
@@ -57,11 +70,14 @@ def check_compile_for(value) -> CompileFor:
 
 
 def compile_plan(mesh: MeshSpec, target: str | Target | None, compile_for=CompileFor.TARGET,
-                 *, tpu_topology: str | None = None, real_devices: bool = False) -> CompilePlan:
+                 *, tpu_topology: str | None = None, real_devices: bool = False,
+                 mapping: AxisMapping | None = None) -> CompilePlan:
     """The compile a request gets. An explicit `tpu_topology` or `real_devices` wins; else a
     GPU or TPU target compiles with its own compiler when it is installed, and on fake CPU
-    devices otherwise (with the reason). The target has been checked against the mesh
-    (api/request.py's check_target: one device per chip) before."""
+    devices otherwise (with the reason). A TPU target of several slices compiles them all
+    through libtpu, its mesh laid out as the axis `mapping` (api/request.py's check_target
+    made it; None: the default one) places mesh axes on its `slice` axis. The target has been
+    checked against the mesh (one device per chip) before."""
     compile_for = check_compile_for(compile_for)
     if real_devices:
         return CompilePlan(WorkerKey.real())
@@ -79,13 +95,21 @@ def compile_plan(mesh: MeshSpec, target: str | Target | None, compile_for=Compil
         if not gpu_plugin_installed():
             return CompilePlan(cpu, approximate=GPU_EXTRA_NOTE)
         return CompilePlan(WorkerKey.gpu(), gpu=gpu_topology(t))
-    topology = tpu_topology_of(t)
-    if topology is None:
-        return CompilePlan(cpu, approximate=f"{t.name} spans several slices, which the TPU "
-                                            "compiler is not asked to compile for here")
+    topology, slices = tpu_slices_of(t)
     if importlib.util.find_spec("libtpu") is None:
         return CompilePlan(cpu, approximate=TPU_EXTRA_NOTE)
-    return CompilePlan(WorkerKey.tpu(), tpu_topology=topology)
+    if slices == 1:
+        return CompilePlan(WorkerKey.tpu(), tpu_topology=topology)
+    placed = default_mapping(t, mesh.names, mesh.sizes) if mapping is None else mapping
+    return CompilePlan(WorkerKey.tpu(), tpu_topology=topology,
+                       slices_per_axis=slices_per_axis(placed))
+
+
+def slices_per_axis(mapping: AxisMapping) -> tuple[int, ...]:
+    """How many slices each mesh axis spans under `mapping`: the factors of the target's
+    `slice` axis it holds, 1 for an axis inside the slices."""
+    return tuple(prod(s.factor for s in segments if s.axis.name == SLICE_AXIS)
+                 for segments in mapping.placement)
 
 
 

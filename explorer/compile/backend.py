@@ -16,11 +16,13 @@ import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from math import prod
 
 from explorer.compile.gpu import GpuTopology, gpu_devices
+from explorer.compile.multislice import hybrid_device_array
 from explorer.compile.protocol import CompileResult, Measurement, OutOfMemory, TensorLayout
 from explorer.compile.stand_ins import load_function
-from explorer.compile.tpu import host_bounds
+from explorer.compile.tpu import host_bounds, tpu_backend
 from explorer.hlo.module import input_output_aliases, parse_module
 from explorer.hlo.sharding import tuple_parts
 from explorer.spec.tensor import TensorSpec
@@ -43,6 +45,12 @@ from explorer.spec.tensor import TensorSpec
 #   it is in the regex only when the request asks for origins.
 PROMOTION_PASSES = ("all-reduce-promotion", "float-normalization-bf16", "change-op-data-type")
 SHARDY_VERBOSE = "shardy-verbose"
+# - cross-slice-rewrites: libtpu's pass (first in its Megascale pipeline, again in its final
+#   scheduler's) that splits a multi-slice program's collectives at the slices' edges into an
+#   in-slice collective and DCN send/recv pairs, dropping their metadata; the module before
+#   its first run has each collective whole, with the op_name and line that made it. Dumped
+#   only for a multi-slice compile.
+CROSS_SLICE = "cross-slice-rewrites"
 # - xla_dump_hlo_as_proto: each dumped module also as an HloProto; the optimized one
 #   ("...after_optimizations.hlo.pb") carries the buffer assignment with it, which XProf's
 #   memory and graph viewers read (explorer/report/xprof.py).
@@ -52,12 +60,15 @@ _DUMP_OPTIONS = {"xla_dump_hlo_pass_re": "|".join(("spmd-partitioning",) + PROMO
 AFTER_PROPAGATION = os.path.join("shardy", "module_*", "02.after_propagation.mlir")
 
 
-def dump_options(folder: str, origins: bool) -> dict:
+def dump_options(folder: str, origins: bool, multislice: bool = False) -> dict:
     """The compiler options of one compile's dump into `folder`; with `origins`, Shardy's
-    module after propagation too."""
+    module after propagation too; for a `multislice` program, the module before libtpu split
+    its collectives over the slices."""
     options = {"xla_dump_to": folder, **_DUMP_OPTIONS}
     if origins:
         options["xla_dump_hlo_pass_re"] += "|" + SHARDY_VERBOSE
+    if multislice:
+        options["xla_dump_hlo_pass_re"] += "|" + CROSS_SLICE
     return options
 
 
@@ -65,18 +76,25 @@ def _is_spec(x) -> bool:
     return isinstance(x, TensorSpec)
 
 
-def tpu_devices(topology: str):
-    """The devices of a TPU topology such as "v5e:4x4", for compiling without a TPU (libtpu)."""
+def tpu_devices(topology: str, slices: int = 1):
+    """The devices of a TPU topology such as "v5e:4x4", for compiling without a TPU (libtpu);
+    of `slices` such slices joined by the data-center network when more than one (jax's
+    MegaScale devices, each with its `slice_index`)."""
     from jax.experimental import topologies
 
     # v4 chips have two TensorCores; "megacore" makes each chip one device, as jax does on v4.
     extra = {"chip_config_name": "megacore"} if topology.startswith("v4:") else {}
+    if slices > 1:
+        extra["num_slices"] = slices
     return list(topologies.get_topology_desc(topology, "tpu", **extra,
                                              chips_per_host_bounds=host_bounds(topology))
                 .devices)
 
 
-def build_mesh(mesh_spec, devices=None):
+def build_mesh(mesh_spec, devices=None, slices_per_axis: tuple[int, ...] = ()):
+    """The jax Mesh over `devices` (the worker's own when None), in their order reshaped
+    row-major; over several TPU slices (`slices_per_axis`), the hybrid mesh of
+    explorer/compile/multislice.py."""
     import jax
     import numpy as np
     from jax.sharding import AxisType, Mesh
@@ -87,7 +105,10 @@ def build_mesh(mesh_spec, devices=None):
                            f"but this worker has {len(devices)} ({devices[0].platform}); "
                            "make the mesh match the machine's devices")
     kind = AxisType.Explicit if mesh_spec.axis_type == "explicit" else AxisType.Auto
-    array = np.array(devices[:mesh_spec.device_count]).reshape(mesh_spec.sizes)
+    if slices_per_axis:
+        array = hybrid_device_array(devices, mesh_spec.sizes, slices_per_axis)
+    else:
+        array = np.array(devices[:mesh_spec.device_count]).reshape(mesh_spec.sizes)
     return Mesh(array, mesh_spec.names, axis_types=(kind,) * len(mesh_spec.names))
 
 
@@ -145,11 +166,11 @@ def _hlo_sharding_text(sharding, ndim: int, notes: list[str]) -> str | None:
         return None
 
 
-def _devices(tpu_topology: str | None, gpu: GpuTopology | None):
-    """The devices to compile for: a TPU slice's or GPUs' (ahead of time, none present), else
-    the worker's own (fake CPU devices, or the machine's)."""
+def _devices(tpu_topology: str | None, gpu: GpuTopology | None, slices: int = 1):
+    """The devices to compile for: a TPU slice's (or `slices` slices') or GPUs' (ahead of
+    time, none present), else the worker's own (fake CPU devices, or the machine's)."""
     if tpu_topology:
-        return tpu_devices(tpu_topology)
+        return tpu_devices(tpu_topology, slices)
     if gpu is not None:
         return gpu_devices(gpu)
     return None
@@ -194,15 +215,19 @@ def _lower(jitted, structs, mesh, notes: list[str]):
 def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | None = None,
                     measure: bool = False, measure_cap: int = 1 << 30,
                     gpu: GpuTopology | None = None, origins: bool = False,
-                    donate: tuple[int, ...] = ()) -> CompileResult:
+                    donate: tuple[int, ...] = (),
+                    slices_per_axis: tuple[int, ...] = ()) -> CompileResult:
     """Compile `fn` (a callable, or its pickle as the parent sends it) on `args` over the mesh.
     A pickled function is loaded here, once the mesh is built: the meshes and devices it holds
-    are rebuilt over the mesh's devices (explorer/compile/stand_ins.py)."""
+    are rebuilt over the mesh's devices (explorer/compile/stand_ins.py). `slices_per_axis`:
+    several slices of `tpu_topology`, as CompileRequest says."""
     import jax
 
     notes: list[str] = []
     ahead_of_time = bool(tpu_topology) or gpu is not None
-    mesh = build_mesh(mesh_spec, _devices(tpu_topology, gpu))
+    slices = prod(slices_per_axis) if tpu_topology and slices_per_axis else 1
+    mesh = build_mesh(mesh_spec, _devices(tpu_topology, gpu, slices),
+                      slices_per_axis if slices > 1 else ())
     if isinstance(fn, bytes):
         fn = load_function(fn, mesh, notes)
     jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
@@ -222,7 +247,8 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
             lowered = _lower(jitted, structs, mesh, notes)
             t1 = time.perf_counter()
             try:
-                compiled = lowered.compile(compiler_options=dump_options(dump, origins))
+                compiled = lowered.compile(
+                    compiler_options=dump_options(dump, origins, multislice=slices > 1))
             except jax.errors.JaxRuntimeError as e:
                 # A program too big for the device is an answer: keep what the compiler wrote.
                 if not is_out_of_memory(str(e)) or not _files(dump, "*after_optimizations.txt"):
@@ -244,6 +270,7 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         optimized = (_read_first(dump, "*after_optimizations.txt") if compiled is None
                      else compiled.as_text())
         propagated_mlir = _read_first(dump, AFTER_PROPAGATION) if origins else None
+        before_slicing = _read_first_before(dump, (CROSS_SLICE,)) if slices > 1 else ""
     finally:
         shutil.rmtree(dump, ignore_errors=True)
 
@@ -288,8 +315,8 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         cost=_cost(compiled, notes) if compiled is not None else None,
         lower_s=t1 - t0,
         compile_s=t2 - t1,
-        backend=(f"tpu {tpu_topology}" if tpu_topology else "gpu" if gpu is not None
-                 else jax.devices()[0].platform),
+        backend=(tpu_backend(tpu_topology, slices) if tpu_topology else "gpu"
+                 if gpu is not None else jax.devices()[0].platform),
         device_kind=mesh.devices.flat[0].device_kind,
         ahead_of_time=ahead_of_time,
         notes=tuple(notes),
@@ -300,7 +327,16 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         live_ranges=live_ranges,
         hlo_proto=hlo_proto,
         out_of_memory=out_of_memory,
+        **(_slice_layout(mesh, before_slicing) if slices > 1 else {}),
     )
+
+
+def _slice_layout(mesh, before_slicing: str) -> dict:
+    """The CompileResult fields of a multi-slice compile: each mesh position's slice and device
+    id, and the module before libtpu split the collectives over the slices."""
+    flat = list(mesh.devices.flat)
+    return {"slice_of": tuple(int(d.slice_index) for d in flat),
+            "device_ids": tuple(int(d.id) for d in flat), "before_slicing": before_slicing}
 
 
 @contextmanager

@@ -95,6 +95,10 @@ class CompileRequest:
     sys_path: tuple[str, ...] = ()      # so the worker can import what `fn` refers to by name
     measure: bool = False
     tpu_topology: str | None = None
+    # Several slices of `tpu_topology` joined by the data-center network: how many slices each
+    # mesh axis spans, in mesh order (their product is the slice count; the axis mapping's
+    # `slice` axis), for a hybrid mesh (explorer/compile/multislice.py); () for one slice.
+    slices_per_axis: tuple[int, ...] = ()
     gpu: GpuTopology | None = None      # compile ahead of time for these NVIDIA GPUs
     # Also dump Shardy's record of where each axis of every layout came from (a tenth more
     # of an analysis): CompileResult.propagated_mlir.
@@ -216,6 +220,14 @@ class CompileResult:
     # What the worker could not read from jax and left out, said rather than guessed (e.g. a
     # backend with no memory analysis); the Report's notes carry them.
     notes: tuple[str, ...] = ()
+    # A program over several TPU slices (CompileRequest.slices_per_axis): each mesh position's
+    # slice and device id (row-major; the MegaScale ids libtpu's DCN transfers name), and the
+    # module just before libtpu split its collectives at the slices' edges (its Megascale
+    # pipeline's cross-slice-rewrites), where each still spans every slice, with its metadata.
+    # (), () and "" for one slice (explorer/hlo/megascale.py).
+    slice_of: tuple[int, ...] = ()
+    device_ids: tuple[int, ...] = ()
+    before_slicing: str = ""
 
 
 @dataclass(frozen=True)

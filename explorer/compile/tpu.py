@@ -78,3 +78,15 @@ def check_topology(topology: str, mesh: MeshSpec) -> None:
         raise InputError(
             f"compiling for TPU topology {topology!r} needs libtpu, which is not installed; "
             "install it with: pip install 'sharding-explorer[tpu]' (about 700 MB; no TPU needed)")
+
+
+def tpu_backend(topology: str, slices: int = 1) -> str:
+    """A TPU compile's `CompileResult.backend`: "tpu v5e:4x4" for one slice, "tpu v5e:4x4 x2"
+    for two of them joined by the data-center network."""
+    return f"tpu {topology}" + (f" x{slices}" if slices > 1 else "")
+
+
+def tpu_backend_slices(backend: str) -> tuple[str, int] | None:
+    """The topology and slice count of a `tpu_backend` text; None for another backend."""
+    m = re.fullmatch(r"tpu (\S+)(?: x(\d+))?", backend)
+    return (m.group(1), int(m.group(2) or 1)) if m else None

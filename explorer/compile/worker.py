@@ -118,7 +118,8 @@ def _compile(request: CompileRequest):
     # Unpickled there, once the mesh is built: the meshes a function holds are rebuilt on it.
     return compile_request(request.fn, request.args, request.mesh, request.partitioner,
                            request.tpu_topology, request.measure, gpu=request.gpu,
-                           origins=request.origins, donate=request.donate)
+                           origins=request.origins, donate=request.donate,
+                           slices_per_axis=request.slices_per_axis)
 
 
 def _describe(e: Exception) -> str:

@@ -482,6 +482,10 @@ def _tpu_shape_ok(gen: _TpuGeneration, shape: tuple[int, ...]) -> bool:
     return False
 
 
+# The physical axis of a multi-slice TPU target that joins its slices by DCN (outermost).
+SLICE_AXIS = "slice"
+
+
 def _tpu_target(gen_name: str, shape: tuple[int, ...], slices: int = 1) -> Target:
     gen = _TPU[gen_name]
     shape_text = "x".join(map(str, shape))
@@ -489,7 +493,7 @@ def _tpu_target(gen_name: str, shape: tuple[int, ...], slices: int = 1) -> Targe
     wraps = _tpu_wraps(gen, shape)
     axes = []
     if slices > 1:
-        axes.append(PhysicalAxis("slice", slices, gen.dcn))
+        axes.append(PhysicalAxis(SLICE_AXIS, slices, gen.dcn))
     for dim_name, size, wrap in zip("xyz", shape, wraps, strict=False):
         if size > 1:
             axes.append(PhysicalAxis(dim_name, size, gen.ici, wraparound=wrap and size > 2))
@@ -845,16 +849,21 @@ def tpu_generations() -> dict[str, int]:
     return {name: gen.rank for name, gen in _TPU.items()}
 
 
-_TPU_TARGET = re.compile(r"tpu-(?P<gen>v\w+?)-(?P<shape>\d+(?:x\d+)*)")
-
-
 def tpu_topology_of(target: Target) -> str | None:
     """jax's topology name of a one-slice TPU target (`tpu-v5e-4x4` -> `v5e:4x4`); None for a
     target of several slices."""
-    m = _TPU_TARGET.fullmatch(target.name)
+    slices = tpu_slices_of(target)
+    return slices[0] if slices is not None and slices[1] == 1 else None
+
+
+def tpu_slices_of(target: Target) -> tuple[str, int] | None:
+    """jax's topology name of a TPU target's slice and how many of them it joins by DCN:
+    `tpu-v5e-4x4` -> ("v5e:4x4", 1), `tpu-v5e-16x16-4slices` -> ("v5e:16x16", 4); None for a
+    target that is no TPU slice."""
+    m = _TPU_NAME.fullmatch(target.name)
     if m is None or m["gen"] not in tpu_generations():
         return None
-    return f"{m['gen']}:{m['shape']}"
+    return f"{m['gen']}:{m['shape']}", int(m["slices"] or 1)
 
 
 # Multi-node GPU targets up to this many nodes, and multi-slice TPU targets of slices of at

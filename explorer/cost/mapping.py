@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from math import gcd, prod
 
 from explorer.cost.hardware import (
@@ -22,6 +23,20 @@ from explorer.cost.hardware import (
 )
 from explorer.errors import MappingError, choices
 from explorer.spec.bounds import show
+
+
+class Tier(StrEnum):
+    """Which of the links a collective's mesh axes are mapped onto it uses.
+
+    A collective of a one-program compile uses them all (ALL): a collective over a mesh axis
+    that spans both slices (or nodes) and the ICI (or NVLink) inside them crosses both tiers.
+    libtpu splits a multi-slice program's collectives at the slices' edges
+    (explorer/hlo/megascale.py): the part inside each slice uses the inside links only
+    (INSIDE), the DCN leg the links between slices only (ACROSS)."""
+
+    ALL = ""
+    INSIDE = "inside"     # ICI, NVLink: inside a slice or node
+    ACROSS = "across"     # DCN, InfiniBand: between slices or nodes
 
 
 @dataclass(frozen=True)
@@ -70,13 +85,17 @@ class AxisMapping:
     sizes: tuple[int, ...]
     placement: tuple[tuple[Segment, ...], ...]     # per mesh axis, in mesh order
 
-    def segments(self, mesh_axis: str) -> tuple[Segment, ...]:
-        """The Segments of `mesh_axis`; a MappingError when the mesh has no such axis."""
+    def segments(self, mesh_axis: str, tier: Tier = Tier.ALL) -> tuple[Segment, ...]:
+        """The Segments of `mesh_axis`, those of one `tier` of links only when given; a
+        MappingError when the mesh has no such axis."""
         if mesh_axis not in self.names:
             raise MappingError(f"collective names mesh axis {mesh_axis!r}, which the mesh "
                                f"lacks; mesh axes: {choices(self.names)}", axis=mesh_axis,
                                target=self.target)
-        return self.placement[self.names.index(mesh_axis)]
+        segments = self.placement[self.names.index(mesh_axis)]
+        if tier is Tier.ALL:
+            return segments
+        return tuple(s for s in segments if s.axis.link.across == (tier is Tier.ACROSS))
 
     def to_dict(self) -> dict[str, str]:
         """Mesh axis -> its physical axes as text (``"x+y:2"``), ``"-"`` for none."""

@@ -35,7 +35,7 @@ from explorer.cost.hardware import (
     format_rate,
     get_target,
 )
-from explorer.cost.mapping import AxisMapping, Segment, check_mapping, default_mapping
+from explorer.cost.mapping import AxisMapping, Segment, Tier, check_mapping, default_mapping
 from explorer.errors import InputError, MappingError, choices
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.groups import RingDirection, spanned_axes
@@ -268,10 +268,17 @@ def formulas_for(kind: CollectiveKind | str) -> tuple[CollectiveKind, KindFormul
 def collective_time(kind: CollectiveKind | str, nbytes: float, axes: Sequence[str],
                     target: str | Target, mapping: AxisMapping,
                     group_size: int | None = None,
-                    direction: RingDirection | str = RingDirection.NONE) -> CollectiveTime:
+                    direction: RingDirection | str = RingDirection.NONE,
+                    tier: Tier | str = Tier.ALL) -> CollectiveTime:
     """Predicted seconds for one collective of V = `nbytes` per device over mesh `axes`.
     `direction`: a permute's ring direction ("+", "-"; Collective.direction), kept as
-    `one_way` where its links are a torus's.
+    `one_way` where its links are a torus's. `tier`: the links of `axes` it uses (all of them,
+    or, for a leg of a collective libtpu split at the slices' edges, those inside the slices
+    or those between them; Collective.tier).
+
+    A DCN leg (tier ACROSS) is one device's own transfer between slices: m slices, g = 1,
+    each device at its share of the DCN (the catalog's bandwidth per chip), by the `across`
+    formula of its kind; e.g. an all-reduce of V bytes takes 2·V·(m-1)/(m·W_dcn).
 
     Within a slice or node (ICI, NVLink) and across them (DCN, InfiniBand) are two tiers of a
     hierarchical collective: bandwidth time is the slower tier, T = max(T_node, T_scale-out)
@@ -295,9 +302,14 @@ def collective_time(kind: CollectiveKind | str, nbytes: float, axes: Sequence[st
     if not axes:
         return result(None, None, None, None,
                       note="its device groups match no mesh axes, so its links are unknown")
-    segs = [s for a in axes for s in mapping.segments(a)]
+    tier = Tier(tier)
+    segs = [s for a in axes for s in mapping.segments(a, tier)]
     if target.family is TargetFamily.CPU:
         return result(None, None, None, None, note="the CPU host has no sourced link speeds")
+    if not segs and tier is Tier.ACROSS:
+        return result(None, None, None, None,
+                      note=f"it crosses slices, but the mapping puts none of {', '.join(axes)} "
+                           "on the links between them")
     if not segs:
         return result(0.0, 0.0, 0.0, None, note="its mesh axes have size 1")
     if any(s.axis.link.bandwidth is None for s in segs):
@@ -683,7 +695,8 @@ def _collective_time(c, target: Target, placed: AxisMapping, mesh_names: Sequenc
     if not axes and groups:
         axes = spanned_axes([list(g) for g in groups], tuple(mesh_sizes), tuple(mesh_names))
     return collective_time(c.kind, c.program_bytes, axes, target, placed,
-                           getattr(c, "group_size", None), getattr(c, "direction", ""))
+                           getattr(c, "group_size", None), getattr(c, "direction", ""),
+                           getattr(c, "tier", Tier.ALL))
 
 
 def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float | None,
@@ -724,7 +737,9 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
         placed = check_mapping(target, mesh_names, mesh_sizes, mapping)
     times = tuple(_collective_time(c, target, placed, mesh_names, mesh_sizes)
                   for c in collectives)
-    split = sum(1 for c, t in zip(collectives, times, strict=True) if t.axes != tuple(c.axes))
+    # A leg of a split collective (tier inside or across) is timed on exactly its links.
+    split = sum(1 for c, t in zip(collectives, times, strict=True)
+                if t.axes != tuple(c.axes) and not getattr(c, "tier", Tier.ALL))
     if split:
         notes.append(f"{split} collective(s) run over part of a mesh axis (device groups the "
                      "compiler split off, e.g. every fourth device of an axis of 16): each is "

@@ -288,6 +288,26 @@ def _varying(groups: list[list[int]], sizes: tuple[int, ...],
     return sorted(varying)
 
 
+def connected_groups(pairs: list[tuple[int, int]]) -> list[list[int]]:
+    """Devices that exchange data through a permute's (source, target) pairs, as connected
+    groups (a ring is one group), each in ascending order, by their smallest device."""
+    parent: dict[int, int] = {}
+
+    def find(x):
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for s, t in pairs:
+        parent[find(s)] = find(t)
+    groups: dict[int, list[int]] = {}
+    for d in sorted(parent):
+        groups.setdefault(find(d), []).append(d)
+    return list(groups.values())
+
+
 def axes_of_pairs(
     pairs: list[tuple[int, int]], axis_sizes: tuple[int, ...], axis_names: tuple[str, ...]
 ) -> tuple[str, ...]:

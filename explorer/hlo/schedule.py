@@ -30,6 +30,10 @@ as asynchronous, waited for by the first instruction that reads their result:
   exists so that each step's permute overlaps the partial matmul beside it (Wang et al.,
   "Overlap Communication with Dependent Computation via Decomposition in Large Deep Learning
   Models", ASPLOS 2023).
+
+A multi-slice TPU program's DCN legs (explorer.hlo.megascale) are asynchronous too: the
+MegaScale `send` starts one (the leg is named by the send) and the `recv-done` of the same
+rendezvous key waits for it; the `recv` and `send-done` cost nothing of their own.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from math import ceil, prod
 
 from explorer.hlo.chains import collective_chains, flagged, fused_collectives
 from explorer.hlo.collectives import collective_kind
+from explorer.hlo.megascale import dcn_recv_done_starts, is_dcn_send
 from explorer.hlo.module import (
     HOST_MEMORY_SPACE,
     Array,
@@ -302,6 +307,9 @@ class _Reader:
         self.chain_heads = {c.head: c for c in chains}
         self.chain_dones = {c.done: c for c in chains}
         self.chain_parts = {f for c in chains for f in (*c.members, *c.carried)}
+        # A multi-slice TPU program's DCN legs (explorer.hlo.megascale): the send starts one,
+        # named by the send, and the recv-done of the same rendezvous key waits for it.
+        self.dcn_dones = dcn_recv_done_starts(module)
         # What each computation computes and runs, read once: a fusion's body is asked for its
         # FLOPs and collectives by several of the rules below.
         self.computation_flops: dict[str, float] = {}
@@ -482,6 +490,10 @@ class _Reader:
                 return Step(instr, StepKind.COLLECTIVE_START, collectives=inner)
             return Step(instr, StepKind.COMPUTE, flops=self.flops_in(called),
                         bytes=self.operand_bytes(instr) + self.root_bytes(called))
+        if op == "send" and is_dcn_send(instr):
+            return Step(instr, StepKind.COLLECTIVE_START, collectives=(instr.name,))
+        if instr.name in self.dcn_dones:
+            return Step(instr, StepKind.COLLECTIVE_DONE, start=self.dcn_dones[instr.name])
         if op.endswith("-done"):
             start = self.start_of(instr)
             if start is not None:

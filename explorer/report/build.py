@@ -12,14 +12,17 @@ from functools import lru_cache
 from math import prod
 
 from explorer.compile.protocol import CompileResult, Measurement
+from explorer.cost.mapping import Tier
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.groups import (
     axes_of_groups,
     axes_of_pairs,
+    connected_groups,
     device_groups,
     ring_direction,
     source_target_pairs,
 )
+from explorer.hlo.megascale import SliceLayout
 from explorer.hlo.module import (
     HLO_DTYPE_BYTES,
     HLO_TO_NUMPY,
@@ -31,6 +34,7 @@ from explorer.hlo.module import (
 from explorer.hlo.schedule import cached_schedule, schedule_work
 from explorer.hlo.sharding import tiling_from_hlo
 from explorer.report.buffers import top_buffers
+from explorer.report.cross_slice import dcn_legs, in_module_order, with_originals
 from explorer.report.dtypes import collectives_of, program_dtypes
 from explorer.report.memory_timeline import memory_timeline
 from explorer.report.oom import memory_verdict
@@ -68,13 +72,27 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str,
     propagated = parse_module(raw.propagated) if raw.propagated else None
     unread: list[str] = []     # what the readers could not read, said in the Report
     unpromoted = parse_module(raw.unpromoted) if raw.unpromoted else None
-    collectives = tuple(read_collectives(optimized, mesh, unread, unpromoted))
+    layout = SliceLayout(raw.slice_of, raw.device_ids) if raw.slice_of else None
+    collectives = tuple(read_collectives(optimized, mesh, unread, unpromoted, layout))
     origins, unknown, origin_notes = origins_by_tensor(
         raw.propagated_mlir, propagated, partitioner, _input_names(raw),
         [o.name for o in raw.outputs])
     unread += origin_notes
-    collectives = with_reasons(collectives, optimized, propagated, mesh, _input_names(raw),
-                               origins)
+    if layout is None:
+        collectives = with_reasons(collectives, optimized, propagated, mesh,
+                                   _input_names(raw), origins)
+    else:
+        # Several TPU slices: the DCN legs beside the in-slice collectives, all with the line
+        # and reason of the program collective they are part of (explorer/report/cross_slice.py).
+        collectives = in_module_order(optimized, collectives + tuple(
+            dcn_legs(optimized, layout, mesh, unread)))
+        if raw.before_slicing:
+            collectives = with_originals(collectives, optimized,
+                                         parse_module(raw.before_slicing), propagated, layout,
+                                         mesh, _input_names(raw), origins, unread)
+        else:
+            unread.append("the module before libtpu split the collectives at the slices' edges "
+                          "was not written, so their lines and reasons are not shown")
     collectives = _with_runs(collectives, raw.optimized, optimized, unread)
     spaces = entry_memory_spaces(raw.optimized) or ((), ())
     tensors = (
@@ -141,13 +159,18 @@ def with_reasons(collectives, optimized: HloModule, propagated: HloModule | None
 
 
 def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None = None,
-                     unpromoted: HloModule | None = None) -> list[Collective]:
+                     unpromoted: HloModule | None = None,
+                     slices: SliceLayout | None = None) -> list[Collective]:
     """One Collective per collective instruction; an async -start/-done pair counts once.
 
     A collective whose device groups cannot be read is still reported, with no groups and no
     axes, and `unread` gets a note that says so. `unpromoted` is the module before the CPU
     backend's dtype promotions, where each collective has the program's dtype; None where no
-    promotion ran (the optimized dtypes are then the program's)."""
+    promotion ran (the optimized dtypes are then the program's). `slices`: the module is one
+    slice's program of several (libtpu's multi-slice compile), whose groups name the slice's
+    partition ids: they are read as every slice's copy, in mesh positions, and each collective
+    uses the links inside the slices only."""
+    local = len(slices.members[0]) if slices is not None else mesh.device_count
     names = module.by_name()
     placed = collectives_of(module)
     dtypes = program_dtypes(placed, unpromoted)
@@ -164,11 +187,15 @@ def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None
         try:
             if kind is CollectiveKind.COLLECTIVE_PERMUTE:
                 pairs = source_target_pairs(instr.attrs) or []
-                groups = _components(pairs)
+                if slices is not None:
+                    pairs = slices.everywhere_pairs(pairs)
+                groups = connected_groups(pairs)
                 axes = axes_of_pairs(pairs, mesh.sizes, mesh.names)
                 direction = ring_direction(pairs, mesh.sizes, mesh.names)
             else:
-                groups = device_groups(instr.attrs, mesh.device_count) or []
+                groups = device_groups(instr.attrs, local) or []
+                if slices is not None:
+                    groups = slices.everywhere(groups)
                 axes = axes_of_groups(groups, mesh.sizes, mesh.names)
         except ValueError as e:   # report the collective anyway, and say what is missing
             groups, axes = [], ()
@@ -205,27 +232,9 @@ def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None
             program_part_bytes=part_bytes,
             part_shapes=tuple(r.dims for r in result),
             direction=direction,
+            tier=Tier.INSIDE if slices is not None else Tier.ALL,
         ))
     return out
-
-
-def _components(pairs: list[tuple[int, int]]) -> list[list[int]]:
-    """Devices that exchange data through a permute, as connected groups (a ring is one group)."""
-    parent: dict[int, int] = {}
-
-    def find(x):
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for s, t in pairs:
-        parent[find(s)] = find(t)
-    groups: dict[int, list[int]] = {}
-    for d in sorted(parent):
-        groups.setdefault(find(d), []).append(d)
-    return list(groups.values())
 
 
 # A few hundred: a tiling lists every device, ~70 kB on 2048 devices.

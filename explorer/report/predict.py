@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from explorer.compile.tpu import tpu_backend
 from explorer.cost.hardware import (
     Target,
     TargetFamily,
     format_binary_bytes,
     get_target,
-    tpu_topology_of,
+    tpu_slices_of,
 )
 from explorer.cost.model import MemoryFit, estimate_report, memory_fit
 from explorer.hlo.schedule import cached_schedule, schedule_work
@@ -45,10 +46,11 @@ def with_target(report: Report, target: str, mapping=None, dtype: str | None = N
 def compiled_memory_fit(report: Report, target: Target) -> MemoryFit | None:
     """Whether `report`'s program fits one chip of `target`, in its compiler's terms: XLA's
     memory analysis (Memory.total) against what the chip gives a program (`memory_fit`),
-    except for a program libtpu compiled for the target's own slice. libtpu's memory check
-    refuses a program over the chip's available HBM (the Report's memory_verdict), so one it
-    compiled fits, even where the analysis, which counts the temporaries' whole allocation
-    and not what is live at once, comes out above the capacity."""
+    except for a program libtpu compiled for the target's own slice (or slices). libtpu's
+    memory check refuses a program over the chip's available HBM (the Report's
+    memory_verdict), so one it compiled fits, even where the analysis, which counts the
+    temporaries' whole allocation and not what is live at once, comes out above the
+    capacity."""
     fit = memory_fit(report.memory.total if report.memory is not None else None, target)
     if fit is None or fit.fits or not _compiled_by_libtpu_for(report, target):
         return fit
@@ -63,6 +65,8 @@ def compiled_memory_fit(report: Report, target: Target) -> MemoryFit | None:
 
 
 def _compiled_by_libtpu_for(report: Report, target: Target) -> bool:
-    topology = tpu_topology_of(target) if target.family is TargetFamily.TPU else None
-    return (report.ahead_of_time and topology is not None
-            and report.backend == f"tpu {topology}" and report.memory_verdict is None)
+    """libtpu compiled the Report's program for the target's own slices (one or several: the
+    memory check is per chip either way) and passed it."""
+    slices = tpu_slices_of(target) if target.family is TargetFamily.TPU else None
+    return (report.ahead_of_time and slices is not None
+            and report.backend == tpu_backend(*slices) and report.memory_verdict is None)

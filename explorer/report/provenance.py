@@ -3,6 +3,7 @@ are the target's own or an approximation."""
 
 from __future__ import annotations
 
+from explorer.compile.tpu import tpu_backend_slices
 from explorer.cost.hardware import get_target
 from explorer.report.report import Report
 
@@ -14,6 +15,10 @@ def compiled_by(report: Report) -> str:
     kind = report.device_kind or report.backend
     if report.ahead_of_time and report.backend == "gpu":
         return f"compiled for {n} × {kind} by XLA's GPU compiler (no GPU needed)"
+    slices = tpu_backend_slices(report.backend) if report.ahead_of_time else None
+    if slices is not None and slices[1] > 1:
+        return (f"compiled for {slices[1]} {slices[0]} slices joined by the data-center network "
+                f"({n} × {kind}) by the TPU compiler, libtpu (no TPU needed)")
     if report.ahead_of_time:
         topology = report.backend.removeprefix("tpu").strip()
         return (f"compiled for a {topology} slice ({n} × {kind}) by the TPU compiler, "

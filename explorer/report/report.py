@@ -60,6 +60,15 @@ class Collective:
             1 outside loops or where a trip count could not be read (a note then says so).
         direction: for a collective-permute along one mesh axis's ring, ``+`` (every device
             sends to the next) or ``-`` (to the previous); empty otherwise.
+        tier: in a program libtpu compiled over several TPU slices, which links it uses:
+            ``"inside"`` each slice (ICI) or ``"across"`` them (its DCN leg); ``""``
+            elsewhere, where it uses every link its mesh axes are mapped onto
+            (explorer.cost.mapping.Tier).
+        dcn_key: for a DCN leg, libtpu's MegaScale rendezvous key (its
+            MegascaleRendezvousKeyName, e.g. ``"all-reduce.3_0"``); `hlo_name` is then its
+            send; "" for any other collective.
+        leg_of: for a DCN leg, the `hlo_name` of the collective inside each slice that is
+            the other part of the same collective of the program; "" where there is none.
     """
 
     kind: CollectiveKind
@@ -93,6 +102,11 @@ class Collective:
     # A collective-permute along one mesh axis's ring: "+" every device sends to the next, "-"
     # to the previous (explorer.hlo.groups.ring_direction); "" otherwise.
     direction: RingDirection = RingDirection.NONE
+    # A program over several TPU slices: "inside" each slice or "across" them (a DCN leg), an
+    # explorer.cost.mapping.Tier; "" elsewhere (explorer/report/cross_slice.py).
+    tier: str = ""
+    dcn_key: str = ""            # a DCN leg's MegaScale rendezvous key
+    leg_of: str = ""             # a DCN leg's in-slice collective, by hlo_name
 
     @property
     def program_bytes(self) -> int:
@@ -564,9 +578,9 @@ class Report:
     device_kind: str = ""
     ahead_of_time: bool = False     # for devices that are not here, by their own compiler
     # Why this program is not the one the chosen target's own compiler would write (a GPU or
-    # TPU target compiled on fake CPU devices: the extra is not installed, the target spans
-    # several TPU slices, or compile_for="cpu" was asked); "" when it is, or no target was
-    # chosen. Its numbers are then approximate.
+    # TPU target compiled on fake CPU devices: the extra is not installed, or
+    # compile_for="cpu" was asked); "" when it is, or no target was chosen. Its numbers are
+    # then approximate.
     approximation: str = ""
     stablehlo: str = field(default="", repr=False)
     propagated_hlo: str = field(default="", repr=False)

@@ -35,14 +35,23 @@ def collectives_table(report: Report) -> list[str]:
         return ["(no collectives: every device computes its part alone)"]
     rows = [["#", "kind", "axes", "group", "shape", "bytes/device", "runs", "why", "source",
              "code"]]
+    number = {c.hlo_name: i for i, c in enumerate(report.collectives, 1)}
     for i, c in enumerate(report.collectives, 1):
         rows.append([str(i), c.kind + (" (async)" if c.is_async else "")
-                     + (f" ×{c.parts}" if c.parts > 1 else ""),
+                     + (f" ×{c.parts}" if c.parts > 1 else "") + _dcn_mark(c, number),
                      ",".join(c.axes) or "-", str(c.group_size),
                      f"{c.dtype}[{','.join(map(str, c.shape))}]", human_bytes(c.bytes),
                      f"x{c.runs}" if c.runs != 1 else "1",
                      c.why.reason if c.why else "-", c.source or "-", _code(c.source_text)])
     return _table(rows)
+
+
+def _dcn_mark(c, number: dict[str, int]) -> str:
+    """A DCN leg of a multi-slice program: " [DCN]", with the number of the in-slice
+    collective it completes (" [DCN, with #2]")."""
+    if not c.dcn_key:
+        return ""
+    return f" [DCN, with #{number[c.leg_of]}]" if c.leg_of in number else " [DCN]"
 
 
 def why_lines(report: Report) -> list[str]:

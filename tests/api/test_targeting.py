@@ -8,6 +8,7 @@ from explorer.api.targeting import TPU_EXTRA_NOTE, CompileFor, compile_plan, tpu
 from explorer.compile.gpu import GPU_EXTRA_NOTE
 from explorer.compile.protocol import Backend
 from explorer.cost.hardware import get_target
+from explorer.cost.mapping import check_mapping
 from explorer.errors import InputError
 from explorer.spec.mesh import parse_mesh
 
@@ -76,3 +77,25 @@ def test_a_bad_compile_for_names_the_value_and_the_choices():
     with pytest.raises(InputError, match=r"compile_for='gpu' is not one of 'target', 'cpu'"):
         compile_plan(MESH8, "h100-8", "gpu")
     assert CompileFor("cpu") is CompileFor.CPU
+
+
+def test_a_multi_slice_target_compiles_all_its_slices_through_libtpu(monkeypatch):
+    monkeypatch.setattr(targeting.importlib.util, "find_spec", lambda name: object())
+    plan = compile_plan(MESH8, "tpu-v5e-2x2-2slices")
+    # The default mapping puts the outer mesh axis, data, on the slices: a hybrid mesh of two
+    # slices along data, the 4 chips of model inside each.
+    assert (plan.worker.backend, plan.tpu_topology, plan.slices_per_axis) == (
+        Backend.TPU_AOT, "v5e:2x2", (2, 1))
+    assert plan.approximate == ""
+    inner = check_mapping("tpu-v5e-2x2-2slices", ("data", "model"), (2, 4),
+                          "data=x,model=slice+y")
+    assert compile_plan(MESH8, "tpu-v5e-2x2-2slices", mapping=inner).slices_per_axis == (1, 2)
+    assert compile_plan(MESH8, "tpu-v5e-2x4").slices_per_axis == ()      # one slice
+
+
+def test_without_libtpu_a_multi_slice_target_compiles_on_the_cpu_and_says_what_to_install(
+        monkeypatch):
+    monkeypatch.setattr(targeting.importlib.util, "find_spec", lambda name: None)
+    plan = compile_plan(MESH8, "tpu-v5e-2x2-2slices")
+    assert plan.worker.backend is Backend.FAKE_CPU and plan.approximate == TPU_EXTRA_NOTE
+    assert plan.slices_per_axis == ()
