@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from explorer.report.provenance import provenance
 from explorer.report.report import Report
 
@@ -38,7 +40,7 @@ def collectives_table(report: Report) -> list[str]:
     number = {c.hlo_name: i for i, c in enumerate(report.collectives, 1)}
     for i, c in enumerate(report.collectives, 1):
         rows.append([str(i), c.kind + (" (async)" if c.is_async else "")
-                     + (f" ×{c.parts}" if c.parts > 1 else "") + _dcn_mark(c, number),
+                     + (f" ×{c.parts}" if c.parts > 1 else "") + dcn_mark(c, number),
                      ",".join(c.axes) or "-", str(c.group_size),
                      f"{c.dtype}[{','.join(map(str, c.shape))}]", human_bytes(c.bytes),
                      f"x{c.runs}" if c.runs != 1 else "1",
@@ -46,9 +48,10 @@ def collectives_table(report: Report) -> list[str]:
     return _table(rows)
 
 
-def _dcn_mark(c, number: dict[str, int]) -> str:
+def dcn_mark(c, number: Mapping[str, int]) -> str:
     """A DCN leg of a multi-slice program: " [DCN]", with the number of the in-slice
-    collective it completes (" [DCN, with #2]")."""
+    collective it completes (" [DCN, with #2]"; `number`: hlo_name -> its number in the
+    table)."""
     if not c.dcn_key:
         return ""
     return f" [DCN, with #{number[c.leg_of]}]" if c.leg_of in number else " [DCN]"

@@ -16,9 +16,10 @@ from explorer.api.request import check_target
 from explorer.cost.hardware import get_target, targets_with_chips
 from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError
+from explorer.hlo.groups import spanned_axes
 from explorer.report.dataflow import sliced_all_reduces
 from explorer.report.report import Report, TensorRole
-from explorer.report.summary import human_bytes
+from explorer.report.summary import dcn_mark, human_bytes
 from explorer.report.why.metadata import short_op
 from explorer.spec.mesh import MeshSpec
 from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
@@ -274,13 +275,15 @@ def collectives_html(report: Report, selected: int | None = None,
             f"{est_head}<th>source</th></tr>")
     columns = 6 + bool(est)
     rows = []
+    number = {c.hlo_name: i for i, c in enumerate(report.collectives)}
     for i, c in enumerate(report.collectives):
         cls = " class='explorer-selected'" if i == selected else ""
         kind = c.kind + (f" ×{c.parts}" if c.parts > 1 else "") + (" async" if c.is_async
                                                                     else "")
+        kind += dcn_mark(c, number)
         if c.runs != 1:
             kind += f", runs {c.runs}× a step (in a loop)"
-        over = f"{','.join(c.axes) or '—'} ({c.group_size})"
+        over = f"{','.join(c.axes) or _part_of(report, c)} ({c.group_size})"
         time_cell = ""
         if est:
             t = est.collectives[i] if i < len(est.collectives) else None
@@ -314,12 +317,23 @@ def collectives_html(report: Report, selected: int | None = None,
         reason = unavailable.split(";")[0].rstrip(".")
         predicted = (f" <span class='explorer-prediction-unavailable'>No predicted times: "
                      f"{e(reason)}.</span>")
+    dcn = (" [DCN]: the part of a collective that crosses TPU slices, over the data-center "
+           "network; 'with #k': the collective inside each slice that it completes."
+           if any(c.dcn_key for c in report.collectives) else "")
     # The summary first: with many collectives the table scrolls, and its end is below the fold.
     return (f"<p class='explorer-collectives-summary'>{len(report.collectives)} collective"
             f"{'s' if len(report.collectives) > 1 else ''}, {total} per device in a step (each "
-            f"counted every time it runs).{predicted}</p>"
+            f"counted every time it runs).{predicted}{e(dcn)}</p>"
             f"<div class='explorer-table-wrap'><table class='explorer-table'>{head}"
             f"{''.join(rows)}</table></div>")
+
+
+def _part_of(report: Report, c) -> str:
+    """The "over" of a collective whose device groups are no whole mesh axes: "part of data"
+    where they lie along part of an axis (a split the compiler made itself, or the chips of an
+    axis that also spans TPU slices), else "—"."""
+    held = spanned_axes([list(g) for g in c.groups], report.mesh.sizes, report.mesh.names)
+    return f"part of {','.join(held)}" if held and c.group_size > 1 else "—"
 
 
 MAX_PART_ROWS = 8

@@ -58,3 +58,32 @@ def test_a_combined_collective_expands_to_its_parts():
         (f"↳ part {k + 1}", f"float32[{','.join(map(str, s))}]", "16.0 MiB")
         for k, s in enumerate(c.part_shapes)]
     assert "×2" in collectives_html(r)
+
+
+@pytest.mark.tpu
+def test_the_collectives_table_marks_a_multi_slice_programs_dcn_legs():
+    import importlib.util
+    import re
+
+    import explorer
+    from explorer.ui.views import collectives_html
+
+    if importlib.util.find_spec("libtpu") is None:
+        pytest.skip("needs libtpu (the tpu extra)")
+    # Data parallel over data=4 on two slices of 2x2 chips: data spans 2 chips of a slice and
+    # the 2 slices. Each weight's gradient (1024 x 4096 float32 = 16 MiB for w1 and w2) is
+    # reduce-scattered over the 2 chips inside a slice, its half (8 MiB) all-reduced across the
+    # slices over the DCN, and gathered back inside each slice.
+    r = explorer.analyze_workload("mlp_train", "data=4,model=2", preset="dp",
+                                  target="tpu-v5e-2x2-2slices")
+    table = collectives_html(r)
+    rows = re.findall(r"<td>(\d+)</td><td class='explorer-kind'>([^<]*)</td><td>([^<]*)</td>"
+                      r"<td>[^<]*</td><td>([^<]*)</td>", table)
+    assert rows == [
+        ("0", "reduce-scatter", "part of data (2)", "16.0 MiB"),
+        ("1", "all-reduce async [DCN, with #0]", "part of data (2)", "8.0 MiB"),
+        ("2", "reduce-scatter", "part of data (2)", "16.0 MiB"),
+        ("3", "all-reduce async [DCN, with #2]", "part of data (2)", "8.0 MiB"),
+        ("4", "all-gather", "part of data (2)", "16.0 MiB"),
+        ("5", "all-gather", "part of data (2)", "16.0 MiB")]
+    assert "[DCN]: the part of a collective that crosses TPU slices" in table
