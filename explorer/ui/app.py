@@ -146,11 +146,10 @@ mark.explorer-hlo-selected { background: #fde047; }
 MEASURE_LABEL = "measure a real run (this CPU)"
 
 # An edit whose compile would start a worker process (jax loading in it: seconds) waits this
-# long for the edits to pause, so that a mesh edit undone at once starts no worker.
+# long for the edits to pause, so that a mesh edit undone at once starts no worker. An edit on a
+# warm worker starts at once (a single edit pays no delay), whatever the last compile took: the
+# schedule depends on the workers' state, never on the machine's speed.
 COLD_WORKER_QUIET_S = 1.5
-# An edit compiles at once only where the last compile took at most this long; after a longer
-# one it waits the debounce, so that a burst does not lock the app into an obsolete compile.
-QUICK_COMPILE_S = 1.0
 
 TAB_TITLES = ["Placement", "Collectives", "Memory", "Timing", "HLO", "Compare", "Suggest"]
 
@@ -730,17 +729,14 @@ class App:
 
     def _quiet_before(self, request: Request) -> float:
         """How long this edit waits for the edits to pause before its compile starts: at once
-        where the worker it needs is up and compiles are quick, the debounce after a slow
-        compile, longer where the compile would start a worker (CompileScheduler.submit)."""
+        where the worker it needs is up, COLD_WORKER_QUIET_S where the compile would start one
+        (CompileScheduler.submit)."""
         try:
             worker = compile_plan(request.mesh, request.target, request.compile_for).worker
         except ExplorerError:
             return self.debounce or 0.0
         if not (self.pool or default_pool()).ready(worker):
             return max(self.debounce or 0.0, COLD_WORKER_QUIET_S)
-        last = self.report.timing if self.report is not None else None
-        if last is not None and not last.cached and last.lower_s + last.compile_s > QUICK_COMPILE_S:
-            return self.debounce or 0.0
         return 0.0
 
     def _live_changed(self) -> None:

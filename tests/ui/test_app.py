@@ -438,11 +438,8 @@ def test_rank_3_tensors_are_drawn_as_small_multiples():
     assert g.z == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
 
-def test_an_isolated_edit_compiles_at_once_and_edits_during_a_compile_become_one(monkeypatch):
+def test_an_isolated_edit_compiles_at_once_and_edits_during_a_compile_become_one():
     import asyncio
-
-    # Every compile counts as quick (the machine's speed must not decide the schedule here).
-    monkeypatch.setattr(app_module, "QUICK_COMPILE_S", float("inf"))
 
     async def scenario():
         # Created inside a running event loop, as in a kernel: edits compile in the background.
@@ -506,17 +503,6 @@ def test_an_edit_that_needs_a_new_worker_waits_and_undone_at_once_starts_none():
             pool.close()
 
     asyncio.run(scenario())
-
-
-def test_after_a_slow_compile_an_edit_waits_the_debounce(app, monkeypatch):
-    # A compile that took longer than QUICK_COMPILE_S: the next edit waits for the edits to
-    # pause (the debounce) instead of starting at once; after a quick one it starts at once.
-    request = app.request
-    monkeypatch.setattr(app_module, "QUICK_COMPILE_S", float("inf"))
-    assert app._quiet_before(request) == 0.0
-    monkeypatch.setattr(app_module, "QUICK_COMPILE_S", -1.0)
-    app.debounce = 0.3
-    assert app._quiet_before(request) == 0.3
 
 
 def test_with_live_updates_off_edits_are_checked_and_compiled_once_on_apply(app):
