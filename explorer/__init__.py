@@ -36,6 +36,7 @@ from explorer._search.result import CandidateStatus as CandidateStatus
 from explorer._search.result import CollectiveCost as CollectiveCost
 from explorer._search.result import CollectiveGroup as CollectiveGroup
 from explorer._search.result import Comparison as Comparison
+from explorer._search.result import CompiledBy as CompiledBy
 from explorer._search.result import Progress as Progress
 from explorer._search.result import SearchPhase as SearchPhase
 from explorer._search.result import SearchResult as SearchResult
@@ -142,7 +143,7 @@ __all__ = [
     # strategy search
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
     "CollectiveGroup", "Comparison", "Progress", "SearchStats", "ClusterSize", "SearchSpace",
-    "SearchPhase", "StopReason", "TimeSource",
+    "SearchPhase", "StopReason", "TimeSource", "CompiledBy",
     # the largest batch that fits
     "largest_batch", "CapacityResult", "PolicyCapacity", "BatchProbe",
     # errors

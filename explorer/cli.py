@@ -373,6 +373,10 @@ def _search_parser(sub) -> None:
                    help="with --ray-address: seconds each node gets to answer the check "
                    "before the search (default 120)")
     s.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])
+    s.add_argument("--compile-for", default="target", choices=["target", "cpu"],
+                   help="target (the default): on a GPU or TPU --target with its compiler "
+                   "installed, screen on CPU devices and confirm the best 3 with that compiler; "
+                   "cpu: every candidate on CPU devices, priced on the target, no confirmation")
     _add_run_flags(s, timeout_help="time limit of one compile, seconds",
                    json_help="one JSON object on stdout: candidates (best first), pareto, "
                    "comparison, stats", quiet_help="no progress bar on stderr")
@@ -423,7 +427,8 @@ def _search(args) -> int:
                     cluster=args.ray_address, node_timeout=args.node_timeout,
                     timeout=args.timeout,
                     partitioner=args.partitioner, max_microbatches=args.max_microbatches,
-                    verify=args.verify, patience=args.patience)
+                    verify=args.verify, patience=args.patience,
+                    compile_for=args.compile_for)
     if args.json:
         print(_strict_json(result.to_dict(top=args.top)))
     else:

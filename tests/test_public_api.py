@@ -27,7 +27,7 @@ PINNED = {
     "Exploration", "AppState", "FunctionRef", "load_exploration",
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
     "CollectiveGroup", "Comparison", "Progress", "SearchStats", "ClusterSize", "SearchSpace",
-    "SearchPhase", "StopReason", "TimeSource",
+    "SearchPhase", "StopReason", "TimeSource", "CompiledBy",
     "largest_batch", "CapacityResult", "PolicyCapacity", "BatchProbe",
     "ExplorerError", "InputError", "CompileError", "DivisibilityError", "DuplicateAxisError",
     "MappingError", "MeshError", "PresetError", "RankError", "RuleError", "SpecError",

@@ -9,6 +9,9 @@ the search ends. The order of the compiles is the surrogate's (surrogate.py). A 
 below its own bound means an assumption of that bound failed: the bound is then switched off
 and what it had pruned is searched after all. With `prune=False` every candidate is compiled
 (the bounds are still computed and checked).
+
+On a GPU or TPU target whose compiler the search would use, every compile above is a screen on
+fake CPU devices, and the best few are then compiled by the target's compiler (confirm.py).
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from explorer._search import bounds
+from explorer._search.confirm import Screening, screen_skipped, to_confirm
 from explorer._search.evaluate import Outcome
-from explorer._search.ranking import candidate_of, compare, pareto, rank
+from explorer._search.ranking import candidate_of, compare, pareto, rank, rank_key
 from explorer._search.result import (
     Candidate,
     CandidateStatus,
+    CompiledBy,
     SearchPhase,
     SearchResult,
     SearchSpace,
@@ -47,9 +52,22 @@ class BranchAndBound:
     """One search over `found`; `run()` compiles, prunes and ranks, once."""
 
     def __init__(self, problem: Problem, space: SearchSpace, found: Space,
-                 settings: CompileSettings, state: SearchState, runner):
+                 settings: CompileSettings, state: SearchState, runner,
+                 screening: Screening | None = None):
         self.problem, self.space, self.found = problem, space, found
         self.settings, self.state, self.runner = settings, state, runner
+        self.screening = screening
+        # The compiles of the search proper: the screen's on CPU devices, else the settings'.
+        self.searching = settings.on_cpu() if screening else settings
+        self.compiled_by = (CompiledBy.CPU_PRICED if screening or not found.points
+                            else settings.compiled_by(found.points[0].layout.mesh))
+        if screening:
+            state.reserved_s = screening.reserve(state.budget_s)
+        self.screened = self.confirmed = 0
+        self.screen_skipped = ""       # why the screen was dropped after the reference
+        # The reference as the target's compiler made it, while weighing the screen: used
+        # again if the reference is among the best confirmed.
+        self.reference_confirmed: dict[int, Candidate] = {}
         self.points = found.points
         self.by_index = {p.index: p for p in self.points}
         chip = get_target(settings.target).chip
@@ -79,6 +97,8 @@ class BranchAndBound:
             if self.runner.pending():
                 for index, outcome in self.runner.next_done():
                     self.settle(index, outcome)
+        if self.screening is not None and not self.state.cancelled():
+            self.confirm(self.screening)
         self.state.report(SearchPhase.DONE)
         return self.result()
 
@@ -95,6 +115,33 @@ class BranchAndBound:
         self.submit(ref)
         for _, outcome in self.runner.next_done():
             self.settle(ref.index, outcome)
+        if self.screening is not None and ref.index in self.results:
+            self.weigh_screen(ref.index)
+
+    def weigh_screen(self, index: int) -> None:
+        """Compile the reference with the target's compiler too, and drop the screen where it
+        would not pay (confirm.py's screen_skipped): the search then compiles with the
+        target's compiler from the reference on, as it would without a screen."""
+        if self.state.should_stop():
+            return
+        screened = self.results[index]
+        self.submit(self.by_index[index], self.settings)
+        self.state.report(SearchPhase.CONFIRM, screened.label)
+        [(_, outcome)] = self.runner.next_done()
+        if self.ran_out(outcome):
+            return
+        own = self.candidate(index, outcome, self.screening.compiler)
+        self.screen_skipped = screen_skipped(screened, own)
+        if not self.screen_skipped:
+            self.reference_confirmed[index] = own
+            return
+        self.screening, self.searching, self.compiled_by = None, self.settings, own.compiled_by
+        self.state.reserved_s = 0.0
+        self.results[index] = own
+        self.state.recount(screened, own)
+        self.timed = [index] if own.status is not CandidateStatus.FAILED else []
+        self.state.best_seconds, self.state.best_label = None, ""
+        self.state.note_best(own)
 
     def set_bounds(self) -> None:
         """Every candidate's bounds, from the reference's compile (what it could give)."""
@@ -139,10 +186,11 @@ class BranchAndBound:
 
     # -- compiling -----------------------------------------------------------------------------
 
-    def submit(self, point: Point) -> None:
-        timeout = self.state.compile_timeout(self.settings.timeout)
-        self.runner.submit(point.index, self.settings.request(self.problem, point.layout,
-                                                              timeout))
+    def submit(self, point: Point, settings: CompileSettings | None = None) -> None:
+        """Send `point` to the runner, compiled with the search's settings (or `settings`)."""
+        settings = settings or self.searching
+        timeout = self.state.compile_timeout(settings.timeout)
+        self.runner.submit(point.index, settings.request(self.problem, point.layout, timeout))
 
     def submit_next(self) -> None:
         """Fill the runner's free slots with the next candidates, pruning by time first."""
@@ -183,9 +231,7 @@ class BranchAndBound:
         if self.ran_out(outcome):
             self.not_evaluated.append(index)
             return
-        point = self.by_index[index]
-        cand = candidate_of(point.layout, point.specs, outcome, self.time_lb[index],
-                            self.mem_lb[index])
+        cand = self.candidate(index, outcome, self.compiled_by)
         self.results[index] = cand
         self.state.count(cand)
         if cand.status is not CandidateStatus.FAILED:
@@ -194,10 +240,57 @@ class BranchAndBound:
         self.state.note_best(cand)
         self.state.report(SearchPhase.COMPILE, cand.label)
 
-    def ran_out(self, outcome: Outcome) -> bool:
+    def candidate(self, index: int, outcome: Outcome, compiled_by: CompiledBy) -> Candidate:
+        point = self.by_index[index]
+        return candidate_of(point.layout, point.specs, outcome, self.time_lb[index],
+                            self.mem_lb[index], compiled_by=compiled_by)
+
+    def ran_out(self, outcome: Outcome, patience: bool = True) -> bool:
         """A compile stopped by the budget's time limit (not by its own): not a failure of the
         candidate, so it is counted as not evaluated."""
-        return outcome.report is None and outcome.worker_failed and self.state.should_stop()
+        return (outcome.report is None and outcome.worker_failed
+                and self.state.should_stop(patience))
+
+    # -- the confirmation (confirm.py) ---------------------------------------------------------
+
+    def confirm(self, screening: Screening) -> None:
+        """Compile the screen's best again with the target's compiler, in the budget's reserve,
+        and keep what it made of them."""
+        self.state.reserved_s = 0.0
+        self.screened = len(self.results)
+        ranked = sorted(self.results.items(), key=lambda item: rank_key(item[1]))
+        waiting = to_confirm(ranked, screening.best)
+        while waiting or self.runner.pending():
+            while waiting and self.runner.pending() < self.runner.slots \
+                    and not self.state.should_stop(patience=False):
+                index = waiting.pop(0)
+                if index in self.reference_confirmed:    # compiled so while weighing the screen
+                    self.keep_confirmed(index, self.reference_confirmed[index])
+                    continue
+                self.submit(self.by_index[index], self.settings)
+                self.state.report(SearchPhase.CONFIRM, self.results[index].label)
+            if not self.runner.pending():
+                break          # the budget or a cancel stopped it: the rest stay screened
+            for index, outcome in self.runner.next_done():
+                self.settle_confirmed(index, outcome, screening.compiler)
+
+    def settle_confirmed(self, index: int, outcome: Outcome, compiler: CompiledBy) -> None:
+        """A candidate as the target's compiler made it, the screen's step kept beside; one the
+        budget cut short keeps its screen numbers."""
+        if self.ran_out(outcome, patience=False):
+            return
+        self.keep_confirmed(index, self.candidate(index, outcome, compiler))
+
+    def keep_confirmed(self, index: int, cand: Candidate) -> None:
+        """`cand`, the target's compile of a screened candidate, in its place (its bounds, and
+        the screen's step beside its own)."""
+        screened = self.results[index]
+        cand = replace(cand, screen_seconds=screened.seconds, bound_seconds=screened.bound_seconds,
+                       bound_memory=screened.bound_memory)
+        self.results[index] = cand
+        self.state.recount(screened, cand)
+        self.confirmed += cand.status is not CandidateStatus.FAILED
+        self.state.report(SearchPhase.CONFIRM, cand.label)
 
     def check_bounds(self, cand: Candidate, index: int) -> None:
         for pruning, message in (
@@ -230,6 +323,9 @@ class BranchAndBound:
             stopped=state.stopped, prune=state.prune, cluster=self.runner.address,
             cluster_size=self.runner.size,
             bound_violations=tuple(state.violations),
-            retried=sum(c.retries > 0 for c in ranked))
+            retried=sum(c.retries > 0 for c in ranked), screened=self.screened,
+            confirmed=self.confirmed,
+            confirmed_by=self.screening.compiler if self.screening else CompiledBy.NOT_COMPILED,
+            screen_skipped=self.screen_skipped)
         return SearchResult(self.problem.name, self.space, self.settings.target, OBJECTIVE,
                             tuple(ranked), pareto(ranked), compare(ranked), stats)

@@ -91,6 +91,7 @@ class PipelineSearch:
                  state: SearchState, runner, limit: int, verify: int):
         self.problem, self.mesh = problem, mesh
         self.settings, self.state, self.runner = settings, state, runner
+        self.compiled_by = settings.compiled_by(mesh)
         self.verify_count = verify
         self.params = problem.params
         self.devices = mesh.device_count
@@ -132,7 +133,8 @@ class PipelineSearch:
             for key, outcome in self.runner.next_done():
                 profile = profiles[key]
                 self.profiled += 1
-                cand = candidate_of(Layout(self.mesh), {}, outcome, 0.0, 0)
+                cand = candidate_of(Layout(self.mesh), {}, outcome, 0.0, 0,
+                                    compiled_by=self.compiled_by)
                 self.state.count(cand)
                 if cand.status is CandidateStatus.FAILED:
                     self.profile_error[profile] = cand.error
@@ -195,7 +197,8 @@ class PipelineSearch:
 
     def compiled(self, program: PlanProgram, outcome) -> Candidate:
         return candidate_of(program.layout, self.problem.resolve(program.layout)[0], outcome,
-                            0.0, 0, params=program.chosen, label=program.label)
+                            0.0, 0, params=program.chosen, label=program.label,
+                            compiled_by=self.compiled_by)
 
     def candidates(self) -> list[Candidate]:
         """Every plan, timed by the stage model (with its compile, where it was verified), and

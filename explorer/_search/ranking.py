@@ -14,6 +14,7 @@ from explorer._search.result import (
     CollectiveCost,
     CollectiveGroup,
     Comparison,
+    CompiledBy,
     TimeSource,
 )
 from explorer._search.space import Layout
@@ -25,12 +26,15 @@ from explorer.spec.tensor import format_spec
 
 
 def candidate_of(layout: Layout, specs: Mapping, outcome: Outcome, time_lb: float, mem_lb: int,
-                 params: Mapping | None = None, label: str | None = None) -> Candidate:
-    """The candidate `layout` (its inputs' `specs`, its bounds) as its compile came out: timed,
-    and whether it fits; or failed, with the error or why no step time could be predicted."""
+                 params: Mapping | None = None, label: str | None = None,
+                 compiled_by: CompiledBy = CompiledBy.NOT_COMPILED) -> Candidate:
+    """The candidate `layout` (its inputs' `specs`, its bounds) as its compile by `compiled_by`
+    came out: timed, and whether it fits; or failed, with the error or why no step time could be
+    predicted."""
     base = dict(label=label or layout.label(), mesh=layout.mesh, rules=layout.rules_text,
                 specs={n: format_spec(s) for n, s in specs.items()}, params=dict(params or {}),
-                bound_seconds=time_lb, bound_memory=mem_lb, retries=outcome.retries)
+                bound_seconds=time_lb, bound_memory=mem_lb, retries=outcome.retries,
+                compiled_by=compiled_by)
     report = outcome.report
     if report is None:
         return Candidate(**base, status=CandidateStatus.FAILED, error=outcome.error)
@@ -77,19 +81,31 @@ _ORDER = {CandidateStatus.OK: 0, CandidateStatus.ESTIMATED: 1, CandidateStatus.D
           CandidateStatus.FAILED: 3}
 
 
+def rank_key(c: Candidate) -> tuple:
+    """The ranking's order: candidates that fit, then plans only estimated, then those that do
+    not fit, then failures; within each, those the target's own compiler compiled first (a
+    screened search's confirmed candidates: confirm.py), then by predicted time, then memory."""
+    return (_ORDER[c.status], not c.compiled_by.is_targets_own,
+            c.seconds if c.seconds is not None else math.inf,
+            c.memory_bytes if c.memory_bytes is not None else math.inf, c.label)
+
+
 def rank(cands: list[Candidate]) -> list[Candidate]:
-    """Best first: candidates that fit by predicted time (then memory), then plans only
-    estimated, then those that do not fit, then failures."""
-    def key(c: Candidate):
-        return (_ORDER[c.status], c.seconds if c.seconds is not None else math.inf,
-                c.memory_bytes if c.memory_bytes is not None else math.inf, c.label)
-    return sorted(cands, key=key)
+    """Best first, by rank_key."""
+    return sorted(cands, key=rank_key)
+
+
+def same_compiler(ranked: list[Candidate]) -> list[Candidate]:
+    """Those of `ranked` compiled by the first one's compiler: numbers to compare."""
+    return [c for c in ranked if c.compiled_by == ranked[0].compiled_by] if ranked else []
 
 
 def pareto(ranked: list[Candidate]) -> tuple[Candidate, ...]:
     """The compiled candidates that fit and that no other beats on both predicted time and
-    memory per device (ties on both: the first)."""
+    memory per device (ties on both: the first), among those whose numbers come from the best's
+    compiler (a screened search's confirmed ones: the screen's are another compiler's)."""
     ok = [c for c in ranked if c.status is CandidateStatus.OK and c.memory_bytes is not None]
+    ok = same_compiler(ok)
     front, smallest = [], math.inf
     for c in sorted(ok, key=lambda c: (c.seconds, c.memory_bytes)):
         if c.memory_bytes < smallest:
@@ -115,10 +131,11 @@ def groups(c: Candidate) -> tuple[CollectiveGroup, ...]:
 
 def compare(ranked: list[Candidate], pipeline: bool = False) -> Comparison | None:
     """Why the winner beats the runner-up, the next slower candidate (one tied with the winner,
-    often the same program on a mirrored mesh shape, has nothing to explain); None without two
-    timed candidates, or when the first ranked is not timed."""
-    ok = [c for c in ranked if c.status in (CandidateStatus.OK, CandidateStatus.ESTIMATED)
-          and c.report is not None]
+    often the same program on a mirrored mesh shape, has nothing to explain) whose numbers come
+    from the same compiler (a screen's are not comparable with a confirmation's); None without
+    two such timed candidates, or when the first ranked is not timed."""
+    ok = same_compiler([c for c in ranked if c.report is not None
+                        and c.status in (CandidateStatus.OK, CandidateStatus.ESTIMATED)])
     if len(ok) < 2 or ranked[0] is not ok[0]:
         return None
     win = ok[0]

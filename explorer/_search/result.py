@@ -16,6 +16,10 @@ from explorer.hlo.collectives import CollectiveKind
 from explorer.report.report import Report
 from explorer.spec.mesh import MeshSpec
 
+# A search stopped early (budget, patience, cancel) names no best from fewer compiled candidates
+# than this (or than the whole distinct space): a handful says little about thousands.
+MIN_EVALUATED = 10
+
 # The closed sets of codes a result holds are StrEnums: each member is its code as a string,
 # so that it compares equal to the code and writes to JSON as it.
 
@@ -43,6 +47,7 @@ class SearchPhase(StrEnum):
     ENUMERATE = "enumerate"            # listing the space, before any compile
     PROFILE = "profile"                # pipeline: compiling the per-layer cost profiles
     COMPILE = "compile"                # compiling candidates
+    CONFIRM = "confirm"                # compiling the screen's best with the target's compiler
     DONE = "done"                      # finished; the result is being ranked
 
 
@@ -54,6 +59,21 @@ class TimeSource(StrEnum):
     FULL_OVERLAP = "full-overlap bound"            # the estimate with communication hidden
     PIPELINE_MODEL = "pipeline model"              # Alpa's stage model over per-layer costs
     UNTIMED = ""                                   # no step time: a failed candidate
+
+
+class CompiledBy(StrEnum):
+    """Which compiler a candidate's numbers come from. On a GPU or TPU target the search screens
+    on fake CPU devices (fast; the program priced on the target, an approximation) and compiles
+    the best again with the target's own compiler (slow; the program that hardware runs)."""
+
+    CPU_PRICED = "cpu devices, priced on the target"
+    GPU = "XLA's GPU compiler"
+    TPU = "libtpu"
+    NOT_COMPILED = ""                  # a pipeline plan timed by the stage model only
+
+    @property
+    def is_targets_own(self) -> bool:
+        return self in (CompiledBy.GPU, CompiledBy.TPU)
 
 
 class CandidateStatus(StrEnum):
@@ -115,6 +135,10 @@ class Candidate:
     extra: Mapping[str, Any] = field(default_factory=dict)   # e.g. a pipeline plan's stages
     # times its compile was sent again because its Ray worker or node was lost (cluster.py)
     retries: int = 0
+    compiled_by: CompiledBy = CompiledBy.NOT_COMPILED   # the compiler its numbers come from
+    # A candidate the target's compiler confirmed: the screen's predicted step, to set beside
+    # `seconds` (how far the CPU screen was off); None for any other.
+    screen_seconds: float | None = None
     # The compiled Report (program texts and trace left out); not written to JSON.
     report: Report | None = field(default=None, compare=False, repr=False)
 
@@ -123,7 +147,8 @@ class Candidate:
         d = {f.name: getattr(self, f.name) for f in fields(self)
              if f.name not in ("report", "mesh", "collectives")}
         d.update(mesh=self.mesh.text(), status=str(self.status),
-                 time_source=str(self.time_source), specs=dict(self.specs),
+                 time_source=str(self.time_source), compiled_by=str(self.compiled_by),
+                 specs=dict(self.specs),
                  params=dict(self.params), extra=dict(self.extra), notes=list(self.notes),
                  collectives=[c.to_dict() for c in self.collectives])
         return d
@@ -135,7 +160,8 @@ class Candidate:
         mem = format_bytes(self.memory_bytes) if self.memory_bytes is not None else "?"
         coll = format_bytes(self.collective_bytes) if self.collective_bytes is not None else "?"
         fit = "" if self.fits is not False else " (does not fit)"
-        return (f"{format_seconds(self.seconds):>9}  {mem:>9}{fit}  {coll:>9}  {self.label}")
+        by = f"  [{self.compiled_by}]" if self.compiled_by.is_targets_own else ""
+        return (f"{format_seconds(self.seconds):>9}  {mem:>9}{fit}  {coll:>9}  {self.label}{by}")
 
 
 @dataclass(frozen=True)
@@ -195,6 +221,10 @@ class SearchStats:
     (`pruned_bound`: its lower bound on the step time is no better than the best found;
     `pruned_memory`: its lower bound on memory per device exceeds the chip's), or left
     `not_evaluated` when the budget ran out or the search was cancelled.
+
+    On a GPU or TPU target (compile_for="target") the candidates are compiled first on fake CPU
+    devices, priced on the target (`screened` of them), and the best few of those are compiled
+    again by the target's own compiler (`confirmed`: those it compiled; confirm.py).
     """
 
     space: int
@@ -218,9 +248,14 @@ class SearchStats:
     bound_violations: tuple[str, ...] = ()   # a compiled result below its own lower bound
     retried: int = 0             # candidates sent again after their Ray worker was lost
     cluster_size: ClusterSize | None = None   # the cluster's nodes with a CPU, and their CPUs
+    screened: int = 0            # compiled on CPU devices to screen for the target's compiler
+    confirmed: int = 0           # of those, compiled again by the target's own compiler
+    confirmed_by: CompiledBy = CompiledBy.NOT_COMPILED   # that compiler, when one screened
+    screen_skipped: str = ""     # why a search that could screen did not (confirm.py)
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "stopped": str(self.stopped)}
+        return {**asdict(self), "stopped": str(self.stopped),
+                "confirmed_by": str(self.confirmed_by)}
 
     def text(self) -> str:
         parts = [f"{self.space} in the space", f"{self.invalid} indivisible",
@@ -228,6 +263,9 @@ class SearchStats:
                  f"{self.compiled} compiled ({self.failed} failed, {self.does_not_fit} do not "
                  "fit)", f"{self.pruned_bound} pruned by the time bound",
                  f"{self.pruned_memory} by the memory bound"]
+        if self.screened:
+            parts.insert(5, f"{self.screened} screened on CPU devices, {self.confirmed} "
+                            f"confirmed by {self.confirmed_by}")
         if self.profiled:
             parts.insert(5, f"{self.profiled} profiling compiles")
         if self.dominated:
@@ -236,6 +274,8 @@ class SearchStats:
             parts.append(f"{self.not_evaluated} not evaluated")
         if self.retried:
             parts.append(f"{self.retried} retried after a lost Ray worker")
+        if self.screen_skipped:
+            parts.append(self.screen_skipped)
         where = f" on Ray cluster {self.cluster}" if self.cluster else ""
         if self.cluster and self.cluster_size is not None:
             where += f" ({self.cluster_size.text()})"
@@ -281,6 +321,38 @@ class SearchResult:
         ranked = (CandidateStatus.OK, CandidateStatus.ESTIMATED)
         return first if first is not None and first.status in ranked else None
 
+    @property
+    def too_few(self) -> bool:
+        """Whether a search stopped early compiled too few candidates to name a best
+        (MIN_EVALUATED); a search that ran to the end (every candidate compiled or pruned by a
+        bound) proves its best however few it compiled."""
+        s = self.stats
+        return (self.space is not SearchSpace.PIPELINE and s.stopped is not StopReason.COMPLETE
+                and s.compiled < min(MIN_EVALUATED, s.distinct))
+
+    def headline(self) -> str:
+        """The result in one sentence: the best and which compiler its numbers come from; or,
+        when too few candidates were evaluated, that, and what to do, instead of a best."""
+        best, s = self.best, self.stats
+        if self.too_few:
+            remedy = {StopReason.BUDGET: "widen the budget (budget_s)",
+                      StopReason.PATIENCE: "raise patience",
+                      StopReason.CANCELLED: "the search was cancelled; let it run longer"}
+            return (f"Best of only {s.compiled} candidate{'s' if s.compiled != 1 else ''} "
+                    f"evaluated (of {s.distinct:,}): too few to name a best; "
+                    f"{remedy[s.stopped]}.")
+        if best is None:
+            return "No candidate fits the chip's memory, or none compiled: the table says why."
+        memory = format_bytes(best.memory_bytes) if best.memory_bytes is not None else "?"
+        line = (f"Best: {best.label}, {format_seconds(best.seconds)} per step, {memory} per "
+                "device")
+        if s.screened and best.compiled_by.is_targets_own:
+            return (line + f", confirmed by {best.compiled_by} ({s.confirmed} of the "
+                    f"{s.screened} screened on CPU devices confirmed).")
+        if s.screened:
+            return line + f" (the CPU screen's numbers: {s.confirmed_by} confirmed none)."
+        return line + (f" ({best.compiled_by})." if best.compiled_by else ".")
+
     def to_dict(self, top: int | None = None) -> dict:
         cands = self.candidates if top is None else self.candidates[:top]
         return {"program": self.program, "space": str(self.space), "target": self.target,
@@ -288,11 +360,11 @@ class SearchResult:
                 "candidates": [c.to_dict() for c in cands],
                 "pareto": [c.to_dict() for c in self.pareto],
                 "comparison": self.comparison.to_dict() if self.comparison else None,
-                "stats": self.stats.to_dict()}
+                "headline": self.headline(), "stats": self.stats.to_dict()}
 
     def text(self, top: int = 10) -> str:
         lines = [f"search of {self.program} ({self.space}) on {self.target}; ranked by "
-                 f"{self.objective}", "",
+                 f"{self.objective}", self.headline(), "",
                  f"{'rank':>4}  {'time':>9}  {'memory':>9}  {'coll.':>9}  layout"]
         for i, c in enumerate(self.candidates[:top], 1):
             lines.append(f"{i:>4}  {c.line()}")

@@ -6,7 +6,8 @@
   (branch_and_bound.py), which compiles the replicated reference first, skips candidates whose
   bounds (bounds.py) show they cannot win, and compiles the others in the surrogate's order
   (surrogate.py). With `prune=False` every candidate is compiled (the exhaustive search the
-  tests compare against).
+  tests compare against). Where the target's own compiler would compile, those compiles are a
+  screen on CPU devices and the best are confirmed by that compiler (confirm.py).
 - pipeline: the inter-operator search of the `pipeline` workload (pipeline_search.py), Alpa's
   stage construction over compiled per-layer costs (pipeline.py).
 
@@ -26,6 +27,7 @@ from typing import Any
 from explorer._search import pipeline as pipe
 from explorer._search.branch_and_bound import BranchAndBound
 from explorer._search.cluster import runner as make_runner
+from explorer._search.confirm import screening_for
 from explorer._search.connect import PROBE_TIMEOUT_S
 from explorer._search.pipeline_search import PipelineSearch
 from explorer._search.result import Progress, SearchPhase, SearchResult, SearchSpace
@@ -99,9 +101,13 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
         verify: pipeline: how many of the best plans that fit to compile (default 3).
         patience: stop after this many compiles in a row that do not improve the best (a
             heuristic stop: the winner is then the best found, not proven best).
-        compile_for: "target" (the default) compiles every candidate for a GPU or TPU
-            target's own hardware where its compiler is installed, so that each memory verdict
-            is that compiler's; "cpu" compiles them on fake CPU devices (faster, approximate).
+        compile_for: "target" (the default), on a GPU or TPU target whose compiler is
+            installed: a rules or specs search screens the candidates on fake CPU devices,
+            priced on the target, and compiles the best 3 again with the target's own compiler,
+            which ranks them (each Candidate's `compiled_by` says whose numbers it holds;
+            `stats.confirmed` counts them); a pipeline search compiles with the target's
+            compiler throughout. "cpu" compiles every candidate on fake CPU devices (faster,
+            approximate), with no confirmation.
 
     Returns:
         A SearchResult: candidates ranked best first, the Pareto front of time against memory,
@@ -141,7 +147,8 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
                             state.cancelled)
     state.should_stop()       # records a cancel that cut the enumeration short
     with _runner(cluster, pool, node_timeout) as runner:
-        return BranchAndBound(problem, chosen, found, settings, state, runner).run()
+        return BranchAndBound(problem, chosen, found, settings, state, runner,
+                              screening_for(settings, mesh_spec)).run()
 
 
 @contextmanager

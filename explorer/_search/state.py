@@ -6,12 +6,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from explorer._search.evaluate import Request
-from explorer._search.result import Candidate, CandidateStatus, Progress, SearchPhase, StopReason
+from explorer._search.result import (
+    Candidate,
+    CandidateStatus,
+    CompiledBy,
+    Progress,
+    SearchPhase,
+    StopReason,
+)
 from explorer._search.space import Layout, Problem, WorkloadProblem
+from explorer.api.targeting import CompileFor, compile_plan
+from explorer.compile.protocol import Backend
+from explorer.spec.mesh import MeshSpec
+
+_COMPILED_BY = {Backend.GPU_AOT: CompiledBy.GPU, Backend.TPU_AOT: CompiledBy.TPU}
 
 
 @dataclass(frozen=True)
@@ -23,6 +35,16 @@ class CompileSettings:
     partitioner: str
     timeout: float | None            # the time limit of one compile, seconds
     compile_for: str = "target"      # the target's own compiler where installed, or "cpu"
+
+    def compiled_by(self, mesh: MeshSpec) -> CompiledBy:
+        """The compiler these settings get on `mesh` (api/targeting.py's plan): the target's
+        own where installed and asked for, else fake CPU devices priced on the target."""
+        backend = compile_plan(mesh, self.target, self.compile_for).worker.backend
+        return _COMPILED_BY.get(backend, CompiledBy.CPU_PRICED)
+
+    def on_cpu(self) -> CompileSettings:
+        """The same compiles on fake CPU devices: the cheap screen of a search."""
+        return replace(self, compile_for=str(CompileFor.CPU))
 
     def request(self, problem: Problem, layout: Layout, timeout: float | None,
                 params: Mapping | None = None, rules: str | None = None) -> Request:
@@ -59,6 +81,9 @@ class SearchState:
     best_seconds: float | None = None
     best_label: str = ""
     since_best: int = 0              # compiles since the best last improved
+    # Seconds at the end of the budget kept from the screen for the confirmation (confirm.py);
+    # released (0) when the confirmation starts.
+    reserved_s: float = 0.0
     user_cancelled: bool = False     # the progress callback returned False
     violations: list[str] = field(default_factory=list)
 
@@ -68,21 +93,24 @@ class SearchState:
     def cancelled(self) -> bool:
         return self.user_cancelled or (self.cancel is not None and self.cancel.is_set())
 
-    def should_stop(self) -> bool:
-        """Whether to start no more compiles; records why in `stopped`."""
+    def should_stop(self, patience: bool = True) -> bool:
+        """Whether to start no more compiles; records why in `stopped`. Patience (compiles
+        that do not improve the best) applies to the search, not to the confirmation."""
         if self.cancelled():
             self.stopped = StopReason.CANCELLED
             return True
-        if self.budget_s is not None and self.elapsed() >= self.budget_s:
+        if self.budget_s is not None and self.remaining() <= 0:
             self.stopped = StopReason.BUDGET
             return True
-        if self.patience is not None and self.since_best >= self.patience:
+        if patience and self.patience is not None and self.since_best >= self.patience:
             self.stopped = StopReason.PATIENCE
             return True
         return False
 
     def remaining(self) -> float | None:
-        return None if self.budget_s is None else self.budget_s - self.elapsed()
+        """Seconds left of the budget, less what is reserved; None without a budget."""
+        return (None if self.budget_s is None
+                else self.budget_s - self.reserved_s - self.elapsed())
 
     def compile_timeout(self, limit: float | None) -> float | None:
         """The time limit of the next compile: the caller's `limit`, cut to what is left of the
@@ -101,6 +129,13 @@ class SearchState:
             self.failed += 1
         else:
             self.compiled += 1
+
+    def recount(self, before: Candidate, after: Candidate) -> None:
+        """A settled candidate compiled again (confirm.py): its count moves to what the new
+        compile made of it."""
+        failed = (before.status is CandidateStatus.FAILED, after.status is CandidateStatus.FAILED)
+        self.failed += failed[1] - failed[0]
+        self.compiled += failed[0] - failed[1]
 
     def note_best(self, candidate: Candidate) -> None:
         """Keep the best candidate that fits so far, and how many compiles ago it was found

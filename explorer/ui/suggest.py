@@ -344,11 +344,9 @@ def summary_html(job: SearchJob, result: SearchResult) -> str:
                          "proven best",
                "cancelled": "cancelled, so the winner is the best found before that",
                "patience": "stopped after compiles that did not improve the best"}.get(s.stopped)
-    best = result.best
-    head = (f"<b>Best</b>: <code>{html.escape(best.label)}</code>, "
-            f"{format_seconds(best.seconds)} per step, {human_bytes(best.memory_bytes)} per "
-            "device." if best is not None else
-            "<b>No candidate fits the chip's memory</b> (or none compiled); the table says why.")
+    # The result's own headline, as the CLI prints it: it names no best from a handful of
+    # candidates, and says which compiler the best's numbers come from.
+    head = f"<b>{html.escape(result.headline())}</b>"
     return (f"<p>{head}<br><small>Searched {html.escape(job.describe())}. Edits made since Start "
             "do not change this result.</small></p>"
             f"<p class='explorer-note'>{html.escape(s.text())}."
