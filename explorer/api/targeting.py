@@ -10,7 +10,6 @@ CPU compile priced on a GPU or TPU is an approximation, and the plan says why it
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -18,6 +17,7 @@ from math import prod
 
 from explorer.compile.gpu import GPU_EXTRA_NOTE, GpuTopology, gpu_plugin_installed, gpu_topology
 from explorer.compile.protocol import WorkerKey
+from explorer.compile.tpu import libtpu_installed
 from explorer.cost.hardware import (
     SLICE_AXIS,
     Target,
@@ -96,7 +96,7 @@ def compile_plan(mesh: MeshSpec, target: str | Target | None, compile_for=Compil
             return CompilePlan(cpu, approximate=GPU_EXTRA_NOTE)
         return CompilePlan(WorkerKey.gpu(), gpu=gpu_topology(t))
     topology, slices = tpu_slices_of(t)
-    if importlib.util.find_spec("libtpu") is None:
+    if not libtpu_installed():
         return CompilePlan(cpu, approximate=TPU_EXTRA_NOTE)
     if slices == 1:
         return CompilePlan(WorkerKey.tpu(), tpu_topology=topology)
@@ -128,7 +128,7 @@ def cpu_refusal(message: str, mesh: MeshSpec) -> str | None:
     offers = []
     for family, installed, extra in (
             (TargetFamily.GPU, gpu_plugin_installed(), GPU_EXTRA_NOTE),
-            (TargetFamily.TPU, importlib.util.find_spec("libtpu") is not None, TPU_EXTRA_NOTE)):
+            (TargetFamily.TPU, libtpu_installed(), TPU_EXTRA_NOTE)):
         fits = [t for t in targets().values()
                 if t.family is family and t.chips == mesh.device_count
                 and (family is TargetFamily.GPU or tpu_topology_of(t) is not None)]

@@ -74,10 +74,15 @@ def check_topology(topology: str, mesh: MeshSpec) -> None:
     if chips != mesh.device_count:
         raise MeshError(f"TPU topology {topology!r} has {chips} chips but mesh "
                         f"{mesh.text()!r} has {mesh.device_count} devices; they must be equal")
-    if importlib.util.find_spec("libtpu") is None:
+    if not libtpu_installed():
         raise InputError(
             f"compiling for TPU topology {topology!r} needs libtpu, which is not installed; "
             "install it with: pip install 'sharding-explorer[tpu]' (about 700 MB; no TPU needed)")
+
+
+def libtpu_installed() -> bool:
+    """Whether libtpu (the tpu extra), which compiles for TPU topologies, can be imported."""
+    return importlib.util.find_spec("libtpu") is not None
 
 
 def tpu_backend(topology: str, slices: int = 1) -> str:

@@ -53,10 +53,10 @@ def test_a_tpu_target_names_its_jax_topology(target, topology):
 
 
 def test_a_tpu_target_compiles_for_its_slice_where_libtpu_is(monkeypatch):
-    monkeypatch.setattr(targeting.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(targeting, "libtpu_installed", lambda: True)
     plan = compile_plan(MESH8, "tpu-v5e-2x4")
     assert plan.worker.backend is Backend.TPU_AOT and plan.tpu_topology == "v5e:2x4"
-    monkeypatch.setattr(targeting.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(targeting, "libtpu_installed", lambda: False)
     plan = compile_plan(MESH8, "tpu-v5e-2x4")
     assert plan.worker.backend is Backend.FAKE_CPU and plan.approximate == TPU_EXTRA_NOTE
 
@@ -80,7 +80,7 @@ def test_a_bad_compile_for_names_the_value_and_the_choices():
 
 
 def test_a_multi_slice_target_compiles_all_its_slices_through_libtpu(monkeypatch):
-    monkeypatch.setattr(targeting.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(targeting, "libtpu_installed", lambda: True)
     plan = compile_plan(MESH8, "tpu-v5e-2x2-2slices")
     # The default mapping puts the outer mesh axis, data, on the slices: a hybrid mesh of two
     # slices along data, the 4 chips of model inside each.
@@ -95,7 +95,7 @@ def test_a_multi_slice_target_compiles_all_its_slices_through_libtpu(monkeypatch
 
 def test_without_libtpu_a_multi_slice_target_compiles_on_the_cpu_and_says_what_to_install(
         monkeypatch):
-    monkeypatch.setattr(targeting.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(targeting, "libtpu_installed", lambda: False)
     plan = compile_plan(MESH8, "tpu-v5e-2x2-2slices")
     assert plan.worker.backend is Backend.FAKE_CPU and plan.approximate == TPU_EXTRA_NOTE
     assert plan.slices_per_axis == ()
