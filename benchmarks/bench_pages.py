@@ -38,7 +38,7 @@ from bench_notebook_memory import tree_rss
 from bench_page_load import CHROMIUM, CHROMIUM_ARGS, ROOT, wait_http
 from playwright.sync_api import sync_playwright
 
-from explorer.ui.serve import free_port, voila_command
+from explorer.ui.serve import free_port, stop_server, voila_command
 
 MIB = 2 ** 20
 WAIT_MS = 900_000         # eight kernels compiling at once on 2 cores take minutes
@@ -132,11 +132,7 @@ def measure(pages: int, idle_s: float, work: Path) -> dict:
                 server_idle = tree_rss(server.pid)[0]
                 browser.close()
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            stop_server(server, timeout=30)
     return {"pages": pages, "busy": busy, "idle": idle, "server_busy": server_busy,
             "server_idle": server_idle}
 

@@ -186,6 +186,17 @@ def wait_until_serving(url: str, proc: subprocess.Popen, timeout: float = 240) -
             time.sleep(0.3)
 
 
+def stop_server(proc: subprocess.Popen, timeout: float = 20) -> None:
+    """Stop a server started by a test or a benchmark: SIGTERM, so that it shuts its kernels
+    down, and SIGKILL if it has not exited within `timeout` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def voila_command(port: int, ip: str = "127.0.0.1", token: str | None = None,
                   notebook: Path | None = None, preheat: bool = True,
                   base_url: str | None = None) -> list[str]:

@@ -47,7 +47,7 @@ def artifacts() -> Path:
 def voila_server(artifacts):
     """voila_server(notebook=None): a context manager running Voila on `notebook` (the app
     notebook by default) on a free loopback port; it yields the URL and stops the server."""
-    from explorer.ui.serve import free_port, voila_command, wait_until_serving
+    from explorer.ui.serve import free_port, stop_server, voila_command, wait_until_serving
 
     @contextlib.contextmanager
     def serve(notebook=None):
@@ -69,11 +69,7 @@ def voila_server(artifacts):
         try:
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_server(proc)
             log.close()
 
     return serve

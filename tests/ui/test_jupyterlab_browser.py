@@ -15,7 +15,7 @@ pytest.importorskip("jupyterlab")
 pytest.importorskip("flax")
 playwright = pytest.importorskip("playwright.sync_api")
 
-from explorer.ui.serve import free_port, wait_until_serving  # noqa: E402
+from explorer.ui.serve import free_port, stop_server, wait_until_serving  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -89,11 +89,7 @@ def lab(tmp_path_factory, artifacts):
         wait_until_serving(url + "api", proc)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc, timeout=30)
         log.close()
 
 
