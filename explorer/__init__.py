@@ -7,7 +7,8 @@ target the predicted step time. Nothing is allocated and no accelerator is neede
 compile on fake CPU devices in a worker process.
 
 - `analyze(fn, *tensor_specs, mesh=...)` and `analyze_workload(name, mesh, preset=...)` return
-  a Report; `targets()` and `get_target()` name the hardware a Report can be priced on.
+  a Report; both build a `Request` (one validated, planned analysis), which `analyze(request)`
+  takes as it is; `targets()` and `get_target()` name the hardware a Report can be priced on.
 - `what_if(report, collective=i)` compiles the spec changes that might remove collective i and
   returns those a compile confirmed.
 - A request is made of TensorSpecs and a MeshSpec (`parse_spec` and `parse_mesh` read their
@@ -45,6 +46,7 @@ from explorer._search.result import SearchStats as SearchStats
 from explorer._search.result import StopReason as StopReason
 from explorer._search.result import TimeSource as TimeSource
 from explorer._search.search import search as search
+from explorer.api.analysis_request import Request
 from explorer.api.analyze import analyze, clear_cache
 from explorer.api.exploration import AppState, Exploration, FunctionRef
 from explorer.api.exploration import load as load_exploration
@@ -120,6 +122,7 @@ from explorer.workloads.registry import WORKLOADS
 __all__ = [
     # analysis
     "analyze", "analyze_workload", "clear_cache", "PARTITIONERS", "Partitioner", "WorkerPool",
+    "Request",
     # the request
     "TensorSpec", "parse_spec", "MeshSpec", "AxisType", "parse_mesh",
     # built-in workloads and strategies

@@ -42,6 +42,7 @@ from explorer._search.space import (
 )
 from explorer._search.space import mesh_shapes as factor_meshes
 from explorer._search.state import CompileSettings, SearchState
+from explorer.api.analysis_request import Request
 from explorer.api.pytrees import flat_call, named_inputs, tensor_leaves
 from explorer.api.request import (
     check_flag,
@@ -61,7 +62,8 @@ from explorer.spec.tensor import TensorSpec
 from explorer.workloads.registry import get_workload
 
 
-def search(program, *args, mesh, target: str, mapping=None, params: Mapping | None = None,
+def search(program, *args, mesh=None, target: str | None = None, mapping=None,
+           params: Mapping | None = None,
            space: str | None = None, names=None, tensors=None, mesh_shapes: bool = True,
            budget_s: float | None = None, prune: bool = True,
            progress: Callable[[Progress], Any] | None = None, cancel=None,
@@ -76,7 +78,9 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
         program: a built-in workload's name (its params in `params`), or a function followed
             by its arguments as explorer.analyze takes them: TensorSpecs, arrays or
             ShapeDtypeStructs in any pytree (an Equinox module, an optax state), each named
-            by its key path.
+            by its key path; or an explorer.Request, which gives the program, its params or
+            inputs, the mesh, target, mapping, partitioner, timeout and compile_for (its
+            layout is what the search varies, so its specs, preset and rules are not used).
         mesh: the mesh axes and sizes, e.g. "data=2,model=4".
         target: the hardware to predict on (see explorer.targets()); `mapping` places mesh
             axes on its links.
@@ -114,6 +118,15 @@ def search(program, *args, mesh, target: str, mapping=None, params: Mapping | No
         why the winner beats the runner-up, and the counts (docs/search.md).
     """
     started = time.perf_counter()
+    if isinstance(program, Request):
+        if args or any(v is not None for v in (mesh, target, mapping, params)):
+            raise InputError("search(request, ...) takes the program, mesh, target and mapping "
+                             "from the Request; give only the search's own options")
+        r = program
+        program, args = (r.workload, ()) if r.fn is None else (r.fn, r.planned.inputs)
+        mesh, target, mapping = r.planned.mesh, r.target, r.mapping
+        params = r.params if r.fn is None else None
+        partitioner, timeout, compile_for = r.partitioner, r.timeout, r.compile_for
     problem = _problem(program, args, params)
     mesh_spec = check_mesh(mesh)
     _check_target(target, mapping, mesh_spec)

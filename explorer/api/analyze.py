@@ -2,47 +2,33 @@
 
 from __future__ import annotations
 
-import hashlib
-import pickle
 import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
+from typing import Any, Literal, overload
 
 from explorer.api import diskcache
-from explorer.api.patterns import apply_spec_patterns, unmatched, unmatched_note
-from explorer.api.pytrees import (
-    FlatCall,
-    flat_call,
-    named_inputs,
-    tensor_leaves,
+from explorer.api.analysis_request import (
+    MappingLike,
+    MeshLike,
+    Request,
+    SpecLike,
+    SpecPatterns,
 )
-from explorer.api.request import (
-    check_donate,
-    check_flag,
-    check_function,
-    check_inputs,
-    check_mesh,
-    check_partitioner,
-    check_target,
-    check_timeout,
-)
-from explorer.api.targeting import CompilePlan, compile_plan, cpu_refusal
+from explorer.api.patterns import unmatched_note
+from explorer.api.request import check_flag
+from explorer.api.targeting import cpu_refusal
 from explorer.compile.pool import WorkerPool, default_pool
 from explorer.compile.protocol import Backend, CompileRequest
-from explorer.compile.sources import pickle_function
-from explorer.cost.mapping import AxisMapping
-from explorer.errors import CompileError
+from explorer.errors import CompileError, InputError
 from explorer.report.build import build_report
 from explorer.report.report import Report
-from explorer.spec.mesh import MeshSpec
-from explorer.spec.tensor import Entry, TensorSpec
 
-if TYPE_CHECKING:
-    from jax.sharding import PartitionSpec
+__all__ = ["CACHE_SIZE", "MappingLike", "MeshLike", "Request", "SpecLike", "SpecPatterns",
+           "analyze", "clear_cache", "run"]
 
 CACHE_SIZE = 128
 
@@ -50,19 +36,9 @@ _cache: OrderedDict[str, Report] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-# What `analyze` accepts for the mesh, a target mapping and a spec; api/request.py checks them.
-MeshLike: TypeAlias = str | Mapping[str, int] | MeshSpec
-# Values: a physical axis name, "name:k", (name, k) or a sequence of those.
-MappingLike: TypeAlias = str | Mapping[str, Any] | AxisMapping
-# Quoted: jax is imported only inside the functions that flatten pytrees.
-SpecLike: TypeAlias = "str | Sequence[Entry] | PartitionSpec"
-# Partition rules as libraries write them (explorer/api/patterns.py): a mapping or a sequence of
-# (regular expression, spec) pairs.
-SpecPatterns: TypeAlias = "Mapping[str, SpecLike] | Sequence[tuple[str, SpecLike]]"
-
-
 @overload
-def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str = ...,
+def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None = ...,
+            partitioner: str = ...,
             axis_type: str = ..., timeout: float | None = ..., pool: WorkerPool | None = ...,
             use_cache: bool = ..., cache_only: Literal[False] = ..., target: str | None = ...,
             mapping: MappingLike | None = ..., measure: bool = ...,
@@ -73,7 +49,8 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
 
 
 @overload
-def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str = ...,
+def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None = ...,
+            partitioner: str = ...,
             axis_type: str = ..., timeout: float | None = ..., pool: WorkerPool | None = ...,
             use_cache: bool = ..., cache_only: bool, target: str | None = ...,
             mapping: MappingLike | None = ..., measure: bool = ...,
@@ -83,7 +60,8 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
             donate: str | Sequence[str] | None = ...) -> Report | None: ...
 
 
-def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str = "shardy",
+def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None = None,
+            partitioner: str = "shardy",
             axis_type: str = "auto", timeout: float | None = None,
             pool: WorkerPool | None = None, use_cache: bool = True, cache_only: bool = False,
             target: str | None = None, mapping: MappingLike | None = None,
@@ -224,92 +202,115 @@ def analyze(fn: Callable[..., Any], *args: Any, mesh: MeshLike, partitioner: str
         >>> again.timing.cached
         True
     """
-    check_function(fn)
-    args = named_inputs(fn, args)
-    idle_patterns: list[str] = []
-    if specs is not None:
-        args = apply_spec_patterns(args, specs)
-        names = [t.name for t in tensor_leaves(args)]
-        idle_patterns = unmatched(names, specs)
-    timeout = check_timeout(timeout)
-    measure, use_cache, cache_only, peak, origins = (check_flag(v, n) for v, n in (
-        (measure, "measure"), (use_cache, "use_cache"), (cache_only, "cache_only"),
-        (peak, "peak"), (origins, "origins")))
-    mesh_spec = check_mesh(mesh, axis_type, tpu_topology=tpu_topology, real_devices=real_devices)
-    # Target and mapping are checked before the compile, so a bad one costs nothing.
-    placed = check_target(target, mapping, mesh_spec)
-    plan = compile_plan(mesh_spec, target, compile_for, tpu_topology=tpu_topology,
-                        real_devices=real_devices, mapping=placed)
-    report = _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache,
-                      cache_only, measure, plan, origins, donate)
-    if report is not None and idle_patterns:
-        report = replace(report, notes=(*report.notes, unmatched_note(idle_patterns, names)))
-    if report is None or target is None:
-        return report
-    from explorer.report.predict import with_target
-
-    report = replace(report, approximation=plan.approximate)
-    return with_target(report, target, mapping, peak=peak)
+    if isinstance(fn, Request):
+        _only_run_options(args, mesh, partitioner, axis_type, timeout, target, mapping, measure,
+                          tpu_topology, real_devices, specs, peak, compile_for, origins,
+                          donate)
+        return run(fn, pool=pool, use_cache=use_cache, cache_only=cache_only)
+    if mesh is None:
+        raise InputError("mesh= is missing: give the device mesh, e.g. mesh='data=2,model=4', "
+                         "or pass an explorer.Request")
+    request = Request(fn=fn, inputs=args, mesh=mesh, partitioner=partitioner,
+                      axis_type=axis_type, timeout=timeout, target=target, mapping=mapping,
+                      measure=measure, tpu_topology=tpu_topology, real_devices=real_devices,
+                      specs=specs, peak=peak, compile_for=compile_for, origins=origins,
+                      donate=donate)
+    return run(request, pool=pool, use_cache=use_cache, cache_only=cache_only)
 
 
-def _analyze(fn, args, mesh_spec, partitioner, timeout, pool, use_cache, cache_only,
-             measure, plan: CompilePlan, origins: bool = False, donate=None):
-    partitioner = check_partitioner(partitioner)     # the Partitioner the Report holds
-    leaves = tensor_leaves(args)
-    check_inputs(leaves, mesh_spec)
-    donated = check_donate(donate, [t.name for t in leaves])
+def _only_run_options(args, mesh, *options) -> None:
+    """With a Request, analyze takes only how to run it (pool, use_cache, cache_only): the
+    request carries everything else, and a second value for a field would be ignored."""
+    defaults = ("shardy", "auto", None, None, None, False, None, False, None, False,
+                "target", False, None)
+    if args or mesh is not None or any(
+            o is not d and o != d for o, d in zip(options, defaults, strict=True)):
+        raise InputError("analyze(request) takes only pool=, use_cache= and cache_only=; the "
+                         "Request holds the rest (use dataclasses.replace(request, ...) to "
+                         "change a field)")
 
-    fn, args = flat_call(fn, args)      # a user's pytree classes travel inside the function
-    if donated and any(not isinstance(a, TensorSpec) for a in args):
-        # jax donates whole arguments: one argument per input, so that any of them can be.
-        fn, args = FlatCall(fn, args), tuple(leaves)
-    fn_bytes = pickle_function(fn)
-    real_devices = plan.worker.backend is Backend.REAL
-    # Earlier keys stay as they were: what a request adds is appended only when it is asked.
-    request = (mesh_spec, partitioner, args, bool(measure), plan.tpu_topology, real_devices,
-               plan.gpu) + ((True,) if origins else ()) + ((("donate", donated),)
-                                                           if donated else ()) \
-        + ((("slices", plan.slices_per_axis),) if plan.slices_per_axis else ())
-    key = hashlib.sha256(fn_bytes + pickle.dumps(request)).hexdigest()
+
+def run(request: Request, *, pool: WorkerPool | None = None, use_cache: bool = True,
+        cache_only: bool = False, spent: MutableMapping[str, float] | None = None
+        ) -> Report | None:
+    """The Report of a Request, from a cache or a compile worker; nothing is checked or planned
+    again (the Request was, when it was made). None only with `cache_only`, on a miss.
+
+    `spent`, when given, gets the seconds this call spent reading the compiler's output into a
+    Report (``"read"``) and pricing it on the target (``"price"``), beside the worker start,
+    lowering and compile the Report's timing holds."""
+    use_cache = check_flag(use_cache, "use_cache")
+    cache_only = check_flag(cache_only, "cache_only")
+    p = request.planned
+    report = _compiled(request, pool, use_cache, cache_only, spent)
+    if report is None:
+        return None                                   # a cache_only miss
+    if p.idle_patterns:
+        report = replace(report, notes=(*report.notes, unmatched_note(list(p.idle_patterns),
+                                                                      p.names)))
+    if request.target is not None:
+        from explorer.report.predict import with_target
+
+        t0 = time.perf_counter()
+        report = replace(report, approximation=p.compile_plan.approximate)
+        report = with_target(report, request.target, request.mapping, peak=request.peak)
+        if spent is not None:
+            spent["price"] = time.perf_counter() - t0
+    info = p.workload_info(request.workload, request.preset)
+    if info is not None:
+        from explorer.report.memory import with_workload
+
+        report = with_workload(report, info, p.workload)
+    return report
+
+
+def _compiled(request: Request, pool, use_cache: bool, cache_only: bool, spent) -> Report | None:
+    p = request.planned
+    measure = bool(request.measure)
+    real_devices = p.compile_plan.worker.backend is Backend.REAL
     # Reports of plain compiles persist on disk (explorer/api/diskcache.py); measured runs and
     # real devices depend on this machine at this moment, so they stay in memory only.
     disk = diskcache.default_cache() if use_cache and not measure and not real_devices else None
     if use_cache:
         t0 = time.perf_counter()
         with _cache_lock:
-            hit = _cache.get(key)
+            hit = _cache.get(p.key)
             if hit is not None:
-                _cache.move_to_end(key)
+                _cache.move_to_end(p.key)
         if hit is None and disk is not None:
-            hit = disk.get(key)
+            hit = disk.get(p.key)
             if hit is not None:
-                _remember(key, hit)
+                _remember(p.key, hit)
         if hit is not None:
             return hit.with_timing(replace(hit.timing, cached=True,
                                            lookup_s=time.perf_counter() - t0))
-
     if cache_only:
         return None
-    message = CompileRequest(fn=fn_bytes, args=args, mesh=mesh_spec, partitioner=partitioner,
-                             sys_path=tuple(sys.path), measure=bool(measure),
-                             tpu_topology=plan.tpu_topology, gpu=plan.gpu, origins=origins,
-                             donate=donated, slices_per_axis=plan.slices_per_axis)
+    plan = p.compile_plan
+    message = CompileRequest(fn=p.fn_bytes, args=p.args, mesh=p.mesh, partitioner=p.partitioner,
+                             sys_path=tuple(sys.path), measure=measure,
+                             tpu_topology=plan.tpu_topology, gpu=plan.gpu,
+                             origins=bool(request.origins), donate=p.donated,
+                             slices_per_axis=plan.slices_per_axis)
     # TPU and GPU compiles need no local devices: one shared worker of each serves them all.
     try:
-        result = (pool or default_pool()).compile(plan.worker, message, timeout)
+        result = (pool or default_pool()).compile(plan.worker, message, p.timeout)
     except CompileError as e:
         on_cpu = plan.worker.backend is Backend.FAKE_CPU
-        instead = cpu_refusal(str(e), mesh_spec) if on_cpu else None
+        instead = cpu_refusal(str(e), p.mesh) if on_cpu else None
         if instead is None:
             raise
         raise CompileError(instead) from None
-    report = build_report(result, mesh_spec, partitioner, {t.name: t.spec for t in leaves})
-    if donated:
-        report = replace(report, donated=tuple(leaves[i].name for i in donated))
+    t0 = time.perf_counter()
+    report = build_report(result, p.mesh, p.partitioner, {t.name: t.spec for t in p.leaves})
+    if p.donated:
+        report = replace(report, donated=tuple(p.leaves[i].name for i in p.donated))
+    if spent is not None:
+        spent["read"] = time.perf_counter() - t0
     if use_cache:
-        _remember(key, report)
+        _remember(p.key, report)
     if disk is not None:
-        disk.put(key, report)
+        disk.put(p.key, report)
     return report
 
 

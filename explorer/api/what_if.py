@@ -25,6 +25,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from explorer.api.analysis_request import Request
+from explorer.api.analyze import run
 from explorer.api.exploration import Exploration
 from explorer.api.pytrees import map_tensor_leaves, named_inputs
 from explorer.compile.pool import WorkerPool
@@ -520,11 +522,20 @@ class _Program:
         return replace(self.exploration, specs={}).analyze(self.fn, *args, **options)
 
 
-def _program(subject: Report | Exploration, fn: Callable[..., Any] | None,
+def _program(subject: Report | Request | Exploration, fn: Callable[..., Any] | None,
              inputs: Sequence[Any] | None, compile_for: str,
              options: Mapping[str, Any]) -> tuple[_Program, Report]:
     """What `subject` analysed, to compile again, and its Report (an Exploration's analysed
     here)."""
+    if isinstance(subject, Request):
+        if fn is not None or inputs is not None:
+            raise InputError("a Request carries its program and inputs; what_if(request, "
+                             "collective) takes no fn or inputs")
+        report = run(subject, pool=options.get("pool"), use_cache=options.get("use_cache", True))
+        base = Exploration.from_report(report, subject.fn, compile_for=subject.compile_for)
+        if subject.fn is None:
+            return _Program(base), report
+        return _function(base, subject.fn, subject.inputs, report), report
     if isinstance(subject, Exploration):
         base = subject
         if base.workload is None:
@@ -539,7 +550,7 @@ def _program(subject: Report | Exploration, fn: Callable[..., Any] | None,
                              f"{base.workload!r}; it takes no fn or inputs")
         return _Program(base), base.analyze(**options)
     if not isinstance(subject, Report):
-        raise InputError(f"what_if takes a Report or an Exploration, not "
+        raise InputError(f"what_if takes a Report, a Request or an Exploration, not "
                          f"{type(subject).__name__}")
     info = subject.workload
     if info is not None and info.name in WORKLOADS:
@@ -560,7 +571,7 @@ def _function(base: Exploration, fn: Callable[..., Any], inputs: tuple,
     return _Program(base, fn, named_inputs(fn, inputs), input_specs(report))
 
 
-def what_if_search(subject: Report | Exploration, collective: int, *,
+def what_if_search(subject: Report | Request | Exploration, collective: int, *,
                    fn: Callable[..., Any] | None = None, inputs: Sequence[Any] | None = None,
                    compile_for: str = "target", pool: WorkerPool | None = None,
                    timeout: float | None = None, use_cache: bool = True) -> WhatIfSearch:
@@ -598,7 +609,7 @@ def _result(change: SpecChange, c: Collective, report: Report) -> WhatIf:
                   across_layers=bool(change.pattern), pattern=change.pattern, report=report)
 
 
-def what_if(subject: Report | Exploration, collective: int, *,
+def what_if(subject: Report | Request | Exploration, collective: int, *,
             fn: Callable[..., Any] | None = None, inputs: Sequence[Any] | None = None,
             compile_for: str = "target", pool: WorkerPool | None = None,
             timeout: float | None = None, use_cache: bool = True) -> list[WhatIf]:
@@ -614,8 +625,10 @@ def what_if(subject: Report | Exploration, collective: int, *,
     (``layers.*.w_up``), and kept too where it leaves less of the collective's repeats.
 
     Args:
-        subject: a Report (of a built-in workload, or of a user's function with `fn`), or an
-            Exploration (with `fn` and `inputs` for a user's function's), analysed first.
+        subject: a Report (of a built-in workload, or of a user's function with `fn`), an
+            explorer.Request (it carries its function and inputs), or an Exploration (with `fn`
+            and `inputs` for a user's function's); a Request or an Exploration is analysed
+            first.
         collective: the index of the collective in ``report.collectives``.
         fn: the user's function the Report or Exploration is of (neither carries it); None
             for a built-in workload.

@@ -1,20 +1,15 @@
-"""analyze_workload: a built-in workload placed by specs, a preset or rules, then analyzed."""
+"""analyze_workload: a built-in workload placed by specs, a preset or rules, then analyzed: the
+keyword form of `explorer.analyze(explorer.Request(workload=...))`."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any, Literal, overload
 
-from explorer.api.analyze import MeshLike, SpecLike, analyze
-from explorer.api.request import check_mesh, check_target, check_timeout
-from explorer.errors import WorkloadError
-from explorer.report.memory import with_workload
-from explorer.report.report import Report, WorkloadInfo
-from explorer.spec.bounds import show
-from explorer.strategy.plan import check_planned, plan
+from explorer.api.analysis_request import MeshLike, Request, SpecLike
+from explorer.api.analyze import run
+from explorer.report.report import Report
 from explorer.strategy.rules import Rules
-from explorer.workloads.registry import get_workload
 
 
 @overload
@@ -102,30 +97,7 @@ def analyze_workload(name: str, mesh: MeshLike, specs: Mapping[str, SpecLike] | 
         ...                           cache_only=True).timing.cached
         True
     """
-    # Everything cheap is checked first, so that bad input never waits for a plan or a compile.
-    workload = get_workload(name)
-    for what, value in (("specs", specs), ("activations", activations)):
-        if value is not None and not isinstance(value, Mapping):
-            raise WorkloadError(f"{what} {show(value)} are not a mapping of name to spec, "
-                                "e.g. {'x': 'data,None'}")
-    kwargs["timeout"] = check_timeout(kwargs.get("timeout"))
-    resolved = workload.resolve(params)
-    mesh_spec = check_mesh(mesh, kwargs.pop("axis_type", "auto"),
-                           tpu_topology=kwargs.get("tpu_topology"),
-                           real_devices=kwargs.get("real_devices", False))
-    check_target(kwargs.get("target"), kwargs.get("mapping"), mesh_spec)
-    if workload.check is not None:
-        workload.check(resolved, mesh_spec)
-    layout = plan(workload, resolved, mesh_spec, specs, preset, rules, activations)
-    tensors = workload.tensors(resolved, {**dict(specs or {}), **layout.specs})
-    check_planned(tensors, layout, mesh_spec)
-    fn = workload.build(resolved)
-    if layout.constraints:
-        fn = functools.partial(fn, constraints=layout.constraints)
-    kwargs.setdefault("donate", workload.donation(resolved))
-    report = analyze(fn, *tensors, mesh=mesh_spec, cache_only=cache_only, **kwargs)
-    if report is None:
-        return None                                   # a cache_only miss
-    extra = workload.info(resolved) if workload.info is not None else {}
-    info = WorkloadInfo(name=name, params=resolved, preset=preset, extra=extra, **layout.info())
-    return with_workload(report, info, workload)
+    run_options = {k: kwargs.pop(k) for k in ("pool", "use_cache") if k in kwargs}
+    request = Request(workload=name, mesh=mesh, specs=specs, params=params, preset=preset,
+                      rules=rules, activations=activations, **kwargs)
+    return run(request, cache_only=cache_only, **run_options)

@@ -8,7 +8,7 @@ import pytest
 
 import explorer
 from explorer import TensorSpec, analyze, analyze_workload, parse_mesh
-from explorer.api.analyze import tensor_leaves
+from explorer.api.pytrees import tensor_leaves
 from explorer.api.request import MAX_TIMEOUT, check_inputs, check_target, check_timeout
 from explorer.spec.bounds import MAX_PYTREE_DEPTH
 

@@ -1,0 +1,259 @@
+"""explorer.Request: one validated, planned description of one analysis.
+
+A Request names the program (a built-in workload and its params, or a function and its inputs,
+pytrees included), the mesh, the specs (per tensor, or partition rules as regular expressions),
+logical-axis rules or a preset, the target and axis mapping, and how to compile it. It is
+checked when it is made: every field at once, each error an InputError naming the field, the
+value and the valid choices. The layout is planned and the function pickled once, then: the
+CLI, the app and the Python API each build a Request at their edge, and nothing below them
+(`explorer.api.analyze.run`, the search, the app's session) validates or plans again.
+
+`dataclasses.replace(request, **changes)` makes the edited request, checked the same way, so an
+edit either gives a valid Request or raises and leaves the old one as it was.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import pickle
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from explorer.api.patterns import apply_spec_patterns, unmatched
+from explorer.api.pytrees import FlatCall, flat_call, named_inputs, tensor_leaves
+from explorer.api.request import (
+    check_donate,
+    check_flag,
+    check_function,
+    check_inputs,
+    check_mesh,
+    check_partitioner,
+    check_target,
+    check_timeout,
+)
+from explorer.api.targeting import CompileFor, CompilePlan, check_compile_for, compile_plan
+from explorer.compile.protocol import Backend, Partitioner
+from explorer.compile.sources import pickle_function
+from explorer.cost.mapping import AxisMapping
+from explorer.errors import InputError, WorkloadError
+from explorer.report.report import WorkloadInfo
+from explorer.spec.bounds import show
+from explorer.spec.mesh import AxisType, MeshSpec
+from explorer.spec.tensor import Entry, TensorSpec
+from explorer.strategy.plan import Plan, check_planned, plan
+from explorer.strategy.rules import Rules
+from explorer.workloads.base import Workload
+from explorer.workloads.registry import get_workload
+
+if TYPE_CHECKING:
+    from jax.sharding import PartitionSpec
+
+# What a request accepts for the mesh, a target mapping and a spec.
+MeshLike: TypeAlias = str | Mapping[str, int] | MeshSpec
+# Values: a physical axis name, "name:k", (name, k) or a sequence of those.
+MappingLike: TypeAlias = str | Mapping[str, Any] | AxisMapping
+# Quoted: jax is imported only inside the functions that flatten pytrees.
+SpecLike: TypeAlias = "str | Sequence[Entry] | PartitionSpec"
+# Partition rules as libraries write them (explorer/api/patterns.py): a mapping or a sequence of
+# (regular expression, spec) pairs.
+SpecPatterns: TypeAlias = "Mapping[str, SpecLike] | Sequence[tuple[str, SpecLike]]"
+RulesLike: TypeAlias = str | Mapping[str, Any] | Rules
+
+# The fields that only a workload's request has, and those only a function's has.
+_WORKLOAD_ONLY = ("params", "preset", "rules", "activations")
+_FUNCTION_ONLY = ("inputs",)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What a Request resolved to when it was made: everything a compile and its Report need,
+    so that no later step checks or plans again."""
+
+    mesh: MeshSpec
+    partitioner: Partitioner
+    compile_plan: CompilePlan
+    mapping: AxisMapping | None          # the mesh axes on the target's links (None: no target)
+    timeout: float | None
+    inputs: tuple                        # the arguments, every leaf a named TensorSpec
+    args: tuple                          # what the worker passes to `fn`, flat where it must be
+    leaves: tuple[TensorSpec, ...]       # every input, in HLO parameter order
+    donated: tuple[int, ...]             # positions among `leaves` the program may overwrite
+    fn_bytes: bytes                      # the pickled function the worker calls
+    key: str                             # the cache key: the function and everything it reads
+    idle_patterns: tuple[str, ...] = ()  # `specs` patterns that found no input
+    # A built-in workload's: the workload, its resolved params and its layout plan.
+    workload: Workload | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    layout: Plan | None = None
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self.leaves]
+
+    def workload_info(self, name: str, preset: str | None) -> WorkloadInfo | None:
+        if self.workload is None or self.layout is None:
+            return None
+        extra = self.workload.info(self.params) if self.workload.info is not None else {}
+        return WorkloadInfo(name=name, params=dict(self.params), preset=preset, extra=extra,
+                            **self.layout.info())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """One analysis, validated and planned when it is made.
+
+    Give either `workload` (a name of explorer.WORKLOADS, with `params`, `specs`, `preset`,
+    `rules`, `activations`) or `fn` with its `inputs` (TensorSpecs, array-likes or pytrees of
+    them; `specs` then are partition rules: regular expression -> spec). The other fields are
+    explorer.analyze's keywords, with the same meaning; `donate=None` for a workload is the
+    workload's own donation (a training step donates its state).
+
+    Raises on construction (InputError and its subclasses), naming the field and the choices:
+    a malformed or too large mesh, an unknown workload, param, preset, rule, target, mapping,
+    partitioner, compile_for or axis type, a spec that does not fit, a timeout out of range.
+
+    Example:
+        >>> import explorer
+        >>> r = explorer.Request(workload="mlp", mesh="data=2,model=4", preset="megatron")
+        >>> r.planned.mesh.sizes, [t.spec for t in r.planned.leaves]
+        ((2, 4), [('data', None), (None, 'model'), ('model', None)])
+        >>> explorer.Request(workload="mlp", mesh="data=2,model=4", partitioner="gpsmd")
+        Traceback (most recent call last):
+        ...
+        explorer.errors.InputError: partitioner 'gpsmd' is not one of 'shardy', 'gspmd'
+    """
+
+    mesh: MeshLike
+    workload: str | None = None
+    params: Mapping[str, Any] | None = None
+    fn: Callable[..., Any] | None = None
+    inputs: tuple = ()
+    specs: Mapping[str, SpecLike] | SpecPatterns | None = None
+    preset: str | None = None
+    rules: RulesLike | None = None
+    activations: Mapping[str, SpecLike | None] | None = None
+    target: str | None = None
+    mapping: MappingLike | None = None
+    partitioner: Partitioner | Literal["shardy", "gspmd"] = Partitioner.SHARDY
+    axis_type: AxisType | Literal["auto", "explicit"] = AxisType.AUTO
+    compile_for: CompileFor | Literal["target", "cpu"] = CompileFor.TARGET
+    donate: str | Sequence[str] | None = None
+    origins: bool = False
+    timeout: float | None = None
+    measure: bool = False
+    tpu_topology: str | None = None
+    real_devices: bool = False
+    peak: bool = False
+    #: what the request resolved to; made on construction
+    planned: Planned = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        # Without fn it is a workload's request, and get_workload names the choices of a missing
+        # or unknown workload.
+        if self.workload is not None and self.fn is not None:
+            raise InputError("a Request analyzes a built-in workload or a function, not both: "
+                             "give workload= (see explorer.WORKLOADS) or fn= with its inputs=")
+        if not isinstance(self.inputs, tuple):
+            raise InputError(f"inputs={show(self.inputs)} is not a tuple of the function's "
+                             "arguments, e.g. inputs=(x, w)")
+        wrong = _WORKLOAD_ONLY if self.fn is not None else _FUNCTION_ONLY
+        given = [n for n in wrong if getattr(self, n) not in (None, ())]
+        if given:
+            kind = "a function's" if self.fn is not None else "a workload's"
+            raise InputError(f"{given[0]}= is not part of {kind} request; "
+                             + ("a function's inputs carry their specs, or specs= patterns "
+                                "place them" if self.fn is not None else
+                                "a workload makes its own inputs (set params= instead)"))
+        planned = self._plan_workload() if self.fn is None else self._plan_function()
+        object.__setattr__(self, "planned", planned)
+
+    @property
+    def device_count(self) -> int:
+        return self.planned.mesh.device_count
+
+    # -- the two kinds of program ---------------------------------------------------------
+
+    def _plan_workload(self) -> Planned:
+        # Everything cheap first, in the order the keyword API always checked it, so that bad
+        # input never waits for a plan.
+        workload = get_workload(self.workload)
+        for what in ("specs", "activations"):
+            value = getattr(self, what)
+            if value is not None and not isinstance(value, Mapping):
+                raise WorkloadError(f"{what} {show(value)} are not a mapping of name to spec, "
+                                    "e.g. {'x': 'data,None'}")
+        timeout = check_timeout(self.timeout)
+        params = workload.resolve(self.params)
+        mesh = self._mesh()
+        placed = check_target(self.target, self.mapping, mesh)
+        if workload.check is not None:
+            workload.check(params, mesh)
+        layout = plan(workload, params, mesh, self.specs, self.preset, self.rules,
+                      self.activations)
+        tensors = workload.tensors(params, {**dict(self.specs or {}), **layout.specs})
+        check_planned(tensors, layout, mesh)
+        fn = workload.build(params)
+        if layout.constraints:
+            fn = functools.partial(fn, constraints=layout.constraints)
+        donate = self.donate if self.donate is not None else workload.donation(params)
+        return self._finish(fn, tuple(tensors), mesh, placed, timeout, donate,
+                            workload=workload, params=params, layout=layout)
+
+    def _plan_function(self) -> Planned:
+        check_function(self.fn)
+        args = named_inputs(self.fn, self.inputs)
+        idle: list[str] = []
+        if self.specs is not None:
+            args = apply_spec_patterns(args, self.specs)
+            idle = unmatched([t.name for t in tensor_leaves(args)], self.specs)
+        timeout = check_timeout(self.timeout)
+        mesh = self._mesh()
+        placed = check_target(self.target, self.mapping, mesh)
+        return self._finish(self.fn, args, mesh, placed, timeout, self.donate,
+                            idle_patterns=tuple(idle))
+
+    def _mesh(self) -> MeshSpec:
+        for name in ("measure", "peak", "origins"):
+            check_flag(getattr(self, name), name)
+        return check_mesh(self.mesh, self.axis_type, tpu_topology=self.tpu_topology,
+                          real_devices=self.real_devices)
+
+    def _finish(self, fn, args: tuple, mesh: MeshSpec, placed, timeout, donate,
+                **program) -> Planned:
+        """The checks every request shares, then the function pickled and the key made."""
+        compile_for = check_compile_for(self.compile_for)
+        compiled = compile_plan(mesh, self.target, compile_for, tpu_topology=self.tpu_topology,
+                                real_devices=self.real_devices, mapping=placed)
+        partitioner = check_partitioner(self.partitioner)
+        leaves = tuple(tensor_leaves(args))
+        check_inputs(leaves, mesh)
+        donated = check_donate(donate, [t.name for t in leaves])
+        inputs = tuple(args)
+        fn, args = flat_call(fn, args)      # a user's pytree classes travel inside the function
+        if donated and any(not isinstance(a, TensorSpec) for a in args):
+            # jax donates whole arguments: one argument per input, so that any can be.
+            fn, args = FlatCall(fn, args), leaves
+        fn_bytes = pickle_function(fn)
+        return Planned(mesh=mesh, partitioner=partitioner, compile_plan=compiled,
+                       mapping=placed, timeout=timeout, inputs=inputs, args=tuple(args),
+                       leaves=leaves,
+                       donated=donated, fn_bytes=fn_bytes,
+                       key=_cache_key(fn_bytes, mesh, partitioner, tuple(args),
+                                      bool(self.measure), compiled, bool(self.origins),
+                                      donated),
+                       **program)
+
+
+def _cache_key(fn_bytes: bytes, mesh: MeshSpec, partitioner: Partitioner, args: tuple,
+               measure: bool, compiled: CompilePlan, origins: bool,
+               donated: tuple[int, ...]) -> str:
+    """The digest of everything a compile reads. Earlier keys stay as they were (the cache on
+    disk outlives versions): what a request adds is appended only when it is asked."""
+    real_devices = compiled.worker.backend is Backend.REAL
+    parts = (mesh, partitioner, args, measure, compiled.tpu_topology, real_devices,
+             compiled.gpu) + ((True,) if origins else ()) \
+        + ((("donate", donated),) if donated else ()) \
+        + ((("slices", compiled.slices_per_axis),) if compiled.slices_per_axis else ())
+    return hashlib.sha256(fn_bytes + pickle.dumps(parts)).hexdigest()
