@@ -51,6 +51,7 @@ from explorer.api.analyze import analyze, clear_cache
 from explorer.api.exploration import AppState, Exploration, FunctionRef
 from explorer.api.exploration import load as load_exploration
 from explorer.api.request import PARTITIONERS
+from explorer.api.session import Edit, Result, Session, TimeSpent
 from explorer.api.what_if import WhatIf, what_if
 from explorer.api.workload import analyze_workload
 from explorer.compile.pool import WorkerPool
@@ -122,7 +123,7 @@ from explorer.workloads.registry import WORKLOADS
 __all__ = [
     # analysis
     "analyze", "analyze_workload", "clear_cache", "PARTITIONERS", "Partitioner", "WorkerPool",
-    "Request",
+    "Request", "Session", "Edit", "Result", "TimeSpent",
     # the request
     "TensorSpec", "parse_spec", "MeshSpec", "AxisType", "parse_mesh",
     # built-in workloads and strategies

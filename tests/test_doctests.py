@@ -9,9 +9,9 @@ import pytest
 # The modules whose docstrings hold examples. analyze's, analyze_workload's and the Report's
 # compile a matmul and the Megatron MLP on 8 fake CPU devices in a worker (about a second
 # each); the Report's examples are then answered from this process's cache. what_if's compiles
-# an MLP and two changes of its layout. A Request's example checks and plans
+# an MLP and two changes of its layout. A Request's and a Session's examples check and plan
 # only: nothing compiles.
-MODULES = ["explorer.api.analyze", "explorer.api.analysis_request",
+MODULES = ["explorer.api.analyze", "explorer.api.analysis_request", "explorer.api.session",
            "explorer.api.workload", "explorer.api.what_if",
            "explorer.report.report", "explorer.spec.mesh", "explorer.spec.tensor",
            "explorer.cost.hardware"]

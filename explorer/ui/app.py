@@ -4,12 +4,13 @@ One app for every program: a source (explorer.ui.sources) says what is compiled,
 workload (`Explorer`) or the user's own function (`explorer.ui.explore`); the mesh, the spec
 editor, the partitioner and target, and the views are the same for both.
 
-State lives here and in the editors; edits are validated at once (errors sit next to the widget
-at fault, and the last good result stays on screen, greyed as stale), then compiled in a
-background thread so the kernel stays responsive (explorer.ui.scheduler: an isolated edit
-compiles at once; edits made while one compiles become one compile after it). Results from
-superseded edits are dropped. With live updates off, edits are checked but not compiled until
-Apply.
+The state behind the app is an explorer.Session (`App.session`). Edits are validated at once in
+the widgets (errors sit next to the widget at fault, and the last good result stays on screen,
+greyed as stale); a valid one becomes the session's next explorer.Request, which the session
+answers from the cache or compiles in a background thread so the kernel stays responsive (an
+isolated edit compiles at once; edits made while one compiles become one compile after it).
+Results from superseded edits are dropped. With live updates off, edits are checked but not
+compiled until Apply.
 
 Every result shown gets a new id (`result_id`), and every view records the id of the result it
 drew (its figures carry it in their layout, its HTML in a `data-result` attribute). A tab is
@@ -35,6 +36,7 @@ import ipywidgets as w
 from explorer._search.result import Candidate as SearchCandidate
 from explorer.api.exploration import Exploration, load
 from explorer.api.request import check_inputs, check_mesh, check_partitioner, check_target
+from explorer.api.session import COLD_WORKER_QUIET_S, Session
 from explorer.api.targeting import CompileFor, check_compile_for, compile_plan
 from explorer.api.what_if import candidates, confirmed_changes, why_untried
 from explorer.compile.pool import default_pool
@@ -65,7 +67,6 @@ from explorer.ui.graph import GraphView
 from explorer.ui.grids import mesh_grid, placement_grid
 from explorer.ui.memory import MemoryView
 from explorer.ui.origins import OriginsPanel
-from explorer.ui.scheduler import CompileScheduler
 from explorer.ui.share import SharePanel
 from explorer.ui.sources import GROUP_OF_KIND, Request, Source, WorkloadSource
 from explorer.ui.specs import KeptPicks, SpecsEditor, carried_renames, renamed_spec
@@ -145,11 +146,6 @@ mark.explorer-hlo-selected { background: #fde047; }
 
 MEASURE_LABEL = "measure a real run (this CPU)"
 
-# An edit whose compile would start a worker process (jax loading in it: seconds) waits this
-# long for the edits to pause, so that a mesh edit undone at once starts no worker. An edit on a
-# warm worker starts at once (a single edit pays no delay), whatever the last compile took: the
-# schedule depends on the workers' state, never on the machine's speed.
-COLD_WORKER_QUIET_S = 1.5
 
 TAB_TITLES = ["Placement", "Collectives", "Memory", "Timing", "HLO", "Compare", "Suggest"]
 
@@ -248,11 +244,10 @@ class App:
         # views drew (a tab drawn for an older result is hidden until drawn again).
         self._drawn: dict[int, int] = {}
         self._waiting: Request | None = None     # checked while live updates were off
+        # The state behind the app (explorer.Session): the current explorer.Request and its
+        # edits, the compile scheduling and the results; made with the first valid request.
+        self.session: Session | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="explorer")
-        self._scheduler = CompileScheduler(lambda request: self._run(request),
-                                           self._guard(self._compile_started),
-                                           self._guard(self._finish), self._executor,
-                                           debounce or 0.0)
         self._compiling: int | None = None      # the edit whose compile is in flight
         # What-if compiles run on their own thread, one at a time, so an edit's compile never
         # queues behind them in this executor (the worker pool still runs one per worker).
@@ -693,14 +688,14 @@ class App:
         try:
             request = self._request()
         except ExplorerError as e:
-            self._scheduler.discard()
+            self._discard()
             self._show_error(str(e))
             return
         finally:
             self._muted -= 1
         self.error = None
         if not (self.live_w.value or apply or wait):
-            self._scheduler.discard()
+            self._discard()
             self._waiting = request
             self.tabs.add_class("explorer-stale")
             self._set_status("⏸ live updates off: the edits are checked, not compiled; press "
@@ -708,36 +703,54 @@ class App:
                                               else ""))
             return
         self._waiting = None
-        hit = self._compile(request, cache_only=True)
-        if hit is not None:
-            self._scheduler.discard()
-            self._show(hit, request)
+        try:
+            session = self._session_for(request)
+        except ExplorerError as e:
+            self._show_error(str(e))
             return
+        generation = self._generation
         loop = _running_loop()
         if loop is None or self.debounce is None or wait:
-            self._scheduler.discard()
-            self._finish(self._generation, request, self._run(request))
+            session.discard()
+            self._finish(generation, request, self._run(session, request))
             return
-        quiet = self._quiet_before(request)
-        if self._scheduler.busy:
+        analysis = session.request
+        if session.busy:
             self._set_status("◌ waiting for the compile in flight (an earlier edit); this edit "
                              "compiles next, with any made meanwhile")
-        elif quiet >= COLD_WORKER_QUIET_S:
-            self._set_status(f"◌ starting a compile worker in {quiet:.1f} s, unless the edit "
-                             "changes again meanwhile")
-        self._scheduler.submit(self._generation, request, loop, quiet)
+        hit = session.schedule(loop, self._guard(functools.partial(self._answered, generation,
+                                                                   request)),
+                               self._guard(lambda _: self._compile_started(generation)))
+        if hit is None and not session.busy and \
+                session.quiet_before(analysis) >= COLD_WORKER_QUIET_S:
+            self._set_status(f"◌ starting a compile worker in {COLD_WORKER_QUIET_S:.1f} s, "
+                             "unless the edit changes again meanwhile")
 
-    def _quiet_before(self, request: Request) -> float:
-        """How long this edit waits for the edits to pause before its compile starts: at once
-        where the worker it needs is up, COLD_WORKER_QUIET_S where the compile would start one
-        (CompileScheduler.submit)."""
-        try:
-            worker = compile_plan(request.mesh, request.target, request.compile_for).worker
-        except ExplorerError:
-            return self.debounce or 0.0
-        if not (self.pool or default_pool()).ready(worker):
-            return max(self.debounce or 0.0, COLD_WORKER_QUIET_S)
-        return 0.0
+    def _busy(self) -> bool:
+        return self.session is not None and self.session.busy
+
+    def _discard(self) -> None:
+        """Forget an edit waiting to compile: a newer one needs none."""
+        if self.session is not None:
+            self.session.discard()
+
+    def _session_for(self, request: Request) -> Session:
+        """The session, its current request made from the checked app request `request`."""
+        analysis = self.source.analysis(request)
+        if self.session is None:
+            self.session = Session(analysis, pool=self.pool, debounce=self.debounce or 0.0,
+                                   executor=self._executor)
+        else:
+            self.session.set_request(analysis)
+        return self.session
+
+    def _answered(self, generation: int, request: Request, result) -> None:
+        """The session answered edit `generation` (a Result, or the error its compile
+        raised)."""
+        if isinstance(result, Exception):
+            self._finish(generation, request, result)
+        else:
+            self._finish(generation, request, self.source.describe(result.report, request))
 
     def _live_changed(self) -> None:
         """Live updates on: compile what was edited while they were off; off: show Apply."""
@@ -748,13 +761,14 @@ class App:
     def _compile(self, request: Request, cache_only=False):
         return self.source.compile(request, self.pool, cache_only)
 
-    def _run(self, request):
-        """The compile's Report, or the error it raised (shown by _finish, never lost in the
-        executor's thread)."""
+    def _run(self, session: Session, request: Request):
+        """The Report of the session's current request (made from `request`), compiled here,
+        or the error it raised (shown by _finish)."""
         try:
-            return self._compile(request)
+            result = session.analyze()
         except Exception as e:
             return e
+        return self.source.describe(result.report, request)
 
     def _compile_started(self, generation: int) -> None:
         """Say that edit `generation`'s compile runs, and for how long, while the app's latest
@@ -763,7 +777,7 @@ class App:
         loop, started = _running_loop(), time.perf_counter()
 
         def tick():
-            if self._compiling != generation or not self._scheduler.busy:
+            if self._compiling != generation or not self._busy():
                 return
             took = time.perf_counter() - started
             if generation == self._generation:
@@ -771,7 +785,7 @@ class App:
                 # first compile, or the first after an idle worker was closed), else compiling.
                 activity = (self.pool or default_pool()).activity()
                 self._set_status(f"◌ {activity}… {took:.1f} s")
-            elif self._scheduler.waiting:
+            elif self.session is not None and self.session.waiting:
                 self._set_status(f"◌ compiling an earlier edit… {took:.1f} s; the latest "
                                  "compiles next (one compile for the edits made meanwhile)")
             if loop is not None:
@@ -856,7 +870,8 @@ class App:
         self.collectives.table.value = stamped(collectives_html(report, unavailable=unavailable),
                                                self.result_id)
         self.collectives.result = self.result_id
-        self.timing.text.value = stamped(timing_html(report, unavailable), self.result_id)
+        self.timing.text.value = stamped(timing_html(report, unavailable) + self._spent_html(),
+                                         self.result_id)
         self.share.update()
         self._drawn = {}
         for index, child in enumerate(self.tabs.children):
@@ -864,7 +879,19 @@ class App:
             # hidden first, a reader would see it blank between the two messages (a flicker).
             if TAB_TITLES[index] != "Suggest" and index != self.tabs.selected_index:
                 child.add_class("explorer-outdated")
+        drawing = time.perf_counter()
         self._draw_tab(self.tabs.selected_index)
+        if self.session is not None:
+            self.session.drawn(self.session.generation, time.perf_counter() - drawing)
+
+    def _spent_html(self) -> str:
+        """Where the wait for the session's current result went, under the Timing tab's text
+        (drawing is counted in the session after the tab is drawn)."""
+        result = self.session.result if self.session is not None else None
+        if result is None or result.generation != self.session.generation:
+            return ""
+        return (f"<p class='explorer-note'>This answer took {html.escape(result.spent.text())}"
+                "</p>")
 
     def _draw_tab(self, index) -> None:
         """Draw tab `index` for the current result, unless its views drew it already."""
@@ -1112,6 +1139,8 @@ class App:
 
     def close(self) -> None:
         self.suggest.close()
+        if self.session is not None:
+            self.session.close()
         self._executor.shutdown(wait=False)
         self._what_if_executor.shutdown(wait=False)
         self.widget.close()

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 
 import ipywidgets as w
 
-from explorer.api.analyze import analyze
+from explorer.api.analysis_request import Request as AnalysisRequest
+from explorer.api.analyze import run
 from explorer.api.patterns import (
     apply_spec_patterns,
     match_spec_patterns,
@@ -26,7 +27,6 @@ from explorer.api.patterns import (
     unmatched_note,
 )
 from explorer.api.pytrees import argument_names, map_tensor_leaves, named_inputs, tensor_leaves
-from explorer.api.workload import analyze_workload
 from explorer.compile.sources import cell_name
 from explorer.cost.hardware import compute_dtypes
 from explorer.errors import ExplorerError, InputError, RuleError, TensorError
@@ -123,8 +123,17 @@ class Source:
     def check(self, placement: Placement, inputs: list[TensorSpec], mesh: MeshSpec) -> None:
         """What only this source can check, before the compile."""
 
-    def compile(self, request: Request, pool, cache_only: bool) -> Report | None:
+    def analysis(self, request: Request) -> AnalysisRequest:
+        """The explorer.Request that compiles the checked app request `request`."""
         raise NotImplementedError
+
+    def describe(self, report: Report, request: Request) -> Report:
+        """`report` (of `analysis(request)`) as the app shows it: what was analysed."""
+        return report
+
+    def compile(self, request: Request, pool, cache_only: bool) -> Report | None:
+        report = run(self.analysis(request), pool=pool, cache_only=cache_only)
+        return None if report is None else self.describe(report, request)
 
     def dim_names(self, report: Report, tensor: str) -> tuple[str | None, ...] | None:
         """The logical names of an input's dimensions, for the placement view's axes."""
@@ -250,13 +259,13 @@ class WorkloadSource(Source):
         if self.workload.check is not None:
             self.workload.check(params, mesh)
 
-    def compile(self, request: Request, pool, cache_only: bool) -> Report | None:
-        return analyze_workload(self.workload_w.value, request.mesh, specs=request.pinned,
-                                params=request.params, preset=request.preset,
-                                rules=request.rules, partitioner=request.partitioner,
-                                target=request.target, mapping=request.mapping,
-                                measure=request.measure, pool=pool, cache_only=cache_only,
-                                compile_for=request.compile_for, origins=request.origins)
+    def analysis(self, request: Request) -> AnalysisRequest:
+        return AnalysisRequest(workload=self.workload_w.value, mesh=request.mesh,
+                               specs=request.pinned or None, params=request.params,
+                               preset=request.preset, rules=request.rules,
+                               partitioner=request.partitioner, target=request.target,
+                               mapping=request.mapping, measure=request.measure,
+                               compile_for=request.compile_for, origins=request.origins)
 
     def dim_names(self, report, tensor):
         info = report.workload
@@ -420,15 +429,12 @@ class FunctionSource(Source):
         return tuple(map_tensor_leaves(a, lambda t: replace(t, spec=specs[t.name]))
                      for a in self.args)
 
-    def compile(self, request: Request, pool, cache_only: bool) -> Report | None:
-        report = analyze(self.fn, *self.inputs(request.specs), mesh=request.mesh,
-                         partitioner=request.partitioner, target=request.target,
-                         mapping=request.mapping, measure=request.measure, pool=pool,
-                         cache_only=cache_only, compile_for=request.compile_for,
-                         origins=request.origins)
-        if report is None:
-            return None
-        return self.describe(report, request)
+    def analysis(self, request: Request) -> AnalysisRequest:
+        return AnalysisRequest(fn=self.fn, inputs=tuple(self.inputs(request.specs)),
+                               mesh=request.mesh, partitioner=request.partitioner,
+                               target=request.target, mapping=request.mapping,
+                               measure=request.measure, compile_for=request.compile_for,
+                               origins=request.origins)
 
     def describe(self, report: Report, request: Request) -> Report:
         """The report with what was analysed (the function, its specs) and, where the inputs'

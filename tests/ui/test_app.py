@@ -438,7 +438,25 @@ def test_rank_3_tensors_are_drawn_as_small_multiples():
     assert g.z == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
 
-def test_an_isolated_edit_compiles_at_once_and_edits_during_a_compile_become_one():
+def counted_compiles(monkeypatch) -> list:
+    """The requests the app's session compiles (cache lookups left out), as they start."""
+    from explorer.api import session as session_module
+
+    compiles, real = [], session_module.run
+
+    def run(request, **kwargs):
+        if not kwargs.get("cache_only"):
+            compiles.append(request)
+        return real(request, **kwargs)
+    monkeypatch.setattr(session_module, "run", run)
+    return compiles
+
+
+def specs_of(request) -> dict:
+    return {t.name: t.spec for t in request.planned.leaves}
+
+
+def test_an_isolated_edit_compiles_at_once_and_edits_during_a_compile_become_one(monkeypatch):
     import asyncio
 
     async def scenario():
@@ -446,20 +464,18 @@ def test_an_isolated_edit_compiles_at_once_and_edits_during_a_compile_become_one
         app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, debounce=0.3,
                        params={"batch": 64})
         explorer.clear_cache()          # every edit below compiles
-        compiles = []
-        run = app._run
-        app._run = lambda request: (compiles.append(request), run(request))[1]
+        compiles = counted_compiles(monkeypatch)
         try:
             # An isolated edit starts compiling at once.
             app.spec_rows["w1"].pickers[1].value = []
-            assert len(compiles) == 1 or app._scheduler.busy
+            assert len(compiles) == 1 or app.session.busy
             # Two more edits while it compiles: they wait, and only the last is compiled.
             app.spec_rows["w2"].pickers[0].value = []
             app.spec_rows["w1"].pickers[0].value = ["model"]
             while app.request is None or app.request.specs["w1"] != ("model", None):
                 await asyncio.sleep(0.02)
-            assert [c.specs["w1"] for c in compiles] == [(None, None), ("model", None)]
-            assert compiles[1].specs["w2"] == (None, None)
+            assert [specs_of(c)["w1"] for c in compiles] == [(None, None), ("model", None)]
+            assert specs_of(compiles[1])["w2"] == (None, None)
             # w1's rows over model: the partial sums of h (64 × 4096 floats) are all-reduced.
             assert [(c.kind, c.bytes) for c in app.report.collectives] == \
                 [("all-reduce", 64 // 2 * 4096 * 4)]
@@ -469,7 +485,7 @@ def test_an_isolated_edit_compiles_at_once_and_edits_during_a_compile_become_one
     asyncio.run(scenario())
 
 
-def test_an_edit_that_needs_a_new_worker_waits_and_undone_at_once_starts_none():
+def test_an_edit_that_needs_a_new_worker_waits_and_undone_at_once_starts_none(monkeypatch):
     import asyncio
 
     from explorer.compile.pool import WorkerPool
@@ -480,24 +496,22 @@ def test_an_edit_that_needs_a_new_worker_waits_and_undone_at_once_starts_none():
         explorer.clear_cache()          # the 16-device request below compiles
         app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, debounce=0.3,
                        params={"batch": 64}, pool=pool)
-        compiles = []
-        run = app._run
-        app._run = lambda request: (compiles.append(request), run(request))[1]
+        compiles = counted_compiles(monkeypatch)
         try:
             assert pool.ready(WorkerKey.fake_cpu(8)) and not pool.ready(WorkerKey.fake_cpu(16))
             mesh_size(app, "data", 4)           # 16 devices: no worker for them yet
-            assert app._scheduler.waiting and not app._scheduler.busy and compiles == []
+            assert app.session.waiting and not app.session.busy and compiles == []
             assert "starting a compile worker in 1.5 s, unless the edit changes" in \
                 app.status.value
             mesh_size(app, "data", 2)           # undone: answered by the cache
-            assert not app._scheduler.waiting and app.request.mesh.device_count == 8
+            assert not app.session.waiting and app.request.mesh.device_count == 8
             await asyncio.sleep(2 * app_module.COLD_WORKER_QUIET_S)
             assert compiles == [] and WorkerKey.fake_cpu(16) not in pool._workers
             # Made and left: it compiles once the edits have paused, on a new worker.
             mesh_size(app, "data", 4)
             while app.report.mesh.device_count != 16:
                 await asyncio.sleep(0.05)
-            assert [c.mesh.device_count for c in compiles] == [16]
+            assert [c.device_count for c in compiles] == [16]
         finally:
             app.close()
             pool.close()
@@ -505,10 +519,8 @@ def test_an_edit_that_needs_a_new_worker_waits_and_undone_at_once_starts_none():
     asyncio.run(scenario())
 
 
-def test_with_live_updates_off_edits_are_checked_and_compiled_once_on_apply(app):
-    compiles = []
-    run = app._run
-    app._run = lambda request: (compiles.append(request), run(request))[1]
+def test_with_live_updates_off_edits_are_checked_and_compiled_once_on_apply(app, monkeypatch):
+    compiles = counted_compiles(monkeypatch)
     shown = app.report
     app.live_w.value = False
     assert app.apply_w.layout.display == ""
@@ -521,9 +533,9 @@ def test_with_live_updates_off_edits_are_checked_and_compiled_once_on_apply(app)
     assert "explorer-stale" in app.tabs._dom_classes
     app.apply_w.click()
     [request] = compiles
-    assert request.mesh.text() == "data=2,model=2" and request.params["batch"] == 128
-    assert request.specs["w2"] == (None, None)
-    assert app.request is request and "explorer-stale" not in app.tabs._dom_classes
+    assert request.planned.mesh.text() == "data=2,model=2"
+    assert request.planned.params["batch"] == 128 and specs_of(request)["w2"] == (None, None)
+    assert app.session.request is request and "explorer-stale" not in app.tabs._dom_classes
 
 
 @pytest.mark.slow

@@ -34,7 +34,7 @@ async def settled(app, timeout: float = 600.0) -> None:
     """Wait until no compile runs or waits and the app shows a result for its last edit."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while app._scheduler.busy or app._scheduler.waiting or app.error is not None \
+    while app.session.busy or app.session.waiting or app.error is not None \
             or "●" not in app.status.value:
         assert loop.time() < deadline, f"no result; status: {app.status.value}, {app.error}"
         await asyncio.sleep(0.05)
@@ -117,7 +117,7 @@ def test_every_view_draws_the_current_result_through_an_issue_22_session(cpu_hog
 
             # Edits during a compile: each supersedes the one waiting; the last is shown.
             params(app)["seq"].value = 64
-            assert app._scheduler.busy                    # an isolated edit starts at once
+            assert app.session.busy                       # an isolated edit starts at once
             params(app)["layers"].value = 2
             params(app)["batch"].value = 32
             await settled(app)
