@@ -42,7 +42,7 @@ from explorer._search.space import (
 )
 from explorer._search.space import mesh_shapes as factor_meshes
 from explorer._search.state import CompileSettings, SearchState
-from explorer.api.analysis_request import Request
+from explorer.api.analysis_request import CompileForName, PartitionerName, Request
 from explorer.api.pytrees import flat_call, named_inputs, tensor_leaves
 from explorer.api.request import (
     check_flag,
@@ -68,10 +68,10 @@ def search(program, *args, mesh=None, target: str | None = None, mapping=None,
            budget_s: float | None = None, prune: bool = True,
            progress: Callable[[Progress], Any] | None = None, cancel=None,
            cluster: str | None = None, node_timeout: float | None = None,
-           timeout: float | None = None, partitioner: str = "shardy", pool=None,
+           timeout: float | None = None, partitioner: PartitionerName = "shardy", pool=None,
            max_microbatches: int | None = None,
            verify: int = 3, patience: int | None = None,
-           compile_for: str = "target") -> SearchResult:
+           compile_for: CompileForName = "target") -> SearchResult:
     """Search the shardings of `program` on `mesh` for the fastest predicted step on `target`.
 
     Args:

@@ -60,6 +60,10 @@ SpecLike: TypeAlias = "str | Sequence[Entry] | PartitionSpec"
 # (regular expression, spec) pairs.
 SpecPatterns: TypeAlias = "Mapping[str, SpecLike] | Sequence[tuple[str, SpecLike]]"
 RulesLike: TypeAlias = str | Mapping[str, Any] | Rules
+# The closed sets, as their enums or the names users write.
+PartitionerName: TypeAlias = Partitioner | Literal["shardy", "gspmd"]
+AxisTypeName: TypeAlias = AxisType | Literal["auto", "explicit"]
+CompileForName: TypeAlias = CompileFor | Literal["target", "cpu"]
 
 # The fields that only a workload's request has, and those only a function's has.
 _WORKLOAD_ONLY = ("params", "preset", "rules", "activations")
@@ -136,9 +140,9 @@ class Request:
     activations: Mapping[str, SpecLike | None] | None = None
     target: str | None = None
     mapping: MappingLike | None = None
-    partitioner: Partitioner | Literal["shardy", "gspmd"] = Partitioner.SHARDY
-    axis_type: AxisType | Literal["auto", "explicit"] = AxisType.AUTO
-    compile_for: CompileFor | Literal["target", "cpu"] = CompileFor.TARGET
+    partitioner: PartitionerName = Partitioner.SHARDY
+    axis_type: AxisTypeName = AxisType.AUTO
+    compile_for: CompileForName = CompileFor.TARGET
     donate: str | Sequence[str] | None = None
     origins: bool = False
     timeout: float | None = None

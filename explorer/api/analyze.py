@@ -12,8 +12,11 @@ from typing import Any, Literal, overload
 
 from explorer.api import diskcache
 from explorer.api.analysis_request import (
+    AxisTypeName,
+    CompileForName,
     MappingLike,
     MeshLike,
+    PartitionerName,
     Request,
     SpecLike,
     SpecPatterns,
@@ -38,36 +41,36 @@ _cache_lock = threading.Lock()
 
 @overload
 def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None = ...,
-            partitioner: str = ...,
-            axis_type: str = ..., timeout: float | None = ..., pool: WorkerPool | None = ...,
+            partitioner: PartitionerName = ..., axis_type: AxisTypeName = ...,
+            timeout: float | None = ..., pool: WorkerPool | None = ...,
             use_cache: bool = ..., cache_only: Literal[False] = ..., target: str | None = ...,
             mapping: MappingLike | None = ..., measure: bool = ...,
             tpu_topology: str | None = ..., real_devices: bool = ...,
             specs: SpecPatterns | None = ..., peak: bool = ...,
-            compile_for: str = ..., origins: bool = ...,
+            compile_for: CompileForName = ..., origins: bool = ...,
             donate: str | Sequence[str] | None = ...) -> Report: ...
 
 
 @overload
 def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None = ...,
-            partitioner: str = ...,
-            axis_type: str = ..., timeout: float | None = ..., pool: WorkerPool | None = ...,
+            partitioner: PartitionerName = ..., axis_type: AxisTypeName = ...,
+            timeout: float | None = ..., pool: WorkerPool | None = ...,
             use_cache: bool = ..., cache_only: bool, target: str | None = ...,
             mapping: MappingLike | None = ..., measure: bool = ...,
             tpu_topology: str | None = ..., real_devices: bool = ...,
             specs: SpecPatterns | None = ..., peak: bool = ...,
-            compile_for: str = ..., origins: bool = ...,
+            compile_for: CompileForName = ..., origins: bool = ...,
             donate: str | Sequence[str] | None = ...) -> Report | None: ...
 
 
 def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None = None,
-            partitioner: str = "shardy",
-            axis_type: str = "auto", timeout: float | None = None,
+            partitioner: PartitionerName = "shardy",
+            axis_type: AxisTypeName = "auto", timeout: float | None = None,
             pool: WorkerPool | None = None, use_cache: bool = True, cache_only: bool = False,
             target: str | None = None, mapping: MappingLike | None = None,
             measure: bool = False, tpu_topology: str | None = None,
             real_devices: bool = False, specs: SpecPatterns | None = None,
-            peak: bool = False, compile_for: str = "target",
+            peak: bool = False, compile_for: CompileForName = "target",
             origins: bool = False, donate: str | Sequence[str] | None = None
             ) -> Report | None:
     """Compile `fn` on abstract inputs sharded over `mesh` and report what the partitioner did.

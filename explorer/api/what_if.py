@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from explorer.api.analysis_request import Request
+from explorer.api.analysis_request import CompileForName, Request
 from explorer.api.analyze import run
 from explorer.api.exploration import Exploration
 from explorer.api.pytrees import map_tensor_leaves, named_inputs
@@ -573,7 +573,7 @@ def _function(base: Exploration, fn: Callable[..., Any], inputs: tuple,
 
 def what_if_search(subject: Report | Request | Exploration, collective: int, *,
                    fn: Callable[..., Any] | None = None, inputs: Sequence[Any] | None = None,
-                   compile_for: str = "target", pool: WorkerPool | None = None,
+                   compile_for: CompileForName = "target", pool: WorkerPool | None = None,
                    timeout: float | None = None, use_cache: bool = True) -> WhatIfSearch:
     """`what_if`, with how many changes were compiled, or why none could be (the command
     line's `--what-if` says both)."""
@@ -611,7 +611,7 @@ def _result(change: SpecChange, c: Collective, report: Report) -> WhatIf:
 
 def what_if(subject: Report | Request | Exploration, collective: int, *,
             fn: Callable[..., Any] | None = None, inputs: Sequence[Any] | None = None,
-            compile_for: str = "target", pool: WorkerPool | None = None,
+            compile_for: CompileForName = "target", pool: WorkerPool | None = None,
             timeout: float | None = None, use_cache: bool = True) -> list[WhatIf]:
     """The input spec changes that a compile confirmed would remove collective `collective` of
     a Report, or make the collectives of its line move fewer bytes, best first.
