@@ -5,6 +5,11 @@ step.
 
 Run by hand:  .venv/bin/python benchmarks/bench_analyze.py [--repeats 7]
 Prints a markdown table for docs/performance.md. Timings are wall-clock medians.
+
+`--small` measures small programs instead (the app's edit latency check: the MLP with x of
+256 x 512, w1 of 512 x ~1100 and w2 back, on 8 fake devices, a bare compile of 50-100 ms), where
+the fixed cost of an analysis over the compile shows most; each round a new d_ff, the two sides
+in alternating order, the ratio the median of the paired rounds.
 """
 
 from __future__ import annotations
@@ -57,11 +62,43 @@ def program(batch: int):
     return w.build(params), w.tensors(params, SPECS)
 
 
+def small_program(d_ff: int):
+    w = WORKLOADS["mlp"]
+    params = w.resolve({"batch": 256, "d_model": 512, "d_ff": d_ff})
+    return w.build(params), w.tensors(params, SPECS)
+
+
+def small_programs(repeats: int) -> None:
+    fn, tensors = small_program(1024)
+    bare_compile(fn, tensors)                                     # warm both sides
+    explorer.analyze(fn, *tensors, mesh=MESH, use_cache=False)
+    bare, ours = [], []
+    for i in range(repeats):
+        fn, tensors = small_program(1024 + 4 * (i + 19))          # 1100 and on: all new
+        sides = [(bare, bare_compile), (ours, timed_analyze)]
+        for times, measure in sides if i % 2 else sides[::-1]:
+            times.append(measure(fn, tensors))
+    ratios = [o / b for o, b in zip(ours, bare, strict=True)]
+    print("| measurement (small programs) | value |")
+    print("|---|---|")
+    print(f"| mlp 256x512x~1100 on {MESH}, bare jit.lower.compile, median | "
+          f"{statistics.median(bare) * 1e3:.0f} ms |")
+    print(f"| same programs through explorer.analyze (uncached), median | "
+          f"{statistics.median(ours) * 1e3:.0f} ms |")
+    print(f"| ratio analyze / bare, median of {repeats} paired rounds (target <= 1.3) | "
+          f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--skip-2048", action="store_true")
+    ap.add_argument("--small", action="store_true", help="small programs only (see above)")
     args = ap.parse_args()
+    if args.small:
+        small_programs(args.repeats)
+        explorer.compile.pool.default_pool().close()
+        return 0
 
     # Warm both paths: jax loaded and one compile done, here and in the worker.
     fn, tensors = program(8)
