@@ -24,7 +24,11 @@ page load"):
 - `js`: + plotly.js sent once per page (explorer.ui.figure), and no jupyterlab-plotly
   extension;
 - `preheat`: + one preheated kernel (what `sharding-explorer app` runs:
-  explorer.ui.serve.voila_command); each load waits until Voila has refilled its pool;
+  explorer.ui.serve.voila_command); each load waits until Voila has refilled its pool; the
+  figures' code is the app's plotly bundle (plotly's widget code with a plotly.js of the trace
+  types the app draws, explorer/ui/static/plotly_widget.js);
+- `preheat-plotly`: `preheat` with plotly's own widget bundle (every trace type, 5 MB) in place
+  of the app's (`EXPLORER_PLOTLY_BUNDLE=plotly`), as `preheat` was before that bundle;
 - `binder`: Voila as Binder's server extension serves it: a Jupyter server with Voila's server
   extension (`/voila/render/notebooks/app.ipynb`, no preheated kernel: the extension has none),
   with the report cache and binder/voila.json, as binder/postBuild leaves them;
@@ -68,9 +72,9 @@ CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 APP = ROOT / "notebooks" / "app.ipynb"
-VARIANTS = ("stock", "cache", "js", "preheat", "binder", "binder-proxy")
+VARIANTS = ("stock", "cache", "js", "preheat", "preheat-plotly", "binder", "binder-proxy")
 # Variants whose Voila keeps a preheated kernel: a load waits until it is there again.
-PREHEATED = ("preheat", "binder-proxy")
+PREHEATED = ("preheat", "preheat-plotly", "binder-proxy")
 
 # Marks taken in the page: the first moment each condition holds, in ms since navigation start.
 MARKS_JS = """
@@ -156,7 +160,10 @@ class Server:
         elif variant == "js":
             cmd = voila_command(port, preheat=False)
             self.url = f"http://127.0.0.1:{port}/"
-        elif variant == "preheat":
+        elif variant in ("preheat", "preheat-plotly"):
+            env.pop("EXPLORER_PLOTLY_BUNDLE", None)
+            if variant == "preheat-plotly":
+                env["EXPLORER_PLOTLY_BUNDLE"] = "plotly"
             cmd = voila_command(port, preheat=True)
             self.url = f"http://127.0.0.1:{port}/"
         else:

@@ -13,6 +13,17 @@ bundle once per page (kept in a module-level map keyed by the bundle widget), an
 figure its own instance of plotly's widget definition. Drawing and every message are plotly's
 own; only the delivery of the code changes.
 
+The bundle sent is, by default, `static/plotly_widget.js` (1.3 MB, built by
+tools/build_plotly_bundle.py): plotly's widget code, from the sources that rebuild plotly's own
+bundle byte for byte, bundled with a plotly.js of the three trace types the app draws (heatmap,
+scatter, bar) instead of all of them; evaluating plotly's full 5 MB bundle was most of a page
+load's time to its first heatmap (docs/performance.md). plotly's own bundle is sent instead where
+that file is missing, where it was built for another plotly than the one installed, where
+`EXPLORER_PLOTLY_BUNDLE=plotly` is set, and for a figure that draws another trace type: such a
+figure names plotly's bundle from the moment that trace is given to it (a figure already on the
+page then keeps the code it was drawn with until the page is reloaded; the app draws every
+result as a new figure).
+
 A `FigureSlot` holds one figure at a time. Every drawing is a new figure whose first state is the
 whole drawing, never an old figure restyled in place: a browser view of a figure restyled in
 place was seen to keep drawing an earlier result (issue 22: heatmaps of the previous workload
@@ -24,8 +35,13 @@ dataflow graph) were current. Each figure carries the id of the result it draws 
 from __future__ import annotations
 
 import importlib
+import json
+import os
+import re
 import sys
+from collections.abc import Iterable
 from copy import deepcopy
+from functools import cache
 from pathlib import Path
 
 
@@ -76,10 +92,15 @@ import plotly  # noqa: E402
 import plotly.graph_objects as go  # noqa: E402
 import traitlets  # noqa: E402
 
-_BUNDLE_FILE = Path(plotly.__file__).parent / "package_data" / "widgetbundle.js"
+PLOTLY_BUNDLE_FILE = Path(plotly.__file__).parent / "package_data" / "widgetbundle.js"
+APP_BUNDLE_FILE = Path(__file__).parent / "static" / "plotly_widget.js"
+# The first line of APP_BUNDLE_FILE (tools/build_plotly_bundle.py writes it).
+_APP_BUNDLE_HEADER = re.compile(r"/\* sharding-explorer plotly widget bundle (\{.*\}) \*/")
 
 # The loader: anywidget calls the default export once per figure model; `initialize` fetches the
-# bundle widget named in `_explorer_bundle` and imports its source once per page.
+# bundle widget named in `_explorer_bundle` and imports its source once per page. A figure made
+# in a live kernel may name another bundle a moment after it was opened (a trace type outside the
+# app's bundle added before it was shown): the name is read again once the import is done.
 _LOADER = """
 const modules = (globalThis.__explorerPlotlyModules ??= new Map());
 
@@ -96,8 +117,7 @@ async function bundleModel(manager, id) {
   }
 }
 
-function plotlyModule(model) {
-  const id = model.get("_explorer_bundle");
+function plotlyModule(model, id) {
   if (!modules.has(id)) {
     modules.set(id, (async () => {
       const source = (await bundleModel(model.widget_manager, id)).get("source");
@@ -116,7 +136,12 @@ export default () => {
   let widget;
   return {
     async initialize(ctx) {
-      widget = (await plotlyModule(ctx.model)).default();
+      let id, module;
+      do {
+        id = ctx.model.get("_explorer_bundle");
+        module = await plotlyModule(ctx.model, id);
+      } while (ctx.model.get("_explorer_bundle") !== id);
+      widget = module.default();
       return widget.initialize?.(ctx);
     },
     render(ctx) {
@@ -128,34 +153,85 @@ export default () => {
 
 
 class PlotlyBundle(anywidget.AnyWidget):
-    """Carries plotly's widget bundle to the page; never displayed."""
+    """Carries a plotly widget bundle to the page; never displayed."""
 
     _esm = "export default {};"
     source = traitlets.Unicode().tag(sync=True)
 
 
-_bundle: PlotlyBundle | None = None
+@cache
+def app_bundle() -> tuple[str, frozenset[str]] | None:
+    """The app's bundle (APP_BUNDLE_FILE) and the trace types it draws; None where the file is
+    missing or unreadable, or was built for another plotly than the one installed (its widget
+    code must be the one plotly's Python side talks to)."""
+    try:
+        source = APP_BUNDLE_FILE.read_text(encoding="utf-8")
+        info = json.loads(_APP_BUNDLE_HEADER.match(source).group(1))
+        if info["plotly"] != plotly.__version__:
+            return None
+        return source, frozenset(info["traces"])
+    except (OSError, AttributeError, ValueError, KeyError, TypeError):
+        return None
 
 
-def plotly_bundle() -> PlotlyBundle:
-    """The kernel's one bundle widget, created on first use and kept for the kernel's life
-    (figures on a reloaded page find it again)."""
-    global _bundle
-    if _bundle is None or _bundle.comm is None:
-        _bundle = PlotlyBundle(source=_BUNDLE_FILE.read_text(encoding="utf-8"))
-    return _bundle
+def _app_bundle_draws(trace_types: Iterable[str]) -> bool:
+    """Whether the app's bundle is to be sent for figures of these trace types."""
+    app = app_bundle()
+    return (app is not None and os.environ.get("EXPLORER_PLOTLY_BUNDLE", "") != "plotly"
+            and set(trace_types) <= app[1])
+
+
+_bundles: dict[str, PlotlyBundle] = {}
+
+
+def plotly_bundle(trace_types: Iterable[str] = ()) -> PlotlyBundle:
+    """The kernel's bundle widget for figures of `trace_types`: the app's where it draws them
+    all (see the module doc), else plotly's own. Each is created on first use and kept for the
+    kernel's life (figures on a reloaded page find it again)."""
+    kind = "app" if _app_bundle_draws(trace_types) else "plotly"
+    bundle = _bundles.get(kind)
+    if bundle is None or bundle.comm is None:
+        source = app_bundle()[0] if kind == "app" else \
+            PLOTLY_BUNDLE_FILE.read_text(encoding="utf-8")
+        bundle = _bundles[kind] = PlotlyBundle(source=source)
+    return bundle
+
+
+def _trace_types(traces) -> set[str]:
+    return {t.get("type") or "scatter" for t in traces or () if isinstance(t, dict)}
 
 
 class FigureWidget(go.FigureWidget):
-    """go.FigureWidget whose code comes from the shared PlotlyBundle (see the module doc)."""
+    """go.FigureWidget whose code comes from a shared PlotlyBundle (see the module doc)."""
 
     _esm = _LOADER
     _explorer_bundle = traitlets.Unicode().tag(sync=True)
 
     def __init__(self, *args, **kwargs):
-        # Set before the widget opens its comm, so that its first state names the bundle.
+        # Set before the widget opens its comm, so that its first state names the bundle; the
+        # traces it is made with, or given later, may name plotly's instead (_check_traces).
         self._explorer_bundle = plotly_bundle().model_id
         super().__init__(*args, **kwargs)
+
+    @traitlets.observe("_widget_data", "_py2js_addTraces", "_py2js_restyle", "_py2js_update")
+    def _check_traces(self, change) -> None:
+        """Name plotly's bundle once a trace type outside the app's bundle reaches the page."""
+        new = change["new"]
+        if change["name"] == "_widget_data":
+            types = _trace_types(new)
+        elif change["name"] == "_py2js_addTraces":
+            types = _trace_types((new or {}).get("trace_data"))
+        else:
+            key = "restyle_data" if change["name"] == "_py2js_restyle" else "style_data"
+            kind = ((new or {}).get(key) or {}).get("type")
+            types = {t for t in (kind if isinstance(kind, list) else [kind])
+                     if isinstance(t, str)}
+        if types and not _app_bundle_draws(types) and not self._names_plotly_bundle():
+            self._explorer_bundle = plotly_bundle(types).model_id
+
+    def _names_plotly_bundle(self) -> bool:
+        bundle = _bundles.get("plotly")
+        return bundle is not None and bundle.model_id == self._explorer_bundle
 
 
 def keep_state(fig: go.FigureWidget) -> None:
