@@ -62,7 +62,11 @@ VOILA_PREHEAT = [
     "explorer.ui.serve.PoolSparingKernelManager",
     "--VoilaKernelManager.fill_delay=5",      # the class Voila's factory builds on the above
 ]
-VOILA_PAGE = ["--VoilaConfiguration.extension_denylist=jupyterlab-plotly"]   # a list, item by item
+# The lab extensions a Voila page of the app never uses, denied item by item (a list): the
+# plotly renderer (above); jupyter-server-proxy's launcher (a JupyterLab panel; its module fails
+# to load in Voila anyway) and the pygments theme (Voila styles its own code cells).
+VOILA_PAGE = [f"--VoilaConfiguration.extension_denylist={name}" for name in (
+    "jupyterlab-plotly", "@jupyterhub/jupyter-server-proxy", "jupyterlab_pygments")]
 
 
 class PoolSparingKernelManager(AsyncMappingKernelManager):
