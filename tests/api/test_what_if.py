@@ -176,5 +176,6 @@ def test_an_exploration_of_a_function_needs_the_function_and_its_inputs():
 
 
 def test_only_a_report_or_an_exploration_is_asked():
-    with pytest.raises(explorer.InputError, match="takes a Report or an Exploration, not str"):
+    with pytest.raises(explorer.InputError,
+                       match="takes a Report, a Request or an Exploration, not str"):
         explorer.what_if("mlp", 0)
