@@ -4,26 +4,38 @@ the fastest strategy at that batch, each answer a compile for the target.
 This is the question MaxText's ahead-of-time compile answers by hand (compile a config for the
 real chips, read its memory, change the batch or the remat policy, compile again): for each
 policy (remat, offload) the batch is searched among the multiples of the batch's data-parallel
-degree, and every probe is compiled for the target, so a batch "fits" when the target's own
-compiler says so: its per-device memory within the chip's (`compiled_memory_fit`), or, on a TPU, a
-compile that did not run out of HBM.
+degree, and a batch "fits" when the target's own compiler says so: its per-device memory within
+the chip's (`compiled_memory_fit`), or, on a TPU, a compile that did not run out of HBM.
 
-Memory grows with the batch almost linearly (activations, one-hot tokens and logits scale with
-it; params and optimizer state do not), so the search fits a line through the last two probes
-to guess the boundary, then brackets it with compiles until a batch that fits sits next to one
-that does not; a bisection step keeps it finite when the line guesses badly. The answer is
-always two compiles apart, never an extrapolation. Then `explorer.search` ranks the strategies
-at the best policy's batch.
+The target's compiler takes seconds a compile (as long as a CPU one for a transformer step, and a
+CPU compile's memory is not the target's: it moves bf16 as f32 and fuses otherwise), so it is
+asked as few times as the answer allows, and a line predicts the rest for free. Memory grows
+with the batch almost linearly (activations, one-hot tokens and logits scale with it; params and
+optimizer state do not): the smallest batch is compiled first, then a far one, where memory
+proportional to the batch would need FAR chips' worth (at most `max_batch`, which ends the
+search there if it fits; a far batch that fits is the next one's start). The line through
+their memory figures predicts the boundary batch, and the compiler confirms it: the batch
+predicted and the one next to it. Where it does not confirm, the line through the closest
+compiles predicts again, and a bisection step keeps the count bounded when it guesses badly. The
+answer is always two compiles apart, never an extrapolation: the batch found fits and one step
+above it does not, both by the target's compiler. Each probe says why it was compiled and what
+the line had predicted for it. Then `explorer.search` ranks the strategies at the best policy's
+batch, within a time budget (SEARCH_BUDGET_S unless `search_kwargs` gives one).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
+from explorer._search.result import CompiledBy, Progress, SearchPhase
+from explorer._search.state import CompileSettings
 from explorer.api.request import check_mesh, check_target
+from explorer.api.targeting import check_compile_for
 from explorer.api.workload import analyze_workload
 from explorer.cost.hardware import format_bytes, get_target
 from explorer.cost.model import format_seconds
@@ -41,6 +53,40 @@ from explorer.workloads.registry import get_workload
 # Probes per policy beyond which the search stops with the bracket it has (a bisection over
 # 2**24 batch steps needs 24; the line's guesses need a handful).
 MAX_PROBES = 30
+# The far batch compiled after the smallest: where memory proportional to the batch (an upper
+# bound where params and optimizer state are part of the smallest batch's figure) would need
+# FAR chips' worth. Far enough that the line through the two spans the boundary, not so far
+# that the compile is of a program many times any chip (at the workload's bound on batch, a
+# dimension can overflow XLA's int32 sizes).
+FAR = 8
+# Compiles in a row that may leave the bracket more than half as wide as it was before the line
+# gets no more say and the bracket's middle is compiled.
+MAX_SLOW_PROBES = 2
+# The time budget of the strategy search at the best batch, seconds, unless search_kwargs give
+# one: a transformer's rules space holds thousands of layouts at seconds a compile.
+SEARCH_BUDGET_S = 120.0
+
+
+class ProbeReason(StrEnum):
+    """Why a batch was compiled."""
+
+    SMALLEST = "smallest"          # the batch step: does anything fit
+    LARGEST = "largest"            # max_batch: does everything fit; the line's far end
+    FAR = "far"                    # FAR chips' worth, were memory proportional to the batch
+    LINE = "line"                  # where the line predicts the boundary
+    ABOVE = "above"                # one step above a batch that fits, the line's boundary
+    BELOW = "below"                # one step below one that does not, the line predicting it fits
+    BISECT = "bisect"              # the bracket's middle: the line guessed badly
+
+    def phrase(self) -> str:
+        return {ProbeReason.SMALLEST: "the smallest batch",
+                ProbeReason.LARGEST: "the largest batch considered",
+                ProbeReason.FAR: f"far up: {FAR} chips' worth, were memory proportional to the "
+                                 "batch",
+                ProbeReason.LINE: "where the line meets the chip's memory",
+                ProbeReason.ABOVE: "one step above the line's boundary, to confirm it",
+                ProbeReason.BELOW: "one step below a batch that does not fit, to confirm it",
+                ProbeReason.BISECT: "the middle of the bracket (the line guessed badly)"}[self]
 
 
 @dataclass(frozen=True)
@@ -55,6 +101,10 @@ class BatchProbe:
         host_bytes: bytes per device in host memory (offloaded), Memory.host_total.
         verdict: the memory verdict in words.
         step_seconds: the predicted step on the target; None where it could not be timed.
+        compiled_by: the compiler whose figures these are.
+        why: why this batch was compiled (ProbeReason); "" where not recorded.
+        predicted_bytes: what the line predicted for this batch before the compile; None where
+            the batch was chosen without a line (the smallest, the largest, a bisection).
     """
 
     batch: int
@@ -63,6 +113,9 @@ class BatchProbe:
     host_bytes: int
     verdict: str
     step_seconds: float | None
+    compiled_by: CompiledBy = CompiledBy.NOT_COMPILED
+    why: str = ""
+    predicted_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +131,10 @@ class PolicyCapacity:
         tokens_per_second: largest_batch · seq / step_seconds, the whole system's.
         probes: every compile, in the order made.
         error: why the policy could not be searched (its first compile failed), else "".
+        predicted_batch: the boundary the first line predicted (through the first batches
+            found to fit and not to fit), before any compile near it; None where none was
+            drawn (the largest batch fits, the smallest does not, or the bracket had no
+            memory figures to draw it through).
     """
 
     remat: str
@@ -87,6 +144,7 @@ class PolicyCapacity:
     tokens_per_second: float | None
     probes: tuple[BatchProbe, ...]
     error: str = ""
+    predicted_batch: int | None = None
 
     @property
     def label(self) -> str:
@@ -111,6 +169,7 @@ class CapacityResult:
             None (not asked for, or nothing fits).
         compiled_by: which compiler wrote the probes' programs, in words.
         notes: what else to know.
+        search_budget_s: the time budget the strategy search was given; None without one.
     """
 
     workload: str
@@ -122,10 +181,17 @@ class CapacityResult:
     strategy: Any = None                 # a SearchResult
     compiled_by: str = ""
     notes: tuple[str, ...] = field(default=())
+    search_budget_s: float | None = None
+
+    def compiles(self) -> dict[CompiledBy, int]:
+        """The probes' compiles, by the compiler that made each (the strategy search's own
+        are in its stats)."""
+        return dict(Counter(q.compiled_by for p in self.policies for q in p.probes))
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k not in ("strategy",)}
         d["strategy"] = self.strategy.to_dict() if self.strategy is not None else None
+        d["compiles"] = {str(k): n for k, n in self.compiles().items()}
         return d
 
     def text(self, top: int = 5) -> str:
@@ -134,15 +200,22 @@ class CapacityResult:
                  + (f" ({self.compiled_by})" if self.compiled_by else "")
                  + f"; batches step by {self.batch_step}, the devices the batch is split over",
                  "", f"{'policy':<34} {'batch':>7}  {'memory/device':>14}  {'step':>9}  "
-                 f"{'tokens/s':>10}  compiles"]
+                 f"{'tokens/s':>10}  compiles  line"]
         for p in self.policies:
             at = next((q for q in p.probes if q.batch == p.largest_batch), None)
             memory = format_bytes(at.memory_bytes) if at and at.memory_bytes else "-"
             step = format_seconds(p.step_seconds) if p.step_seconds else "-"
             rate = f"{p.tokens_per_second:,.0f}" if p.tokens_per_second else "-"
             batch = str(p.largest_batch) if p.largest_batch else "none fits"
+            line = str(p.predicted_batch) if p.predicted_batch is not None else "-"
             lines.append(f"{p.label:<34} {batch:>7}  {memory:>14}  {step:>9}  {rate:>10}  "
-                         f"{len(p.probes)}" + (f"  ({p.error})" if p.error else ""))
+                         f"{len(p.probes):>8}  {line:>4}" + (f"  ({p.error})" if p.error else ""))
+        counts = self.compiles()
+        if counts:
+            lines += ["", "compiles: " + ", ".join(
+                f"{n} by {by or 'an unrecorded compiler'}" for by, n in counts.items())
+                + "; 'line' is the boundary the line through each policy's smallest and "
+                "largest batch predicted, which the compiler then confirmed or corrected"]
         if self.best is not None:
             above = next((q for q in self.best.probes
                           if q.batch == self.best.largest_batch + self.batch_step), None)
@@ -150,8 +223,10 @@ class CapacityResult:
                       f"{self.best.largest_batch}"
                       + (f"; {above.batch} does not ({above.verdict})" if above else "")]
         if self.strategy is not None:
+            budget = (f" (a search bounded to {self.search_budget_s:g} s)"
+                      if self.search_budget_s is not None else "")
             lines += ["", f"strategies at batch {self.best.largest_batch} with "
-                      f"{self.best.label}:", self.strategy.text(top=top)]
+                      f"{self.best.label}{budget}:", self.strategy.text(top=top)]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -215,14 +290,18 @@ def largest_batch(workload: str, mesh, target: str, params: Mapping | None = Non
             ``opt_state``, ``activations``; ``activations`` pairs with remat=minimal only).
         max_batch: the largest batch to consider (default: the workload's bound on batch).
         strategy: after the policies, rank the strategies at the best batch with
-            explorer.search (rules space), whose winner is the fastest layout that fits.
-        progress: called with a line of text before each compile.
+            explorer.search (rules space), whose winner is the fastest layout that fits; the
+            search is bounded to SEARCH_BUDGET_S seconds unless `search_kwargs` give a
+            ``budget_s``.
+        progress: called with a line of text before each compile, after each policy, and as
+            the strategy search goes.
         compile_for, timeout, pool: as explorer.analyze takes them; `search_kwargs` go to
             explorer.search.
 
     Returns:
-        A CapacityResult: each policy's largest batch with every probe's memory verdict, the
-        best policy, and the strategy ranking at its batch.
+        A CapacityResult: each policy's largest batch with every probe's memory verdict (and
+        why it was compiled, and what the line had predicted for it), the best policy, and the
+        strategy ranking at its batch.
 
     Raises:
         InputError: an unknown workload, remat or offload; a workload with no token batch; a
@@ -234,6 +313,8 @@ def largest_batch(workload: str, mesh, target: str, params: Mapping | None = Non
     resolved = w.resolve(params)
     mesh_spec = check_mesh(mesh)
     check_target(target, None, mesh_spec)
+    compiler = CompileSettings(target, None, "shardy", timeout,
+                               check_compile_for(compile_for)).compiled_by(mesh_spec)
     step = _batch_step(w, resolved, mesh_spec, preset, rules)
     bound = w.bounds["batch"].high if "batch" in w.bounds else 2 ** 24
     top = _largest_valid(w, params, min(int(max_batch), bound) if max_batch is not None
@@ -241,60 +322,154 @@ def largest_batch(workload: str, mesh, target: str, params: Mapping | None = Non
     if top < step:
         raise InputError(f"max_batch={show(max_batch)} is below the batch step {step} (the "
                          f"devices the batch is split over); raise it to at least {step}")
-    say = progress or (lambda line: None)
-    seq = resolved["seq"]
-
     capacity = get_target(target).chip.capacity
     if capacity is None:
         raise InputError(f"target {target!r} has no sourced memory size to fit a batch into; "
                          "pick a GPU or TPU target")
-    words: list[str] = []           # which compiler wrote the programs, from the first probe
-
-    def probe(batch: int, remat: str, offload: str) -> BatchProbe:
-        say(f"compiling batch {batch} with remat={remat}, offload={offload} for {target}")
-        report = analyze_workload(workload, mesh_spec, params={**params, "batch": batch,
-                                                              "remat": remat,
-                                                              "offload": offload},
-                                  preset=preset, rules=rules, target=target,
-                                  compile_for=compile_for, timeout=timeout, pool=pool)
-        if not words:
-            words.append(compiled_by(report))
-        return _probe_of(report, batch, target)
-
-    found = []
-    for remat, offload in pairs:
-        probes: list[BatchProbe] = []
-        try:
-            largest = _search_batch(lambda b, r=remat, o=offload: probe(b, r, o), step, top,
-                                    capacity, probes)
-        except InputError as e:     # e.g. a combination the workload refuses
-            found.append(PolicyCapacity(remat, offload, None, None, None, tuple(probes),
-                                        error=str(e)))
-            continue
-        at = next((p for p in probes if p.batch == largest), None)
-        seconds = at.step_seconds if at is not None else None
-        found.append(PolicyCapacity(
-            remat, offload, largest, seconds,
-            largest * seq / seconds if largest and seconds else None, tuple(probes)))
+    say = progress or (lambda line: None)
+    probing = _Probing(workload, mesh_spec, params, preset, rules, target, compile_for, timeout,
+                       pool, compiler, capacity, step, top, resolved["seq"], say)
+    found = [probing.policy(n, len(pairs), remat, offload)
+             for n, (remat, offload) in enumerate(pairs, 1)]
     fitting = [p for p in found if p.largest_batch]
     best = max(fitting, key=lambda p: (p.largest_batch, p.tokens_per_second or 0.0),
                default=None)
+    ranking, budget = (probing.rank(best, search_kwargs) if best is not None and strategy
+                       else (None, None))
     notes = []
-    ranking = None
-    if best is not None and strategy:
-        say(f"ranking strategies at batch {best.largest_batch} with {best.label}")
-        from explorer._search.search import search
-
-        ranking = search(workload, mesh=mesh_spec.text(), target=target,
-                         params={**params, "batch": best.largest_batch, "remat": best.remat,
-                                 "offload": best.offload},
-                         compile_for=compile_for, timeout=timeout, pool=pool,
-                         **dict(search_kwargs or {}))
     if best is None:
         notes.append(f"no policy fits even a global batch of {step} on {target}; shard more "
                      "(a larger model axis), offload, or pick a chip with more memory")
     return CapacityResult(workload, mesh_spec.text(), target, step, tuple(found), best,
-                          ranking, words[0] if words else "", tuple(notes))
+                          ranking, probing.words[0] if probing.words else "", tuple(notes),
+                          search_budget_s=budget)
+
+
+@dataclass
+class _Probing:
+    """One capacity search's probes: what each compiles (the workload at a batch and policy,
+    for the target) and the batch search of one policy, with its progress lines."""
+
+    workload: str
+    mesh: MeshSpec
+    params: dict
+    preset: str | None
+    rules: Any
+    target: str
+    compile_for: str
+    timeout: float | None
+    pool: Any
+    compiler: CompiledBy
+    capacity: float
+    step: int
+    top: int
+    seq: int
+    say: Callable[[str], Any]
+    words: list[str] = field(default_factory=list)   # the compiler in words, from a report
+
+    def probe(self, batch: int, remat: str, offload: str) -> BatchProbe:
+        report = analyze_workload(self.workload, self.mesh,
+                                  params={**self.params, "batch": batch, "remat": remat,
+                                          "offload": offload},
+                                  preset=self.preset, rules=self.rules, target=self.target,
+                                  compile_for=self.compile_for, timeout=self.timeout,
+                                  pool=self.pool)
+        if not self.words:
+            self.words.append(compiled_by(report))
+        return replace(_probe_of(report, batch, self.target), compiled_by=self.compiler)
+
+    def rank(self, best: PolicyCapacity, search_kwargs: Mapping | None) -> tuple[Any, float | None]:
+        """explorer.search's ranking of the strategies at `best`'s batch and policy, and the
+        time budget it was given (SEARCH_BUDGET_S unless `search_kwargs` give one)."""
+        from explorer._search.search import search
+
+        kwargs = dict(search_kwargs or {})
+        budget = kwargs.setdefault("budget_s", SEARCH_BUDGET_S)
+        self.say(f"ranking strategies at batch {best.largest_batch} with {best.label}: "
+                 "explorer.search over the layouts"
+                 + (f", bounded to {budget:g} s" if budget is not None
+                    else ", with no time budget"))
+        kwargs.setdefault("progress", _SearchLines(self.say, budget))
+        ranking = search(self.workload, mesh=self.mesh.text(), target=self.target,
+                         params={**self.params, "batch": best.largest_batch,
+                                 "remat": best.remat, "offload": best.offload},
+                         compile_for=self.compile_for, timeout=self.timeout, pool=self.pool,
+                         **kwargs)
+        return ranking, budget
+
+    def policy(self, n: int, of: int, remat: str, offload: str) -> PolicyCapacity:
+        """Policy `n` of `of`: its largest batch, every probe, and what the line predicted."""
+        probes: list[BatchProbe] = []
+        policy = f"remat={remat}, offload={offload}"
+
+        def announce(batch: int, why: ProbeReason, line: _Line | None) -> None:
+            predicted = (f", the line predicting {format_bytes(line.at(batch))} of "
+                         f"{format_bytes(self.capacity)}" if line is not None else "")
+            self.say(f"compiling batch {batch} with {policy} for {self.target} by "
+                     f"{self.compiler} (policy {n} of {of}, compile {len(probes) + 1}): "
+                     f"{why.phrase()}{predicted}")
+
+        try:
+            largest = _search_batch(lambda b: self.probe(b, remat, offload), self.step,
+                                    self.top, self.capacity, probes, announce)
+        except InputError as e:     # e.g. a combination the workload refuses
+            self.say(f"{policy}: not searched ({str(e).splitlines()[0]})")
+            return PolicyCapacity(remat, offload, None, None, None, tuple(probes),
+                                  error=str(e))
+        at = next((p for p in probes if p.batch == largest), None)
+        seconds = at.step_seconds if at is not None else None
+        predicted = _first_prediction(probes, self.step)
+        self.say(_policy_line(policy, largest, self.step, self.top, predicted, len(probes),
+                              self.compiler))
+        return PolicyCapacity(remat, offload, largest, seconds,
+                              largest * self.seq / seconds if largest and seconds else None,
+                              tuple(probes), predicted_batch=predicted)
+
+
+def _policy_line(policy: str, largest: int | None, step: int, top: int,
+                 predicted: int | None, compiles: int, compiler: CompiledBy) -> str:
+    """The progress line after one policy: its answer, what the line had predicted, the
+    compiles."""
+    by = f"{compiles} compile{'s' if compiles != 1 else ''} by {compiler}"
+    if largest is None:
+        return f"{policy}: even batch {step} does not fit ({by})"
+    if largest >= top:
+        return f"{policy}: the largest batch considered, {top}, fits ({by})"
+    line = f"; the line had predicted {predicted}" if predicted is not None else ""
+    return f"{policy}: batch {largest} fits, {largest + step} does not ({by}{line})"
+
+
+class _SearchLines:
+    """explorer.search's progress as lines for largest_batch's `progress`: each compile as it
+    starts, each confirmation, and the end, with the counts and the budget spent."""
+
+    def __init__(self, say: Callable[[str], Any], budget_s: float | None):
+        self.say, self.budget_s = say, budget_s
+        self.settled = 0                 # compiles finished when last called
+        self.last = ""
+
+    def __call__(self, p: Progress) -> None:
+        settled = p.compiled + p.failed
+        if p.phase is SearchPhase.ENUMERATE:
+            line = "search: listing the layouts"
+        elif p.phase is SearchPhase.DONE:
+            line = "search: done, ranking what was compiled"
+        elif p.phase is SearchPhase.COMPILE and settled == self.settled:
+            line = f"search: compiling {p.current}"
+        elif p.phase is SearchPhase.CONFIRM:
+            line = f"search: confirming {p.current} with the target's compiler"
+        else:
+            self.settled = settled
+            return
+        self.settled = settled
+        best = format_seconds(p.best_seconds) if p.best_seconds is not None else "none yet"
+        budget = f" of {self.budget_s:g} s" if self.budget_s is not None else ""
+        line += (f" ({p.done} of {p.total:,} layouts settled: {p.compiled} compiled, "
+                 f"{p.pruned} pruned, {p.failed} failed; best {best}; {p.elapsed_s:.0f} s"
+                 f"{budget})")
+        if line != self.last:
+            self.last = line
+            self.say(line)
 
 
 def _largest_valid(w, params: Mapping, top: int, step: int) -> int:
@@ -317,62 +492,139 @@ def _largest_valid(w, params: Mapping, top: int, step: int) -> int:
     return lo * step
 
 
+@dataclass(frozen=True)
+class _Line:
+    """Memory per device as a line in the batch, through two probes' figures."""
+
+    batch: int
+    bytes: float
+    slope: float                   # bytes per sequence, > 0
+
+    @classmethod
+    def through(cls, a: BatchProbe, b: BatchProbe) -> _Line | None:
+        """The line through `a` and `b`; None where either has no figure or memory does not
+        grow between them."""
+        if a.memory_bytes is None or b.memory_bytes is None or a.batch == b.batch:
+            return None
+        slope = (b.memory_bytes - a.memory_bytes) / (b.batch - a.batch)
+        return cls(a.batch, a.memory_bytes, slope) if slope > 0 else None
+
+    def at(self, batch: int) -> float:
+        return self.bytes + self.slope * (batch - self.batch)
+
+    def boundary(self, capacity: float, step: int) -> int:
+        """The largest multiple of `step` the line puts within `capacity` (may be 0)."""
+        return max(0, math.floor((self.batch + (capacity - self.bytes) / self.slope) / step)
+                   * step)
+
+
 def _search_batch(probe: Callable[[int], BatchProbe], step: int, top: int, capacity: float,
-                  probes: list[BatchProbe]) -> int | None:
+                  probes: list[BatchProbe],
+                  announce: Callable[[int, ProbeReason, _Line | None], Any] | None = None
+                  ) -> int | None:
     """The largest multiple of `step` up to `top` that `probe` says fits, with `probes` filled
-    in; None when `step` itself does not. Memory is assumed to grow with the batch (more rows,
-    more activations), as it does; the line through the last two probes guesses the
-    boundary, a bisection of the bracket guards the guess."""
-    def run(batch: int) -> BatchProbe:
-        p = probe(batch)
+    in (each with why it was compiled and what the line predicted for it); None when `step`
+    itself does not. Memory is assumed to grow with the batch (more rows, more activations),
+    as it does. `announce(batch, why, line)` is called before each compile."""
+    def run(batch: int, why: ProbeReason, line: _Line | None = None) -> BatchProbe:
+        if announce is not None:
+            announce(batch, why, line)
+        p = replace(probe(batch), why=str(why),
+                    predicted_bytes=round(line.at(batch)) if line is not None else None)
         probes.append(p)
         return p
 
-    first = run(step)
-    if not first.fits:
-        return None
-    lo, hi = first, None            # lo fits; hi (when known) does not
-    while len(probes) < MAX_PROBES:
-        if (hi is not None and hi.batch - lo.batch <= step) or lo.batch >= top:
-            return lo.batch
-        p = run(_line_guess(probes, step, lo, hi, top, capacity))
-        if not p.fits:
-            hi = p
-            continue
-        lo = p
-        # The line aims at the boundary, so the next step up usually settles it; where that
-        # fits too, the line through these two close probes (or a doubling) goes on.
-        if lo.batch + step <= top and (hi is None or hi.batch > lo.batch + step) \
-                and len(probes) < MAX_PROBES:
-            n = run(lo.batch + step)
-            lo, hi = (n, hi) if n.fits else (lo, n)
+    lo = run(step, ProbeReason.SMALLEST)
+    if not lo.fits or top <= step:
+        return lo.batch if lo.fits else None
+    hi = None
+    while hi is None:               # each far batch at least FAR times the one before
+        far = _far(lo, step, top, capacity)
+        p = run(far, ProbeReason.LARGEST if far == top else ProbeReason.FAR)
+        if p.fits and far == top:
+            return far
+        lo, hi = (p, None) if p.fits else (lo, p)
+    # The bracket's width when it last halved, and the compiles since that neither halved it
+    # nor came within a step of what the line predicted: after MAX_SLOW_PROBES of them the
+    # line is off and the bracket's middle is compiled. `missed`: the compiles in a row that
+    # the line missed by more than a step, all on one side of the boundary (the line bends
+    # the same way each time, as through a curved memory; the next guess leans away).
+    wide, slow, missed = hi.batch - lo.batch, 0, []
+    while hi.batch - lo.batch > step and len(probes) < MAX_PROBES:
+        batch, why, line = _next_probe(probes, lo, hi, step, capacity, slow >= MAX_SLOW_PROBES,
+                                       len(missed) if missed else 0)
+        p = run(batch, why, line)
+        lo, hi = (p, hi) if p.fits else (lo, p)
+        on_line = _within_a_step(p, line, step)
+        missed = [] if on_line or (missed and missed[-1] != p.fits) else [*missed, p.fits]
+        if hi.batch - lo.batch <= wide / 2 or why is ProbeReason.BISECT:
+            wide, slow = hi.batch - lo.batch, 0
+        elif not on_line:
+            slow += 1
     return lo.batch
 
 
-def _line_guess(probes: list[BatchProbe], step: int, lo: BatchProbe, hi: BatchProbe | None,
-                top: int, capacity: float) -> int:
-    """The next batch to compile: where the line through two probes with memory figures meets
-    the chip's memory, kept strictly inside the bracket (lo, hi); without a line, double."""
-    ceiling = hi.batch - step if hi is not None else top
-    measured = [p for p in probes if p.memory_bytes is not None]
-    guess = None
-    if len(measured) >= 2:
-        a, b = measured[-2], measured[-1]
-        if b.batch != a.batch and b.memory_bytes != a.memory_bytes:
-            slope = (b.memory_bytes - a.memory_bytes) / (b.batch - a.batch)
-            if slope > 0:
-                guess = a.batch + (capacity - a.memory_bytes) / slope
-    if guess is None:
-        guess = lo.batch * 2
-    if hi is not None:
-        # Never the bracket's ends, and at worst its middle: the bracket halves each time the
-        # line would crawl.
-        middle = (lo.batch + hi.batch) // 2
-        guess = min(max(guess, lo.batch + step), ceiling)
-        if not (lo.batch < guess < hi.batch):
-            guess = middle
-    batch = max(lo.batch + step, min(int(guess) // step * step, ceiling))
-    return min(batch, top)
+def _far(lo: BatchProbe, step: int, top: int, capacity: float) -> int:
+    """The batch where memory proportional to the batch through `lo` (which fits) would need
+    FAR chips' worth, a multiple of `step` above `lo`, at most `top`."""
+    if not lo.memory_bytes or lo.memory_bytes <= 0:
+        return top
+    far = math.ceil(lo.batch * FAR * capacity / lo.memory_bytes / step) * step
+    return min(top, max(far, lo.batch + step))
+
+
+def _within_a_step(p: BatchProbe, line: _Line | None, step: int) -> bool:
+    """Whether the line predicted `p`'s memory within what one batch step adds."""
+    return (line is not None and p.memory_bytes is not None
+            and abs(p.memory_bytes - line.at(p.batch)) <= line.slope * step)
+
+
+def _next_probe(probes: list[BatchProbe], lo: BatchProbe, hi: BatchProbe, step: int,
+                capacity: float, bisect: bool,
+                missed: int = 0) -> tuple[int, ProbeReason, _Line | None]:
+    """The next batch to compile inside the bracket (lo fits, hi does not, more than a step
+    apart), why, and the line it came from: where the line meets the chip's memory, or the
+    batch next to the bracket's end the line puts the boundary at (the compile that confirms
+    it); the bracket's middle when `bisect` or without a line. After `missed` compiles in a
+    row that the line missed on the same side (the end last compiled moving, the other
+    staying), the guess goes 1/2**(missed-1) of the way from the staying end instead (the
+    Illinois rule of regula falsi), so that a curved memory does not make it crawl.
+
+    The line runs through `lo` (the largest batch that fits) and whichever of `hi` and the
+    largest fitting batch below `lo` has the memory figure nearer the chip's (`hi` has none
+    where a TPU compile ran out of HBM)."""
+    fitting = sorted((p for p in probes if p.fits and p.batch < lo.batch
+                      and p.memory_bytes is not None), key=lambda p: p.batch)
+    below = fitting[-1] if fitting else None
+    # lo and whichever of hi and the largest fitting batch under lo is nearer the chip's memory:
+    # a far end (a largest batch far above the boundary) bends the line least that way.
+    other = min((q for q in (hi, below) if q is not None and q.memory_bytes is not None),
+                key=lambda q: abs(q.memory_bytes - capacity), default=None)
+    line = _Line.through(lo, other) if other is not None else None
+    if bisect or line is None:
+        middle = (lo.batch + hi.batch) // 2 // step * step
+        return max(middle, lo.batch + step), ProbeReason.BISECT, line
+    boundary = line.boundary(capacity, step)
+    if missed >= 2:
+        stay = lo if probes[-1].batch == hi.batch else hi
+        boundary = round((stay.batch + (boundary - stay.batch) / 2 ** (missed - 1)) / step) * step
+    if boundary <= lo.batch:
+        return lo.batch + step, ProbeReason.ABOVE, line
+    if boundary >= hi.batch - step:
+        return hi.batch - step, ProbeReason.BELOW, line
+    return boundary, ProbeReason.LINE, line
+
+
+def _first_prediction(probes: Sequence[BatchProbe], step: int) -> int | None:
+    """The boundary the first line predicted: the batch it chose (one step less where it chose
+    the batch above the bracket's lower end, the boundary being that end); None where no line
+    chose one."""
+    for p in probes:
+        if p.why in (ProbeReason.LINE, ProbeReason.BELOW):
+            return p.batch
+        if p.why == ProbeReason.ABOVE:
+            return p.batch - step
+    return None
 
 
 def _probe_of(report: Report, batch: int, target: str) -> BatchProbe:

@@ -1,19 +1,32 @@
 """explorer.largest_batch: the batch search on probes whose memory is known in closed form (the
-answer worked out by hand, or by checking every multiple of the step), then on real compiles
-for GPUs, where each answer is checked against fresh compiles of the batch found and the next
-one up, and against what activation checkpointing is for (it fits more)."""
+answer worked out by hand, or by checking every multiple of the step), counting which batches
+the (fake) target compiler was asked for: the smallest, the largest, then only the boundary the
+line predicts and the batch next to it; then on real compiles for GPUs, where each answer is
+checked against fresh compiles of the batch found and the next one up, and against what
+activation checkpointing is for (it fits more)."""
+
+from types import SimpleNamespace
 
 import pytest
 
 import explorer
+from explorer._search import capacity as capacity_module
+from explorer._search import search as search_module
 from explorer._search.capacity import (
+    SEARCH_BUDGET_S,
     BatchProbe,
+    ProbeReason,
     _search_batch,
+    _SearchLines,
     batch_step,
     largest_batch,
     policies_for,
 )
+from explorer._search.result import CompiledBy, Progress, SearchPhase
+from explorer._search.state import CompileSettings
+from explorer.api.request import check_mesh
 from explorer.compile.gpu import gpu_plugin_installed
+from explorer.cost.hardware import get_target
 from explorer.cost.model import memory_fit
 from explorer.errors import InputError, WorkloadError
 
@@ -55,6 +68,93 @@ def test_any_memory_that_grows_with_the_batch_gives_the_brute_force_answer(memor
     assert _search_batch(fake(memory, 80 * GB), 8, 4096, 80 * GB, probes) == \
         brute_force(memory, 80 * GB, 8, 4096)
     assert len(probes) <= 16       # against 512 compiles of trying every multiple
+
+
+def recording(memory, capacity):
+    """A fake target compiler with memory(b) per device: the probe, and the batches it was asked
+    to compile, in order."""
+    asked = []
+
+    def probe(batch):
+        asked.append(batch)
+        return fake(memory, capacity)(batch)
+    return probe, asked
+
+
+def test_a_straight_line_asks_the_compiler_for_two_batches_and_the_boundary_only():
+    # mem(b) = 12 GB + 0.3 GB·b on 80 GB: (80 - 12) / 0.3 = 226.7, so 224 is the largest
+    # multiple of 8 that fits (79.2 GB) and 232 does not (81.6 GB). After the smallest batch
+    # (8: 14.4 GB) the far one is where memory proportional to the batch would need 8 chips:
+    # 8 · 8 · 80 / 14.4 = 355.6, so 360 (120 GB). The line through the two is the memory
+    # itself and predicts 224 at once: four compiles, two for the line and two that confirm
+    # the boundary.
+    probe, asked = recording(lambda b: 12 * GB + 0.3 * GB * b, 80 * GB)
+    probes = []
+    assert _search_batch(probe, 8, 1024, 80 * GB, probes) == 224
+    assert asked == [8, 360, 224, 232]
+    assert [p.why for p in probes] == [ProbeReason.SMALLEST, ProbeReason.FAR,
+                                       ProbeReason.LINE, ProbeReason.ABOVE]
+    assert [p.fits for p in probes] == [True, False, True, False]
+    # What the line had predicted for each batch it chose, beside what the compiler said.
+    assert probes[0].predicted_bytes is None and probes[1].predicted_bytes is None
+    assert probes[2].predicted_bytes == pytest.approx(79.2 * GB)
+    assert probes[3].predicted_bytes == pytest.approx(81.6 * GB)
+
+
+def test_far_batches_grow_eightfold_until_the_largest_which_fits_ends_it():
+    # 12 GB + 0.01 GB·b: the far batch from 8 (12.08 GB) is 8 · 8 · 80 / 12.08 = 423.8, so 424
+    # (16.24 GB), which fits; from there 424 · 8 · 80 / 16.24 is past 1024, the largest batch
+    # considered, which fits too (22.24 GB).
+    probe, asked = recording(lambda b: 12 * GB + 0.01 * GB * b, 80 * GB)
+    probes = []
+    assert _search_batch(probe, 8, 1024, 80 * GB, probes) == 1024
+    assert asked == [8, 424, 1024]
+    assert probes[-1].why == ProbeReason.LARGEST
+
+
+def test_a_buffer_added_at_some_batch_is_found_by_the_line_through_the_closest_compiles():
+    # 12 GB + 0.05 GB·b, and 20 GB more from batch 200 on (a buffer XLA adds at that size). The
+    # far batch from 8 (12.4 GB) is 8 · 8 · 80 / 12.4 = 412.9, so 416 (52.8 GB), which fits;
+    # then 1024, the largest (83.2 GB), does not. The line through 416 and 1024 is the upper
+    # part's own: 32 + 0.05·b <= 80 up to b = 960, which fits (80.0 GB), and 968 (80.4 GB),
+    # one step above, does not.
+    probe, asked = recording(lambda b: 12 * GB + 0.05 * GB * b + (20 * GB if b >= 200 else 0),
+                             80 * GB)
+    probes = []
+    assert _search_batch(probe, 8, 1024, 80 * GB, probes) == 960
+    assert asked == [8, 416, 1024, 960, 968]
+
+
+def test_a_line_that_guesses_badly_still_ends_two_compiles_apart():
+    # 60 GB more above batch 300, which no line through batches on either side can see: the
+    # compiler's answer (296 fits, 304 does not) is the brute force one, and the search gets
+    # there in a few compiles, each batch once.
+    def jump(b):
+        return 10 * GB + 0.1 * GB * b + (60 * GB if b > 300 else 0)
+    probe, asked = recording(jump, 80 * GB)
+    probes = []
+    assert _search_batch(probe, 8, 1024, 80 * GB, probes) == 296 == brute_force(jump, 80 * GB,
+                                                                               8, 1024)
+    by_batch = {p.batch: p for p in probes}
+    assert by_batch[296].fits and not by_batch[304].fits
+    assert len(asked) == len(set(asked)) <= 8
+    # The line's predictions were off (it put 312 at 79.8 GB; the compiler said 101.2 GB).
+    assert by_batch[312].predicted_bytes == pytest.approx(79.84 * GB, rel=1e-3)
+    assert by_batch[312].memory_bytes == pytest.approx(101.2 * GB)
+
+
+def test_a_compile_that_runs_out_of_memory_gives_no_figure_and_the_search_still_brackets():
+    # As on a TPU: a batch that does not fit gives no memory figure, so the far batch (360)
+    # draws no line; the bracket's middle (184) is compiled, and the line through the two
+    # that fit (8 and 184) is the memory itself: 224 fits, 232 does not.
+    def probe(batch):
+        m = 12 * GB + 0.3 * GB * batch
+        return BatchProbe(batch, m <= 80 * GB, int(m) if m <= 80 * GB else None, 0, "", 1.0)
+    probes = []
+    assert _search_batch(probe, 8, 1024, 80 * GB, probes) == 224
+    assert [(p.batch, p.why) for p in probes] == [
+        (8, ProbeReason.SMALLEST), (360, ProbeReason.FAR), (184, ProbeReason.BISECT),
+        (224, ProbeReason.LINE), (232, ProbeReason.ABOVE)]
 
 
 def test_nothing_fits_or_everything_fits():
@@ -111,8 +211,9 @@ def test_on_eight_h100s_the_batch_found_fits_the_next_does_not_and_remat_fits_mo
         r = explorer.analyze_workload("transformer_train", "data=8", preset="fsdp",
                                       target="h100-8", params={**SMALL, "batch": batch})
         assert memory_fit(r.memory.total, "h100-8").fits is fits
-    assert all(line.startswith("compiling batch") for line in lines)
+    assert all(line.startswith(("compiling batch", "remat=")) for line in lines)
     assert result.to_dict()["best"]["remat"] == "full"
+    assert set(result.compiles()) == {CompiledBy.GPU}
 
 
 def test_the_cli_refuses_an_unknown_remat_naming_the_choices(capsys):
@@ -140,3 +241,83 @@ def test_the_cli_prints_each_policy_and_the_best_as_the_compiler_judged_it(capsy
     assert set(rows) == {"remat=none", "remat=full"}
     assert int(rows["remat=full"][1]) > int(rows["remat=none"][1])
     assert "best: remat=full fits a global batch of" in out
+
+
+def test_largest_batch_asks_the_target_compiler_for_the_boundary_of_each_policy(monkeypatch):
+    # A fake target compiler: memory per device 4 GB + k·b, k = 0.5 GB a sequence without remat
+    # and 0.1 GB with full remat, on an H100's 84,942,979,072 bytes; batches step by 8
+    # (data=8, fsdp), up to 1024. By hand: none fits (84.94 - 4) / 0.5 = 161.9 -> 160, 168 not,
+    # after 8 (8 GB) and the far batch 8 · 8 · 84.94 / 8 = 679.5 -> 680; full fits
+    # (84.94 - 4) / 0.1 = 809.4 -> 808, 816 not, after 8 (4.8 GB) and 1024 (the far batch,
+    # 1132.6, is past it).
+    capacity = get_target("h100-8").chip.capacity
+    assert capacity == 84_942_979_072
+    slope = {"none": 0.5 * GB, "full": 0.1 * GB}
+    asked = []
+
+    def analyze(workload, mesh, params, **kwargs):
+        asked.append((params["remat"], params["batch"], kwargs["compile_for"]))
+        return SimpleNamespace(memory=4 * GB + slope[params["remat"]] * params["batch"])
+
+    def probe_of(report, batch, target):
+        return BatchProbe(batch, report.memory <= capacity, int(report.memory), 0, "", 0.5)
+
+    searched = []
+
+    def search(*args, **kwargs):
+        searched.append(kwargs)
+        kwargs["progress"](Progress(SearchPhase.COMPILE, 0, 40, 0, 0, 0, None, "", "one", 1.0))
+        return SimpleNamespace(text=lambda top: "the ranking", to_dict=lambda: {})
+
+    monkeypatch.setattr(capacity_module, "analyze_workload", analyze)
+    monkeypatch.setattr(capacity_module, "_probe_of", probe_of)
+    monkeypatch.setattr(capacity_module, "compiled_by", lambda report: "compiled by a fake")
+    monkeypatch.setattr(search_module, "search", search)
+    lines = []
+    result = largest_batch("transformer_train", "data=8", "h100-8", {"seq": 1024},
+                           remats=("none", "full"), max_batch=1024, progress=lines.append)
+    assert asked == [("none", b, "target") for b in (8, 680, 160, 168)] + \
+        [("full", b, "target") for b in (8, 1024, 808, 816)]
+    none, full = result.policies
+    assert (none.largest_batch, full.largest_batch) == (160, 808)
+    assert (none.predicted_batch, full.predicted_batch) == (160, 808)
+    expected = CompileSettings("h100-8", None, "shardy", None, "target").compiled_by(
+        check_mesh("data=8"))
+    assert result.compiles() == {expected: 8}
+    assert result.best is full and full.tokens_per_second == 808 * 1024 / 0.5
+    # The strategy search at the best batch is bounded, and says so as it goes.
+    [kwargs] = searched
+    assert kwargs["budget_s"] == SEARCH_BUDGET_S and kwargs["params"]["batch"] == 808
+    assert f"bounded to {SEARCH_BUDGET_S:g} s" in lines[-2]
+    assert lines[-1].startswith("search: compiling one (0 of 40 layouts settled")
+    assert any(line.startswith("remat=none, offload=none: batch 160 fits, 168 does not (4 "
+                               f"compiles by {expected}; the line had predicted 160)")
+               for line in lines)
+    text = result.text()
+    assert f"(a search bounded to {SEARCH_BUDGET_S:g} s)" in text
+    assert f"compiles: 8 by {expected}" in text
+    assert result.to_dict()["compiles"] == {str(expected): 8}
+    # A budget given to the search is the one it gets.
+    largest_batch("transformer_train", "data=8", "h100-8", {"seq": 1024}, remats=("full",),
+                  max_batch=1024, search_kwargs={"budget_s": 7.0})
+    assert searched[-1]["budget_s"] == 7.0
+
+
+def test_the_search_lines_say_each_compile_once_and_the_end():
+    lines = []
+    say = _SearchLines(lines.append, 120.0)
+    for p in (Progress(SearchPhase.ENUMERATE, 0, 0, 0, 0, 0, None, "", "", 0.0),
+              Progress(SearchPhase.COMPILE, 0, 10, 0, 0, 0, None, "", "data=8: replicated", 2.0),
+              Progress(SearchPhase.COMPILE, 1, 10, 1, 0, 0, 1.5, "", "data=8: replicated", 9.0),
+              Progress(SearchPhase.COMPILE, 4, 10, 1, 3, 0, 1.5, "", "batch=data", 9.0),
+              Progress(SearchPhase.DONE, 10, 10, 1, 9, 0, 1.5, "", "", 20.0)):
+        say(p)
+    assert lines == [
+        "search: listing the layouts (0 of 0 layouts settled: 0 compiled, 0 pruned, 0 failed; "
+        "best none yet; 0 s of 120 s)",
+        "search: compiling data=8: replicated (0 of 10 layouts settled: 0 compiled, 0 pruned, "
+        "0 failed; best none yet; 2 s of 120 s)",
+        "search: compiling batch=data (4 of 10 layouts settled: 1 compiled, 3 pruned, 0 failed; "
+        "best 1.5 s; 9 s of 120 s)",
+        "search: done, ranking what was compiled (10 of 10 layouts settled: 1 compiled, "
+        "9 pruned, 0 failed; best 1.5 s; 20 s of 120 s)"]
