@@ -34,6 +34,7 @@ from typing import Any
 
 from explorer._search.result import CompiledBy, Progress, SearchPhase
 from explorer._search.state import CompileSettings
+from explorer.api.analysis_request import Request
 from explorer.api.request import check_mesh, check_target
 from explorer.api.targeting import check_compile_for
 from explorer.api.workload import analyze_workload
@@ -269,7 +270,8 @@ def _batch_step(w: Workload, resolved: Mapping, mesh_spec: MeshSpec, preset: str
     return math.prod(sizes[a] for a in axes)
 
 
-def largest_batch(workload: str, mesh, target: str, params: Mapping | None = None, *,
+def largest_batch(workload: str | Request, mesh=None, target: str | None = None,
+                  params: Mapping | None = None, *,
                   preset: str | None = "fsdp", rules=None,
                   remats: Sequence[str] = REMATS, offloads: Sequence[str] = ("none",),
                   max_batch: int | None = None, strategy: bool = True,
@@ -280,7 +282,9 @@ def largest_batch(workload: str, mesh, target: str, params: Mapping | None = Non
     policy, and the fastest strategy at the best one's batch; every answer a compile.
 
     Args:
-        workload: a training workload with a token batch (``transformer_train``).
+        workload: a training workload with a token batch (``transformer_train``); or an
+            explorer.Request of one, which gives the workload, its params, the mesh, target,
+            preset, rules, compile_for and timeout (its batch is what is searched).
         mesh: the mesh, e.g. ``"data=64"``; its device count must be the target's.
         target: the hardware, e.g. ``"h100-8x8"``: each probe compiles for it (its own
             compiler where installed, see ``compile_for``) and is judged against its memory.
@@ -307,6 +311,12 @@ def largest_batch(workload: str, mesh, target: str, params: Mapping | None = Non
         InputError: an unknown workload, remat or offload; a workload with no token batch; a
             mesh that does not fit the target.
     """
+    if isinstance(workload, Request):
+        workload, mesh, target, params, preset, rules, compile_for, timeout = _request_fields(
+            workload, mesh, target, params, preset, rules)
+    if target is None:
+        raise InputError("largest_batch needs a target to fit the batch into, e.g. "
+                         "target='h100-8' (see explorer.targets())")
     params = dict(params or {})
     pairs = policies_for(remats, offloads)
     w = get_workload(workload)
@@ -343,6 +353,25 @@ def largest_batch(workload: str, mesh, target: str, params: Mapping | None = Non
     return CapacityResult(workload, mesh_spec.text(), target, step, tuple(found), best,
                           ranking, probing.words[0] if probing.words else "", tuple(notes),
                           search_budget_s=budget)
+
+
+def _request_fields(request: Request, mesh, target, params, preset, rules) -> tuple:
+    """What largest_batch takes from a Request in place of its arguments: the workload, its
+    params, the mesh, target, preset, rules, compile_for and timeout."""
+    if request.workload is None:
+        raise InputError("largest_batch searches a built-in training workload's batch; this "
+                         "Request is of a function (give Request(workload='transformer_train', "
+                         "...))")
+    if any(v is not None for v in (mesh, target, params)) or preset != "fsdp" or rules:
+        raise InputError("largest_batch(request, ...) takes the workload, mesh, target, params "
+                         "and layout from the Request; give only the search's own options")
+    r = request
+    if r.specs or r.activations:
+        raise InputError("largest_batch lays out each probe by the Request's preset and rules; "
+                         "its specs= and activations= would not be used: drop them, or put "
+                         "the layout in rules=")
+    return (r.workload, r.planned.mesh, r.target, dict(r.params or {}), r.preset, r.rules,
+            r.compile_for, r.timeout)
 
 
 @dataclass

@@ -321,3 +321,36 @@ def test_the_search_lines_say_each_compile_once_and_the_end():
         "best 1.5 s; 9 s of 120 s)",
         "search: done, ranking what was compiled (10 of 10 layouts settled: 1 compiled, "
         "9 pruned, 0 failed; best 1.5 s; 20 s of 120 s)"]
+
+
+def test_largest_batch_takes_an_explorer_request(monkeypatch):
+    # The Request gives the workload, params, mesh, target and layout; the batches asked are
+    # the ones the keyword form asks (a fake compiler: 4 GB + 0.1 GB a sequence on an H100's
+    # 84.94 GB, batches stepping by 8 on data=8 with fsdp: (84.94 - 4) / 0.1 = 809.4 -> 808).
+    capacity = get_target("h100-8").chip.capacity
+    asked = []
+
+    def analyze(workload, mesh, params, **kwargs):
+        asked.append((workload, mesh.text(), params["batch"], kwargs["preset"],
+                      kwargs["target"]))
+        return SimpleNamespace(memory=4 * GB + 0.1 * GB * params["batch"])
+
+    monkeypatch.setattr(capacity_module, "analyze_workload", analyze)
+    monkeypatch.setattr(capacity_module, "_probe_of", lambda report, batch, target: BatchProbe(
+        batch, report.memory <= capacity, int(report.memory), 0, "", 0.5))
+    monkeypatch.setattr(capacity_module, "compiled_by", lambda report: "a fake")
+    request = explorer.Request(workload="transformer_train", mesh="data=8", target="h100-8",
+                               preset="fsdp", params={"seq": 1024, "remat": "full"})
+    result = largest_batch(request, remats=("full",), max_batch=1024, strategy=False)
+    assert result.best.largest_batch == 808
+    assert [b for _, _, b, _, _ in asked] == [8, 1024, 808, 816]
+    assert {(w, m, p, t) for w, m, _, p, t in asked} == {
+        ("transformer_train", "data=8", "fsdp", "h100-8")}
+    with pytest.raises(InputError, match="takes the workload, mesh, target"):
+        largest_batch(request, "data=8")
+    with pytest.raises(InputError, match="specs= and activations= would not be used"):
+        largest_batch(explorer.Request(workload="transformer_train", mesh="data=8",
+                                       target="h100-8", specs={"tokens": "data,None"}))
+    with pytest.raises(InputError, match="is of a function"):
+        largest_batch(explorer.Request(fn=lambda x: x, inputs=(explorer.TensorSpec(
+            "x", (8, 8)),), mesh="data=8", target="h100-8"))
