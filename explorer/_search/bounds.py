@@ -37,7 +37,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from explorer._search.space import Point, Problem, WorkloadProblem
+from explorer._search.space import Problem, SearchPoint, WorkloadProblem
 from explorer.report.report import Report, TensorRole
 from explorer.spec.mesh import MeshSpec
 
@@ -82,21 +82,21 @@ def _leaf_name(path: str) -> str:
     return m.group(1) if m else path
 
 
-def memory_bound(point: Point, ref: Reference) -> int:
+def memory_bound(point: SearchPoint, ref: Reference) -> int:
     """Bytes per device the candidate needs at least: its kept inputs' shards, and its state
     outputs' shards."""
     return (sum(b for n, b in point.shard_bytes.items() if n in ref.kept)
             + sum(b for n, b in point.shard_bytes.items() if n in ref.state_outputs))
 
 
-def split_factor(point: Point, mesh: MeshSpec, hidden_shardings: bool) -> int:
+def split_factor(point: SearchPoint, mesh: MeshSpec, hidden_shardings: bool) -> int:
     """The most devices the candidate can split its work over."""
     if hidden_shardings:
         return mesh.device_count
     return math.prod(mesh.size(a) for a in point.axes_used)
 
 
-def time_bound(point: Point, ref: Reference, hidden_shardings: bool) -> float:
+def time_bound(point: SearchPoint, ref: Reference, hidden_shardings: bool) -> float:
     flops = ref.flops_seconds / split_factor(point, point.layout.mesh, hidden_shardings)
     if not ref.bandwidth:
         return flops

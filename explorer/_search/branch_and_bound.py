@@ -31,7 +31,7 @@ from explorer._search.result import (
     SearchSpace,
     SearchStats,
 )
-from explorer._search.space import Point, Problem, Space
+from explorer._search.space import Problem, SearchPoint, Space
 from explorer._search.state import CompileSettings, SearchState
 from explorer._search.surrogate import Surrogate, fits
 from explorer.cost.hardware import get_target
@@ -186,7 +186,7 @@ class BranchAndBound:
 
     # -- compiling -----------------------------------------------------------------------------
 
-    def submit(self, point: Point, settings: CompileSettings | None = None) -> None:
+    def submit(self, point: SearchPoint, settings: CompileSettings | None = None) -> None:
         """Send `point` to the runner, compiled with the search's settings (or `settings`)."""
         settings = settings or self.searching
         timeout = self.state.compile_timeout(settings.timeout)

@@ -30,7 +30,7 @@ from explorer._search.connect import (
     connect,
     gist,
 )
-from explorer._search.evaluate import Outcome, Request, run
+from explorer._search.evaluate import CompileJob, Outcome, run
 from explorer.compile.sources import pickle_function
 from explorer.errors import ExplorerError
 
@@ -49,9 +49,9 @@ class LocalRunner:
 
     def __init__(self, pool=None):
         self.pool = pool
-        self._queue: OrderedDict[object, Request] = OrderedDict()
+        self._queue: OrderedDict[object, CompileJob] = OrderedDict()
 
-    def submit(self, key, request: Request) -> None:
+    def submit(self, key, request: CompileJob) -> None:
         self._queue[key] = request
 
     def pending(self) -> int:
@@ -70,7 +70,7 @@ class LocalRunner:
         pass
 
 
-def _compile_on_node(request: Request) -> Outcome:
+def _compile_on_node(request: CompileJob) -> Outcome:
     """The Ray task: run the request on the node's own worker pool."""
     return run(request)
 
@@ -106,10 +106,10 @@ class RayRunner:
         self._lost = _lost_errors(ray)
         self.slots = slots if slots is not None else max(1, self.size.cpus)
         self._refs: dict = {}                         # task -> key
-        self._requests: dict[object, Request] = {}    # key -> what it compiles, to send again
+        self._requests: dict[object, CompileJob] = {}    # key -> what it compiles, to send again
         self._retries: dict[object, int] = {}
 
-    def submit(self, key, request: Request) -> None:
+    def submit(self, key, request: CompileJob) -> None:
         if request.fn is not None:
             # The explorer's pickler keeps the user's file names in the code (Ray's would not).
             request = replace(request, fn=None, fn_bytes=pickle_function(request.fn))

@@ -19,7 +19,7 @@ from explorer.spec.tensor import Entry
 
 
 @dataclass(frozen=True)
-class Request:
+class CompileJob:
     """What to compile: a workload with rules or specs, or a function with its arguments."""
 
     mesh: MeshSpec
@@ -58,7 +58,7 @@ def compact(report: Report) -> Report:
     return replace(report, stablehlo="", propagated_hlo="", optimized_hlo="", trace=None)
 
 
-def run(request: Request, pool=None) -> Outcome:
+def run(request: CompileJob, pool=None) -> Outcome:
     """Compile and predict one candidate. A failed compile (or any bad input the checks find)
     comes back as an error, so that one candidate never stops a search."""
     t0 = time.perf_counter()

@@ -20,7 +20,7 @@ from explorer._search.result import (
     SearchStats,
     TimeSource,
 )
-from explorer._search.space import Layout, WorkloadProblem
+from explorer._search.space import SearchLayout, WorkloadProblem
 from explorer._search.state import CompileSettings, SearchState
 from explorer.errors import WorkloadError
 from explorer.spec.mesh import MeshSpec
@@ -51,7 +51,7 @@ class PlanProgram:
     """A stage plan as the program that runs it: its mesh and rules, its workload params."""
 
     plan: pipe.StagePlan
-    layout: Layout
+    layout: SearchLayout
     params: Mapping                  # the workload's params with the plan's stages and cuts
     rules: str
 
@@ -111,7 +111,7 @@ class PipelineSearch:
         self.state.report(SearchPhase.DONE)
         return self.result()
 
-    def submit(self, key: int, layout: Layout, params: Mapping, rules: str) -> None:
+    def submit(self, key: int, layout: SearchLayout, params: Mapping, rules: str) -> None:
         timeout = self.state.compile_timeout(self.settings.timeout)
         self.runner.submit(key, self.settings.request(self.problem, layout, timeout, params,
                                                       rules))
@@ -124,7 +124,7 @@ class PipelineSearch:
         for key, (rows, data) in enumerate(profiles):
             params = {**self.params, "stages": 1, "microbatches": 1, "batch": rows, "cuts": ""}
             stages = self.devices // data
-            layout = Layout(pipe.profile_mesh(self.devices, stages, self.mesh.axis_type))
+            layout = SearchLayout(pipe.profile_mesh(self.devices, stages, self.mesh.axis_type))
             self.submit(key, layout, params, f"batch={pipe.DATA_AXIS}" if data > 1 else "")
         while self.runner.pending():
             if self.state.should_stop():
@@ -133,7 +133,7 @@ class PipelineSearch:
             for key, outcome in self.runner.next_done():
                 profile = profiles[key]
                 self.profiled += 1
-                cand = candidate_of(Layout(self.mesh), {}, outcome, 0.0, 0,
+                cand = candidate_of(SearchLayout(self.mesh), {}, outcome, 0.0, 0,
                                     compiled_by=self.compiled_by)
                 self.state.count(cand)
                 if cand.status is CandidateStatus.FAILED:
@@ -166,7 +166,7 @@ class PipelineSearch:
         params = {**self.params, "stages": plan.stages, "microbatches": plan.microbatches,
                   "cuts": plan.cuts_text}
         rules = f"batch={pipe.DATA_AXIS}" if pipe.DATA_AXIS in mesh.names else ""
-        layout = Layout(mesh, (("batch", pipe.DATA_AXIS),) if rules else ())
+        layout = SearchLayout(mesh, (("batch", pipe.DATA_AXIS),) if rules else ())
         return PlanProgram(plan, layout, params, rules)
 
     def verify(self) -> None:

@@ -17,7 +17,7 @@ from explorer._search.result import (
     CompiledBy,
     TimeSource,
 )
-from explorer._search.space import Layout
+from explorer._search.space import SearchLayout
 from explorer.cost.model import Estimate
 from explorer.cost.model import format_seconds as fs
 from explorer.hlo.collectives import CollectiveKind
@@ -25,8 +25,8 @@ from explorer.report.report import Report
 from explorer.spec.tensor import format_spec
 
 
-def candidate_of(layout: Layout, specs: Mapping, outcome: Outcome, time_lb: float, mem_lb: int,
-                 params: Mapping | None = None, label: str | None = None,
+def candidate_of(layout: SearchLayout, specs: Mapping, outcome: Outcome, time_lb: float,
+                 mem_lb: int, params: Mapping | None = None, label: str | None = None,
                  compiled_by: CompiledBy = CompiledBy.NOT_COMPILED) -> Candidate:
     """The candidate `layout` (its inputs' `specs`, its bounds) as its compile by `compiled_by`
     came out: timed, and whether it fits; or failed, with the error or why no step time could be

@@ -67,7 +67,7 @@ def _factorisations(n: int, parts: int) -> Iterator[tuple[int, ...]]:
 
 
 @dataclass(frozen=True)
-class Layout:
+class SearchLayout:
     """One point of the space: a mesh and what places the tensors on it."""
 
     mesh: MeshSpec
@@ -85,12 +85,12 @@ class Layout:
 
 
 @dataclass(frozen=True)
-class Point:
+class SearchPoint:
     """One distinct candidate, with what the bounds need: the shard bytes of every input and
     the mesh axes that split anything."""
 
     index: int                                   # enumeration order
-    layout: Layout
+    layout: SearchLayout
     specs: Mapping[str, tuple[Entry, ...]]       # every input -> spec
     shard_bytes: Mapping[str, int]               # every input -> bytes per device
     axes_used: frozenset[str]                    # mesh axes (size > 1) in any spec or constraint
@@ -99,11 +99,11 @@ class Point:
 
 @dataclass
 class Space:
-    points: list[Point] = field(default_factory=list)
+    points: list[SearchPoint] = field(default_factory=list)
     space: int = 0
     invalid: int = 0
     equivalent: int = 0
-    tilings: list[Tiling] = field(default_factory=list)    # Point.key's ids -> Tiling
+    tilings: list[Tiling] = field(default_factory=list)    # SearchPoint.key's ids -> Tiling
 
 
 class Problem:
@@ -121,7 +121,7 @@ class Problem:
         """Why the program cannot run on this mesh shape, or None."""
         return None
 
-    def resolve(self, layout: Layout) -> tuple[dict[str, tuple[Entry, ...]],
+    def resolve(self, layout: SearchLayout) -> tuple[dict[str, tuple[Entry, ...]],
                                                dict[str, tuple[Entry, ...]]]:
         raise NotImplementedError
 
@@ -304,15 +304,15 @@ def _check_axes(spec, mesh: MeshSpec) -> bool:
     return all(a in mesh.shape for a in used) and len(set(used)) == len(used)
 
 
-def _layouts_rules(mesh: MeshSpec, names: Sequence[str]) -> Iterator[Layout]:
+def _layouts_rules(mesh: MeshSpec, names: Sequence[str]) -> Iterator[SearchLayout]:
     axes = [a for a in mesh.names if mesh.size(a) > 1]
     for choice in product([None, *axes], repeat=len(names)):
-        yield Layout(mesh, tuple((n, a) for n, a in zip(names, choice, strict=True)
+        yield SearchLayout(mesh, tuple((n, a) for n, a in zip(names, choice, strict=True)
                                  if a is not None))
 
 
 def _layouts_specs(mesh: MeshSpec, tensors: Sequence[TensorSpec], out: Space,
-                   raw: int) -> Iterator[Layout]:
+                   raw: int) -> Iterator[SearchLayout]:
     """Every combination of the tensors' distinct specs. The combinations that a tensor's
     indivisible or duplicate specs would have made are counted in `out` without being made."""
     found = [_tensor_specs(t.shape, mesh) for t in tensors]
@@ -321,7 +321,7 @@ def _layouts_specs(mesh: MeshSpec, tensors: Sequence[TensorSpec], out: Space,
     out.invalid += raw - divisible
     out.equivalent += divisible - distinct
     for combo in product(*(s for s, _ in found)):
-        yield Layout(mesh, specs=tuple((t.name, s) for t, s in zip(tensors, combo,
+        yield SearchLayout(mesh, specs=tuple((t.name, s) for t, s in zip(tensors, combo,
                                                                       strict=True)))
 
 
@@ -401,8 +401,8 @@ def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], space: SearchS
                 out.equivalent += 1
                 continue
             seen.add(key_t)
-            out.points.append(Point(len(out.points), layout, specs, shard, frozenset(axes_used),
-                                    tuple(key)))
+            out.points.append(SearchPoint(len(out.points), layout, specs, shard,
+                                          frozenset(axes_used), tuple(key)))
     out.tilings = sorted(cache.tilings, key=cache.tilings.get)
     return out
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from explorer._search.evaluate import Request
+from explorer._search.evaluate import CompileJob
 from explorer._search.result import (
     Candidate,
     CandidateStatus,
@@ -18,7 +18,7 @@ from explorer._search.result import (
     SearchPhase,
     StopReason,
 )
-from explorer._search.space import Layout, Problem, WorkloadProblem
+from explorer._search.space import Problem, SearchLayout, WorkloadProblem
 from explorer.api.targeting import CompileFor, compile_plan
 from explorer.compile.protocol import Backend
 from explorer.spec.mesh import MeshSpec
@@ -46,20 +46,20 @@ class CompileSettings:
         """The same compiles on fake CPU devices: the cheap screen of a search."""
         return replace(self, compile_for=str(CompileFor.CPU))
 
-    def request(self, problem: Problem, layout: Layout, timeout: float | None,
-                params: Mapping | None = None, rules: str | None = None) -> Request:
+    def request(self, problem: Problem, layout: SearchLayout, timeout: float | None,
+                params: Mapping | None = None, rules: str | None = None) -> CompileJob:
         """The compile of `layout` of `problem`, under `timeout`. A workload takes the layout's
         rules and specs (or `params` and `rules` in their stead, for a pipeline plan); a
         function takes its arguments with the layout's specs."""
         base = dict(mesh=layout.mesh, target=self.target, mapping=self.mapping,
                     partitioner=self.partitioner, timeout=timeout, compile_for=self.compile_for)
         if isinstance(problem, WorkloadProblem):
-            return Request(**base, workload=problem.name,
+            return CompileJob(**base, workload=problem.name,
                            params=dict(problem.params if params is None else params),
                            rules=layout.rules_text if rules is None else rules,
                            specs={n: s for n, s in layout.specs} or None)
         specs = dict(problem.resolve(layout)[0])
-        return Request(**base, fn=problem.fn, args=problem.args_with(specs))
+        return CompileJob(**base, fn=problem.fn, args=problem.args_with(specs))
 
 
 @dataclass

@@ -30,13 +30,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from explorer._search.space import Point
+from explorer._search.space import SearchPoint
 
 RIDGE = 1.0       # keeps the fit defined with fewer compiles than features
 
 
 class Surrogate:
-    def __init__(self, points: Sequence[Point]):
+    def __init__(self, points: Sequence[SearchPoint]):
         columns: dict[tuple, int] = {}
         rows = []
         for p in points:

@@ -183,7 +183,7 @@ def read_schedule(text: str, module: HloModule | None = None) -> Schedule:
     `module`: that text already parsed, where the caller has it."""
     module = module if module is not None else parse_module(text)
     header = _HEADER.search(text)
-    reader = _Reader(module)
+    reader = _ScheduleReader(module)
     return Schedule(module, reader.steps(module.entry),
                     header is not None and "is_scheduled=true" in header.group(0))
 
@@ -295,7 +295,7 @@ def trip_count(module: HloModule, loop: Instruction) -> int | None:
 
 # ---------------------------------------------------------------------------------------------
 
-class _Reader:
+class _ScheduleReader:
     def __init__(self, module: HloModule):
         self.module = module
         self.names = module.by_name()

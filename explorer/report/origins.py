@@ -196,7 +196,7 @@ _SHARD_MAP = re.compile(r"(mc_\d+)_(input|output): (\d+)$")
 _SHOWN_GROUPS = 4           # lines of a path a sentence names before it says "and N more"
 
 
-class _Reader:
+class _OriginsReader:
     def __init__(self, fn: Function, module: HloModule, inputs: Sequence[str],
                  outputs: Sequence[str]):
         self.fn = fn
@@ -635,7 +635,7 @@ def _source_at(source: str, home: str) -> str:
     return f"at {source}"
 
 
-def _because(o: AxisOrigin, v: Value, reader: _Reader, home: str) -> str:
+def _because(o: AxisOrigin, v: Value, reader: _OriginsReader, home: str) -> str:
     """`because input `w1` is`, `because its spec asks`, `because the sharding constraint
     `h` at line 15 asks`."""
     if o.kind is OriginKind.INPUT:
@@ -679,7 +679,7 @@ def _path_phrase(path: Sequence[PathStep], home: str) -> str:
 
 
 def _split_sentence(d: int, origins: Sequence[AxisOrigin], home: str, v: Value,
-                    reader: _Reader) -> str:
+                    reader: _OriginsReader) -> str:
     clauses = []
     for o in origins:
         path = _path_phrase(o.path, home)
@@ -697,7 +697,7 @@ def read_origins(mlir: str, propagated: HloModule, inputs: Sequence[str],
     from Shardy's after-propagation module `mlir` and the propagated HLO. Raises
     explorer.hlo.mlir.MlirError when the module cannot be read."""
     fn = parse_mlir(mlir)
-    reader = _Reader(fn, propagated, inputs, outputs)
+    reader = _OriginsReader(fn, propagated, inputs, outputs)
     out: dict[str, Origins] = {}
     for k, arg in enumerate(fn.arguments):
         if k < len(inputs):

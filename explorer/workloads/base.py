@@ -25,7 +25,7 @@ from explorer.spec.tensor import TensorSpec, normalize_dtype
 
 
 @dataclass(frozen=True)
-class Point:
+class ConstraintPoint:
     """A constraint point: an intermediate tensor a spec can be pinned on."""
 
     shape: tuple[int, ...]
@@ -97,7 +97,7 @@ class Workload:
         info: params -> extra JSON-able data for the Report (WorkloadInfo.extra).
         kinds: params -> tensor name -> kind (``"param"``, ``"opt"``, ``"input"``); a tensor
             not named is a param.
-        points: params -> constraint point name -> Point, in program order.
+        points: params -> constraint point name -> ConstraintPoint, in program order.
         dtypes: params -> tensor name -> dtype, where it differs from the ``dtype`` param.
         returns_state: the function returns its state under the input names, so that it comes
             out in the layout it went in.
@@ -127,8 +127,8 @@ class Workload:
     info: Callable[[dict], dict] | None = None
     # tensor name -> kind ("param", "opt", "input"); tensors not named are params.
     kinds: Callable[[dict], dict[str, str]] | None = None
-    # constraint point name -> Point, in program order.
-    points: Callable[[dict], dict[str, Point]] | None = None
+    # constraint point name -> ConstraintPoint, in program order.
+    points: Callable[[dict], dict[str, ConstraintPoint]] | None = None
     # tensor name -> dtype, where it differs from the `dtype` param.
     dtypes: Callable[[dict], dict[str, str]] | None = None
     # True when the function returns its state (params, optimizer state) under the input names:

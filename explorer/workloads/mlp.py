@@ -15,7 +15,7 @@ from explorer.workloads.base import (
     DONATE_OPTIONS,
     DONATE_STATE,
     LR,
-    Point,
+    ConstraintPoint,
     Range,
     Workload,
 )
@@ -59,11 +59,11 @@ _MLP_BOUNDS = {"batch": BATCH, "d_model": D_MODEL, "d_ff": D_FF}
 _MLP_LOGICAL = {"x": ("batch", "embed"), "w1": ("embed", "mlp"), "w2": ("mlp", "embed")}
 
 
-def _mlp_points(p, train: bool) -> dict[str, Point]:
-    points = {"hidden": Point((p["batch"], p["d_ff"]), ("batch", "mlp"), "act")}
+def _mlp_points(p, train: bool) -> dict[str, ConstraintPoint]:
+    points = {"hidden": ConstraintPoint((p["batch"], p["d_ff"]), ("batch", "mlp"), "act")}
     if train:
-        points["grad.w1"] = Point((p["d_model"], p["d_ff"]), _MLP_LOGICAL["w1"], "grad")
-        points["grad.w2"] = Point((p["d_ff"], p["d_model"]), _MLP_LOGICAL["w2"], "grad")
+        points["grad.w1"] = ConstraintPoint((p["d_model"], p["d_ff"]), _MLP_LOGICAL["w1"], "grad")
+        points["grad.w2"] = ConstraintPoint((p["d_ff"], p["d_model"]), _MLP_LOGICAL["w2"], "grad")
     return points
 
 

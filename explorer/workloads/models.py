@@ -53,7 +53,7 @@ from explorer.workloads.base import (
     LR,
     SEQ,
     VOCAB,
-    Point,
+    ConstraintPoint,
     Range,
     Workload,
 )
@@ -236,19 +236,19 @@ def _block_logical(arch: Arch = Arch(), kv_dim: str = "heads") -> dict:  # noqa:
 _STREAM = ("batch", "seq", "embed")
 
 
-def _block_points(p, point: str, arch: Arch = Arch()) -> dict[str, Point]:  # noqa: B008
+def _block_points(p, point: str, arch: Arch = Arch()) -> dict[str, ConstraintPoint]:  # noqa: B008
     b, s, d = p["batch"], p["seq"], p["d_model"]
-    out = {point: Point((b, s, d), _STREAM, "act"),
-           f"{point}.heads": Point((b, s, p["heads"], p["d_head"]),
+    out = {point: ConstraintPoint((b, s, d), _STREAM, "act"),
+           f"{point}.heads": ConstraintPoint((b, s, p["heads"], p["d_head"]),
                                    ("batch", "seq", "heads", "kv"), "act")}
     if arch.block == "sequential":
-        out[f"{point}.mid"] = Point((b, s, d), _STREAM, "act")
-    out[f"{point}.hidden"] = Point((b, s, p["d_ff"]), ("batch", "seq", "mlp"), "act")
+        out[f"{point}.mid"] = ConstraintPoint((b, s, d), _STREAM, "act")
+    out[f"{point}.hidden"] = ConstraintPoint((b, s, p["d_ff"]), ("batch", "seq", "mlp"), "act")
     return out
 
 
-def _final_point(p) -> dict[str, Point]:
-    return {"final": Point((p["batch"], p["seq"], p["d_model"]), _STREAM, "act")}
+def _final_point(p) -> dict[str, ConstraintPoint]:
+    return {"final": ConstraintPoint((p["batch"], p["seq"], p["d_model"]), _STREAM, "act")}
 
 
 # Sizes where one attention weight (d_model·heads·d_head) is as big as the activation
@@ -475,12 +475,12 @@ def _train_dtypes(p):
 
 def _train_points(p):
     arch = train_arch(p)
-    points: dict[str, Point] = {}
+    points: dict[str, ConstraintPoint] = {}
     for point in ["layer"] if arch.scan else [f"layer{i}" for i in range(p["layers"])]:
         points.update(_block_points(p, point, arch))
     points.update(_final_point(p))
     shapes, logical = _train_params(p), _train_param_logical(p)
-    points.update({f"grad.{n}": Point(shapes[n], logical[n], "grad") for n in shapes})
+    points.update({f"grad.{n}": ConstraintPoint(shapes[n], logical[n], "grad") for n in shapes})
     return points
 
 
@@ -618,12 +618,12 @@ def _moe_points(p):
     # Where the tokens are, the experts dimension is whole: no rule splits it.
     at_groups = (None, "batch", "capacity", "embed")
     stream = (p["batch"], p["seq"], p["d_model"])
-    return {"layer0": Point(stream, _STREAM, "act"),
-            "dispatch.groups": Point(buffers, at_groups, "act"),
-            "dispatch": Point(buffers, at_experts, "act"),
-            "expert_out": Point(buffers, at_experts, "act"),
-            "expert_out.groups": Point(buffers, at_groups, "act"),
-            "final": Point(stream, _STREAM, "act")}
+    return {"layer0": ConstraintPoint(stream, _STREAM, "act"),
+            "dispatch.groups": ConstraintPoint(buffers, at_groups, "act"),
+            "dispatch": ConstraintPoint(buffers, at_experts, "act"),
+            "expert_out": ConstraintPoint(buffers, at_experts, "act"),
+            "expert_out.groups": ConstraintPoint(buffers, at_groups, "act"),
+            "final": ConstraintPoint(stream, _STREAM, "act")}
 
 
 MOE = Workload(

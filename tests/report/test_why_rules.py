@@ -20,7 +20,7 @@ from explorer.report.why.rules.gather import gather, gather_exact
 from explorer.report.why.rules.indexing import indexing
 from explorer.report.why.rules.partial_sum import partial_sum
 from explorer.report.why.rules.reshard import reshard_operand, reshard_result
-from explorer.report.why.targets import Target, targets
+from explorer.report.why.targets import CollectiveToExplain, targets
 from explorer.spec.mesh import parse_mesh
 
 SUM = """
@@ -42,7 +42,7 @@ def read(optimized: str, propagated: str, inputs=()) -> Context:
                       inputs)
 
 
-def target(ctx: Context, collective: str) -> Target:
+def target(ctx: Context, collective: str) -> CollectiveToExplain:
     [t] = targets(ctx, ctx.opt_names[collective])
     return t
 

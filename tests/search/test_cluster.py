@@ -14,7 +14,7 @@ from explorer import TensorSpec
 from explorer._search import cluster as cluster_module
 from explorer._search.cluster import MAX_ATTEMPTS, RayRunner
 from explorer._search.connect import ClusterSize, check_address
-from explorer._search.evaluate import Outcome, Request
+from explorer._search.evaluate import CompileJob, Outcome
 from explorer.spec.mesh import parse_mesh
 
 ray = pytest.importorskip("ray")
@@ -36,7 +36,7 @@ class ScriptedRay:
         """ray.remote(...)(function): the task, whose .remote(request) sends it."""
         return lambda function: SimpleNamespace(remote=self.send)
 
-    def send(self, request: Request):
+    def send(self, request: CompileJob):
         """A send of the task; its ref is (the request's workload, which send of it)."""
         self.sent.append(request.workload)
         return request.workload, self.sent.count(request.workload) - 1
@@ -65,8 +65,8 @@ def scripted(monkeypatch):
     return make
 
 
-def _request(name: str) -> Request:
-    return Request(parse_mesh("data=2"), TARGET, workload=name)
+def _request(name: str) -> CompileJob:
+    return CompileJob(parse_mesh("data=2"), TARGET, workload=name)
 
 
 COMPILED = Outcome(None, "CompileError: refused", 0.5)

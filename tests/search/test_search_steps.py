@@ -30,7 +30,7 @@ from explorer._search.result import (
 from explorer._search.search import _check_space
 from explorer._search.space import (
     FunctionProblem,
-    Layout,
+    SearchLayout,
     WorkloadProblem,
     enumerate_space,
     mesh_shapes,
@@ -158,7 +158,7 @@ def _matmul() -> WorkloadProblem:
 def test_a_workload_candidate_is_asked_for_by_its_rules():
     settings = CompileSettings(TARGET, None, "shardy", 30.0)
     mesh = parse_mesh("data=2,model=2")
-    request = settings.request(_matmul(), Layout(mesh, (("batch", "data"),)), 12.0)
+    request = settings.request(_matmul(), SearchLayout(mesh, (("batch", "data"),)), 12.0)
     assert (request.workload, request.rules, request.specs, request.timeout) == (
         "matmul", "batch=data", None, 12.0)
     assert (request.params["m"], request.params["k"], request.params["n"]) == (4, 8, 2)
@@ -169,7 +169,7 @@ def test_a_function_candidate_is_asked_for_with_its_arguments_respecified():
     x, w = TensorSpec("x", (8, 4)), TensorSpec("w", (4, 4))
     problem = FunctionProblem(lambda x, w: x @ w, ([x, w],), [x, w])
     settings = CompileSettings(TARGET, None, "shardy", None)
-    layout = Layout(parse_mesh("data=2"), specs=(("x", ("data", None)),))
+    layout = SearchLayout(parse_mesh("data=2"), specs=(("x", ("data", None)),))
     request = settings.request(problem, layout, None)
     (new_x, new_w), = request.args
     assert (new_x.spec, new_w.spec) == (("data", None), w.spec)
@@ -177,7 +177,7 @@ def test_a_function_candidate_is_asked_for_with_its_arguments_respecified():
 
 
 def test_a_failed_compile_is_a_failed_candidate_with_its_error_and_bounds():
-    layout = Layout(parse_mesh("data=2,model=2"), (("batch", "data"),))
+    layout = SearchLayout(parse_mesh("data=2,model=2"), (("batch", "data"),))
     outcome = Outcome(None, "CompileError: no memory", 0.5, CompileError)
     c = candidate_of(layout, {"x": ("data", None), "w": ()}, outcome, 2e-6, 4096)
     assert c.status is CandidateStatus.FAILED and c.error == "CompileError: no memory"

@@ -23,7 +23,7 @@ from explorer.report.why.rules import RULES, explicit
 
 if TYPE_CHECKING:       # at run time origins.py imports this package (its op_name words)
     from explorer.report.origins import Origins
-from explorer.report.why.targets import Target, fused_reductions, targets
+from explorer.report.why.targets import CollectiveToExplain, fused_reductions, targets
 from explorer.report.why.text import article, axes_phrase, lower_first, show, where
 from explorer.spec.mesh import MeshSpec
 
@@ -77,7 +77,7 @@ def explain(ctx: Context, instr: Instruction) -> Why:
     return combine(kind, whys)
 
 
-def explain_target(ctx: Context, t: Target) -> Why:
+def explain_target(ctx: Context, t: CollectiveToExplain) -> Why:
     """The first rule that fits the target, else `unknown` with what was missing."""
     why = explicit(ctx, t)
     if why is not None:

@@ -14,7 +14,7 @@ _REDUCTIONS = (CollectiveKind.ALL_REDUCE, CollectiveKind.REDUCE_SCATTER)
 
 
 @dataclass(frozen=True)
-class Target:
+class CollectiveToExplain:
     """One collective (or one part of a combined one) to explain."""
 
     kind: CollectiveKind
@@ -46,7 +46,7 @@ class Target:
         return self.kind in _REDUCTIONS
 
 
-def targets(ctx: Context, instr: Instruction) -> list[Target]:
+def targets(ctx: Context, instr: Instruction) -> list[CollectiveToExplain]:
     """What to explain of an optimized collective: itself, or each part of a combined one
     (see parts.py), each under the first name that points at propagated instructions."""
     kind, _ = collective_kind(instr.opcode)
@@ -62,12 +62,13 @@ def targets(ctx: Context, instr: Instruction) -> list[Target]:
         gather_dim = dims[0] if dims else None
     steps = len(chain) if chain else 1
     own = location(ctx.optimized, instr)
-    return [_named(ctx, Target(kind, axes, "", None, part.operand, part.dims, gather_dim,
-                               chain_axes, steps, file=own[0] if own else None), part.names)
+    return [_named(ctx, CollectiveToExplain(kind, axes, "", None, part.operand, part.dims,
+                                            gather_dim, chain_axes, steps,
+                                            file=own[0] if own else None), part.names)
             for part in collective_parts(ctx, instr)]
 
 
-def _named(ctx: Context, t: Target, names: tuple[Name, ...]) -> Target:
+def _named(ctx: Context, t: CollectiveToExplain, names: tuple[Name, ...]) -> CollectiveToExplain:
     """`t` under the first of `names` that points at propagated instructions; else under
     the first (the unknown then says which), or none."""
     first = None
@@ -79,7 +80,7 @@ def _named(ctx: Context, t: Target, names: tuple[Name, ...]) -> Target:
     return first or t
 
 
-def fused_reductions(ctx: Context, t: Target) -> list[Target]:
+def fused_reductions(ctx: Context, t: CollectiveToExplain) -> list[CollectiveToExplain]:
     """The reductions (reduce, dot) that feed an all-reduce through a few element-wise
     steps in the optimized module, as targets of their own: XLA fused the reduction into the
     op that feeds the collective and kept that op's metadata (e.g. a negate after a sum)."""
@@ -103,12 +104,12 @@ def fused_reductions(ctx: Context, t: Target) -> list[Target]:
     return out
 
 
-def _anchored(ctx: Context, t: Target) -> Target:
+def _anchored(ctx: Context, t: CollectiveToExplain) -> CollectiveToExplain:
     anchors = tuple(_anchors(ctx, t))
     return replace(t, anchors=anchors, ranked=tuple(_rank(ctx, anchors, t)))
 
 
-def _anchors(ctx: Context, t: Target) -> list[Instruction]:
+def _anchors(ctx: Context, t: CollectiveToExplain) -> list[Instruction]:
     """The propagated instructions the collective's metadata points at."""
     found = list(ctx.by_op_name.get(t.op_name, ()))
     if not found and t.op_name:
@@ -122,7 +123,8 @@ def _anchors(ctx: Context, t: Target) -> list[Instruction]:
     return found
 
 
-def _rank(ctx: Context, anchors: tuple[Instruction, ...], t: Target) -> list[Instruction]:
+def _rank(ctx: Context, anchors: tuple[Instruction, ...],
+          t: CollectiveToExplain) -> list[Instruction]:
     """The anchors most likely meant first. The layers of a loop, or a forward op and its
     transpose, can share op_name and line; shapes tell them apart: the per-device result
     of the anchor (for a reduction) or of one of its operands (for a data movement) has

@@ -12,7 +12,7 @@ from explorer.report.why.layout import Layout, spec_text
 from explorer.report.why.metadata import constraint_point, primitive
 from explorer.report.why.needs import layout_source
 from explorer.report.why.ops import RENAMING
-from explorer.report.why.targets import Target
+from explorer.report.why.targets import CollectiveToExplain
 
 if TYPE_CHECKING:       # at run time origins.py imports this package (its op_name words)
     from explorer.report.origins import Origins
@@ -39,7 +39,7 @@ def lower_first(text: str) -> str:
     return text[:1].lower() + text[1:] if text[:1].isupper() and text[1:2].islower() else text
 
 
-def moved_by(t: Target, verb: str) -> str:
+def moved_by(t: CollectiveToExplain, verb: str) -> str:
     """`the all-gather over `data` gathers`, or for a chain of steps, `the 2 collectives
     ending in this all-gather (over `data` and `model`) gather`."""
     if t.steps > 1:
@@ -48,7 +48,7 @@ def moved_by(t: Target, verb: str) -> str:
     return f"the {t.kind} over {axes_phrase(t.axes)} {verb}s"
 
 
-def loc_text(loc: tuple[str, int] | None, t: Target) -> str:
+def loc_text(loc: tuple[str, int] | None, t: CollectiveToExplain) -> str:
     """`at line 12` in the collective's own file, `at other.py:12` elsewhere, "" unknown."""
     if loc is None:
         return ""
@@ -57,7 +57,7 @@ def loc_text(loc: tuple[str, int] | None, t: Target) -> str:
     return f"at {loc[0].replace(chr(92), '/').rsplit('/', 1)[-1]}:{loc[1]}"
 
 
-def where(ctx: Context, i: Instruction, t: Target) -> str:
+def where(ctx: Context, i: Instruction, t: CollectiveToExplain) -> str:
     """Where a propagated instruction came from, as `loc_text` says it."""
     return loc_text(location(ctx.propagated, i), t)
 
@@ -71,7 +71,7 @@ def show(i: Instruction) -> str:
     return f"%{i.name} = {shape} {i.opcode}({ops}){meta}"
 
 
-def name(ctx: Context, i: Instruction | None, t: Target) -> str:
+def name(ctx: Context, i: Instruction | None, t: CollectiveToExplain) -> str:
     """A propagated tensor as a sentence names it: an input by its name, a constraint by its
     point, else the op and its line."""
     if i is None:
@@ -105,7 +105,7 @@ def param_name(ctx: Context, i: Instruction) -> str:
     return f"input `{i.op_name}`" if i.op_name else f"parameter {i.operand_text}"
 
 
-def cause(ctx: Context, a: Instruction, t: Target) -> str | None:
+def cause(ctx: Context, a: Instruction, t: CollectiveToExplain) -> str | None:
     """`as the sharding constraint `x` at line 3 asks` (or the shard_map's in_specs) when
     that fixed `a`'s layout; None when the math or propagation did."""
     source = layout_source(ctx, a)
@@ -128,7 +128,7 @@ def _origins_of(ctx: Context, i: Instruction) -> Origins | None:
     return ctx.origins.get(i.name)
 
 
-def _axis_origin(ctx: Context, i: Instruction, axes: set[str], t: Target) -> str:
+def _axis_origin(ctx: Context, i: Instruction, axes: set[str], t: CollectiveToExplain) -> str:
     """`input `x` (`data` on dim 0)`: where the first of `axes` that splits `i` came from;
     "" where Shardy's record has none of them."""
     origins = _origins_of(ctx, i)
@@ -140,7 +140,7 @@ def _axis_origin(ctx: Context, i: Instruction, axes: set[str], t: Target) -> str
 
 
 def clash(ctx: Context, producer: Instruction, consumer: Instruction, have: Layout,
-          need: Layout, t: Target) -> tuple[str, str, str]:
+          need: Layout, t: CollectiveToExplain) -> tuple[str, str, str]:
     """The two origins a reshard moves between, as Shardy recorded them: (` The two layouts
     come from A and from B.`, A, B); empty strings where either is not known."""
     moved = {x for h, n in zip(have, need, strict=True) for x in set(h) ^ set(n)}
@@ -159,7 +159,8 @@ def clash(ctx: Context, producer: Instruction, consumer: Instruction, have: Layo
 
 
 def layout_change(ctx: Context, tensor: Instruction, before: Layout | None,
-                  after: Layout | None, consumer: Instruction, t: Target, movement: str) -> str:
+                  after: Layout | None, consumer: Instruction, t: CollectiveToExplain,
+                  movement: str) -> str:
     """The reshard sentence: `tensor` changes layout for `consumer`, which only moves or maps
     its elements, as a constraint asks or where propagation met a conflict; `movement` says
     what the collective does (`the all-to-all over `data` moves the data`)."""

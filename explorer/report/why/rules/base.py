@@ -8,12 +8,12 @@ from collections.abc import Callable
 from explorer.hlo.module import Instruction
 from explorer.report.why.context import Context
 from explorer.report.why.reason import Why
-from explorer.report.why.targets import Target
+from explorer.report.why.targets import CollectiveToExplain
 
-Rule = Callable[[Context, Target], Why | None]
+Rule = Callable[[Context, CollectiveToExplain], Why | None]
 
 
-def first_anchor(t: Target, read: Callable[[Instruction], Why | None]) -> Why | None:
+def first_anchor(t: CollectiveToExplain, read: Callable[[Instruction], Why | None]) -> Why | None:
     """The first answer `read` gives for the target's anchors, in rank order."""
     for a in t.ranked:
         why = read(a)

@@ -10,11 +10,11 @@ from explorer.report.why.context import Context
 from explorer.report.why.metadata import AS_WRITTEN, EXPLICIT_PRIMITIVES, primitive
 from explorer.report.why.ops import COLLECTIVE_OPCODES
 from explorer.report.why.reason import Evidence, Reason, Why
-from explorer.report.why.targets import Target
+from explorer.report.why.targets import CollectiveToExplain
 from explorer.report.why.text import article, axes_phrase, loc_text, show, where
 
 
-def explicit(ctx: Context, t: Target) -> Why | None:
+def explicit(ctx: Context, t: CollectiveToExplain) -> Why | None:
     """Reads the anchors in module order: it needs no layout, so it is tried before the
     layout rules, on every kind of collective."""
     if t.kind is CollectiveKind.RAGGED_ALL_TO_ALL and not any(
@@ -33,7 +33,7 @@ def explicit(ctx: Context, t: Target) -> Why | None:
                Evidence(consumer=show(t.anchors[0]) if t.anchors else t.op_name))
 
 
-def _own_ragged(ctx: Context, t: Target) -> Target:
+def _own_ragged(ctx: Context, t: CollectiveToExplain) -> CollectiveToExplain:
     """A ragged-all-to-all is only ever the program's (jax.lax.ragged_all_to_all; no
     partitioner writes one), but XLA's GPU compiler drops its metadata: it is anchored to the
     program's own ragged-all-to-all in the propagated module, by opcode."""

@@ -14,7 +14,7 @@ from explorer.report.why.metadata import primitive
 from explorer.report.why.ops import same_tensor
 from explorer.report.why.reason import Evidence, Reason, Why
 from explorer.report.why.rules.base import first_anchor
-from explorer.report.why.targets import Target
+from explorer.report.why.targets import CollectiveToExplain
 from explorer.report.why.text import (
     axes_phrase,
     clash,
@@ -26,18 +26,18 @@ from explorer.report.why.text import (
 )
 
 
-def gather_exact(ctx: Context, t: Target) -> Why | None:
+def gather_exact(ctx: Context, t: CollectiveToExplain) -> Why | None:
     """An operand that is whole after the gather in exactly the collective's result shape.
     Anchors come ranked with the one that uses the moved input first (see targets._rank)."""
     return first_anchor(t, lambda a: _gather_at(ctx, a, t, exact=True))
 
 
-def gather(ctx: Context, t: Target) -> Why | None:
+def gather(ctx: Context, t: CollectiveToExplain) -> Why | None:
     """As `gather_exact`, allowing that XLA reshaped the operand on the way (same size)."""
     return first_anchor(t, lambda a: _gather_at(ctx, a, t, exact=False))
 
 
-def _gather_at(ctx: Context, a: Instruction, t: Target, exact: bool) -> Why | None:
+def _gather_at(ctx: Context, a: Instruction, t: CollectiveToExplain, exact: bool) -> Why | None:
     found = _gathered_operand(ctx, a, t, exact)
     if found is None:
         return None
@@ -67,7 +67,7 @@ def _gather_at(ctx: Context, a: Instruction, t: Target, exact: bool) -> Why | No
                evidence)
 
 
-def _gathered_operand(ctx: Context, a: Instruction, t: Target, exact: bool
+def _gathered_operand(ctx: Context, a: Instruction, t: CollectiveToExplain, exact: bool
                       ) -> tuple[Instruction, Layout, int] | None:
     """The operand of `a` the all-gather gathers, its layout after and its gathered
     dimension: sharded over the collective's axes on its gather dimension, the same producer
@@ -110,7 +110,7 @@ def _gathered_operand(ctx: Context, a: Instruction, t: Target, exact: bool
     return o, after, d
 
 
-def _dot_need(ctx: Context, a: Instruction, o: Instruction, d: int, t: Target) -> str:
+def _dot_need(ctx: Context, a: Instruction, o: Instruction, d: int, t: CollectiveToExplain) -> str:
     """Why a dot needs its operand `o` whole along `d`: its contracting dimension is split
     unlike the other operand's, or both operands are split over the same axes in free
     dimensions; "" when neither."""

@@ -15,11 +15,11 @@ from explorer.report.why.metadata import primitive
 from explorer.report.why.ops import INDEXING_OPS, SLICING_OPS, indexed_dims, sliced_dims
 from explorer.report.why.reason import Evidence, Reason, Why
 from explorer.report.why.rules.base import first_anchor
-from explorer.report.why.targets import Target
+from explorer.report.why.targets import CollectiveToExplain
 from explorer.report.why.text import axes_phrase, dims_phrase, moved_by, name, show, where
 
 
-def indexing(ctx: Context, t: Target) -> Why | None:
+def indexing(ctx: Context, t: CollectiveToExplain) -> Why | None:
     return first_anchor(t, lambda a: _indexing_at(ctx, a, t))
 
 
@@ -37,7 +37,7 @@ def _split_along(ctx: Context, a: Instruction, opcodes: set[str], dims_of: Calla
     return (src, sa, dims) if dims else None
 
 
-def _indexing_at(ctx: Context, a: Instruction, t: Target) -> Why | None:
+def _indexing_at(ctx: Context, a: Instruction, t: CollectiveToExplain) -> Why | None:
     found = _split_along(ctx, a, INDEXING_OPS, indexed_dims, t.axes)
     if found is None:
         return None
@@ -57,14 +57,14 @@ def _indexing_at(ctx: Context, a: Instruction, t: Target) -> Why | None:
 _SLICING_VERB = {"slice": "cuts", "pad": "pads", "concatenate": "joins along"}
 
 
-def slicing(ctx: Context, t: Target) -> Why | None:
+def slicing(ctx: Context, t: CollectiveToExplain) -> Why | None:
     """A data movement next to a slice, pad or concatenate along a dimension its operand has
     split over the collective's axes: at fixed offsets the result's parts start elsewhere
     than the operand's (jax.random.split's halves of a sharded key array, for one)."""
     return first_anchor(t, lambda a: _slicing_at(ctx, a, t))
 
 
-def _slicing_at(ctx: Context, a: Instruction, t: Target) -> Why | None:
+def _slicing_at(ctx: Context, a: Instruction, t: CollectiveToExplain) -> Why | None:
     found = _split_along(ctx, a, SLICING_OPS, sliced_dims, t.chain_axes)
     if found is None:
         return None

@@ -12,15 +12,15 @@ from explorer.report.why.metadata import is_backward, primitive
 from explorer.report.why.ops import conv_contracting
 from explorer.report.why.reason import Evidence, Reason, Why
 from explorer.report.why.rules.base import first_anchor
-from explorer.report.why.targets import Target
+from explorer.report.why.targets import CollectiveToExplain
 from explorer.report.why.text import axes_phrase, dims_phrase, name, show, where
 
 
-def partial_sum(ctx: Context, t: Target) -> Why | None:
+def partial_sum(ctx: Context, t: CollectiveToExplain) -> Why | None:
     return first_anchor(t, lambda a: _partial_sum_at(ctx, a, t))
 
 
-def _partial_sum_at(ctx: Context, a: Instruction, t: Target) -> Why | None:
+def _partial_sum_at(ctx: Context, a: Instruction, t: CollectiveToExplain) -> Why | None:
     if a.opcode in ("dot", "convolution"):
         return _partial_dot(ctx, a, t)
     if a.opcode == "reduce":
@@ -28,7 +28,7 @@ def _partial_sum_at(ctx: Context, a: Instruction, t: Target) -> Why | None:
     return None
 
 
-def _batch_sentence(ctx: Context, t: Target, prim: str, place: str, how: str,
+def _batch_sentence(ctx: Context, t: CollectiveToExplain, prim: str, place: str, how: str,
                     batch: tuple[Instruction, int], by: str) -> str:
     """A backward-pass reduction over the batch dimension: the gradient's sum over it."""
     return (f"Backward pass: `{prim}` {place} computes a gradient by {how} dimension "
@@ -37,7 +37,7 @@ def _batch_sentence(ctx: Context, t: Target, prim: str, place: str, how: str,
             f"over its own part of the batch and the {t.kind} over {by} adds the parts.")
 
 
-def _partial_dot(ctx: Context, a: Instruction, t: Target) -> Why | None:
+def _partial_dot(ctx: Context, a: Instruction, t: CollectiveToExplain) -> Why | None:
     lhs, rhs = (ctx.prop_names.get(o) for o in a.operands[:2])
     if lhs is None or rhs is None:
         return None
@@ -74,7 +74,7 @@ def _partial_dot(ctx: Context, a: Instruction, t: Target) -> Why | None:
 
 
 def _whose(ctx: Context, lhs: Instruction, la: Layout | None, l_dim: int, rhs: Instruction,
-           ra: Layout | None, r_dim: int, axes: list[str], t: Target) -> str:
+           ra: Layout | None, r_dim: int, axes: list[str], t: CollectiveToExplain) -> str:
     """Which operand holds the split contracting dimension: ` in both` or ` in input `w``."""
     in_l = la is not None and l_dim < len(la) and set(axes) <= set(la[l_dim])
     in_r = ra is not None and r_dim < len(ra) and set(axes) <= set(ra[r_dim])
@@ -83,7 +83,7 @@ def _whose(ctx: Context, lhs: Instruction, la: Layout | None, l_dim: int, rhs: I
     return f" in {name(ctx, lhs if in_l else rhs, t)}"
 
 
-def _partial_reduce(ctx: Context, a: Instruction, t: Target) -> Why | None:
+def _partial_reduce(ctx: Context, a: Instruction, t: CollectiveToExplain) -> Why | None:
     src = ctx.prop_names.get(a.operands[0]) if a.operands else None
     if src is None:
         return None

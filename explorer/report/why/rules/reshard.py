@@ -13,7 +13,7 @@ from explorer.report.why.needs import required
 from explorer.report.why.ops import RENAMING, same_tensor
 from explorer.report.why.reason import Evidence, Reason, Why
 from explorer.report.why.rules.base import first_anchor
-from explorer.report.why.targets import Target
+from explorer.report.why.targets import CollectiveToExplain
 from explorer.report.why.text import cause, clash, layout_change, moved_by, name, show, where
 
 
@@ -22,7 +22,7 @@ def _moved_axes(have: Layout, need: Layout) -> set[str]:
     return {x for h, n in zip(have, need, strict=True) for x in set(h) ^ set(n)}
 
 
-def reshard_operand(ctx: Context, t: Target) -> Why | None:
+def reshard_operand(ctx: Context, t: CollectiveToExplain) -> Why | None:
     """An operand of the anchor laid out, over the collective's axes, unlike what the anchor
     needs of it. For an op that only moves or maps elements, the need is its own result's
     layout, and the change is a reshard (caused by a constraint, or by propagation meeting a
@@ -30,7 +30,7 @@ def reshard_operand(ctx: Context, t: Target) -> Why | None:
     return first_anchor(t, lambda a: _operand_at(ctx, a, t))
 
 
-def _operand_at(ctx: Context, a: Instruction, t: Target) -> Why | None:
+def _operand_at(ctx: Context, a: Instruction, t: CollectiveToExplain) -> Why | None:
     for operand_name in a.operands:
         o = ctx.prop_names.get(operand_name)
         have = ctx.axes(o) if o is not None else None
@@ -70,14 +70,14 @@ def _operand_at(ctx: Context, a: Instruction, t: Target) -> Why | None:
     return None
 
 
-def reshard_result(ctx: Context, t: Target) -> Why | None:
+def reshard_result(ctx: Context, t: CollectiveToExplain) -> Why | None:
     """The result of the anchor laid out, over the collective's axes, unlike what an
     instruction using it needs, directly or after ops that only reshape or copy it (the
     partitioner moves it right after the anchor, under the anchor's metadata)."""
     return first_anchor(t, lambda a: _result_at(ctx, a, t))
 
 
-def _result_at(ctx: Context, a: Instruction, t: Target) -> Why | None:
+def _result_at(ctx: Context, a: Instruction, t: CollectiveToExplain) -> Why | None:
     todo, seen = [a], set()
     while todo and len(seen) < 16:
         p = todo.pop(0)
@@ -104,7 +104,7 @@ def _result_at(ctx: Context, a: Instruction, t: Target) -> Why | None:
 
 
 def _result_why(ctx: Context, a: Instruction, p: Instruction, u: Instruction, have: Layout,
-                need: Layout, t: Target) -> Why:
+                need: Layout, t: CollectiveToExplain) -> Why:
     """`a`'s result, reached as `p`, laid out as `have` where its user `u` needs `need`."""
     prim = primitive(a.op_name, with_einsum=True)
     point = constraint_point(u.op_name)
