@@ -171,6 +171,18 @@ def _parser() -> argparse.ArgumentParser:
         "See which collectives GSPMD/Shardy inserts for a sharded JAX program, over which mesh "
         "axes, at what size, and why."))
     sub = p.add_subparsers(dest="command")
+    _app_parser(sub)
+    _analyze_parser(sub)
+    _search_parser(sub)
+    sub.add_parser("workloads", help="list the built-in workloads, their tensors and params")
+    sub.add_parser("presets", help="list the strategy presets, the mesh axes they expect and "
+                   "their rules")
+    sub.add_parser("targets", help="list the hardware catalog, one target per line, name first")
+    _capacity_parser(sub)
+    return p
+
+
+def _app_parser(sub) -> None:
     app = sub.add_parser("app", help="start the interactive explorer in Voila (the default "
                          "with no command) and print its URL")
     app.add_argument("--port", type=_port, default=None,
@@ -180,6 +192,9 @@ def _parser() -> argparse.ArgumentParser:
                           "requires the token printed in the URL)")
     app.add_argument("--token", action="store_true",
                      help="require a token in the URL on loopback too")
+
+
+def _analyze_parser(sub) -> None:
     a = sub.add_parser("analyze", help="compile a built-in workload on a mesh and report, or "
                        "the exploration saved in a file (--from)")
     a.add_argument("--from", dest="from_file", metavar="FILE",
@@ -193,33 +208,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="also write the layout as plain JAX code to FILE: jax.make_mesh, the "
                    "NamedShardings, jax.jit with in and out shardings, the pinned activations "
                    "and the logical_axis_rules (Report.to_code)")
-    a.add_argument("--workload", help=f"one of: {', '.join(WORKLOADS)} (required without "
-                   "--from)")
-    _add_param(a)
-    a.add_argument("--mesh", help="axes and sizes, e.g. data=2,model=4 (required without "
-                   "--from)")
-    a.add_argument("--spec", action="append", default=[], metavar="TENSOR=ENTRIES",
-                   help="e.g. w1=None,model or \"x=P('data', None)\"; others are replicated "
-                   "(or placed by --preset/--rules; a --spec wins over them)")
-    a.add_argument("--preset", metavar="NAME",
-                   help="a parallelism strategy as logical-axis rules: "
-                   f"{', '.join(PRESETS)} (see `presets`)")
-    a.add_argument("--rules", metavar="RULES",
-                   help="logical-axis rules, e.g. batch=data,mlp=model,opt:embed=data; applied "
-                   "after the preset's")
-    a.add_argument("--activation", action="append", default=[], metavar="POINT=ENTRIES",
-                   help="pin an activation at a constraint point, e.g. layer0=data,None,None, "
-                   "or leave it to propagation with POINT=free (see `workloads` for points)")
-    a.add_argument("--target", metavar="NAME",
-                   help="predict times on this hardware, e.g. h100-8 or tpu-v5e-4x4 (see "
-                   "`targets`)")
-    a.add_argument("--mapping", metavar="AXES",
-                   help="place mesh axes on the target's links, e.g. data=node,model=gpu "
-                   "(default: innermost mesh axes on the fastest links)")
-    a.add_argument("--peak", action="store_true",
-                   help="predict with the vendors' peak FLOP/s and nominal link bandwidths "
-                   "instead of the rates measured runs reach (the default; its notes name "
-                   "each measured fraction)")
+    _add_workload_flags(a)
     a.add_argument("--trace", metavar="FILE",
                    help="write the predicted step timeline on --target as Chrome trace-event "
                    "JSON (open it in Perfetto, chrome://tracing or TensorBoard)")
@@ -259,13 +248,39 @@ def _parser() -> argparse.ArgumentParser:
                    "(its number in the Collectives table, 1 for the first) and print those a "
                    "compile confirmed moves fewer bytes on its line, with the bytes before "
                    "and after (explorer.what_if; with --json, under the key what_if)")
-    _search_parser(sub)
-    sub.add_parser("workloads", help="list the built-in workloads, their tensors and params")
-    sub.add_parser("presets", help="list the strategy presets, the mesh axes they expect and "
-                   "their rules")
-    sub.add_parser("targets", help="list the hardware catalog, one target per line, name first")
-    _capacity_parser(sub)
-    return p
+
+
+def _add_workload_flags(a: argparse.ArgumentParser) -> None:
+    """analyze's workload, its params, mesh and layout, and the target that prices it:
+    what an exploration file (--from) gives instead, with --partitioner, --axis-type and
+    --compile-for."""
+    a.add_argument("--workload", help=f"one of: {', '.join(WORKLOADS)} (required without "
+                   "--from)")
+    _add_param(a)
+    a.add_argument("--mesh", help="axes and sizes, e.g. data=2,model=4 (required without "
+                   "--from)")
+    a.add_argument("--spec", action="append", default=[], metavar="TENSOR=ENTRIES",
+                   help="e.g. w1=None,model or \"x=P('data', None)\"; others are replicated "
+                   "(or placed by --preset/--rules; a --spec wins over them)")
+    a.add_argument("--preset", metavar="NAME",
+                   help="a parallelism strategy as logical-axis rules: "
+                   f"{', '.join(PRESETS)} (see `presets`)")
+    a.add_argument("--rules", metavar="RULES",
+                   help="logical-axis rules, e.g. batch=data,mlp=model,opt:embed=data; applied "
+                   "after the preset's")
+    a.add_argument("--activation", action="append", default=[], metavar="POINT=ENTRIES",
+                   help="pin an activation at a constraint point, e.g. layer0=data,None,None, "
+                   "or leave it to propagation with POINT=free (see `workloads` for points)")
+    a.add_argument("--target", metavar="NAME",
+                   help="predict times on this hardware, e.g. h100-8 or tpu-v5e-4x4 (see "
+                   "`targets`)")
+    a.add_argument("--mapping", metavar="AXES",
+                   help="place mesh axes on the target's links, e.g. data=node,model=gpu "
+                   "(default: innermost mesh axes on the fastest links)")
+    a.add_argument("--peak", action="store_true",
+                   help="predict with the vendors' peak FLOP/s and nominal link bandwidths "
+                   "instead of the rates measured runs reach (the default; its notes name "
+                   "each measured fraction)")
 
 
 def _capacity_parser(sub) -> None:
@@ -535,21 +550,7 @@ def _analyze(args) -> int:
         get_workload(args.workload)
     exploration = _exploration(args) if args.from_file or args.save else None
     target = exploration.target if exploration is not None else args.target
-    if args.trace and not target:
-        raise InputError(f"--trace {args.trace} needs --target: the timeline is predicted "
-                         "for a target, e.g. --target h100-8 (see `targets`)")
-    for flag, path, example in (("--trace", args.trace, "trace.json"),
-                                ("--emit-code", args.emit_code, "layout.py"),
-                                ("--save", args.save, "exploration.json")):
-        if path:
-            _check_output_path(flag, path, example)
-    if args.xprof:
-        _check_output_folder("--xprof", args.xprof)
-    if args.what_if is not None and (args.tpu_topology or args.real_devices):
-        raise InputError("--what-if compiles each change on the mesh's CPU devices or for "
-                         "the --target, so its numbers would not compare with a "
-                         f"{'--tpu-topology' if args.tpu_topology else '--real-devices'} "
-                         "compile; drop one of them")
+    _check_analyze_flags(args, target)
     run = dict(timeout=args.timeout, measure=args.measure, tpu_topology=args.tpu_topology,
                real_devices=args.real_devices,
                origins=bool(args.origins or args.why_layout))
@@ -565,24 +566,7 @@ def _analyze(args) -> int:
                                   axis_type=args.axis_type or "auto", target=args.target,
                                   mapping=args.mapping, peak=args.peak,
                                   compile_for=args.compile_for or "target", **run)
-    if args.trace:
-        if report.trace is None:
-            raise ExplorerError(f"no trace for --target {target}: "
-                                + "; ".join(report.estimate.compute.notes or
-                                            ("its compiled program has no schedule",)))
-        _write_output("--trace", args.trace, json.dumps(report.trace.to_chrome()), "trace")
-    if args.emit_code:
-        _write_output("--emit-code", args.emit_code, report.to_code(), "code")
-    if args.xprof:
-        from explorer.report.xprof import write_xprof
-
-        written = write_xprof(report, args.xprof)
-        for note in written.notes:
-            print(f"--xprof: {note}", file=sys.stderr)
-        print(f"XProf run {written.run} written to {written.folder}; open it with "
-              f"{written.command}", file=sys.stderr)
-    if args.save:
-        _write_output("--save", args.save, exploration.to_json(), "exploration")
+    _write_files(args, report, exploration, target)
     # A --what-if past the Report's collectives is refused before anything is printed.
     what_if = _what_if_index(report, args.what_if) if args.what_if is not None else None
     if args.json:
@@ -606,6 +590,48 @@ def _analyze(args) -> int:
         sys.stdout.flush()          # the summary shows while the changes compile
         print("\n" + _what_if_text(_what_ifs(report, what_if, args, exploration)))
     return 0
+
+
+def _check_analyze_flags(args, target: str | None) -> None:
+    """The flags of analyze that cannot be honoured, refused before the compile (which can
+    take minutes) rather than after it."""
+    if args.trace and not target:
+        raise InputError(f"--trace {args.trace} needs --target: the timeline is predicted "
+                         "for a target, e.g. --target h100-8 (see `targets`)")
+    for flag, path, example in (("--trace", args.trace, "trace.json"),
+                                ("--emit-code", args.emit_code, "layout.py"),
+                                ("--save", args.save, "exploration.json")):
+        if path:
+            _check_output_path(flag, path, example)
+    if args.xprof:
+        _check_output_folder("--xprof", args.xprof)
+    if args.what_if is not None and (args.tpu_topology or args.real_devices):
+        raise InputError("--what-if compiles each change on the mesh's CPU devices or for "
+                         "the --target, so its numbers would not compare with a "
+                         f"{'--tpu-topology' if args.tpu_topology else '--real-devices'} "
+                         "compile; drop one of them")
+
+
+def _write_files(args, report, exploration, target: str | None) -> None:
+    """What analyze writes beside its output: --trace, --emit-code, --xprof and --save."""
+    if args.trace:
+        if report.trace is None:
+            raise ExplorerError(f"no trace for --target {target}: "
+                                + "; ".join(report.estimate.compute.notes or
+                                            ("its compiled program has no schedule",)))
+        _write_output("--trace", args.trace, json.dumps(report.trace.to_chrome()), "trace")
+    if args.emit_code:
+        _write_output("--emit-code", args.emit_code, report.to_code(), "code")
+    if args.xprof:
+        from explorer.report.xprof import write_xprof
+
+        written = write_xprof(report, args.xprof)
+        for note in written.notes:
+            print(f"--xprof: {note}", file=sys.stderr)
+        print(f"XProf run {written.run} written to {written.folder}; open it with "
+              f"{written.command}", file=sys.stderr)
+    if args.save:
+        _write_output("--save", args.save, exploration.to_json(), "exploration")
 
 
 def _what_ifs(report, index: int, args, exploration):

@@ -325,13 +325,7 @@ def largest_batch(workload: str | Request, mesh=None, target: str | None = None,
     check_target(target, None, mesh_spec)
     compiler = CompileSettings(target, None, "shardy", timeout,
                                check_compile_for(compile_for)).compiled_by(mesh_spec)
-    step = _batch_step(w, resolved, mesh_spec, preset, rules)
-    bound = w.bounds["batch"].high if "batch" in w.bounds else 2 ** 24
-    top = _largest_valid(w, params, min(int(max_batch), bound) if max_batch is not None
-                         else bound, step)
-    if top < step:
-        raise InputError(f"max_batch={show(max_batch)} is below the batch step {step} (the "
-                         f"devices the batch is split over); raise it to at least {step}")
+    step, top = _batch_range(w, params, resolved, mesh_spec, preset, rules, max_batch)
     capacity = get_target(target).chip.capacity
     if capacity is None:
         raise InputError(f"target {target!r} has no sourced memory size to fit a batch into; "
@@ -353,6 +347,20 @@ def largest_batch(workload: str | Request, mesh=None, target: str | None = None,
     return CapacityResult(workload, mesh_spec.text(), target, step, tuple(found), best,
                           ranking, probing.words[0] if probing.words else "", tuple(notes),
                           search_budget_s=budget)
+
+
+def _batch_range(w: Workload, params: Mapping, resolved: Mapping, mesh: MeshSpec, preset,
+                 rules, max_batch: int | None) -> tuple[int, int]:
+    """The batch step (the devices the batch is split over) and the largest batch to consider:
+    `max_batch`, else the workload's bound, rounded down to a valid multiple of the step."""
+    step = _batch_step(w, resolved, mesh, preset, rules)
+    bound = w.bounds["batch"].high if "batch" in w.bounds else 2 ** 24
+    top = _largest_valid(w, params, min(int(max_batch), bound) if max_batch is not None
+                         else bound, step)
+    if top < step:
+        raise InputError(f"max_batch={show(max_batch)} is below the batch step {step} (the "
+                         f"devices the batch is split over); raise it to at least {step}")
+    return step, top
 
 
 def _request_fields(request: Request, mesh, target, params, preset, rules) -> tuple:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from functools import partial
 from typing import Any
 
 from explorer._search import pipeline as pipe
@@ -119,14 +120,8 @@ def search(program, *args, mesh=None, target: str | None = None, mapping=None,
     """
     started = time.perf_counter()
     if isinstance(program, Request):
-        if args or any(v is not None for v in (mesh, target, mapping, params)):
-            raise InputError("search(request, ...) takes the program, mesh, target and mapping "
-                             "from the Request; give only the search's own options")
-        r = program
-        program, args = (r.workload, ()) if r.fn is None else (r.fn, r.planned.inputs)
-        mesh, target, mapping = r.planned.mesh, r.target, r.mapping
-        params = r.params if r.fn is None else None
-        partitioner, timeout, compile_for = r.partitioner, r.timeout, r.compile_for
+        program, args, mesh, target, mapping, params, partitioner, timeout, compile_for = (
+            _request_fields(program, args, mesh, target, mapping, params))
     problem = _problem(program, args, params)
     mesh_spec = check_mesh(mesh)
     _check_target(target, mapping, mesh_spec)
@@ -142,26 +137,61 @@ def search(program, *args, mesh=None, target: str | None = None, mapping=None,
     verify = _check_verify(verify)
     state = SearchState(started, budget_s=budget_s, cancel=cancel, progress=progress,
                         prune=prune, patience=_check_patience(patience))
+    where = partial(_runner, cluster, pool, node_timeout)
     if chosen is SearchSpace.PIPELINE:
-        limit = _check_microbatches(max_microbatches)
-        _check_pipeline_options(names=names, tensors=tensors, mapping=mapping)
-        with _runner(cluster, pool, node_timeout) as runner:
-            return PipelineSearch(problem, mesh_spec, settings, state, runner, limit,
-                                  verify).run()
+        return _pipeline_search(problem, mesh_spec, settings, state, where, verify,
+                                max_microbatches, names=names, tensors=tensors, mapping=mapping)
+    return _branch_and_bound(problem, chosen, mesh_spec, settings, state, where, names, tensors,
+                             max_microbatches, vary_mesh=mesh_shapes and mapping is None)
 
+
+def _request_fields(request: Request, args: tuple, mesh, target, mapping, params) -> tuple:
+    """What search takes from a Request in place of its arguments: the program and its
+    arguments (a workload's name, or a function and its inputs), params, mesh, target,
+    mapping, partitioner, timeout and compile_for; its layout is what the search varies."""
+    if args or any(v is not None for v in (mesh, target, mapping, params)):
+        raise InputError("search(request, ...) takes the program, mesh, target and mapping "
+                         "from the Request; give only the search's own options")
+    r = request
+    program, args = (r.workload, ()) if r.fn is None else (r.fn, r.planned.inputs)
+    params = r.params if r.fn is None else None
+    return (program, args, r.planned.mesh, r.target, r.mapping, params, r.partitioner,
+            r.timeout, r.compile_for)
+
+
+# Opens where the candidates compile (_runner), once every argument has been checked.
+_Where = Callable[[], AbstractContextManager[Any]]
+
+
+def _pipeline_search(problem: Problem, mesh: MeshSpec, settings: CompileSettings,
+                     state: SearchState, where: _Where, verify: int, max_microbatches,
+                     **intra_options) -> SearchResult:
+    """The inter-operator search of the pipeline workload (pipeline_search.py), which refuses
+    the options of the intra-operator searches (`intra_options`)."""
+    limit = _check_microbatches(max_microbatches)
+    _check_pipeline_options(**intra_options)
+    with where() as runner:
+        return PipelineSearch(problem, mesh, settings, state, runner, limit, verify).run()
+
+
+def _branch_and_bound(problem: Problem, space: SearchSpace, mesh: MeshSpec,
+                      settings: CompileSettings, state: SearchState, where: _Where, names,
+                      tensors, max_microbatches, vary_mesh: bool) -> SearchResult:
+    """A rules or specs search: enumerate the candidates (over the other factorisations of the
+    mesh too, with `vary_mesh`), then the branch and bound over them (branch_and_bound.py)."""
     if max_microbatches is not None:
         raise InputError("max_microbatches applies to the pipeline search (space='pipeline')")
-    searched_names, searched_tensors = _searched(problem, chosen, names, tensors)
+    searched_names, searched_tensors = _searched(problem, space, names, tensors)
     if isinstance(problem, FunctionProblem):
-        check_inputs(problem.inputs, mesh_spec)
-    meshes = factor_meshes(mesh_spec, mesh_shapes and mapping is None)
+        check_inputs(problem.inputs, mesh)
+    meshes = factor_meshes(mesh, vary_mesh)
     state.report(SearchPhase.ENUMERATE)
-    found = enumerate_space(problem, meshes, chosen, searched_names, searched_tensors,
+    found = enumerate_space(problem, meshes, space, searched_names, searched_tensors,
                             state.cancelled)
     state.should_stop()       # records a cancel that cut the enumeration short
-    with _runner(cluster, pool, node_timeout) as runner:
-        return BranchAndBound(problem, chosen, found, settings, state, runner,
-                              screening_for(settings, mesh_spec)).run()
+    with where() as runner:
+        return BranchAndBound(problem, space, found, settings, state, runner,
+                              screening_for(settings, mesh)).run()
 
 
 @contextmanager

@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from math import prod
+from typing import Any, NamedTuple
 
 from explorer.compile.gpu import GpuTopology, gpu_devices
 from explorer.compile.multislice import hybrid_device_array
@@ -232,51 +233,120 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         fn = load_function(fn, mesh, notes)
     jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
     structs = jax.tree.map(lambda s: _struct(s, mesh), args, is_leaf=_is_spec)
-    notes += _offload_notes(jax.tree.leaves(args, is_leaf=_is_spec), jax.tree.leaves(structs),
-                            mesh.devices.flat[0].platform)
+    leaves = jax.tree.leaves(args, is_leaf=_is_spec)
+    notes += _offload_notes(leaves, jax.tree.leaves(structs), mesh.devices.flat[0].platform)
     # keep_unused so that HLO parameter i is always the i-th input tensor. Donated inputs
     # (donate_argnums, positions in the flat `args`) may hold outputs: the CPU, and the GPU and
     # TPU compilers ahead of time, all honour it in jax 0.10 (tests/compile/test_donation.py).
     jitted = jax.jit(fn, keep_unused=True, **({"donate_argnums": donate} if donate else {}))
     dump = tempfile.mkdtemp(prefix="explorer-dump-", dir="/dev/shm" if os.path.isdir(
         "/dev/shm") else None)
-    out_of_memory = None
     try:
         with _compiler_messages() as warnings, _donation_warnings(bool(donate)):
             t0 = time.perf_counter()
             lowered = _lower(jitted, structs, mesh, notes)
             t1 = time.perf_counter()
-            try:
-                compiled = lowered.compile(
-                    compiler_options=dump_options(dump, origins, multislice=slices > 1))
-            except jax.errors.JaxRuntimeError as e:
-                # A program too big for the device is an answer: keep what the compiler wrote.
-                if not is_out_of_memory(str(e)) or not _files(dump, "*after_optimizations.txt"):
-                    raise
-                compiled, out_of_memory = None, OutOfMemory(str(e))
+            compiled, out_of_memory = _compile(lowered, dump, origins, multislice=slices > 1)
             t2 = time.perf_counter()
-        # CPU: "...before_spmd-partitioning.txt"; TPU: "...before_tpu-spmd-partitioning.txt".
-        propagated = _read_first(dump, "*before_*spmd-partitioning.txt")
-        # Only the CPU backend promotes collectives; XLA's GPU pipeline runs passes of the same
-        # names on other ops, and its collectives already move the program's dtypes.
-        unpromoted = _read_first_before(dump, PROMOTION_PASSES) if gpu is None else ""
-        # CPU: "...cpu_after_optimizations-live-range.txt"; TPU: "...after_optimizations-...".
-        live_range = _read_first(dump, "*after_optimizations-live-range.txt")
-        peak_live = peak_section(live_range)
-        buffer_values = value_lines(
-            _read_first(dump, "*after_optimizations-buffer-assignment.txt")) if peak_live else ""
-        live_ranges = schedule_sections(live_range)
-        hlo_proto = _read_first_bytes(dump, "*after_optimizations.hlo.pb")
-        optimized = (_read_first(dump, "*after_optimizations.txt") if compiled is None
-                     else compiled.as_text())
-        propagated_mlir = _read_first(dump, AFTER_PROPAGATION) if origins else None
-        before_slicing = _read_first_before(dump, (CROSS_SLICE,)) if slices > 1 else ""
+        dumped = _read_dump(dump, compiled, for_gpu=gpu is not None, origins=origins,
+                            multislice=slices > 1)
     finally:
         shutil.rmtree(dump, ignore_errors=True)
 
-    leaves = jax.tree.leaves(args, is_leaf=_is_spec)
-    notes += _unaliased_notes([leaves[i].name for i in donate], donate, optimized)
-    out_info = jax.tree_util.tree_flatten_with_path(lowered.out_info)[0]
+    notes += _unaliased_notes([leaves[i].name for i in donate], donate, dumped.optimized)
+    inputs, outputs = _layouts(leaves, structs, lowered.out_info, compiled, dumped.propagated,
+                               notes)
+    # Said only when a run was asked: the note is the answer to `measure`.
+    measured = (_measurement(compiled, args, mesh, measure_cap, tpu_topology, gpu)
+                if measure else None)
+    return CompileResult(
+        measured=measured,
+        stablehlo=lowered.as_text(),
+        propagated=dumped.propagated,
+        propagated_mlir=dumped.propagated_mlir,
+        optimized=dumped.optimized,
+        inputs=inputs,
+        outputs=outputs,
+        memory=_memory(compiled, notes) if compiled is not None else None,
+        cost=_cost(compiled, notes) if compiled is not None else None,
+        lower_s=t1 - t0,
+        compile_s=t2 - t1,
+        backend=(tpu_backend(tpu_topology, slices) if tpu_topology else "gpu"
+                 if gpu is not None else jax.devices()[0].platform),
+        device_kind=mesh.devices.flat[0].device_kind,
+        ahead_of_time=ahead_of_time,
+        notes=tuple(notes),
+        warnings=tuple(warnings),
+        unpromoted=dumped.unpromoted,
+        peak_live=dumped.peak_live,
+        buffer_values=dumped.buffer_values,
+        live_ranges=dumped.live_ranges,
+        hlo_proto=dumped.hlo_proto,
+        out_of_memory=out_of_memory,
+        **(_slice_layout(mesh, dumped.before_slicing) if slices > 1 else {}),
+    )
+
+
+def _compile(lowered, dump: str, origins: bool,
+             multislice: bool) -> tuple[Any, OutOfMemory | None]:
+    """The executable of `lowered`, the compiler dumping into `dump`, and None; or, for a
+    program too big for the device, None and the OutOfMemory: that is an answer, and what the
+    compiler wrote before it gave up is kept."""
+    import jax
+
+    try:
+        return lowered.compile(compiler_options=dump_options(dump, origins, multislice)), None
+    except jax.errors.JaxRuntimeError as e:
+        if not is_out_of_memory(str(e)) or not _files(dump, "*after_optimizations.txt"):
+            raise
+        return None, OutOfMemory(str(e))
+
+
+class _Dumped(NamedTuple):
+    """What a compile's dump folder holds that the executable does not say (the CompileResult
+    fields of the same names)."""
+
+    propagated: str
+    unpromoted: str
+    peak_live: str
+    buffer_values: str
+    live_ranges: str
+    hlo_proto: bytes
+    optimized: str
+    propagated_mlir: str | None
+    before_slicing: str
+
+
+def _read_dump(dump: str, compiled, for_gpu: bool, origins: bool,
+               multislice: bool) -> _Dumped:
+    """Read the dump folder before it is removed; the optimized module is the executable's
+    text, or the dumped one where the compile ran out of memory (`compiled` None)."""
+    # CPU: "...cpu_after_optimizations-live-range.txt"; TPU: "...after_optimizations-...".
+    live_range = _read_first(dump, "*after_optimizations-live-range.txt")
+    peak_live = peak_section(live_range)
+    return _Dumped(
+        # CPU: "...before_spmd-partitioning.txt"; TPU: "...before_tpu-spmd-partitioning.txt".
+        propagated=_read_first(dump, "*before_*spmd-partitioning.txt"),
+        # Only the CPU backend promotes collectives; XLA's GPU pipeline runs passes of the same
+        # names on other ops, and its collectives already move the program's dtypes.
+        unpromoted=_read_first_before(dump, PROMOTION_PASSES) if not for_gpu else "",
+        peak_live=peak_live,
+        buffer_values=value_lines(_read_first(
+            dump, "*after_optimizations-buffer-assignment.txt")) if peak_live else "",
+        live_ranges=schedule_sections(live_range),
+        hlo_proto=_read_first_bytes(dump, "*after_optimizations.hlo.pb"),
+        optimized=(_read_first(dump, "*after_optimizations.txt") if compiled is None
+                   else compiled.as_text()),
+        propagated_mlir=_read_first(dump, AFTER_PROPAGATION) if origins else None,
+        before_slicing=_read_first_before(dump, (CROSS_SLICE,)) if multislice else "")
+
+
+def _layouts(leaves: list[TensorSpec], structs, out_info, compiled, propagated: str,
+             notes: list[str]) -> tuple[tuple[TensorLayout, ...], tuple[TensorLayout, ...]]:
+    """The inputs' and the outputs' layouts, as the executable places them."""
+    import jax
+
+    out_info = jax.tree_util.tree_flatten_with_path(out_info)[0]
     if compiled is not None:
         in_shardings = jax.tree.leaves(compiled.input_shardings[0])
         out_texts = [_hlo_sharding_text(sh, len(info.shape), notes) for (_, info), sh in zip(
@@ -291,44 +361,18 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     outputs = tuple(TensorLayout("out" + jax.tree_util.keystr(path), tuple(info.shape),
                                  str(info.dtype), text)
                     for (path, info), text in zip(out_info, out_texts, strict=True))
-    if ahead_of_time:
-        # Said only when a run was asked: the note is the answer to `measure`.
-        measured = Measurement(note="not measured: compiled ahead of time for a "
-                                    f"{'TPU' if tpu_topology else 'GPU'} that is not here"
-                               ) if measure else None
-    elif compiled is None:
-        measured = Measurement(note="not measured: the program does not fit the device's "
-                                    "memory") if measure else None
-    elif measure:
-        measured = _measure(compiled, args, mesh, measure_cap)
-    else:
-        measured = None
-    return CompileResult(
-        measured=measured,
-        stablehlo=lowered.as_text(),
-        propagated=propagated,
-        propagated_mlir=propagated_mlir,
-        optimized=optimized,
-        inputs=inputs,
-        outputs=outputs,
-        memory=_memory(compiled, notes) if compiled is not None else None,
-        cost=_cost(compiled, notes) if compiled is not None else None,
-        lower_s=t1 - t0,
-        compile_s=t2 - t1,
-        backend=(tpu_backend(tpu_topology, slices) if tpu_topology else "gpu"
-                 if gpu is not None else jax.devices()[0].platform),
-        device_kind=mesh.devices.flat[0].device_kind,
-        ahead_of_time=ahead_of_time,
-        notes=tuple(notes),
-        warnings=tuple(warnings),
-        unpromoted=unpromoted,
-        peak_live=peak_live,
-        buffer_values=buffer_values,
-        live_ranges=live_ranges,
-        hlo_proto=hlo_proto,
-        out_of_memory=out_of_memory,
-        **(_slice_layout(mesh, before_slicing) if slices > 1 else {}),
-    )
+    return inputs, outputs
+
+
+def _measurement(compiled, args, mesh, cap: int, tpu_topology: str | None,
+                 gpu: GpuTopology | None) -> Measurement:
+    """The answer to `measure`: a run of the compiled program, or why none could be made."""
+    if tpu_topology or gpu is not None:
+        return Measurement(note="not measured: compiled ahead of time for a "
+                                f"{'TPU' if tpu_topology else 'GPU'} that is not here")
+    if compiled is None:
+        return Measurement(note="not measured: the program does not fit the device's memory")
+    return _measure(compiled, args, mesh, cap)
 
 
 def _slice_layout(mesh, before_slicing: str) -> dict:

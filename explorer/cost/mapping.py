@@ -218,55 +218,69 @@ def check_mapping(target: str | Target, mesh_names: Sequence[str], mesh_sizes: S
                                f"axes: {choices(names)}", axis=key, target=target.name)
     if target.family is TargetFamily.CPU:
         return AxisMapping(target.name, names, sizes, tuple(() for _ in names))
-    phys_names = [a.name for a in target.axes]
-    raw: list[list[tuple[PhysicalAxis, int]]] = []
-    for name, size in zip(names, sizes, strict=True):
-        entries = mapping.get(name, ())
-        if isinstance(entries, str) or (isinstance(entries, tuple) and len(entries) == 2
-                                        and isinstance(entries[1], int)):
-            entries = (entries,)
-        if not entries and size > 1:
-            raise MappingError(f"mesh axis {name!r} (size {size}) is not mapped; map it onto "
-                               f"{', '.join(a.describe() for a in target.axes)}",
-                               axis=name, target=target.name)
-        placed = []
-        for entry in entries:
-            if isinstance(entry, tuple):
-                phys_name, factor = entry
-            else:
-                phys_name, _, f_text = str(entry).partition(":")
-                factor = None
-                if f_text:
-                    if not re.fullmatch(r"\d{1,7}", f_text.strip()):
-                        raise MappingError(
-                            f"mesh axis {name!r}: {show(entry)} has factor {show(f_text)}, not "
-                            f"a whole number from 1 to {MAX_FACTOR}", axis=name,
-                            target=target.name)
-                    factor = int(f_text)
-            phys_name = str(phys_name).strip()
-            if phys_name not in phys_names:
+    raw = [_axis_placement(target, name, size, mapping.get(name, ()))
+           for name, size in zip(names, sizes, strict=True)]
+    return AxisMapping(target.name, names, sizes, _segments(target, names, raw))
+
+
+def _axis_placement(target: Target, name: str, size: int,
+                    entries) -> list[tuple[PhysicalAxis, int]]:
+    """The physical axes mesh axis `name` (of `size` devices) is mapped to, each with how many
+    of its devices it takes; `entries` is one of check_mapping's mapping values."""
+    if isinstance(entries, str) or (isinstance(entries, tuple) and len(entries) == 2
+                                    and isinstance(entries[1], int)):
+        entries = (entries,)
+    if not entries and size > 1:
+        raise MappingError(f"mesh axis {name!r} (size {size}) is not mapped; map it onto "
+                           f"{', '.join(a.describe() for a in target.axes)}",
+                           axis=name, target=target.name)
+    placed = [_physical_factor(target, name, entry) for entry in entries]
+    spanned = prod(f for _, f in placed)
+    if spanned != size:
+        where = " + ".join(f"{a.name}:{f}" for a, f in placed)
+        limits = "; ".join(_limit(target, a) for a, _ in placed)
+        hint = _hint(target, placed[0][0], name, size) if len(placed) == 1 else ""
+        raise MappingError(
+            f"mesh axis {name!r} has size {size} but is mapped to {where} = {spanned} "
+            f"devices ({limits}){hint}", axis=name, target=target.name)
+    return placed
+
+
+def _physical_factor(target: Target, name: str, entry) -> tuple[PhysicalAxis, int]:
+    """One entry of mesh axis `name`'s mapping ('gpu', 'node:2' or ('node', 2)): the physical
+    axis and how many of its devices (all of them where no factor is given)."""
+    if isinstance(entry, tuple):
+        phys_name, factor = entry
+    else:
+        phys_name, _, f_text = str(entry).partition(":")
+        factor = None
+        if f_text:
+            if not re.fullmatch(r"\d{1,7}", f_text.strip()):
                 raise MappingError(
-                    f"mesh axis {name!r} is mapped to {phys_name!r}, which {target.name} lacks; "
-                    f"its axes: {', '.join(a.describe() for a in target.axes) or '(none)'}",
-                    axis=name, target=target.name)
-            axis = target.axis(phys_name)
-            factor = axis.size if factor is None else factor
-            if factor < 1 or factor > axis.size or axis.size % factor:
-                raise MappingError(
-                    f"mesh axis {name!r} takes {factor} from {phys_name!r} but "
-                    f"{_limit(target, axis)}; a factor must divide {axis.size}"
-                    + _hint(target, axis, name, factor), axis=name, target=target.name)
-            placed.append((axis, factor))
-        spanned = prod(f for _, f in placed)
-        if spanned != size:
-            where = " + ".join(f"{a.name}:{f}" for a, f in placed)
-            limits = "; ".join(_limit(target, a) for a, _ in placed)
-            hint = _hint(target, placed[0][0], name, size) if len(placed) == 1 else ""
-            raise MappingError(
-                f"mesh axis {name!r} has size {size} but is mapped to {where} = {spanned} "
-                f"devices ({limits}){hint}", axis=name, target=target.name)
-        raw.append(placed)
-    # Each physical axis must be shared out exactly; inner (later) mesh axes get stride 1.
+                    f"mesh axis {name!r}: {show(entry)} has factor {show(f_text)}, not "
+                    f"a whole number from 1 to {MAX_FACTOR}", axis=name,
+                    target=target.name)
+            factor = int(f_text)
+    phys_name = str(phys_name).strip()
+    if phys_name not in [a.name for a in target.axes]:
+        raise MappingError(
+            f"mesh axis {name!r} is mapped to {phys_name!r}, which {target.name} lacks; "
+            f"its axes: {', '.join(a.describe() for a in target.axes) or '(none)'}",
+            axis=name, target=target.name)
+    axis = target.axis(phys_name)
+    factor = axis.size if factor is None else factor
+    if factor < 1 or factor > axis.size or axis.size % factor:
+        raise MappingError(
+            f"mesh axis {name!r} takes {factor} from {phys_name!r} but "
+            f"{_limit(target, axis)}; a factor must divide {axis.size}"
+            + _hint(target, axis, name, factor), axis=name, target=target.name)
+    return axis, factor
+
+
+def _segments(target: Target, names: tuple[str, ...],
+              raw: list[list[tuple[PhysicalAxis, int]]]) -> tuple[tuple[Segment, ...], ...]:
+    """Each mesh axis's Segments, from the factors `raw` it takes of each physical axis. Each
+    physical axis must be shared out exactly; inner (later) mesh axes get stride 1."""
     placement: list[list[Segment]] = [[] for _ in names]
     for axis in target.axes:
         stride = 1
@@ -281,8 +295,7 @@ def check_mapping(target: str | Target, mesh_names: Sequence[str], mesh_sizes: S
             raise MappingError(f"mesh axes {choices(users)} ask for {stride} of "
                                f"{axis.name!r} but {_limit(target, axis)}",
                                axis=users[0] if users else None, target=target.name)
-    return AxisMapping(target.name, names, sizes,
-                       tuple(tuple(p) for p in placement))
+    return tuple(tuple(p) for p in placement)
 
 
 def default_mapping(target: str | Target, mesh_names: Sequence[str],

@@ -735,6 +735,34 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
         placed = default_mapping(target, mesh_names, mesh_sizes)
     else:
         placed = check_mapping(target, mesh_names, mesh_sizes, mapping)
+    times = _collective_times(collectives, target, placed, mesh_names, mesh_sizes, work, notes)
+    unplaced = [t for t in times if t.seconds is None]
+    comm = sum(t.runs * t.seconds for t in times if t.seconds is not None)
+    if unplaced:
+        notes.append(f"{len(unplaced)} collective(s) could not be timed "
+                     f"({unplaced[0].note}); communication time counts only the others")
+    comp = _compute(flops, bytes_accessed, dtype, target, work, table, notes)
+    fit = memory_fit(memory_bytes, target)
+    if memory_bytes is None:
+        notes.append("no per-device memory figure, so no memory verdict")
+    if comp.seconds is None:
+        # Without a compute time the step is at least its communication; nothing more is known.
+        lower, upper, bound = (comm or None), None, None
+    else:
+        # Full overlap: compute under communication, and opposite one-way permutes side by side.
+        both_ways = overlapped_comm_seconds(times)
+        lower = max(comp.seconds, both_ways)
+        upper = comp.seconds + comm if not unplaced else None
+        bound = comp.bound if comp.seconds >= both_ways else Bound.COMMUNICATION
+    return Estimate(target.name, placed.to_dict(), comp.dtype, times, comp, comm, lower, upper,
+                    bound, fit, tuple(notes), peak=peak)
+
+
+def _collective_times(collectives: Sequence, target: Target, placed: AxisMapping,
+                      mesh_names: Sequence[str], mesh_sizes: Sequence[int], work: Work | None,
+                      notes: list[str]) -> tuple[CollectiveTime, ...]:
+    """Each collective's time on `placed` links, run as often as the schedule (`work`) runs it;
+    `notes` gets what is only bounded."""
     times = tuple(_collective_time(c, target, placed, mesh_names, mesh_sizes)
                   for c in collectives)
     # A leg of a split collective (tier inside or across) is timed on exactly its links.
@@ -747,11 +775,14 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
     if work is not None:
         times = tuple(replace(t, runs=work.collective_runs.get(getattr(c, "hlo_name", ""), 1))
                       for c, t in zip(collectives, times, strict=True))
-    unplaced = [t for t in times if t.seconds is None]
-    comm = sum(t.runs * t.seconds for t in times if t.seconds is not None)
-    if unplaced:
-        notes.append(f"{len(unplaced)} collective(s) could not be timed "
-                     f"({unplaced[0].note}); communication time counts only the others")
+    return times
+
+
+def _compute(flops: float | None, bytes_accessed: float | None, dtype: str, target: Target,
+             work: Work | None, table: GemmTable | None, notes: list[str]) -> ComputeTime:
+    """The step's compute: on one roofline from XLA's whole-program counts, or summed per
+    scheduled instruction (`work`, dots at the GEMM `table`'s rates where it has them); `notes`
+    gets how it was counted."""
     if work is None:
         comp = compute_time(flops, bytes_accessed, dtype, target)
     else:
@@ -775,20 +806,7 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
             notes.append(f"for comparison, XLA's whole-program counts ({flops:.3g} FLOPs, "
                          f"{format_bytes(bytes_accessed or 0)} accessed, loop bodies once) give "
                          f"{format_seconds(whole.seconds)} on one roofline")
-    fit = memory_fit(memory_bytes, target)
-    if memory_bytes is None:
-        notes.append("no per-device memory figure, so no memory verdict")
-    if comp.seconds is None:
-        # Without a compute time the step is at least its communication; nothing more is known.
-        lower, upper, bound = (comm or None), None, None
-    else:
-        # Full overlap: compute under communication, and opposite one-way permutes side by side.
-        both_ways = overlapped_comm_seconds(times)
-        lower = max(comp.seconds, both_ways)
-        upper = comp.seconds + comm if not unplaced else None
-        bound = comp.bound if comp.seconds >= both_ways else Bound.COMMUNICATION
-    return Estimate(target.name, placed.to_dict(), comp.dtype, times, comp, comm, lower, upper,
-                    bound, fit, tuple(notes), peak=peak)
+    return comp
 
 
 def estimate_report(report, target: str | Target, dtype: str | None = None,

@@ -154,14 +154,7 @@ def _chains_in(module: HloModule, computation: str, instrs: list[Instruction]) -
                         or head in carried.get(i.name, {}))
         if not members:
             continue
-        # The chain's own path: from the head, each time the first member that reads the last
-        # one; rematerialised clones read the same fusion later and sit off the path.
-        done = head
-        while True:
-            nxt = next((m for m in members if done in reads[m]), None)
-            if nxt is None:
-                break
-            done = nxt
+        done = _last_on_path(head, members, reads)
         in_loops = tuple(f for m in members for f in carried.get(m, {}).get(head, ()))
         chains.append(Chain(
             computation, head, inner[head][0].name, members, done,
@@ -169,3 +162,16 @@ def _chains_in(module: HloModule, computation: str, instrs: list[Instruction]) -
             + tuple(i.name for f in in_loops for i in _collectives(module, f)),
             tuple(f.name for f in in_loops)))
     return chains
+
+
+def _last_on_path(head: str, members: tuple[str, ...], reads: dict[str, set[str]]) -> str:
+    """The member that waits for the chain's collective: the last on the chain's own path,
+    from the head, each time the first member that reads the last one (`reads`: member -> the
+    chain instructions it reads); rematerialised clones read the same fusion later and sit off
+    the path."""
+    done = head
+    while True:
+        nxt = next((m for m in members if done in reads[m]), None)
+        if nxt is None:
+            return done
+        done = nxt

@@ -137,17 +137,7 @@ def tiling_from_hlo(text: str, rank: int, num_devices: int) -> Tiling:
     tokens = _scan_top_level(body, " \t\n")
     if not tokens:
         raise ValueError(f"empty sharding {text!r}")
-    # Tokens that only steer propagation or carry provenance, not placement.
-    kept, i = [], 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok.startswith("metadata="):
-            i += 1
-        elif tok in ("shard_as", "shard_like"):
-            i += 2
-        else:
-            kept.append(tok)
-            i += 1
+    kept = _placement_tokens(tokens)
     if not kept:
         raise ValueError(f"sharding {text!r} names no placement")
     head, rest = kept[0], kept[1:]
@@ -173,8 +163,40 @@ def tiling_from_hlo(text: str, rank: int, num_devices: int) -> Tiling:
     if not head.startswith("devices="):
         raise ValueError(f"unsupported HLO sharding {text!r}")
     dims, devs = _tile_assignment(head)
+    types = _subgroup_types(rest, text)
+    if len(types) > 1 and "last_tile_dim_replicate" in rest:
+        raise ValueError(f"both last_tile_dim_replicate and last_tile_dims in {text!r}")
+    if len(dims) - len(types) != rank:
+        raise ValueError(
+            f"{text!r} tiles {len(dims) - len(types)} data dims but the tensor has rank {rank}"
+        )
+    flat = devs.ravel()
+    if flat.min() < 0 or flat.max() >= num_devices:
+        raise ValueError(f"device ids in {text!r} fall outside 0..{num_devices - 1}")
+    return _canonical_tiling(dims, devs, types, rank)
+
+
+def _placement_tokens(tokens: list[str]) -> list[str]:
+    """The tokens that place the tensor: those that only steer propagation (``shard_as N``,
+    ``shard_like N``) or carry provenance (``metadata=``) are dropped."""
+    kept, i = [], 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.startswith("metadata="):
+            i += 1
+        elif tok in ("shard_as", "shard_like"):
+            i += 2
+        else:
+            kept.append(tok)
+            i += 1
+    return kept
+
+
+def _subgroup_types(attributes: list[str], text: str) -> list[str]:
+    """The types of the trailing tile-assignment dims, one per dim, from the attributes after
+    ``devices=[...]`` (``last_tile_dim_replicate``, ``last_tile_dims={...}``) of `text`."""
     types: list[str] = []
-    for tok in rest:
+    for tok in attributes:
         if tok == "last_tile_dim_replicate":
             types.append("replicated")
         elif tok.startswith("last_tile_dims="):
@@ -187,18 +209,13 @@ def tiling_from_hlo(text: str, rank: int, num_devices: int) -> Tiling:
                 types.append(t)
         else:
             raise ValueError(f"unsupported attribute {tok!r} in {text!r}")
-    if len(types) > 1 and "last_tile_dim_replicate" in rest:
-        raise ValueError(f"both last_tile_dim_replicate and last_tile_dims in {text!r}")
-    if len(dims) - len(types) != rank:
-        raise ValueError(
-            f"{text!r} tiles {len(dims) - len(types)} data dims but the tensor has rank {rank}"
-        )
-    flat = devs.ravel()
-    if flat.min() < 0 or flat.max() >= num_devices:
-        raise ValueError(f"device ids in {text!r} fall outside 0..{num_devices - 1}")
+    return types
 
-    # Bring the subgroup dims into XLA's canonical order and merge same-typed
-    # ones, so spellings XLA treats as equal give equal Tilings.
+
+def _canonical_tiling(dims: list[int], devs: np.ndarray, types: list[str],
+                      rank: int) -> Tiling:
+    """The Tiling of a checked tile assignment: the subgroup dims brought into XLA's canonical
+    order and same-typed ones merged, so spellings XLA treats as equal give equal Tilings."""
     tiles = tuple(dims[:rank])
     order = sorted(range(len(types)), key=lambda j: _SUBGROUP_ORDER.index(types[j]))
     devs = devs.transpose(list(range(rank)) + [rank + j for j in order])

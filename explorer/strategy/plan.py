@@ -56,40 +56,12 @@ def plan(workload: Workload, params: dict, mesh: MeshSpec, specs: Mapping | None
     known = tuple(dict.fromkeys(LOGICAL_NAMES + tuple(
         d for dims in [*logical.values(), *(p.dims for p in points.values())]
         for d in dims if d is not None)))
-    table = Rules()
-    origin_of_rules = "rule"
-    if preset is not None:
-        p = get_preset(preset)
-        if p.workloads is not None and workload.name not in p.workloads:
-            missing = [w for w in p.workloads if w not in WORKLOADS]
-            if missing:
-                raise PresetError(
-                    f"preset {p.name!r} needs workload {missing[0]!r}, which is not available "
-                    f"in this installation; built-in workloads: {choices(WORKLOADS)}")
-            raise PresetError(f"preset {p.name!r} applies only to workload(s) "
-                              f"{choices(p.workloads)}, not {workload.name!r}; use "
-                              f"workload {p.workloads[0]!r}")
-        table = p.rules_for(mesh)
-        origin_of_rules = f"preset {p.name!r}"
-    user_rules = parse_rules(rules, known)
-    user_rules.check_mesh(mesh)
-    table = table + user_rules
-    if rules is not None:
-        origin_of_rules += " + rules" if preset is not None else ""
+    table, origin_of_rules = _rule_table(workload, mesh, preset, rules, known)
     if table.rules and not logical:
         raise RuleError(f"workload {workload.name!r} declares no logical dimension names, so "
                         "presets and rules cannot place its tensors; give a spec per tensor "
                         "instead")
-
-    unknown = [n for n in activations if n not in points]
-    if unknown and points:
-        raise WorkloadError(f"workload {workload.name!r} has no constraint point "
-                            f"{show(unknown[0])}; its points are {choices(points)}")
-    if unknown:
-        with_points = [w.name for w in WORKLOADS.values() if w.points is not None]
-        raise WorkloadError(f"workload {workload.name!r} has no constraint points, so "
-                            f"activation spec {show(unknown[0])} cannot be applied; workloads with "
-                            f"points: {choices(with_points)}")
+    _check_points(workload, activations, points)
 
     out_specs: dict[str, tuple[Entry, ...]] = {}
     origin: dict[str, str] = {}         # tensor or point -> "spec", "activation" or the rules'
@@ -132,6 +104,46 @@ def plan(workload: Workload, params: dict, mesh: MeshSpec, specs: Mapping | None
             if kinds.get(name, "param") in ("param", "opt"):
                 constraints[name] = out_specs.get(name, ())
     return Plan(out_specs, origin, tuple(constraints.items()), point_specs, point_shapes, table)
+
+
+def _rule_table(workload: Workload, mesh: MeshSpec, preset: str | None, rules,
+                known: tuple[str, ...]) -> tuple[Rules, str]:
+    """The preset's rules for `mesh`, then the user's `rules` (over the logical names `known`),
+    and where a spec they give comes from, as the plan's origin names it."""
+    table = Rules()
+    origin_of_rules = "rule"
+    if preset is not None:
+        p = get_preset(preset)
+        if p.workloads is not None and workload.name not in p.workloads:
+            missing = [w for w in p.workloads if w not in WORKLOADS]
+            if missing:
+                raise PresetError(
+                    f"preset {p.name!r} needs workload {missing[0]!r}, which is not available "
+                    f"in this installation; built-in workloads: {choices(WORKLOADS)}")
+            raise PresetError(f"preset {p.name!r} applies only to workload(s) "
+                              f"{choices(p.workloads)}, not {workload.name!r}; use "
+                              f"workload {p.workloads[0]!r}")
+        table = p.rules_for(mesh)
+        origin_of_rules = f"preset {p.name!r}"
+    user_rules = parse_rules(rules, known)
+    user_rules.check_mesh(mesh)
+    table = table + user_rules
+    if rules is not None:
+        origin_of_rules += " + rules" if preset is not None else ""
+    return table, origin_of_rules
+
+
+def _check_points(workload: Workload, activations: Mapping, points: Mapping) -> None:
+    """Every activation spec names one of the workload's constraint points."""
+    unknown = [n for n in activations if n not in points]
+    if unknown and points:
+        raise WorkloadError(f"workload {workload.name!r} has no constraint point "
+                            f"{show(unknown[0])}; its points are {choices(points)}")
+    if unknown:
+        with_points = [w.name for w in WORKLOADS.values() if w.points is not None]
+        raise WorkloadError(f"workload {workload.name!r} has no constraint points, so "
+                            f"activation spec {show(unknown[0])} cannot be applied; workloads with "
+                            f"points: {choices(with_points)}")
 
 
 def _is_free(spec) -> bool:
