@@ -33,6 +33,7 @@ import re
 import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,10 +57,25 @@ MAX_FILE_BYTES = 1 << 20
 MAX_LINK_CHARS = 16 * 1024        # the text of a link (base64 of the JSON)
 MAX_DEPTH = 4                     # top > request > params > value
 MAX_NAME = 200                    # a tensor, point, module or attribute name
-# The app's tabs (explorer/ui/app.py TAB_TITLES, which a test holds equal).
-APP_TABS = ("Placement", "Collectives", "Memory", "Timing", "HLO", "Compare", "Suggest")
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _FREE = "free"
+
+
+class AppTab(StrEnum):
+    """The app's tabs, in the order it shows them: the one list of them. A saved exploration
+    names the tab it showed by this title, and the app (explorer/ui/tabs.py) builds its tabs
+    from it, each title's Tab class in its registry. A StrEnum, so a title is its text."""
+
+    PLACEMENT = "Placement"
+    COLLECTIVES = "Collectives"
+    MEMORY = "Memory"
+    TIMING = "Timing"
+    HLO = "HLO"
+    COMPARE = "Compare"
+    SUGGEST = "Suggest"
+
+
+APP_TABS = tuple(tab.value for tab in AppTab)      # the titles as plain text, for a file's field
 
 
 @dataclass(frozen=True)

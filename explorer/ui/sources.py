@@ -2,9 +2,9 @@
 
 A source owns the top of the sidebar (the workload picker and its params, or the function's
 name and inputs), lists the input tensors, places the ones the user has not pinned, checks what
-only it knows, and compiles a checked request. The app (explorer.ui.app) owns the rest: the
-mesh, the spec pickers, the partitioner and target, and every view. A Flax NNX module is a
-function source built by explorer.ui.module.
+only it knows, and compiles a checked request. The app owns the rest: the mesh, the spec
+pickers, the partitioner and target (explorer.ui.sidebar), and every view (explorer.ui.tabs). A
+Flax NNX module is a function source built by explorer.ui.module.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ them, each applied with one click.
 
 The what-ifs themselves (the candidates read from the reason's evidence, their confirmation,
 their widening across layers) are explorer.api.what_if, which explorer.what_if and the command
-line's `--what-if` share; the app compiles them (explorer.ui.app) and this module draws them.
-Its names for them (`Candidate`, `candidates`, `confirm`, ...) are kept importable from here.
+line's `--what-if` share; explorer.ui.what_ifs compiles them for the app and this module draws
+them. Its names for them (`Candidate`, `candidates`, `confirm`, ...) are kept importable from here.
 """
 
 from __future__ import annotations

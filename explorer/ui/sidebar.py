@@ -1,0 +1,483 @@
+"""The app's sidebar: the editors of one request (the source's part, the mesh, the preset and
+rules, a spec per input, the partitioner, the target and its mapping, the compile switches) and
+the edge's checks that turn what they hold into a checked request (explorer.ui.sources.Request,
+from which the source makes the explorer.Request the session compiles).
+
+The checks are the API's own (explorer.api.request), run as each edit is made: every error is
+shown next to the widget at fault, in the app's words rather than the CLI's flags, and the edit
+goes no further. A renamed mesh axis is carried into the spec pickers, the rules box and the
+specs the source gives, so that renaming `model` to `tensor` changes nothing else.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
+
+import ipywidgets as w
+
+from explorer._search.result import Candidate as SearchCandidate
+from explorer.api.request import check_inputs, check_mesh, check_partitioner, check_target
+from explorer.api.targeting import CompileFor, check_compile_for, compile_plan
+from explorer.compile.protocol import Backend
+from explorer.cost.hardware import get_target, targets, targets_with_chips
+from explorer.errors import (
+    ExplorerError,
+    MeshError,
+    SpecError,
+    TensorError,
+    WorkloadError,
+    choices,
+)
+from explorer.spec.mesh import MeshSpec
+from explorer.spec.tensor import TensorSpec, normalize_spec
+from explorer.strategy.presets import PRESETS, get_preset
+from explorer.strategy.rules import LOGICAL_NAMES, Rules, parse_rules
+from explorer.ui.callbacks import Mute
+from explorer.ui.editors import MeshEditor, SpecRow, check_row_spec
+from explorer.ui.sources import InputTensor, Request, Source, WorkloadSource
+from explorer.ui.specs import KeptPicks, SpecsEditor, carried_renames, renamed_spec
+from explorer.ui.suggest import SearchJob, candidate_specs
+from explorer.ui.views import TargetOffer, mapping_placeholder, matching_target
+
+MEASURE_LABEL = "measure a real run (this CPU)"
+
+# Errors from the core sometimes suggest a CLI flag; in the app the same fix is a widget.
+_APP_WORDS = [
+    (re.compile(r"\(--spec NAME=\.\.\.\)"), "(pick a spec for each tensor under Specs)"),
+    (re.compile(r"--spec (\w+)=\.\.\."), r"the spec picker of \1"),
+    (re.compile(r"--activation (\w+)=\.\.\."), r"an activation spec for \1 (Python API)"),
+    (re.compile(r"use --workload (\w+)"), r"pick workload \1"),
+    (re.compile(r"--workload (\w+)"), r"workload \1"),
+    (re.compile(r"e\.g\. --mesh (\S+)"), r"e.g. the mesh \1"),
+    (re.compile(r"--mesh (\S+)"), r"the mesh \1"),
+    (re.compile(r"--(preset|rules|target|mapping|partitioner) "), r"the \1 "),
+]
+
+
+def app_language(message: str) -> str:
+    """`message` with CLI flags (`--spec w1=...`) put as the app's widgets."""
+    for pattern, replacement in _APP_WORDS:
+        message = pattern.sub(replacement, message)
+    return message
+
+
+def target_options(devices: int, current: str = "") -> list[tuple[str, str]]:
+    """Every target with `devices` devices (explorer.cost.hardware.targets_with_chips: by
+    family, GPUs first where the count is whole nodes of 8), then the catalog's others of that
+    count (the IPU machine), and `current` kept (marked) when it does not match, so that a
+    selection is never lost."""
+    fitting = [get_target(name) for name in targets_with_chips(devices)]
+    fitting += [t for t in targets().values() if t.chips == devices and t not in fitting]
+    options = [("— none —", "")] + [(f"{t.family.upper()} · {t.name}", t.name) for t in fitting]
+    if current and current not in [v for _, v in options]:
+        chips = get_target(current).chips
+        options.append((f"{current} ({chips} devices, not {devices})", current))
+    return options
+
+
+class SpecRows(Mapping):
+    """`app.spec_rows`: every input's spec row by name, built (and its section opened) when
+    asked for; the editor builds only the rows in view."""
+
+    def __init__(self, editor: SpecsEditor):
+        self._editor = editor
+
+    def __getitem__(self, name: str) -> SpecRow:
+        if name not in self._editor.tensors:
+            raise KeyError(name)
+        return self._editor.open(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._editor.tensors)
+
+    def __len__(self) -> int:
+        return len(self._editor.tensors)
+
+
+class Sidebar:
+    """The sidebar's editors over `source`, opened on `mesh` and the rest. `edit()` is called
+    for each edit the user makes (the app checks and compiles it); the app's own changes to
+    these widgets are made `muted`, and call nothing."""
+
+    def __init__(self, source: Source, mesh: MeshSpec, *, partitioner: str, target: str,
+                 mapping: str, preset: str, rules: str, compile_for: str,
+                 edit: Callable[[], None], guard: Callable[[Callable], Callable], muted: Mute):
+        self.source = source
+        self._edit, self._muted = edit, muted
+        # The axes of the last valid mesh: what the spec pickers offer.
+        self.axis_names: tuple[str, ...] = mesh.names
+        # Each axis the app opened with, renamed (its new name) or removed (None) since: the
+        # specs the source gives (a TensorSpec's own, a pattern's) follow it as the picks do.
+        self.carried: dict[str, str | None] = {}
+        self.prediction_note: str | None = None      # why the last request has no target
+        self.matching_target: str | None = None      # then, a target that would fit
+        self.applied_rules: str | None = None        # the rules the Suggest tab's Apply loaded
+
+        self.mesh_editor = MeshEditor(list(zip(mesh.names, mesh.sizes, strict=True)),
+                                      guard(edit))
+        self.mesh_editor.commit()
+        self.specs_editor = SpecsEditor(guard(self._picked), guard)
+        if preset:
+            get_preset(preset)
+        self.preset_w = w.Dropdown(options=[("— none —", "")] + [(n, n) for n in PRESETS],
+                                   value=preset, description="preset")
+        self.rules_w = w.Text(value=rules, description="rules", continuous_update=False,
+                              placeholder="e.g. batch=data,mlp=model,opt:embed=data")
+        self.rules_note = w.HTML()
+        self.rules_note.add_class("explorer-note")
+        self.layout_error = w.HTML()
+        self.layout_error.add_class("explorer-error")
+        self.kept_picks = KeptPicks(guard(self._release_picks))
+        self.partitioner_w = w.ToggleButtons(options=[("Shardy", "shardy"), ("GSPMD", "gspmd")],
+                                             value=partitioner, description="partitioner",
+                                             style={"button_width": "70px"})
+        target = get_target(target).name if target else ""
+        self.target_w = w.Dropdown(options=target_options(mesh.device_count, target),
+                                   value=target, description="target")
+        self.mapping_w = w.Text(value=mapping, description="mapping", continuous_update=False,
+                                placeholder=mapping_placeholder(target, mesh))
+        self.measure_w = w.Checkbox(value=False, description=MEASURE_LABEL, indent=False)
+        # Off: edits are checked as they are made but compiled only on Apply (a burst of edits
+        # to set up a large model becomes one compile).
+        self.live_w = w.Checkbox(value=True, indent=False, layout=w.Layout(width="auto"),
+                                 description="live updates (compile after each edit)")
+        self.live_w.add_class("explorer-live")
+        self.apply_w = w.Button(description="Apply edits", icon="play", button_style="primary",
+                                layout=w.Layout(width="130px", display="none"),
+                                tooltip="compile the sidebar as it is now")
+        self.apply_w.add_class("explorer-apply")
+        # The one switch back to the CPU's program, priced on the target (approximate).
+        self.cpu_w = w.Checkbox(value=check_compile_for(compile_for) is CompileFor.CPU,
+                                description="compile on CPU devices, not for the target",
+                                indent=False)
+        self.target_error = w.HTML()
+        self.target_error.add_class("explorer-error")
+        self.target_offer = TargetOffer(guard(self.use_target))
+        self.error_w = w.HTML()          # an error no widget owns, under the status
+        self.error_w.add_class("explorer-error")
+        if not source.uses_preset:
+            self.preset_w.layout.display = "none"
+        if not source.uses_rules:
+            self.rules_w.layout.display = "none"
+            self.rules_note.value = f"<div>{html.escape(source.rules_note)}</div>"
+
+        # The source hears of a new target first: what it offers may depend on it.
+        self.target_w.observe(guard(lambda c: source.set_target(c["new"] or None)), "value")
+        source.set_target(target or None)
+        for wid in (self.partitioner_w, self.target_w, self.mapping_w, self.measure_w,
+                    self.cpu_w):
+            wid.observe(guard(lambda _: edit()), "value")
+        for wid in (self.preset_w, self.rules_w):
+            wid.observe(guard(lambda _: self._layout_changed()), "value")
+
+    def box(self, *below: w.Widget) -> w.VBox:
+        """The sidebar: the editors, then `below` (the status, the Share section)."""
+        return w.VBox([self.source.sidebar, self.mesh_editor.widget, self.preset_w,
+                       self.rules_w, self.rules_note, self.layout_error, self.kept_picks.widget,
+                       self.specs_editor.widget, self.partitioner_w, self.target_w,
+                       self.mapping_w, self.target_error, self.target_offer.button, self.cpu_w,
+                       self.measure_w, w.HBox([self.live_w, self.apply_w]), *below],
+                      layout=w.Layout(width="440px"))
+
+    # ------------------------------------------------------------------ the tensors and picks
+
+    def initial_specs(self, specs: Mapping, mesh: MeshSpec) -> dict:
+        """The specs the app was opened with, checked against the tensors and the mesh as a
+        picker would check them, so that a bad one is refused naming the tensor."""
+        specs = {n: normalize_spec(s, tensor=n) for n, s in specs.items()}
+        try:
+            tensors = {t.name: t for t in self.source.tensors()}
+        except ExplorerError:
+            return specs          # the source shows its own error; the request stops there
+        unknown = [n for n in specs if n not in tensors]
+        if unknown:
+            raise WorkloadError(f"specs name tensor {unknown[0]!r}, which is not an input of "
+                                f"{self.source.title}; its inputs: {choices(tensors)}")
+        for n, spec in specs.items():
+            check_row_spec(n, tensors[n].shape, mesh.names, spec)
+        return specs
+
+    def load_tensors(self, pinned: Mapping | None = None) -> None:
+        """The editor's rows for the source's tensors now; `pinned` specs are set as picks."""
+        with self._muted:
+            try:
+                tensors = self.source.tensors()
+            except ExplorerError:
+                return          # `request` reports it on the source's error line
+            self.specs_editor.set_tensors(tensors, self.axis_names, pinned)
+            self.specs_editor.pinned |= set(pinned or {})
+            for n in pinned or {}:
+                if n in self.specs_editor.rows:
+                    self.specs_editor.rows[n].widget.add_class("explorer-pinned")
+
+    def tensors_or_none(self) -> list[InputTensor]:
+        try:
+            return self.source.tensors()
+        except ExplorerError:
+            return []
+
+    def _picked(self, tensor: str | None) -> None:
+        if not self._muted:
+            self._edit()
+
+    def _layout_changed(self) -> None:
+        """A new preset or rules re-place every tensor the user did not pick: a pick is the
+        user's, which no rule replaces (the kept-picks note names those the rules would)."""
+        self._edit()
+
+    def _release_picks(self, names: list[str]) -> None:
+        """Hand `names` back to the preset and rules (the kept-picks note's button)."""
+        self.specs_editor.release(names)
+        self._edit()
+
+    def inputs_changed(self) -> None:
+        """The source's params moved: rows at the new sizes, keeping specs where ranks hold."""
+        if self._muted:
+            return
+        self.load_tensors()            # picks of tensors whose rank held stay picked
+        self._edit()
+
+    def forget_picks(self) -> None:
+        """A different program (another workload): nothing the user picked applies, nor the
+        rules a searched candidate put in the rules box (rules the user typed stay)."""
+        if self.applied_rules and self.rules_w.value == self.applied_rules:
+            with self._muted:
+                self.rules_w.value = ""
+        self.applied_rules = None
+        self.specs_editor.release()
+        self.specs_editor.set_tensors([], self.axis_names)
+        self.load_tensors()
+
+    def use_target(self, name: str) -> None:
+        """Pick `name` (a target offered because it fits the mesh); the pick recompiles."""
+        if name not in [v for _, v in self.target_w.options]:
+            self.target_w.options = [*self.target_w.options, (name, name)]
+        self.target_w.value = name
+
+    def load_layout(self, mesh: MeshSpec, *, rules: str = "", specs: Mapping | None = None,
+                    params: Mapping | None = None) -> None:
+        """Load a layout into the sidebar and recompile once: a workload's `params` first, the
+        mesh, then `rules` (the preset cleared, the picks released) and each of `specs` as a
+        pick. The Suggest tab's Apply."""
+        with self._muted:
+            if params and isinstance(self.source, WorkloadSource):
+                for key, wid in zip(self.source.workload.defaults,
+                                    self.source.params_box.children, strict=True):
+                    if key in params and wid.value != params[key]:
+                        wid.value = params[key]
+                self.load_tensors()
+            self.mesh_editor.set_axes(list(zip(mesh.names, mesh.sizes, strict=True)))
+            self.mesh_editor.commit()
+            self.specs_editor.set_axes(mesh.names, {})
+            self.axis_names = mesh.names
+            self.carried = {}              # a new mesh, not an edit of the one before
+            self.preset_w.value = ""
+            self.rules_w.value = rules
+            self.specs_editor.release()
+            for name, spec in (specs or {}).items():
+                self.specs_editor.pick(name, normalize_spec(spec, tensor=name))
+        self._edit()
+
+    def apply_suggestion(self, job: SearchJob, candidate: SearchCandidate) -> None:
+        """Load a searched candidate: rules (and a pipeline's params) or every input's spec."""
+        params = None
+        if job.workload is not None:
+            if not isinstance(self.source, WorkloadSource) or self.source.title != job.workload:
+                raise WorkloadError(f"this search was of workload {job.workload!r}, and the app "
+                                    f"now shows {self.source.title!r}; pick workload "
+                                    f"{job.workload} again, or search again")
+            params = {**job.request.params, **candidate.params}
+        if job.space == "specs":
+            self.load_layout(candidate.mesh, specs=candidate_specs(candidate), params=params)
+        else:
+            self.load_layout(candidate.mesh, rules=candidate.rules, params=params)
+            self.applied_rules = candidate.rules
+
+    # ------------------------------------------------------------------ the edge's checks
+
+    def clear_errors(self) -> None:
+        self.specs_editor.clear_errors()
+        for r in self.mesh_editor.rows:
+            r.error.value = ""
+        self.mesh_editor.error.value = self.source.error.value = self.error_w.value = ""
+        self.target_error.value = self.layout_error.value = ""
+        self.target_offer.offer(None)
+
+    @staticmethod
+    def _put(where: w.HTML, e: ExplorerError) -> ExplorerError:
+        where.value = html.escape(app_language(str(e)))
+        return e
+
+    def inputs_at_fault(self) -> list[str]:
+        """The sidebar inputs showing an error, as the status line names them."""
+        mesh = any(r.error.value for r in self.mesh_editor.rows) or self.mesh_editor.error.value
+        specs = list(self.specs_editor.errors)
+        boxes = [("the mesh", mesh), ("the workload or its inputs", self.source.error.value),
+                 ("the preset or rules", self.layout_error.value),
+                 ("the specs" + (" of " + ", ".join(specs[:3]) if specs else "")
+                  + (" …" if len(specs) > 3 else ""),
+                  specs or self.specs_editor.error_summary.value),
+                 # The target box's note is an error only when no prediction note is shown.
+                 ("the target or mapping",
+                  self.target_error.value and self.prediction_note is None)]
+        return [name for name, shown in boxes if shown]
+
+    def _mesh(self) -> MeshSpec:
+        """The edited mesh, checked by the request validator; on success the spec pickers move
+        to its axes (a renamed axis keeps its picks) and the targets to its device count."""
+        mesh = self.mesh_editor.mesh()          # errors sit on the row at fault
+        try:
+            mesh = check_mesh(mesh)
+        except MeshError as e:
+            raise self._put(self.mesh_editor.error, e) from None
+        renames = self.mesh_editor.renames()
+        self.specs_editor.set_axes(mesh.names, renames)
+        self.carried = carried_renames(self.carried, self.axis_names, mesh.names, renames)
+        self._rename_in_rules(mesh.names, renames)
+        self.mesh_editor.commit()
+        self.axis_names = mesh.names
+        options = target_options(mesh.device_count, self.target_w.value)
+        if self.target_w.options != tuple(options):
+            value = self.target_w.value
+            self.target_w.options = options
+            self.target_w.value = value
+        return mesh
+
+    def _rename_in_rules(self, names: tuple[str, ...], renames: Mapping[str, str]) -> None:
+        """Carry renamed mesh axes into the rules box. Rules that do not parse are left as
+        they are (their error shows under the box)."""
+        text = self.rules_w.value.strip()
+        if not renames or not text:
+            return
+        known = LOGICAL_NAMES + tuple(d for t in self.tensors_or_none() for d in t.logical or ()
+                                      if d)
+        try:
+            table = parse_rules(text, known)
+        except ExplorerError:
+            return
+        renamed = Rules(tuple(replace(r, entry=renamed_spec((r.entry,), names, renames)[0])
+                              for r in table.rules))
+        if renamed != table:
+            with self._muted:
+                self.rules_w.value = renamed.text()
+
+    def _kept_over_rules(self, mesh, pinned, preset, rules) -> dict:
+        """The picks the preset or rules would place otherwise: name -> (pick, theirs)."""
+        if not pinned or not (preset or rules):
+            return {}
+        try:
+            theirs = self.source.place(mesh, {}, preset, rules).specs
+        except ExplorerError:
+            return {}
+
+        def layout(spec) -> tuple:          # () and (None, None) are one layout
+            spec = tuple(spec)
+            while spec and spec[-1] is None:
+                spec = spec[:-1]
+            return spec
+
+        return {n: (tuple(spec), tuple(theirs[n])) for n, spec in pinned.items()
+                if n in theirs and layout(theirs[n]) != layout(spec)}
+
+    def request(self, origins: bool = False) -> Request:
+        """Validate the edited state with explorer.api.request, as the API and the CLI do;
+        each error is shown next to the widget at fault and raised. `origins`: the request
+        reads why each tensor is laid out so (the Placement tab's question)."""
+        self.clear_errors()
+        mesh = self._mesh()
+        try:
+            tensors = self.source.tensors()
+        except ExplorerError as e:
+            raise self._put(self.source.error, e) from None
+        editor = self.specs_editor
+        pinned = {n: editor.spec(n) for n in editor.tensors if n in editor.pinned}
+        preset, rules = self.preset_w.value or None, self.rules_w.value.strip() or None
+        try:
+            placement = self.source.place(mesh, pinned, preset, rules)
+        except ExplorerError as e:
+            raise self._put(self.layout_error, e) from None
+        self.kept_picks.show(self._kept_over_rules(mesh, pinned, preset, rules))
+        if self.carried:
+            # A spec the source gives (a TensorSpec's own, a pattern's) follows the axes renamed
+            # in the editor, as the picks do; a removed axis leaves it.
+            renames = {a: b for a, b in self.carried.items() if b is not None}
+            removed = {first for first, now in self.carried.items() if now is None}
+            specs = {n: spec if n in pinned else renamed_spec(spec, mesh.names, renames,
+                                                              dropped=removed)
+                     for n, spec in placement.specs.items()}
+            placement = replace(placement, specs=specs)
+        failed = None
+        for n, spec in placement.specs.items():
+            if n not in pinned:
+                try:
+                    editor.set_spec(n, spec)
+                except SpecError as e:     # the row shows the error; its pickers keep theirs
+                    editor.show_error(n, app_language(str(e)))
+                    failed = failed or e
+        inputs = [TensorSpec(t.name, t.shape, t.dtype, placement.specs[t.name]) for t in tensors]
+        for t in inputs:            # one at a time, so that every row at fault shows its error
+            if t.name in editor.errors:
+                continue
+            try:
+                check_inputs([t], mesh)
+            except (SpecError, TensorError) as e:
+                editor.show_error(t.name, app_language(str(e)))
+                failed = failed or e
+        if failed:
+            raise failed
+        try:
+            self.source.check(placement, inputs, mesh)
+        except MeshError as e:
+            raise self._put(self.mesh_editor.error, e) from None
+        except SpecError as e:
+            raise self._put(self.layout_error, e) from None
+        except ExplorerError as e:
+            raise self._put(self.source.error, e) from None
+        partitioner = check_partitioner(self.partitioner_w.value)
+        target, mapping = self._target(mesh)
+        params = self.source.resolved() if isinstance(self.source, WorkloadSource) else {}
+        compile_for = CompileFor.CPU if self.cpu_w.value else CompileFor.TARGET
+        measurable = self._offer_measure(mesh, target, compile_for)
+        return Request(mesh=mesh, specs=dict(placement.specs), pinned=pinned,
+                       placement=placement, params=params, preset=preset, rules=rules,
+                       partitioner=partitioner, target=target, mapping=mapping,
+                       measure=self.measure_w.value and measurable,
+                       unavailable=self.prediction_note, compile_for=compile_for,
+                       origins=origins)
+
+    def _target(self, mesh: MeshSpec) -> tuple[str | None, str | None]:
+        """The target and mapping the request is priced on: none, with a note saying why and
+        a target that fits offered, when the picked one does not fit the mesh."""
+        target, mapping = self.target_w.value or None, self.mapping_w.value.strip() or None
+        self.prediction_note = self.matching_target = None
+        self.mapping_w.placeholder = mapping_placeholder(target, mesh)
+        try:
+            check_target(target, mapping, mesh)
+        except ExplorerError as e:
+            if mapping is not None:
+                # A mapping the user typed is an input like any other: refused at its box,
+                # the last result kept, never a silent switch to a compile without it.
+                raise self._put(self.target_error, e) from None
+            # A target that does not fit the mesh: the program still compiles; only the
+            # prediction needs a target that fits.
+            self.prediction_note = app_language(str(e))
+            self.target_error.value = html.escape(f"no prediction: {self.prediction_note}")
+            self.matching_target = matching_target(self.target_w.value, mesh.device_count)
+            self.target_offer.offer(self.matching_target)
+            return None, None
+        return target, mapping
+
+    def _offer_measure(self, mesh: MeshSpec, target: str | None,
+                       compile_for: CompileFor) -> bool:
+        """Whether this request's program can run here (a compile on CPU devices can; one
+        for a GPU or TPU, made ahead of time, cannot): the measure box is offered only then,
+        and says so otherwise."""
+        runs_here = compile_plan(mesh, target, compile_for).worker.backend is Backend.FAKE_CPU
+        self.measure_w.disabled = not runs_here
+        self.measure_w.description = (MEASURE_LABEL if runs_here else
+                                      MEASURE_LABEL + ": only a compile on CPU devices runs "
+                                      "here; tick the box above")
+        return runs_here
