@@ -138,9 +138,9 @@ def fmt_err(e: float | None) -> str:
 
 
 def fmt_bytes(n: float) -> str:
-    from explorer.report.summary import human_bytes
+    from explorer.units import format_bytes
 
-    return human_bytes(n)
+    return format_bytes(n)
 
 
 def median_abs(errors) -> float | None:

@@ -31,11 +31,12 @@ from dataclasses import dataclass, field, replace
 
 import explorer
 from explorer.cost.gemm_rates import gemm_table
-from explorer.cost.hardware import format_binary_bytes, get_target
+from explorer.cost.hardware import get_target
 from explorer.cost.model import roofline_seconds
 from explorer.hlo.schedule import MATH_KINDS, StepKind, read_schedule
 from explorer.report.predict import with_target
 from explorer.report.provenance import compiled_by
+from explorer.units import format_bytes
 from explorer.workloads.models import TRANSFORMER_TRAIN
 
 MAXTEXT_COMMIT = "76bd53b0f"   # AI-Hypercomputer/maxtext, 2023-12-15: the tables and configs
@@ -353,11 +354,11 @@ def memory_verdict(report, refused: str = "") -> tuple[bool | None, str]:
     fit = report.estimate.memory
     if fit is None:
         return None, "no memory figure"
-    shown = (f"{format_binary_bytes(fit.bytes)} of {format_binary_bytes(fit.capacity)} "
+    shown = (f"{format_bytes(fit.bytes)} of {format_bytes(fit.capacity)} "
              f"({fit.fraction:.0%})")
     if report.ahead_of_time and report.backend.startswith("tpu"):
         timeline = report.memory_timeline
-        live = (f", {format_binary_bytes(timeline.peak.bytes)} live at the peak"
+        live = (f", {format_bytes(timeline.peak.bytes)} live at the peak"
                 if timeline is not None else "")
         return True, f"fits: libtpu's memory check passed it; memory analysis {shown}{live}"
     return fit.fits, f"{shown}: {'fits' if fit.fits else 'does not fit'}"
@@ -552,7 +553,7 @@ def table(preds: list[Prediction]) -> str:
             f"{_pct(p.error())} | {_s(p.lower_s)} .. {_s(p.upper_s)} | "
             f"{_s(p.compute_s)} / {_s(p.comm_s)} | {p.compiled_on} | {p.compile_s:.0f} | "
             f"{p.memory} | "
-            f"{'—' if p.aliased is None else format_binary_bytes(p.aliased)} |")
+            f"{'—' if p.aliased is None else format_bytes(p.aliased)} |")
     lines += ["", "Where the predicted step goes (seconds; compute split as `compute_parts` says, "
               "`exposed comm` = trace - compute):", "",
               "| case | published | matmul | attention kernel or scores (the kernel's rate) "

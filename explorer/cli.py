@@ -78,12 +78,12 @@ def _what_if_index(report, number: int) -> int:
 def _what_if_text(search) -> str:
     """The --what-if section: the collective, then each confirmed change as the --spec flags
     that make it, with the bytes of the collective's line before and after."""
-    from explorer.report.summary import human_bytes
+    from explorer.units import format_bytes
 
     c = search.collective
     code = f": {c.source_text}" if c.source_text else ""
     lines = [f"What if: collective #{search.index + 1}, {c.kind} over {','.join(c.axes) or '?'}"
-             f", {human_bytes(c.bytes)} per device, at {c.source or 'an unknown line'}{code}"]
+             f", {format_bytes(c.bytes)} per device, at {c.source or 'an unknown line'}{code}"]
     if search.untried:
         return "\n".join(lines + [f"  nothing to try: {search.untried}"])
     tried = f"{search.tried} spec change{'s' if search.tried != 1 else ''} compiled"
@@ -93,10 +93,10 @@ def _what_if_text(search) -> str:
     lines.append(f"  {tried}; {len(search.confirmed)} confirmed, best first:")
     for change in search.confirmed:
         flags = " ".join(f"--spec {n}={s}" for n, s in change.specs.items())
-        lines.append(f"  {flags}: this line {human_bytes(change.line_bytes_before)} → "
-                     f"{human_bytes(change.line_bytes_after)}, all collectives "
-                     f"{human_bytes(change.total_bytes_before)} → "
-                     f"{human_bytes(change.total_bytes_after)} per device")
+        lines.append(f"  {flags}: this line {format_bytes(change.line_bytes_before)} → "
+                     f"{format_bytes(change.line_bytes_after)}, all collectives "
+                     f"{format_bytes(change.total_bytes_before)} → "
+                     f"{format_bytes(change.total_bytes_after)} per device")
         lines.append(f"    {change.label}")
     return "\n".join(lines)
 

@@ -38,7 +38,7 @@ from explorer.api.analysis_request import Request
 from explorer.api.request import check_mesh, check_target
 from explorer.api.targeting import check_compile_for
 from explorer.api.workload import analyze_workload
-from explorer.cost.hardware import format_bytes, get_target
+from explorer.cost.hardware import get_target
 from explorer.cost.model import format_seconds
 from explorer.errors import InputError, WorkloadError, choices
 from explorer.report.predict import compiled_memory_fit
@@ -47,6 +47,7 @@ from explorer.report.report import Report
 from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
 from explorer.strategy.plan import plan
+from explorer.units import format_bytes
 from explorer.workloads.base import Workload
 from explorer.workloads.models import OFFLOADS, REMATS
 from explorer.workloads.registry import get_workload

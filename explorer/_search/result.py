@@ -10,11 +10,11 @@ from enum import StrEnum
 from typing import Any
 
 from explorer._search.connect import ClusterSize
-from explorer.cost.hardware import format_bytes
 from explorer.cost.model import format_seconds
 from explorer.hlo.collectives import CollectiveKind
 from explorer.report.report import Report
 from explorer.spec.mesh import MeshSpec
+from explorer.units import format_bytes
 
 # A search stopped early (budget, patience, cancel) names no best from fewer compiled candidates
 # than this (or than the whole distinct space): a handful says little about thousands.

@@ -33,7 +33,6 @@ from explorer.compile.pool import WorkerPool
 from explorer.errors import ExplorerError, InputError, SpecError
 from explorer.report.dataflow import layer_pattern, matching
 from explorer.report.report import Collective, Report, TensorRole
-from explorer.report.summary import human_bytes
 from explorer.report.why import Reason
 from explorer.report.why.metadata import short_op
 from explorer.spec.mesh import MeshSpec
@@ -45,6 +44,7 @@ from explorer.spec.tensor import (
     format_spec,
     parse_spec,
 )
+from explorer.units import format_bytes
 from explorer.workloads.registry import WORKLOADS
 
 Spec = tuple[Entry, ...]
@@ -203,14 +203,14 @@ class SpecChange:
 
     def describe(self) -> str:
         worse = " (more in all)" if self.total_after > self.total_before else ""
-        total = (f"all collectives {human_bytes(self.total_before)} → "
-                 f"{human_bytes(self.total_after)} per device{worse}")
+        total = (f"all collectives {format_bytes(self.total_before)} → "
+                 f"{format_bytes(self.total_after)} per device{worse}")
         if self.pattern:
             gone = self.repeats_before - self.repeats_after
             return (f"{self.label}: {gone} of the {self.repeats_before} {self.repeated} on "
                     f"them gone; {total}")
         gone = "removes the collectives of this line" if self.line_after == 0 else (
-            f"this line {human_bytes(self.line_before)} → {human_bytes(self.line_after)}")
+            f"this line {format_bytes(self.line_before)} → {format_bytes(self.line_after)}")
         return f"{self.label}: {gone}; {total}"
 
 

@@ -23,6 +23,7 @@ from enum import StrEnum
 from math import prod
 
 from explorer.errors import TargetError, choices
+from explorer.units import format_bytes
 
 # ---------------------------------------------------------------------------------------------
 # Units. Vendors quote link speeds in bits per second and memory in decimal or binary bytes.
@@ -242,7 +243,7 @@ class Target:
             dt = "bf16" if "bfloat16" in chip.peak_flops else "fp16"
             parts.append(f"{format_rate(peak, 'FLOP/s')} {dt}")
         if chip.memory_bytes:
-            mem = f"{format_binary_bytes(chip.memory_bytes)} {chip.memory_kind}"
+            mem = f"{format_bytes(chip.memory_bytes)} {chip.memory_kind}"
             if chip.memory_bandwidth:
                 mem += f" at {format_rate(chip.memory_bandwidth, 'B/s')}"
             parts.append(mem)
@@ -262,17 +263,6 @@ def format_rate(value: float, unit: str) -> str:
             return f"{value / scale:.3g} {prefix}{unit}"
     return f"{value:.3g} {unit}"
 
-
-def format_bytes(value: float) -> str:
-    return format_rate(value, "B")
-
-
-def format_binary_bytes(value: float) -> str:
-    """Bytes in 1024-based units, as memory capacities are (see Units): "79.1 GiB"."""
-    for scale, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if value >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value:.3g} B"
 
 
 # ---------------------------------------------------------------------------------------------

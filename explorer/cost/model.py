@@ -30,8 +30,6 @@ from explorer.cost.hardware import (
     Target,
     TargetFamily,
     achievable,
-    format_binary_bytes,
-    format_bytes,
     format_rate,
     get_target,
 )
@@ -41,6 +39,7 @@ from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.groups import RingDirection, spanned_axes
 from explorer.hlo.schedule import Dot, Work
 from explorer.spec.tensor import normalize_dtype
+from explorer.units import format_bytes
 
 # ---------------------------------------------------------------------------------------------
 # What limits a time.
@@ -561,11 +560,11 @@ def memory_fit(memory_bytes: float | None, target: str | Target) -> MemoryFit | 
     # In binary units, as the capacities are (a "80GB" H100 has 80 GiB, of which CUDA gives a
     # program 79.1 GiB).
     if fits:
-        text = (f"uses {format_binary_bytes(memory_bytes)} of {format_binary_bytes(cap)} "
+        text = (f"uses {format_bytes(memory_bytes)} of {format_bytes(cap)} "
                 f"{kind} per {target.chip.name} ({frac:.0%}): fits")
     else:
-        text = (f"needs {format_binary_bytes(memory_bytes)} per device but a "
-                f"{target.chip.name} gives a program {format_binary_bytes(cap)} {kind} "
+        text = (f"needs {format_bytes(memory_bytes)} per device but a "
+                f"{target.chip.name} gives a program {format_bytes(cap)} {kind} "
                 f"({frac:.0%}): does not fit; shard more or pick a chip with more memory")
     return MemoryFit(int(memory_bytes), cap, frac, fits, text)
 

@@ -50,12 +50,12 @@ from explorer.report.report import (
     Timing,
 )
 from explorer.report.source import source_line, source_of
-from explorer.report.summary import human_bytes
 from explorer.report.warnings import link_warning
 from explorer.report.why import explain_collectives
 from explorer.spec.layout import Tiling, shard_shape, spec_from_tiling, tiling_from_spec
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import DTYPE_BYTES, Entry
+from explorer.units import format_bytes
 
 # Instructions of the propagated module that are not tensors worth showing.
 _NOT_TENSORS = {"parameter", "constant", "tuple", "get-tuple-element", "after-all", "token"}
@@ -134,8 +134,8 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str,
 def _refused(verdict: MemoryVerdict) -> str:
     """The Report note of a program the compiler refused for want of memory."""
     if verdict.required is not None and verdict.available is not None:
-        size = (f": it needs {human_bytes(verdict.required)} of {verdict.memory} per device "
-                f"({verdict.what}), the device has {human_bytes(verdict.available)}")
+        size = (f": it needs {format_bytes(verdict.required)} of {verdict.memory} per device "
+                f"({verdict.what}), the device has {format_bytes(verdict.available)}")
     else:
         size = ""
     return (f"the program does not fit the device's memory{size}. The compiler stopped before "

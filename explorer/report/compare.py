@@ -11,7 +11,7 @@ from enum import StrEnum
 from explorer.cost.model import format_seconds
 from explorer.errors import choices
 from explorer.report.report import Collective, Report
-from explorer.report.summary import human_bytes
+from explorer.units import format_bytes
 
 # What identifies "the same collective" in two programs. Not hlo_name: XLA renumbers
 # instructions on every compile, so names say nothing across programs.
@@ -100,7 +100,7 @@ class Delta:
             return "n/a"
         sign = "+" if signed and value > 0 else ""
         if self.unit == Unit.BYTES:
-            return sign + human_bytes(value)
+            return sign + format_bytes(value)
         if self.unit == Unit.SECONDS:
             return ("-" if value < 0 else sign) + format_seconds(abs(value))
         return f"{sign}{value:g}"
@@ -209,7 +209,7 @@ class Comparison:
 def _collective_text(c: Collective) -> str:
     parts = f" x{c.parts}" if c.parts > 1 else ""
     return (f"{c.kind}{parts} over {','.join(c.axes) or '?'}  "
-            f"{c.dtype}[{','.join(map(str, c.shape))}]  {human_bytes(c.bytes)}  "
+            f"{c.dtype}[{','.join(map(str, c.shape))}]  {format_bytes(c.bytes)}  "
             f"{c.source or '(unknown source)'}")
 
 

@@ -23,7 +23,7 @@ from enum import StrEnum
 from explorer.hlo.module import HloModule, Instruction, parse_module
 from explorer.report.report import Report, TensorRole
 from explorer.report.source import source_of
-from explorer.report.summary import human_bytes
+from explorer.units import format_bytes
 
 # Instructions that only re-label, re-pack or wait for a value: an edge goes through them.
 _PASS_THROUGH = {"get-tuple-element", "bitcast", "tuple", "optimization-barrier", "async-update",
@@ -69,7 +69,7 @@ class Node:
         collectives; others by label and shape."""
         if self.role == NodeRole.COLLECTIVE:
             parts = f" ×{self.parts}" if self.parts > 1 else ""
-            return f"{self.kind}{parts} {','.join(self.axes) or '?'} {human_bytes(self.bytes)}"
+            return f"{self.kind}{parts} {','.join(self.axes) or '?'} {format_bytes(self.bytes)}"
         if self.role == NodeRole.GROUP:
             coll = ", ".join(f"{n} {k}" for k, n in self.counts)
             return f"{self.label}: {self.members} nodes" + (f" · {coll}" if coll else "")

@@ -54,7 +54,7 @@ from explorer.report.report import (
     TensorRole,
     WorkloadInfo,
 )
-from explorer.report.summary import human_bytes
+from explorer.units import format_bytes
 from explorer.workloads.base import Workload
 
 _KIND_OF = {"param": "params", "opt": "optimizer", "input": "other"}
@@ -226,9 +226,9 @@ def padding_note(report: Report) -> str | None:
     held = sum(allocated.get(t.name, t.bytes_per_device) for t in ins)
     if held == values:
         return None
-    return (f"The inputs' values are {human_bytes(values)} per device; laid out in the "
+    return (f"The inputs' values are {format_bytes(values)} per device; laid out in the "
             f"target's tiles (each array's two most minor dimensions padded up to a whole "
-            f"tile, e.g. 8 x 128 elements) they take {human_bytes(held)}, which is what the "
+            f"tile, e.g. 8 x 128 elements) they take {format_bytes(held)}, which is what the "
             "memory analysis counts as arguments and what the sizes by kind count")
 
 
@@ -239,15 +239,15 @@ def kinds_note(report: Report) -> str | None:
     if m is None or m.kinds is None or (rest := outside_kinds(m)) == 0:
         return None
     if rest > 0 and rest == tuple_tables(report):
-        return (f"{human_bytes(rest)} of the total is the output tuple's table of pointers to "
+        return (f"{format_bytes(rest)} of the total is the output tuple's table of pointers to "
                 "the outputs: an allocation of its own, which the memory analysis counts among "
                 "the outputs and no tensor holds")
     if rest > 0:
-        return (f"The sizes by kind add up to {human_bytes(m.total - rest)}, "
-                f"{human_bytes(rest)} less than the total {human_bytes(m.total)}: bytes the "
+        return (f"The sizes by kind add up to {format_bytes(m.total - rest)}, "
+                f"{format_bytes(rest)} less than the total {format_bytes(m.total)}: bytes the "
                 "memory analysis counts that no tensor of the report holds")
-    return (f"The sizes by kind add up to {human_bytes(m.total - rest)}, "
-            f"{human_bytes(-rest)} more than the total {human_bytes(m.total)}: the tensors' "
+    return (f"The sizes by kind add up to {format_bytes(m.total - rest)}, "
+            f"{format_bytes(-rest)} more than the total {format_bytes(m.total)}: the tensors' "
             "layouts take more than the memory analysis counts")
 
 
@@ -267,16 +267,16 @@ def peak_note(report: Report) -> str | None:
         return None
     terms = []
     if t.constants:
-        terms.append(f"{human_bytes(t.constants)} of constants, held the whole program, which "
+        terms.append(f"{format_bytes(t.constants)} of constants, held the whole program, which "
                      "the memory analysis counts in none of its figures")
     if (extra := t.peak.temporaries - m.temporaries) > 0:
-        terms.append(f"{human_bytes(t.peak.temporaries)} of temporaries live at the peak in the "
+        terms.append(f"{format_bytes(t.peak.temporaries)} of temporaries live at the peak in the "
                      f"buffer assignment, where the memory analysis reports "
-                     f"{human_bytes(m.temporaries)} of temporaries"
-                     + (f" ({human_bytes(extra)} more)" if m.temporaries else ""))
+                     f"{format_bytes(m.temporaries)} of temporaries"
+                     + (f" ({format_bytes(extra)} more)" if m.temporaries else ""))
     if (held := t.arguments + t.outputs - (m.arguments + m.outputs - m.aliased)) > 0:
-        terms.append(f"{human_bytes(held)} more of the inputs' and outputs' allocations than "
+        terms.append(f"{format_bytes(held)} more of the inputs' and outputs' allocations than "
                      "the memory analysis counts")
-    said = (f"The peak over the program, {human_bytes(t.peak.bytes)}, is above the memory "
-            f"analysis' total, {human_bytes(m.total)}, by {human_bytes(t.peak.bytes - m.total)}")
+    said = (f"The peak over the program, {format_bytes(t.peak.bytes)}, is above the memory "
+            f"analysis' total, {format_bytes(m.total)}, by {format_bytes(t.peak.bytes - m.total)}")
     return said + (": " + "; and ".join(terms) if terms else "")

@@ -10,17 +10,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from explorer.compile.tpu import tpu_backend
-from explorer.cost.hardware import (
-    Target,
-    TargetFamily,
-    format_binary_bytes,
-    get_target,
-    tpu_slices_of,
-)
+from explorer.cost.hardware import Target, TargetFamily, get_target, tpu_slices_of
 from explorer.cost.model import MemoryFit, estimate_report, memory_fit
 from explorer.hlo.schedule import cached_schedule, schedule_work
 from explorer.report.report import Report
 from explorer.report.trace import step_trace
+from explorer.units import format_bytes
 
 
 def with_target(report: Report, target: str, mapping=None, dtype: str | None = None,
@@ -55,11 +50,11 @@ def compiled_memory_fit(report: Report, target: Target) -> MemoryFit | None:
     if fit is None or fit.fits or not _compiled_by_libtpu_for(report, target):
         return fit
     timeline = report.memory_timeline
-    live = (f"; {format_binary_bytes(timeline.peak.bytes)} of it live at once"
+    live = (f"; {format_bytes(timeline.peak.bytes)} of it live at once"
             if timeline is not None else "")
     text = (f"fits: libtpu's memory check passed it for a {target.chip.name}. XLA's memory "
-            f"analysis counts {format_binary_bytes(fit.bytes)} of the "
-            f"{format_binary_bytes(fit.capacity)} {target.chip.memory_kind} a chip gives a "
+            f"analysis counts {format_bytes(fit.bytes)} of the "
+            f"{format_bytes(fit.capacity)} {target.chip.memory_kind} a chip gives a "
             f"program ({fit.fraction:.0%}), its temporaries' whole allocation{live}")
     return replace(fit, fits=True, text=text, checked_by="libtpu's memory check")
 

@@ -6,16 +6,7 @@ from collections.abc import Mapping
 
 from explorer.report.provenance import provenance
 from explorer.report.report import Report
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "n/a"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
+from explorer.units import format_bytes
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -42,7 +33,7 @@ def collectives_table(report: Report) -> list[str]:
         rows.append([str(i), c.kind + (" (async)" if c.is_async else "")
                      + (f" ×{c.parts}" if c.parts > 1 else "") + dcn_mark(c, number),
                      ",".join(c.axes) or "-", str(c.group_size),
-                     f"{c.dtype}[{','.join(map(str, c.shape))}]", human_bytes(c.bytes),
+                     f"{c.dtype}[{','.join(map(str, c.shape))}]", format_bytes(c.bytes),
                      f"x{c.runs}" if c.runs != 1 else "1",
                      c.why.reason if c.why else "-", c.source or "-", _code(c.source_text)])
     return _table(rows)
@@ -72,7 +63,7 @@ def memory_by_kind(report: Report) -> str | None:
     m = report.memory
     if m is None:
         return None
-    parts = [f"{kind} {'not located' if n is None else human_bytes(n)}"
+    parts = [f"{kind} {'not located' if n is None else format_bytes(n)}"
              for kind, n in m.by_kind.items()]
     return "memory by kind per device: " + ", ".join(parts)
 
@@ -83,27 +74,27 @@ def memory_lines(report: Report) -> list[str]:
     m, v = report.memory, report.memory_verdict
     if v is not None:
         if v.required is not None and v.available is not None:
-            lines = [f"memory per device: DOES NOT FIT: {human_bytes(v.required)} of {v.memory} "
-                     f"needed ({v.what}), {human_bytes(v.available)} available"]
+            lines = [f"memory per device: DOES NOT FIT: {format_bytes(v.required)} of {v.memory} "
+                     f"needed ({v.what}), {format_bytes(v.available)} available"]
         else:
             lines = ["memory per device: DOES NOT FIT"]
         lines.append("  the compiler: " + v.message.strip().replace("\n", "\n  "))
     elif m:
-        lines = [f"memory per device: arguments {human_bytes(m.arguments)}, outputs "
-                 f"{human_bytes(m.outputs)}, temporaries {human_bytes(m.temporaries)}, "
-                 f"total {human_bytes(m.total)}", memory_by_kind(report)]
+        lines = [f"memory per device: arguments {format_bytes(m.arguments)}, outputs "
+                 f"{format_bytes(m.outputs)}, temporaries {format_bytes(m.temporaries)}, "
+                 f"total {format_bytes(m.total)}", memory_by_kind(report)]
         if m.host_total:
             lines.append(f"host memory per device (offloaded): arguments "
-                         f"{human_bytes(m.host_arguments)}, outputs {human_bytes(m.host_outputs)}"
-                         f", temporaries {human_bytes(m.host_temporaries)}, total "
-                         f"{human_bytes(m.host_total)}")
+                         f"{format_bytes(m.host_arguments)}, outputs {format_bytes(m.host_outputs)}"
+                         f", temporaries {format_bytes(m.host_temporaries)}, total "
+                         f"{format_bytes(m.host_total)}")
     else:
         lines = ["memory per device: not reported by this backend"]
     if report.top_buffers:
         lines.append("largest buffers live at the memory peak, per device:")
         rows = [["bytes", "buffer", "value", "made by", "source", "code"]]
         for b in report.top_buffers:
-            rows.append([human_bytes(b.bytes),
+            rows.append([format_bytes(b.bytes),
                          b.name + (f" (= {', '.join(b.aliases)})" if b.aliases else ""),
                          f"{b.dtype}[{','.join(map(str, b.shape))}]" if b.dtype else "-",
                          b.instruction or "-", b.source or "-", _code(b.source_text)])
@@ -117,7 +108,7 @@ def tensors_table(report: Report, kinds=("input", "output")) -> list[str]:
         if t.kind in kinds:
             rows.append([t.name, t.kind, f"{t.dtype}[{','.join(map(str, t.shape))}]",
                          t.spec_text, f"[{','.join(map(str, t.shard_shape))}]", str(t.replicas),
-                         human_bytes(t.bytes_per_device)])
+                         format_bytes(t.bytes_per_device)])
     return _table(rows)
 
 
@@ -133,12 +124,12 @@ def summary(report: Report) -> str:
     if report.collectives:
         lines += ["", "Why each collective exists"] + why_lines(report)
     looped = sum(1 for x in report.collectives if x.runs != 1)
-    lines += ["", f"collective bytes per device per step: {human_bytes(c.collective_bytes)}"
+    lines += ["", f"collective bytes per device per step: {format_bytes(c.collective_bytes)}"
               + (f" ({looped} collective(s) run once per loop trip, counted each time)"
                  if looped else "")]
     lines += memory_lines(report)
     flops = "n/a" if c.flops is None else f"{c.flops:.3g}"
-    lines.append(f"cost per device: {flops} flops, {human_bytes(c.bytes_accessed)} accessed")
+    lines.append(f"cost per device: {flops} flops, {format_bytes(c.bytes_accessed)} accessed")
     lines += [f"note: {n}" for n in (*c.notes, *report.notes)]
     if report.warnings:
         lines += ["", f"The compiler warned ({len(report.warnings)})"]

@@ -15,11 +15,11 @@ from explorer._search.capacity import (
     largest_batch,
     policies_for,
 )
-from explorer.cost.hardware import format_bytes
 from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError, InputError
 from explorer.ui.background import BackgroundTab
 from explorer.ui.sources import Request, Source, WorkloadSource
+from explorer.units import format_bytes
 from explorer.workloads.models import OFFLOADS, REMATS
 
 

@@ -13,7 +13,7 @@ import ipywidgets as w
 
 from explorer.report.compare import CollectiveRow, Comparison, Delta, compare, report_title
 from explorer.report.report import Report
-from explorer.report.summary import human_bytes
+from explorer.units import format_bytes
 
 ADDED_COLOUR = "#dcfce7"      # green-100: in B, not in A
 REMOVED_COLOUR = "#fee2e2"    # red-100: in A, not in B
@@ -74,7 +74,7 @@ def comparison_html(c: Comparison) -> str:
             side = [(r.count_a, r.bytes_a), (r.count_b, r.bytes_b)]
             cells = "".join(
                 f"<td class='explorer-num explorer-side'>{n or '—'}</td>"
-                f"<td class='explorer-num'>{human_bytes(nb) if n else ''}</td>"
+                f"<td class='explorer-num'>{format_bytes(nb) if n else ''}</td>"
                 for n, nb in side)
             body.append(
                 f"<tr class='explorer-compare-{status}'{style} data-kind='{e(r.kind)}'>"

@@ -35,9 +35,9 @@ from explorer.report.memory import (
     tuple_tables,
 )
 from explorer.report.report import Buffer, BufferKind, Memory, MemoryTimeline, Report
-from explorer.report.summary import human_bytes
 from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
 from explorer.ui.views import stamped
+from explorer.units import format_bytes
 
 # A target's memory is drawn to scale only up to this many times the program's total; beyond,
 # the bars would be slivers, so the axis stops at the total and says where the limit is.
@@ -178,33 +178,33 @@ class MemoryView:
             for bar, v in zip(fig.data, values, strict=True):
                 bar.x = [v]
                 # A part too thin to hold its label shows it on hover only.
-                bar.text = [human_bytes(v) if v >= _LABEL_SHARE * top else ""]
-                bar.hovertext = [human_bytes(v)]
+                bar.text = [format_bytes(v) if v >= _LABEL_SHARE * top else ""]
+                bar.hovertext = [format_bytes(v)]
                 bar.visible = bar.y[0] in rows and (bar.name != OUTSIDE_LABEL or v > 0)
             fig.layout.yaxis.categoryarray = rows
             # Tall enough for the legend's groups beside the bars.
             fig.layout.height = 300 + 40 * (len(rows) - 1)
             fig.layout.xaxis.range = [0, top]
             fig.layout.xaxis.tickvals = ticks
-            fig.layout.xaxis.ticktext = [human_bytes(t) if t else "0" for t in ticks]
+            fig.layout.xaxis.ticktext = [format_bytes(t) if t else "0" for t in ticks]
             shapes, notes = [], []
             if fit and in_scale:
                 shapes.append(dict(type="line", x0=fit.capacity, x1=fit.capacity, y0=0, y1=1,
                                    yref="paper", line=dict(color="#b00020", dash="dash")))
                 notes.append(dict(x=fit.capacity, y=1, yref="paper", yanchor="bottom",
-                                  text=f"HBM {human_bytes(fit.capacity)}", showarrow=False,
+                                  text=f"HBM {format_bytes(fit.capacity)}", showarrow=False,
                                   font=dict(color="#b00020", size=11)))
             elif fit:
                 notes.append(dict(x=1, xref="paper", y=1, yref="paper", yanchor="bottom",
                                   xanchor="right", showarrow=False,
                                   font=dict(color="#b00020", size=11),
-                                  text=f"HBM {human_bytes(fit.capacity)}: "
+                                  text=f"HBM {format_bytes(fit.capacity)}: "
                                        f"{fit.capacity / max(total, 1):,.0f}× this, off scale →"))
             fig.layout.shapes = shapes
             fig.layout.annotations = notes
             fig.layout.title.text = (
-                f"memory per device: {human_bytes(total)}"
-                + (f" of {human_bytes(fit.capacity)} on {report.estimate.target}" if fit
+                f"memory per device: {format_bytes(total)}"
+                + (f" of {format_bytes(fit.capacity)} on {report.estimate.target}" if fit
                    else ""))
         self.slot.show(fig, result)
         text = memory_html(report)
@@ -244,13 +244,13 @@ def memory_html(report: Report) -> str:
     if m is None:
         return "<p>This backend reported no memory analysis.</p>"
     args, outs, temps = memory_parts(m)
-    aliased = (f" (outputs {human_bytes(m.outputs)}, of which {human_bytes(m.aliased)} reuse "
+    aliased = (f" (outputs {format_bytes(m.outputs)}, of which {format_bytes(m.aliased)} reuse "
                "argument buffers)" if m.aliased else "")
     out = (f"<p>Per device (SPMD: every device runs the same program), as the compiler's "
            f"memory analysis reports it ({_analysis_of(report)}), in allocated bytes: arguments "
-           f"(the inputs' buffers) {human_bytes(args)} + outputs (not aliased) "
-           f"{human_bytes(outs)} + temporaries {human_bytes(temps)} = <b>total "
-           f"{human_bytes(m.total)}</b>{aliased}.</p>")
+           f"(the inputs' buffers) {format_bytes(args)} + outputs (not aliased) "
+           f"{format_bytes(outs)} + temporaries {format_bytes(temps)} = <b>total "
+           f"{format_bytes(m.total)}</b>{aliased}.</p>")
     fit = report.estimate.memory if report.estimate is not None else None
     if fit:
         cls = "explorer-fits" if fit.fits else "explorer-oom"
@@ -260,8 +260,8 @@ def memory_html(report: Report) -> str:
                     f"{html.escape(said)}.</p>")
         else:
             out += (f"<p class='{cls}'><b>{'Fits' if fit.fits else 'Out of memory'}</b> on "
-                    f"{html.escape(report.estimate.target)}: uses {human_bytes(fit.bytes)} "
-                    f"of {human_bytes(fit.capacity)} per device ({fit.fraction:.2%}).</p>")
+                    f"{html.escape(report.estimate.target)}: uses {format_bytes(fit.bytes)} "
+                    f"of {format_bytes(fit.capacity)} per device ({fit.fraction:.2%}).</p>")
     out += _host_html(report)
     out += _kinds_table(report)
     out += "".join(f"<p class='explorer-note explorer-memory-figures'>{html.escape(n)}.</p>"
@@ -290,9 +290,9 @@ def _host_html(report: Report) -> str:
                  + (f" and {len(names) - 4} more" if len(names) > 4 else "") + ")"
                  if names else "")
         out += (f"<p class='explorer-host-memory'><b>In host memory</b> (offloaded{which}; not "
-                f"counted against the device's): arguments {human_bytes(m.host_arguments)} + "
-                f"outputs {human_bytes(m.host_outputs)} + temporaries "
-                f"{human_bytes(m.host_temporaries)} = <b>{human_bytes(m.host_total)}</b> per "
+                f"counted against the device's): arguments {format_bytes(m.host_arguments)} + "
+                f"outputs {format_bytes(m.host_outputs)} + temporaries "
+                f"{format_bytes(m.host_temporaries)} = <b>{format_bytes(m.host_total)}</b> per "
                 "device. The Timing tab shows the transfers on the host link.</p>")
     out += "".join(f"<p class='explorer-note'>{html.escape(n)}.</p>" for n in said)
     return out
@@ -309,7 +309,7 @@ def _kinds_table(report: Report) -> str:
     grads = k["grads"]
     grads_text = ("not located (the program pins no gradient, so where they are is unknown)"
                   if grads is None else "none in this program" if grads == 0 else
-                  human_bytes(grads))
+                  format_bytes(grads))
     xla_rows = [(name, v) for (name, _), v in zip(MEMORY_PARTS, memory_parts(m), strict=True)]
     kind_rows = [(label, k[key] or 0) for key, label, _ in KIND_PARTS]
     if outside := outside_kinds(m):
@@ -320,12 +320,12 @@ def _kinds_table(report: Report) -> str:
     xla_rows += [("", None)] * (n - len(xla_rows))
     body = "".join(
         f"<tr><td>{html.escape(a)}</td><td class='explorer-num'>"
-        f"{human_bytes(va) if va is not None else ''}</td><td class='explorer-gap'></td>"
-        f"<td>{html.escape(b)}</td><td class='explorer-num'>{human_bytes(vb)}</td></tr>"
+        f"{format_bytes(va) if va is not None else ''}</td><td class='explorer-gap'></td>"
+        f"<td>{html.escape(b)}</td><td class='explorer-num'>{format_bytes(vb)}</td></tr>"
         for (a, va), (b, vb) in zip(xla_rows, kind_rows, strict=True))
-    body += (f"<tr><td><b>total</b></td><td class='explorer-num'><b>{human_bytes(m.total)}</b>"
+    body += (f"<tr><td><b>total</b></td><td class='explorer-num'><b>{format_bytes(m.total)}</b>"
              f"</td><td></td><td><b>sum</b></td><td class='explorer-num'><b>"
-             f"{human_bytes(sum(v for _, v in kind_rows))}</b></td></tr>")
+             f"{format_bytes(sum(v for _, v in kind_rows))}</b></td></tr>")
     return ("<table class='explorer-table explorer-memory-table'><tr><th>XLA buffer</th>"
             "<th>per device</th><th></th><th>kind</th><th>per device</th></tr>"
             f"{body}</table><p class='explorer-note'>Gradients: {grads_text} (their values' "
@@ -352,30 +352,30 @@ def timeline_figure(t: MemoryTimeline) -> go.FigureWidget:
             continue                                  # a band of zeros only crowds the legend
         fig.add_scatter(x=x, y=y, name=name, stackgroup="held", mode="lines",
                         line=dict(width=0.5, color=KIND_COLOURS[kind], shape="hv"),
-                        hovertext=[human_bytes(v) for v in y],
+                        hovertext=[format_bytes(v) for v in y],
                         hovertemplate="%{hovertext}<extra>" + name + "</extra>")
     fig.add_scatter(x=x, y=[p.bytes for p in t.points], name=LIVE_TRACE, mode="lines",
                     line=dict(color="#111827", width=1.5, shape="hv"),
                     customdata=[p.instruction for p in t.points],
-                    hovertext=[human_bytes(p.bytes) for p in t.points],
+                    hovertext=[format_bytes(p.bytes) for p in t.points],
                     hovertemplate="step %{x}: %{customdata}<br>%{hovertext} live"
                                   "<extra></extra>")
     peak = t.peak
     fig.add_scatter(x=[peak.position], y=[peak.bytes], name=PEAK_TRACE, mode="markers",
                     marker=dict(color="#b00020", size=10, symbol="diamond"),
-                    hovertemplate=f"peak {human_bytes(peak.bytes)} at "
+                    hovertemplate=f"peak {format_bytes(peak.bytes)} at "
                                   f"{html.escape(peak.instruction)}<extra></extra>")
     top = max(peak.bytes, 1) * 1.15
     ticks = binary_ticks(top)
     fig.update_layout(
         height=340, width=820, margin=dict(l=80, r=20, t=40, b=50),
-        title=f"memory over the program: peak {human_bytes(peak.bytes)} at step "
+        title=f"memory over the program: peak {format_bytes(peak.bytes)} at step "
               f"{peak.position} ({peak.instruction})",
         xaxis_title="program order (step of XLA's schedule)",
         yaxis=dict(title="bytes per device", range=[0, top], tickvals=ticks,
-                   ticktext=[human_bytes(v) if v else "0" for v in ticks]),
+                   ticktext=[format_bytes(v) if v else "0" for v in ticks]),
         legend=dict(orientation="v", x=1.02, y=1, yanchor="top", font=dict(size=11)),
-        annotations=[dict(x=peak.position, y=peak.bytes, text=f"peak {human_bytes(peak.bytes)}",
+        annotations=[dict(x=peak.position, y=peak.bytes, text=f"peak {format_bytes(peak.bytes)}",
                           showarrow=True, arrowhead=2, ax=0, ay=-28,
                           font=dict(color="#b00020", size=11))])
     keep_state(fig)
@@ -406,7 +406,7 @@ def peak_buffers_figure(t: MemoryTimeline) -> go.FigureWidget:
                     x=[b.bytes for b in of_kind],
                     marker_color=KIND_COLOURS.get(kind, "#6b7280"),
                     customdata=[b.instruction for b in of_kind],
-                    hovertext=[human_bytes(b.bytes) for b in of_kind],
+                    hovertext=[format_bytes(b.bytes) for b in of_kind],
                     hovertemplate="%{y}: %{hovertext}<br>%{customdata}<extra>" + name
                                   + "</extra>")
     rest = len(t.peak_buffers) - len(shown)
@@ -418,7 +418,7 @@ def peak_buffers_figure(t: MemoryTimeline) -> go.FigureWidget:
                                             if rest else "") + ", coloured by kind",
         showlegend=True,
         xaxis=dict(title="bytes per device", range=[0, top], tickvals=ticks,
-                   ticktext=[human_bytes(v) if v else "0" for v in ticks]),
+                   ticktext=[format_bytes(v) if v else "0" for v in ticks]),
         yaxis=dict(type="category", autorange="reversed",
                    categoryorder="array", categoryarray=[buffer_label(b) for b in shown]),
         legend=dict(orientation="v", x=1.02, y=1, yanchor="top", font=dict(size=11)))

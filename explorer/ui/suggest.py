@@ -38,7 +38,6 @@ from explorer._search.search import search
 from explorer._search.space import WorkloadProblem
 from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError, InputError, TargetError, choices
-from explorer.report.summary import human_bytes
 from explorer.spec.bounds import show
 from explorer.spec.layout import tiling_from_spec
 from explorer.spec.tensor import Entry, normalize_spec
@@ -46,6 +45,7 @@ from explorer.ui.background import BackgroundTab
 from explorer.ui.figure import FigureWidget, keep_state
 from explorer.ui.memory import binary_ticks
 from explorer.ui.sources import FunctionSource, Request, Source, WorkloadSource
+from explorer.units import format_bytes
 
 Spec = tuple[Entry, ...]
 
@@ -307,8 +307,8 @@ def results_html(result: SearchResult, current: int | None = None) -> str:
             badge = "<span class='explorer-current-badge'>◀ the sidebar's layout now</span>"
         source = f" <small>({html.escape(c.time_source)})</small>" if c.time_source else ""
         time = format_seconds(c.seconds) if c.seconds is not None else "—"
-        mem = human_bytes(c.memory_bytes) if c.memory_bytes is not None else "—"
-        coll = human_bytes(c.collective_bytes) if c.collective_bytes is not None else "—"
+        mem = format_bytes(c.memory_bytes) if c.memory_bytes is not None else "—"
+        coll = format_bytes(c.collective_bytes) if c.collective_bytes is not None else "—"
         rows.append(
             f"<tr class='{cls}' data-label='{html.escape(c.label, quote=True)}'>"
             f"<td class='explorer-num'>{i}</td><td class='explorer-layout'><code>"
@@ -403,8 +403,8 @@ def pareto_figure(result: SearchResult) -> go.FigureWidget:
             mode=mode, marker=dict(color=colour, symbol=symbol, size=size,
                                    line=dict(color="#1f2937", width=1)),
             line=dict(color=colour, width=2),
-            customdata=[[label, format_seconds(c.seconds), human_bytes(c.memory_bytes),
-                         human_bytes(c.collective_bytes)] for c, label in zip(cands, labels,
+            customdata=[[label, format_seconds(c.seconds), format_bytes(c.memory_bytes),
+                         format_bytes(c.collective_bytes)] for c, label in zip(cands, labels,
                                                                              strict=True)],
             hovertemplate=("<b>%{customdata[0]}</b><br>predicted step %{customdata[1]}<br>"
                            "memory per device %{customdata[2]}<br>collectives per device "
@@ -433,7 +433,7 @@ def pareto_figure(result: SearchResult) -> go.FigureWidget:
                    type="log" if log_x else "linear", exponentformat="SI", ticksuffix="s",
                    rangemode="tozero" if not log_x else "normal"),
         yaxis=dict(title="memory per device", range=[0, top], tickvals=ticks,
-                   ticktext=[human_bytes(t) if t else "0" for t in ticks]),
+                   ticktext=[format_bytes(t) if t else "0" for t in ticks]),
         legend=dict(orientation="h", x=0, y=-0.2, yanchor="top", font=dict(size=11)))
     keep_state(fig)
     return fig

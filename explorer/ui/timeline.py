@@ -18,11 +18,11 @@ from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError
 from explorer.report.provenance import compiled_by
 from explorer.report.report import Report
-from explorer.report.summary import human_bytes
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
 from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
 from explorer.ui.graph import KIND_COLOURS  # one colour per kind in every view
 from explorer.ui.views import stamped
+from explorer.units import format_bytes
 
 COMPUTE_COLOUR = "#64748b"
 OTHER_COLOUR = "#a16207"
@@ -123,8 +123,8 @@ def timing_html(report: Report, unavailable: str | None = None) -> str:
              f"{started}{cached}.</p>",
              _measured_html(t),
              f"<p><b>Cost per device</b> ({counted}): "
-             f"{flops} flops, {human_bytes(c.bytes_accessed)} accessed; collectives move "
-             f"{human_bytes(c.collective_bytes)}.</p>"]
+             f"{flops} flops, {format_bytes(c.bytes_accessed)} accessed; collectives move "
+             f"{format_bytes(c.collective_bytes)}.</p>"]
     if est is None and unavailable:
         parts.append("<p class='explorer-prediction-unavailable'><b>Prediction unavailable"
                      f"</b>: {html.escape(unavailable)}</p>")

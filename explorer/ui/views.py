@@ -19,11 +19,12 @@ from explorer.errors import ExplorerError
 from explorer.hlo.groups import spanned_axes
 from explorer.report.dataflow import sliced_all_reduces
 from explorer.report.report import Report, TensorRole
-from explorer.report.summary import dcn_mark, human_bytes
+from explorer.report.summary import dcn_mark
 from explorer.report.why.metadata import short_op
 from explorer.spec.mesh import MeshSpec
 from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
 from explorer.ui.grids import Grid, group_grid
+from explorer.units import format_bytes
 
 # One colour per device id, the same in every view: qualitative palettes concatenated.
 PALETTE = pc.qualitative.Plotly + pc.qualitative.D3 + pc.qualitative.Set2 + pc.qualitative.Dark2
@@ -297,7 +298,7 @@ def collectives_html(report: Report, selected: int | None = None,
         rows.append(
             f"<tr{cls} data-kind='{c.kind}' data-axes='{','.join(c.axes)}'><td>{i}</td>"
             f"<td class='explorer-kind'>{e(kind)}</td><td>{e(over)}</td>"
-            f"<td>{c.dtype}[{','.join(map(str, c.shape))}]</td><td>{human_bytes(c.bytes)}</td>"
+            f"<td>{c.dtype}[{','.join(map(str, c.shape))}]</td><td>{format_bytes(c.bytes)}</td>"
             f"{time_cell}<td class='explorer-where'>{where}</td></tr>")
         rows += _part_rows(c, columns)
         if i in sliced:
@@ -309,7 +310,7 @@ def collectives_html(report: Report, selected: int | None = None,
                 "reduce-scatter, which the CPU backend writes as all-reduce + slice; a TPU or "
                 "GPU compile moves about half the bytes"
                 + (" (the estimate is for the all-reduce)" if est else "") + ".</td></tr>")
-    total = human_bytes(report.cost.collective_bytes)
+    total = format_bytes(report.cost.collective_bytes)
     predicted = (f" Predicted on {e(est.target)}: {format_seconds(est.comm_seconds)} of "
                  "communication." if est else "")
     if est is None and unavailable:
@@ -352,7 +353,7 @@ def _part_rows(c, columns: int) -> list[str]:
             rows.append(f"<tr class='explorer-part-row'><td></td><td colspan='{columns - 1}'>"
                         f"↳ … and {c.parts - k} more parts</td></tr>")
             break
-        moved = human_bytes(size) if size is not None else "—"
+        moved = format_bytes(size) if size is not None else "—"
         rows.append(f"<tr class='explorer-part-row'><td></td><td>↳ part {k + 1}</td><td></td>"
                     f"<td>{dtype}[{','.join(map(str, shape))}]</td><td>{moved}</td>"
                     f"<td colspan='{columns - 5}'></td></tr>")
@@ -453,7 +454,7 @@ class CollectivesView:
 
     def options(self, report: Report) -> list:
         return [(NONE_PICKED, -1)] + [
-            (f"#{i} {c.kind} over {','.join(c.axes) or '?'} {human_bytes(c.bytes)} "
+            (f"#{i} {c.kind} over {','.join(c.axes) or '?'} {format_bytes(c.bytes)} "
              f"{c.source}", i) for i, c in enumerate(report.collectives)]
 
 

@@ -40,7 +40,6 @@ from explorer.errors import SpecError
 from explorer.hlo.sharding import tiling_from_hlo
 from explorer.report.compare import Comparison
 from explorer.report.report import Collective, Report, TensorInfo, TensorRole
-from explorer.report.summary import human_bytes
 from explorer.spec.layout import Tiling, shard_shape, spec_from_tiling, tiling_from_spec
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import format_spec, parse_spec
@@ -48,6 +47,7 @@ from explorer.ui.compare import comparison_html
 from explorer.ui.figure import FigureSlot
 from explorer.ui.grids import Grid, tensor_grid
 from explorer.ui.views import grid_figure
+from explorer.units import format_bytes
 
 _CELL_SOURCE = re.compile(r"In \[(\d+)\], line (\d+)")
 
@@ -113,7 +113,7 @@ def why_html(report: Report, index: int) -> str:
     c = report.collectives[index]
     e = html.escape
     head = (f"<b>Why #{index}: {e(c.kind)} over {e(','.join(c.axes) or '?')}</b> "
-            f"({human_bytes(c.bytes)} per device)")
+            f"({format_bytes(c.bytes)} per device)")
     where = (f"<div>at <code>{e(c.source)}</code></div>" if c.source
              else "<div><i>source line unknown</i></div>")
     text = source_line(c)

@@ -91,9 +91,10 @@ def test_a_user_function_is_all_other_and_in_the_json():
 
 
 def test_the_summary_prints_memory_by_kind():
-    from explorer.report.summary import human_bytes, summary
+    from explorer.report.summary import summary
+    from explorer.units import format_bytes
 
     r = explorer.analyze_workload("mlp_train", "data=8", specs={"x": "data,None"})
     [line] = [x for x in summary(r).splitlines() if x.startswith("memory by kind")]
-    assert f"params {human_bytes(2 * 1024 * 4096 * 4)}" in line     # 32.0 MiB
+    assert f"params {format_bytes(2 * 1024 * 4096 * 4)}" in line     # 32.0 MiB
     assert "grads not located" in line

@@ -19,13 +19,13 @@ from explorer.report.report import (
 )
 from explorer.report.summary import (
     collectives_table,
-    human_bytes,
     memory_lines,
     summary,
     tensors_table,
     why_lines,
 )
 from explorer.spec.mesh import parse_mesh
+from explorer.units import format_bytes
 
 MiB = 2**20
 
@@ -38,7 +38,7 @@ MiB = 2**20
     (None, "n/a"),
 ])
 def test_byte_counts_are_written_in_binary_units(n, text):
-    assert human_bytes(n) == text
+    assert format_bytes(n) == text
 
 
 # Megatron's MLP on data=2,model=4, written out: x [256,1024] split on data (128·1024·4 bytes a

@@ -37,8 +37,8 @@ from explorer.report.report import (
     TensorRole,
     Timing,
 )
-from explorer.report.summary import human_bytes
 from explorer.spec.mesh import parse_mesh
+from explorer.units import format_bytes
 
 KiB = 1024
 
@@ -213,9 +213,9 @@ def test_the_peak_above_the_total_is_explained_by_constants_and_temporaries(tpu_
     assert t.peak.bytes - m.total == t.constants + t.peak.temporaries - m.temporaries > 0
     note = peak_note(tpu_report)
     assert note is not None
-    for figure in (human_bytes(t.peak.bytes), human_bytes(m.total),
-                   f"{human_bytes(t.constants)} of constants",
-                   f"{human_bytes(t.peak.temporaries)} of temporaries"):
+    for figure in (format_bytes(t.peak.bytes), format_bytes(m.total),
+                   f"{format_bytes(t.constants)} of constants",
+                   f"{format_bytes(t.peak.temporaries)} of temporaries"):
         assert figure in note
     # The table of pointers that no kind holds is a held output allocation of its own.
     tables = [b for b in t.peak_buffers if b.kind == BufferKind.OUTPUT and b.dtype == "tuple"]
@@ -231,14 +231,14 @@ def test_the_memory_view_shows_figures_that_add_up_and_says_why_the_peak_is_abov
     from explorer.ui.memory import OUTSIDE_LABEL, MemoryView, memory_html
 
     text = memory_html(tpu_report)
-    total = human_bytes(tpu_report.memory.total)
+    total = format_bytes(tpu_report.memory.total)
     # The total, and the sum by kind (with the tuple table's row) are one figure.
     assert f"<b>total {total}</b>" in text
     assert f"<b>sum</b></td><td class='explorer-num'><b>{total}</b>" in text
     assert "tuple table" in text
     # The padding is said: the inputs' values against their allocations.
-    assert human_bytes(3 * PARAM_VALUES + 2 * 4 * 32 * 4) in text
-    assert human_bytes(tpu_report.memory.arguments) in text
+    assert format_bytes(3 * PARAM_VALUES + 2 * 4 * 32 * 4) in text
+    assert format_bytes(tpu_report.memory.arguments) in text
     # The chart: the by-kind row ends where the XLA row does, the tuple table its last part.
     view = MemoryView()
     view.update(tpu_report)
@@ -247,5 +247,5 @@ def test_the_memory_view_shows_figures_that_add_up_and_says_why_the_peak_is_abov
     assert shown[("by kind", OUTSIDE_LABEL)] == SMALLEST
     # Above the curve, why its peak is above the total.
     t = tpu_report.memory_timeline
-    assert (f"{human_bytes(t.constants)} of constants" in view.timeline_note.value
-            and human_bytes(t.peak.bytes) in view.timeline_note.value)
+    assert (f"{format_bytes(t.constants)} of constants" in view.timeline_note.value
+            and format_bytes(t.peak.bytes) in view.timeline_note.value)

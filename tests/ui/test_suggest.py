@@ -17,7 +17,7 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
 from explorer.cost.model import format_seconds  # noqa: E402
-from explorer.report.summary import human_bytes  # noqa: E402
+from explorer.report.summary import format_bytes  # noqa: E402
 from explorer.spec.tensor import entry_axes, normalize_spec  # noqa: E402
 from explorer.ui import Explorer, explore  # noqa: E402
 from explorer.ui.app import TAB_TITLES  # noqa: E402
@@ -92,7 +92,7 @@ def test_workload_search_ranks_as_the_api_and_apply_loads_the_winner(mlp_app):
     assert [label for label, _ in rows] == [c.label for c in expected.candidates]
     label, text = rows[0]
     assert label == best.label
-    assert format_seconds(best.seconds) in text and human_bytes(best.memory_bytes) in text
+    assert format_seconds(best.seconds) in text and format_bytes(best.memory_bytes) in text
     assert "winner" in view.table.value.split("</tr>")[1]          # the first row is marked
     n = expected.stats.distinct
     assert view.bar.value == view.bar.max == n
