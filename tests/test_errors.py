@@ -137,11 +137,11 @@ def test_a_function_source_of_something_not_callable_is_a_value_error():
 def test_a_suggest_job_without_a_target_is_a_target_error():
     pytest.importorskip("ipywidgets")
     from explorer.spec.mesh import parse_mesh
-    from explorer.ui.sources import FunctionSource, Placement, Request
+    from explorer.ui.sources import AppRequest, FunctionSource, Placement
     from explorer.ui.suggest import make_job
 
     source = FunctionSource(lambda x: x, [TensorSpec("x", (8, 8))])
-    request = Request(mesh=parse_mesh("data=2,model=2"), specs={}, pinned={},
+    request = AppRequest(mesh=parse_mesh("data=2,model=2"), specs={}, pinned={},
                       placement=Placement({}), params={}, preset=None, rules=None,
                       partitioner="shardy", target=None, mapping=None, measure=False,
                       unavailable=None)

@@ -1,6 +1,6 @@
 """Compare two results, A and B: which collectives were added or removed, and how the totals
-(bytes, memory, predicted time, compile time) moved. Pure: Report in, frozen Comparison out, with
-a plain-text form that tests compare exactly. The app draws it (explorer/ui/compare.py).
+(bytes, memory, predicted time, compile time) moved. Pure: Report in, frozen ReportComparison
+out, with a plain-text form that tests compare exactly. The app draws it (explorer/ui/compare.py).
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ class CollectiveRow:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class ReportComparison:
     """What changed from result A (pinned) to result B (current)."""
 
     a_title: str
@@ -262,7 +262,7 @@ def input_changes(a: Report, b: Report) -> list[str]:
     return out
 
 
-def compare(a: Report, b: Report) -> Comparison:
+def compare(a: Report, b: Report) -> ReportComparison:
     """Compare result A with result B: collectives matched as a multiset, and the totals."""
     by_key: dict[CollectiveKey, list[list[Collective]]] = {}
     for side, report in enumerate((a, b)):
@@ -308,7 +308,7 @@ def compare(a: Report, b: Report) -> Comparison:
         notes.append("predicted time: pick a target for both A and B")
     metrics.append(Delta(Metric.COMPILE, a.timing.lower_s + a.timing.compile_s,
                          b.timing.lower_s + b.timing.compile_s))
-    return Comparison(report_title(a), report_title(b), tuple(input_changes(a, b)),
+    return ReportComparison(report_title(a), report_title(b), tuple(input_changes(a, b)),
                       tuple(rows), tuple(added), tuple(removed), unchanged, tuple(metrics),
                       tuple(notes))
 

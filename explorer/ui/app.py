@@ -45,7 +45,7 @@ from explorer.ui.editors import SpecRow
 from explorer.ui.graph import GraphView
 from explorer.ui.share import SharePanel
 from explorer.ui.sidebar import Sidebar, SpecRows, app_language
-from explorer.ui.sources import Request, Source, WorkloadSource
+from explorer.ui.sources import AppRequest, Source, WorkloadSource
 from explorer.ui.status import (
     WAITING_FOR_EARLIER,
     WORKING,
@@ -153,7 +153,7 @@ class App:
         self.source = source
         self.debounce, self.pool = debounce, pool
         self.report: Report | None = None
-        self.request: Request | None = None          # the request the shown report answers
+        self.request: AppRequest | None = None          # the request the shown report answers
         self.error: str | None = None
         self.unexpected: BaseException | None = None     # the last error that was a bug
         self.unavailable: str | None = None              # why the shown report has no target
@@ -162,7 +162,7 @@ class App:
         self.generation = 0             # the number of the latest edit
         self._edited_at = time.perf_counter()    # when it was made
         self._muted = Mute()            # the app changing its own widgets: not an edit
-        self._waiting: Request | None = None     # checked while live updates were off
+        self._waiting: AppRequest | None = None     # checked while live updates were off
         # The state behind the app (explorer.Session): the current explorer.Request and its
         # edits, the compile scheduling and the results; made with the first valid request.
         self.session: Session | None = None
@@ -262,7 +262,7 @@ class App:
         self.header.value = header_html(self.source.title)
         self._edited()
 
-    def _request(self) -> Request:
+    def _request(self) -> AppRequest:
         """The sidebar's checked request (explorer.ui.sidebar); each error is shown next to
         the widget at fault and raised."""
         return self.sidebar.request(origins=self.origins.ask.value)
@@ -323,7 +323,7 @@ class App:
         if self.session is not None:
             self.session.discard()
 
-    def _session_for(self, request: Request) -> Session:
+    def _session_for(self, request: AppRequest) -> Session:
         """The session, its current request made from the checked app request `request`."""
         analysis = self.source.analysis(request)
         if self.session is None:
@@ -333,7 +333,7 @@ class App:
             self.session.set_request(analysis)
         return self.session
 
-    def _answered(self, generation: int, request: Request, result) -> None:
+    def _answered(self, generation: int, request: AppRequest, result) -> None:
         """The session answered edit `generation` (a Result, or the error its compile
         raised)."""
         if isinstance(result, Exception):
@@ -373,7 +373,7 @@ class App:
         self.tabs.add_class("explorer-stale")
         self._set_status(error_text(at_fault, force, greyed=self.report is not None))
 
-    def _show(self, report: Report, request: Request | None = None) -> None:
+    def _show(self, report: Report, request: AppRequest | None = None) -> None:
         """Show `report`, the answer to `request`: it becomes the current result, the visible
         tab is drawn for it and the others are hidden until they are."""
         unavailable = request.unavailable if request is not None else None
@@ -413,7 +413,7 @@ class App:
         workload's `params`, the mesh, `rules` and `specs` as picks."""
         self.sidebar.load_layout(mesh, rules=rules, specs=specs, params=params)
 
-    def _search_snapshot(self) -> tuple[Source, Request]:
+    def _search_snapshot(self) -> tuple[Source, AppRequest]:
         """The source and its checked request now: what a search started now searches."""
         if self.error is not None:
             raise InputError(self.error)

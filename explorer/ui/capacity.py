@@ -18,7 +18,7 @@ from explorer._search.capacity import (
 from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError, InputError
 from explorer.ui.background import BackgroundTab
-from explorer.ui.sources import Request, Source, WorkloadSource
+from explorer.ui.sources import AppRequest, Source, WorkloadSource
 from explorer.units import format_bytes
 from explorer.workloads.models import OFFLOADS, REMATS
 
@@ -88,7 +88,7 @@ class CapacityView(BackgroundTab):
 
     what = "the largest-batch search"
 
-    def __init__(self, snapshot: Callable[[], tuple[Source, Request]], pool=None):
+    def __init__(self, snapshot: Callable[[], tuple[Source, AppRequest]], pool=None):
         super().__init__()
         self._snapshot, self.pool = snapshot, pool
         self.result: CapacityResult | None = None

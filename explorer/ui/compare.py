@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import ipywidgets as w
 
-from explorer.report.compare import CollectiveRow, Comparison, Delta, compare, report_title
+from explorer.report.compare import CollectiveRow, Delta, ReportComparison, compare, report_title
 from explorer.report.report import Report
 from explorer.units import format_bytes
 
@@ -49,7 +49,7 @@ def _indent(m: Delta) -> str:
     return f" style='padding-left:{8 + 16 * m.depth}px;color:#555'" if m.depth else ""
 
 
-def comparison_html(c: Comparison) -> str:
+def comparison_html(c: ReportComparison) -> str:
     e = html.escape
     head = (f"<p><b>A</b> (pinned): {e(c.a_title)}<br><b>B</b> (current): {e(c.b_title)}<br>"
             f"<b>changed</b>: {e('; '.join(c.changes)) if c.changes else 'nothing'}</p>")
@@ -108,7 +108,7 @@ class CompareView:
         self.get_current = get_current
         self.pinned: Report | None = None
         self.current: Report | None = None
-        self.comparison: Comparison | None = None
+        self.comparison: ReportComparison | None = None
         self.pin_button = w.Button(description="Pin current as A", icon="thumb-tack",
                                    tooltip="keep the current result as A; edits then show as B",
                                    layout=w.Layout(width="170px"))

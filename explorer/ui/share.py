@@ -35,7 +35,7 @@ from explorer.workloads.registry import WORKLOADS, get_workload
 
 if TYPE_CHECKING:
     from explorer.report.report import Report
-    from explorer.ui.sources import Request, Source
+    from explorer.ui.sources import AppRequest, Source
     from explorer.ui.views import PlacementView
 
 QUERY_KEY = "exploration"
@@ -46,7 +46,7 @@ class Shown(Protocol):
     """What the section reads from the app (explorer.ui.app.App)."""
 
     report: Report | None
-    request: Request | None
+    request: AppRequest | None
     source: Source
     result_id: int
     tabs: w.Tab

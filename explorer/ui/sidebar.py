@@ -37,7 +37,7 @@ from explorer.strategy.presets import PRESETS, get_preset
 from explorer.strategy.rules import LOGICAL_NAMES, Rules, parse_rules
 from explorer.ui.callbacks import Mute
 from explorer.ui.editors import MeshEditor, SpecRow, check_row_spec
-from explorer.ui.sources import InputTensor, Request, Source, WorkloadSource
+from explorer.ui.sources import AppRequest, InputTensor, Source, WorkloadSource
 from explorer.ui.specs import KeptPicks, SpecsEditor, carried_renames, renamed_spec
 from explorer.ui.suggest import SearchJob, candidate_specs
 from explorer.ui.views import TargetOffer, mapping_placeholder, matching_target
@@ -382,7 +382,7 @@ class Sidebar:
         return {n: (tuple(spec), tuple(theirs[n])) for n, spec in pinned.items()
                 if n in theirs and layout(theirs[n]) != layout(spec)}
 
-    def request(self, origins: bool = False) -> Request:
+    def request(self, origins: bool = False) -> AppRequest:
         """Validate the edited state with explorer.api.request, as the API and the CLI do;
         each error is shown next to the widget at fault and raised. `origins`: the request
         reads why each tensor is laid out so (the Placement tab's question)."""
@@ -441,7 +441,7 @@ class Sidebar:
         params = self.source.resolved() if isinstance(self.source, WorkloadSource) else {}
         compile_for = CompileFor.CPU if self.cpu_w.value else CompileFor.TARGET
         measurable = self._offer_measure(mesh, target, compile_for)
-        return Request(mesh=mesh, specs=dict(placement.specs), pinned=pinned,
+        return AppRequest(mesh=mesh, specs=dict(placement.specs), pinned=pinned,
                        placement=placement, params=params, preset=preset, rules=rules,
                        partitioner=partitioner, target=target, mapping=mapping,
                        measure=self.measure_w.value and measurable,

@@ -66,7 +66,7 @@ class Placement:
 
 
 @dataclass(frozen=True)
-class Request:
+class AppRequest:
     """A checked request: what the app compiles and what it shows with the result."""
 
     mesh: MeshSpec
@@ -123,15 +123,15 @@ class Source:
     def check(self, placement: Placement, inputs: list[TensorSpec], mesh: MeshSpec) -> None:
         """What only this source can check, before the compile."""
 
-    def analysis(self, request: Request) -> AnalysisRequest:
+    def analysis(self, request: AppRequest) -> AnalysisRequest:
         """The explorer.Request that compiles the checked app request `request`."""
         raise NotImplementedError
 
-    def describe(self, report: Report, request: Request) -> Report:
+    def describe(self, report: Report, request: AppRequest) -> Report:
         """`report` (of `analysis(request)`) as the app shows it: what was analysed."""
         return report
 
-    def compile(self, request: Request, pool, cache_only: bool) -> Report | None:
+    def compile(self, request: AppRequest, pool, cache_only: bool) -> Report | None:
         report = run(self.analysis(request), pool=pool, cache_only=cache_only)
         return None if report is None else self.describe(report, request)
 
@@ -259,7 +259,7 @@ class WorkloadSource(Source):
         if self.workload.check is not None:
             self.workload.check(params, mesh)
 
-    def analysis(self, request: Request) -> AnalysisRequest:
+    def analysis(self, request: AppRequest) -> AnalysisRequest:
         return AnalysisRequest(workload=self.workload_w.value, mesh=request.mesh,
                                specs=request.pinned or None, params=request.params,
                                preset=request.preset, rules=request.rules,
@@ -429,14 +429,14 @@ class FunctionSource(Source):
         return tuple(map_tensor_leaves(a, lambda t: replace(t, spec=specs[t.name]))
                      for a in self.args)
 
-    def analysis(self, request: Request) -> AnalysisRequest:
+    def analysis(self, request: AppRequest) -> AnalysisRequest:
         return AnalysisRequest(fn=self.fn, inputs=tuple(self.inputs(request.specs)),
                                mesh=request.mesh, partitioner=request.partitioner,
                                target=request.target, mapping=request.mapping,
                                measure=request.measure, compile_for=request.compile_for,
                                origins=request.origins)
 
-    def describe(self, report: Report, request: Request) -> Report:
+    def describe(self, report: Report, request: AppRequest) -> Report:
         """The report with what was analysed (the function, its specs) and, where the inputs'
         kinds are known, its memory split by kind."""
         info = WorkloadInfo(

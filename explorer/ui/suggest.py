@@ -44,7 +44,7 @@ from explorer.spec.tensor import Entry, normalize_spec
 from explorer.ui.background import BackgroundTab
 from explorer.ui.figure import FigureWidget, keep_state
 from explorer.ui.memory import binary_ticks
-from explorer.ui.sources import FunctionSource, Request, Source, WorkloadSource
+from explorer.ui.sources import AppRequest, FunctionSource, Source, WorkloadSource
 from explorer.units import format_bytes
 
 Spec = tuple[Entry, ...]
@@ -151,7 +151,7 @@ class SearchJob:
 
     program: str | Callable
     args: tuple
-    request: Request
+    request: AppRequest
     space: str
     chosen: tuple[str, ...]           # names (rules) or tensors (specs); () for all
     mesh_shapes: bool
@@ -190,7 +190,7 @@ class SearchJob:
                 f"for {r.target} ({r.partitioner}); {budget}; {where}")
 
 
-def make_job(source: Source, request: Request, space: str, chosen, mesh_shapes: bool,
+def make_job(source: Source, request: AppRequest, space: str, chosen, mesh_shapes: bool,
              budget_s: float | None, cluster: str | None = None) -> SearchJob:
     """A search of the app's program for `request` (compiled on the Ray cluster at `cluster`,
     or on this machine), or an ExplorerError saying what is missing (a target to rank on, a
@@ -219,7 +219,7 @@ def candidate_specs(candidate: Candidate) -> dict[str, Spec]:
     return {name: normalize_spec(text, tensor=name) for name, text in candidate.specs.items()}
 
 
-def current_candidate(result: SearchResult, request: Request | None,
+def current_candidate(result: SearchResult, request: AppRequest | None,
                       shapes: Mapping[str, tuple[int, ...]]) -> int | None:
     """The index of the first candidate that lays out every input as the app's `request` does
     (the same devices hold the same blocks, on whatever mesh shape: the search keeps one of
@@ -452,9 +452,9 @@ class SuggestView(BackgroundTab):
     what = "the Suggest tab"
 
     def __init__(self, source: Callable[[], Source],
-                 snapshot: Callable[[], tuple[Source, Request]],
+                 snapshot: Callable[[], tuple[Source, AppRequest]],
                  apply: Callable[[SearchJob, Candidate], None], pool=None,
-                 current: Callable[[], Request | None] = lambda: None):
+                 current: Callable[[], AppRequest | None] = lambda: None):
         super().__init__()
         self._source, self._snapshot, self._apply, self.pool = source, snapshot, apply, pool
         self._current = current         # the request the app's result answers now

@@ -31,7 +31,7 @@ from explorer.ui.graph import GraphView
 from explorer.ui.grids import mesh_grid, placement_grid
 from explorer.ui.memory import MemoryView
 from explorer.ui.origins import OriginsPanel
-from explorer.ui.sources import GROUP_OF_KIND, InputTensor, Request, Source
+from explorer.ui.sources import GROUP_OF_KIND, AppRequest, InputTensor, Source
 from explorer.ui.suggest import SearchJob, SuggestView
 from explorer.ui.timeline import TimingView, timing_html
 from explorer.ui.views import (
@@ -63,7 +63,7 @@ class ShownResult(Protocol):
     """What a tab reads from the app (explorer.ui.app.App): the result on screen."""
 
     report: Report | None
-    request: Request | None          # the request the report answers
+    request: AppRequest | None          # the request the report answers
     result_id: int                   # the id every view drawing the report is stamped with
     selected: int | None             # the collective picked in the Collectives tab
     unavailable: str | None          # why the report has no prediction
@@ -87,7 +87,7 @@ class TabContext:
     use_target: Callable[[str], None]           # pick a target offered because it fits the mesh
     offered_target: Callable[[], str | None]    # that target, where the picked one does not fit
     apply_what_if: Callable[[Candidate], None]
-    snapshot: Callable[[], tuple[Source, Request]]   # the source and its checked request now
+    snapshot: Callable[[], tuple[Source, AppRequest]]   # the source and its checked request now
     apply_suggestion: Callable[[SearchJob, SearchCandidate], None]
     # The dataflow graph: drawn in the HLO tab, ringed with the origin path of the tensor the
     # Placement tab explains.

@@ -22,7 +22,7 @@ from explorer.report.compare import compare
 from explorer.report.report import Report
 from explorer.ui.background import running_loop
 from explorer.ui.callbacks import Mute
-from explorer.ui.sources import Request
+from explorer.ui.sources import AppRequest
 from explorer.ui.specs import SpecsEditor
 from explorer.ui.why import Candidate, WhyPanel
 
@@ -31,7 +31,7 @@ class Picked(Protocol):
     """What the what-ifs read from the app (explorer.ui.app.App)."""
 
     report: Report | None
-    request: Request | None      # the request the report answers
+    request: AppRequest | None      # the request the report answers
     result_id: int               # the report's id, which the views it draws are stamped with
     selected: int | None         # the collective picked
     generation: int              # the number of the latest edit
@@ -43,7 +43,7 @@ class WhatIfs:
     the app's compile of a checked request; `edit()` the app's edit, after an Apply."""
 
     def __init__(self, app: Picked, why: WhyPanel, specs_editor: SpecsEditor,
-                 compile: Callable[[Request], Report | None], edit: Callable[[], None],
+                 compile: Callable[[AppRequest], Report | None], edit: Callable[[], None],
                  guard: Callable[[Callable], Callable], muted: Mute):
         self._app, self._why, self._specs_editor = app, why, specs_editor
         self._compile, self._edit, self._guard, self._muted = compile, edit, guard, muted
@@ -118,7 +118,7 @@ class WhatIfs:
                 self._specs_editor.pick(tensor, spec)
         self._edit()
 
-    def shown(self, request: Request | None, report: Report) -> None:
+    def shown(self, request: AppRequest | None, report: Report) -> None:
         """`report`, the answer to `request`, is shown: after an Apply, say what it changed."""
         if self._applied is None:
             return

@@ -38,7 +38,7 @@ from explorer.api.what_if import (  # noqa: F401 - the app's and the tests' name
 from explorer.api.what_if import SpecChange as Candidate
 from explorer.errors import SpecError
 from explorer.hlo.sharding import tiling_from_hlo
-from explorer.report.compare import Comparison
+from explorer.report.compare import ReportComparison
 from explorer.report.report import Collective, Report, TensorInfo, TensorRole
 from explorer.spec.layout import Tiling, shard_shape, spec_from_tiling, tiling_from_spec
 from explorer.spec.mesh import MeshSpec
@@ -225,7 +225,7 @@ class WhyPanel:
                                                 f"{html.escape(cand.describe())}</span>")]))
         self.offers.children = rows
 
-    def show_applied(self, candidate: Candidate, comparison: Comparison) -> None:
+    def show_applied(self, candidate: Candidate, comparison: ReportComparison) -> None:
         self.widget.layout.display = ""
         self.comparison.value = (f"<p><b>Applied</b>: {html.escape(candidate.label)}. A is the "
                                  "result before, B after:</p>" + comparison_html(comparison))
