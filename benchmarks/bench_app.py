@@ -44,6 +44,21 @@ compile) and `batch` back to the first value (cached), each timed in the page as
 IntText's Enter to the status first reading '◌', to it reading '●', and to the table and heatmap
 redrawn. The baseline is the main benchmark's: the same requests compiled beforehand in this
 process (`analyze_workload(..., use_cache=False)`), and the app's own compile from its Timing tab.
+
+`--big` measures issue 31's big models live, in this process and without a browser (an app in an
+event loop as in a kernel): an 8B-shaped train step (Llama 3 8B's shape, bf16, remat full, seq
+4096, batch 256, fsdp_tp on data=32,model=8) on h100-8x32 and on tpu-v5p-8x8x4, and a 70B-shaped
+one on data=128,model=8, h100-8x128 (1024 GPUs); `--cases` picks some. Per case and round, in
+alternating order: (1) the bare compile, benchmarks/bare_compile.py in a fresh process: the same
+program (the explorer's planner gives the function, specs and donation; the target's devices as
+the worker builds them), `jax.jit(...).lower(...).compile()` by plain jax, then the edited
+program, then that once more with the worker's dump options; (2) the app on a fresh worker pool
+(its worker starts, as in a fresh kernel): `Explorer(...)` to its first result, then one spec
+edit (tokens' sequence picker gains `model`) to the status reading the new result, the status
+sampled every second meanwhile and the event loop's longest stall recorded. Each round has a new
+`lr`, and the disk cache is off, so nothing is answered from a cache. Where the time goes comes
+from wrapping the app's and the API's stages in this process (Spans). The pool's compile limit
+is --compile-timeout (the default pool's is 120 s, which a v5p compile here exceeds).
 """
 
 from __future__ import annotations
@@ -68,8 +83,8 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 
 import explorer  # noqa: E402
 from explorer.compile.pool import default_pool  # noqa: E402
-from explorer.report.summary import human_bytes  # noqa: E402
-from explorer.ui.app import Explorer  # noqa: E402
+from explorer.report.summary import format_bytes  # noqa: E402
+from explorer.ui.app import App, Explorer  # noqa: E402
 from explorer.ui.grids import placement_grid  # noqa: E402
 from explorer.ui.serve import free_port, one_cell_notebook, voila_command  # noqa: E402
 from explorer.ui.views import collectives_html, tensor_options  # noqa: E402
@@ -152,7 +167,7 @@ def table_marker(report) -> str:
     n = len(report.collectives)
     # The summary's start (views.collectives_html), before wording that may change.
     return (f"{n} collective{'s' if n > 1 else ''}, "
-            f"{human_bytes(report.cost.collective_bytes)} per device")
+            f"{format_bytes(report.cost.collective_bytes)} per device")
 
 
 def timed_analysis(analyze_fn, cached: bool, *args):
@@ -571,6 +586,449 @@ def train_report(results: list[dict], first_load: float, args) -> None:
     print(f"\nFirst page load to the first result: {first_load:.1f} s.")
 
 
+# ------------------------------------------------------------ big models, live (issue 31 item 4)
+
+# Llama-3-shaped train steps (transformer_train, bf16, full remat, one lax.scan over the layers):
+# 8B (Dubey et al. 2024, Table 3: 32 layers, d_model 4096, 32 heads of 128, 8 kv heads, swiglu
+# d_ff 14336, vocab 128256) and 70B (80 layers, d_model 8192, 64 heads of 128, 8 kv heads,
+# d_ff 28672), at seq 4096 and a global batch of 256.
+LLAMA_8B = {"layers": 32, "d_model": 4096, "heads": 32, "d_head": 128, "kv_heads": 8,
+            "mlp": "swiglu", "d_ff": 14336, "vocab": 128256, "seq": 4096, "batch": 256,
+            "dtype": "bfloat16", "remat": "full"}
+LLAMA_70B = {**LLAMA_8B, "layers": 80, "d_model": 8192, "heads": 64, "d_ff": 28672}
+BIG_CASES = {
+    "8b-h100": ("8B-shaped step, data=32,model=8 on h100-8x32 (256 H100s)",
+                dict(mesh="data=32,model=8", target="h100-8x32", params=LLAMA_8B)),
+    "8b-v5p": ("8B-shaped step, data=32,model=8 on tpu-v5p-8x8x4 (256 v5p chips)",
+               dict(mesh="data=32,model=8", target="tpu-v5p-8x8x4", params=LLAMA_8B)),
+    "70b-h100": ("70B-shaped step, data=128,model=8 on h100-8x128 (1024 H100s)",
+                 dict(mesh="data=128,model=8", target="h100-8x128", params=LLAMA_70B)),
+}
+BIG_WORKLOAD, BIG_PRESET = "transformer_train", "fsdp_tp"
+# The spec edit: the picker of tokens' sequence dimension (dimension 1) gains the axis `model`
+# (tokens data,None -> data,model), as a user trying a sequence-split input would.
+BIG_EDIT = ("tokens", 1, "model")
+BIG_EDIT_SPEC = ("data", "model")
+BARE_SCRIPT = Path(__file__).with_name("bare_compile.py")
+sys.path.insert(0, str(BARE_SCRIPT.parent))
+from bare_compile import collective_ops  # noqa: E402
+
+# Where an analysis's time goes: these functions are wrapped (in this process only) and each
+# call's span recorded with its thread; a name the code no longer has is skipped. Functions
+# imported by name elsewhere (`from m import f`) are replaced in every explorer module holding
+# them.
+LOOKUP = "cache lookup before compiling (Session._answer cache_only, event loop)"
+COMPILE_CALL = "the compile's whole call (Session._answer: executor thread, or the constructor)"
+SPAN_POINTS = [
+    ("explorer.ui.app", "App._request",
+     "check the sidebar, plan the layout (App._request, event loop)"),
+    ("explorer.ui.app", "App._session_for",
+     "make the analysis Request: check, plan, pickle (App._session_for, event loop)"),
+    # Labelled by its cache_only argument (positional index 3 with self), see _span_label.
+    ("explorer.api.session", "Session._answer", (LOOKUP, COMPILE_CALL, 3)),
+    ("explorer.strategy.plan", "plan", "of those: plan the layout (strategy.plan, each call)"),
+    ("explorer.compile.sources", "pickle_function",
+     "of those: pickle the program (pickle_function, each call)"),
+    ("explorer.compile.pool", "WorkerPool.compile",
+     "worker round trip (WorkerPool.compile: start, lower, compile, dumps read, transfer)"),
+    ("explorer.api.analyze", "build_report", "read the compiler's output (build_report)"),
+    ("explorer.report.predict", "with_target", "price it on the target (with_target)"),
+    ("explorer.report.memory", "with_workload", "memory by tensor kind (with_workload)"),
+    ("explorer.ui.app", "App._show", "draw the result (App._show, event loop)"),
+]
+
+
+def _span_label(label, args, kwargs) -> str:
+    if isinstance(label, str):
+        return label
+    lookup, call, index = label
+    cache_only = kwargs.get("cache_only", args[index] if len(args) > index else False)
+    return lookup if cache_only else call
+
+
+def span_labels() -> list[str]:
+    """Every label SPAN_POINTS records, in order."""
+    out: list[str] = []
+    for _, _, label in SPAN_POINTS:
+        out += [label] if isinstance(label, str) else list(label[:2])
+    return out
+
+
+class Spans:
+    """Records (label, thread, start, end) of every call to SPAN_POINTS while installed."""
+
+    def __init__(self):
+        import importlib
+        import threading
+
+        self.spans: list[tuple[str, str, float, float]] = []
+        self.missing: list[str] = []
+        self._undo: list[tuple[object, str, object]] = []
+        lock = threading.Lock()
+        for module_name, path, label in SPAN_POINTS:
+            try:
+                module = importlib.import_module(module_name)
+                *owner_path, name = path.split(".")
+                owner = module
+                for part in owner_path:
+                    owner = getattr(owner, part)
+                original = getattr(owner, name)
+            except (ImportError, AttributeError):
+                self.missing.append(f"{module_name}.{path}")
+                continue
+
+            def wrapped(*args, _original=original, _label=label, **kwargs):
+                t0 = time.perf_counter()
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    t1 = time.perf_counter()
+                    with lock:
+                        self.spans.append((_span_label(_label, args, kwargs),
+                                           threading.current_thread().name, t0, t1))
+            holders = [owner] if owner_path else [
+                m for n, m in list(sys.modules.items())
+                if m is not None and (n == "explorer" or n.startswith("explorer."))
+                and getattr(m, name, None) is original]
+            for holder in holders:
+                self._undo.append((holder, name, original))
+                setattr(holder, name, wrapped)
+
+    def close(self) -> None:
+        for holder, name, original in reversed(self._undo):
+            setattr(holder, name, original)
+
+    def between(self, t0: float, t1: float) -> dict[str, float]:
+        """Seconds per label of the calls that started in [t0, t1]."""
+        out: dict[str, float] = {}
+        for label, _thread, s, e in self.spans:
+            if t0 <= s <= t1:
+                out[label] = out.get(label, 0.0) + (e - s)
+        return out
+
+
+def plain_status(app) -> str:
+    import html as html_module
+
+    return html_module.unescape(re.sub(r"<[^>]+>", "", app.status.value)).strip()
+
+
+def peak_rss_of(pid: int) -> int | None:
+    """A process's high-water RSS (VmHWM), bytes; None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def worker_peak_rss() -> int | None:
+    """The largest VmHWM among this process's compile workers."""
+    import psutil
+
+    peaks = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if "explorer.compile.worker" in " ".join(p.cmdline()):
+                peaks.append(peak_rss_of(p.pid) or 0)
+        except psutil.Error:
+            continue
+    return max(peaks) if peaks else None
+
+
+def bare_run(case: dict, params: dict, timeout_s: float) -> dict:
+    """The same two programs (the case's request, then it with the spec edit) compiled bare by
+    plain jax in a fresh process (benchmarks/bare_compile.py), the edited one once more with the
+    worker's dump options; plus that process's wall time from its start."""
+    import json
+
+    job = {"workload": BIG_WORKLOAD, "mesh": case["mesh"], "target": case["target"],
+           "preset": BIG_PRESET, "params": params,
+           "requests": [["base", {}], ["edit", {BIG_EDIT[0]: ",".join(BIG_EDIT_SPEC)}]],
+           "dump": ["edit"]}
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_SKIP_CUDA_CONSTRAINTS_CHECK": "1",
+           "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, str(BARE_SCRIPT), json.dumps(job)], env=env,
+                         capture_output=True, text=True, timeout=timeout_s)
+    wall = time.perf_counter() - t0
+    if out.returncode:
+        raise RuntimeError(f"bare compile failed ({out.returncode}): {out.stderr[-2000:]}")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["wall_s"] = wall
+    return result
+
+
+async def big_app_round(case: dict, params: dict, pool, timeout_s: float, spans: Spans) -> dict:
+    """One app on the case, in this process's event loop as in a kernel: its first result (the
+    constructor, which compiles before the cell returns), then the spec edit through its picker
+    until the status reads the new result, the status sampled every second meanwhile."""
+    import asyncio
+
+    set_calls: list[tuple[float, str]] = []     # every status the app set, while constructing
+    original_set = App._set_status
+
+    def recording(self, text):
+        set_calls.append((time.perf_counter(), text))
+        return original_set(self, text)
+
+    App._set_status = recording
+    t0 = time.perf_counter()
+    try:
+        app = Explorer(workload=BIG_WORKLOAD, mesh=case["mesh"], target=case["target"],
+                       preset=BIG_PRESET, params=params, pool=pool)
+    finally:
+        App._set_status = original_set
+    t_first = time.perf_counter()
+    try:
+        first = app.report
+        if first is None or first.timing.cached:
+            raise RuntimeError(f"the first result was {'cached' if first else 'not shown'}: "
+                               f"{plain_status(app)}")
+        row = dict(first=t_first - t0, first_timing=first.timing,
+                   first_status=plain_status(app), first_spans=spans.between(t0, t_first),
+                   first_sets=[(t - t0, text) for t, text in set_calls],
+                   collectives=len(first.collectives),
+                   first_ops=collective_ops(first.optimized_hlo))
+        tensor, dim, axis = BIG_EDIT
+        picker = app.spec_rows[tensor].pickers[dim]
+        samples, gaps = [], []
+        t1 = time.perf_counter()
+        picker.value = [*picker.value, axis]                 # the edit: the picker gains a tag
+        t_edited = time.perf_counter()        # the change handler ran (validation, lookup)
+        next_sample, last = t1, t1
+
+        def done() -> bool:
+            r = app.request
+            return (r is not None and r.pinned.get(tensor) == BIG_EDIT_SPEC
+                    and app.report is not None and app.report is not first
+                    and plain_status(app).startswith("●"))
+
+        while not done():
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+            if now >= next_sample:
+                samples.append((now - t1, now - next_sample, plain_status(app)))
+                next_sample += 1.0
+            if now - t1 > timeout_s:
+                raise RuntimeError(f"no result for the edit in {timeout_s:g} s; status: "
+                                   f"{plain_status(app)}")
+            if plain_status(app).startswith("⚠"):
+                raise RuntimeError(f"the edit failed: {plain_status(app)}; {app.error}")
+            await asyncio.sleep(0.02)
+        t_done = time.perf_counter()
+        gaps.append(t_done - last)
+        edited = app.report
+        if edited.timing.cached:
+            raise RuntimeError("the edit was answered from a cache")
+        row.update(edit=t_done - t1, edit_ops=collective_ops(edited.optimized_hlo),
+                   edit_handler=t_edited - t1, edit_timing=edited.timing,
+                   edit_status=plain_status(app), samples=samples, max_gap=max(gaps),
+                   edit_spans=spans.between(t1, t_done), worker_rss=worker_peak_rss(),
+                   kernel_rss=peak_rss_of(os.getpid()))
+        return row
+    finally:
+        app.close()
+
+
+def big_rounds(keys: list[str], rounds: int, timeout_s: float) -> None:
+    """Per case and round: the bare compile of the two programs in a fresh process, and an app
+    on a fresh worker pool (its worker started by the first result, as in a fresh kernel), in
+    alternating order; each round a new `lr`, so no cache can answer."""
+    import asyncio
+
+    from explorer.compile.pool import WorkerPool
+
+    os.environ["EXPLORER_DISK_CACHE"] = "0"      # read when the cache is first used
+    results: dict[str, list[dict]] = {k: [] for k in keys}
+    loads = [open("/proc/loadavg").read().split()[:3]]
+    spans = Spans()
+    try:
+        for key in keys:
+            _, case = BIG_CASES[key]
+            for r in range(rounds):
+                params = {**case["params"], "lr": 1e-3 * (r + 1)}
+                pool = WorkerPool(timeout=timeout_s)
+                sides = [("bare", lambda c, p, _pool: bare_run(c, p, timeout_s * 3)),
+                         ("app", lambda c, p, pool: asyncio.run(
+                             big_app_round(c, p, pool, timeout_s, spans)))]
+                row = {}
+                try:
+                    for name, side in sides if r % 2 == 0 else sides[::-1]:
+                        row[name] = side(case, params, pool)
+                        loads.append(open("/proc/loadavg").read().split()[:3])
+                finally:
+                    pool.close()
+                results[key].append(row)
+                a, b = row["app"], row["bare"]
+                print(f"{key} round {r}: bare start {b['start_s']:.1f} s, base "
+                      f"{b['base']['lower_s'] + b['base']['compile_s']:.1f} s, edit "
+                      f"{b['edit']['lower_s'] + b['edit']['compile_s']:.1f} s; app first "
+                      f"{a['first']:.1f} s, edit {a['edit']:.1f} s; load {loads[-1]}",
+                      file=sys.stderr, flush=True)
+    finally:
+        spans.close()
+    big_report(results, rounds, loads, spans.missing)
+
+
+def _compiled_s(t) -> float:
+    return t.lower_s + t.compile_s
+
+
+def _fmt_s(xs) -> str:
+    if len(xs) == 1:
+        return f"{xs[0]:.1f} s"
+    return f"{med(xs):.1f} s ({min(xs):.1f}–{max(xs):.1f})"
+
+
+def _fmt_x(xs) -> str:
+    if len(xs) == 1:
+        return f"{xs[0]:.2f}×"
+    return f"{med(xs):.2f}× ({min(xs):.2f}–{max(xs):.2f})"
+
+
+ELAPSED_RE = re.compile(r"\d+\.\d s")
+
+
+def same_ops(rows: list[dict], phase: str, label: str) -> str:
+    """Whether the app's module and the bare one hold the same collectives, in every round."""
+    same = sum(r["app"][f"{phase}_ops"] == r["bare"][label]["collective_ops"] for r in rows)
+    if same == len(rows):
+        return f"yes ({rows[0]['app'][f'{phase}_ops']})"
+    return (f"no in {len(rows) - same} of {len(rows)} (app {rows[0]['app'][f'{phase}_ops']}, "
+            f"bare {rows[0]['bare'][label]['collective_ops']})")
+
+
+def big_report(results: dict[str, list[dict]], rounds: int, loads, missing) -> None:
+    print(f"Run of {datetime.date.today()}, {rounds} round(s) per case; transformer_train "
+          f"{BIG_PRESET}, bf16, remat full, seq 4096, batch 256, lr new each round; in this "
+          "process's event loop as in a kernel (no browser), the disk cache off. Median "
+          "(min–max) where there are several rounds.\n")
+    print("Time to first result: the app (`Explorer(...)` on a fresh worker pool, so its "
+          "compile worker starts, as in a fresh kernel) against the same program compiled "
+          "bare by plain jax in a fresh process (jax import and the target's devices, then "
+          "`jit(...).lower(...).compile()`).\n")
+    print("| case | n | bare: process start (jax, devices) | bare: lower+compile | bare: "
+          "total | app: first result | of which: worker start | of which: lower+compile in "
+          "the worker | app ÷ bare total (target ≤ 1.5×) | app ÷ bare lower+compile |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    verdicts = []
+    for key, rows in results.items():
+        label = BIG_CASES[key][0]
+        start = [r["bare"]["start_s"] for r in rows]
+        base = [r["bare"]["base"]["lower_s"] + r["bare"]["base"]["compile_s"] for r in rows]
+        total = [s + b for s, b in zip(start, base, strict=True)]
+        first = [r["app"]["first"] for r in rows]
+        ws = [r["app"]["first_timing"].worker_start_s for r in rows]
+        wc = [_compiled_s(r["app"]["first_timing"]) for r in rows]
+        ratio = [f / t for f, t in zip(first, total, strict=True)]
+        ratio_c = [f / b for f, b in zip(first, base, strict=True)]
+        verdicts.append((f"{label}: first result ≤ 1.5× the bare compile", ratio, 1.5))
+        print(f"| {label} | {len(rows)} | {_fmt_s(start)} | {_fmt_s(base)} | {_fmt_s(total)} | "
+              f"{_fmt_s(first)} | {_fmt_s(ws)} | {_fmt_s(wc)} | {_fmt_x(ratio)} | "
+              f"{_fmt_x(ratio_c)} |")
+    tensor, dim, axis = BIG_EDIT
+    print(f"\nAn edit of one spec: {tensor}'s dimension {dim} picker gains `{axis}` "
+          f"({tensor} data,None → {','.join(BIG_EDIT_SPEC)}), from the picker's change to the "
+          "status reading the new result with the views drawn, against the edited program "
+          "compiled bare in the same fresh process as above (its second compile, as the "
+          "app's is its worker's second), and once more there with the worker's dump "
+          "options.\n")
+    print("| case | n | bare: lower+compile | bare, with the worker's dumps | app: edit → "
+          "redrawn | of which: the change handler (event loop) | of which: lower+compile in "
+          "the worker | app ÷ bare (target ≤ 1.2×) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for key, rows in results.items():
+        label = BIG_CASES[key][0]
+        bare = [r["bare"]["edit"]["lower_s"] + r["bare"]["edit"]["compile_s"] for r in rows]
+        dumps = [r["bare"]["edit+dumps"]["lower_s"] + r["bare"]["edit+dumps"]["compile_s"]
+                 for r in rows]
+        edit = [r["app"]["edit"] for r in rows]
+        handler = [r["app"]["edit_handler"] for r in rows]
+        wc = [_compiled_s(r["app"]["edit_timing"]) for r in rows]
+        ratio = [e / b for e, b in zip(edit, bare, strict=True)]
+        verdicts.append((f"{label}: edit ≤ 1.2× its compile", ratio, 1.2))
+        print(f"| {label} | {len(rows)} | {_fmt_s(bare)} | {_fmt_s(dumps)} | {_fmt_s(edit)} | "
+              f"{_fmt_s(handler)} | {_fmt_s(wc)} | {_fmt_x(ratio)} |")
+    print("\n| target | met |")
+    print("|---|---|")
+    for what, ratios, limit in verdicts:
+        ok = sum(x <= limit for x in ratios)
+        print(f"| {what} (median {med(ratios):.2f}×) | "
+              f"{'**yes**' if ok == len(ratios) else '**no**'} ({ok}/{len(ratios)} rounds) |")
+
+    print("\nThe status during the edit's compile, read every second from the event loop (what "
+          "a page is sent); 'stall' is the longest the loop did not run this benchmark's "
+          "coroutine (it polls every 20 ms), so also how long a page's messages waited:\n")
+    print("| case | samples | said what it was doing ('◌ …') | with the seconds elapsed | "
+          "first and last sample | longest event-loop stall |")
+    print("|---|---|---|---|---|---|")
+    for key, rows in results.items():
+        label = BIG_CASES[key][0]
+        samples = [s for r in rows for s in r["app"]["samples"]]
+        doing = sum(text.startswith("◌") and len(text) > 2 for _, _, text in samples)
+        timed = sum(bool(ELAPSED_RE.search(text)) for _, _, text in samples)
+        r0 = rows[0]["app"]["samples"]
+        ends = (f"{r0[0][0]:.1f} s: “{r0[0][2]}”; {r0[-1][0]:.1f} s: “{r0[-1][2]}”"
+                if r0 else "—")
+        stall = [r["app"]["max_gap"] for r in rows]
+        print(f"| {label} | {len(samples)} | {doing}/{len(samples)} | {timed}/{len(samples)} | "
+              f"{ends} (round 0) | {_fmt_s(stall)} |")
+    print("\nThe status while the first result is computed (the constructor blocks, as the "
+          "notebook cell does, so the loop runs nothing until it returns); what the app set, "
+          "round 0:\n")
+    for key, rows in results.items():
+        sets = rows[0]["app"]["first_sets"]
+        shown = "; ".join(f"{t:.1f} s “{text}”" for t, text in sets)
+        print(f"- {BIG_CASES[key][0]}: {shown}")
+
+    print("\nWhere the app's time goes (seconds, median over rounds; calls timed in this "
+          "process; nested rows are inside the row above them):\n")
+    labels = span_labels()
+    trip = next(lab for _, path, lab in SPAN_POINTS if path == "WorkerPool.compile")
+    rest = ("of the round trip: the worker's start, lower+compile (Report.timing) | of the "
+            "round trip: the rest (the worker reads its dumps, sends the result)")
+    columns = ["total"] + labels
+    columns.insert(columns.index(trip) + 1, rest)
+    print("| case | phase | " + " | ".join(columns) + " |")
+    print("|---|---|" + "---|" * (len(columns) + 1))
+    for key, rows in results.items():
+        for phase in ("first", "edit"):
+            cells = [f"{med([r['app'][phase] for r in rows]):.2f}"]
+            for lab in labels:
+                xs = [r["app"][f"{phase}_spans"].get(lab, 0.0) for r in rows]
+                cells.append(f"{med(xs):.2f}")
+                if lab == trip:
+                    t = [r["app"][f"{phase}_timing"] for r in rows]
+                    inside = [x.worker_start_s + _compiled_s(x) for x in t]
+                    cells.append(f"{med(inside):.2f}")
+                    cells.append(f"{med([a - b for a, b in zip(xs, inside, strict=True)]):.2f}")
+            print(f"| {BIG_CASES[key][0]} | {phase} | " + " | ".join(cells) + " |")
+    if missing:
+        print(f"\n(not timed, not found in this explorer: {', '.join(missing)})")
+
+    print("\n| case | peak RSS: bare process | peak RSS: compile worker | peak RSS: this "
+          "process (the kernel) | optimized HLO (chars) | collectives | same collective ops "
+          "in the bare and the app's module (first result, edit) |")
+    print("|---|---|---|---|---|---|---|")
+    for key, rows in results.items():
+        gib = 2**30
+        bare = max(r["bare"]["peak_rss"] for r in rows) / gib
+        worker = [r["app"]["worker_rss"] for r in rows if r["app"]["worker_rss"]]
+        kernel = max(r["app"]["kernel_rss"] or 0 for r in rows) / gib
+        print(f"| {BIG_CASES[key][0]} | {bare:.2f} GiB | "
+              f"{(max(worker) / gib) if worker else float('nan'):.2f} GiB | {kernel:.2f} GiB | "
+              f"{rows[0]['bare']['base']['hlo_chars']:,} | {rows[0]['app']['collectives']} | "
+              f"{same_ops(rows, 'first', 'base')}, {same_ops(rows, 'edit', 'edit')} |")
+    print(f"\nLoad average (1, 5, 15 min) at the start and after each side: "
+          f"{'; '.join(' '.join(x) for x in loads)}.")
+    default_pool().close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--working", action="store_true",
@@ -582,7 +1040,18 @@ def main() -> int:
     ap.add_argument("--modes", default="live,paused",
                     help="--burst: live (every edit sent on), paused (the 'live updates' switch "
                          "off, then Apply)")
-    ap.add_argument("--rounds", type=int, default=6, help="measured rounds of four edits")
+    ap.add_argument("--big", action="store_true",
+                    help="issue 31's big models live: an 8B- and a 70B-shaped train step on "
+                         "256 and 1024 devices, first result and a spec edit in this process "
+                         "(no browser), against a bare compile of the same programs")
+    ap.add_argument("--cases", default=",".join(BIG_CASES),
+                    help=f"--big: which of {', '.join(BIG_CASES)}")
+    ap.add_argument("--compile-timeout", type=float, default=1800,
+                    help="--big: seconds a compile may take (the app's worker pool and the "
+                         "bare compile); the default pool's limit is 120 s")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="measured rounds (of four edits; --big: of each case), default 6 "
+                         "(--big: 1)")
     ap.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first")
     ap.add_argument("--timeout", type=float, default=120, help="seconds to wait per edit")
     ap.add_argument("--verbose", action="store_true", help="also print every edit")
@@ -590,6 +1059,15 @@ def main() -> int:
                     help="browser rounds on mlp (batch and spec edits, the app notebook) or on "
                          "the 12-layer train step of --working (batch edits)")
     args = ap.parse_args()
+    if args.rounds is None:
+        args.rounds = 1 if args.big else 6
+    if args.big:
+        keys = [k for k in args.cases.split(",") if k]
+        unknown = [k for k in keys if k not in BIG_CASES]
+        if unknown:
+            ap.error(f"unknown --cases {unknown}; choose from {', '.join(BIG_CASES)}")
+        big_rounds(keys, args.rounds, args.compile_timeout)
+        return 0
     if args.working:
         working_latency(args.rounds)
         return 0
