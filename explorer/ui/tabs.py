@@ -266,7 +266,7 @@ class TimingTab(Tab):
 
     def draw(self) -> None:
         app = self._context.app
-        self.timing.update(app.report, app.unavailable, app.result_id)
+        self.timing.update(app.report, app.unavailable, app.result_id, after=self._spent_html())
 
     def drawn(self, result: int | None) -> Drawn:
         return ({"timeline": self.timing.trace_fig, "roofline": self.timing.roofline,

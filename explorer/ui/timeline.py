@@ -277,9 +277,10 @@ class TimingView:
         return self.schedule_slot.fig
 
     def update(self, report: Report, unavailable: str | None = None,
-               result: int | None = None) -> None:
-        """Draw `report` (result `result`): the text, the timeline, the roofline, a schedule."""
-        text = timing_html(report, unavailable)
+               result: int | None = None, after: str = "") -> None:
+        """Draw `report` (result `result`): the text (with the HTML `after` under it), the
+        timeline, the roofline, a schedule."""
+        text = timing_html(report, unavailable) + after
         self.text.value = stamped(text, result) if result is not None else text
         self._draw_trace(report.trace, result)
         self._draw_schedule(report.workload.to_dict() if report.workload else {}, result)
