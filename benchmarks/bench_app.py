@@ -83,11 +83,11 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 
 import explorer  # noqa: E402
 from explorer.compile.pool import default_pool  # noqa: E402
-from explorer.report.summary import format_bytes  # noqa: E402
 from explorer.ui.app import App, Explorer  # noqa: E402
 from explorer.ui.grids import placement_grid  # noqa: E402
 from explorer.ui.serve import free_port, one_cell_notebook, voila_command  # noqa: E402
 from explorer.ui.views import collectives_html, tensor_options  # noqa: E402
+from explorer.units import format_bytes  # noqa: E402
 
 CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -31,6 +31,7 @@ from explorer._search.result import (
     Candidate,
     CandidateStatus,
     Progress,
+    SearchPhase,
     SearchResult,
     SearchStats,
 )
@@ -257,7 +258,11 @@ def progress_text(p: Progress) -> str:
         return "enumerating the space…"
     best = (f"best so far: <b>{html.escape(p.best)}</b> {format_seconds(p.best_seconds)}"
             if p.best_seconds is not None else "no candidate timed yet")
-    now = (f" · compiling <code>{html.escape(p.current)}</code>"
+    # The screen's best are compiled again by the target's own compiler at the end: the search
+    # is then confirming, not looking further.
+    doing = ("confirming" if p.phase == SearchPhase.CONFIRM else "compiling")
+    target = " with the target's compiler" if p.phase == SearchPhase.CONFIRM else ""
+    now = (f" · {doing} <code>{html.escape(p.current)}</code>{target}"
            if p.current and p.phase != "done" else "")
     extra = ", ".join(part for part in (f"{p.pruned} pruned" if p.pruned else "",
                                         f"{p.failed} failed" if p.failed else "") if part)

@@ -17,10 +17,10 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
 from explorer.cost.model import format_seconds  # noqa: E402
-from explorer.report.summary import format_bytes  # noqa: E402
 from explorer.spec.tensor import entry_axes, normalize_spec  # noqa: E402
 from explorer.ui import Explorer, explore  # noqa: E402
 from explorer.ui.app import TAB_TITLES  # noqa: E402
+from explorer.units import format_bytes  # noqa: E402
 
 # A small MLP: every compile takes a fraction of a second on 8 fake devices.
 SMALL = {"batch": 64, "d_model": 64, "d_ff": 256}
@@ -341,3 +341,17 @@ def test_the_search_compiles_for_what_the_sidebar_compiles_for(mlp_app):
         source, request = mlp_app._search_snapshot()
         job = make_job(source, request, "rules", (), False, None)
         assert job.kwargs()["compile_for"] == want
+
+
+def test_the_progress_says_when_the_target_compiler_confirms_the_screens_best():
+    from explorer._search.result import Progress, SearchPhase
+    from explorer.ui.suggest import progress_text
+
+    screening = Progress(SearchPhase.COMPILE, 3, 40, 3, 0, 0, 0.25, "data=8: batch=data",
+                         "data=8: mlp=data", 12.0)
+    confirming = Progress(SearchPhase.CONFIRM, 40, 40, 12, 28, 0, 0.25, "data=8: batch=data",
+                          "data=8: batch=data", 30.0)
+    assert "compiling <code>data=8: mlp=data</code> ·" in progress_text(screening)
+    assert ("confirming <code>data=8: batch=data</code> with the target's compiler"
+            in progress_text(confirming))
+    assert "evaluated 40 of 40 (28 pruned)" in progress_text(confirming)
