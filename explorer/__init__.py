@@ -19,33 +19,14 @@ compile on fake CPU devices in a worker process.
 The public surface is what this module lists in `__all__`: the functions, the request types
 (TensorSpec, MeshSpec), the Report and every type a Report holds, and the errors. The code
 lives in one subpackage per stage of the pipeline (spec, hlo, cost, compile, workloads, report,
-strategy, api, _search); the core imports no UI library and returns plain data. `search` is
-the strategy search, re-exported with its types from the package explorer._search, which is
-private so that explorer.search names the function alone. The interactive app is in
-explorer.ui.
+strategy, api, layout_search); the core imports no UI library and returns plain data. `search` is
+the strategy search, re-exported with its types from the package explorer.layout_search (named
+apart from the function, so that explorer.search names the function alone). The interactive
+app is in explorer.ui.
 """
 
 # First, before anything can import jax: on a machine with no GPU or TPU, the user's jax on the CPU.
 from explorer import quiet_jax as _quiet_jax  # noqa: F401 - imported for what its import does
-from explorer._search.capacity import BatchProbe as BatchProbe
-from explorer._search.capacity import CapacityResult as CapacityResult
-from explorer._search.capacity import PolicyCapacity as PolicyCapacity
-from explorer._search.capacity import largest_batch as largest_batch
-from explorer._search.connect import ClusterSize as ClusterSize
-from explorer._search.result import Candidate as Candidate
-from explorer._search.result import CandidateStatus as CandidateStatus
-from explorer._search.result import CollectiveCost as CollectiveCost
-from explorer._search.result import CollectiveGroup as CollectiveGroup
-from explorer._search.result import Comparison as Comparison
-from explorer._search.result import CompiledBy as CompiledBy
-from explorer._search.result import Progress as Progress
-from explorer._search.result import SearchPhase as SearchPhase
-from explorer._search.result import SearchResult as SearchResult
-from explorer._search.result import SearchSpace as SearchSpace
-from explorer._search.result import SearchStats as SearchStats
-from explorer._search.result import StopReason as StopReason
-from explorer._search.result import TimeSource as TimeSource
-from explorer._search.search import search as search
 from explorer.api.analysis_request import Request
 from explorer.api.analyze import analyze, clear_cache
 from explorer.api.exploration import AppState, Exploration, FunctionRef
@@ -86,6 +67,25 @@ from explorer.errors import (
 )
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.groups import RingDirection
+from explorer.layout_search.capacity import BatchProbe as BatchProbe
+from explorer.layout_search.capacity import CapacityResult as CapacityResult
+from explorer.layout_search.capacity import PolicyCapacity as PolicyCapacity
+from explorer.layout_search.capacity import largest_batch as largest_batch
+from explorer.layout_search.connect import ClusterSize as ClusterSize
+from explorer.layout_search.result import Candidate as Candidate
+from explorer.layout_search.result import CandidateStatus as CandidateStatus
+from explorer.layout_search.result import CollectiveCost as CollectiveCost
+from explorer.layout_search.result import CollectiveGroup as CollectiveGroup
+from explorer.layout_search.result import Comparison as Comparison
+from explorer.layout_search.result import CompiledBy as CompiledBy
+from explorer.layout_search.result import Progress as Progress
+from explorer.layout_search.result import SearchPhase as SearchPhase
+from explorer.layout_search.result import SearchResult as SearchResult
+from explorer.layout_search.result import SearchSpace as SearchSpace
+from explorer.layout_search.result import SearchStats as SearchStats
+from explorer.layout_search.result import StopReason as StopReason
+from explorer.layout_search.result import TimeSource as TimeSource
+from explorer.layout_search.search import search as search
 from explorer.report.origins import (
     AxisOrigin,
     DimOrigin,

@@ -307,7 +307,7 @@ def _capacity_parser(sub) -> None:
 
 
 def _capacity(args) -> int:
-    from explorer._search.capacity import largest_batch
+    from explorer.layout_search.capacity import largest_batch
 
     get_workload(args.workload)
     result = largest_batch(
@@ -431,7 +431,7 @@ class _ProgressBar:
 
 
 def _search(args) -> int:
-    from explorer._search.search import search
+    from explorer.layout_search.search import search
 
     get_workload(args.workload)
     result = search(args.workload, mesh=args.mesh, target=args.target, mapping=args.mapping,

@@ -18,17 +18,17 @@ PACKAGE = Path(__file__).resolve().parents[1] / "explorer"
 
 # The modules whose bad-input errors are InputErrors: the search, the app, the command line
 # and the built-in workloads and strategies.
-CHECKED = ("_search", "ui", "cli.py", "workloads", "strategy")
+CHECKED = ("layout_search", "ui", "cli.py", "workloads", "strategy")
 
 # (module, a literal fragment of the message, why it is not bad input). Each names one site.
 NOT_INPUT = [
-    ("_search/cluster.py", "needs Ray, which is not installed",
+    ("layout_search/cluster.py", "needs Ray, which is not installed",
      "the cluster extra is missing: the environment, not the address"),
-    ("_search/connect.py", "cannot connect to the Ray cluster at",
+    ("layout_search/connect.py", "cannot connect to the Ray cluster at",
      "ray.init failed: a cluster that is down or unreachable from here"),
-    ("_search/connect.py", "no Ray cluster answers at",
+    ("layout_search/connect.py", "no Ray cluster answers at",
      "nothing accepts a TCP connection at the address: a cluster that is down or unreachable"),
-    ("_search/connect.py", "cannot compile on the Ray cluster at",
+    ("layout_search/connect.py", "cannot compile on the Ray cluster at",
      "a node lacks jax or the explorer's dependencies: the cluster's environment"),
     ("cli.py", "no trace for --target",
      "the request was valid; the compiled program gave no schedule to draw"),

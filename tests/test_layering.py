@@ -19,7 +19,7 @@ RANKS = {
     "compile": 4, "workloads": 4,
     "report": 5, "strategy": 5,
     "api": 6,
-    "_search": 7,
+    "layout_search": 7,
     "ui": 8,
     "cli": 9, "app_page": 9,
     "__init__": 10,
@@ -142,7 +142,7 @@ def test_jax_only_where_programs_are_compiled(module):
 
 def test_the_test_folders_mirror_the_packages():
     tests = Path(__file__).resolve().parent
-    # A private package (explorer._search) is tested in a folder named without the underscore.
+    # A private package (explorer._name) would be tested in a folder named without the underscore.
     packages = {p.name.lstrip("_") for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
     folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
     assert folders <= packages, f"test folders with no package: {folders - packages}"

@@ -9,14 +9,14 @@ from collections.abc import Callable
 
 import ipywidgets as w
 
-from explorer._search.capacity import (
+from explorer.cost.model import format_seconds
+from explorer.errors import ExplorerError, InputError
+from explorer.layout_search.capacity import (
     CapacityResult,
     batch_step,
     largest_batch,
     policies_for,
 )
-from explorer.cost.model import format_seconds
-from explorer.errors import ExplorerError, InputError
 from explorer.ui.background import BackgroundTab
 from explorer.ui.sources import AppRequest, Source, WorkloadSource
 from explorer.units import format_bytes

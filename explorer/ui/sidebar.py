@@ -18,7 +18,6 @@ from dataclasses import replace
 
 import ipywidgets as w
 
-from explorer._search.result import Candidate as SearchCandidate
 from explorer.api.request import check_inputs, check_mesh, check_partitioner, check_target
 from explorer.api.targeting import CompileFor, check_compile_for, compile_plan
 from explorer.compile.protocol import Backend
@@ -31,6 +30,7 @@ from explorer.errors import (
     WorkloadError,
     choices,
 )
+from explorer.layout_search.result import Candidate as SearchCandidate
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import TensorSpec, normalize_spec
 from explorer.strategy.presets import PRESETS, get_preset

@@ -26,8 +26,10 @@ from pathlib import Path
 import ipywidgets as w
 import plotly.graph_objects as go
 
-from explorer._search.connect import check_address
-from explorer._search.result import (
+from explorer.cost.model import format_seconds
+from explorer.errors import ExplorerError, InputError, TargetError, choices
+from explorer.layout_search.connect import check_address
+from explorer.layout_search.result import (
     Candidate,
     CandidateStatus,
     Progress,
@@ -35,10 +37,8 @@ from explorer._search.result import (
     SearchResult,
     SearchStats,
 )
-from explorer._search.search import search
-from explorer._search.space import WorkloadProblem
-from explorer.cost.model import format_seconds
-from explorer.errors import ExplorerError, InputError, TargetError, choices
+from explorer.layout_search.search import search
+from explorer.layout_search.space import WorkloadProblem
 from explorer.spec.bounds import show
 from explorer.spec.layout import tiling_from_spec
 from explorer.spec.tensor import Entry, normalize_spec

@@ -49,9 +49,9 @@ from explorer.ui.xprof import XprofPanel
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-    from explorer._search.result import Candidate as SearchCandidate
     from explorer.api.session import Session
     from explorer.compile.pool import WorkerPool
+    from explorer.layout_search.result import Candidate as SearchCandidate
 
     # What a tab's views drew: its figures by view (their stamps are read), its text views' ids.
     Drawn = tuple[Mapping[str, go.FigureWidget | None], Mapping[str, int | None]]

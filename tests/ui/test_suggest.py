@@ -285,7 +285,7 @@ def test_a_cluster_box_that_is_not_a_ray_address_gives_one_message_and_no_search
 
 
 def test_a_failed_candidate_is_a_row_with_its_error():
-    from explorer._search.result import Candidate, CandidateStatus, SearchResult, SearchStats
+    from explorer.layout_search.result import Candidate, CandidateStatus, SearchResult, SearchStats
     from explorer.spec.mesh import parse_mesh
     from explorer.ui.suggest import results_html
 
@@ -313,8 +313,8 @@ def test_a_failed_candidate_is_a_row_with_its_error():
 def test_a_search_on_a_cluster_says_where_and_which_candidates_were_sent_again():
     from dataclasses import replace
 
-    from explorer._search.connect import ClusterSize
-    from explorer._search.result import Candidate, CandidateStatus, SearchResult, SearchStats
+    from explorer.layout_search.connect import ClusterSize
+    from explorer.layout_search.result import Candidate, CandidateStatus, SearchResult, SearchStats
     from explorer.spec.mesh import parse_mesh
     from explorer.ui.suggest import results_html
 
@@ -344,7 +344,7 @@ def test_the_search_compiles_for_what_the_sidebar_compiles_for(mlp_app):
 
 
 def test_the_progress_says_when_the_target_compiler_confirms_the_screens_best():
-    from explorer._search.result import Progress, SearchPhase
+    from explorer.layout_search.result import Progress, SearchPhase
     from explorer.ui.suggest import progress_text
 
     screening = Progress(SearchPhase.COMPILE, 3, 40, 3, 0, 0, 0.25, "data=8: batch=data",

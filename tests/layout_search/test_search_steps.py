@@ -11,12 +11,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from explorer._search import bounds
-from explorer._search.branch_and_bound import BranchAndBound
-from explorer._search.evaluate import Outcome
-from explorer._search.pipeline_search import PipelineSearch, Profile, options
-from explorer._search.ranking import candidate_of, groups, pareto, predicted_step, rank
-from explorer._search.result import (
+from explorer.errors import CompileError, WorkerError, WorkloadError
+from explorer.hlo.collectives import CollectiveKind
+from explorer.layout_search import bounds
+from explorer.layout_search.branch_and_bound import BranchAndBound
+from explorer.layout_search.evaluate import Outcome
+from explorer.layout_search.pipeline_search import PipelineSearch, Profile, options
+from explorer.layout_search.ranking import candidate_of, groups, pareto, predicted_step, rank
+from explorer.layout_search.result import (
     Candidate,
     CandidateStatus,
     CollectiveCost,
@@ -27,17 +29,15 @@ from explorer._search.result import (
     StopReason,
     TimeSource,
 )
-from explorer._search.search import _check_space
-from explorer._search.space import (
+from explorer.layout_search.search import _check_space
+from explorer.layout_search.space import (
     FunctionProblem,
     SearchLayout,
     WorkloadProblem,
     enumerate_space,
     mesh_shapes,
 )
-from explorer._search.state import CompileSettings, SearchState
-from explorer.errors import CompileError, WorkerError, WorkloadError
-from explorer.hlo.collectives import CollectiveKind
+from explorer.layout_search.state import CompileSettings, SearchState
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec
 from explorer.workloads.registry import get_workload

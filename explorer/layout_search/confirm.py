@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from explorer._search.result import Candidate, CandidateStatus, CompiledBy
-from explorer._search.state import CompileSettings
+from explorer.layout_search.result import Candidate, CandidateStatus, CompiledBy
+from explorer.layout_search.state import CompileSettings
 from explorer.spec.mesh import MeshSpec
 
 # Screened candidates the target's compiler compiles again: the best that fit, by the screen.

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from explorer._search.result import SearchSpace
-from explorer._search.space import (
+from explorer.errors import ExplorerError, SpecError
+from explorer.layout_search.result import SearchSpace
+from explorer.layout_search.space import (
     WorkloadProblem,
     enumerate_space,
     mesh_shapes,
     tensor_specs,
 )
-from explorer.errors import ExplorerError, SpecError
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, check_spec
 from explorer.strategy.plan import plan

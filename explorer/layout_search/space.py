@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import permutations, product
 
-from explorer._search.result import SearchSpace
 from explorer.errors import ExplorerError, InputError, TensorError, WorkloadError, choices
+from explorer.layout_search.result import SearchSpace
 from explorer.spec.bounds import show
 from explorer.spec.layout import Tiling, tiling_from_spec
 from explorer.spec.mesh import MeshSpec

@@ -10,9 +10,14 @@ from types import SimpleNamespace
 import pytest
 
 import explorer
-from explorer._search import capacity as capacity_module
-from explorer._search import search as search_module
-from explorer._search.capacity import (
+from explorer.api.request import check_mesh
+from explorer.compile.gpu import gpu_plugin_installed
+from explorer.cost.hardware import get_target
+from explorer.cost.model import memory_fit
+from explorer.errors import InputError, WorkloadError
+from explorer.layout_search import capacity as capacity_module
+from explorer.layout_search import search as search_module
+from explorer.layout_search.capacity import (
     SEARCH_BUDGET_S,
     BatchProbe,
     ProbeReason,
@@ -22,13 +27,8 @@ from explorer._search.capacity import (
     largest_batch,
     policies_for,
 )
-from explorer._search.result import CompiledBy, Progress, SearchPhase
-from explorer._search.state import CompileSettings
-from explorer.api.request import check_mesh
-from explorer.compile.gpu import gpu_plugin_installed
-from explorer.cost.hardware import get_target
-from explorer.cost.model import memory_fit
-from explorer.errors import InputError, WorkloadError
+from explorer.layout_search.result import CompiledBy, Progress, SearchPhase
+from explorer.layout_search.state import CompileSettings
 
 GB = 10 ** 9
 

@@ -9,8 +9,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from explorer._search.evaluate import CompileJob
-from explorer._search.result import (
+from explorer.api.targeting import CompileFor, compile_plan
+from explorer.compile.protocol import Backend
+from explorer.layout_search.evaluate import CompileJob
+from explorer.layout_search.result import (
     Candidate,
     CandidateStatus,
     CompiledBy,
@@ -18,9 +20,7 @@ from explorer._search.result import (
     SearchPhase,
     StopReason,
 )
-from explorer._search.space import Problem, SearchLayout, WorkloadProblem
-from explorer.api.targeting import CompileFor, compile_plan
-from explorer.compile.protocol import Backend
+from explorer.layout_search.space import Problem, SearchLayout, WorkloadProblem
 from explorer.spec.mesh import MeshSpec
 
 _COMPILED_BY = {Backend.GPU_AOT: CompiledBy.GPU, Backend.TPU_AOT: CompiledBy.TPU}

@@ -32,8 +32,6 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from explorer._search.result import CompiledBy, Progress, SearchPhase
-from explorer._search.state import CompileSettings
 from explorer.api.analysis_request import Request
 from explorer.api.request import check_mesh, check_target
 from explorer.api.targeting import check_compile_for
@@ -41,6 +39,8 @@ from explorer.api.workload import analyze_workload
 from explorer.cost.hardware import get_target
 from explorer.cost.model import format_seconds
 from explorer.errors import InputError, WorkloadError, choices
+from explorer.layout_search.result import CompiledBy, Progress, SearchPhase
+from explorer.layout_search.state import CompileSettings
 from explorer.report.predict import compiled_memory_fit
 from explorer.report.provenance import compiled_by
 from explorer.report.report import Report
@@ -419,7 +419,7 @@ class _Probing:
     def rank(self, best: PolicyCapacity, search_kwargs: Mapping | None) -> tuple[Any, float | None]:
         """explorer.search's ranking of the strategies at `best`'s batch and policy, and the
         time budget it was given (SEARCH_BUDGET_S unless `search_kwargs` give one)."""
-        from explorer._search.search import search
+        from explorer.layout_search.search import search
 
         kwargs = dict(search_kwargs or {})
         budget = kwargs.setdefault("budget_s", SEARCH_BUDGET_S)

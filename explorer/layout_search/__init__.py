@@ -1,7 +1,8 @@
 """Strategy search: the shardings of a program ranked by their predicted step time on a target.
 
-Private: the public names (`search`, its result types and their enums) are re-exported by
-`explorer`, so that `explorer.search` is the function and not this package.
+Its public names (`search`, `largest_batch`, their result types and enums) are re-exported by
+`explorer`. The package is named apart from the function, so that `explorer.search` is the
+function and `explorer.layout_search` this package.
 
 Owns the search space (mesh factorisations, logical-axis rule tables, per-tensor specs and
 their equivalences: space.py), the analytical bounds that skip candidates without compiling

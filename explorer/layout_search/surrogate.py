@@ -1,7 +1,7 @@
 """Which candidate to compile next: a cheap model of the step time, learnt from the candidates
 compiled so far.
 
-The bounds (explorer._search.bounds) decide what may be skipped; they do not say which of the
+The bounds (explorer.layout_search.bounds) decide what may be skipped; they do not say which of the
 candidates left is likely best, and on a small model they prune little. The order does matter
 as soon as the search is cut short by its budget or its patience, and it decides how soon the
 bounds can prune. So the search compiles, after the reference:
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from explorer._search.space import SearchPoint
+from explorer.layout_search.space import SearchPoint
 
 RIDGE = 1.0       # keeps the fit defined with fewer compiles than features
 

@@ -35,7 +35,7 @@ import pytest
 
 import explorer
 from explorer import parse_spec
-from explorer._search.result import CandidateStatus
+from explorer.layout_search.result import CandidateStatus
 
 # Each case is a whole search, pruned and exhaustive, compiling dozens of candidates.
 pytestmark = pytest.mark.slow

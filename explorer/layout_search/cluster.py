@@ -2,11 +2,11 @@
 
 A runner takes requests and gives back outcomes as they finish. The local runner compiles one at
 a time on the explorer's own worker pool (one warm worker per device count). The Ray runner
-sends each request as a Ray task; the task runs explorer._search.evaluate.run on whichever node
-Ray picks, which compiles it on that node's own worker pool (each Ray worker process keeps its
-pool warm between tasks), and returns the compiled Report without its program texts. The
-connection, the explorer shipped to the nodes and the check that each node can compile are
-connect.py's.
+sends each request as a Ray task; the task runs explorer.layout_search.evaluate.run on
+whichever node Ray picks, which compiles it on that node's own worker pool (each Ray worker
+process keeps its pool warm between tasks), and returns the compiled Report without its
+program texts. The connection, the explorer shipped to the nodes and the check that each node
+can compile are connect.py's.
 
 A task whose Ray worker or node is lost (killed, crashed, out of memory, the node gone) gave no
 verdict on its candidate, so the Ray runner sends it again, up to MAX_ATTEMPTS times in all, and
@@ -22,7 +22,9 @@ import time
 from collections import OrderedDict
 from dataclasses import replace
 
-from explorer._search.connect import (
+from explorer.compile.sources import pickle_function
+from explorer.errors import ExplorerError
+from explorer.layout_search.connect import (
     PROBE_TIMEOUT_S,
     ClusterSize,
     check_address,
@@ -30,9 +32,7 @@ from explorer._search.connect import (
     connect,
     gist,
 )
-from explorer._search.evaluate import CompileJob, Outcome, run
-from explorer.compile.sources import pickle_function
-from explorer.errors import ExplorerError
+from explorer.layout_search.evaluate import CompileJob, Outcome, run
 
 INSTALL_HINT = "pip install 'sharding-explorer[cluster]' (or: pip install 'ray[default]>=2.9')"
 

@@ -1,6 +1,6 @@
 """A search on a GPU or TPU target screens on CPU devices and confirms with the target's compiler
-(explorer/_search/confirm.py): the screen compiles on CPU, exactly the screen's best 3 that fit
-are compiled again with compile_for="target", the winner is a confirmed one ranked by its
+(explorer/layout_search/confirm.py): the screen compiles on CPU, exactly the screen's best 3 that
+fit are compiled again with compile_for="target", the winner is a confirmed one ranked by its
 confirmed numbers, the counts say so, and a search cut short names no best from a handful.
 
 The compiles are real CPU compiles of a small mlp_train; a recording runner stands in for the
@@ -15,12 +15,12 @@ from dataclasses import replace
 import pytest
 
 import explorer
-from explorer._search import search as search_module
-from explorer._search.cluster import LocalRunner
-from explorer._search.confirm import CONFIRM_BEST, Screening
-from explorer._search.evaluate import Outcome, run
-from explorer._search.result import MIN_EVALUATED, CandidateStatus, CompiledBy
 from explorer.compile.gpu import gpu_plugin_installed
+from explorer.layout_search import search as search_module
+from explorer.layout_search.cluster import LocalRunner
+from explorer.layout_search.confirm import CONFIRM_BEST, Screening
+from explorer.layout_search.evaluate import Outcome, run
+from explorer.layout_search.result import MIN_EVALUATED, CandidateStatus, CompiledBy
 
 ARGS = dict(mesh="data=2,model=2", target="h100-4", params={"batch": 512},
             names=["batch", "mlp", "embed"], mesh_shapes=False)

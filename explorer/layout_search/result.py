@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-from explorer._search.connect import ClusterSize
 from explorer.cost.model import format_seconds
 from explorer.hlo.collectives import CollectiveKind
+from explorer.layout_search.connect import ClusterSize
 from explorer.report.report import Report
 from explorer.spec.mesh import MeshSpec
 from explorer.units import format_bytes

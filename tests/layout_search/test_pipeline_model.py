@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from explorer._search.pipeline import (
+from explorer.layout_search.pipeline import (
     count_plans,
     microbatch_counts,
     pipeline_time,

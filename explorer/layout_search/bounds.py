@@ -37,7 +37,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from explorer._search.space import Problem, SearchPoint, WorkloadProblem
+from explorer.layout_search.space import Problem, SearchPoint, WorkloadProblem
 from explorer.report.report import Report, TensorRole
 from explorer.spec.mesh import MeshSpec
 

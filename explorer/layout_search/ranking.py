@@ -7,8 +7,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from explorer._search.evaluate import Outcome
-from explorer._search.result import (
+from explorer.cost.model import Estimate
+from explorer.cost.model import format_seconds as fs
+from explorer.hlo.collectives import CollectiveKind
+from explorer.layout_search.evaluate import Outcome
+from explorer.layout_search.result import (
     Candidate,
     CandidateStatus,
     CollectiveCost,
@@ -17,10 +20,7 @@ from explorer._search.result import (
     CompiledBy,
     TimeSource,
 )
-from explorer._search.space import SearchLayout
-from explorer.cost.model import Estimate
-from explorer.cost.model import format_seconds as fs
-from explorer.hlo.collectives import CollectiveKind
+from explorer.layout_search.space import SearchLayout
 from explorer.report.report import Report
 from explorer.spec.tensor import format_spec
 

@@ -28,8 +28,8 @@ import pytest
 
 import explorer
 from explorer import CandidateStatus, SearchPhase, StopReason, TensorSpec
-from explorer._search.connect import reread_auth
 from explorer.errors import ExplorerError
+from explorer.layout_search.connect import reread_auth
 
 ray = pytest.importorskip("ray")
 

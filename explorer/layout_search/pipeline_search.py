@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from explorer._search import pipeline as pipe
-from explorer._search.ranking import candidate_of, compare, pareto, rank
-from explorer._search.result import (
+from explorer.errors import WorkloadError
+from explorer.layout_search import pipeline as pipe
+from explorer.layout_search.ranking import candidate_of, compare, pareto, rank
+from explorer.layout_search.result import (
     Candidate,
     CandidateStatus,
     SearchPhase,
@@ -20,9 +21,8 @@ from explorer._search.result import (
     SearchStats,
     TimeSource,
 )
-from explorer._search.space import SearchLayout, WorkloadProblem
-from explorer._search.state import CompileSettings, SearchState
-from explorer.errors import WorkloadError
+from explorer.layout_search.space import SearchLayout, WorkloadProblem
+from explorer.layout_search.state import CompileSettings, SearchState
 from explorer.spec.mesh import MeshSpec
 
 OBJECTIVE = ("the pipeline stage model, sum(t) + (microbatches - 1)·max(t), over compiled "

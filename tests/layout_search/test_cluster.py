@@ -11,10 +11,10 @@ import pytest
 
 import explorer
 from explorer import TensorSpec
-from explorer._search import cluster as cluster_module
-from explorer._search.cluster import MAX_ATTEMPTS, RayRunner
-from explorer._search.connect import ClusterSize, check_address
-from explorer._search.evaluate import CompileJob, Outcome
+from explorer.layout_search import cluster as cluster_module
+from explorer.layout_search.cluster import MAX_ATTEMPTS, RayRunner
+from explorer.layout_search.connect import ClusterSize, check_address
+from explorer.layout_search.evaluate import CompileJob, Outcome
 from explorer.spec.mesh import parse_mesh
 
 ray = pytest.importorskip("ray")

@@ -15,15 +15,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from explorer._search import connect as connect_module
-from explorer._search.connect import (
+from explorer.errors import ExplorerError
+from explorer.layout_search import connect as connect_module
+from explorer.layout_search.connect import (
     CONNECT_TIMEOUT_S,
     CONNECT_WINDOW_S,
     REFUSED_WINDOW_S,
     connect,
     probe_address,
 )
-from explorer.errors import ExplorerError
 
 # Far above the seconds the check takes (and the import of the explorer and Ray), far below the
 # minutes Ray's own retries take.
@@ -84,7 +84,7 @@ def test_an_unreachable_address_fails_as_fast_after_an_earlier_connection():
     pytest.importorskip("ray")
     before = """
     import ray
-    from explorer._search.connect import connect
+    from explorer.layout_search.connect import connect
     assert connect(ray, "local")
     ray.shutdown()
     """

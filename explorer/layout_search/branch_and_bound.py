@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from explorer._search import bounds
-from explorer._search.confirm import Screening, screen_skipped, to_confirm
-from explorer._search.evaluate import Outcome
-from explorer._search.ranking import candidate_of, compare, pareto, rank, rank_key
-from explorer._search.result import (
+from explorer.cost.hardware import get_target
+from explorer.layout_search import bounds
+from explorer.layout_search.confirm import Screening, screen_skipped, to_confirm
+from explorer.layout_search.evaluate import Outcome
+from explorer.layout_search.ranking import candidate_of, compare, pareto, rank, rank_key
+from explorer.layout_search.result import (
     Candidate,
     CandidateStatus,
     CompiledBy,
@@ -31,10 +32,9 @@ from explorer._search.result import (
     SearchSpace,
     SearchStats,
 )
-from explorer._search.space import Problem, SearchPoint, Space
-from explorer._search.state import CompileSettings, SearchState
-from explorer._search.surrogate import Surrogate, fits
-from explorer.cost.hardware import get_target
+from explorer.layout_search.space import Problem, SearchPoint, Space
+from explorer.layout_search.state import CompileSettings, SearchState
+from explorer.layout_search.surrogate import Surrogate, fits
 
 OBJECTIVE = ("the predicted step time on the target: the step trace of the compiled schedule, "
              "else the estimate's no-overlap bound, else its full-overlap bound")

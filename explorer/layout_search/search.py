@@ -25,24 +25,6 @@ from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import Any
 
-from explorer._search import pipeline as pipe
-from explorer._search.branch_and_bound import BranchAndBound
-from explorer._search.cluster import runner as make_runner
-from explorer._search.confirm import screening_for
-from explorer._search.connect import PROBE_TIMEOUT_S
-from explorer._search.pipeline_search import PipelineSearch
-from explorer._search.result import Progress, SearchPhase, SearchResult, SearchSpace
-from explorer._search.space import (
-    FunctionProblem,
-    Problem,
-    WorkloadProblem,
-    check_names,
-    check_replaceable,
-    check_tensors,
-    enumerate_space,
-)
-from explorer._search.space import mesh_shapes as factor_meshes
-from explorer._search.state import CompileSettings, SearchState
 from explorer.api.analysis_request import CompileForName, PartitionerName, Request
 from explorer.api.pytrees import flat_call, named_inputs, tensor_leaves
 from explorer.api.request import (
@@ -57,6 +39,24 @@ from explorer.api.request import (
 from explorer.api.targeting import check_compile_for
 from explorer.cost.hardware import get_target
 from explorer.errors import InputError, TargetError, WorkloadError, choices
+from explorer.layout_search import pipeline as pipe
+from explorer.layout_search.branch_and_bound import BranchAndBound
+from explorer.layout_search.cluster import runner as make_runner
+from explorer.layout_search.confirm import screening_for
+from explorer.layout_search.connect import PROBE_TIMEOUT_S
+from explorer.layout_search.pipeline_search import PipelineSearch
+from explorer.layout_search.result import Progress, SearchPhase, SearchResult, SearchSpace
+from explorer.layout_search.space import (
+    FunctionProblem,
+    Problem,
+    WorkloadProblem,
+    check_names,
+    check_replaceable,
+    check_tensors,
+    enumerate_space,
+)
+from explorer.layout_search.space import mesh_shapes as factor_meshes
+from explorer.layout_search.state import CompileSettings, SearchState
 from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import TensorSpec
