@@ -33,6 +33,7 @@ from typing import Any
 from explorer.api.analysis_request import Request
 from explorer.api.analyze import run
 from explorer.api.scheduler import CompileScheduler
+from explorer.api.what_if import WhatIf, what_if
 from explorer.compile.pool import WorkerPool, default_pool
 from explorer.errors import InputError, choices
 from explorer.report.report import Report
@@ -274,6 +275,19 @@ class Session:
         """The current request's Result, compiled in this thread (or from a cache); None only
         with `cache_only`, on a miss."""
         return self._answer(self.generation, self.request, cache_only=cache_only)
+
+    def what_if(self, collective: int) -> list[WhatIf]:
+        """The spec changes a compile confirmed would remove collective `collective` of the
+        current request's result, or make its line move fewer bytes, best first
+        (explorer.what_if, with this session's worker pool). The current result is answered
+        first where it is not yet (from the cache where it was compiled).
+
+        Raises:
+            InputError: `collective` is out of range, or the result has no collectives.
+        """
+        if self.report is None:
+            self.analyze()
+        return what_if(self.request, collective, pool=self.pool)
 
     def _answer(self, generation: int, request: Request, cache_only: bool = False,
                 waited: float = 0.0) -> Result | None:

@@ -179,3 +179,18 @@ def test_only_a_report_or_an_exploration_is_asked():
     with pytest.raises(explorer.InputError,
                        match="takes a Report, a Request or an Exploration, not str"):
         explorer.what_if("mlp", 0)
+
+
+def test_a_session_offers_the_what_ifs_of_its_current_result():
+    # The session's current request is the gathered mlp; its what-ifs are explorer.what_if's
+    # of the same request: splitting w2 by rows turns the 2 MiB all-gather of h into an
+    # all-reduce of 512 KiB (hand-computed above).
+    session = explorer.Session(workload="mlp", mesh=MESH, specs=GATHERED)
+    try:
+        found = session.what_if(0)
+        [c] = session.report.collectives
+        _megatron_change(found, c.source)
+        with pytest.raises(explorer.InputError, match="collective 1"):
+            session.what_if(1)
+    finally:
+        session.close()
