@@ -313,8 +313,9 @@ def measure_step(case: dict, devices, repeats: int) -> tuple[float, list[str]]:
     return seconds, ops
 
 
-def predict_steps(cases: list[dict], target: str) -> list[dict]:
-    """The explorer's estimate of each case, compiled on fake CPU devices in its workers."""
+def predict_steps(cases: list[dict], target: str, extra=None) -> list[dict]:
+    """The explorer's estimate of each case, compiled in its workers (on fake CPU devices for a
+    GPU target here); `extra(report)`, when given, adds fields of its own to each case."""
     import explorer
 
     out = []
@@ -331,7 +332,7 @@ def predict_steps(cases: list[dict], target: str) -> list[dict]:
                     "predicted_upper_s": est.step_upper_seconds, "bound": est.bound,
                     "compute_s": est.compute.seconds, "comm_s": est.comm_seconds,
                     "cpu_collectives": [c.kind for c in report.collectives],
-                    "notes": list(est.notes)})
+                    "notes": list(est.notes), **(extra(report) if extra else {})})
     explorer.compile.pool.default_pool().close()
     return out
 

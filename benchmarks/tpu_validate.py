@@ -27,7 +27,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gpu_validate import error, fmt_err, fmt_s, measure_step, median_abs, step_cases  # noqa: E402
+from gpu_validate import (  # noqa: E402
+    error,
+    fmt_err,
+    fmt_s,
+    measure_step,
+    median_abs,
+    predict_steps,
+    step_cases,
+)
 
 # gpu_validate's transformer step (batch 16, seq 1024) needs 16.0 GiB of temporaries, more
 # than a v5e chip's 15.75 (libtpu's own refusal on the chip); at batch 4 it fits.
@@ -45,28 +53,16 @@ def cases() -> list[dict]:
 def predict(target: str, out: str) -> None:
     """Phase 1, in a process with jax on the CPU: the explorer's estimate of every case, and
     its memory verdict (libtpu's, for a program it compiled for the target)."""
-    import explorer
     from explorer.cost.hardware import get_target
     from explorer.report.predict import compiled_memory_fit
 
-    found = []
-    for case in cases():
-        try:
-            report = explorer.analyze_workload(case["workload"], case["mesh"],
-                                               params=case["params"], preset=case["preset"],
-                                               target=target)
-        except explorer.ExplorerError as e:
-            found.append({**case, "skipped": str(e)})
-            continue
-        est, fit = report.estimate, compiled_memory_fit(report, get_target(target))
-        found.append({**case, "predicted_lower_s": est.step_lower_seconds,
-                      "predicted_upper_s": est.step_upper_seconds, "bound": est.bound,
-                      "compute_s": est.compute.seconds, "notes": list(est.notes),
-                      "fits": None if fit is None else fit.fits,
-                      "memory_verdict": "" if fit is None else fit.text})
-    explorer.compile.pool.default_pool().close()
+    def verdict(report) -> dict:
+        fit = compiled_memory_fit(report, get_target(target))
+        return {"fits": None if fit is None else fit.fits,
+                "memory_verdict": "" if fit is None else fit.text}
+
     with open(out, "w") as f:
-        json.dump(found, f)
+        json.dump(predict_steps(cases(), target, extra=verdict), f)
 
 
 def main() -> int:
