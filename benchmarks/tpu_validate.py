@@ -1,6 +1,6 @@
 """Validate the cost model on a real TPU chip: each step's predicted time against its measured
-time, on one TPU v5e chip (the machine the device tool lends), with the same cases and timing
-as benchmarks/gpu_validate.py.
+time, on one TPU v5e chip (a one-chip TPU VM), with the same cases and timing as
+benchmarks/gpu_validate.py.
 
     python benchmarks/tpu_validate.py [--out results.json] [--repeats 15] [--target tpu-v5e-1x1]
 
