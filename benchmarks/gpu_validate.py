@@ -313,6 +313,31 @@ def measure_step(case: dict, devices, repeats: int) -> tuple[float, list[str]]:
     return seconds, ops
 
 
+def measure_steps(cases: list[dict], devices, repeats: int, ops_key: str) -> list[dict]:
+    """Each predicted case timed on `devices`, with its error against the prediction and the
+    collectives its program holds (under `ops_key`); a case that was skipped or that fails
+    (e.g. out of the device's memory) is kept with why, and the others go on."""
+    steps = []
+    for case in cases:
+        name = f"{case['workload']} {case['preset']} {case['mesh']}"
+        if "skipped" in case:
+            print(f"  skip {name}: {case['skipped']}", file=sys.stderr)
+            steps.append(case)
+            continue
+        print(f"step {name} ...", file=sys.stderr)
+        try:
+            seconds, ops = measure_step(case, devices, repeats)
+        except Exception as e:   # e.g. out of memory on a smaller device: report, go on
+            print(f"  failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}",
+                  file=sys.stderr)
+            steps.append({**case, "failed": f"{type(e).__name__}: {e}"[:2000]})
+            continue
+        steps.append({**case, "measured_s": seconds, ops_key: ops,
+                      "error_lower": error(case["predicted_lower_s"], seconds),
+                      "error_upper": error(case["predicted_upper_s"], seconds)})
+    return steps
+
+
 def predict_steps(cases: list[dict], target: str, extra=None) -> list[dict]:
     """The explorer's estimate of each case, compiled in its workers (on fake CPU devices for a
     GPU target here); `extra(report)`, when given, adds fields of its own to each case."""
@@ -424,24 +449,7 @@ def main() -> int:
                                                      DRY_SIZES if dry else GPU_SIZES,
                                                      args.repeats)
 
-    for case in cases:
-        name = f"{case['workload']} {case['preset']} {case['mesh']}"
-        if "skipped" in case:
-            print(f"  skip {name}: {case['skipped']}", file=sys.stderr)
-            results["steps"].append(case)
-            continue
-        print(f"step {name} ...", file=sys.stderr)
-        try:
-            seconds, ops = measure_step(case, devices, args.repeats)
-        except Exception as e:   # e.g. out of memory on a smaller GPU: report, go on
-            print(f"  failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}",
-                  file=sys.stderr)
-            results["steps"].append({**case, "failed": f"{type(e).__name__}: {e}"[:2000]})
-            continue
-        results["steps"].append({
-            **case, "measured_s": seconds, "gpu_collectives": ops,
-            "error_lower": error(case["predicted_lower_s"], seconds),
-            "error_upper": error(case["predicted_upper_s"], seconds)})
+    results["steps"] = measure_steps(cases, devices, args.repeats, "gpu_collectives")
 
     report(results)
     if args.out:

@@ -28,10 +28,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from gpu_validate import (  # noqa: E402
-    error,
     fmt_err,
     fmt_s,
-    measure_step,
+    measure_steps,
     median_abs,
     predict_steps,
     step_cases,
@@ -92,23 +91,8 @@ def main() -> int:
         print(f"no TPU here (jax found {devices[0].platform}); nothing measured")
         return 0
     results = {"device_kind": devices[0].device_kind, "target": args.target,
-               "jax": jax.__version__, "date": time.strftime("%Y-%m-%d"), "steps": []}
-    for case in predicted:
-        name = f"{case['workload']} {case['preset']} {case['mesh']}"
-        if "skipped" in case:
-            print(f"skip {name}: {case['skipped']}", file=sys.stderr)
-            results["steps"].append(case)
-            continue
-        try:
-            seconds, ops = measure_step(case, devices[:1], args.repeats)
-        except Exception as e:     # e.g. out of the chip's memory: report it, go on
-            print(f"failed {name}: {type(e).__name__}: {str(e).splitlines()[0][:300]}",
-                  file=sys.stderr)
-            results["steps"].append({**case, "failed": f"{type(e).__name__}: {e}"[:2000]})
-            continue
-        results["steps"].append({**case, "measured_s": seconds, "tpu_collectives": ops,
-                                 "error_lower": error(case["predicted_lower_s"], seconds),
-                                 "error_upper": error(case["predicted_upper_s"], seconds)})
+               "jax": jax.__version__, "date": time.strftime("%Y-%m-%d")}
+    results["steps"] = measure_steps(predicted, devices[:1], args.repeats, "tpu_collectives")
     report(results)
     if args.out:
         with open(args.out, "w") as f:
