@@ -255,8 +255,9 @@ def memory_html(report: Report) -> str:
     if fit:
         cls = "explorer-fits" if fit.fits else "explorer-oom"
         if fit.checked_by:     # the compiler's own check, not bytes against capacity
-            said = fit.text.removeprefix("fits: ")     # the bold word says it
-            out += (f"<p class='{cls}'><b>Fits</b> on {html.escape(report.estimate.target)}: "
+            word = "Fits" if fit.fits else "May not fit"
+            said = fit.text.removeprefix("fits: ").removeprefix("may not fit: ")  # bold says it
+            out += (f"<p class='{cls}'><b>{word}</b> on {html.escape(report.estimate.target)}: "
                     f"{html.escape(said)}.</p>")
         else:
             out += (f"<p class='{cls}'><b>{'Fits' if fit.fits else 'Out of memory'}</b> on "
