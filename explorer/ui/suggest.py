@@ -660,8 +660,9 @@ class SuggestView(BackgroundTab):
                        else (s.distinct - s.not_evaluated, s.distinct))
         self.bar.max = max(total, 1)
         self.bar.value = min(done, self.bar.max)
-        self.progress_w.value = f"{s.stopped}: evaluated {done} of {total} in {s.seconds:.1f} s"
+        # The results first: a page (or a test) that sees "complete" finds the table drawn.
         self._draw(job, result)
+        self.progress_w.value = f"{s.stopped}: evaluated {done} of {total} in {s.seconds:.1f} s"
 
     def _draw(self, job: SearchJob, result: SearchResult) -> None:
         self.summary.value = summary_html(job, result)

@@ -213,6 +213,7 @@ def test_the_sidebars_layout_is_marked_where_it_ranks(open_app, search_in_page):
     # Megatron on data=2,model=4 (batch over data, mlp over model) is not the winner, and its
     # row is the one marked.
     current = page.locator(".explorer-suggest-table tr.explorer-current")
+    current.wait_for(timeout=60_000)
     assert current.count() == 1
     assert current.get_attribute("data-label") == "data=2,model=4: batch=data,mlp=model"
     assert "explorer-winner" not in current.get_attribute("class")
