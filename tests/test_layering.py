@@ -17,7 +17,7 @@ RANKS = {
     "hlo": 2,
     "cost": 3,
     "compile": 4, "workloads": 4,
-    "report": 5, "strategy": 5,
+    "report": 5, "strategy": 5, "estimate": 5,
     "api": 6,
     "layout_search": 7,
     "ui": 8,
