@@ -706,7 +706,8 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
     """Predict a step on `target` from plain data.
 
     `collectives`: objects with .kind, .axes, .program_bytes and .group_size (Report's
-    Collective; .hlo_name too when `work` is given). `flops`, `bytes_accessed`: per device, from
+    Collective; .hlo_name too when `work` is given), and .runs, the times a step runs each,
+    where no `work` says it. `flops`, `bytes_accessed`: per device, from
     XLA's cost analysis (None when XLA gave none). `memory_bytes`: per device. `dtype`: the
     matmul dtype whose peak applies. `mapping`: None for default_mapping, else as check_mapping
     takes. `work`: what the compiled schedule runs (explorer.hlo.schedule.schedule_work); with
@@ -771,10 +772,12 @@ def _collective_times(collectives: Sequence, target: Target, placed: AxisMapping
         notes.append(f"{split} collective(s) run over part of a mesh axis (device groups the "
                      "compiler split off, e.g. every fourth device of an axis of 16): each is "
                      "timed as over the whole axis, an upper bound")
-    if work is not None:
-        times = tuple(replace(t, runs=work.collective_runs.get(getattr(c, "hlo_name", ""), 1))
-                      for c, t in zip(collectives, times, strict=True))
-    return times
+    # How often a step runs each: the compiled schedule's trips, else the collective's own
+    # count (a loop's trips read from the program, or implied by a scan's length).
+    runs = ([work.collective_runs.get(getattr(c, "hlo_name", ""), 1) for c in collectives]
+            if work is not None else [getattr(c, "runs", 1) for c in collectives])
+    return tuple(t if r == 1 else replace(t, runs=r)
+                 for t, r in zip(times, runs, strict=True))
 
 
 def _compute(flops: float | None, bytes_accessed: float | None, dtype: str, target: Target,
