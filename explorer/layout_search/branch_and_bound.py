@@ -19,8 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from explorer.cost.hardware import get_target
+from explorer.errors import ExplorerError
 from explorer.layout_search import bounds
-from explorer.layout_search.confirm import Screening, screen_skipped, to_confirm
+from explorer.layout_search.confirm import (
+    Screening,
+    cpu_screen_too_slow,
+    screen_skipped,
+    to_confirm,
+)
+from explorer.layout_search.estimate_screen import EstimateScreen
 from explorer.layout_search.evaluate import Outcome
 from explorer.layout_search.ranking import candidate_of, compare, pareto, rank, rank_key
 from explorer.layout_search.result import (
@@ -35,6 +42,10 @@ from explorer.layout_search.result import (
 from explorer.layout_search.space import Problem, SearchPoint, Space
 from explorer.layout_search.state import CompileSettings, SearchState
 from explorer.layout_search.surrogate import Surrogate, fits
+
+# Seconds between two progress reports of the estimate screen, which settles a candidate every
+# few milliseconds.
+PROGRESS_EVERY_S = 0.25
 
 OBJECTIVE = ("the predicted step time on the target: the step trace of the compiled schedule, "
              "else the estimate's no-overlap bound, else its full-overlap bound")
@@ -64,6 +75,7 @@ class BranchAndBound:
         if screening:
             state.reserved_s = screening.reserve(state.budget_s)
         self.screened = self.confirmed = 0
+        self.estimating: EstimateScreen | None = None   # the screen, where CPU compiles do not pay
         self.screen_skipped = ""       # why the screen was dropped after the reference
         # The reference as the target's compiler made it, while weighing the screen: used
         # again if the reference is among the best confirmed.
@@ -89,6 +101,8 @@ class BranchAndBound:
             self.compile_reference()
             self.set_bounds()
             self.prune_by_memory()
+        if self.estimating is not None:
+            self.estimate_all(self.estimating)
         while self.remaining or self.runner.pending():
             self.submit_next()
             if self.state.should_stop():
@@ -106,42 +120,94 @@ class BranchAndBound:
 
     def compile_reference(self) -> None:
         """The reference (every searched tensor replicated, on the given mesh shape) first:
-        the bounds need it."""
+        the bounds need it. Where the search screens, the target's compiler compiles it first,
+        and what that took chooses the screen (choose_screen, weigh_screen)."""
         ref = self.points[0]
         self.remaining.discard(ref.index)
         if self.state.should_stop():
             self.not_evaluated.append(ref.index)
             return
+        own = None
+        if self.screening is not None:
+            own = self.reference_by_target(ref)
+            if own is None or self.choose_screen(ref.index, own):
+                return
         self.submit(ref)
         for _, outcome in self.runner.next_done():
             self.settle(ref.index, outcome)
-        if self.screening is not None and ref.index in self.results:
-            self.weigh_screen(ref.index)
+        if own is not None and ref.index in self.results:
+            self.weigh_screen(ref.index, own)
 
-    def weigh_screen(self, index: int) -> None:
-        """Compile the reference with the target's compiler too, and drop the screen where it
-        would not pay (confirm.py's screen_skipped): the search then compiles with the
-        target's compiler from the reference on, as it would without a screen."""
-        if self.state.should_stop():
-            return
-        screened = self.results[index]
-        self.submit(self.by_index[index], self.settings)
-        self.state.report(SearchPhase.CONFIRM, screened.label)
+    def reference_by_target(self, ref: SearchPoint) -> Candidate | None:
+        """The reference compiled by the target's compiler; None when the budget cut it short
+        (the reference is then not evaluated)."""
+        self.submit(ref, self.settings)
+        self.state.report(SearchPhase.CONFIRM, ref.layout.label())
         [(_, outcome)] = self.runner.next_done()
         if self.ran_out(outcome):
-            return
-        own = self.candidate(index, outcome, self.screening.compiler)
-        self.screen_skipped = screen_skipped(screened, own)
-        if not self.screen_skipped:
-            self.reference_confirmed[index] = own
-            return
-        self.screening, self.searching, self.compiled_by = None, self.settings, own.compiled_by
-        self.state.reserved_s = 0.0
+            self.not_evaluated.append(ref.index)
+            return None
+        return self.candidate(ref.index, outcome, self.screening.compiler)
+
+    def choose_screen(self, index: int, own: Candidate) -> bool:
+        """Screen by the estimate, with no CPU compile, where CPU compiles could not cover the
+        candidates in the budget's screen share even at SCREEN_GAIN times the target's speed
+        (confirm.py's cpu_screen_too_slow) and the program can be traced; True when it does,
+        with the target's reference kept."""
+        why = cpu_screen_too_slow(len(self.points), own, self.state.budget_s,
+                                  self.screening.share)
+        if not why:
+            return False
+        self.estimating, _ = self.estimate_screen()
+        if self.estimating is None:
+            return False
+        self.keep_own_reference(index, own)
+        self.screen_skipped = (f"{why}, so every candidate is screened by its estimate from "
+                               "the traced program instead")
+        return True
+
+    def keep_own_reference(self, index: int, own: Candidate, screened: Candidate | None = None
+                           ) -> None:
+        """The target's compile of the reference as its result (in place of the CPU's
+        `screened`, where there was one): the best so far, and the surrogate's first point."""
         self.results[index] = own
-        self.state.recount(screened, own)
+        if screened is None:
+            self.state.count(own)
+        else:
+            self.state.recount(screened, own)
         self.timed = [index] if own.status is not CandidateStatus.FAILED else []
         self.state.best_seconds, self.state.best_label = None, ""
         self.state.note_best(own)
+
+    def weigh_screen(self, index: int, own: Candidate) -> None:
+        """Keep the CPU screen where it pays against the target's compile of the reference
+        (`own`; confirm.py's screen_skipped); else screen by the estimate, or, where the
+        program cannot be traced, compile with the target's compiler from the reference on,
+        as without a screen."""
+        screened = self.results[index]
+        why = screen_skipped(screened, own)
+        if not why:
+            self.reference_confirmed[index] = own
+            return
+        self.keep_own_reference(index, own, screened)
+        self.estimating, untraced = self.estimate_screen()
+        if self.estimating is not None:
+            self.screen_skipped = (f"{why}, so every candidate is screened by its estimate "
+                                   "from the traced program instead")
+            return
+        self.screen_skipped = f"{why}{untraced}, so every candidate compiles with {own.compiled_by}"
+        self.screening, self.searching, self.compiled_by = None, self.settings, own.compiled_by
+        self.state.reserved_s = 0.0
+
+    def estimate_screen(self) -> tuple[EstimateScreen | None, str]:
+        """The estimate screen of this search and ""; or None and why the program could not be
+        traced for one."""
+        screen = EstimateScreen(self.problem, self.settings.target, self.settings.mapping)
+        try:
+            screen.trace(self.points[0].layout.mesh)
+        except ExplorerError as e:
+            return None, f" and the program could not be traced for an estimate ({e})"
+        return screen, ""
 
     def set_bounds(self) -> None:
         """Every candidate's bounds, from the reference's compile (what it could give)."""
@@ -251,13 +317,40 @@ class BranchAndBound:
         return (outcome.report is None and outcome.worker_failed
                 and self.state.should_stop(patience))
 
+    # -- the estimate screen (estimate_screen.py) ----------------------------------------------
+
+    def estimate_all(self, screen: EstimateScreen) -> None:
+        """Estimate the candidates left, lowest time bound first, until the budget's screen
+        share or a cancel stops it (what is left is not evaluated)."""
+        shown = 0.0
+        for index in sorted(self.remaining, key=lambda i: (self.time_lb[i], i)):
+            if self.state.should_stop(patience=False):
+                break
+            self.remaining.discard(index)
+            cand = replace(screen.candidate(self.by_index[index]),
+                           bound_seconds=self.time_lb[index], bound_memory=self.mem_lb[index])
+            self.results[index] = cand
+            self.screened += 1
+            self.state.done += 1
+            self.state.failed += cand.status is CandidateStatus.FAILED
+            if cand.status is CandidateStatus.ESTIMATED and (
+                    self.state.best_seconds is None or cand.seconds < self.state.best_seconds):
+                self.state.best_seconds, self.state.best_label = cand.seconds, cand.label
+            if self.state.elapsed() - shown >= PROGRESS_EVERY_S:   # not once a millisecond
+                shown = self.state.elapsed()
+                self.state.report(SearchPhase.ESTIMATE, cand.label)
+        self.state.report(SearchPhase.ESTIMATE)
+        if self.remaining:
+            self.stop()
+
     # -- the confirmation (confirm.py) ---------------------------------------------------------
 
     def confirm(self, screening: Screening) -> None:
         """Compile the screen's best again with the target's compiler, in the budget's reserve,
         and keep what it made of them."""
         self.state.reserved_s = 0.0
-        self.screened = len(self.results)
+        if self.estimating is None:
+            self.screened = len(self.results)
         ranked = sorted(self.results.items(), key=lambda item: rank_key(item[1]))
         waiting = to_confirm(ranked, screening.best)
         while waiting or self.runner.pending():
@@ -288,7 +381,12 @@ class BranchAndBound:
         cand = replace(cand, screen_seconds=screened.seconds, bound_seconds=screened.bound_seconds,
                        bound_memory=screened.bound_memory)
         self.results[index] = cand
-        self.state.recount(screened, cand)
+        if screened.compiled_by is CompiledBy.ESTIMATE:    # its first compile
+            self.state.done -= 1
+            self.state.failed -= screened.status is CandidateStatus.FAILED
+            self.state.count(cand)
+        else:
+            self.state.recount(screened, cand)
         self.confirmed += cand.status is not CandidateStatus.FAILED
         self.state.report(SearchPhase.CONFIRM, cand.label)
 
@@ -326,6 +424,7 @@ class BranchAndBound:
             retried=sum(c.retries > 0 for c in ranked), screened=self.screened,
             confirmed=self.confirmed,
             confirmed_by=self.screening.compiler if self.screening else CompiledBy.NOT_COMPILED,
-            screen_skipped=self.screen_skipped)
+            screen_skipped=self.screen_skipped,
+            screened_by=CompiledBy.ESTIMATE if self.estimating else CompiledBy.CPU_PRICED)
         return SearchResult(self.problem.name, self.space, self.settings.target, OBJECTIVE,
                             tuple(ranked), pareto(ranked), compare(ranked), stats)

@@ -496,6 +496,8 @@ class _SearchLines:
             line = f"search: compiling {p.current}"
         elif p.phase is SearchPhase.CONFIRM:
             line = f"search: confirming {p.current} with the target's compiler"
+        elif p.phase is SearchPhase.ESTIMATE:
+            line = f"search: estimated {p.done} of {p.total} layouts (no compile)"
         else:
             self.settled = settled
             return

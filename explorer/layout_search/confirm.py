@@ -14,8 +14,11 @@ is not installed, every compile is already a CPU one and nothing is screened.
 A screen pays only where a CPU compile is much cheaper than the target's: for a small program
 (mlp: a few tenths of a second against seconds), not for a transformer step, whose CPU compile
 takes as long as its GPU one (docs/performance.md). So the reference is compiled by both, and
-where the CPU was not SCREEN_GAIN times faster the search drops the screen and compiles every
-candidate with the target's compiler, as without one (`screen_skipped` says why).
+where the CPU was not SCREEN_GAIN times faster the search drops the CPU screen: it screens every
+candidate by its estimate from the traced program instead, with no compile
+(estimate_screen.py), and confirms the best the same way; where the program cannot be traced,
+it compiles every candidate with the target's compiler, as without a screen (`screen_skipped`
+says why).
 """
 
 from __future__ import annotations
@@ -59,20 +62,24 @@ def screening_for(settings: CompileSettings, mesh: MeshSpec) -> Screening | None
 
 
 def to_confirm(ranked: list[tuple[int, Candidate]], best: int) -> list[int]:
-    """The keys of the `best` first candidates of `ranked` (best first) that fit: the ones a
-    failed or too large screen result would only waste a slow compile on are left out."""
-    return [key for key, c in ranked if c.status is CandidateStatus.OK][:best]
+    """The keys of the `best` first candidates of `ranked` (best first) that fit and that the
+    target's compiler has not compiled yet: the ones a failed or too large screen result would
+    only waste a slow compile on are left out."""
+    return [key for key, c in ranked
+            if c.status in (CandidateStatus.OK, CandidateStatus.ESTIMATED)
+            and not c.compiled_by.is_targets_own][:best]
 
 
 def screen_skipped(screen: Candidate, target: Candidate) -> str:
-    """Why a search should not screen, from the reference compiled on CPU devices (`screen`)
-    and by the target's compiler (`target`): the CPU cannot compile it, or is not SCREEN_GAIN
-    times faster; "" where the screen pays. A reference the target's compiler fails leaves the
-    screen on: the confirmations then say what that compiler makes of the best."""
+    """Why a search should not screen with CPU compiles, from the reference compiled on CPU
+    devices (`screen`) and by the target's compiler (`target`): the CPU cannot compile it, or
+    is not SCREEN_GAIN times faster; "" where the screen pays. A reference the target's
+    compiler fails leaves the screen on: the confirmations then say what that compiler makes of
+    the best. The search then screens by the estimate instead (estimate_screen.py), or, where
+    the program cannot be traced, compiles every candidate with the target's compiler."""
     if screen.report is None:
         return (f"no CPU screen: the CPU compile of the reference failed "
-                f"({screen.error.splitlines()[0][:120] if screen.error else 'no report'}), so "
-                f"every candidate compiles with {target.compiled_by}")
+                f"({screen.error.splitlines()[0][:120] if screen.error else 'no report'})")
     if target.report is None:
         return ""
     cpu_s, own_s = screen.report.timing.compile_s, target.report.timing.compile_s
@@ -80,4 +87,22 @@ def screen_skipped(screen: Candidate, target: Candidate) -> str:
         return ""
     return (f"no CPU screen: the reference compiled in {cpu_s:.1f} s on CPU devices against "
             f"{own_s:.1f} s with {target.compiled_by} (a screen pays where the CPU is "
-            f"{SCREEN_GAIN:g}x faster), so every candidate compiles with {target.compiled_by}")
+            f"{SCREEN_GAIN:g}x faster)")
+
+
+def cpu_screen_too_slow(candidates: int, target: Candidate, budget_s: float | None,
+                        share: float) -> str:
+    """Why CPU compiles could not screen `candidates` within the budget's screen share (all
+    but `share`) even at SCREEN_GAIN times the speed of the target's compile of the reference
+    (`target`); "" where they might, or without a budget (the reference's CPU compile then
+    decides: screen_skipped)."""
+    if budget_s is None or target.report is None:
+        return ""
+    each = target.report.timing.compile_s / SCREEN_GAIN
+    needed, screen_s = candidates * each, (1 - share) * budget_s
+    if needed <= screen_s:
+        return ""
+    return (f"no CPU screen: {candidates:,} candidates at {each:.1f} s a CPU compile (the "
+            f"{target.report.timing.compile_s:.1f} s the target's compiler took for the "
+            f"reference, at a CPU {SCREEN_GAIN:g}x faster) would take {needed:,.0f} s, more "
+            f"than the budget's {screen_s:.0f} s for the screen")

@@ -47,6 +47,7 @@ class SearchPhase(StrEnum):
     ENUMERATE = "enumerate"            # listing the space, before any compile
     PROFILE = "profile"                # pipeline: compiling the per-layer cost profiles
     COMPILE = "compile"                # compiling candidates
+    ESTIMATE = "estimate"              # screening candidates by their estimate, no compile
     CONFIRM = "confirm"                # compiling the screen's best with the target's compiler
     DONE = "done"                      # finished; the result is being ranked
 
@@ -58,6 +59,7 @@ class TimeSource(StrEnum):
     NO_OVERLAP = "no-overlap bound"                # the estimate with nothing overlapped
     FULL_OVERLAP = "full-overlap bound"            # the estimate with communication hidden
     PIPELINE_MODEL = "pipeline model"              # Alpa's stage model over per-layer costs
+    ESTIMATE = "estimate, not compiled"            # the program's layout propagated, priced
     UNTIMED = ""                                   # no step time: a failed candidate
 
 
@@ -67,6 +69,9 @@ class CompiledBy(StrEnum):
     the best again with the target's own compiler (slow; the program that hardware runs)."""
 
     CPU_PRICED = "cpu devices, priced on the target"
+    # The estimate screen's (estimate_screen.py): the layout carried through the traced program
+    # and priced on the target, with no compile.
+    ESTIMATE = "not compiled: estimated from the traced program"
     GPU = "XLA's GPU compiler"
     TPU = "libtpu"
     NOT_COMPILED = ""                  # a pipeline plan timed by the stage model only
@@ -82,7 +87,9 @@ class CandidateStatus(StrEnum):
     OK = "ok"                          # compiled, fits the target's memory, timed
     DOES_NOT_FIT = "does-not-fit"      # compiled, but needs more memory than a chip has
     FAILED = "failed"                  # the compile (or the prediction) failed; see `error`
-    ESTIMATED = "estimated"            # pipeline plans: timed by the stage model, not compiled
+    # Not compiled: a pipeline plan timed by the stage model, or a candidate of the estimate
+    # screen (estimate_screen.py) that fits by its memory lower bound.
+    ESTIMATED = "estimated"
 
 
 @dataclass(frozen=True)
@@ -157,11 +164,18 @@ class Candidate:
         """One line for a table: time (source), memory, collective bytes, the layout."""
         if self.status is CandidateStatus.FAILED:
             return f"failed        {self.label}: {self.error.splitlines()[0][:120]}"
-        mem = format_bytes(self.memory_bytes) if self.memory_bytes is not None else "?"
+        mem = memory_text(self)
         coll = format_bytes(self.collective_bytes) if self.collective_bytes is not None else "?"
         fit = "" if self.fits is not False else " (does not fit)"
         by = f"  [{self.compiled_by}]" if self.compiled_by.is_targets_own else ""
         return (f"{format_seconds(self.seconds):>9}  {mem:>9}{fit}  {coll:>9}  {self.label}{by}")
+
+
+def memory_text(c: Candidate, missing: str = "?") -> str:
+    """A candidate's memory per device; an estimated one's is a lower bound, written '≥ …'."""
+    if c.memory_bytes is None:
+        return missing
+    return ("≥ " if c.compiled_by is CompiledBy.ESTIMATE else "") + format_bytes(c.memory_bytes)
 
 
 @dataclass(frozen=True)
@@ -248,14 +262,31 @@ class SearchStats:
     bound_violations: tuple[str, ...] = ()   # a compiled result below its own lower bound
     retried: int = 0             # candidates sent again after their Ray worker was lost
     cluster_size: ClusterSize | None = None   # the cluster's nodes with a CPU, and their CPUs
-    screened: int = 0            # compiled on CPU devices to screen for the target's compiler
+    screened: int = 0            # screened for the target's compiler (by `screened_by`)
     confirmed: int = 0           # of those, compiled again by the target's own compiler
     confirmed_by: CompiledBy = CompiledBy.NOT_COMPILED   # that compiler, when one screened
     screen_skipped: str = ""     # why a search that could screen did not (confirm.py)
+    # How the screen weighed its candidates: CPU compiles priced on the target, or the estimate
+    # from the traced program (estimate_screen.py), whose candidates are not compiled.
+    screened_by: CompiledBy = CompiledBy.CPU_PRICED
+
+    @property
+    def estimated(self) -> int:
+        """Candidates the estimate screen weighed and the target's compiler did not confirm:
+        evaluated, though not compiled."""
+        return (self.screened - self.confirmed
+                if self.screened_by is CompiledBy.ESTIMATE else 0)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "stopped": str(self.stopped),
-                "confirmed_by": str(self.confirmed_by)}
+                "confirmed_by": str(self.confirmed_by), "screened_by": str(self.screened_by),
+                "estimated": self.estimated}
+
+    def screen_text(self) -> str:
+        """'N screened on CPU devices' or 'N screened by their estimate (not compiled)'."""
+        how = ("by their estimate from the traced program (not compiled)"
+               if self.screened_by is CompiledBy.ESTIMATE else "on CPU devices")
+        return f"{self.screened} screened {how}"
 
     def text(self) -> str:
         parts = [f"{self.space} in the space", f"{self.invalid} indivisible",
@@ -264,8 +295,8 @@ class SearchStats:
                  "fit)", f"{self.pruned_bound} pruned by the time bound",
                  f"{self.pruned_memory} by the memory bound"]
         if self.screened:
-            parts.insert(5, f"{self.screened} screened on CPU devices, {self.confirmed} "
-                            f"confirmed by {self.confirmed_by}")
+            parts.insert(5, f"{self.screen_text()}, {self.confirmed} confirmed by "
+                            f"{self.confirmed_by}")
         if self.profiled:
             parts.insert(5, f"{self.profiled} profiling compiles")
         if self.dominated:
@@ -328,7 +359,7 @@ class SearchResult:
         bound) proves its best however few it compiled."""
         s = self.stats
         return (self.space is not SearchSpace.PIPELINE and s.stopped is not StopReason.COMPLETE
-                and s.compiled < min(MIN_EVALUATED, s.distinct))
+                and s.compiled + s.estimated < min(MIN_EVALUATED, s.distinct))
 
     def headline(self) -> str:
         """The result in one sentence: the best and which compiler its numbers come from; or,
@@ -338,7 +369,8 @@ class SearchResult:
             remedy = {StopReason.BUDGET: "widen the budget (budget_s)",
                       StopReason.PATIENCE: "raise patience",
                       StopReason.CANCELLED: "the search was cancelled; let it run longer"}
-            return (f"Best of only {s.compiled} candidate{'s' if s.compiled != 1 else ''} "
+            n = s.compiled + s.estimated
+            return (f"Best of only {n} candidate{'s' if n != 1 else ''} "
                     f"evaluated (of {s.distinct:,}): too few to name a best; "
                     f"{remedy[s.stopped]}.")
         if best is None:
@@ -348,9 +380,11 @@ class SearchResult:
                 "device")
         if s.screened and best.compiled_by.is_targets_own:
             return (line + f", confirmed by {best.compiled_by} ({s.confirmed} of the "
-                    f"{s.screened} screened on CPU devices confirmed).")
+                    f"{s.screen_text()} confirmed).")
         if s.screened:
-            return line + f" (the CPU screen's numbers: {s.confirmed_by} confirmed none)."
+            screen = ("the estimate's numbers" if s.screened_by is CompiledBy.ESTIMATE
+                      else "the CPU screen's numbers")
+            return line + f" ({screen}: {s.confirmed_by} confirmed none)."
         return line + (f" ({best.compiled_by})." if best.compiled_by else ".")
 
     def to_dict(self, top: int | None = None) -> dict:

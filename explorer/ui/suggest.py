@@ -32,10 +32,12 @@ from explorer.layout_search.connect import check_address
 from explorer.layout_search.result import (
     Candidate,
     CandidateStatus,
+    CompiledBy,
     Progress,
     SearchPhase,
     SearchResult,
     SearchStats,
+    memory_text,
 )
 from explorer.layout_search.search import search
 from explorer.layout_search.space import WorkloadProblem
@@ -260,7 +262,8 @@ def progress_text(p: Progress) -> str:
             if p.best_seconds is not None else "no candidate timed yet")
     # The screen's best are compiled again by the target's own compiler at the end: the search
     # is then confirming, not looking further.
-    doing = ("confirming" if p.phase == SearchPhase.CONFIRM else "compiling")
+    doing = {SearchPhase.CONFIRM: "confirming",
+             SearchPhase.ESTIMATE: "estimating (no compile)"}.get(p.phase, "compiling")
     target = " with the target's compiler" if p.phase == SearchPhase.CONFIRM else ""
     now = (f" · {doing} <code>{html.escape(p.current)}</code>{target}"
            if p.current and p.phase != "done" else "")
@@ -278,7 +281,9 @@ def _status_cell(c: Candidate) -> str:
     if c.status is CandidateStatus.DOES_NOT_FIT:
         return "<td>does not fit the chip's memory</td>"
     if c.status is CandidateStatus.ESTIMATED:
-        return "<td>estimated (stage model, not compiled)</td>"
+        how = ("from the traced program" if c.compiled_by is CompiledBy.ESTIMATE
+               else "by the stage model")
+        return f"<td>estimated {how}, not compiled</td>"
     if c.retries:
         return (f"<td>ok (sent again {c.retries}× after its Ray worker was lost)</td>")
     return "<td>ok</td>"
@@ -312,7 +317,7 @@ def results_html(result: SearchResult, current: int | None = None) -> str:
             badge = "<span class='explorer-current-badge'>◀ the sidebar's layout now</span>"
         source = f" <small>({html.escape(c.time_source)})</small>" if c.time_source else ""
         time = format_seconds(c.seconds) if c.seconds is not None else "—"
-        mem = format_bytes(c.memory_bytes) if c.memory_bytes is not None else "—"
+        mem = memory_text(c, missing="—")
         coll = format_bytes(c.collective_bytes) if c.collective_bytes is not None else "—"
         rows.append(
             f"<tr class='{cls}' data-label='{html.escape(c.label, quote=True)}'>"

@@ -45,7 +45,7 @@ class RecordingRunner(LocalRunner):
             r = outcome.report
             outcome = Outcome(replace(
                 r, estimate=replace(r.estimate, step_trace_seconds=r.estimate.step_trace_seconds
-                                    * (1 + request.rules.count("="))),
+                                    * (1 + (request.rules or "").count("="))),
                 timing=replace(r.timing, compile_s=r.timing.compile_s * self.target_cost)),
                 "", outcome.seconds)
         self.calls.append((key, request.compile_for, request.rules, _step(outcome)))
@@ -96,20 +96,20 @@ def test_the_screen_compiles_on_cpu_and_the_target_confirms_its_best_three(scree
     result = explorer.search("mlp_train", **ARGS, prune=False)
     runner = screened.runners[0]
     compile_for = [f for _, f, _, _ in runner.calls]
-    # The reference on CPU, then by the target's compiler (100 times slower here, so the screen
+    # The reference by the target's compiler, then on CPU (100 times faster here, so the screen
     # pays), then every other distinct candidate screened once on CPU (prune=False), then the
     # confirmations.
     ref = runner.calls[0][0]
-    assert runner.calls[0][2] == "" and runner.calls[1][:2] == (ref, "target")
+    assert runner.calls[0][1:3] == ("target", "") and runner.calls[1][:2] == (ref, "cpu")
     screen = [k for k, f, _, _ in runner.calls if f == "cpu"]
     assert len(screen) == len(set(screen)) == result.stats.distinct
-    assert compile_for == ["cpu", "target"] + ["cpu"] * (len(screen) - 1) + ["target"] * (
+    assert compile_for == ["target"] + ["cpu"] * len(screen) + ["target"] * (
         len(compile_for) - len(screen) - 1)
     # Exactly three confirmed, the fastest that fit by the screen's own steps (of candidates
     # tied with the third, any); the reference's compile counts where it is one of them.
     steps, own = runner.steps("cpu"), runner.steps("target")
     third = sorted(steps.values())[CONFIRM_BEST - 1]
-    later = [k for k, f, _, _ in runner.calls[2:] if f == "target"]
+    later = [k for k, f, _, _ in runner.calls[1:] if f == "target"]
     best = set(later) | ({ref} & {k for k, v in steps.items() if v <= third})
     assert len(later) == len(set(later)) and len(best) == CONFIRM_BEST
     assert {k for k, v in steps.items() if v < third} <= best
@@ -132,16 +132,51 @@ def test_the_screen_compiles_on_cpu_and_the_target_confirms_its_best_three(scree
     assert result.to_dict()["candidates"][0]["compiled_by"] == "XLA's GPU compiler"
 
 
-def test_no_screen_where_the_cpu_compiles_no_faster(screened):
+def test_where_the_cpu_compiles_no_faster_the_estimate_screens_and_the_target_confirms(
+        screened):
     screened.target_cost = 1.0
     result = explorer.search("mlp_train", **ARGS, prune=False)
     runner = screened.runners[0]
-    # The reference on CPU and by the target's compiler, then every candidate by the latter.
-    assert [f for _, f, _, _ in runner.calls] == ["cpu"] + ["target"] * result.stats.distinct
+    s = result.stats
+    # The reference by the target's compiler and on CPU; then no compile until the estimate
+    # has weighed every other candidate; then the estimate's best three by the target's.
+    assert [f for _, f, _, _ in runner.calls] == ["target", "cpu"] + ["target"] * CONFIRM_BEST
+    assert s.screen_skipped.startswith("no CPU screen: the reference compiled in ")
+    assert s.screen_skipped.endswith("screened by its estimate from the traced program instead")
+    assert s.screen_skipped in s.text()
+    assert s.screened_by is CompiledBy.ESTIMATE
+    assert (s.screened, s.confirmed) == (s.distinct - 1, CONFIRM_BEST)
+    assert s.estimated == s.distinct - 1 - CONFIRM_BEST and s.not_evaluated == 0
+    assert not result.too_few
+    # The three confirmed are the estimate's fastest three that fit (ties: any of them).
+    estimated = [c for c in result.candidates if c.compiled_by is CompiledBy.ESTIMATE]
+    confirmed = [c for c in result.candidates if c.screen_seconds is not None]
+    assert len(confirmed) == CONFIRM_BEST
+    assert max(c.screen_seconds for c in confirmed) <= min(
+        c.seconds for c in estimated if c.status is CandidateStatus.ESTIMATED)
+    # Compiled ones rank first; the rest say they were not compiled.
+    assert all(c.compiled_by is CompiledBy.GPU for c in result.candidates[:CONFIRM_BEST + 1])
+    assert all(c.status is not CandidateStatus.OK and c.time_source == "estimate, not compiled"
+               for c in estimated)
+    assert result.best.compiled_by is CompiledBy.GPU
+    assert f"{CONFIRM_BEST} of the {s.distinct - 1} screened by their estimate" in \
+        result.headline()
+
+
+def test_a_program_that_cannot_be_traced_compiles_every_candidate_with_the_target(
+        screened, monkeypatch):
+    _untraceable(monkeypatch)
+    screened.target_cost = 1.0
+    result = explorer.search("mlp_train", **ARGS, prune=False)
+    runner = screened.runners[0]
+    # The reference by the target's compiler and on CPU, then every other candidate by the
+    # former.
+    assert [f for _, f, _, _ in runner.calls] == ["target", "cpu"] + ["target"] * (
+        result.stats.distinct - 1)
     s = result.stats
     assert (s.screened, s.confirmed) == (0, 0)
     assert s.screen_skipped.startswith("no CPU screen: the reference compiled in ")
-    assert s.screen_skipped in s.text()
+    assert "could not be traced for an estimate (no jaxpr here)" in s.screen_skipped
     assert {c.compiled_by for c in result.candidates} == {CompiledBy.GPU}
     assert result.best.seconds == min(runner.steps("target").values())
     assert result.headline().endswith("(XLA's GPU compiler).")
@@ -155,10 +190,12 @@ def test_compile_for_cpu_screens_nothing(recording):
     assert result.headline().endswith("(cpu devices, priced on the target).")
 
 
-def test_a_search_cut_short_by_its_budget_names_no_best(screened):
+def test_a_search_cut_short_by_its_budget_names_no_best(screened, monkeypatch):
     # Every compile takes at least 0.3 s, so the screen's 60% of 2 s holds at most 4 screen
-    # compiles (the reference on CPU and by the target, and 3 more started before 1.2 s), and
-    # the headline says so.
+    # compiles (the reference by the target and on CPU, and 3 more started before 1.2 s), and
+    # the headline says so. (A program that can be traced is screened by its estimate under
+    # such a budget: the next test.)
+    _untraceable(monkeypatch)
     screened.delay = 0.3
     result = explorer.search("mlp_train", **ARGS, budget_s=2.0)
     s = result.stats
@@ -170,6 +207,35 @@ def test_a_search_cut_short_by_its_budget_names_no_best(screened):
                                  f"{s.distinct:,}): too few to name a best; widen the budget "
                                  "(budget_s).")
     assert result.text().splitlines()[1] == result.headline()
+
+
+def test_under_a_budget_the_cpu_cannot_screen_in_the_estimate_screens_every_candidate(
+        screened):
+    # The target's compile of the reference is said to take a million times a CPU one (hours):
+    # at half that a CPU compile, the screen's 60% of 10 minutes holds none. So the search
+    # estimates every candidate, with no CPU compile at all, and confirms the best, well
+    # before the budget ends.
+    screened.target_cost = 1e6
+    result = explorer.search("mlp_train", **ARGS, budget_s=600.0)
+    runner = screened.runners[0]
+    s = result.stats
+    assert "cpu" not in [f for _, f, _, _ in runner.calls]
+    assert s.screen_skipped.startswith(f"no CPU screen: {s.distinct:,} candidates at ")
+    assert s.screen_skipped.endswith("screened by its estimate from the traced program instead")
+    assert s.screened_by is CompiledBy.ESTIMATE and s.screened == s.distinct - 1
+    assert s.not_evaluated == 0 and not result.too_few and s.stopped == "complete"
+    assert result.best is not None and result.best.compiled_by is CompiledBy.GPU
+
+
+def _untraceable(monkeypatch) -> None:
+    """Programs that cannot be traced for an estimate."""
+    from explorer.errors import WorkloadError
+    from explorer.layout_search.estimate_screen import EstimateScreen
+
+    def untraceable(self, mesh):
+        raise WorkloadError("no jaxpr here")
+
+    monkeypatch.setattr(EstimateScreen, "trace", untraceable)
 
 
 def test_patience_that_stops_after_a_handful_says_so(screened):
@@ -203,3 +269,36 @@ def test_the_cli_search_takes_compile_for(cli, recording):
     assert {c["compiled_by"] for c in d["candidates"]} == {"cpu devices, priced on the target"}
     assert d["stats"]["screened"] == d["stats"]["confirmed"] == 0
     assert d["headline"].startswith(f"Best: {d['candidates'][0]['label']}, ")
+
+
+def users_mlp(x, w1, w2):
+    """A user's own function, as a notebook cell defines it."""
+    import jax
+
+    return jax.nn.gelu(x @ w1) @ w2
+
+
+def test_a_users_function_is_estimated_from_its_own_code(screened):
+    # Megatron's layout of the user's MLP (w1 split by columns over model, w2 by rows): the
+    # partial sums of the second matmul are one all-reduce over model of each device's
+    # [B/2, D] float32 output (x split over data): 512/2 x 256 x 4 bytes (Shoeybi et al. 2019,
+    # section 3). The replicated weights imply no collective at all.
+    x = explorer.TensorSpec("x", (512, 256), spec=("data", None))
+    w1 = explorer.TensorSpec("w1", (256, 1024))
+    w2 = explorer.TensorSpec("w2", (1024, 256))
+    screened.target_cost = 1e6     # the CPU cannot screen in the budget (the test above)
+    result = explorer.search(users_mlp, x, w1, w2, mesh="data=2,model=4", target="h100-8",
+                             tensors=["w1", "w2"], mesh_shapes=False, budget_s=600.0)
+    s = result.stats
+    assert s.screened_by is CompiledBy.ESTIMATE and s.not_evaluated == 0
+    by_label = {c.label: c for c in result.candidates}
+    megatron = by_label["data=2,model=4: w1=None,model, w2=model,None"]
+    # Estimated, or confirmed by the (stand-in) compiler, which agrees.
+    assert [(c.kind, c.axes, c.bytes, c.runs) for c in megatron.collectives] == [
+        ("all-reduce", ("model",), 256 * 256 * 4, 1)]
+    if megatron.compiled_by is CompiledBy.ESTIMATE:    # its inputs' shards, a lower bound
+        assert megatron.memory_bytes == (256 * 256 + 256 * 256 + 256 * 256) * 4
+    replicated = by_label["data=2,model=4: replicated"]
+    assert replicated.compiled_by is CompiledBy.GPU and replicated.status is CandidateStatus.OK
+    assert all(c.collectives == () for c in result.candidates
+               if c.compiled_by is CompiledBy.ESTIMATE and c.label.endswith("replicated"))

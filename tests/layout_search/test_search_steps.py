@@ -252,9 +252,10 @@ def test_the_codes_write_to_json_as_the_words_they_were():
     assert (d["time_source"], d["status"], d["collectives"][0]["kind"]) == (
         "no-overlap bound", "ok", "all-gather")
     assert [str(s) for s in SearchSpace] == ["rules", "specs", "pipeline"]
-    assert [str(p) for p in SearchPhase] == ["enumerate", "profile", "compile", "confirm",
-                                             "done"]
+    assert [str(p) for p in SearchPhase] == ["enumerate", "profile", "compile", "estimate",
+                                             "confirm", "done"]
     assert [str(b) for b in CompiledBy] == ["cpu devices, priced on the target",
+                                            "not compiled: estimated from the traced program",
                                             "XLA's GPU compiler", "libtpu", ""]
 
 

@@ -1,0 +1,139 @@
+"""The estimate screen of a search on a GPU or TPU target: every candidate estimated from the
+program itself, with no compile, and the best then compiled by the target's own compiler.
+
+A compile by the target's compiler (XLA's GPU compiler, libtpu) takes seconds a candidate on a
+small machine, and a CPU compile of a transformer step takes as long (confirm.py), so a search
+that compiles every candidate sees a handful of thousands in a minute. The program is traced
+once per mesh shape (explorer/compile/jaxpr_graph.py), and each candidate's layout is carried
+through it by sharding propagation (explorer/estimate/propagate.py): the collectives the layout
+implies, and the FLOPs and bytes each device works on. Those are priced on the target by the
+same cost model as a compiled program's (explorer.cost.model.estimate), in milliseconds. The
+screen ranks the candidates by that estimate; the confirmation (confirm.py's) compiles the best
+with the target's compiler, whose numbers then rank them.
+
+An estimate is not the compiler's program: XLA may choose other collectives than the
+propagation's rules, and it fuses what the estimate counts one by one. So a candidate only
+estimated says so (`CompiledBy.ESTIMATE`), ranks after every candidate compiled, and its memory
+is a lower bound (its inputs' shards), not XLA's analysis.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+
+from explorer.compile.jaxpr_graph import trace_program
+from explorer.cost.hardware import get_target
+from explorer.cost.model import estimate
+from explorer.errors import ExplorerError
+from explorer.estimate.propagate import ImpliedCost, Prepared, implied_cost, prepare
+from explorer.hlo.collectives import CollectiveKind
+from explorer.layout_search.result import (
+    Candidate,
+    CandidateStatus,
+    CollectiveCost,
+    CompiledBy,
+    TimeSource,
+)
+from explorer.layout_search.space import FunctionProblem, Problem, SearchPoint, WorkloadProblem
+from explorer.spec.mesh import MeshSpec
+from explorer.spec.tensor import Entry, format_spec
+
+MEMORY_NOTE = ("memory: the inputs' shards per device, a lower bound (not compiled, so no "
+               "memory analysis)")
+
+
+class EstimateScreen:
+    """Candidates of one problem estimated on `target`, the program traced once per mesh
+    shape."""
+
+    def __init__(self, problem: Problem, target: str, mapping=None):
+        self.problem, self.target, self.mapping = problem, target, mapping
+        self.capacity = get_target(target).chip.capacity
+        self.own_constraints = isinstance(problem, FunctionProblem)
+        # The matmul dtype whose peak applies: the largest input's, as for a compiled Report.
+        largest = max(problem.inputs, key=lambda t: t.nbytes, default=None)
+        self.dtype = largest.dtype if largest is not None else "float32"
+        self._programs: dict[tuple[int, ...], Prepared] = {}
+
+    def trace(self, mesh: MeshSpec) -> Prepared:
+        """The program on `mesh`'s shape, traced (and prepared for propagation) the first time
+        it is asked for; an ExplorerError when it cannot be traced."""
+        if mesh.sizes not in self._programs:
+            fn, inputs = _traceable(self.problem)
+            self._programs[mesh.sizes] = prepare(trace_program(fn, inputs, mesh))
+        return self._programs[mesh.sizes]
+
+    def candidate(self, point: SearchPoint) -> Candidate:
+        """`point` estimated: its predicted step (nothing overlapped, as a compiled
+        candidate's estimate is ranked), the collectives its layout implies, and its inputs'
+        shards as its memory."""
+        mesh = point.layout.mesh
+        specs, points = self.problem.resolve(point.layout)
+        base = dict(label=point.layout.label(), mesh=mesh, rules=point.layout.rules_text,
+                    specs={n: format_spec(s) for n, s in specs.items()}, params={},
+                    compiled_by=CompiledBy.ESTIMATE)
+        try:
+            cost = implied_cost(self.trace(mesh), mesh, specs,
+                                {**points, **_state_constraints(self.problem, specs)},
+                                own_constraints=self.own_constraints)
+        except ExplorerError as e:
+            return Candidate(**base, status=CandidateStatus.FAILED,
+                             error=f"could not be estimated: {e}")
+        memory = sum(point.shard_bytes.values())
+        est = estimate(cost.collectives, cost.flops, cost.bytes_accessed, memory, self.dtype,
+                       mesh.names, mesh.sizes, self.target, self.mapping)
+        seconds = est.step_upper_seconds if est.step_upper_seconds is not None \
+            else est.step_lower_seconds
+        fits = est.memory.fits if est.memory is not None else None
+        costs = _collective_costs(cost, est)
+        return Candidate(
+            **base, status=(CandidateStatus.DOES_NOT_FIT if fits is False
+                            else CandidateStatus.ESTIMATED),
+            seconds=seconds, time_source=TimeSource.ESTIMATE,
+            lower_seconds=est.step_lower_seconds, upper_seconds=est.step_upper_seconds,
+            compute_seconds=est.compute.seconds, comm_seconds=est.comm_seconds,
+            memory_bytes=memory, fits=fits,
+            collective_bytes=sum(c.bytes * c.runs for c in costs), collectives=costs,
+            notes=(MEMORY_NOTE, *cost.notes, *est.notes))
+
+
+def _traceable(problem: Problem):
+    """The problem's program as a function of its inputs, flat and in order, with every
+    constraint point of a workload in place (each candidate then says what it pins there, or
+    leaves it free)."""
+    if isinstance(problem, WorkloadProblem):
+        fn = problem.workload.build(problem.params)
+        names = [*problem.points, *_state_names(problem)]
+        if names:
+            fn = functools.partial(fn, constraints={n: () for n in names})
+        return fn, list(problem.inputs)
+    from explorer.api.pytrees import flat_call, tensor_leaves
+
+    assert isinstance(problem, FunctionProblem)
+    fn, args = flat_call(problem.fn, problem.args)
+    return fn, list(tensor_leaves(tuple(args)))
+
+
+def _state_names(problem: WorkloadProblem) -> list[str]:
+    """The inputs a workload returns in their own layout (params and optimizer state)."""
+    if not problem.workload.returns_state:
+        return []
+    return [t.name for t in problem.inputs
+            if problem.kinds.get(t.name, "param") in ("param", "opt")]
+
+
+def _state_constraints(problem: Problem,
+                       specs: Mapping[str, tuple[Entry, ...]]) -> dict[str, tuple[Entry, ...]]:
+    """What a workload pins its state outputs to: each input's own spec (as the compile's
+    plan does, explorer/strategy/plan.py)."""
+    if not isinstance(problem, WorkloadProblem):
+        return {}
+    return {name: specs.get(name, ()) for name in _state_names(problem)}
+
+
+def _collective_costs(cost: ImpliedCost, est) -> tuple[CollectiveCost, ...]:
+    return tuple(
+        CollectiveCost(CollectiveKind(c.kind), c.axes, c.program_bytes, t.seconds, c.runs,
+                       "", c.why)
+        for c, t in zip(cost.collectives, est.collectives, strict=True))
