@@ -167,7 +167,9 @@ class Candidate:
         mem = memory_text(self)
         coll = format_bytes(self.collective_bytes) if self.collective_bytes is not None else "?"
         fit = "" if self.fits is not False else " (does not fit)"
-        by = f"  [{self.compiled_by}]" if self.compiled_by.is_targets_own else ""
+        by = (f"  [{self.compiled_by}]" if self.compiled_by.is_targets_own
+              else "  [estimated, not compiled]" if self.compiled_by is CompiledBy.ESTIMATE
+              else "")
         return (f"{format_seconds(self.seconds):>9}  {mem:>9}{fit}  {coll:>9}  {self.label}{by}")
 
 

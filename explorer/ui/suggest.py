@@ -283,7 +283,7 @@ def _status_cell(c: Candidate) -> str:
     if c.status is CandidateStatus.ESTIMATED:
         how = ("from the traced program" if c.compiled_by is CompiledBy.ESTIMATE
                else "by the stage model")
-        return f"<td>estimated {how}, not compiled</td>"
+        return f"<td title='estimated {how}, not compiled'>estimated</td>"
     if c.retries:
         return (f"<td>ok (sent again {c.retries}× after its Ray worker was lost)</td>")
     return "<td>ok</td>"
@@ -521,9 +521,11 @@ class SuggestView(BackgroundTab):
         self.start_w.on_click(self._guard(lambda _: self.start()))
         self.cancel_w.on_click(self._guard(lambda _: self.cancel()))
         self.apply_w.on_click(self._guard(lambda _: self.apply_selected()))
-        intro = w.HTML(_CSS + "<div class='explorer-note'>Compile the layouts of this program "
-                       "and rank them by the step time predicted on the sidebar's target "
-                       "(explorer.search). The search runs in the background; it searches the "
+        intro = w.HTML(_CSS + "<div class='explorer-note'>Rank the layouts of this program by "
+                       "the step time predicted on the sidebar's target (explorer.search): "
+                       "each one compiled, or, where compiles are too slow for the budget, "
+                       "estimated from the traced program and the best then compiled by the "
+                       "target's compiler. The search runs in the background; it searches the "
                        "sidebar as it is when you press Start. How it works: "
                        f"{doc_html()}</div>")
         self.widget = w.VBox([
