@@ -162,6 +162,7 @@ class BranchAndBound:
         if self.estimating is None:
             return False
         self.keep_own_reference(index, own)
+        self.state.reserved_s = self.screening.estimate_reserve(self.state.budget_s, own)
         self.screen_skipped = (f"{why}, so every candidate is screened by its estimate from "
                                "the traced program instead")
         return True
@@ -192,6 +193,7 @@ class BranchAndBound:
         self.keep_own_reference(index, own, screened)
         self.estimating, untraced = self.estimate_screen()
         if self.estimating is not None:
+            self.state.reserved_s = self.screening.estimate_reserve(self.state.budget_s, own)
             self.screen_skipped = (f"{why}, so every candidate is screened by its estimate "
                                    "from the traced program instead")
             return

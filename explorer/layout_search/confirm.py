@@ -39,6 +39,13 @@ SCREEN_GAIN = 2.0
 CONFIRM_SHARE = 0.4
 
 
+# The estimate screen keeps this many times the target's compile of the reference for each
+# confirmation (its candidates' compiles took 0.7-1.4x the reference's on this 2-core machine,
+# docs/performance.md; the margin covers load), up to MAX_CONFIRM_SHARE of the budget.
+CONFIRM_MARGIN = 2.0
+MAX_CONFIRM_SHARE = 0.6
+
+
 @dataclass(frozen=True)
 class Screening:
     """How a search screens and confirms: the compiler that confirms, how many, and the share
@@ -51,6 +58,17 @@ class Screening:
     def reserve(self, budget_s: float | None) -> float:
         """Seconds at the end of `budget_s` kept for the confirmation (0 without a budget)."""
         return 0.0 if budget_s is None else self.share * budget_s
+
+    def estimate_reserve(self, budget_s: float | None, target: Candidate) -> float:
+        """The reserve once the estimate screens, sized from the target's compile of the
+        reference (`target`): CONFIRM_MARGIN times it for each confirmation, at least the
+        usual share and at most MAX_CONFIRM_SHARE of the budget. Estimating is fast, so
+        the time is better spent on the compiles that confirm."""
+        if budget_s is None:
+            return 0.0
+        own_s = target.report.timing.compile_s if target.report is not None else 0.0
+        return min(MAX_CONFIRM_SHARE * budget_s,
+                   max(self.reserve(budget_s), self.best * CONFIRM_MARGIN * own_s))
 
 
 def screening_for(settings: CompileSettings, mesh: MeshSpec) -> Screening | None:

@@ -302,3 +302,20 @@ def test_a_users_function_is_estimated_from_its_own_code(screened):
     assert replicated.compiled_by is CompiledBy.GPU and replicated.status is CandidateStatus.OK
     assert all(c.collectives == () for c in result.candidates
                if c.compiled_by is CompiledBy.ESTIMATE and c.label.endswith("replicated"))
+
+
+def test_the_estimate_screen_keeps_twice_the_references_compile_for_each_confirmation():
+    from types import SimpleNamespace
+
+    def took(seconds):
+        return SimpleNamespace(report=SimpleNamespace(timing=SimpleNamespace(compile_s=seconds)))
+
+    screening = Screening(CompiledBy.GPU)
+    # 3 confirmations at twice 5 s each: 30 s of a 60 s budget (more than the usual 40%).
+    assert screening.estimate_reserve(60.0, took(5.0)) == pytest.approx(30.0)
+    # Never less than the usual 40%, never more than 60%.
+    assert screening.estimate_reserve(60.0, took(1.0)) == pytest.approx(24.0)
+    assert screening.estimate_reserve(60.0, took(8.0)) == pytest.approx(36.0)
+    # A reference the target's compiler failed: the usual share. No budget: nothing kept.
+    assert screening.estimate_reserve(60.0, SimpleNamespace(report=None)) == pytest.approx(24.0)
+    assert screening.estimate_reserve(None, took(5.0)) == 0.0
