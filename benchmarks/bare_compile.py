@@ -112,7 +112,9 @@ def main() -> None:
             folder = tempfile.mkdtemp(prefix="bare-dump-",
                                       dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
             try:
-                out[label + "+dumps"] = compile_once(specs, dump_options(folder, origins=False))
+                # As the worker dumps for a GPU or TPU: no module before the CPU's promotions.
+                out[label + "+dumps"] = compile_once(specs, dump_options(
+                    folder, origins=False, unpromoted=False))
                 out[label + "+dumps"]["dump_bytes"] = sum(
                     os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder)
                     for f in fs)

@@ -30,12 +30,23 @@ from explorer.spec.tensor import TensorSpec
 
 # The passes whose input module we read (XLA dumps the module before and after each pass the
 # regex matches, as "...after_<previous pass>.before_<pass>.txt"):
-# - spmd-partitioning: the module just before it carries the propagated `sharding={...}` of
-#   every instruction, which compiled.as_text() no longer has;
-# - the CPU backend's dtype promotions, which move bf16 and f16 collectives as f32 (measured on
-#   jax 0.10.2, in this order: all-reduce-promotion for all-reduces, float-normalization-bf16
-#   for all-gathers, all-to-alls and permutes; change-op-data-type for dots): the module
-#   before the first of them has each collective in the program's own dtype.
+# - spmd-partitioning (tpu-spmd-partitioning on a TPU): the module just before it carries the
+#   propagated `sharding={...}` of every instruction, which compiled.as_text() no longer has;
+# - all-reduce-promotion, the first of the CPU backend's dtype promotions, which move bf16 and
+#   f16 collectives as f32 (measured on jax 0.10.2, in this order: all-reduce-promotion for
+#   all-reduces, float-normalization-bf16 for all-gathers, all-to-alls and permutes;
+#   change-op-data-type for dots): the module before it has each collective in the program's
+#   own dtype. Dumped for a CPU compile only: a GPU or a TPU moves the program's dtypes.
+# The regex is short words, not the passes' names: XLA builds an RE2 of it anew at every pass
+# it runs (DumpHloModuleBetweenPassesIfEnabled, twice a pass), at a cost that grows with its
+# length: 11% of the CPU time of a small MLP's compile with the four full pass names it once
+# had, 4% with "partitioning|promotion" (perf, docs/performance.md). Among the passes of jax
+# 0.10.2's CPU, GPU and TPU pipelines, "partitioning" is in the name of (tpu-)spmd-partitioning
+# only, "promotion" in that of all-reduce-promotion only; a pass matched besides would only
+# cost a file.
+PARTITIONING_WORD = "partitioning"
+PROMOTION_WORD = "promotion"
+FIRST_PROMOTION = "all-reduce-promotion"
 # With xla_dump_to set, XLA also writes the optimized module's buffer assignment and live
 # ranges ("...after_optimizations-live-range.txt"), on the CPU and for a TPU alike, and for a
 # TPU even when the program does not fit its memory.
@@ -44,7 +55,6 @@ from explorer.spec.tensor import TensorSpec
 #   with them (`shardy/module_*/02.after_propagation.mlir`; the compiler drops them before
 #   the modules above). It costs about a tenth more of an analysis (docs/performance.md), so
 #   it is in the regex only when the request asks for origins.
-PROMOTION_PASSES = ("all-reduce-promotion", "float-normalization-bf16", "change-op-data-type")
 SHARDY_VERBOSE = "shardy-verbose"
 # - cross-slice-rewrites: libtpu's pass (first in its Megascale pipeline, again in its final
 #   scheduler's) that splits a multi-slice program's collectives at the slices' edges into an
@@ -54,23 +64,27 @@ SHARDY_VERBOSE = "shardy-verbose"
 CROSS_SLICE = "cross-slice-rewrites"
 # - xla_dump_hlo_as_proto: each dumped module also as an HloProto; the optimized one
 #   ("...after_optimizations.hlo.pb") carries the buffer assignment with it, which XProf's
-#   memory and graph viewers read (explorer/report/xprof.py).
-_DUMP_OPTIONS = {"xla_dump_hlo_pass_re": "|".join(("spmd-partitioning",) + PROMOTION_PASSES),
-                 "xla_dump_hlo_as_text": True, "xla_dump_hlo_as_proto": True}
+#   memory and graph viewers read (explorer/report/xprof.py); the executable's own
+#   HloModuleProto (runtime_executable().hlo_modules()) has none.
+_DUMP_OPTIONS = {"xla_dump_hlo_as_text": True, "xla_dump_hlo_as_proto": True}
 # Shardy's module after propagation, in the dump folder.
 AFTER_PROPAGATION = os.path.join("shardy", "module_*", "02.after_propagation.mlir")
 
 
-def dump_options(folder: str, origins: bool, multislice: bool = False) -> dict:
-    """The compiler options of one compile's dump into `folder`; with `origins`, Shardy's
-    module after propagation too; for a `multislice` program, the module before libtpu split
-    its collectives over the slices."""
-    options = {"xla_dump_to": folder, **_DUMP_OPTIONS}
+def dump_options(folder: str, origins: bool, multislice: bool = False,
+                 unpromoted: bool = True) -> dict:
+    """The compiler options of one compile's dump into `folder`: the module before
+    spmd-partitioning; with `unpromoted` (a CPU compile), the module before the CPU's dtype
+    promotions; with `origins`, Shardy's module after propagation; for a `multislice` program,
+    the module before libtpu split its collectives over the slices."""
+    passes = [PARTITIONING_WORD]
+    if unpromoted:
+        passes.append(PROMOTION_WORD)
     if origins:
-        options["xla_dump_hlo_pass_re"] += "|" + SHARDY_VERBOSE
+        passes.append(SHARDY_VERBOSE)
     if multislice:
-        options["xla_dump_hlo_pass_re"] += "|" + CROSS_SLICE
-    return options
+        passes.append(CROSS_SLICE)
+    return {"xla_dump_to": folder, "xla_dump_hlo_pass_re": "|".join(passes), **_DUMP_OPTIONS}
 
 
 def _is_spec(x) -> bool:
@@ -241,14 +255,18 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     jitted = jax.jit(fn, keep_unused=True, **({"donate_argnums": donate} if donate else {}))
     dump = tempfile.mkdtemp(prefix="explorer-dump-", dir="/dev/shm" if os.path.isdir(
         "/dev/shm") else None)
+    # The module before the dtype promotions: only the CPU backend promotes collectives (a GPU
+    # compiler runs passes of the same names on other ops; libtpu runs none).
+    unpromoted = not ahead_of_time
     try:
         with _compiler_messages() as warnings, _donation_warnings(bool(donate)):
             t0 = time.perf_counter()
             lowered = _lower(jitted, structs, mesh, notes)
             t1 = time.perf_counter()
-            compiled, out_of_memory = _compile(lowered, dump, origins, multislice=slices > 1)
+            compiled, out_of_memory = _compile(lowered, dump, dump_options(
+                dump, origins, multislice=slices > 1, unpromoted=unpromoted))
             t2 = time.perf_counter()
-        dumped = _read_dump(dump, compiled, for_gpu=gpu is not None, origins=origins,
+        dumped = _read_dump(dump, compiled, unpromoted=unpromoted, origins=origins,
                             multislice=slices > 1)
     finally:
         shutil.rmtree(dump, ignore_errors=True)
@@ -287,15 +305,14 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     )
 
 
-def _compile(lowered, dump: str, origins: bool,
-             multislice: bool) -> tuple[Any, OutOfMemory | None]:
-    """The executable of `lowered`, the compiler dumping into `dump`, and None; or, for a
-    program too big for the device, None and the OutOfMemory: that is an answer, and what the
-    compiler wrote before it gave up is kept."""
+def _compile(lowered, dump: str, options: dict) -> tuple[Any, OutOfMemory | None]:
+    """The executable of `lowered`, the compiler dumping into `dump` as `options` (of
+    dump_options) say, and None; or, for a program too big for the device, None and the
+    OutOfMemory: that is an answer, and what the compiler wrote before it gave up is kept."""
     import jax
 
     try:
-        return lowered.compile(compiler_options=dump_options(dump, origins, multislice)), None
+        return lowered.compile(compiler_options=options), None
     except jax.errors.JaxRuntimeError as e:
         if not is_out_of_memory(str(e)) or not _files(dump, "*after_optimizations.txt"):
             raise
@@ -317,7 +334,7 @@ class _Dumped(NamedTuple):
     before_slicing: str
 
 
-def _read_dump(dump: str, compiled, for_gpu: bool, origins: bool,
+def _read_dump(dump: str, compiled, unpromoted: bool, origins: bool,
                multislice: bool) -> _Dumped:
     """Read the dump folder before it is removed; the optimized module is the executable's
     text, or the dumped one where the compile ran out of memory (`compiled` None)."""
@@ -327,9 +344,7 @@ def _read_dump(dump: str, compiled, for_gpu: bool, origins: bool,
     return _Dumped(
         # CPU: "...before_spmd-partitioning.txt"; TPU: "...before_tpu-spmd-partitioning.txt".
         propagated=_read_first(dump, "*before_*spmd-partitioning.txt"),
-        # Only the CPU backend promotes collectives; XLA's GPU pipeline runs passes of the same
-        # names on other ops, and its collectives already move the program's dtypes.
-        unpromoted=_read_first_before(dump, PROMOTION_PASSES) if not for_gpu else "",
+        unpromoted=_read_first_before(dump, (FIRST_PROMOTION,)) if unpromoted else "",
         peak_live=peak_live,
         buffer_values=value_lines(_read_first(
             dump, "*after_optimizations-buffer-assignment.txt")) if peak_live else "",

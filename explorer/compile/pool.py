@@ -61,7 +61,7 @@ DEFAULT_TIMEOUT_S = 120.0
 MAX_DEVICES = 2048          # the CPU backend fails beyond 2048 fake devices (measured)
 MAX_WARM_WORKERS = 4        # each warm worker holds a jax runtime (~0.2-0.5 GB)
 # A worker is replaced after this many compiles, so that whatever jax or XLA keep per compile
-# beyond the caches the worker clears after each one cannot pile up without bound.
+# beyond the caches the worker clears every few compiles cannot pile up without bound.
 RECYCLE_AFTER = 500
 # A worker idle this long is closed: each holds a jax runtime (0.2-0.6 GB, docs/reliability.md,
 # "Under load"), and a page left open would hold it until its kernel is culled. Starting one again

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from math import prod
 
 from explorer.hlo.collectives import collective_kind
@@ -29,6 +29,12 @@ HLO_TO_NUMPY = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "f64": "
 
 _ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
 _COMMENT = re.compile(r"/\*.*?\*/")
+# The patterns the readers apply to every instruction, compiled once here: re's own cache
+# costs a lookup per call, and parsing a Report's modules makes some thousand such calls.
+_OPERAND = re.compile(r"%([^\s,()]+)")
+_OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
+_STACK_FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
+_OPCODE = re.compile(r"([a-z][\w\-]*)\(")
 
 
 @dataclass(frozen=True)
@@ -96,7 +102,7 @@ class Instruction:
 
     @cached_property
     def operands(self) -> tuple[str, ...]:
-        return tuple(re.findall(r"%([^\s,()]+)", _COMMENT.sub("", self.operand_text)))
+        return tuple(_OPERAND.findall(_COMMENT.sub("", self.operand_text)))
 
     @cached_property
     def arrays(self) -> tuple[Array, ...]:
@@ -130,12 +136,12 @@ class Instruction:
 
     @cached_property
     def op_name(self) -> str:
-        m = re.search(r'op_name="((?:[^"\\]|\\.)*)"', self.attrs)
+        m = _OP_NAME.search(self.attrs)
         return m.group(1) if m else ""
 
     @cached_property
     def stack_frame_id(self) -> int | None:
-        m = re.search(r"stack_frame_id=(\d+)", self.attrs)
+        m = _STACK_FRAME_ID.search(self.attrs)
         return int(m.group(1)) if m else None
 
     @cached_property
@@ -143,9 +149,15 @@ class Instruction:
         return self.attr("sharding")
 
 
+@lru_cache(maxsize=128)
+def _key_pattern(key: str) -> re.Pattern:
+    """Where `key=` starts an attribute: at the start or after a space or comma."""
+    return re.compile(r"(?:^|[\s,])" + re.escape(key) + r"=")
+
+
 def balanced_value(text: str, key: str) -> str | None:
     """The value of `key=` in an attribute list, up to the comma that closes it at depth 0."""
-    m = re.search(r"(?:^|[\s,])" + re.escape(key) + r"=", text)
+    m = _key_pattern(key).search(text)
     if not m:
         return None
     start = i = m.end()
@@ -292,7 +304,7 @@ def _parse_instruction(line: str, computation: str) -> Instruction | None:
         shape, rest = rest[:end], rest[end:].lstrip()
     else:
         shape, _, rest = rest.partition(" ")
-    op = re.match(r"([a-z][\w\-]*)\(", rest)
+    op = _OPCODE.match(rest)
     if not op:
         return None
     end = close_bracket(rest, op.end() - 1)
@@ -396,8 +408,13 @@ def parse_module(text: str) -> HloModule:
     return HloModule(name, entry, computations, _resolve_frames(tables))
 
 
+@lru_cache(maxsize=128)
+def _key_number(key: str) -> re.Pattern:
+    return re.compile(key + r"=(\d+)")
+
+
 def _field(value: str, key: str) -> int:
-    m = re.search(key + r"=(\d+)", value)
+    m = _key_number(key).search(value)
     return int(m.group(1)) if m else 0
 
 

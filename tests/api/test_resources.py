@@ -1,5 +1,5 @@
 """Memory stays bounded over many successive edits: the caller's process (its report cache is
-an LRU of CACHE_SIZE) and the compile worker (jax's caches are cleared after each compile)
+an LRU of CACHE_SIZE) and the compile worker (jax's caches are cleared after every 8th compile)
 level off instead of growing with every edit. The figures are printed for docs/reliability.md;
 the assertions are on growth, not on time."""
 

@@ -3,15 +3,22 @@ result, and what XLA prints while compiling."""
 
 import inspect
 import os
+import re
 from dataclasses import replace
 
 import jax
 import jax.numpy as jnp
 import pytest
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from explorer import TensorSpec, analyze
-from explorer.compile.backend import _hlo_sharding_text, compile_request, compiler_messages
+from explorer.compile.backend import (
+    FIRST_PROMOTION,
+    _hlo_sharding_text,
+    compile_request,
+    compiler_messages,
+    dump_options,
+)
 from explorer.report.build import build_report
 from explorer.spec.mesh import parse_mesh
 
@@ -104,3 +111,28 @@ def test_a_clean_reshard_prints_nothing():
     a = TensorSpec("a", (16, 16, 16), "float32", "y,None,x")
     r = analyze(lambda a: a * 2, a, mesh="x=2,y=4", use_cache=False)
     assert r.warnings == ()
+
+
+def _passes_run(folder) -> set[str]:
+    """The names of the passes a CPU compile of a sharded matmul runs, from a dump of the
+    module between every two of them (a pass regex of "." dumps all; ".*" only the changes)."""
+    mesh = jax.make_mesh((2, 4), ("a", "b"), axis_types=(AxisType.Auto,) * 2)
+    x = jax.ShapeDtypeStruct((16, 32), jnp.bfloat16, sharding=NamedSharding(
+        mesh, PartitionSpec("a", "b")))
+    with jax.set_mesh(mesh):
+        jax.jit(lambda x: x @ x.T).lower(x).compile(compiler_options={
+            "xla_dump_to": str(folder), "xla_dump_hlo_pass_re": ".", "xla_dump_hlo_as_text": True})
+    return {name for f in os.listdir(folder)
+            if (m := re.search(r"\.after_(.*)\.before_(.*)\.txt$", f)) for name in m.groups()}
+
+
+def test_the_dump_regex_matches_the_passes_read_and_no_other(tmp_path):
+    # backend.py's pass regex is two short words (XLA builds an RE2 of it at every pass): among
+    # all the passes of this jax's CPU pipeline they must name the two whose input is read.
+    names = _passes_run(tmp_path)
+    cpu = dump_options("unused", origins=False)["xla_dump_hlo_pass_re"]
+    assert {n for n in names if re.search(cpu, n)} == {"spmd-partitioning", FIRST_PROMOTION}
+    # Ahead of time (GPU, TPU), no promotion is read, and none is dumped.
+    ahead = dump_options("unused", origins=False, unpromoted=False)["xla_dump_hlo_pass_re"]
+    assert {n for n in names if re.search(ahead, n)} == {"spmd-partitioning"}
+    assert re.search(ahead, "tpu-spmd-partitioning")
