@@ -70,8 +70,8 @@ def searches(budget_s: float, rounds: int) -> None:
     for i in range(rounds):
         order = (True, False) if i % 2 == 0 else (False, True)
         rows += [one_search(budget_s, e) for e in order]
-    print(f"| screen | evaluated of 8,620 | of which estimated | confirmed by the GPU compiler "
-          f"| wall s |\n|---|---|---|---|---|")
+    print("| screen | evaluated of 8,620 | of which estimated | confirmed by the GPU compiler "
+          "| wall s |\n|---|---|---|---|---|")
     for row in rows:
         print(f"| {'estimate' if row['estimate'] else 'none (every candidate compiled)'} | "
               f"{row['evaluated']:,} | {row['estimated']:,} | {row['confirmed']} | "
