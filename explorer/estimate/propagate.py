@@ -37,6 +37,12 @@ from explorer.spec.tensor import Entry, entry_axes, format_spec, normalize_spec
 
 Dims = tuple[tuple[str, ...], ...]     # per dimension, the mesh axes splitting it
 
+# XLA's combiners merge collectives of one kind over the same devices that do not depend on
+# each other (the gradients' all-reduces, say) into one, up to a size: 30 MiB + 7 bytes for
+# all-reduces, all-gathers and reduce-scatters (kDefault*CombineThreshold in
+# xla/service/collective_utils.h; the GPU compiler's xla_gpu_*_combine_threshold_bytes).
+COMBINE_THRESHOLD = 30 * 1024 * 1024 + 7
+
 AG, AR, RS, A2A, CP = (CollectiveKind.ALL_GATHER, CollectiveKind.ALL_REDUCE,
                        CollectiveKind.REDUCE_SCATTER, CollectiveKind.ALL_TO_ALL,
                        CollectiveKind.COLLECTIVE_PERMUTE)
@@ -247,6 +253,11 @@ class _Walk:
         self.bytes = 0.0
         self.runs = 1
         self.events: list[tuple] = []
+        # Collectives on the longest dependence path to each var: two collectives at one
+        # depth (in one loop body) cannot depend on each other, so XLA's combiners may merge
+        # them (finish). `loop`: the loop body the walk is in (0: none).
+        self.depth: dict[int, int] = {}
+        self.loop = 0
         # Reshardings already priced: XLA emits one collective for a value moved the same way
         # twice (CSE), as the forward and the backward pass both gather a weight, or q, k and
         # v's dots the same activation. (It does not always: the CPU compile of a 2-D layout
@@ -310,13 +321,17 @@ class _Walk:
 
     # -- tallies ----------------------------------------------------------------------------
 
-    def record(self, kind: CollectiveKind, axes, nbytes: int, why: str, runs: int = 1) -> None:
-        """One collective run `runs` times per run of the code around it; none over axes of
-        size 1, which move nothing."""
+    def record(self, kind: CollectiveKind, axes, nbytes: int, why: str, runs: int = 1,
+               value: int | None = None) -> None:
+        """One collective (on var `value`) run `runs` times per run of the code around it;
+        none over axes of size 1, which move nothing. What `value` feeds comes after it."""
         n = self.split(tuple(axes))
         if n > 1 and nbytes > 0:
+            depth = self.depth.get(value, 0) if value is not None else 0
+            if value is not None:
+                self.depth[value] = depth + 1
             self.events.append((kind, tuple(sorted(axes, key=self.order.get)), int(nbytes), why,
-                                runs * self.runs))
+                                runs * self.runs, (self.loop, depth)))
             # Its operand and result count as memory traffic too, as XLA's cost analysis
             # counts them: V and V/n for a gather or scatter, V twice for the others.
             traffic = nbytes * (1 + 1 / n) if kind in (AG, RS) else 2 * nbytes
@@ -367,12 +382,12 @@ class _Walk:
             for d, add in scatter.items():
                 prior = tuple(cur)
                 cur[d] = cur[d] + add
-                self.record(RS, add, self.nbytes(v, prior) // pieces, why, pieces)
+                self.record(RS, add, self.nbytes(v, prior) // pieces, why, pieces, v)
                 self.flops += self.elems(v, prior) * self.runs    # its additions, as XLA counts
             axes = tuple(a for a in axes if not any(a in s for s in scatter.values()))
         dims = tuple(cur)
         if axes:
-            self.record(AR, axes, self.nbytes(v, dims) // pieces, why, pieces)
+            self.record(AR, axes, self.nbytes(v, dims) // pieces, why, pieces, v)
             self.flops += self.elems(v, dims) * self.runs
         self.dims[v] = dims
         return dims
@@ -404,15 +419,15 @@ class _Walk:
                     moves.setdefault((d, where[a]), []).append(a)
             if gone:
                 cur[d] = tuple(a for a in axes if a not in gone)
-                self.record(AG, gone, self.nbytes(v, tuple(cur)), why)
+                self.record(AG, gone, self.nbytes(v, tuple(cur)), why, value=v)
         for (d, e), axes in moves.items():
-            self.record(A2A, axes, self.nbytes(v, tuple(cur)), why)
+            self.record(A2A, axes, self.nbytes(v, tuple(cur)), why, value=v)
             cur[d] = tuple(a for a in cur[d] if a not in axes)
             cur[e] = cur[e] + tuple(axes)
         for d, axes in enumerate(cur):
             kept = tuple(a for a in dst[d] if a in axes)
             if kept != dst[d][:len(kept)] or kept != tuple(a for a in axes if a in dst[d]):
-                self.record(CP, kept, self.nbytes(v, tuple(cur)), why)
+                self.record(CP, kept, self.nbytes(v, tuple(cur)), why, value=v)
 
     def merge(self, ids: Sequence[int], v: int) -> Dims:
         """The split of an elementwise result: the most split operand's, with the splits of
@@ -441,8 +456,18 @@ class _Walk:
         dims = self.dims
         for v, d in zip(body.inputs, in_dims, strict=True):
             dims[v] = d
+        depth = self.depth
         for step in body.steps:
+            if depth:      # an op's outputs come after the collectives its operands did
+                d = max((depth.get(i, 0) for i in step.arrays), default=0)
+                for o in step.outs:
+                    depth[o] = d
             step.rule(self, step)
+            if depth and step.arrays:    # ... and after those the rule made on them
+                d = max(depth.get(i, 0) for i in step.arrays)
+                for o in step.outs:
+                    if depth.get(o, 0) < d:
+                        depth[o] = d
             if step.io is not None:
                 self.fused_io(step)
 
@@ -469,12 +494,37 @@ class _Walk:
 
     def finish(self) -> ImpliedCost:
         runs: dict[tuple, int] = {}
-        for kind, axes, nbytes, why, n in self.events:
+        for kind, axes, nbytes, why, n in _combined(self.events):
             key = (kind, axes, nbytes, why)
             runs[key] = runs.get(key, 0) + n
         out = tuple(ImpliedCollective(kind, axes, nbytes, self.split(axes), n, why)
                     for (kind, axes, nbytes, why), n in runs.items())
         return ImpliedCost(self.flops, self.bytes, out, tuple(self.notes))
+
+
+def _combined(events: list[tuple]) -> list[tuple]:
+    """The collectives as XLA's combiners leave them: those of one combinable kind over the
+    same axes, run as often, at one depth of one loop body, merged in program order into
+    collectives of up to COMBINE_THRESHOLD bytes; the others as they are."""
+    groups: dict[tuple, list[tuple]] = {}
+    out = []
+    for kind, axes, nbytes, why, n, (loop, depth) in events:
+        if kind in (AR, AG, RS):
+            groups.setdefault((kind, axes, n, loop, depth), []).append((nbytes, why))
+        else:
+            out.append((kind, axes, nbytes, why, n))
+    for (kind, axes, n, _, _), items in groups.items():
+        total, first, merged = 0, "", 0
+        for nbytes, why in (*items, (None, "")):
+            if total and (nbytes is None or total + nbytes > COMBINE_THRESHOLD):
+                more = (f" (and {merged - 1} more {kind}s combined into one, as XLA's "
+                        "combiner does)") if merged > 1 else ""
+                out.append((kind, axes, total, first + more, n))
+                total, merged = 0, 0
+            if nbytes is not None:
+                first = why if not merged else first
+                total, merged = total + nbytes, merged + 1
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -757,7 +807,7 @@ def _reduce(w: _Walk, step: _Step) -> None:
         if step.name == "reduce_sum":
             w.partial[o] = (over, 1, why, [work])
         else:
-            w.record(AR, over, w.nbytes(o, out), why)
+            w.record(AR, over, w.nbytes(o, out), why, value=o)
             w.flops += w.elems(o, out) * w.runs
 
 
@@ -910,16 +960,16 @@ def _loop(w: _Walk, step: _Step) -> None:
     w.settle_all(step.arrays)
     ins = [w.get(i) if i is not None else w.p.rep[b] for i, b in zip(step.ins, body.inputs,
                                                                         strict=True)]
-    outer = w.runs
+    outer, outer_loop = w.runs, w.loop
     for k in range(nc + ncar, len(ins)):
         b = body.inputs[k]
         if ins[k] and ins[k][0]:
-            w.runs = outer * length
+            w.runs, w.loop = outer * length, id(step)
             w.record(AG, ins[k][0], w.nbytes(b, ins[k][1:]),
                      f"{step.name}: xs split on its stacked dim, gathered each iteration")
         ins[k] = ins[k][1:]
     carry = ins[nc:nc + ncar]
-    w.runs = outer * length
+    w.runs, w.loop = outer * length, id(step)
     mark = w.mark()
     w.run(body, ins)
     out = _loop_carries(w, body, ncar)
@@ -932,16 +982,16 @@ def _loop(w: _Walk, step: _Step) -> None:
         w.rollback(mark)
         for v in [v for v in w.partial if v in body.ids]:
             del w.partial[v]
-        w.runs = outer
+        w.runs, w.loop = outer, outer_loop
         for k, i in enumerate(step.ins[nc:nc + ncar]):
             if i is not None:
                 w.reshard(i, out[k], f"{step.name}: the init carry takes the body's layout")
-        w.runs = outer * length
+        w.runs, w.loop = outer * length, id(step)
         carry = out
         w.run(body, ins[:nc] + carry + ins[nc + ncar:])
         for k, v in enumerate(body.outputs[:ncar]):
             w.reshard(v, carry[k], f"{step.name}: the carry resharded back each iteration")
-    w.runs = outer
+    w.runs, w.loop = outer, outer_loop
     _loop_outputs(w, step, carry, length)
     if step.note:
         w.note(step.note)
@@ -1027,7 +1077,7 @@ def _named_collective(w: _Walk, step: _Step) -> None:
     vals = step.outs if kind is AG else step.arrays
     for v in vals:
         if axes:
-            w.record(kind, axes, w.nbytes(v, w.p.rep[v]), why)
+            w.record(kind, axes, w.nbytes(v, w.p.rep[v]), why, value=v)
             if kind in (AR, RS):
                 w.flops += w.elems(v, w.p.rep[v]) * w.runs
     _replicated(w, step)

@@ -342,14 +342,43 @@ def test_points_pin_a_constraint_and_the_others_are_free():
     assert rows(pinned) == [(AG, ("model",), 8 * 32 * F32, 4, 1)]
 
 
-def test_identical_collectives_are_counted_together():
+def test_independent_collectives_are_combined_as_xla_does(jmesh):
+    # Two partial sums that do not depend on each other: XLA's all-reduce combiner makes them
+    # one all-reduce of a tuple, 2 x [16,32] f32.
     def fn(x, w1, w2):
         return (x @ w1) + (x @ w2)
 
     tensors = [_t("x", (16, 64)), _t("w1", (64, 32)), _t("w2", (64, 32))]
     specs = {"x": (None, "model"), "w1": ("model", None), "w2": ("model", None)}
     cost = implied(fn, tensors, specs)
-    assert rows(cost) == [(AR, ("model",), 16 * 32 * F32, 4, 2)]
+    assert rows(cost) == [(AR, ("model",), 2 * 16 * 32 * F32, 4, 1)]
+    assert "combined into one" in cost.collectives[0].why
+    xla, _ = compile_xla(fn, tensors, specs, jmesh)
+    assert xla == [("all-reduce", ("model",), 2 * 16 * 32 * F32, 1)]
+
+
+def test_a_collective_that_needs_another_is_not_combined_with_it(jmesh):
+    # The second all-reduce sums what the first produced: it cannot be merged with it.
+    def fn(x, w1, w2):
+        return (x @ w1) @ w2
+
+    tensors = [_t("x", (16, 64)), _t("w1", (64, 64)), _t("w2", (64, 32))]
+    specs = {"x": (None, "model"), "w1": ("model", None), "w2": ("model", None)}
+    cost = implied(fn, tensors, specs)
+    assert [(c.kind, c.axes, c.runs) for c in cost.collectives].count((AR, ("model",), 1)) >= 1
+    assert len(cost.collectives) == len(compile_xla(fn, tensors, specs, jmesh)[0])
+
+
+def test_identical_collectives_in_a_loop_are_counted_together():
+    def fn(xs, w):
+        def body(c, x):
+            return c + (x @ w), None
+        return jax.lax.scan(body, jnp.zeros((16, 32)), xs)[0]
+
+    tensors = [_t("xs", (3, 16, 64)), _t("w", (64, 32))]
+    specs = {"xs": (None, None, "model"), "w": ("model", None)}
+    cost = implied(fn, tensors, specs)
+    assert rows(cost) == [(AR, ("model",), 16 * 32 * F32, 4, 3)]
 
 
 def test_a_primitive_with_no_rule_is_gathered_with_a_note():
