@@ -16,6 +16,7 @@ fake CPU devices, and the best few are then compiled by the target's compiler (c
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from explorer.cost.hardware import get_target
@@ -75,6 +76,7 @@ class BranchAndBound:
         if screening:
             state.reserved_s = screening.reserve(state.budget_s)
         self.screened = self.confirmed = 0
+        self.confirmed_steps: list[float | None] = []   # each confirmation's step, in order
         self.estimating: EstimateScreen | None = None   # the screen, where CPU compiles do not pay
         self.screen_skipped = ""       # why the screen was dropped after the reference
         # The reference as the target's compiler made it, while weighing the screen: used
@@ -158,7 +160,7 @@ class BranchAndBound:
                                   self.screening.share)
         if not why:
             return False
-        self.estimating, _ = self.estimate_screen()
+        self.estimating, _ = self.estimate_screen(own)
         if self.estimating is None:
             return False
         self.keep_own_reference(index, own)
@@ -191,7 +193,7 @@ class BranchAndBound:
             self.reference_confirmed[index] = own
             return
         self.keep_own_reference(index, own, screened)
-        self.estimating, untraced = self.estimate_screen()
+        self.estimating, untraced = self.estimate_screen(own)
         if self.estimating is not None:
             self.state.reserved_s = self.screening.estimate_reserve(self.state.budget_s, own)
             self.screen_skipped = (f"{why}, so every candidate is screened by its estimate "
@@ -201,14 +203,16 @@ class BranchAndBound:
         self.screening, self.searching, self.compiled_by = None, self.settings, own.compiled_by
         self.state.reserved_s = 0.0
 
-    def estimate_screen(self) -> tuple[EstimateScreen | None, str]:
-        """The estimate screen of this search and ""; or None and why the program could not be
-        traced for one."""
+    def estimate_screen(self, own: Candidate) -> tuple[EstimateScreen | None, str]:
+        """The estimate screen of this search, calibrated on the target's compile of the
+        reference (`own`), and ""; or None and why the program could not be traced for
+        one."""
         screen = EstimateScreen(self.problem, self.settings.target, self.settings.mapping)
         try:
             screen.trace(self.points[0].layout.mesh)
         except ExplorerError as e:
             return None, f" and the program could not be traced for an estimate ({e})"
+        screen.calibrate(self.points[0], own)
         return screen, ""
 
     def set_bounds(self) -> None:
@@ -354,10 +358,15 @@ class BranchAndBound:
         if self.estimating is None:
             self.screened = len(self.results)
         ranked = sorted(self.results.items(), key=lambda item: rank_key(item[1]))
-        waiting = to_confirm(ranked, screening.best)
+        # An estimate screen leaves most of its reserve when its compiles are quick: with a
+        # budget, the estimate's next best are confirmed too, until the budget runs out or
+        # `screening.best` confirmations in a row do not beat the best confirmed.
+        more = self.estimating is not None and self.state.budget_s is not None
+        waiting = to_confirm(ranked, len(ranked) if more else screening.best)
         while waiting or self.runner.pending():
             while waiting and self.runner.pending() < self.runner.slots \
-                    and not self.state.should_stop(patience=False):
+                    and not self.state.should_stop(patience=False) \
+                    and not (more and self.no_better_in(screening.best)):
                 index = waiting.pop(0)
                 if index in self.reference_confirmed:    # compiled so while weighing the screen
                     self.keep_confirmed(index, self.reference_confirmed[index])
@@ -368,6 +377,12 @@ class BranchAndBound:
                 break          # the budget or a cancel stopped it: the rest stay screened
             for index, outcome in self.runner.next_done():
                 self.settle_confirmed(index, outcome, screening.compiler)
+
+    def no_better_in(self, n: int) -> bool:
+        """Whether the last `n` confirmations (of at least `n`) did not beat the best one
+        before them."""
+        steps = [s for s in self.confirmed_steps if s is not None]
+        return len(steps) >= n and min(steps[-n:]) >= min(steps[:-n], default=math.inf)
 
     def settle_confirmed(self, index: int, outcome: Outcome, compiler: CompiledBy) -> None:
         """A candidate as the target's compiler made it, the screen's step kept beside; one the
@@ -390,6 +405,7 @@ class BranchAndBound:
         else:
             self.state.recount(screened, cand)
         self.confirmed += cand.status is not CandidateStatus.FAILED
+        self.confirmed_steps.append(cand.seconds if cand.status is CandidateStatus.OK else None)
         self.state.report(SearchPhase.CONFIRM, cand.label)
 
     def check_bounds(self, cand: Candidate, index: int) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 from explorer.compile.jaxpr_graph import trace_program
 from explorer.cost.hardware import get_target
-from explorer.cost.model import estimate
+from explorer.cost.model import estimate, overlapped_comm_seconds
 from explorer.errors import ExplorerError
 from explorer.estimate.propagate import ImpliedCost, Prepared, implied_cost, prepare
 from explorer.hlo.collectives import CollectiveKind
@@ -55,6 +55,8 @@ class EstimateScreen:
         largest = max(problem.inputs, key=lambda t: t.nbytes, default=None)
         self.dtype = largest.dtype if largest is not None else "float32"
         self._programs: dict[tuple[int, ...], Prepared] = {}
+        # The target compiler's compute time of the reference over the estimate's (calibrate).
+        self.compute_scale = 1.0
 
     def trace(self, mesh: MeshSpec) -> Prepared:
         """The program on `mesh`'s shape, traced (and prepared for propagation) the first time
@@ -63,6 +65,16 @@ class EstimateScreen:
             fn, inputs = _traceable(self.problem)
             self._programs[mesh.sizes] = prepare(trace_program(fn, inputs, mesh))
         return self._programs[mesh.sizes]
+
+    def calibrate(self, reference: SearchPoint, compiled: Candidate) -> None:
+        """Scale every estimate's compute to what the target's compiler made of the reference
+        (`compiled`). The estimate puts the whole step's FLOPs and bytes on one roofline; the
+        compiled schedule times each kernel on its own, which comes out slower by a factor the
+        program's mix of kernels sets and the layout barely changes (every candidate runs the
+        same ops on other shard shapes). Communication is priced alike on both sides."""
+        est = self.candidate(reference)
+        if compiled.compute_seconds and est.compute_seconds:
+            self.compute_scale = compiled.compute_seconds / est.compute_seconds
 
     def candidate(self, point: SearchPoint) -> Candidate:
         """`point` estimated: its predicted step (nothing overlapped, as a compiled
@@ -83,19 +95,25 @@ class EstimateScreen:
         memory = sum(point.shard_bytes.values())
         est = estimate(cost.collectives, cost.flops, cost.bytes_accessed, memory, self.dtype,
                        mesh.names, mesh.sizes, self.target, self.mapping)
-        seconds = est.step_upper_seconds if est.step_upper_seconds is not None \
-            else est.step_lower_seconds
+        compute = (est.compute.seconds * self.compute_scale
+                   if est.compute.seconds is not None else None)
+        # Ranked by the no-overlap bound, as a compiled candidate without a trace is.
+        upper = compute + est.comm_seconds if compute is not None else None
+        lower = (max(compute, overlapped_comm_seconds(est.collectives))
+                 if compute is not None else est.step_lower_seconds)
         fits = est.memory.fits if est.memory is not None else None
         costs = _collective_costs(cost, est)
+        scaled = (f"compute scaled by {self.compute_scale:.2f}, the target compiler's compute "
+                  "time of the reference over its estimate",) if self.compute_scale != 1 else ()
         return Candidate(
             **base, status=(CandidateStatus.DOES_NOT_FIT if fits is False
                             else CandidateStatus.ESTIMATED),
-            seconds=seconds, time_source=TimeSource.ESTIMATE,
-            lower_seconds=est.step_lower_seconds, upper_seconds=est.step_upper_seconds,
-            compute_seconds=est.compute.seconds, comm_seconds=est.comm_seconds,
+            seconds=upper if upper is not None else lower, time_source=TimeSource.ESTIMATE,
+            lower_seconds=lower, upper_seconds=upper,
+            compute_seconds=compute, comm_seconds=est.comm_seconds,
             memory_bytes=memory, fits=fits,
             collective_bytes=sum(c.bytes * c.runs for c in costs), collectives=costs,
-            notes=(MEMORY_NOTE, *cost.notes, *est.notes))
+            notes=(MEMORY_NOTE, *scaled, *cost.notes, *est.notes))
 
 
 def _traceable(problem: Problem):

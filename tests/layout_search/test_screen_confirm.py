@@ -319,3 +319,44 @@ def test_the_estimate_screen_keeps_twice_the_references_compile_for_each_confirm
     # A reference the target's compiler failed: the usual share. No budget: nothing kept.
     assert screening.estimate_reserve(60.0, SimpleNamespace(report=None)) == pytest.approx(24.0)
     assert screening.estimate_reserve(None, took(5.0)) == 0.0
+
+
+def test_with_budget_left_the_estimates_next_best_are_confirmed_until_three_do_not_improve(
+        screened):
+    screened.target_cost = 1e6        # the estimate screens (as above); the budget is ample
+    result = explorer.search("mlp_train", **ARGS, budget_s=600.0)
+    runner = screened.runners[0]
+    confirmed = [step for _, f, _, step in runner.calls[1:] if f == "target"]
+    fitting = [s for s in confirmed if s is not None]
+    assert result.stats.confirmed == len(confirmed) >= CONFIRM_BEST
+    # It stopped because the last three did not beat the best before them, or ran out of
+    # candidates that fit.
+    stopped_early = min(fitting[-CONFIRM_BEST:]) >= min(fitting[:-CONFIRM_BEST], default=1e9)
+    assert stopped_early or len(confirmed) == sum(
+        c.status in (CandidateStatus.OK, CandidateStatus.ESTIMATED)
+        for c in result.candidates) - 1
+    assert result.stats.stopped == "complete"
+
+
+def test_the_estimate_is_calibrated_on_the_targets_compile_of_the_reference():
+    from explorer.layout_search.estimate_screen import EstimateScreen
+    from explorer.layout_search.space import enumerate_space
+    from explorer.spec.mesh import parse_mesh
+
+    problem = search_module._problem("mlp_train", (), {"batch": 512})
+    mesh = parse_mesh("data=2,model=2")
+    found = enumerate_space(problem, [mesh], search_module.SearchSpace.RULES,
+                            *search_module._searched(problem, search_module.SearchSpace.RULES,
+                                                     ["batch", "mlp"], None), lambda: False)
+    reference, other = found.points[0], found.points[-1]
+    screen = EstimateScreen(problem, "h100-4")
+    plain_ref, plain_other = screen.candidate(reference), screen.candidate(other)
+    # The target's compiler made the reference's compute 3 times what the estimate says.
+    compiled = replace(plain_ref, compute_seconds=3 * plain_ref.compute_seconds)
+    screen.calibrate(reference, compiled)
+    assert screen.compute_scale == pytest.approx(3.0)
+    scaled = screen.candidate(other)
+    assert scaled.compute_seconds == pytest.approx(3 * plain_other.compute_seconds)
+    assert scaled.comm_seconds == pytest.approx(plain_other.comm_seconds)
+    assert scaled.upper_seconds == pytest.approx(scaled.compute_seconds + scaled.comm_seconds)
+    assert any("compute scaled by 3.00" in n for n in scaled.notes)
