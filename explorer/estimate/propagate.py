@@ -228,7 +228,10 @@ def prepare(program: Program | Prepared) -> Prepared:
         return hit[1]
     prep = Prepared(program)
     key = id(program)
-    _prepared[key] = (weakref.ref(program, lambda _: _prepared.pop(key, None)), prep)
+    # The cache is bound into the callback: at interpreter exit the module's globals may be
+    # gone before the program is collected.
+    _prepared[key] = (weakref.ref(program, lambda _, cache=_prepared: cache.pop(key, None)),
+                      prep)
     return prep
 
 
