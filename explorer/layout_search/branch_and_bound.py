@@ -205,8 +205,10 @@ class BranchAndBound:
 
     def estimate_screen(self, own: Candidate) -> tuple[EstimateScreen | None, str]:
         """The estimate screen of this search, calibrated on the target's compile of the
-        reference (`own`), and ""; or None and why the program could not be traced for
-        one."""
+        reference (`own`), and ""; or None and why there is none: the program could not be
+        traced, or the search was asked to compile every candidate (prune=False)."""
+        if not self.state.prune:
+            return None, " and prune=False asks for every candidate compiled"
         screen = EstimateScreen(self.problem, self.settings.target, self.settings.mapping)
         try:
             screen.trace(self.points[0].layout.mesh)

@@ -135,7 +135,7 @@ def test_the_screen_compiles_on_cpu_and_the_target_confirms_its_best_three(scree
 def test_where_the_cpu_compiles_no_faster_the_estimate_screens_and_the_target_confirms(
         screened):
     screened.target_cost = 1.0
-    result = explorer.search("mlp_train", **ARGS, prune=False)
+    result = explorer.search("mlp_train", **ARGS)
     runner = screened.runners[0]
     s = result.stats
     # The reference by the target's compiler and on CPU; then no compile until the estimate
@@ -167,12 +167,13 @@ def test_a_program_that_cannot_be_traced_compiles_every_candidate_with_the_targe
         screened, monkeypatch):
     _untraceable(monkeypatch)
     screened.target_cost = 1.0
-    result = explorer.search("mlp_train", **ARGS, prune=False)
+    result = explorer.search("mlp_train", **ARGS)
     runner = screened.runners[0]
-    # The reference by the target's compiler and on CPU, then every other candidate by the
-    # former.
-    assert [f for _, f, _, _ in runner.calls] == ["target", "cpu"] + ["target"] * (
-        result.stats.distinct - 1)
+    # The reference by the target's compiler and on CPU, then every other candidate the bounds
+    # leave by the former.
+    calls = [f for _, f, _, _ in runner.calls]
+    assert calls[:2] == ["target", "cpu"] and set(calls[2:]) == {"target"}
+    assert len(calls) - 1 == result.stats.compiled + result.stats.failed
     s = result.stats
     assert (s.screened, s.confirmed) == (0, 0)
     assert s.screen_skipped.startswith("no CPU screen: the reference compiled in ")
@@ -180,6 +181,18 @@ def test_a_program_that_cannot_be_traced_compiles_every_candidate_with_the_targe
     assert {c.compiled_by for c in result.candidates} == {CompiledBy.GPU}
     assert result.best.seconds == min(runner.steps("target").values())
     assert result.headline().endswith("(XLA's GPU compiler).")
+
+
+def test_prune_false_compiles_every_candidate_with_the_target_where_the_cpu_does_not_pay(
+        screened):
+    screened.target_cost = 1.0
+    result = explorer.search("mlp_train", **ARGS, prune=False)
+    runner = screened.runners[0]
+    assert [f for _, f, _, _ in runner.calls] == ["target", "cpu"] + ["target"] * (
+        result.stats.distinct - 1)
+    assert result.stats.screened == 0
+    assert "prune=False asks for every candidate compiled" in result.stats.screen_skipped
+    assert {c.compiled_by for c in result.candidates} == {CompiledBy.GPU}
 
 
 def test_compile_for_cpu_screens_nothing(recording):
