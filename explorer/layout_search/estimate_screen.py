@@ -23,7 +23,6 @@ import functools
 from collections.abc import Mapping
 
 from explorer.compile.jaxpr_graph import trace_program
-from explorer.cost.hardware import get_target
 from explorer.cost.model import estimate, overlapped_comm_seconds
 from explorer.errors import ExplorerError
 from explorer.estimate.propagate import ImpliedCost, Prepared, implied_cost, prepare
@@ -49,7 +48,6 @@ class EstimateScreen:
 
     def __init__(self, problem: Problem, target: str, mapping=None):
         self.problem, self.target, self.mapping = problem, target, mapping
-        self.capacity = get_target(target).chip.capacity
         self.own_constraints = isinstance(problem, FunctionProblem)
         # The matmul dtype whose peak applies: the largest input's, as for a compiled Report.
         largest = max(problem.inputs, key=lambda t: t.nbytes, default=None)
