@@ -417,7 +417,8 @@ class _ProgressBar:
         filled = int(frac * self.WIDTH)
         best = format_seconds(p.best_seconds) if p.best_seconds is not None else "-"
         line = (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {p.done}/{p.total} "
-                f"compiled {p.compiled} pruned {p.pruned} failed {p.failed} best {best} "
+                f"compiled {p.compiled} {f'estimated {p.estimated} ' if p.estimated else ''}"
+                f"pruned {p.pruned} failed {p.failed} best {best} "
                 f"{p.elapsed_s:.0f}s")
         if self.tty:
             self.stream.write("\r" + line[:150].ljust(150))

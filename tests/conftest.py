@@ -25,6 +25,17 @@ def _close_workers():
 
 
 @pytest.fixture
+def cpu_screen(monkeypatch):
+    """A search on a GPU or TPU target screens on CPU devices whatever the reference's compile
+    times. Which screen it takes depends on how much faster the CPU compiled the reference than
+    the target's compiler (confirm.screen_skipped), which a loaded machine can change between
+    two searches; a test that compares two searches needs both to take the same one."""
+    from explorer.layout_search import branch_and_bound
+
+    monkeypatch.setattr(branch_and_bound, "screen_skipped", lambda screened, own: "")
+
+
+@pytest.fixture
 def cli(capsys):
     """explorer.cli.main run in this process: `cli(argv)` gives (exit status, stdout, stderr),
     argparse's own errors (a SystemExit) included."""

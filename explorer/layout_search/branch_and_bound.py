@@ -339,11 +339,8 @@ class BranchAndBound:
                            bound_seconds=self.time_lb[index], bound_memory=self.mem_lb[index])
             self.results[index] = cand
             self.screened += 1
-            self.state.done += 1
-            self.state.failed += cand.status is CandidateStatus.FAILED
-            if cand.status is CandidateStatus.ESTIMATED and (
-                    self.state.best_seconds is None or cand.seconds < self.state.best_seconds):
-                self.state.best_seconds, self.state.best_label = cand.seconds, cand.label
+            self.state.count(cand)
+            self.state.note_best(cand)
             if self.state.elapsed() - shown >= PROGRESS_EVERY_S:   # not once a millisecond
                 shown = self.state.elapsed()
                 self.state.report(SearchPhase.ESTIMATE, cand.label)
@@ -400,12 +397,7 @@ class BranchAndBound:
         cand = replace(cand, screen_seconds=screened.seconds, bound_seconds=screened.bound_seconds,
                        bound_memory=screened.bound_memory)
         self.results[index] = cand
-        if screened.compiled_by is CompiledBy.ESTIMATE:    # its first compile
-            self.state.done -= 1
-            self.state.failed -= screened.status is CandidateStatus.FAILED
-            self.state.count(cand)
-        else:
-            self.state.recount(screened, cand)
+        self.state.recount(screened, cand)
         self.confirmed += cand.status is not CandidateStatus.FAILED
         self.confirmed_steps.append(cand.seconds if cand.status is CandidateStatus.OK else None)
         self.state.report(SearchPhase.CONFIRM, cand.label)
@@ -445,6 +437,7 @@ class BranchAndBound:
             confirmed=self.confirmed,
             confirmed_by=self.screening.compiler if self.screening else CompiledBy.NOT_COMPILED,
             screen_skipped=self.screen_skipped,
-            screened_by=CompiledBy.ESTIMATE if self.estimating else CompiledBy.CPU_PRICED)
+            screened_by=CompiledBy.ESTIMATE if self.estimating else CompiledBy.CPU_PRICED,
+            estimated=state.estimated)
         return SearchResult(self.problem.name, self.space, self.settings.target, OBJECTIVE,
                             tuple(ranked), pareto(ranked), compare(ranked), stats)

@@ -271,18 +271,14 @@ class SearchStats:
     # How the screen weighed its candidates: CPU compiles priced on the target, or the estimate
     # from the traced program (estimate_screen.py), whose candidates are not compiled.
     screened_by: CompiledBy = CompiledBy.CPU_PRICED
-
-    @property
-    def estimated(self) -> int:
-        """Candidates the estimate screen weighed and the target's compiler did not confirm:
-        evaluated, though not compiled."""
-        return (self.screened - self.confirmed
-                if self.screened_by is CompiledBy.ESTIMATE else 0)
+    # Candidates the estimate screen weighed and no compile replaced: evaluated, though not
+    # compiled. Every distinct candidate is compiled, failed, estimated, pruned or not
+    # evaluated.
+    estimated: int = 0
 
     def to_dict(self) -> dict:
         return {**asdict(self), "stopped": str(self.stopped),
-                "confirmed_by": str(self.confirmed_by), "screened_by": str(self.screened_by),
-                "estimated": self.estimated}
+                "confirmed_by": str(self.confirmed_by), "screened_by": str(self.screened_by)}
 
     def screen_text(self) -> str:
         """'N screened on CPU devices' or 'N screened by their estimate (not compiled)'."""
@@ -321,7 +317,8 @@ class Progress:
     """Where a running search is; what a progress callback receives."""
 
     phase: SearchPhase
-    done: int                    # distinct candidates settled (compiled, pruned or failed)
+    done: int                    # distinct candidates settled (compiled, estimated, pruned or
+                                 # failed)
     total: int                   # distinct candidates
     compiled: int
     pruned: int
@@ -330,6 +327,7 @@ class Progress:
     best: str                    # the best candidate's label so far
     current: str                 # the candidate being compiled
     elapsed_s: float
+    estimated: int = 0           # estimated (no compile), by the estimate screen
 
 
 @dataclass(frozen=True)

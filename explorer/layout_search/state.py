@@ -77,6 +77,7 @@ class SearchState:
     done: int = 0
     compiled: int = 0
     failed: int = 0
+    estimated: int = 0               # estimated (estimate_screen.py), not compiled
     pruned: int = 0
     best_seconds: float | None = None
     best_label: str = ""
@@ -123,24 +124,29 @@ class SearchState:
         return cap if limit is None else min(limit, cap)
 
     def count(self, candidate: Candidate) -> None:
-        """One more candidate settled by its compile: compiled, or failed."""
+        """One more candidate settled: compiled, estimated, or failed."""
         self.done += 1
-        if candidate.status is CandidateStatus.FAILED:
-            self.failed += 1
-        else:
-            self.compiled += 1
+        self._tally(candidate, 1)
 
     def recount(self, before: Candidate, after: Candidate) -> None:
-        """A settled candidate compiled again (confirm.py): its count moves to what the new
-        compile made of it."""
-        failed = (before.status is CandidateStatus.FAILED, after.status is CandidateStatus.FAILED)
-        self.failed += failed[1] - failed[0]
-        self.compiled += failed[0] - failed[1]
+        """A settled candidate compiled again (confirm.py): its count moves from what it was
+        (`before`: a CPU compile or an estimate) to what the new compile made of it."""
+        self._tally(before, -1)
+        self._tally(after, 1)
+
+    def _tally(self, candidate: Candidate, n: int) -> None:
+        if candidate.status is CandidateStatus.FAILED:
+            self.failed += n
+        elif candidate.compiled_by is CompiledBy.ESTIMATE:
+            self.estimated += n
+        else:
+            self.compiled += n
 
     def note_best(self, candidate: Candidate) -> None:
-        """Keep the best candidate that fits so far, and how many compiles ago it was found
-        (what patience counts)."""
-        if candidate.status is CandidateStatus.OK and (self.best_seconds is None
+        """Keep the best candidate that fits (compiled, or estimated) so far, and how many
+        candidates ago it was found (what patience counts)."""
+        if candidate.status in (CandidateStatus.OK, CandidateStatus.ESTIMATED) and (
+                self.best_seconds is None
                                                        or candidate.seconds < self.best_seconds):
             self.best_seconds, self.best_label = candidate.seconds, candidate.label
             self.since_best = 0
@@ -153,6 +159,7 @@ class SearchState:
             return
         answer = self.progress(Progress(phase, self.done, self.total, self.compiled,
                                         self.pruned, self.failed, self.best_seconds,
-                                        self.best_label, current, self.elapsed()))
+                                        self.best_label, current, self.elapsed(),
+                                        self.estimated))
         if answer is False:
             self.user_cancelled = True

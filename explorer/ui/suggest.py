@@ -267,7 +267,8 @@ def progress_text(p: Progress) -> str:
     target = " with the target's compiler" if p.phase == SearchPhase.CONFIRM else ""
     now = (f" · {doing} <code>{html.escape(p.current)}</code>{target}"
            if p.current and p.phase != "done" else "")
-    extra = ", ".join(part for part in (f"{p.pruned} pruned" if p.pruned else "",
+    extra = ", ".join(part for part in (f"{p.estimated} estimated" if p.estimated else "",
+                                        f"{p.pruned} pruned" if p.pruned else "",
                                         f"{p.failed} failed" if p.failed else "") if part)
     return (f"evaluated {p.done} of {p.total}{f' ({extra})' if extra else ''}, {best}{now} · "
             f"{p.elapsed_s:.1f} s")

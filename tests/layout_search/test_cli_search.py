@@ -6,13 +6,20 @@ import json
 import pytest
 
 from explorer.cli import main
+from explorer.layout_search import branch_and_bound
 
 ARGS = ["search", "--workload", "mlp_train", "--mesh", "data=2,model=2", "--target", "h100-4",
         "--param", "batch=512", "--names", "batch,mlp"]
 
 
 @pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
-def test_json_output(capsys):
+@pytest.mark.parametrize("screen", ["cpu", "estimate"])
+def test_json_output(screen, capsys, monkeypatch):
+    # Which screen a search uses depends on how fast the CPU compiled the reference against the
+    # GPU compiler (confirm.screen_skipped), so on a loaded machine either may run: each is
+    # chosen here, and the JSON must be whole either way.
+    why = "" if screen == "cpu" else "forced by the test"
+    monkeypatch.setattr(branch_and_bound, "screen_skipped", lambda screened, own: why)
     assert main([*ARGS, "--json"]) == 0
     out, err = capsys.readouterr()
     d = json.loads(out)
@@ -34,8 +41,14 @@ def test_json_output(capsys):
                 "collective_bytes"} <= set(c)
         assert c["collective_bytes"] == sum(x["bytes"] * x["runs"] for x in c["collectives"])
     stats = d["stats"]
-    assert stats["compiled"] + stats["pruned_bound"] + stats["pruned_memory"] \
-        + stats["not_evaluated"] == stats["distinct"]
+    # Every distinct candidate is settled once: compiled, estimated (not compiled), pruned or
+    # left unevaluated.
+    assert stats["compiled"] + stats["estimated"] + stats["pruned_bound"] \
+        + stats["pruned_memory"] + stats["not_evaluated"] == stats["distinct"]
+    assert stats["screened_by"] == {"estimate": "not compiled: estimated from the traced program",
+                                    "cpu": "cpu devices, priced on the target"}[screen]
+    if screen == "estimate":
+        assert stats["estimated"] > 0 and stats["confirmed"] >= 1
     assert stats["space"] == stats["invalid"] + stats["equivalent"] + stats["distinct"]
     assert stats["seconds"] > 0 and stats["stopped"] == "complete"
     assert d["pareto"][0]["label"] == cands[0]["label"]
@@ -68,3 +81,19 @@ def test_bad_input_exits_2(extra, match, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert match in err and err.count("error:") == 1
+
+
+def test_the_progress_bar_counts_estimated_candidates_apart_from_compiled_ones():
+    import io
+
+    from explorer.cli import _ProgressBar
+    from explorer.layout_search.result import Progress, SearchPhase
+
+    out = io.StringIO()
+    bar = _ProgressBar(out)
+    bar(Progress(SearchPhase.ESTIMATE, 900, 5000, 1, 0, 0, 2.5e-5, "batch=data", "mlp=data",
+                 20.0, estimated=899))
+    bar(Progress(SearchPhase.COMPILE, 10, 10, 4, 6, 0, 2.5e-5, "batch=data", "", 30.0))
+    first, second = out.getvalue().splitlines()
+    assert "900/5000 compiled 1 estimated 899 pruned 0 failed 0" in first
+    assert "10/10 compiled 4 pruned 6 failed 0" in second     # nothing estimated: not named

@@ -134,7 +134,7 @@ def _table(result):
 
 # A Ray cluster started and stopped, and two searches on it.
 @pytest.mark.slow
-def test_a_workload_search_on_ray_equals_the_local_one(in_process):
+def test_a_workload_search_on_ray_equals_the_local_one(in_process, cpu_screen):
     args = dict(mesh="data=2,model=2", target=TARGET, params={"batch": 512},
                 names=["batch", "mlp"], prune=False)
     local = explorer.search("mlp_train", **args)
@@ -148,7 +148,7 @@ def test_a_workload_search_on_ray_equals_the_local_one(in_process):
 
 
 @pytest.mark.slow
-def test_a_user_function_is_shipped_to_the_cluster(in_process):
+def test_a_user_function_is_shipped_to_the_cluster(in_process, cpu_screen):
     x, w = TensorSpec("x", (256, 64)), TensorSpec("w", (64, 64))
     args = dict(mesh="data=2,model=2", target=TARGET, tensors=["x"], mesh_shapes=False)
     local = explorer.search(matmul_then_relu, x, w, **args)

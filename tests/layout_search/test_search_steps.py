@@ -138,6 +138,26 @@ def test_a_compiled_candidate_that_does_not_fit_counts_as_compiled_not_failed():
     assert (state.done, state.compiled, state.failed) == (3, 2, 1)
 
 
+def test_an_estimate_counts_once_and_moves_to_what_its_confirmation_made_of_it():
+    # Every settled candidate is in exactly one of compiled, failed or estimated.
+    state = _state()
+    est = CompiledBy.ESTIMATE
+    fits = _candidate("a", CandidateStatus.ESTIMATED, 1.0, compiled_by=est)
+    too_big = _candidate("b", CandidateStatus.DOES_NOT_FIT, 2.0, compiled_by=est)
+    unestimated = _candidate("c", CandidateStatus.FAILED, compiled_by=est)
+    for c in (fits, too_big, unestimated):
+        state.count(c)
+    assert (state.done, state.compiled, state.estimated, state.failed) == (3, 0, 2, 1)
+    # The target's compiler confirms a: it is compiled now, not estimated; its compile of b
+    # fails: failed, not estimated as well.
+    state.recount(fits, _candidate("a", CandidateStatus.OK, 1.5, compiled_by=CompiledBy.GPU))
+    state.recount(too_big, _candidate("b", CandidateStatus.FAILED, compiled_by=CompiledBy.GPU))
+    assert (state.done, state.compiled, state.estimated, state.failed) == (3, 1, 0, 2)
+    # An estimate that fits is a best so far, as a compiled one is.
+    state.note_best(fits)
+    assert (state.best_label, state.best_seconds) == ("a", 1.0)
+
+
 def test_a_progress_callback_that_answers_false_cancels_the_run():
     seen = []
     state = _state(progress=lambda p: seen.append(p) or False, total=4)

@@ -74,7 +74,7 @@ def mlp_app():
 
 
 @pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
-def test_workload_search_ranks_as_the_api_and_apply_loads_the_winner(mlp_app):
+def test_workload_search_ranks_as_the_api_and_apply_loads_the_winner(mlp_app, cpu_screen):
     app = mlp_app
     view = open_tab(app)
     # The spaces the API offers for a workload with logical names, and its names.
@@ -156,7 +156,7 @@ def layer(x, w1, w2):
 
 
 @pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not
-def test_search_of_a_user_function_matches_the_api_and_apply_pins_the_specs():
+def test_search_of_a_user_function_matches_the_api_and_apply_pins_the_specs(cpu_screen):
     # w2 split on its rows (Megatron's second matmul) and w1 on its rows too, which makes x @ w1
     # a partial sum; the search looks for w1's spec with the others kept.
     x = T("x", (64, 128), spec="data,None")
@@ -216,7 +216,8 @@ def test_cancel_stops_the_search_before_the_end(mlp_app):
 
 
 @pytest.mark.slow
-def test_an_edit_during_the_search_leaves_it_on_the_request_it_started_with(mlp_app):
+def test_an_edit_during_the_search_leaves_it_on_the_request_it_started_with(mlp_app,
+                                                                            cpu_screen):
     app = mlp_app
     view = open_tab(app)
     view.chosen_w.value = ["batch", "mlp"]
@@ -355,3 +356,7 @@ def test_the_progress_says_when_the_target_compiler_confirms_the_screens_best():
     assert ("confirming <code>data=8: batch=data</code> with the target's compiler"
             in progress_text(confirming))
     assert "evaluated 40 of 40 (28 pruned)" in progress_text(confirming)
+    estimating = Progress(SearchPhase.ESTIMATE, 900, 5000, 1, 0, 0, 0.25, "data=8: batch=data",
+                          "data=8: mlp=data", 20.0, estimated=899)
+    assert "evaluated 900 of 5000 (899 estimated)" in progress_text(estimating)
+    assert "estimating (no compile) <code>data=8: mlp=data</code>" in progress_text(estimating)
