@@ -160,13 +160,11 @@ class BranchAndBound:
                                   self.screening.share)
         if not why:
             return False
-        self.estimating, _ = self.estimate_screen(own)
-        if self.estimating is None:
+        screen, _ = self.estimate_screen(own)
+        if screen is None:
             return False
         self.keep_own_reference(index, own)
-        self.state.reserved_s = self.screening.estimate_reserve(self.state.budget_s, own)
-        self.screen_skipped = (f"{why}, so every candidate is screened by its estimate from "
-                               "the traced program instead")
+        self.screen_by_estimate(screen, own, why)
         return True
 
     def keep_own_reference(self, index: int, own: Candidate, screened: Candidate | None = None
@@ -193,15 +191,21 @@ class BranchAndBound:
             self.reference_confirmed[index] = own
             return
         self.keep_own_reference(index, own, screened)
-        self.estimating, untraced = self.estimate_screen(own)
-        if self.estimating is not None:
-            self.state.reserved_s = self.screening.estimate_reserve(self.state.budget_s, own)
-            self.screen_skipped = (f"{why}, so every candidate is screened by its estimate "
-                                   "from the traced program instead")
+        screen, untraced = self.estimate_screen(own)
+        if screen is not None:
+            self.screen_by_estimate(screen, own, why)
             return
         self.screen_skipped = f"{why}{untraced}, so every candidate compiles with {own.compiled_by}"
         self.screening, self.searching, self.compiled_by = None, self.settings, own.compiled_by
         self.state.reserved_s = 0.0
+
+    def screen_by_estimate(self, screen: EstimateScreen, own: Candidate, why: str) -> None:
+        """Screen by `screen` from now on, with the confirmation's reserve sized from the
+        target's compile of the reference (`own`); `why`: why not on CPU devices."""
+        self.estimating = screen
+        self.state.reserved_s = self.screening.estimate_reserve(self.state.budget_s, own)
+        self.screen_skipped = (f"{why}, so every candidate is screened by its estimate from "
+                               "the traced program instead")
 
     def estimate_screen(self, own: Candidate) -> tuple[EstimateScreen | None, str]:
         """The estimate screen of this search, calibrated on the target's compile of the

@@ -17,6 +17,7 @@ import pytest
 import explorer
 from explorer.compile.gpu import gpu_plugin_installed
 from explorer.layout_search import search as search_module
+from explorer.layout_search import state as state_module
 from explorer.layout_search.cluster import LocalRunner
 from explorer.layout_search.confirm import CONFIRM_BEST, Screening
 from explorer.layout_search.evaluate import Outcome, run
@@ -30,17 +31,20 @@ class RecordingRunner(LocalRunner):
     """Compiles each request on CPU devices and records (key, compile_for, rules, step) of
     each. A request for the target's compiler comes back as the CPU report with its step
     multiplied by 1 + the rules it has (so the target's compiler reorders the screen's best),
-    and its compile time by `target_cost`. `delay` seconds are added to every compile."""
+    and its compile time by `target_cost`. `delay` seconds are added to every compile, by
+    `sleep`; with a fake `sleep` (a fake clock), the compiles' time limits, which come from a
+    budget on that clock, are not applied to the real compiles."""
 
-    def __init__(self, delay: float = 0.0, target_cost: float = 100.0):
+    def __init__(self, delay: float = 0.0, target_cost: float = 100.0, sleep=time.sleep):
         super().__init__()
-        self.delay, self.target_cost = delay, target_cost
+        self.delay, self.target_cost, self.sleep = delay, target_cost, sleep
         self.calls: list[tuple[object, str, str, float | None]] = []
 
     def next_done(self):
         key, request = self._queue.popitem(last=False)
-        time.sleep(self.delay)
-        outcome = run(replace(request, compile_for="cpu"))
+        self.sleep(self.delay)
+        limit = {} if self.sleep is time.sleep else {"timeout": None}
+        outcome = run(replace(request, compile_for="cpu", **limit))
         if request.compile_for == "target" and outcome.report is not None:
             r = outcome.report
             outcome = Outcome(replace(
@@ -68,10 +72,10 @@ class Recording:
 
     def __init__(self):
         self.runners: list[RecordingRunner] = []
-        self.delay, self.target_cost = 0.0, 100.0
+        self.delay, self.target_cost, self.sleep = 0.0, 100.0, time.sleep
 
     def make_runner(self, cluster, pool, node_timeout) -> RecordingRunner:
-        self.runners.append(RecordingRunner(self.delay, self.target_cost))
+        self.runners.append(RecordingRunner(self.delay, self.target_cost, self.sleep))
         return self.runners[-1]
 
 
@@ -203,13 +207,30 @@ def test_compile_for_cpu_screens_nothing(recording):
     assert result.headline().endswith("(cpu devices, priced on the target).")
 
 
+class FakeClock:
+    """The search's clock, advanced only by the compiles (`sleep`): a budget then runs out
+    after the same compiles however fast this machine compiles."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def test_a_search_cut_short_by_its_budget_names_no_best(screened, monkeypatch):
-    # Every compile takes at least 0.3 s, so the screen's 60% of 2 s holds at most 4 screen
-    # compiles (the reference by the target and on CPU, and 3 more started before 1.2 s), and
-    # the headline says so. (A program that can be traced is screened by its estimate under
-    # such a budget: the next test.)
+    # Every compile takes 0.3 s of the search's clock, so the screen's 60% of 2 s holds at most
+    # 4 compiles on CPU devices (the reference and 3 more, started before 1.2 s), and the
+    # headline says so. (A program that can be traced is screened by its estimate under such a
+    # budget: the next test.)
     _untraceable(monkeypatch)
-    screened.delay = 0.3
+    clock = FakeClock()
+    for module in (search_module, state_module):
+        monkeypatch.setattr(module, "time", clock)
+    screened.delay, screened.sleep = 0.3, clock.sleep
     result = explorer.search("mlp_train", **ARGS, budget_s=2.0)
     s = result.stats
     assert s.stopped == "budget"
