@@ -203,7 +203,8 @@ class BranchAndBound:
         """Screen by `screen` from now on, with the confirmation's reserve sized from the
         target's compile of the reference (`own`); `why`: why not on CPU devices."""
         self.estimating = screen
-        self.state.reserved_s = self.screening.estimate_reserve(self.state.budget_s, own)
+        self.state.reserved_s = self.screening.estimate_reserve(self.state.budget_s, own,
+                                                                self.state.elapsed())
         self.screen_skipped = (f"{why}, so every candidate is screened by its estimate from "
                                "the traced program instead")
 

@@ -44,6 +44,10 @@ CONFIRM_SHARE = 0.4
 # docs/performance.md; the margin covers load), up to MAX_CONFIRM_SHARE of the budget.
 CONFIRM_MARGIN = 2.0
 MAX_CONFIRM_SHARE = 0.6
+# ... but the estimate itself keeps at least this share of what is left of the budget when it
+# starts: it weighs hundreds of candidates a second, and without them there is nothing to
+# confirm (a slow reference on a loaded machine could otherwise leave it no time at all).
+ESTIMATE_MIN_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -59,16 +63,19 @@ class Screening:
         """Seconds at the end of `budget_s` kept for the confirmation (0 without a budget)."""
         return 0.0 if budget_s is None else self.share * budget_s
 
-    def estimate_reserve(self, budget_s: float | None, target: Candidate) -> float:
-        """The reserve once the estimate screens, sized from the target's compile of the
-        reference (`target`): CONFIRM_MARGIN times it for each confirmation, at least the
-        usual share and at most MAX_CONFIRM_SHARE of the budget. Estimating is fast, so
-        the time is better spent on the compiles that confirm."""
+    def estimate_reserve(self, budget_s: float | None, target: Candidate,
+                         elapsed_s: float = 0.0) -> float:
+        """The reserve once the estimate screens, `elapsed_s` into the search, sized from the
+        target's compile of the reference (`target`): CONFIRM_MARGIN times it for each
+        confirmation, at least the usual share and at most MAX_CONFIRM_SHARE of the budget.
+        Estimating is fast, so the time is better spent on the compiles that confirm; but
+        never more than leaves the estimate ESTIMATE_MIN_SHARE of what is left."""
         if budget_s is None:
             return 0.0
         own_s = target.report.timing.compile_s if target.report is not None else 0.0
-        return min(MAX_CONFIRM_SHARE * budget_s,
-                   max(self.reserve(budget_s), self.best * CONFIRM_MARGIN * own_s))
+        reserve = min(MAX_CONFIRM_SHARE * budget_s,
+                      max(self.reserve(budget_s), self.best * CONFIRM_MARGIN * own_s))
+        return max(0.0, min(reserve, (1 - ESTIMATE_MIN_SHARE) * (budget_s - elapsed_s)))
 
 
 def screening_for(settings: CompileSettings, mesh: MeshSpec) -> Screening | None:

@@ -353,6 +353,10 @@ def test_the_estimate_screen_keeps_twice_the_references_compile_for_each_confirm
     # A reference the target's compiler failed: the usual share. No budget: nothing kept.
     assert screening.estimate_reserve(60.0, SimpleNamespace(report=None)) == pytest.approx(24.0)
     assert screening.estimate_reserve(None, took(5.0)) == 0.0
+    # Started late (a slow reference, 26 s into 40), the estimate still keeps a quarter of
+    # the 14 s left: the confirmations get 10.5 s, not the 24 s (60%) that would leave none.
+    assert screening.estimate_reserve(40.0, took(8.5), elapsed_s=26.0) == pytest.approx(10.5)
+    assert screening.estimate_reserve(40.0, took(8.5), elapsed_s=45.0) == 0.0
 
 
 def test_with_budget_left_the_estimates_next_best_are_confirmed_until_three_do_not_improve(
