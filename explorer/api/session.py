@@ -190,6 +190,12 @@ class Session:
     def can_redo(self) -> bool:
         return self._at < len(self._edits) - 1
 
+    @property
+    def undone(self) -> Request | None:
+        """The Request `redo()` would restore (the edit undone last); None when there is none.
+        An app sets its widgets to it before it redoes, so that a refusal changes nothing."""
+        return self._edits[self._at + 1].request if self.can_redo else None
+
     def edit(self, **changes: Any) -> Request:
         """Apply one edit: the Request with `changes` (its field names), validated and planned
         as a whole. Raises the Request's InputError, and changes nothing, when it does not hold;
@@ -389,6 +395,13 @@ class Session:
         self._scheduler.discard()
         if self._own_executor:
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def same_request(a: Request, b: Request) -> bool:
+    """Whether two Requests ask the same, as `Session.set_request` decides it (one the same as
+    the current request is not recorded): an app that restores its widgets to an earlier request
+    checks with it that they make exactly that request again."""
+    return _same(a, b)
 
 
 def _same(a: Request, b: Request) -> bool:

@@ -12,7 +12,8 @@ explorer.Request, which the session answers from the cache or compiles in a back
 the kernel stays responsive (an isolated edit compiles at once; edits made while one compiles
 become one compile after it). Results from superseded edits are dropped. With live updates off,
 edits are checked but not compiled until Apply. The status line (explorer.ui.status) says what
-runs meanwhile.
+runs meanwhile. Undo and Redo step through the session's edits: the sidebar is set to the request
+restored and its result shown, with no edit recorded (explorer.ui.history).
 
 Every result shown gets a new id (`result_id`), and every view records the id of the result it
 drew (its figures carry it in their layout, its HTML in a `data-result` attribute). The tabs
@@ -43,6 +44,7 @@ from explorer.ui.background import running_loop
 from explorer.ui.callbacks import Mute, guarded
 from explorer.ui.editors import SpecRow
 from explorer.ui.graph import GraphView
+from explorer.ui.history import EditHistory
 from explorer.ui.share import SharePanel
 from explorer.ui.sidebar import Sidebar, SpecRows, app_language
 from explorer.ui.sources import AppRequest, Source, WorkloadSource
@@ -174,7 +176,8 @@ class App:
         self.sidebar = sidebar = Sidebar(
             source, mesh_spec, partitioner=partitioner, target=target, mapping=mapping,
             preset=preset, rules=rules, compile_for=compile_for, edit=self._edited,
-            guard=guard, muted=self._muted)
+            guard=guard, muted=self._muted, steps=(self.undo, self.redo))
+        self.history = EditHistory(sidebar, self._edited, self._muted)
         self.status_line = StatusLine()
         self._ticker = CompileTicker(lambda text: self._set_status(text),
                                      lambda: self.generation, pool)
@@ -213,12 +216,11 @@ class App:
         s, status, tab = self.sidebar, self.status_line, self.views.of
         self.mesh_editor, self.specs_editor = s.mesh_editor, s.specs_editor
         self.preset_w, self.rules_w, self.rules_note = s.preset_w, s.rules_w, s.rules_note
-        self.layout_error, self.kept_picks = s.layout_error, s.kept_picks
+        self.layout_error, self.kept_picks, self.error_w = s.layout_error, s.kept_picks, s.error_w
         self.partitioner_w, self.target_w, self.mapping_w = s.partitioner_w, s.target_w, s.mapping_w
         self.target_error, self.target_offer = s.target_error, s.target_offer
-        self.measure_w, self.cpu_w, self.live_w, self.apply_w = (s.measure_w, s.cpu_w, s.live_w,
-                                                                 s.apply_w)
-        self.error_w = s.error_w
+        self.measure_w, self.cpu_w, self.live_w, self.apply_w, self.undo_w, self.redo_w = (
+            s.measure_w, s.cpu_w, s.live_w, s.apply_w, s.undo_w, s.redo_w)
         self.status, self.compiled_for = status.status, status.compiled_for
         self.warnings_w = status.warnings
         self.placement, self.origins = tab(PlacementTab).placement, tab(PlacementTab).origins
@@ -331,6 +333,7 @@ class App:
                                    executor=self._executor)
         else:
             self.session.set_request(analysis)
+        self.history.changed(self.session)
         return self.session
 
     def _answered(self, generation: int, request: AppRequest, result) -> None:
@@ -406,6 +409,14 @@ class App:
     def set_spec(self, tensor: str, spec) -> None:
         """Set `tensor`'s spec as the user's pick, and recompile."""
         self.specs_editor.pick(tensor, normalize_spec(spec, tensor=tensor))
+
+    def undo(self) -> None:
+        """Back to the request before the last edit, its result shown; no edit recorded."""
+        self.history.step(self.session, self.origins.ask, back=True)
+
+    def redo(self) -> None:
+        """The edit undone last, again, its result shown; no edit recorded."""
+        self.history.step(self.session, self.origins.ask, back=False)
 
     def load_layout(self, mesh: MeshSpec, *, rules: str = "", specs: Mapping | None = None,
                     params: Mapping | None = None) -> None:

@@ -37,7 +37,7 @@ from explorer.strategy.presets import PRESETS, get_preset
 from explorer.strategy.rules import LOGICAL_NAMES, Rules, parse_rules
 from explorer.ui.callbacks import Mute
 from explorer.ui.editors import MeshEditor, SpecRow, check_row_spec
-from explorer.ui.sources import AppRequest, InputTensor, Source, WorkloadSource
+from explorer.ui.sources import AppRequest, InputTensor, Placement, Source, Spec, WorkloadSource
 from explorer.ui.specs import KeptPicks, SpecsEditor, carried_renames, renamed_spec
 from explorer.ui.suggest import SearchJob, candidate_specs
 from explorer.ui.views import TargetOffer, mapping_placeholder, matching_target
@@ -78,6 +78,16 @@ def target_options(devices: int, current: str = "") -> list[tuple[str, str]]:
     return options
 
 
+def _history_button(label: str, icon: str, tooltip: str, css: str,
+                    clicked: Callable[[w.Button], None]) -> w.Button:
+    """Undo or Redo: small, and off until the session has an edit to step to."""
+    button = w.Button(description=label, icon=icon, tooltip=tooltip, disabled=True,
+                      layout=w.Layout(width="76px"))
+    button.add_class(css)
+    button.on_click(clicked)
+    return button
+
+
 class SpecRows(Mapping):
     """`app.spec_rows`: every input's spec row by name, built (and its section opened) when
     asked for; the editor builds only the rows in view."""
@@ -99,12 +109,14 @@ class SpecRows(Mapping):
 
 class Sidebar:
     """The sidebar's editors over `source`, opened on `mesh` and the rest. `edit()` is called
-    for each edit the user makes (the app checks and compiles it); the app's own changes to
-    these widgets are made `muted`, and call nothing."""
+    for each edit the user makes (the app checks and compiles it; `edit(apply=True)` compiles
+    even with live updates off); the app's own changes to these widgets are made `muted`, and
+    call nothing. `steps`: the app's undo and redo, which the Undo and Redo buttons call."""
 
     def __init__(self, source: Source, mesh: MeshSpec, *, partitioner: str, target: str,
                  mapping: str, preset: str, rules: str, compile_for: str,
-                 edit: Callable[[], None], guard: Callable[[Callable], Callable], muted: Mute):
+                 edit: Callable[..., None], guard: Callable[[Callable], Callable], muted: Mute,
+                 steps: tuple[Callable[[], None], Callable[[], None]]):
         self.source = source
         self._edit, self._muted = edit, muted
         # The axes of the last valid mesh: what the spec pickers offer.
@@ -149,6 +161,12 @@ class Sidebar:
                                 layout=w.Layout(width="130px", display="none"),
                                 tooltip="compile the sidebar as it is now")
         self.apply_w.add_class("explorer-apply")
+        # Step through the session's edits (`step`); the app enables them as it records edits.
+        undo, redo = steps
+        self.undo_w = _history_button("Undo", "undo", "Undo the last edit", "explorer-undo",
+                                      guard(lambda _: undo()))
+        self.redo_w = _history_button("Redo", "repeat", "Redo the edit undone last",
+                                      "explorer-redo", guard(lambda _: redo()))
         # The one switch back to the CPU's program, priced on the target (approximate).
         self.cpu_w = w.Checkbox(value=check_compile_for(compile_for) is CompileFor.CPU,
                                 description="compile on CPU devices, not for the target",
@@ -179,7 +197,10 @@ class Sidebar:
                        self.rules_w, self.rules_note, self.layout_error, self.kept_picks.widget,
                        self.specs_editor.widget, self.partitioner_w, self.target_w,
                        self.mapping_w, self.target_error, self.target_offer.button, self.cpu_w,
-                       self.measure_w, w.HBox([self.live_w, self.apply_w]), *below],
+                       self.measure_w,
+                       w.HBox([self.live_w, self.apply_w, self.undo_w, self.redo_w],
+                              layout=w.Layout(flex_flow="row wrap", align_items="center")),
+                       *below],
                       layout=w.Layout(width="440px"))
 
     # ------------------------------------------------------------------ the tensors and picks
@@ -400,15 +421,7 @@ class Sidebar:
         except ExplorerError as e:
             raise self._put(self.layout_error, e) from None
         self.kept_picks.show(self._kept_over_rules(mesh, pinned, preset, rules))
-        if self.carried:
-            # A spec the source gives (a TensorSpec's own, a pattern's) follows the axes renamed
-            # in the editor, as the picks do; a removed axis leaves it.
-            renames = {a: b for a, b in self.carried.items() if b is not None}
-            removed = {first for first, now in self.carried.items() if now is None}
-            specs = {n: spec if n in pinned else renamed_spec(spec, mesh.names, renames,
-                                                              dropped=removed)
-                     for n, spec in placement.specs.items()}
-            placement = replace(placement, specs=specs)
+        placement = self.carry_renames(placement, pinned, mesh)
         failed = None
         for n, spec in placement.specs.items():
             if n not in pinned:
@@ -447,6 +460,19 @@ class Sidebar:
                        measure=self.measure_w.value and measurable,
                        unavailable=self.prediction_note, compile_for=compile_for,
                        origins=origins)
+
+    def carry_renames(self, placement: Placement, pinned: Mapping[str, Spec],
+               mesh: MeshSpec) -> Placement:
+        """A spec the source gives (a TensorSpec's own, a pattern's) follows the axes renamed
+        in the editor, as the picks do; a removed axis leaves it."""
+        if not self.carried:
+            return placement
+        renames = {a: b for a, b in self.carried.items() if b is not None}
+        removed = {first for first, now in self.carried.items() if now is None}
+        specs = {n: spec if n in pinned else renamed_spec(spec, mesh.names, renames,
+                                                          dropped=removed)
+                 for n, spec in placement.specs.items()}
+        return replace(placement, specs=specs)
 
     def _target(self, mesh: MeshSpec) -> tuple[str | None, str | None]:
         """The target and mapping the request is priced on: none, with a note saying why and
