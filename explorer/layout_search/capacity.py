@@ -497,16 +497,17 @@ class _SearchLines:
         elif p.phase is SearchPhase.CONFIRM:
             line = f"search: confirming {p.current} with the target's compiler"
         elif p.phase is SearchPhase.ESTIMATE:
-            line = f"search: estimated {p.done} of {p.total} layouts (no compile)"
+            line = "search: estimating layouts from the traced program (no compile)"
         else:
             self.settled = settled
             return
         self.settled = settled
         best = format_seconds(p.best_seconds) if p.best_seconds is not None else "none yet"
         budget = f" of {self.budget_s:g} s" if self.budget_s is not None else ""
-        line += (f" ({p.done} of {p.total:,} layouts settled: {p.compiled} compiled, "
-                 f"{p.pruned} pruned, {p.failed} failed; best {best}; {p.elapsed_s:.0f} s"
-                 f"{budget})")
+        estimated = f"{p.estimated} estimated, " if p.estimated else ""
+        line += (f" ({p.done:,} of {p.total:,} layouts settled: {p.compiled} compiled, "
+                 f"{estimated}{p.pruned} pruned, {p.failed} failed; best {best}; "
+                 f"{p.elapsed_s:.0f} s{budget})")
         if line != self.last:
             self.last = line
             self.say(line)

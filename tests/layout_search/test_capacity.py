@@ -310,6 +310,8 @@ def test_the_search_lines_say_each_compile_once_and_the_end():
               Progress(SearchPhase.COMPILE, 0, 10, 0, 0, 0, None, "", "data=8: replicated", 2.0),
               Progress(SearchPhase.COMPILE, 1, 10, 1, 0, 0, 1.5, "", "data=8: replicated", 9.0),
               Progress(SearchPhase.COMPILE, 4, 10, 1, 3, 0, 1.5, "", "batch=data", 9.0),
+              Progress(SearchPhase.ESTIMATE, 7, 10, 1, 3, 0, 1.2, "", "mlp=data", 12.0,
+                       estimated=3),
               Progress(SearchPhase.DONE, 10, 10, 1, 9, 0, 1.5, "", "", 20.0)):
         say(p)
     assert lines == [
@@ -319,6 +321,8 @@ def test_the_search_lines_say_each_compile_once_and_the_end():
         "0 failed; best none yet; 2 s of 120 s)",
         "search: compiling batch=data (4 of 10 layouts settled: 1 compiled, 3 pruned, 0 failed; "
         "best 1.5 s; 9 s of 120 s)",
+        "search: estimating layouts from the traced program (no compile) (7 of 10 layouts "
+        "settled: 1 compiled, 3 estimated, 3 pruned, 0 failed; best 1.2 s; 12 s of 120 s)",
         "search: done, ranking what was compiled (10 of 10 layouts settled: 1 compiled, "
         "9 pruned, 0 failed; best 1.5 s; 20 s of 120 s)"]
 
