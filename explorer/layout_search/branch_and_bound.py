@@ -77,6 +77,8 @@ class BranchAndBound:
             state.reserved_s = screening.reserve(state.budget_s)
         self.screened = self.confirmed = 0
         self.confirmed_steps: list[float | None] = []   # each confirmation's step, in order
+        # Each estimated candidate the target's compiler confirmed: as estimated, as compiled.
+        self.estimates_confirmed: list[tuple[Candidate, Candidate]] = []
         self.estimating: EstimateScreen | None = None   # the screen, where CPU compiles do not pay
         self.screen_skipped = ""       # why the screen was dropped after the reference
         # The reference as the target's compiler made it, while weighing the screen: used
@@ -381,6 +383,17 @@ class BranchAndBound:
                 break          # the budget or a cancel stopped it: the rest stay screened
             for index, outcome in self.runner.next_done():
                 self.settle_confirmed(index, outcome, screening.compiler)
+        if self.estimating is not None:
+            self.rescale_estimates(self.estimating)
+
+    def rescale_estimates(self, screen: EstimateScreen) -> None:
+        """The candidates left estimated, their compute scaled to what the target's compiler
+        made of those it confirmed (EstimateScreen.recalibrate), so that their times stand
+        beside the confirmed ones'."""
+        factor = screen.recalibrate(self.estimates_confirmed)
+        for index, c in self.results.items():
+            if c.compiled_by is CompiledBy.ESTIMATE and c.status is not CandidateStatus.FAILED:
+                self.results[index] = screen.rescaled(c, factor)
 
     def no_better_in(self, n: int) -> bool:
         """Whether the last `n` confirmations (of at least `n`) did not beat the best one
@@ -402,6 +415,8 @@ class BranchAndBound:
         cand = replace(cand, screen_seconds=screened.seconds, bound_seconds=screened.bound_seconds,
                        bound_memory=screened.bound_memory)
         self.results[index] = cand
+        if screened.compiled_by is CompiledBy.ESTIMATE:
+            self.estimates_confirmed.append((screened, cand))
         self.state.recount(screened, cand)
         self.confirmed += cand.status is not CandidateStatus.FAILED
         self.confirmed_steps.append(cand.seconds if cand.status is CandidateStatus.OK else None)

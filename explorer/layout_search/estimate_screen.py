@@ -20,7 +20,9 @@ is a lower bound (its inputs' shards), not XLA's analysis.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from statistics import median
 
 from explorer.compile.jaxpr_graph import trace_program
 from explorer.cost.model import estimate, overlapped_comm_seconds
@@ -38,6 +40,7 @@ from explorer.layout_search.space import FunctionProblem, Problem, SearchPoint, 
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Entry, format_spec
 
+_SCALE_NOTE = "compute scaled by"
 MEMORY_NOTE = ("memory: the inputs' shards per device, a lower bound (not compiled, so no "
                "memory analysis)")
 
@@ -53,8 +56,13 @@ class EstimateScreen:
         largest = max(problem.inputs, key=lambda t: t.nbytes, default=None)
         self.dtype = largest.dtype if largest is not None else "float32"
         self._programs: dict[tuple[int, ...], Prepared] = {}
-        # The target compiler's compute time of the reference over the estimate's (calibrate).
+        # The target compiler's compute time over the estimate's: of the reference (calibrate),
+        # then of the candidates it confirmed (recalibrate, `confirmed` of them).
         self.compute_scale = 1.0
+        self.confirmed = 0
+        # Each estimated candidate's communication with everything overlapped, by label: its
+        # lower bound once its compute is scaled again.
+        self._overlapped: dict[str, float] = {}
 
     def trace(self, mesh: MeshSpec) -> Prepared:
         """The program on `mesh`'s shape, traced (and prepared for propagation) the first time
@@ -73,6 +81,43 @@ class EstimateScreen:
         est = self.candidate(reference)
         if compiled.compute_seconds and est.compute_seconds:
             self.compute_scale = compiled.compute_seconds / est.compute_seconds
+
+    def recalibrate(self, pairs: Sequence[tuple[Candidate, Candidate]]) -> float:
+        """The factor that brings the estimates' compute to what the target's compiler made
+        of the candidates it confirmed (`pairs`: each as estimated, then as compiled): the
+        median of their ratios, 1 where no pair has both. The reference alone can be far from
+        the best candidates: on h100-8, a replicated train step's compiled compute per
+        estimated FLOP came out 1.75x that of the data-parallel layouts that won. The scale
+        is multiplied by it; `rescaled` applies it to a candidate already estimated."""
+        ratios = [c.compute_seconds / e.compute_seconds for e, c in pairs
+                  if e.compute_seconds and c.compute_seconds]
+        if not ratios:
+            return 1.0
+        factor = median(ratios)
+        self.compute_scale *= factor
+        self.confirmed = len(ratios)
+        return factor
+
+    def rescaled(self, c: Candidate, factor: float) -> Candidate:
+        """`c`, estimated before `recalibrate` gave `factor`, with its compute (and so its
+        step and bounds) scaled by it and its note saying by what."""
+        if factor == 1.0 or c.compute_seconds is None:
+            return c
+        compute = c.compute_seconds * factor
+        upper = compute + (c.comm_seconds or 0.0)
+        lower = max(compute, self._overlapped.get(c.label, 0.0))
+        notes = (c.notes[0], *self._scale_note(),
+                 *(n for n in c.notes[1:] if not n.startswith(_SCALE_NOTE)))
+        return replace(c, seconds=upper, lower_seconds=lower, upper_seconds=upper,
+                       compute_seconds=compute, notes=notes)
+
+    def _scale_note(self) -> tuple[str, ...]:
+        if self.compute_scale == 1:
+            return ()
+        of = (f"the median over the {self.confirmed} candidate(s) it confirmed"
+              if self.confirmed else "of the reference")
+        return (f"{_SCALE_NOTE} {self.compute_scale:.2f}: the target compiler's compute time "
+                f"over the estimate's, {of}",)
 
     def candidate(self, point: SearchPoint) -> Candidate:
         """`point` estimated: its predicted step (nothing overlapped, as a compiled
@@ -97,12 +142,10 @@ class EstimateScreen:
                    if est.compute.seconds is not None else None)
         # Ranked by the no-overlap bound, as a compiled candidate without a trace is.
         upper = compute + est.comm_seconds if compute is not None else None
-        lower = (max(compute, overlapped_comm_seconds(est.collectives))
-                 if compute is not None else est.step_lower_seconds)
+        overlapped = self._overlapped[base["label"]] = overlapped_comm_seconds(est.collectives)
+        lower = max(compute, overlapped) if compute is not None else est.step_lower_seconds
         fits = est.memory.fits if est.memory is not None else None
         costs = _collective_costs(cost, est)
-        scaled = (f"compute scaled by {self.compute_scale:.2f}, the target compiler's compute "
-                  "time of the reference over its estimate",) if self.compute_scale != 1 else ()
         return Candidate(
             **base, status=(CandidateStatus.DOES_NOT_FIT if fits is False
                             else CandidateStatus.ESTIMATED),
@@ -111,7 +154,7 @@ class EstimateScreen:
             compute_seconds=compute, comm_seconds=est.comm_seconds,
             memory_bytes=memory, fits=fits,
             collective_bytes=sum(c.bytes * c.runs for c in costs), collectives=costs,
-            notes=(MEMORY_NOTE, *scaled, *cost.notes, *est.notes))
+            notes=(MEMORY_NOTE, *self._scale_note(), *cost.notes, *est.notes))
 
 
 def _traceable(problem: Problem):

@@ -259,6 +259,10 @@ def test_under_a_budget_the_cpu_cannot_screen_in_the_estimate_screens_every_cand
     assert s.screened_by is CompiledBy.ESTIMATE and s.screened == s.distinct - 1
     assert s.not_evaluated == 0 and not result.too_few and s.stopped == "complete"
     assert result.best is not None and result.best.compiled_by is CompiledBy.GPU
+    # What is left estimated is scaled to what the target's compiler made of those confirmed.
+    left = [c for c in result.candidates if c.compiled_by is CompiledBy.ESTIMATE]
+    assert left and all(any(f"over the {s.confirmed} candidate(s) it confirmed" in n
+                            for n in c.notes) for c in left)
 
 
 def _untraceable(monkeypatch) -> None:
@@ -398,3 +402,42 @@ def test_the_estimate_is_calibrated_on_the_targets_compile_of_the_reference():
     assert scaled.comm_seconds == pytest.approx(plain_other.comm_seconds)
     assert scaled.upper_seconds == pytest.approx(scaled.compute_seconds + scaled.comm_seconds)
     assert any("compute scaled by 3.00" in n for n in scaled.notes)
+
+
+def test_the_estimates_left_are_scaled_again_by_what_the_target_made_of_those_it_confirmed():
+    from explorer.layout_search.estimate_screen import EstimateScreen
+    from explorer.layout_search.space import enumerate_space
+    from explorer.spec.mesh import parse_mesh
+
+    problem = search_module._problem("mlp_train", (), {"batch": 512})
+    mesh = parse_mesh("data=2,model=2")
+    found = enumerate_space(problem, [mesh], search_module.SearchSpace.RULES,
+                            *search_module._searched(problem, search_module.SearchSpace.RULES,
+                                                     ["batch", "mlp"], None), lambda: False)
+    screen = EstimateScreen(problem, "h100-4")
+    reference = screen.candidate(found.points[0])
+    screen.calibrate(found.points[0], replace(reference,
+                                              compute_seconds=2 * reference.compute_seconds))
+    a, b, c, left = [screen.candidate(p) for p in found.points[1:5]]
+    # The target's compiler made the compute of three confirmed candidates 0.5, 0.6 and 2.0
+    # times their estimates: the median, 0.6, scales what is left.
+    pairs = [(e, replace(e, compute_seconds=r * e.compute_seconds))
+             for e, r in ((a, 0.5), (b, 0.6), (c, 2.0))]
+    assert screen.recalibrate(pairs) == pytest.approx(0.6)
+    assert screen.compute_scale == pytest.approx(2 * 0.6)
+    again = screen.rescaled(left, 0.6)
+    assert again.compute_seconds == pytest.approx(0.6 * left.compute_seconds)
+    assert again.comm_seconds == left.comm_seconds
+    assert again.seconds == again.upper_seconds == pytest.approx(
+        again.compute_seconds + again.comm_seconds)
+    assert again.compute_seconds <= again.lower_seconds <= again.upper_seconds
+    # Rescaled, it is what a fresh estimate with the new scale gives.
+    fresh = screen.candidate(found.points[4])
+    assert again.compute_seconds == pytest.approx(fresh.compute_seconds)
+    assert again.lower_seconds == pytest.approx(fresh.lower_seconds)
+    assert again.notes == fresh.notes
+    assert any("compute scaled by 1.20" in n and "the 3 candidate(s) it confirmed" in n
+               for n in again.notes)
+    # No pair with both computes: nothing changes.
+    assert screen.recalibrate([(a, replace(a, compute_seconds=None))]) == 1.0
+    assert screen.rescaled(left, 1.0) is left
