@@ -209,7 +209,7 @@ class Session:
                for k in _PROGRAM_FIELDS):
             changes = {**{k: None for k in _PER_PROGRAM}, **changes}
         new = replace(self.request, **changes)      # raises; nothing is changed then
-        if _same(new, self.request):
+        if same_request(new, self.request):
             return self.request
         self._record(changes, new)
         return new
@@ -220,7 +220,7 @@ class Session:
         current request changes nothing."""
         if not isinstance(request, Request):
             raise InputError(f"{show(request)} is not an explorer.Request")
-        if _same(request, self.request):
+        if same_request(request, self.request):
             return self.request
         changes = {k: getattr(request, k) for k in _FIELDS
                    if not _same_value(getattr(request, k), getattr(self.request, k))}
@@ -398,14 +398,10 @@ class Session:
 
 
 def same_request(a: Request, b: Request) -> bool:
-    """Whether two Requests ask the same, as `Session.set_request` decides it (one the same as
-    the current request is not recorded): an app that restores its widgets to an earlier request
-    checks with it that they make exactly that request again."""
-    return _same(a, b)
-
-
-def _same(a: Request, b: Request) -> bool:
-    """Whether two Requests ask the same; inputs that cannot say (arrays) count as changed."""
+    """Whether two Requests ask the same; inputs that cannot say (arrays) count as changed.
+    `Session.set_request` records no edit for one the same as the current request, and an app
+    that restores its widgets to an earlier request checks with it that they make exactly that
+    request again."""
     return _same_value(a, b)
 
 

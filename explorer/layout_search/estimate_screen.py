@@ -104,8 +104,8 @@ class EstimateScreen:
         if factor == 1.0 or c.compute_seconds is None:
             return c
         compute = c.compute_seconds * factor
-        upper = compute + (c.comm_seconds or 0.0)
-        lower = max(compute, self._overlapped.get(c.label, 0.0))
+        upper, lower = _step_bounds(compute, c.comm_seconds or 0.0,
+                                    self._overlapped.get(c.label, 0.0))
         notes = (c.notes[0], *self._scale_note(),
                  *(n for n in c.notes[1:] if not n.startswith(_SCALE_NOTE)))
         return replace(c, seconds=upper, lower_seconds=lower, upper_seconds=upper,
@@ -140,10 +140,9 @@ class EstimateScreen:
                        mesh.names, mesh.sizes, self.target, self.mapping)
         compute = (est.compute.seconds * self.compute_scale
                    if est.compute.seconds is not None else None)
-        # Ranked by the no-overlap bound, as a compiled candidate without a trace is.
-        upper = compute + est.comm_seconds if compute is not None else None
         overlapped = self._overlapped[base["label"]] = overlapped_comm_seconds(est.collectives)
-        lower = max(compute, overlapped) if compute is not None else est.step_lower_seconds
+        upper, lower = ((None, est.step_lower_seconds) if compute is None
+                        else _step_bounds(compute, est.comm_seconds, overlapped))
         fits = est.memory.fits if est.memory is not None else None
         costs = _collective_costs(cost, est)
         return Candidate(
@@ -155,6 +154,13 @@ class EstimateScreen:
             memory_bytes=memory, fits=fits,
             collective_bytes=sum(c.bytes * c.runs for c in costs), collectives=costs,
             notes=(MEMORY_NOTE, *self._scale_note(), *cost.notes, *est.notes))
+
+
+def _step_bounds(compute: float, comm: float, overlapped: float) -> tuple[float, float]:
+    """An estimated step's bounds: nothing overlapped (compute then every collective: what it
+    is ranked by, as a compiled candidate without a trace is), and every collective overlapped
+    with compute."""
+    return compute + comm, max(compute, overlapped)
 
 
 def _traceable(problem: Problem):

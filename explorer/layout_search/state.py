@@ -146,8 +146,7 @@ class SearchState:
         """Keep the best candidate that fits (compiled, or estimated) so far, and how many
         candidates ago it was found (what patience counts)."""
         if candidate.status in (CandidateStatus.OK, CandidateStatus.ESTIMATED) and (
-                self.best_seconds is None
-                                                       or candidate.seconds < self.best_seconds):
+                self.best_seconds is None or candidate.seconds < self.best_seconds):
             self.best_seconds, self.best_label = candidate.seconds, candidate.label
             self.since_best = 0
         else:
