@@ -67,6 +67,17 @@ def accelerator_present(root: str = "/") -> bool:
     return _found(root, GPU_PATTERNS) or _found(root, TPU_PATTERNS) or _tpu_on_pci(root)
 
 
+def accelerator_platform(root: str = "/") -> str:
+    """The platform jax would run this machine's devices on, as its lowering names it: "tpu"
+    or "cuda" ("rocm" for an AMD GPU) where the device is there, else "cpu"; found by the same
+    device paths as `accelerator_present`, without starting jax."""
+    if _found(root, TPU_PATTERNS) or _tpu_on_pci(root):
+        return "tpu"
+    if _found(root, ("dev/kfd",)):
+        return "rocm"
+    return "cuda" if _found(root, GPU_PATTERNS) else "cpu"
+
+
 def user_chose_platform(environ: Mapping[str, str]) -> bool:
     """Whether `environ` chooses jax's platform or plugins (USER_CHOICES)."""
     return any(environ.get(name) if name == "JAX_PLATFORMS" else name in environ

@@ -34,10 +34,13 @@ from explorer.api.request import (
     check_timeout,
 )
 from explorer.api.targeting import CompileFor, CompilePlan, check_compile_for, compile_plan
+from explorer.compile.caller_context import bind_context
+from explorer.compile.lowering import LoweredProgram, lower_program, platform_of
 from explorer.compile.protocol import Backend, Partitioner
 from explorer.compile.sources import pickle_function
 from explorer.cost.mapping import AxisMapping
 from explorer.errors import InputError, WorkloadError
+from explorer.quiet_jax import accelerator_platform
 from explorer.report.report import WorkloadInfo
 from explorer.spec.bounds import show
 from explorer.spec.mesh import AxisType, MeshSpec
@@ -84,8 +87,10 @@ class Planned:
     args: tuple                          # what the worker passes to `fn`, flat where it must be
     leaves: tuple[TensorSpec, ...]       # every input, in HLO parameter order
     donated: tuple[int, ...]             # positions among `leaves` the program may overwrite
-    fn_bytes: bytes                      # the pickled function the worker calls
-    key: str                             # the cache key: the function and everything it reads
+    fn_bytes: bytes                      # a workload's pickled function the worker calls
+    key: str                             # the cache key: the program and everything it reads
+    # A user's function as traced and lowered in the caller's process (None for a workload).
+    lowered: LoweredProgram | None = None
     idle_patterns: tuple[str, ...] = ()  # `specs` patterns that found no input
     # A built-in workload's: the workload, its resolved params and its layout plan.
     workload: Workload | None = None
@@ -173,6 +178,15 @@ class Request:
         planned = self._plan_workload() if self.fn is None else self._plan_function()
         object.__setattr__(self, "planned", planned)
 
+    def __getstate__(self) -> dict:
+        """What pickling keeps: everything, except the function of a request whose program was
+        lowered when it was made (`planned.lowered`), which nothing after needs; so that such a
+        request can travel to a Ray task, whatever the function holds."""
+        state = dict(self.__dict__)
+        if self.planned.lowered is not None:
+            state["fn"] = None
+        return state
+
     @property
     def device_count(self) -> int:
         return self.planned.mesh.device_count
@@ -207,6 +221,9 @@ class Request:
 
     def _plan_function(self) -> Planned:
         check_function(self.fn)
+        # An edit (dataclasses.replace) traces the function again, maybe on another thread and
+        # after the caller's `with` blocks closed: it keeps the contexts of the first request.
+        object.__setattr__(self, "fn", bind_context(self.fn))
         args = named_inputs(self.fn, self.inputs)
         idle: list[str] = []
         if self.specs is not None:
@@ -216,7 +233,7 @@ class Request:
         mesh = self._mesh()
         placed = check_target(self.target, self.mapping, mesh)
         return self._finish(self.fn, args, mesh, placed, timeout, self.donate,
-                            idle_patterns=tuple(idle))
+                            lower_here=True, idle_patterns=tuple(idle))
 
     def _mesh(self) -> MeshSpec:
         for name in ("measure", "peak", "origins"):
@@ -225,8 +242,11 @@ class Request:
                           real_devices=self.real_devices)
 
     def _finish(self, fn, args: tuple, mesh: MeshSpec, placed, timeout, donate,
-                **program) -> Planned:
-        """The checks every request shares, then the function pickled and the key made."""
+                lower_here: bool = False, **program) -> Planned:
+        """The checks every request shares, then the program made ready for the worker and the
+        key made: a user's function traced and lowered here, under the caller's contexts
+        (`lower_here`, explorer/compile/lowering.py); a built-in workload's pickled by
+        reference, traced in the worker."""
         compile_for = check_compile_for(self.compile_for)
         compiled = compile_plan(mesh, self.target, compile_for, tpu_topology=self.tpu_topology,
                                 real_devices=self.real_devices, mapping=placed)
@@ -235,15 +255,21 @@ class Request:
         check_inputs(leaves, mesh)
         donated = check_donate(donate, [t.name for t in leaves])
         inputs = tuple(args)
-        fn, args = flat_call(fn, args)      # a user's pytree classes travel inside the function
-        if donated and any(not isinstance(a, TensorSpec) for a in args):
-            # jax donates whole arguments: one argument per input, so that any can be.
-            fn, args = FlatCall(fn, args), leaves
-        fn_bytes = pickle_function(fn)
+        lowered = None
+        if lower_here:
+            platform = platform_of(compiled.worker.backend.value, accelerator_platform())
+            lowered = lower_program(fn, inputs, mesh, platform, partitioner.value, donated)
+            fn_bytes, args = lowered.stablehlo.encode(), leaves
+        else:
+            fn, args = flat_call(fn, args)
+            if donated and any(not isinstance(a, TensorSpec) for a in args):
+                # jax donates whole arguments: one argument per input, so that any can be.
+                fn, args = FlatCall(fn, args), leaves
+            fn_bytes = pickle_function(fn)
         return Planned(mesh=mesh, partitioner=partitioner, compile_plan=compiled,
                        mapping=placed, timeout=timeout, inputs=inputs, args=tuple(args),
-                       leaves=leaves,
-                       donated=donated, fn_bytes=fn_bytes,
+                       leaves=leaves, donated=donated,
+                       fn_bytes=b"" if lowered is not None else fn_bytes, lowered=lowered,
                        key=_cache_key(fn_bytes, mesh, partitioner, tuple(args),
                                       bool(self.measure), compiled, bool(self.origins),
                                       donated),

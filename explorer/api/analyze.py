@@ -294,7 +294,7 @@ def _compiled(request: Request, pool, use_cache: bool, cache_only: bool, spent) 
                              sys_path=tuple(sys.path), measure=measure,
                              tpu_topology=plan.tpu_topology, gpu=plan.gpu,
                              origins=bool(request.origins), donate=p.donated,
-                             slices_per_axis=plan.slices_per_axis)
+                             slices_per_axis=plan.slices_per_axis, program=p.lowered)
     # TPU and GPU compiles need no local devices: one shared worker of each serves them all.
     try:
         result = (pool or default_pool()).compile(plan.worker, message, p.timeout)

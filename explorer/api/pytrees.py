@@ -15,15 +15,15 @@ TensorSpecs flat and the structure inside the function, which travels by value
 
 from __future__ import annotations
 
-import inspect
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from explorer.compile.lowering import argument_names
 from explorer.errors import TensorError, choices
 from explorer.spec.bounds import MAX_PYTREE_DEPTH, MAX_TENSORS, power_text, show
-from explorer.spec.tensor import TensorSpec, normalize_dtype, normalize_spec
+from explorer.spec.tensor import KeyDataSpec, TensorSpec, normalize_dtype, normalize_spec
 
 
 def _is_spec(x) -> bool:
@@ -94,12 +94,9 @@ def _collect_other(tree, out: list[TensorSpec]) -> None:
         leaves = jax.tree.leaves(tree, is_leaf=_is_spec)
     except _FLATTEN_ERRORS as e:
         raise _not_a_pytree(tree, e) from None
-    bad = [x for x in leaves if not isinstance(x, TensorSpec)]
-    if bad:
-        raise TensorError(f"argument leaf {show(bad[0])} is not an explorer.TensorSpec; "
-                          "describe each input as TensorSpec(name, shape, dtype, spec), or pass "
-                          "arrays or jax.ShapeDtypeStructs (see explorer.analyze)")
-    out.extend(leaves)
+    # Other leaves (ints, strings, callables, as model states carry) are not inputs: the
+    # program holds them fixed (explorer/compile/lowering.py).
+    out.extend(x for x in leaves if isinstance(x, TensorSpec))
 
 
 # What jax's flattening raises for a pytree it cannot flatten: a failing flatten function, or
@@ -165,17 +162,6 @@ def leaf_name(path: tuple) -> str:
         else:       # a key type of a user's pytree node: its keystr, without the punctuation
             parts.append(keystr((key,)).strip(".[]'\""))
     return ".".join(parts)
-
-
-def argument_names(fn: Callable[..., Any], count: int) -> list[str]:
-    """The names of `fn`'s first `count` positional parameters; ``arg{k}`` past them or where
-    `fn` has no signature."""
-    try:
-        params = [p.name for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):       # builtins and some callables have no signature
-        params = []
-    return [params[k] if k < len(params) else f"arg{k}" for k in range(count)]
 
 
 def named_inputs(fn: Callable[..., Any], args: tuple) -> tuple:
@@ -244,26 +230,42 @@ def _check_depth(tree, depth: int) -> None:
 
 
 def _check_leaf(leaf, path: tuple, param: str) -> bool:
-    """True for an array-like leaf (to be named), False for a TensorSpec; else the error."""
-    if _is_spec(leaf):
-        return False
-    if is_array_like(leaf):
-        return True
-    where = leaf_name(path)
-    raise TensorError(
-        f"argument leaf {show(leaf)} ({f'at {where!r} of ' if where else ''}argument "
-        f"{param!r}) is not an explorer.TensorSpec or an array (anything with .shape and "
-        ".dtype, e.g. jax.ShapeDtypeStruct); keep only the arrays of a model, e.g. "
-        "eqx.filter(model, eqx.is_array), and pass other values inside the function")
+    """True for an array-like leaf (an input, to be named); False for a TensorSpec (named
+    already) and for any other leaf (an int, a string, a callable: held fixed in the program,
+    as a closure would hold it, explorer/compile/lowering.py)."""
+    return not _is_spec(leaf) and is_array_like(leaf)
 
 
 def _tensor_spec(name: str, leaf) -> TensorSpec:
+    shape = tuple(leaf.shape)
+    key = _key_impl(leaf.dtype)
+    if key is not None:
+        return _key_data_spec(name, leaf, shape, key)
     try:       # by its name, so that a refused dtype reads 'float64', not dtype('float64')
         dtype = normalize_dtype(getattr(leaf.dtype, "name", leaf.dtype))
     except TensorError as e:
         raise TensorError(f"input {name!r}: {e}", tensor=name) from None
-    shape = tuple(leaf.shape)
     return TensorSpec(name, shape, dtype, _sharding_spec(name, leaf, len(shape)))
+
+
+def _key_impl(dtype):
+    """jax's PRNG implementation of a typed key dtype (``key<fry>``); None for other dtypes."""
+    if "key<" not in str(dtype):
+        return None       # not a key: no need to ask jax
+    import jax
+
+    if not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return None
+    return dtype._impl      # the PRNGImpl a key dtype carries (jax 0.10: no public accessor)
+
+
+def _key_data_spec(name: str, leaf, shape: tuple, impl) -> KeyDataSpec:
+    """A typed PRNG key array as jax lays it out: its uint32 key data, the key's own trailing
+    dimensions whole."""
+    trailing = tuple(impl.key_shape)
+    spec = _sharding_spec(name, leaf, len(shape))       # padded to the key array's rank
+    return KeyDataSpec(name, shape + trailing, "uint32",
+                       spec + (None,) * len(trailing) if spec else (), impl=impl.name)
 
 
 def _sharding_spec(name: str, leaf, rank: int) -> tuple:

@@ -20,9 +20,9 @@ from math import prod
 from typing import Any, NamedTuple
 
 from explorer.compile.gpu import GpuTopology, gpu_devices
+from explorer.compile.lowering import OWN_SHARD_MAP_MESH, LoweredProgram, OutputShape
 from explorer.compile.multislice import hybrid_device_array
 from explorer.compile.protocol import CompileResult, Measurement, OutOfMemory, TensorLayout
-from explorer.compile.stand_ins import load_function
 from explorer.compile.tpu import host_bounds, tpu_backend
 from explorer.hlo.module import input_output_aliases, parse_module
 from explorer.hlo.sharding import tuple_parts
@@ -191,8 +191,6 @@ def _devices(tpu_topology: str | None, gpu: GpuTopology | None, slices: int = 1)
     return None
 
 
-# What jax 0.10 raises when a shard_map's own mesh is not the context mesh jax.set_mesh set.
-_OWN_SHARD_MAP_MESH = "should match the mesh passed to shard_map"
 
 
 @contextmanager
@@ -218,7 +216,7 @@ def _lower(jitted, structs, mesh, notes: list[str]):
         with jax.set_mesh(mesh), _legacy_mesh(mesh):
             return jitted.lower(*structs)
     except ValueError as e:
-        if _OWN_SHARD_MAP_MESH not in str(e):
+        if OWN_SHARD_MAP_MESH not in str(e):
             raise
     notes.append("a shard_map in the program runs over a mesh of its own, which jax refuses "
                  "under jax.set_mesh; the program was traced under the legacy `with mesh:` "
@@ -231,10 +229,11 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
                     measure: bool = False, measure_cap: int = 1 << 30,
                     gpu: GpuTopology | None = None, origins: bool = False,
                     donate: tuple[int, ...] = (),
-                    slices_per_axis: tuple[int, ...] = ()) -> CompileResult:
-    """Compile `fn` (a callable, or its pickle as the parent sends it) on `args` over the mesh.
-    A pickled function is loaded here, once the mesh is built: the meshes and devices it holds
-    are rebuilt over the mesh's devices (explorer/compile/stand_ins.py). `slices_per_axis`:
+                    slices_per_axis: tuple[int, ...] = (),
+                    program: LoweredProgram | None = None) -> CompileResult:
+    """Compile `fn` (a built-in workload's program, or its pickle as the parent sends it) on
+    `args` over the mesh, or, with `program`, the module the caller lowered from a user's
+    function (explorer/compile/lowering.py) on `args`, its flat inputs. `slices_per_axis`:
     several slices of `tpu_topology`, as CompileRequest says."""
     import jax
 
@@ -243,8 +242,14 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     slices = prod(slices_per_axis) if tpu_topology and slices_per_axis else 1
     mesh = build_mesh(mesh_spec, _devices(tpu_topology, gpu, slices),
                       slices_per_axis if slices > 1 else ())
-    if isinstance(fn, bytes):
-        fn = load_function(fn, mesh, notes)
+    if program is not None:
+        fn = _shell(program.outputs)
+        notes += [*program.notes, *_unused_notes(
+            [s.name for s in jax.tree.leaves(args, is_leaf=_is_spec)], program.unused)]
+    elif isinstance(fn, bytes):
+        import cloudpickle
+
+        fn = cloudpickle.loads(fn)
     jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
     structs = jax.tree.map(lambda s: _struct(s, mesh), args, is_leaf=_is_spec)
     leaves = jax.tree.leaves(args, is_leaf=_is_spec)
@@ -262,6 +267,8 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         with _compiler_messages() as warnings, _donation_warnings(bool(donate)):
             t0 = time.perf_counter()
             lowered = _lower(jitted, structs, mesh, notes)
+            if program is not None:
+                _put_module(lowered, program.stablehlo)
             t1 = time.perf_counter()
             compiled, out_of_memory = _compile(lowered, dump, dump_options(
                 dump, origins, multislice=slices > 1, unpromoted=unpromoted))
@@ -273,7 +280,7 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
 
     notes += _unaliased_notes([leaves[i].name for i in donate], donate, dumped.optimized)
     inputs, outputs = _layouts(leaves, structs, lowered.out_info, compiled, dumped.propagated,
-                               notes)
+                               notes, program.outputs if program is not None else None)
     # Said only when a run was asked: the note is the answer to `measure`.
     measured = (_measurement(compiled, args, mesh, measure_cap, tpu_topology, gpu)
                 if measure else None)
@@ -287,7 +294,7 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         outputs=outputs,
         memory=_memory(compiled, notes) if compiled is not None else None,
         cost=_cost(compiled, notes) if compiled is not None else None,
-        lower_s=t1 - t0,
+        lower_s=t1 - t0 + (program.lower_s if program is not None else 0.0),
         compile_s=t2 - t1,
         backend=(tpu_backend(tpu_topology, slices) if tpu_topology else "gpu"
                  if gpu is not None else jax.devices()[0].platform),
@@ -303,6 +310,66 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         out_of_memory=out_of_memory,
         **(_slice_layout(mesh, dumped.before_slicing) if slices > 1 else {}),
     )
+
+
+def _unused_notes(names: list[str], unused: tuple[int, ...]) -> list[str]:
+    """What the compile kept that jax.jit, by default, would have dropped: the inputs the
+    program never reads. They are compiled as parameters (keep_unused=True, so that HLO
+    parameter i is input i) and their bytes count in the arguments' memory."""
+    if not unused:
+        return []
+    left = [names[i] for i in unused]
+    shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+    size = "their bytes count" if len(left) > 1 else "its bytes count"
+    return [f"the program never reads the input{'s' if len(left) > 1 else ''} {shown}: jax.jit "
+            "would drop such inputs (its default, keep_unused=False); the explorer keeps every "
+            f"input as a parameter, so {size} in the arguments' memory"]
+
+
+def _shell(outputs: tuple[OutputShape, ...]):
+    """A function of the flat inputs with the lowered program's outputs (their shapes and
+    dtypes, flat): what jax lowers in the worker to set up a compile over the mesh's devices
+    (the inputs' shardings, donation, the device assignment), before its module is replaced by
+    the caller's (`_put_module`). Its body is never compiled."""
+    def shell(*_inputs):
+        return tuple(_zeros(o) for o in outputs)
+
+    return shell
+
+
+def _zeros(output: OutputShape):
+    import jax
+    import jax.numpy as jnp
+
+    if output.dtype.startswith("key<"):
+        impl = _key_impl(output.dtype)
+        return jax.random.wrap_key_data(
+            jnp.zeros(output.shape + tuple(impl.key_shape), jnp.uint32), impl=impl.name)
+    return jnp.zeros(output.shape, jnp.dtype(output.dtype))
+
+
+def _key_impl(dtype: str):
+    """jax's PRNG implementation whose key dtype prints as `dtype` (``key<fry>``)."""
+    from jax._src.random import prng
+
+    tag = dtype[len("key<"):-1]
+    for impl in prng.prngs.values():
+        if impl.tag == tag:
+            return impl
+    raise ValueError(f"no PRNG implementation of jax has the key dtype {dtype!r}")
+
+
+def _put_module(lowered, stablehlo: str) -> None:
+    """Make `lowered` (the shell's lowering over the mesh's devices) compile the caller's
+    module: the same parameters, in the same order, with the same shardings, and the same
+    results, so that everything jax set up for the compile holds for it. jax has no public way
+    to compile a module text for given devices; its lowering keeps the module it compiles in
+    `_hlo` (jax 0.10's pxla.MeshComputation), which is replaced here."""
+    from jax._src.lib.mlir import ir
+
+    computation = lowered._lowering
+    with computation._hlo.context:
+        computation._hlo = ir.Module.parse(stablehlo)
 
 
 def _compile(lowered, dump: str, options: dict) -> tuple[Any, OutOfMemory | None]:
@@ -357,11 +424,15 @@ def _read_dump(dump: str, compiled, unpromoted: bool, origins: bool,
 
 
 def _layouts(leaves: list[TensorSpec], structs, out_info, compiled, propagated: str,
-             notes: list[str]) -> tuple[tuple[TensorLayout, ...], tuple[TensorLayout, ...]]:
-    """The inputs' and the outputs' layouts, as the executable places them."""
+             notes: list[str], named: tuple[OutputShape, ...] | None = None
+             ) -> tuple[tuple[TensorLayout, ...], tuple[TensorLayout, ...]]:
+    """The inputs' and the outputs' layouts, as the executable places them; the outputs named
+    as `named` (a lowered program's) says, else by their paths in `out_info`."""
     import jax
 
     out_info = jax.tree_util.tree_flatten_with_path(out_info)[0]
+    names = ([o.name for o in named] if named is not None
+             else ["out" + jax.tree_util.keystr(path) for path, _ in out_info])
     if compiled is not None:
         in_shardings = jax.tree.leaves(compiled.input_shardings[0])
         out_texts = [_hlo_sharding_text(sh, len(info.shape), notes) for (_, info), sh in zip(
@@ -373,9 +444,8 @@ def _layouts(leaves: list[TensorSpec], structs, out_info, compiled, propagated: 
         out_texts = root_shardings(propagated, len(out_info))
     inputs = tuple(TensorLayout(s.name, s.shape, s.dtype, _hlo_sharding_text(sh, s.rank, notes))
                    for s, sh in zip(leaves, in_shardings, strict=True))
-    outputs = tuple(TensorLayout("out" + jax.tree_util.keystr(path), tuple(info.shape),
-                                 str(info.dtype), text)
-                    for (path, info), text in zip(out_info, out_texts, strict=True))
+    outputs = tuple(TensorLayout(name, tuple(info.shape), str(info.dtype), text)
+                    for name, (_, info), text in zip(names, out_info, out_texts, strict=True))
     return inputs, outputs
 
 

@@ -5,7 +5,8 @@ The parent sends a `CompileRequest` or a control message (`Ping`, and `Crash` an
 which exist for the tests of crash and time-limit recovery); the worker answers each with one
 reply: a `CompileResult`, a `Pong`, or a `Failure` that carries the program's error, wrapped in
 `Retiring` when the worker stops after it.
-No jax here: both sides import this module, and the parent never loads jax.
+No jax here: both sides import this module (the parent loads jax only to trace a user's
+function, explorer/compile/lowering.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from explorer.compile.gpu import GpuTopology
+from explorer.compile.lowering import LoweredProgram
 from explorer.spec.mesh import MeshSpec
 
 # The file name a notebook cell's code objects carry to the worker ("In [3]", as its prompt
@@ -85,8 +87,10 @@ class WorkerKey:
 
 @dataclass(frozen=True)
 class CompileRequest:
-    """Compile `fn` (cloudpickled, see explorer.compile.sources) on abstract inputs `args` (a
-    pytree of TensorSpecs) sharded over `mesh`."""
+    """Compile `program`, a user's function as the caller traced and lowered it
+    (explorer/compile/lowering.py), on its flat inputs `args`; or `fn` (a built-in workload's
+    program, pickled by reference, see explorer.compile.sources), traced in the worker on
+    abstract inputs `args` (a pytree of TensorSpecs). Either way sharded over `mesh`."""
 
     fn: bytes
     args: Any
@@ -108,6 +112,7 @@ class CompileRequest:
     # where their shapes and layouts allow, and the memory analysis counts that buffer once
     # (`aliased`). `args` is flat (one TensorSpec each) when any is donated.
     donate: tuple[int, ...] = ()
+    program: LoweredProgram | None = None
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,15 @@
-"""Ship the user's function to a compile worker so that its source lines stay the user's.
+"""Source files as people name them: a notebook cell as its prompt ("In [3]", `cell_name`),
+and a built-in workload's program shipped to a compile worker with its own file names.
 
-cloudpickle pickles a function by value when it cannot be imported by name (one defined in
-`__main__`, a notebook cell, or inside another function) and then sets every code object's
-`co_filename` to "<dynamic-code>" (cloudpickle 3.1, `_code_reduce`, to make the bytes the
-same wherever a function is defined). jax takes file and line from the code objects it traces,
-so every collective's source read `<dynamic-code>:LINE`. The pickler here keeps the real file
-name in each code object it writes (nested functions, closures, partials and globals pickled by
-value included, since they all pass through the same reducer), and names a notebook cell the
-way its prompt does, "In [3]" (explorer.compile.protocol.CELL_NAME), instead of ipykernel's
-temporary file.
+A user's function is traced where it is called (explorer/compile/lowering.py), and its module
+names the cells it came from by `cell_name`. A built-in workload's program is traced in the
+worker, and may be a closure. cloudpickle pickles a function by value when it cannot be
+imported by name (one defined inside another function, `__main__` or a cell) and then sets
+every code object's `co_filename` to "<dynamic-code>" (cloudpickle 3.1, `_code_reduce`, to
+make the bytes the same wherever a function is defined); jax takes file and line from the code
+objects it traces, so every collective's source would read `<dynamic-code>:LINE`. The pickler
+here keeps the real file name in each code object it writes (nested functions, closures,
+partials and globals pickled by value included, since they all pass through the same reducer).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from collections import ChainMap
 
 import cloudpickle
 
-from explorer.compile import stand_ins
 from explorer.errors import InputError
 
 _DYNAMIC = "<dynamic-code>"
@@ -74,15 +74,10 @@ _STOCK_REDUCE_CODE = cloudpickle.Pickler.dispatch_table[types.CodeType]
 
 
 class _SourceKeepingPickler(cloudpickle.Pickler):
-    """cloudpickle, except that code objects keep their file name, and jax meshes and devices
-    travel as stand-ins that the worker rebuilds over its own devices
-    (explorer/compile/stand_ins.py). (The C pickler reads `dispatch_table` when it is created,
-    so it is set on the class.)"""
+    """cloudpickle, except that code objects keep their file name. (The C pickler reads
+    `dispatch_table` when it is created, so it is set on the class.)"""
 
     dispatch_table = ChainMap({types.CodeType: _reduce_code}, cloudpickle.Pickler.dispatch_table)
-
-    def reducer_override(self, obj):
-        return stand_ins.reduce(obj) or super().reducer_override(obj)
 
 
 def pickle_function(fn) -> bytes:

@@ -128,7 +128,8 @@ def _compile(request: CompileRequest):
     return compile_request(request.fn, request.args, request.mesh, request.partitioner,
                            request.tpu_topology, request.measure, gpu=request.gpu,
                            origins=request.origins, donate=request.donate,
-                           slices_per_axis=request.slices_per_axis)
+                           slices_per_axis=request.slices_per_axis,
+                           program=request.program)
 
 
 def _describe(e: Exception) -> str:

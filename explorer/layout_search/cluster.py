@@ -22,7 +22,6 @@ import time
 from collections import OrderedDict
 from dataclasses import replace
 
-from explorer.compile.sources import pickle_function
 from explorer.errors import ExplorerError
 from explorer.layout_search.connect import (
     PROBE_TIMEOUT_S,
@@ -32,7 +31,7 @@ from explorer.layout_search.connect import (
     connect,
     gist,
 )
-from explorer.layout_search.evaluate import CompileJob, Outcome, run
+from explorer.layout_search.evaluate import CompileJob, Outcome, planned_here, run
 
 INSTALL_HINT = "pip install 'sharding-explorer[cluster]' (or: pip install 'ray[default]>=2.9')"
 
@@ -108,19 +107,30 @@ class RayRunner:
         self._refs: dict = {}                         # task -> key
         self._requests: dict[object, CompileJob] = {}    # key -> what it compiles, to send again
         self._retries: dict[object, int] = {}
+        self._refused: list[tuple[object, Outcome]] = []  # failed here, never sent
 
     def submit(self, key, request: CompileJob) -> None:
-        if request.fn is not None:
-            # The explorer's pickler keeps the user's file names in the code (Ray's would not).
-            request = replace(request, fn=None, fn_bytes=pickle_function(request.fn))
+        t0 = time.perf_counter()
+        try:
+            # A function is traced and lowered here, where the search was called, under its
+            # contexts; the node compiles the module (explorer/compile/lowering.py).
+            request = planned_here(request)
+        except ExplorerError as e:
+            self._refused.append((key, Outcome(None, f"{type(e).__name__}: {e}",
+                                               time.perf_counter() - t0, type(e))))
+            return
         self._requests[key] = request
         self._refs[self._task.remote(request)] = key
 
     def pending(self) -> int:
-        return len(self._refs)
+        return len(self._refs) + len(self._refused)
 
     def next_done(self) -> list[tuple[object, Outcome]]:
-        """The next outcomes; a task lost with its worker is sent again, and waited for."""
+        """The next outcomes (first those refused before they were sent); a task lost with
+        its worker is sent again, and waited for."""
+        if self._refused:
+            out, self._refused = self._refused, []
+            return out
         out = []
         while not out:
             ready, _ = self.ray.wait(list(self._refs), num_returns=1)
@@ -151,7 +161,8 @@ class RayRunner:
         return replace(outcome, retries=self._retries.pop(key, 0))
 
     def cancel_all(self) -> list[object]:
-        keys = list(self._refs.values())
+        keys = list(self._refs.values()) + [key for key, _ in self._refused]
+        self._refused.clear()
         for ref in self._refs:
             self.ray.cancel(ref, force=True)
         self._refs.clear()

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from explorer.api.analysis_request import Request
 from explorer.api.analyze import analyze
 from explorer.api.workload import analyze_workload
 from explorer.errors import ExplorerError, WorkerError
@@ -32,8 +33,10 @@ class CompileJob:
     rules: str | None = None
     specs: Mapping[str, tuple[Entry, ...]] | None = None
     fn: Callable | None = None
-    fn_bytes: bytes | None = None        # the function as explorer.compile.sources pickles it
     args: tuple = ()
+    # The function's Request, made where the search runs (`planned_here`): its program traced
+    # and lowered there, under the caller's contexts. What a Ray task gets instead of `fn`.
+    planned: Request | None = None
     compile_for: str = "target"          # as explorer.analyze takes it
 
 
@@ -58,6 +61,22 @@ def compact(report: Report) -> Report:
     return replace(report, stablehlo="", propagated_hlo="", optimized_hlo="", trace=None)
 
 
+def planned_here(job: CompileJob) -> CompileJob:
+    """A function's job with its Request made in this process (the function traced and
+    lowered here, explorer/compile/lowering.py) in place of the function, for a compile
+    elsewhere: a Ray task compiles the module and never traces the function.
+
+    Raises:
+        ExplorerError: the request's own errors, the function's failure to trace among them.
+    """
+    if job.fn is None:
+        return job
+    request = Request(fn=job.fn, inputs=tuple(job.args), mesh=job.mesh, target=job.target,
+                      mapping=job.mapping, partitioner=job.partitioner, timeout=job.timeout,
+                      compile_for=job.compile_for)
+    return replace(job, fn=None, args=(), planned=request)
+
+
 def run(request: CompileJob, pool=None) -> Outcome:
     """Compile and predict one candidate. A failed compile (or any bad input the checks find)
     comes back as an error, so that one candidate never stops a search."""
@@ -70,13 +89,10 @@ def run(request: CompileJob, pool=None) -> Outcome:
             report = analyze_workload(request.workload, specs=request.specs,
                                       params=request.params, rules=request.rules or None,
                                       **common)
+        elif request.planned is not None:
+            report = analyze(request.planned, pool=pool)
         else:
-            fn = request.fn
-            if fn is None:
-                import cloudpickle
-
-                fn = cloudpickle.loads(request.fn_bytes)
-            report = analyze(fn, *request.args, **common)
+            report = analyze(request.fn, *request.args, **common)
     except ExplorerError as e:
         return Outcome(None, f"{type(e).__name__}: {e}", time.perf_counter() - t0, type(e))
     return Outcome(compact(report), "", time.perf_counter() - t0)

@@ -39,6 +39,7 @@ from explorer.api.request import (
     check_timeout,
 )
 from explorer.api.targeting import check_compile_for
+from explorer.compile.caller_context import bind_context
 from explorer.cost.hardware import get_target
 from explorer.errors import InputError, TargetError, WorkloadError, choices
 from explorer.layout_search import pipeline as pipe
@@ -126,6 +127,9 @@ def search(program, *args, mesh=None, target: str | None = None, mapping=None,
     if isinstance(program, Request):
         program, args, mesh, target, mapping, params, partitioner, timeout, compile_for = (
             _request_fields(program, args, mesh, target, mapping, params))
+    if callable(program) and not isinstance(program, str):
+        # Each candidate traces the function again: under the contexts of this call.
+        program = bind_context(program)
     problem = _problem(program, args, params)
     mesh_spec = check_mesh(mesh)
     _check_target(target, mapping, mesh_spec)

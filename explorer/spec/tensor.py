@@ -119,6 +119,17 @@ class TensorSpec:
         return prod(self.shape) * DTYPE_BYTES[self.dtype]
 
 
+@dataclass(frozen=True)
+class KeyDataSpec(TensorSpec):
+    """An input that the user's program receives as a typed PRNG key array (jax's ``key<fry>``
+    dtype, as every Flax NNX state holds in its ``Rngs``), described as jax lays it out: its
+    key data, uint32, with the key's own trailing dimension (2 for threefry, 4 for rbg), which
+    no mesh axis splits. The program is traced with the data wrapped back into keys of `impl`
+    (jax.random.wrap_key_data), so its parameter is what jax passes for the keys."""
+
+    impl: str = "threefry2x32"       # jax's name of the key's implementation
+
+
 def _check_shape(name: str, shape) -> tuple[int, ...]:
     """The shape as a tuple of Python ints, each >= 1, of rank <= MAX_RANK and at most
     MAX_ELEMENTS elements: beyond that XLA's int64 byte sizes overflow."""

@@ -27,6 +27,7 @@ from explorer.api.patterns import (
     unmatched_note,
 )
 from explorer.api.pytrees import argument_names, map_tensor_leaves, named_inputs, tensor_leaves
+from explorer.compile.caller_context import bind_context
 from explorer.compile.sources import cell_name
 from explorer.cost.hardware import compute_dtypes
 from explorer.errors import ExplorerError, InputError, RuleError, TensorError
@@ -320,7 +321,8 @@ class FunctionSource(Source):
             raise InputError(f"{fn!r} is not a function; pass the function to explore first")
         # Arrays and ShapeDtypeStructs become TensorSpecs named by their key paths, as
         # explorer.analyze names them.
-        self.fn, self.args = fn, named_inputs(fn, tuple(args))
+        # Traced again at every edit, on widget callbacks: under the contexts of this call.
+        self.fn, self.args = bind_context(fn), named_inputs(fn, tuple(args))
         leaves_per_arg = [tensor_leaves(a) for a in self.args]
         names = argument_names(fn, len(self.args))
         self._tensors: list[InputTensor] = []

@@ -1,8 +1,6 @@
-"""The user's own file and line survive the trip to the worker (explorer.compile.sources).
-
-Functions here are defined inside the tests so that cloudpickle ships them by value, as it does
-a script's or a notebook cell's functions (a module-level function of an importable module goes
-by reference and keeps its file anyway)."""
+"""The user's own file and line reach the Report: a function traced where it is called names
+its file, a script or a notebook cell ("In [3]"); a program pickled to the worker by value (a
+built-in workload's closure) keeps its file names (explorer.compile.sources)."""
 
 import functools
 import inspect
@@ -10,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 
 import cloudpickle
 import jax.numpy as jnp
@@ -18,7 +15,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from explorer import ExplorerError, TensorSpec, WorkerPool, analyze
+from explorer import TensorSpec, WorkerPool, analyze
 from explorer.compile.sources import pickle_function
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -147,26 +144,3 @@ def test_a_notebook_cell_shows_as_its_prompt(tmp_path):
     assert (n, k) == (2, 3)
     # The line of code too, read from the cell itself.
     assert printed.strip().splitlines() == [f"['In [{n}], line {k}']", "['return y @ w']"]
-
-
-@pytest.mark.slow
-def test_an_unpicklable_closure_says_what_and_how_to_restructure(pool):
-    lock = threading.Lock()
-
-    def step(x):
-        with lock:
-            return x * 2
-
-    with pytest.raises(ExplorerError) as info:
-        analyze(step, TensorSpec("x", (4,)), mesh="d=2", pool=pool, use_cache=False)
-    message = str(info.value)
-    assert f"cannot send function {step.__qualname__!r} to the compile worker" in message
-    assert "closure variable 'lock' holds a lock" in message
-    assert "cannot pickle '_thread.lock' object" in message
-    assert "inside the function" in message and "pass the data" in message
-
-    def fixed(x):
-        with threading.Lock():       # made inside the function: nothing to ship
-            return x * 2
-
-    assert analyze(fixed, TensorSpec("x", (4,)), mesh="d=2", pool=pool).collectives == ()

@@ -67,6 +67,15 @@ def constrained(x):
     return y + 1
 
 
+def plain_mesh():
+    """A Mesh of the explored shape over this process's 8 fake CPU devices."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    return Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("data", "model"))
+
+
 def pinned_output(x, w):
     import jax
     import jax.numpy as jnp
@@ -194,7 +203,12 @@ def test_a_sharding_constraint_overrides_propagation_and_the_reshard_names_both_
 def test_an_output_sharding_propagates_backwards_through_the_ops_before_it():
     # x and w are replicated; the jit around tanh pins its result's columns over `model`.
     # Shardy carries that back to tanh's operand, the matmul.
-    r = explorer.analyze(pinned_output, T("x", (16, 32)), T("w", (32, 64)), mesh=MESH, origins=True)
+    # jit's out_shardings as a PartitionSpec need the caller's mesh context, as in plain jax.
+    import jax
+
+    with jax.set_mesh(plain_mesh()):
+        r = explorer.analyze(pinned_output, T("x", (16, 32)), T("w", (32, 64)), mesh=MESH,
+                             origins=True)
     dot = made_at(r, "PINNED_DOT", "dot_general")
     [origin] = dot.origins.dims[1].axes
     assert (origin.axis, origin.kind, origin.name) == ("model", OriginKind.OUTPUT, "jit(tanh)")

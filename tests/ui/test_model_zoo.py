@@ -2,9 +2,10 @@
 try and compared with plain jax's compile of the same program.
 
 The model's config caches its meshes (its GraphDef holds Devices), its sharding helper reads
-the legacy `with mesh:` context, its experts run in a shard_map over a mesh of their own, and
-its parameters are placed by '/'-path rules ending in a catch-all, with a size-1 axis in tuple
-entries. The model code is shipped to the compile worker by value, as a notebook cell's is.
+the legacy `with mesh:` context (which the tests enter, as the library's users do), its experts
+run in a shard_map over a mesh of their own, and its parameters are placed by '/'-path rules
+ending in a catch-all, with a size-1 axis in tuple entries. The model is traced where the test
+calls the explorer, as a notebook cell's code is.
 
 Plain jax is the ground truth: the library's own placement (its rules over '/'-joined paths,
 first match), compiled under `with mesh:` as the library runs it, in this process on 8 fake
@@ -15,16 +16,13 @@ its memory from `compiled.memory_analysis()`.
 
 from __future__ import annotations
 
-import re
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 nnx = pytest.importorskip("flax.nnx")
 
-import cloudpickle  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
@@ -34,40 +32,10 @@ from explorer.ui import explore_module  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
 import model_zoo as zoo  # noqa: E402
-
-# Shipped by value, as code from a notebook cell or a script is.
-cloudpickle.register_pickle_by_value(zoo)
+from plain_jax import collectives_of_hlo, collectives_of_report  # noqa: E402
 
 MESH = "fsdp=4,sp=1,tp=2"
 BATCH, SEQ = 8, 16
-_BYTES = {"f32": 4, "bf16": 2, "s32": 4, "pred": 1}
-_COLLECTIVE = re.compile(
-    r"= (\(.*?\)|\w+\[[\d,]*\](?:\{[^}]*\})?) (all-reduce|all-gather|reduce-scatter|all-to-all|"
-    r"collective-permute)\((.*?)\)(?:, |$)")
-_SHAPE = re.compile(r"(\w+)\[([\d,]*)\]")
-
-
-def _shape_bytes(text: str) -> int:
-    return sum(_BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d]))
-               for dtype, dims in _SHAPE.findall(text))
-
-
-def collectives_of_hlo(text: str) -> Counter:
-    """(kind, bytes per device) of each collective in an optimized HLO text."""
-    assert "-start(" not in text          # the CPU runs every collective synchronously
-    found = Counter()
-    for line in text.splitlines():
-        m = _COLLECTIVE.search(line)
-        if m:
-            result, kind, operands = m.groups()
-            found[kind, max(_shape_bytes(result), _shape_bytes(operands))] += 1
-    return found
-
-
-def collectives_of_report(report) -> Counter:
-    return Counter((str(c.kind), c.bytes) for c in report.collectives)
-
-
 @pytest.fixture(scope="module")
 def meshes():
     devices = np.array(jax.devices()[:8])
@@ -135,9 +103,10 @@ def assert_same_program(report, truth):
 
 
 @pytest.mark.slow
-def test_the_model_as_a_users_function_matches_plain_jax(model, ground_truth):
+def test_the_model_as_a_users_function_matches_plain_jax(model, ground_truth, meshes):
     step, params = users_step(model)
-    report = explorer.analyze(step, params, input_ids(), mesh=MESH, specs=zoo.RULES)
+    with meshes[0]:          # the library's context, as the user runs the model
+        report = explorer.analyze(step, params, input_ids(), mesh=MESH, specs=zoo.RULES)
     assert_same_program(report, ground_truth)
     # The expert shard_map's psum over its own mesh is among them: an all-reduce per layer of
     # the [8, 16, 64] f32 activations, 32 KiB on every device.
@@ -156,9 +125,10 @@ def test_the_model_as_a_users_function_matches_plain_jax(model, ground_truth):
 
 
 @pytest.mark.slow
-def test_the_module_in_the_app_matches_plain_jax(model, ground_truth):
-    app = explore_module(model, input_ids(), fn=zoo.loss, mesh=MESH, specs=zoo.RULES,
-                         debounce=None)
+def test_the_module_in_the_app_matches_plain_jax(model, ground_truth, meshes):
+    with meshes[0]:
+        app = explore_module(model, input_ids(), fn=zoo.loss, mesh=MESH, specs=zoo.RULES,
+                             debounce=None)
     report = app.report
     assert report is not None, app.status_w.value
     assert_same_program(report, ground_truth)
@@ -167,22 +137,18 @@ def test_the_module_in_the_app_matches_plain_jax(model, ground_truth):
 
 
 @pytest.mark.slow
-def test_a_config_mesh_of_other_sizes_is_compiled_on_the_explored_mesh(meshes):
-    # The user's kernel made its config's mesh on one device; the explored mesh has 8.
-    one = Mesh(np.array(jax.devices()[:1]).reshape(1, 1, 1), ("fsdp", "sp", "tp"))
-    _, expert_mesh = meshes
-    config = zoo.Config(mesh=one, expert_mesh=expert_mesh)
-    model = nnx.eval_shape(lambda: zoo.Model(config, rngs=nnx.Rngs(0)))
+def test_without_the_librarys_mesh_context_its_helper_fails_as_it_would_in_plain_jax(model):
+    # The model's sharding helper reads the legacy `with mesh:` context; traced where it is
+    # called, outside it, the helper's own assertion says so.
     step, params = users_step(model)
-    report = explorer.analyze(step, params, input_ids(), mesh=MESH, specs=zoo.RULES)
-    assert any("holds a Mesh of its own (fsdp=1,sp=1,tp=1)" in n and "fsdp=4,sp=1,tp=2" in n
-               for n in report.notes), report.notes
-    assert report.tensor("layers.1.moe.w_in").shard_shape == (8 // 4, 64, 64 // 2)
+    with pytest.raises(explorer.InputError, match="No mesh found under this context manager"):
+        explorer.analyze(step, params, input_ids(), mesh=MESH, specs=zoo.RULES)
 
 
-def test_rules_written_for_other_names_are_named_in_the_notes(model):
+def test_rules_written_for_other_names_are_named_in_the_notes(model, meshes):
     step, params = users_step(model)
     rules = [(r"model/decoder/layers_\d+/mlp/wi/kernel", ("fsdp", "tp")), *zoo.RULES[-1:]]
-    report = explorer.analyze(step, params, input_ids(), mesh=MESH, specs=rules)
+    with meshes[0]:
+        report = explorer.analyze(step, params, input_ids(), mesh=MESH, specs=rules)
     note = next(n for n in report.notes if "matched no input tensor" in n)
     assert note.startswith(r"spec pattern 'model/decoder/layers_\\d+/mlp/wi/kernel' matched")

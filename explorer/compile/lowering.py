@@ -1,0 +1,267 @@
+"""A user's program traced and lowered where it was called; compiled in the worker.
+
+Whatever a function's meaning depends on outside its closure is only in the caller's process:
+flax's `logical_axis_rules` (without which every `nn.with_logical_constraint` is dropped),
+`jax.default_matmul_precision`, the caller's own `jax.set_mesh` or `with mesh:`, config flags.
+A function re-traced in another process loses them, and compiles as another program with no
+word. So a user's function is traced here, on abstract inputs over an abstract mesh of the
+request's shape (no device, nothing allocated), and lowered to StableHLO for the platform the
+worker compiles for; the module text travels, never the function. The worker compiles that
+module for the target's devices (explorer/compile/backend.py, `compile_lowered`).
+
+`lower_program` runs in the caller (it imports jax); `LoweredProgram` is plain data that both
+sides import.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import time
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from explorer.compile.caller_context import context_of
+from explorer.compile.sources import cell_name
+from explorer.errors import InputError
+from explorer.spec.mesh import MeshSpec
+from explorer.spec.tensor import KeyDataSpec, TensorSpec
+
+
+@dataclass(frozen=True)
+class OutputShape:
+    """One flat output of a lowered program: its name (``out['w1']``, as jax's key path of the
+    output pytree reads), global shape and dtype (jax's name: ``float32``, ``key<fry>``)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class LoweredProgram:
+    """A program as jax lowered it in the caller's process, for one platform.
+
+    `stablehlo` is the module text with its debug locations (the caller's files and lines),
+    which the worker parses and compiles; its parameters are the request's flat inputs in
+    order, every one kept (jax.jit's keep_unused=True), so that HLO parameter i is input i."""
+
+    stablehlo: str
+    platform: str                        # lowered for: "cpu", "tpu" or "cuda"
+    outputs: tuple[OutputShape, ...]
+    lower_s: float                       # seconds the trace and the lowering took here
+    # Inputs the program never reads: jax.jit's default (keep_unused=False) would drop them.
+    unused: tuple[int, ...] = ()
+    notes: tuple[str, ...] = ()          # how it was traced, where that is not the plain way
+
+
+# What jax 0.10 raises when a shard_map's own mesh is not the context mesh.
+OWN_SHARD_MAP_MESH = "should match the mesh passed to shard_map"
+
+
+def _is_spec(x) -> bool:
+    return isinstance(x, TensorSpec)
+
+
+def lower_program(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platform: str,
+                  partitioner: str, donated: Sequence[int] = ()) -> LoweredProgram:
+    """Trace `fn` on `args` (a tuple of argument pytrees whose array leaves are TensorSpecs;
+    other leaves are held fixed, as a closure would hold them) sharded over an abstract `mesh`,
+    in this process and under its contexts (and those `fn` was bound to where it was handed
+    over, explorer/compile/caller_context.py), and lower it for `platform`.
+
+    `donated` are positions among the TensorSpecs in jax's order (as jax.jit's donate_argnums
+    would name whole arguments); a KeyDataSpec's data is wrapped back into the typed PRNG key
+    array the function was given.
+
+    Raises:
+        InputError: the function raised while it was traced or lowered here; the message
+            names the function and carries jax's or the function's error.
+    """
+    import jax
+    from jax._src import config as jax_config
+
+    abstract = abstract_mesh(mesh)
+    program, structs, donate_argnums = _jittable(fn, args, abstract, tuple(donated))
+    jitted = jax.jit(program, keep_unused=True,
+                     **({"donate_argnums": donate_argnums} if donate_argnums else {}))
+    notes: list[str] = []
+    t0 = time.perf_counter()
+    _exclude_this_file()
+    context = context_of(fn)
+    try:
+        # Each op's location is its innermost frame of the user's code (what the Report reads),
+        # not the whole stack up to the caller's call: the same program called from two
+        # places lowers to the same text, and so the same cache key.
+        with context.entered() if context is not None else nullcontext(), \
+                jax_config.use_shardy_partitioner(partitioner == "shardy"), \
+                jax_config.traceback_in_locations_limit(1):
+            try:
+                with jax.sharding.use_abstract_mesh(abstract):
+                    traced = jitted.trace(*structs)
+            except ValueError as e:
+                if OWN_SHARD_MAP_MESH not in str(e):
+                    raise
+                # A shard_map over a mesh of its own (an expert mesh) is refused under another
+                # context mesh; it is traced under the caller's contexts alone, as it runs.
+                notes.append("a shard_map in the program runs over a mesh of its own, which "
+                             "jax refuses under the explored mesh's context; the program was "
+                             "traced under the caller's own mesh context alone")
+                traced = jitted.trace(*structs)
+            lowered = traced.lower(lowering_platforms=(platform,))
+            text = _cells_named(lowered.as_text(debug_info=True))
+    except Exception as e:
+        raise InputError(
+            f"{_describe(fn)} raised while it was traced in this process for the "
+            f"{mesh.text()} mesh: {type(e).__name__}: {e}") from e
+    lower_s = time.perf_counter() - t0
+    out_paths = jax.tree_util.tree_flatten_with_path(lowered.out_info)[0]
+    outputs = tuple(OutputShape("out" + jax.tree_util.keystr(path), tuple(info.shape),
+                                str(info.dtype)) for path, info in out_paths)
+    return LoweredProgram(stablehlo=text, platform=platform, outputs=outputs,
+                          lower_s=lower_s, unused=_unused_inputs(traced.jaxpr),
+                          notes=tuple(notes))
+
+
+def _jittable(fn, args: tuple, mesh, donated: tuple[int, ...]):
+    """(program, its abstract arguments, donate_argnums): `fn` as jax.jit traces it, given
+    only arrays. Each argument keeps its structure and the parameter name `fn` gives it, so
+    that jax names the HLO parameters as it would for the user's own jit (``params['w1']``);
+    leaves that are not inputs are taken out and put back inside, and key data is wrapped back
+    into keys. Where only some inputs of an argument are donated (jax donates whole
+    arguments), the inputs are passed flat instead."""
+    import jax
+
+    leaves, treedef = jax.tree.flatten(args, is_leaf=_is_spec)
+    inputs = [i for i, leaf in enumerate(leaves) if _is_spec(leaf)]
+    structs = [_struct(leaves[i], mesh) for i in inputs]
+
+    def rebuild(arrays) -> tuple:
+        full = list(leaves)
+        for i, array in zip(inputs, arrays, strict=True):
+            spec = leaves[i]
+            full[i] = _wrap_key(array, spec) if isinstance(spec, KeyDataSpec) else array
+        return jax.tree.unflatten(treedef, full)
+
+    counts = [len(tensor_positions(a)) for a in args]
+    starts = [sum(counts[:k]) for k in range(len(args))]
+    whole = tuple(k for k in range(len(args)) if counts[k]
+                  and all(starts[k] + j in donated for j in range(counts[k])))
+    if sum(counts[k] for k in whole) != len(donated):
+        def flat(*arrays):
+            return fn(*rebuild(arrays))
+
+        return _named_as(flat, fn), structs, donated
+
+    def program(*arg_trees):
+        return fn(*rebuild(jax.tree.leaves(arg_trees)))
+
+    program.__signature__ = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY)
+         for n in argument_names(fn, len(args))])
+    trees = jax.tree.unflatten(jax.tree.structure(
+        tuple(_without_static(a) for a in args), is_leaf=_is_spec), structs)
+    return _named_as(program, fn), tuple(trees), whole
+
+
+def tensor_positions(tree) -> list[int]:
+    """The positions of the TensorSpec leaves among all the leaves of `tree`."""
+    import jax
+
+    return [i for i, x in enumerate(jax.tree.leaves(tree, is_leaf=_is_spec)) if _is_spec(x)]
+
+
+def _without_static(tree):
+    """`tree` with every leaf that is not a TensorSpec replaced by None (no leaf to jax)."""
+    import jax
+
+    return jax.tree.map(lambda x: x if _is_spec(x) else None, tree, is_leaf=_is_spec)
+
+
+def _named_as(program, fn):
+    """`program` under `fn`'s name, which jax gives the module and every op_name."""
+    program.__name__ = getattr(fn, "__name__", type(fn).__name__)
+    program.__qualname__ = getattr(fn, "__qualname__", program.__name__)
+    return program
+
+
+# A file location in MLIR's text: loc("/path/to/file.py":12:4 to :20).
+_FILE_LOCATION = re.compile(r'loc\("([^"]+)":\d+')
+
+
+def _cells_named(text: str) -> str:
+    """The module text with every notebook cell's file (ipykernel's temporary file) named as
+    its prompt, "In [3]", as the Report shows a cell's lines."""
+    for path in set(_FILE_LOCATION.findall(text)):
+        name = cell_name(path)
+        if name is not None:
+            text = text.replace(f'"{path}"', f'"{name}"')
+    return text
+
+
+def _exclude_this_file() -> None:
+    """Ops the wrapper of `_jittable` makes (wrapping keys) are located at the user's call,
+    not in this file: jax excludes it from source locations as it excludes its own files."""
+    from jax._src import source_info_util
+
+    source_info_util.register_exclusion(__file__)
+
+
+def abstract_mesh(mesh: MeshSpec):
+    """jax's AbstractMesh of the request's mesh: its axes, sizes and axis types, no devices."""
+    from jax.sharding import AbstractMesh, AxisType
+
+    kind = AxisType.Explicit if mesh.axis_type == "explicit" else AxisType.Auto
+    return AbstractMesh(mesh.sizes, mesh.names, axis_types=(kind,) * len(mesh.names))
+
+
+def _struct(spec: TensorSpec, mesh):
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    sharding = NamedSharding(mesh, PartitionSpec(*spec.spec),
+                             **({} if spec.memory_kind == "device"
+                                else {"memory_kind": spec.memory_kind}))
+    return jax.ShapeDtypeStruct(spec.shape, jnp.dtype(spec.dtype), sharding=sharding)
+
+
+def _wrap_key(data, spec: KeyDataSpec):
+    """The typed key array whose data `data` is (uint32, the key's own trailing dimension)."""
+    import jax
+
+    return jax.random.wrap_key_data(data, impl=spec.impl)
+
+
+def _unused_inputs(jaxpr) -> tuple[int, ...]:
+    """The positions of the inputs the traced program never reads, as jax.jit would find them
+    when it drops unused inputs (dead code eliminated first)."""
+    from jax._src.interpreters import partial_eval as pe
+
+    _, used = pe.dce_jaxpr(jaxpr.jaxpr, [True] * len(jaxpr.jaxpr.outvars))
+    return tuple(i for i, u in enumerate(used) if not u)
+
+
+def argument_names(fn: Callable[..., Any], count: int) -> list[str]:
+    """The names of `fn`'s first `count` positional parameters; ``arg{k}`` past them or where
+    `fn` has no signature."""
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):       # builtins and some callables have no signature
+        params = []
+    return [params[k] if k < len(params) else f"arg{k}" for k in range(count)]
+
+
+
+def _describe(fn) -> str:
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    return f"function {name!r}" if name else f"callable {type(fn).__name__}"
+
+
+def platform_of(backend: str, real_platform: str) -> str:
+    """The platform a worker of `backend` (a protocol.Backend value) compiles for, as jax's
+    lowering names it; `real_platform` for the machine's own devices."""
+    return {"cpu": "cpu", "tpu": "tpu", "gpu": "cuda"}.get(backend, real_platform)
