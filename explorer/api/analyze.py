@@ -83,8 +83,11 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
     Report's ``approximation`` says why. Every argument is checked before any work is done.
 
     Args:
-        fn: the function to compile, called as ``fn(*args)``. It is pickled by value (closures
-            and notebook cells too) and sent to the worker.
+        fn: the function to compile, called as ``fn(*args)``. It is traced and lowered here,
+            in this process and under the caller's contexts (flax's logical axis rules, a mesh
+            context, the matmul precision; explorer/compile/lowering.py); only the lowered
+            module goes to the worker, which compiles it. Leaves of `args` that are not arrays
+            are held fixed, as a closure would hold them.
         *args: each an explorer.TensorSpec, an array-like (a jax.ShapeDtypeStruct, a jax or
             numpy array: anything with ``.shape`` and ``.dtype``) or a pytree of them (dicts,
             lists, tuples, namedtuples, Equinox modules, optax states, any registered pytree);
@@ -168,7 +171,8 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             not a regular expression or names no input.
         TargetError: an unknown `target`; MappingError (a TargetError) when the mesh or the
             `mapping` does not fit it.
-        ExplorerError: any other bad argument (`fn` not callable or not picklable,
+        InputError: `fn` raised while it was traced here (the message carries its error).
+        ExplorerError: any other bad argument (`fn` not callable,
             `partitioner`, `timeout`, a flag that is not True or False, a `mapping` without a
             `target`, `tpu_topology` with `real_devices` or without libtpu).
         CompileError: jax or XLA rejected the program; the message is theirs.

@@ -1,6 +1,7 @@
 """The program the explorer compiles for a Flax NNX module (explorer.ui.explore_module): the
-module rebuilt from its state with `nnx.merge`, then called. It runs in the compile worker,
-which traces it with jax; the app only names it (by reference, in a functools.partial).
+module rebuilt from its state with `nnx.merge`, then called. It is traced where the app runs,
+as any user's function is (explorer/compile/lowering.py), with the module's GraphDef bound in
+a functools.partial.
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ def _exclude_flax_frames() -> None:
 
 
 def call_module(params, state, *inputs, graphdef, call, keys):
-    """The compiled program: the module rebuilt from its state, then called on the inputs.
-    Runs in the compile worker."""
+    """The compiled program: the module rebuilt from its state, then called on the inputs."""
     import jax
     from flax import nnx
 

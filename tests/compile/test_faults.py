@@ -1,6 +1,9 @@
 """Worker faults: each one gives the caller a WorkerError that says what happened, and the next
 request is served by a fresh worker. What a program leaves behind (threads, child processes,
-processes in sessions of their own) cannot reach the next request, nor outlive the pool."""
+processes in sessions of their own) cannot reach the next request, nor outlive the pool.
+
+The programs run in the worker as a built-in workload's does (tests/_support/in_worker.py): a
+user's function is traced in the caller's process and never runs in a worker."""
 
 import _thread
 import errno
@@ -12,12 +15,17 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from explorer import TensorSpec, WorkerError, WorkerPool, analyze
+from explorer import TensorSpec, WorkerError, WorkerPool
 from explorer.compile import pool as pool_module
 from explorer.compile.protocol import Crash, Ping, Sleep, WorkerKey
+
+SUPPORT = str(Path(__file__).resolve().parents[1] / "_support")
+sys.path.insert(0, SUPPORT)
+from in_worker import analyze_in_worker  # noqa: E402
 
 # Each fault test starts, breaks and replaces real worker processes: seconds apiece.
 pytestmark = pytest.mark.slow
@@ -42,7 +50,7 @@ def _sums_over(report, devices=2) -> bool:
 
 
 def _next_request_works(pool, devices=2):
-    assert _sums_over(analyze(_sum, X, mesh={"d": devices}, pool=pool, use_cache=False), devices)
+    assert _sums_over(analyze_in_worker(_sum, X, mesh={"d": devices}, pool=pool), devices)
 
 
 def _state(pid: int) -> str | None:
@@ -129,7 +137,7 @@ def test_sigkill_mid_compile_names_the_signal(pool, tmp_path):
     _kill_once_noted(pids)
     with pytest.raises(WorkerError, match=r"for 2 devices died \(killed by SIGKILL, sent by "
                                           "the kernel's out-of-memory killer"):
-        analyze(slow, X, mesh="d=2", pool=pool, use_cache=False)
+        analyze_in_worker(slow, X, mesh="d=2", pool=pool)
     _next_request_works(pool)
 
 
@@ -151,7 +159,7 @@ def test_a_program_that_exits_with_a_thread_running_stops_its_worker(pool):
         raise SystemExit(5)
 
     with pytest.raises(WorkerError) as info:
-        analyze(quits, X, mesh="d=2", pool=pool, use_cache=False)
+        analyze_in_worker(quits, X, mesh="d=2", pool=pool)
     message = str(info.value)
     assert "for 2 devices died (exit status 70)" in message
     assert "the program raised SystemExit(5)" in message        # the cause, from its stderr
@@ -174,7 +182,7 @@ def test_a_worker_that_closes_its_socket_but_lives_is_stopped_with_its_group(poo
         return x
 
     with pytest.raises(WorkerError, match="closed its connection but did not exit"):
-        analyze(hangs_up, X, mesh="d=2", pool=pool, use_cache=False)
+        analyze_in_worker(hangs_up, X, mesh="d=2", pool=pool)
     assert _gone(pid) and _gone(int(child_file.read_text()))
     _next_request_works(pool)
 
@@ -232,7 +240,7 @@ def test_a_busy_worker_is_never_evicted(tmp_path):
         p.warm(busy)
         reports = []
         holder = threading.Thread(target=lambda: reports.append(
-            analyze(holds_until_released, X, mesh="d=2", pool=p, use_cache=False)))
+            analyze_in_worker(holds_until_released, X, mesh="d=2", pool=p)))
         holder.start()
         while True:              # until the request holds the worker
             with p._lock:
@@ -299,7 +307,7 @@ def test_a_death_quotes_only_what_its_own_request_printed(pool):
         return jax.lax.with_sharding_constraint(a * 2, PartitionSpec(None, ("x", "y"), None))
 
     a = TensorSpec("a", (16, 16, 16), spec="y,None,x")
-    assert analyze(reshard, a, mesh="x=2,y=4", pool=pool, use_cache=False).warnings
+    assert analyze_in_worker(reshard, a, mesh="x=2,y=4", pool=pool).warnings
     with pytest.raises(WorkerError) as info:
         pool.run(WorkerKey.fake_cpu(8), Crash(exit_code=3))
     assert str(info.value) == ("the compile worker for 8 devices died (exit status 3); a fresh "
@@ -331,8 +339,8 @@ def test_a_thread_a_program_leaves_running_cannot_fail_the_next_request(pool, tm
         time.sleep(2)          # a thread polling every 10 ms would strike in here
         return x.sum()
 
-    assert _sums_over(analyze(leaves_a_thread, X, mesh="d=2", pool=pool, use_cache=False))
-    assert _sums_over(analyze(innocent, X, mesh="d=2", pool=pool, use_cache=False))
+    assert _sums_over(analyze_in_worker(leaves_a_thread, X, mesh="d=2", pool=pool))
+    assert _sums_over(analyze_in_worker(innocent, X, mesh="d=2", pool=pool))
     left_the_thread, served_next = _when_written(pids)
     assert served_next != left_the_thread and _gone(left_the_thread)
 
@@ -346,7 +354,7 @@ def test_a_thread_that_ends_before_its_program_returns_keeps_the_worker(pool):
         helper.join()
         return x.sum()
 
-    assert _sums_over(analyze(waits_for_its_thread, X, mesh="d=2", pool=pool, use_cache=False))
+    assert _sums_over(analyze_in_worker(waits_for_its_thread, X, mesh="d=2", pool=pool))
     assert pool.warm(WorkerKey.fake_cpu(2)).pid == pid
 
 
@@ -358,7 +366,7 @@ def test_a_child_in_its_own_session_ends_with_its_worker_and_the_pool(pool, tmp_
         _note_pid(pids)
         return x.sum()
 
-    assert _sums_over(analyze(starts_a_session, X, mesh="d=2", pool=pool, use_cache=False))
+    assert _sums_over(analyze_in_worker(starts_a_session, X, mesh="d=2", pool=pool))
     pool.close()
     (worker,) = _when_written(pids)
     assert _none_running("sleep", "302") and _gone(worker)
@@ -370,7 +378,7 @@ def test_a_child_in_its_own_session_ends_when_its_worker_crashes(pool):
         os._exit(3)
 
     with pytest.raises(WorkerError, match=r"for 2 devices died \(exit status 3\)"):
-        analyze(starts_a_session_then_crashes, X, mesh="d=2", pool=pool, use_cache=False)
+        analyze_in_worker(starts_a_session_then_crashes, X, mesh="d=2", pool=pool)
     assert _none_running("sleep", "303")
     _next_request_works(pool)
 
@@ -386,7 +394,7 @@ def test_a_child_in_its_own_session_ends_when_its_worker_is_killed(pool, tmp_pat
 
     _kill_once_noted(pids)
     with pytest.raises(WorkerError, match=r"for 2 devices died \(killed by SIGKILL"):
-        analyze(starts_a_session_then_waits, X, mesh="d=2", pool=pool, use_cache=False)
+        analyze_in_worker(starts_a_session_then_waits, X, mesh="d=2", pool=pool)
     assert _none_running("sleep", "304")
     _next_request_works(pool)
 
@@ -397,7 +405,7 @@ def test_an_orphan_of_the_program_ends_when_its_program_returns(pool):
         subprocess.run(["sh", "-c", "setsid sleep 305 &"], check=True)
         return x.sum()
 
-    assert _sums_over(analyze(orphans_a_child, X, mesh="d=2", pool=pool, use_cache=False))
+    assert _sums_over(analyze_in_worker(orphans_a_child, X, mesh="d=2", pool=pool))
     assert _none_running("sleep", "305")
     _next_request_works(pool)
 
@@ -423,7 +431,7 @@ def test_a_worker_death_is_noticed_while_a_forked_child_holds_its_socket(
 
     try:
         with pytest.raises(WorkerError, match=r"for 2 devices died \(exit status 4\)"):
-            analyze(forks_then_exits, X, mesh="d=2", pool=pool, use_cache=False)
+            analyze_in_worker(forks_then_exits, X, mesh="d=2", pool=pool)
         (child,) = _when_written(pids)
         assert _gone(child)
         _next_request_works(pool)
@@ -433,9 +441,11 @@ def test_a_worker_death_is_noticed_while_a_forked_child_holds_its_socket(
 
 OWNER = textwrap.dedent("""
     import os, subprocess, sys, time
-    from explorer import TensorSpec, WorkerPool, analyze
+    from explorer import TensorSpec, WorkerPool
 
     PIDS = sys.argv[1]      # a global of __main__: it travels with the function
+    sys.path.insert(0, sys.argv[2])
+    from in_worker import analyze_in_worker
 
     def hangs(x):
         subprocess.Popen(["setsid", "sleep", "306"])
@@ -444,8 +454,8 @@ OWNER = textwrap.dedent("""
         time.sleep(600)
         return x
 
-    analyze(hangs, TensorSpec("x", (8,), spec="d"), mesh="d=2", pool=WorkerPool(timeout=900),
-            use_cache=False)
+    analyze_in_worker(hangs, TensorSpec("x", (8,), spec="d"), mesh="d=2",
+                      pool=WorkerPool(timeout=900))
 """)
 
 
@@ -453,7 +463,7 @@ def test_a_process_killed_while_its_pool_compiles_leaves_no_process_behind(tmp_p
     # A notebook kernel killed mid-compile: no atexit runs, nothing closes the pool.
     script, pids = tmp_path / "owner.py", tmp_path / "pids"
     script.write_text(OWNER)
-    owner = subprocess.Popen([sys.executable, str(script), str(pids)])
+    owner = subprocess.Popen([sys.executable, str(script), str(pids), SUPPORT])
     try:
         (worker, worker_parent) = _when_written(pids)
     finally:
