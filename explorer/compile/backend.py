@@ -282,7 +282,8 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     inputs, outputs = _layouts(leaves, structs, lowered.out_info, compiled, dumped.propagated,
                                notes, program.outputs if program is not None else None)
     # Said only when a run was asked: the note is the answer to `measure`.
-    measured = (_measurement(compiled, args, mesh, measure_cap, tpu_topology, gpu)
+    measured = (_measurement(compiled, args, mesh, measure_cap, tpu_topology, gpu,
+                             calls_back=program is not None and program.calls_back)
                 if measure else None)
     return CompileResult(
         measured=measured,
@@ -450,8 +451,15 @@ def _layouts(leaves: list[TensorSpec], structs, out_info, compiled, propagated: 
 
 
 def _measurement(compiled, args, mesh, cap: int, tpu_topology: str | None,
-                 gpu: GpuTopology | None) -> Measurement:
+                 gpu: GpuTopology | None, calls_back: bool = False) -> Measurement:
     """The answer to `measure`: a run of the compiled program, or why none could be made."""
+    if calls_back:
+        # Its callbacks are functions of the process that traced it: run here, they would
+        # jump into memory that is not theirs.
+        return Measurement(note="not measured: the program calls back into the process that "
+                                "traced it (jax.debug.print, pure_callback or io_callback), "
+                                "which the compile worker cannot run; remove the callbacks to "
+                                "time it")
     if tpu_topology or gpu is not None:
         return Measurement(note="not measured: compiled ahead of time for a "
                                 f"{'TPU' if tpu_topology else 'GPU'} that is not here")

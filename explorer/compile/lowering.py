@@ -55,6 +55,9 @@ class LoweredProgram:
     # Inputs the program never reads: jax.jit's default (keep_unused=False) would drop them.
     unused: tuple[int, ...] = ()
     notes: tuple[str, ...] = ()          # how it was traced, where that is not the plain way
+    # The program calls back into the process that traced it (jax.debug.print, pure_callback,
+    # io_callback): it compiles anywhere, but only that process could run it.
+    calls_back: bool = False
 
 
 # What jax 0.10 raises when a shard_map's own mesh is not the context mesh.
@@ -122,7 +125,8 @@ def lower_program(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platform:
                                 str(info.dtype)) for path, info in out_paths)
     return LoweredProgram(stablehlo=text, platform=platform, outputs=outputs,
                           lower_s=lower_s, unused=_unused_inputs(traced.jaxpr),
-                          notes=tuple(notes))
+                          notes=tuple(notes),
+                          calls_back=bool(lowered._lowering.compile_args.get("host_callbacks")))
 
 
 def _jittable(fn, args: tuple, mesh, donated: tuple[int, ...]):

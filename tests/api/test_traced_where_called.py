@@ -300,3 +300,18 @@ def test_an_edit_traced_later_on_another_thread_keeps_the_contexts_of_the_first(
     [result] = results
     assert collectives_of_report(result.report) == truth
     assert "precision = [HIGHEST, HIGHEST]" in result.report.stablehlo
+
+
+def test_a_program_that_calls_back_into_this_process_is_compiled_but_not_run():
+    def prints(x, w):
+        y = x @ w
+        jax.debug.print("sum {}", y.sum())
+        return y
+
+    args = (T("x", (64, 64), spec="data,None"), T("w", (64, 64)))
+    report = explorer.analyze(prints, *args, mesh=MESH, measure=True)
+    # Compiled as plain jax compiles it; its callback belongs to this process, so no run.
+    assert collectives_of_report(report) == collectives_of_hlo(plain_compile(
+        prints, (args[0], ("data", None)), (args[1], ())).as_text())
+    assert report.timing.measured_s is None
+    assert "calls back into the process that traced it" in report.timing.measure_note
