@@ -171,11 +171,11 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             not a regular expression or names no input.
         TargetError: an unknown `target`; MappingError (a TargetError) when the mesh or the
             `mapping` does not fit it.
-        InputError: `fn` raised while it was traced here (the message carries its error).
         ExplorerError: any other bad argument (`fn` not callable,
             `partitioner`, `timeout`, a flag that is not True or False, a `mapping` without a
             `target`, `tpu_topology` with `real_devices` or without libtpu).
-        CompileError: jax or XLA rejected the program; the message is theirs.
+        CompileError: jax or XLA rejected the program, or `fn` raised while it was traced
+            here; the message is theirs.
         WorkerError: the worker crashed, was killed or ran past `timeout`.
 
     Example:

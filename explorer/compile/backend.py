@@ -139,18 +139,22 @@ def _struct(spec: TensorSpec, mesh):
     return jax.ShapeDtypeStruct(spec.shape, jnp.dtype(spec.dtype), sharding=sharding)
 
 
-def _offload_notes(specs: list[TensorSpec], structs: list, platform: str) -> list[str]:
+def _offload_notes(specs: list[TensorSpec], structs: list, platform: str,
+                   kinds_in_module: bool = False) -> list[str]:
     """What the compile cannot show of the inputs placed in host memory (memory kind
-    pinned_host), said rather than shown as if it held."""
+    pinned_host), said rather than shown as if it held. `kinds_in_module`: the caller lowered
+    the program, its inputs' memory kinds written in its module, which the compiler honours."""
     offloaded = [s.name for s in specs if s.memory_kind != "device"]
     if not offloaded:
         return []
     names = ", ".join(offloaded[:3]) + (f" and {len(offloaded) - 3} more"
                                         if len(offloaded) > 3 else "")
     # jax keeps a sharding's memory kind only where the devices have memory spaces; the GPU
-    # devices of a compile without a GPU have none, so it drops pinned_host there.
-    if any(getattr(st.sharding, "memory_kind", None) is None for sp, st in zip(
-            specs, structs, strict=True) if sp.memory_kind != "device"):
+    # devices of a compile without a GPU have none, so it drops pinned_host there. A module
+    # lowered over an abstract mesh keeps it (as jax does on a real GPU).
+    if not kinds_in_module and any(
+            getattr(st.sharding, "memory_kind", None) is None for sp, st in zip(
+                specs, structs, strict=True) if sp.memory_kind != "device"):
         return [f"the inputs {names} were asked to live in host memory, but jax gives the "
                 f"{platform} devices of this compile no host memory space for inputs, so they "
                 "were compiled in device memory and count there; arrays the program itself "
@@ -253,7 +257,8 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
     structs = jax.tree.map(lambda s: _struct(s, mesh), args, is_leaf=_is_spec)
     leaves = jax.tree.leaves(args, is_leaf=_is_spec)
-    notes += _offload_notes(leaves, jax.tree.leaves(structs), mesh.devices.flat[0].platform)
+    notes += _offload_notes(leaves, jax.tree.leaves(structs), mesh.devices.flat[0].platform,
+                            kinds_in_module=program is not None)
     # keep_unused so that HLO parameter i is always the i-th input tensor. Donated inputs
     # (donate_argnums, positions in the flat `args`) may hold outputs: the CPU, and the GPU and
     # TPU compilers ahead of time, all honour it in jax 0.10 (tests/compile/test_donation.py).

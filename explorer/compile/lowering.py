@@ -25,7 +25,7 @@ from typing import Any
 
 from explorer.compile.caller_context import context_of
 from explorer.compile.sources import cell_name
-from explorer.errors import InputError
+from explorer.errors import CompileError
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import KeyDataSpec, TensorSpec
 
@@ -80,8 +80,8 @@ def lower_program(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platform:
     array the function was given.
 
     Raises:
-        InputError: the function raised while it was traced or lowered here; the message
-            names the function and carries jax's or the function's error.
+        CompileError: the function raised while it was traced or lowered here (jax refused
+            it, or it has a bug); the message names the function and carries the error.
     """
     import jax
     from jax._src import config as jax_config
@@ -116,7 +116,7 @@ def lower_program(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platform:
             lowered = traced.lower(lowering_platforms=(platform,))
             text = _cells_named(lowered.as_text(debug_info=True))
     except Exception as e:
-        raise InputError(
+        raise CompileError(
             f"{_describe(fn)} raised while it was traced in this process for the "
             f"{mesh.text()} mesh: {type(e).__name__}: {e}") from e
     lower_s = time.perf_counter() - t0

@@ -174,7 +174,7 @@ def test_a_mesh_larger_than_the_explored_one_is_refused_as_jax_refuses_it():
         return jax.lax.with_sharding_constraint(x, NamedSharding(big, P("expert")))
 
     # Traced where it is called, the program is refused there, as plain jax refuses it.
-    with pytest.raises(explorer.InputError,
+    with pytest.raises(explorer.CompileError,
                        match=r"data=2,model=2 mesh: .*AbstractMesh size: 4 does not match the "
                              r"device assignment size: 8"):
         explorer.analyze(f, T("x", (64,)), mesh="data=2,model=2")
@@ -279,7 +279,7 @@ def test_a_function_that_fails_to_trace_says_so_here():
     def broken(x):
         return x @ jnp.ones((3, 3))
 
-    with pytest.raises(explorer.InputError, match=r"'.*broken' raised while it was traced"):
+    with pytest.raises(explorer.CompileError, match=r"'.*broken' raised while it was traced"):
         explorer.analyze(broken, T("x", (64, 64)), mesh=MESH)
 
 

@@ -1,9 +1,15 @@
 """The worker pool: one warm process per device count, replaced after a crash or a timeout."""
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from explorer import TensorSpec, WorkerError, WorkerPool, analyze
 from explorer.compile.protocol import Crash, Ping, Sleep, WorkerKey
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
+from in_worker import analyze_in_worker  # noqa: E402
 
 cpu = WorkerKey.fake_cpu
 
@@ -57,15 +63,20 @@ def test_a_compile_past_the_time_limit_is_stopped(pool):
 
 
 @pytest.mark.slow
-def test_an_error_in_the_user_function_is_reported_and_the_worker_lives(pool):
+def test_an_error_in_the_program_is_reported_and_the_worker_lives(pool):
     def broken(x):
         return x @ undefined_name  # noqa: F821
 
     from explorer import CompileError
 
+    # Traced in the worker, as a workload's program is: the worker reports it and lives on.
     with pytest.raises(CompileError, match="undefined_name"):
-        analyze(broken, TensorSpec("x", (4, 4)), mesh="d=2", pool=pool, use_cache=False)
+        analyze_in_worker(broken, TensorSpec("x", (4, 4)), mesh="d=2", pool=pool)
     assert pool.warm(cpu(2)).devices == 2
+    # A user's function is traced here: its error is raised here, naming it.
+    with pytest.raises(CompileError,
+                       match="'.*broken' raised while it was traced.*undefined_name"):
+        analyze(broken, TensorSpec("x", (4, 4)), mesh="d=2", pool=pool, use_cache=False)
 
 
 @pytest.mark.slow   # compile-heavy: the full suite runs it, the inner loop does not

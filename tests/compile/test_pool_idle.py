@@ -5,6 +5,7 @@ it starts, with the same Report."""
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -16,6 +17,9 @@ from explorer.compile.pool import (
     idle_timeout_from_environment,
 )
 from explorer.compile.protocol import WorkerKey
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
+from in_worker import analyze_in_worker  # noqa: E402
 
 # x @ w with the contracted dimension split over d=4: each device holds a partial (16, 8) f32
 # product, all-reduced over the 4 devices: 16 * 8 * 4 B = 512 B per device.
@@ -81,8 +85,9 @@ def test_an_idle_worker_is_stopped_and_the_next_analysis_starts_one_with_the_sam
 
 @pytest.mark.slow
 def test_a_worker_busy_for_longer_than_the_idle_timeout_is_not_stopped(tmp_path):
-    # The program traces for as long as the test makes it (a file it waits for), well past the
-    # idle timeout; the worker that started it must answer it and stay.
+    # The program traces in the worker (as a workload's does) for as long as the test makes it
+    # (a file it waits for), well past the idle timeout; the worker that started it must answer
+    # it and stay.
     release = tmp_path / "release"
 
     def slow_project(x, w):
@@ -95,7 +100,7 @@ def test_a_worker_busy_for_longer_than_the_idle_timeout_is_not_stopped(tmp_path)
         pool.warm(KEY)
         reports = []
         thread = threading.Thread(target=lambda: reports.append(
-            analyze(slow_project, X, W, mesh="d=4", pool=pool, use_cache=False)))
+            analyze_in_worker(slow_project, X, W, mesh="d=4", pool=pool)))
         thread.start()
         # The warmed worker may itself go idle for longer than 0.2 s before the request
         # arrives (a loaded machine) and be closed, and a new one serve it: the worker under

@@ -141,7 +141,7 @@ def test_without_the_librarys_mesh_context_its_helper_fails_as_it_would_in_plain
     # The model's sharding helper reads the legacy `with mesh:` context; traced where it is
     # called, outside it, the helper's own assertion says so.
     step, params = users_step(model)
-    with pytest.raises(explorer.InputError, match="No mesh found under this context manager"):
+    with pytest.raises(explorer.CompileError, match="No mesh found under this context manager"):
         explorer.analyze(step, params, input_ids(), mesh=MESH, specs=zoo.RULES)
 
 
