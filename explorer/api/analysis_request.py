@@ -257,7 +257,7 @@ class Request:
         inputs = tuple(args)
         lowered = None
         if lower_here:
-            platform = platform_of(compiled.worker.backend.value, accelerator_platform())
+            platform = platform_of(compiled.worker.backend.value, accelerator_platform)
             lowered = lower_program(fn, inputs, mesh, platform, partitioner.value, donated)
             fn_bytes, args = lowered.stablehlo.encode(), leaves
         else:

@@ -15,6 +15,7 @@ sides import.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import time
@@ -205,9 +206,11 @@ def _cells_named(text: str) -> str:
     return text
 
 
+@functools.cache
 def _exclude_this_file() -> None:
     """Ops the wrapper of `_jittable` makes (wrapping keys) are located at the user's call,
-    not in this file: jax excludes it from source locations as it excludes its own files."""
+    not in this file: jax excludes it from source locations as it excludes its own files
+    (once: jax keeps a list, which every frame is checked against)."""
     from jax._src import source_info_util
 
     source_info_util.register_exclusion(__file__)
@@ -265,7 +268,7 @@ def _describe(fn) -> str:
     return f"function {name!r}" if name else f"callable {type(fn).__name__}"
 
 
-def platform_of(backend: str, real_platform: str) -> str:
+def platform_of(backend: str, real_platform: Callable[[], str]) -> str:
     """The platform a worker of `backend` (a protocol.Backend value) compiles for, as jax's
-    lowering names it; `real_platform` for the machine's own devices."""
-    return {"cpu": "cpu", "tpu": "tpu", "gpu": "cuda"}.get(backend, real_platform)
+    lowering names it; `real_platform()` for the machine's own devices."""
+    return {"cpu": "cpu", "tpu": "tpu", "gpu": "cuda"}.get(backend) or real_platform()

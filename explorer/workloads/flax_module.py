@@ -6,11 +6,15 @@ a functools.partial.
 
 from __future__ import annotations
 
+import functools
 
+
+@functools.cache
 def _exclude_flax_frames() -> None:
     """Source lines name the model's code, not flax's: jax records the innermost frame outside
     its own files, which in a flax layer is flax's (nnx/nn/linear.py), so flax's files are
-    excluded the way jax excludes its own. A private jax API: without it, lines stay flax's."""
+    excluded the way jax excludes its own, once (jax appends to a list and clears its caches
+    at each registration). A private jax API: without it, lines stay flax's."""
     try:
         import os
 
