@@ -19,12 +19,13 @@ import functools
 import inspect
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from explorer.compile.caller_context import context_of
+from explorer.compile.caller_context import CallerContext, context_of
 from explorer.compile.sources import cell_name
 from explorer.errors import CompileError
 from explorer.spec.mesh import MeshSpec
@@ -69,8 +70,50 @@ def _is_spec(x) -> bool:
     return isinstance(x, TensorSpec)
 
 
+# The programs lowered last, by everything their lowering read (`_memo_key`): an unchanged
+# request (an Undo, the same call again) is answered without tracing, as jax's own caches
+# answer a jitted function called again. Like jax's, the memo sees the function, its inputs and
+# the contexts, not the globals the function reads.
+_LOWERED: OrderedDict[Hashable, LoweredProgram] = OrderedDict()
+LOWERED_MEMO_SIZE = 16
+
+
 def lower_program(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platform: str,
                   partitioner: str, donated: Sequence[int] = ()) -> LoweredProgram:
+    """`fn` traced and lowered (`trace_and_lower`), or the same program lowered before under
+    the same contexts (a memo of the last LOWERED_MEMO_SIZE)."""
+    key = _memo_key(fn, args, mesh, platform, partitioner, tuple(donated))
+    if key is not None and key in _LOWERED:
+        _LOWERED.move_to_end(key)
+        return _LOWERED[key]
+    lowered = trace_and_lower(fn, args, mesh, platform, partitioner, donated)
+    if key is not None:
+        _LOWERED[key] = lowered
+        while len(_LOWERED) > LOWERED_MEMO_SIZE:
+            _LOWERED.popitem(last=False)
+    return lowered
+
+
+def _memo_key(fn, args: tuple, mesh: MeshSpec, platform: str, partitioner: str,
+              donated: tuple[int, ...]) -> Hashable | None:
+    """Everything a lowering reads: the function (and the contexts it was bound to), the
+    arguments' structure, inputs and fixed leaves, the mesh, platform, partitioner, donation,
+    and the contexts in force here; None where any of it cannot be hashed (a fixed leaf that
+    is a list), and nothing is remembered."""
+    import jax
+
+    leaves, treedef = jax.tree.flatten(args, is_leaf=_is_spec)
+    key = (fn, treedef, tuple(leaves), mesh, platform, partitioner, donated,
+           CallerContext.here())
+    try:
+        hash(key)
+    except (TypeError, ValueError):
+        return None
+    return key
+
+
+def trace_and_lower(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platform: str,
+                    partitioner: str, donated: Sequence[int] = ()) -> LoweredProgram:
     """Trace `fn` on `args` (a tuple of argument pytrees whose array leaves are TensorSpecs;
     other leaves are held fixed, as a closure would hold them) sharded over an abstract `mesh`,
     in this process and under its contexts (and those `fn` was bound to where it was handed

@@ -315,3 +315,22 @@ def test_a_program_that_calls_back_into_this_process_is_compiled_but_not_run():
         prints, (args[0], ("data", None)), (args[1], ())).as_text())
     assert report.timing.measured_s is None
     assert "calls back into the process that traced it" in report.timing.measure_note
+
+
+def test_the_same_call_is_not_traced_again_and_another_context_is():
+    traces = []
+
+    def counted(x, w):
+        traces.append(1)           # runs once per trace
+        return x @ w
+
+    args = (T("x", (64, 64), spec="data,None"), T("w", (64, 64)))
+    first = explorer.analyze(counted, *args, mesh=MESH)
+    again = explorer.analyze(counted, *args, mesh=MESH)
+    assert len(traces) == 1 and again.timing.cached and not first.timing.cached
+    with jax.default_matmul_precision("highest"):
+        other = explorer.analyze(counted, *args, mesh=MESH)
+    assert len(traces) == 2 and not other.timing.cached
+    # Another mesh is another program.
+    explorer.analyze(counted, *args, mesh="data=4,model=2")
+    assert len(traces) == 3
