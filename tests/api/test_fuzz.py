@@ -41,6 +41,7 @@ from explorer import (
     parse_rules,
     parse_spec,
 )
+from explorer.api.pytrees import is_array_like
 from explorer.cost.hardware import targets_with_chips
 from explorer.spec.bounds import MAX_ELEMENTS, MAX_MESH_DEVICES, MAX_RANK
 from explorer.spec.tensor import DTYPE_ALIASES, DTYPE_BYTES
@@ -320,6 +321,14 @@ def test_parse_rules(rules):
 
 # --- analyze and analyze_workload ---------------------------------------------------------------
 
+def _held_fixed(tree) -> bool:
+    """Whether `tree` has a leaf that is no input: neither a TensorSpec nor array-like."""
+    import jax
+
+    return any(not isinstance(x, TensorSpec) and not is_array_like(x)
+               for x in jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, TensorSpec)))
+
+
 @cases(600)
 @given(data=st.data())
 def test_analyze(data):
@@ -331,8 +340,12 @@ def test_analyze(data):
         r = answer(lambda: analyze(fn, *args, mesh=mesh, timeout=120), seconds=300)
         if isinstance(r, explorer.SpecError | explorer.TensorError):   # a bad input, say so
             return
-        # A function that raises while jax traces it is the user's bug, reported as such.
-        assert isinstance(r, explorer.CompileError if fn is broken else Report), r
+        # A function that raises while jax traces it is the user's bug, reported as such; so
+        # is `total` given leaves that are no arrays (held fixed, as a closure would hold them).
+        fails = fn is broken or any(_held_fixed(a) for a in args)
+        assert isinstance(r, explorer.CompileError if fails else Report), r
+        if fails:
+            assert "raised while it was traced" in str(r), r
         return
     mesh = data.draw(MESHES, label="mesh")
     try:

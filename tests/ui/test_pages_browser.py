@@ -156,17 +156,27 @@ def test_eight_concurrent_pages_each_editing_each_show_their_own_results(
 # devices waits (in the compile worker) while the file HOLD exists, so that the test can kill
 # the kernel in the middle of one; the 8-device compiles the page starts with never wait.
 WATCHED = """\
-import os, time
-import jax
+import os
 from explorer import TensorSpec as T
+from explorer.compile.pool import WorkerPool
+from explorer.compile.protocol import Sleep
 from explorer.ui import explore
 from explorer.ui.kernel_watch import watch_kernel
 
 HOLD = {hold!r}
 
+# The function is traced in the kernel; what is held is the 4-device worker, kept busy while
+# HOLD exists, as a long compile keeps it.
+_run = WorkerPool.run
+
+def held(self, key, message, timeout=None):
+    while key.devices == 4 and os.path.exists(HOLD):
+        _run(self, key, Sleep(0.05), timeout)
+    return _run(self, key, message, timeout)
+
+WorkerPool.run = held
+
 def layer(x, w):
-    while jax.device_count() == 4 and os.path.exists(HOLD):
-        time.sleep(0.05)
     return x @ w
 
 watch_kernel()
