@@ -49,8 +49,11 @@ def bare_compile(fn, tensors) -> float:
 
 
 def timed_analyze(fn, tensors, target: str | None = None) -> float:
-    """Seconds of one uncached analysis (no cache in memory or on disk is read). With a target,
-    still the CPU compile (compile_for="cpu"), so that it is the bare compile's program, priced."""
+    """Seconds of one uncached analysis (no cache in memory or on disk is read, and the
+    function is traced again: the lowered programs kept for an unchanged request are
+    forgotten). With a target, still the CPU compile (compile_for="cpu"), so that it is the
+    bare compile's program, priced."""
+    explorer.clear_cache()
     t0 = time.perf_counter()
     explorer.analyze(fn, *tensors, mesh=MESH, use_cache=False, target=target, compile_for="cpu")
     return time.perf_counter() - t0

@@ -24,6 +24,7 @@ from explorer.api.analysis_request import (
 from explorer.api.patterns import unmatched_note
 from explorer.api.request import check_flag
 from explorer.api.targeting import cpu_refusal
+from explorer.compile.lowering import forget_lowered
 from explorer.compile.pool import WorkerPool, default_pool
 from explorer.compile.protocol import Backend, CompileRequest
 from explorer.errors import CompileError, InputError
@@ -330,8 +331,10 @@ def _remember(key: str, report: Report) -> None:
 
 
 def clear_cache() -> None:
-    """Forget the Reports held in this process. The persistent cache on disk is kept (it is
-    shared with other processes); `explorer.api.diskcache.default_cache().clear()` empties it,
-    and EXPLORER_DISK_CACHE=0 turns it off."""
+    """Forget the Reports held in this process, and the functions' lowered programs kept for
+    an unchanged request (explorer/compile/lowering.py). The persistent cache on disk is kept
+    (it is shared with other processes); `explorer.api.diskcache.default_cache().clear()`
+    empties it, and EXPLORER_DISK_CACHE=0 turns it off."""
     with _cache_lock:
         _cache.clear()
+    forget_lowered()

@@ -94,6 +94,11 @@ def lower_program(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platform:
     return lowered
 
 
+def forget_lowered() -> None:
+    """Forget the lowered programs kept (explorer.clear_cache calls it)."""
+    _LOWERED.clear()
+
+
 def _memo_key(fn, args: tuple, mesh: MeshSpec, platform: str, partitioner: str,
               donated: tuple[int, ...]) -> Hashable | None:
     """Everything a lowering reads: the function (and the contexts it was bound to), the
