@@ -104,6 +104,9 @@ class BoundToContext:
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)
 
+    def __repr__(self) -> str:
+        return repr(self.fn)
+
     def __eq__(self, other) -> bool:
         # Two handovers of one function under the same contexts are the same program.
         return (isinstance(other, BoundToContext) and self.fn == other.fn
