@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from explorer.api.patterns import apply_spec_patterns, unmatched
-from explorer.api.pytrees import FlatCall, flat_call, named_inputs, tensor_leaves
+from explorer.api.pytrees import named_inputs, tensor_leaves
 from explorer.api.request import (
     check_donate,
     check_flag,
@@ -259,24 +259,19 @@ class Request:
         if lower_here:
             platform = platform_of(compiled.worker.backend.value, accelerator_platform)
             lowered = lower_program(fn, inputs, mesh, platform, partitioner.value, donated)
-            fn_bytes, args = lowered.stablehlo.encode(), leaves
-        else:
-            fn, args = flat_call(fn, args)
-            if donated and any(not isinstance(a, TensorSpec) for a in args):
-                # jax donates whole arguments: one argument per input, so that any can be.
-                fn, args = FlatCall(fn, args), leaves
-            fn_bytes = pickle_function(fn)
+            fn_bytes, the_program, args = b"", lowered.stablehlo.encode(), leaves
+        else:       # a workload's inputs: a flat tuple of TensorSpecs
+            fn_bytes = the_program = pickle_function(fn)
         return Planned(mesh=mesh, partitioner=partitioner, compile_plan=compiled,
                        mapping=placed, timeout=timeout, inputs=inputs, args=tuple(args),
-                       leaves=leaves, donated=donated,
-                       fn_bytes=b"" if lowered is not None else fn_bytes, lowered=lowered,
-                       key=_cache_key(fn_bytes, mesh, partitioner, tuple(args),
+                       leaves=leaves, donated=donated, fn_bytes=fn_bytes, lowered=lowered,
+                       key=_cache_key(the_program, mesh, partitioner, tuple(args),
                                       bool(self.measure), compiled, bool(self.origins),
                                       donated),
                        **program)
 
 
-def _cache_key(fn_bytes: bytes, mesh: MeshSpec, partitioner: Partitioner, args: tuple,
+def _cache_key(the_program: bytes, mesh: MeshSpec, partitioner: Partitioner, args: tuple,
                measure: bool, compiled: CompilePlan, origins: bool,
                donated: tuple[int, ...]) -> str:
     """The digest of everything a compile reads. Earlier keys stay as they were (the cache on
@@ -286,4 +281,4 @@ def _cache_key(fn_bytes: bytes, mesh: MeshSpec, partitioner: Partitioner, args: 
              compiled.gpu) + ((True,) if origins else ()) \
         + ((("donate", donated),) if donated else ()) \
         + ((("slices", compiled.slices_per_axis),) if compiled.slices_per_axis else ())
-    return hashlib.sha256(fn_bytes + pickle.dumps(parts)).hexdigest()
+    return hashlib.sha256(the_program + pickle.dumps(parts)).hexdigest()

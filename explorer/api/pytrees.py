@@ -7,17 +7,16 @@ a jax or numpy array) into a TensorSpec named by its key path, ``layers.0.w1`` f
 ``['layers'][0]['w1']`` or ``.layers[0].w1``; a leaf that carries a NamedSharding keeps its
 PartitionSpec.
 
-Such pytrees hold the user's own classes (an Equinox module defined in a notebook), which plain
-pickling names by module and the compile worker could not import. `flat_call` sends the
-TensorSpecs flat and the structure inside the function, which travels by value
-(explorer.compile.sources), so that the worker rebuilds the user's pytree around its tracers.
+Leaves that are neither (an int, a string, a callable in a model's state) are no inputs: the
+program holds them fixed (explorer/compile/lowering.py). A search varies the inputs' specs by
+name over flat TensorSpecs: `flat_call` gives it the function called on the leaves flat, with
+the user's pytrees (their own classes included) rebuilt around them where it is traced.
 """
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from explorer.compile.lowering import argument_names
@@ -296,8 +295,8 @@ def _replace_leaves(arg, leaves: list) -> Any:
 
 class FlatCall:
     """`fn` called on the leaves of `template` (a tuple of argument pytrees of TensorSpecs),
-    flat: the worker passes one abstract array per TensorSpec, in jax's order, and this rebuilds
-    the user's pytrees around them. It keeps `fn`'s name, which jax gives the program."""
+    flat: one abstract array per TensorSpec, in jax's order, and this rebuilds the user's
+    pytrees around them. It keeps `fn`'s name, which jax gives the program."""
 
     def __init__(self, fn: Callable[..., Any], template: tuple):
         self.fn, self.template = fn, template
@@ -312,48 +311,8 @@ class FlatCall:
 
 
 def flat_call(fn: Callable[..., Any], args: tuple) -> tuple[Callable[..., Any], tuple]:
-    """(`fn`, `args`) as they may travel to a worker: unchanged when `args` are plain
-    (`is_plain`), else a FlatCall of `fn` and the TensorSpecs flat."""
+    """(`fn`, `args`) with the inputs flat: unchanged when `args` are plain (`is_plain`), else
+    a FlatCall of `fn` and the TensorSpecs flat."""
     if all(is_plain(a) for a in args):
         return fn, tuple(args)
-    _check_classes_import(tuple(args))
     return FlatCall(fn, tuple(args)), tuple(tensor_leaves(tuple(args)))
-
-
-def _check_classes_import(template: tuple) -> None:
-    """Every pytree class of the inputs can be imported by name in the worker. One defined in
-    a notebook or script (`__main__`) or inside a function would be rebuilt there by value,
-    without the registration with jax that its definition made (an Equinox module's fields,
-    a register_pytree_node_class decorator), and the worker would see a leaf or an empty
-    object. Namedtuples need no registration."""
-    import jax
-
-    for cls in _node_classes(jax.tree.structure(template, is_leaf=_is_spec)):
-        if issubclass(cls, tuple) and hasattr(cls, "_fields"):
-            continue
-        if not _importable(cls):
-            raise TensorError(
-                f"the inputs hold a {cls.__qualname__}, a pytree class defined in "
-                f"{cls.__module__!r}, which the compile worker cannot import: it rebuilds the "
-                "inputs' structure there, and a pytree class keeps its registration with jax "
-                f"only when imported. Define {cls.__name__} in a .py module on sys.path and "
-                "import it from there")
-
-
-def _node_classes(treedef) -> Iterator[type]:
-    data = treedef.node_data()
-    if data is not None:
-        yield data[0]
-    for child in treedef.children():
-        yield from _node_classes(child)
-
-
-def _importable(cls: type) -> bool:
-    """`cls` is found by module and qualified name, as pickle finds a class by reference."""
-    module = sys.modules.get(cls.__module__)
-    if module is None or cls.__module__ == "__main__":
-        return False
-    found: Any = module
-    for part in cls.__qualname__.split("."):
-        found = getattr(found, part, None)
-    return found is cls

@@ -118,14 +118,28 @@ class BoundToContext:
 
 def bind_context(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn` bound to the contexts in force here now, for the traces of it that happen later
-    (an edit in the app, a search's thread); `fn` itself where none is in force, or where it is
-    bound already."""
-    if isinstance(fn, BoundToContext):
+    (an edit in the app, a search's thread); `fn` itself where none is in force, or where it,
+    or a function it wraps, is bound already (a search's flat call around the app's function
+    keeps the app's contexts)."""
+    if context_of(fn) is not None:
         return fn
     context = CallerContext.here()
     return fn if context.empty else BoundToContext(fn, context)
 
 
+# How deep `context_of` looks through wrappers: a flat call around a partial around a bound
+# function is three.
+_WRAPPED_DEPTH = 8
+
+
 def context_of(fn: Callable[..., Any]) -> CallerContext | None:
-    """The contexts `fn` was bound to, or None."""
-    return fn.caller_context if isinstance(fn, BoundToContext) else None
+    """The contexts `fn` was bound to, or a function it wraps (a FlatCall's or a
+    BoundToContext's `fn`, a functools.partial's `func`); None where none was bound."""
+    for _ in range(_WRAPPED_DEPTH):
+        if isinstance(fn, BoundToContext):
+            return fn.caller_context
+        inner = getattr(fn, "fn", None) or getattr(fn, "func", None)
+        if inner is None or not callable(inner):
+            return None
+        fn = inner
+    return None

@@ -334,3 +334,22 @@ def test_the_same_call_is_not_traced_again_and_another_context_is():
     # Another mesh is another program.
     explorer.analyze(counted, *args, mesh="data=4,model=2")
     assert len(traces) == 3
+
+
+def test_a_flat_call_around_a_bound_function_keeps_its_contexts():
+    # A search calls the app's function flat (FlatCall) and traces it on its own thread.
+    from explorer.api.pytrees import FlatCall
+
+    step, params, x = linen_step()
+    with nn_partitioning.axis_rules(RULES):
+        request = explorer.Request(fn=step, inputs=(params, x), mesh=MESH)
+    flat = FlatCall(request.fn, request.planned.inputs)
+    made = []
+    thread = threading.Thread(target=lambda: made.append(
+        explorer.Request(fn=flat, inputs=request.planned.leaves, mesh=MESH)))
+    thread.start()
+    thread.join()
+    [again] = made
+    assert "sdy.sharding_constraint" in request.planned.lowered.stablehlo
+    assert again.planned.lowered.stablehlo.count("sdy.sharding_constraint") == \
+        request.planned.lowered.stablehlo.count("sdy.sharding_constraint")
