@@ -195,8 +195,6 @@ def _devices(tpu_topology: str | None, gpu: GpuTopology | None, slices: int = 1)
     return None
 
 
-
-
 @contextmanager
 def _legacy_mesh(mesh) -> Iterator[None]:
     """The legacy `with mesh:` context, which model libraries' sharding helpers still read

@@ -22,7 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from explorer.compile.caller_context import CallerContext, context_of
@@ -85,7 +85,8 @@ def lower_program(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platform:
     key = _memo_key(fn, args, mesh, platform, partitioner, tuple(donated))
     if key is not None and key in _LOWERED:
         _LOWERED.move_to_end(key)
-        return _LOWERED[key]
+        # Nothing was traced this time: no lowering time is spent.
+        return replace(_LOWERED[key], lower_s=0.0)
     lowered = trace_and_lower(fn, args, mesh, platform, partitioner, donated)
     if key is not None:
         _LOWERED[key] = lowered
