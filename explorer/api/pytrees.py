@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from explorer.compile.lowering import argument_names
+from explorer.compile.lowering import argument_names, key_impl
 from explorer.errors import TensorError, choices
 from explorer.spec.bounds import MAX_PYTREE_DEPTH, MAX_TENSORS, power_text, show
 from explorer.spec.tensor import KeyDataSpec, TensorSpec, normalize_dtype, normalize_spec
@@ -237,7 +237,7 @@ def _check_leaf(leaf, path: tuple, param: str) -> bool:
 
 def _tensor_spec(name: str, leaf) -> TensorSpec:
     shape = tuple(leaf.shape)
-    key = _key_impl(leaf.dtype)
+    key = key_impl(leaf.dtype)
     if key is not None:
         return _key_data_spec(name, leaf, shape, key)
     try:       # by its name, so that a refused dtype reads 'float64', not dtype('float64')
@@ -245,17 +245,6 @@ def _tensor_spec(name: str, leaf) -> TensorSpec:
     except TensorError as e:
         raise TensorError(f"input {name!r}: {e}", tensor=name) from None
     return TensorSpec(name, shape, dtype, _sharding_spec(name, leaf, len(shape)))
-
-
-def _key_impl(dtype):
-    """jax's PRNG implementation of a typed key dtype (``key<fry>``); None for other dtypes."""
-    if "key<" not in str(dtype):
-        return None       # not a key: no need to ask jax
-    import jax
-
-    if not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-        return None
-    return dtype._impl      # the PRNGImpl a key dtype carries (jax 0.10: no public accessor)
 
 
 def _key_data_spec(name: str, leaf, shape: tuple, impl) -> KeyDataSpec:

@@ -20,7 +20,12 @@ from math import prod
 from typing import Any, NamedTuple
 
 from explorer.compile.gpu import GpuTopology, gpu_devices
-from explorer.compile.lowering import OWN_SHARD_MAP_MESH, LoweredProgram, OutputShape
+from explorer.compile.lowering import (
+    OWN_SHARD_MAP_MESH,
+    LoweredProgram,
+    OutputShape,
+    key_impl,
+)
 from explorer.compile.multislice import hybrid_device_array
 from explorer.compile.protocol import CompileResult, Measurement, OutOfMemory, TensorLayout
 from explorer.compile.tpu import host_bounds, tpu_backend
@@ -349,21 +354,10 @@ def _zeros(output: OutputShape):
     import jax.numpy as jnp
 
     if output.dtype.startswith("key<"):
-        impl = _key_impl(output.dtype)
+        impl = key_impl(output.dtype)
         return jax.random.wrap_key_data(
             jnp.zeros(output.shape + tuple(impl.key_shape), jnp.uint32), impl=impl.name)
     return jnp.zeros(output.shape, jnp.dtype(output.dtype))
-
-
-def _key_impl(dtype: str):
-    """jax's PRNG implementation whose key dtype prints as `dtype` (``key<fry>``)."""
-    from jax._src.random import prng
-
-    tag = dtype[len("key<"):-1]
-    for impl in prng.prngs.values():
-        if impl.tag == tag:
-            return impl
-    raise ValueError(f"no PRNG implementation of jax has the key dtype {dtype!r}")
 
 
 # The MLIR context the shells are lowered in, and how many programs it has held. jax makes a

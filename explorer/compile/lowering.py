@@ -284,6 +284,18 @@ def _struct(spec: TensorSpec, mesh):
     return jax.ShapeDtypeStruct(spec.shape, jnp.dtype(spec.dtype), sharding=sharding)
 
 
+def key_impl(dtype):
+    """jax's PRNG implementation of a typed key dtype (a dtype, or its name: ``key<fry>``);
+    None for any other dtype."""
+    name = str(dtype)
+    if not (name.startswith("key<") and name.endswith(">")):
+        return None       # not a key: no need to ask jax
+    from jax._src.random import prng  # jax 0.10 has no public lookup of an implementation
+
+    tag = name[len("key<"):-1]
+    return next((impl for impl in prng.prngs.values() if impl.tag == tag), None)
+
+
 def _wrap_key(data, spec: KeyDataSpec):
     """The typed key array whose data `data` is (uint32, the key's own trailing dimension)."""
     import jax
