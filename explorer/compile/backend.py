@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from math import prod
 from typing import Any, NamedTuple
 
+from explorer.compile.caller_context import legacy_mesh
 from explorer.compile.gpu import GpuTopology, gpu_devices
 from explorer.compile.lowering import (
     OWN_SHARD_MAP_MESH,
@@ -200,18 +201,6 @@ def _devices(tpu_topology: str | None, gpu: GpuTopology | None, slices: int = 1)
     return None
 
 
-@contextmanager
-def _legacy_mesh(mesh) -> Iterator[None]:
-    """The legacy `with mesh:` context, which model libraries' sharding helpers still read
-    (`jax.interpreters.pxla.thread_resources.env.physical_mesh`); entered on their behalf, so
-    jax's deprecation warning of it is not the user's."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*`with mesh:` context manager",
-                                category=DeprecationWarning)
-        with mesh:
-            yield
-
-
 def _lower(jitted, structs, mesh, notes: list[str]):
     """Trace and lower under both mesh contexts, jax.set_mesh and the legacy `with mesh:`, as
     a program written for either expects. A shard_map over a mesh of its own (an expert mesh)
@@ -220,7 +209,7 @@ def _lower(jitted, structs, mesh, notes: list[str]):
     import jax
 
     try:
-        with jax.set_mesh(mesh), _legacy_mesh(mesh):
+        with jax.set_mesh(mesh), legacy_mesh(mesh):
             return jitted.lower(*structs)
     except ValueError as e:
         if OWN_SHARD_MAP_MESH not in str(e):
@@ -228,7 +217,7 @@ def _lower(jitted, structs, mesh, notes: list[str]):
     notes.append("a shard_map in the program runs over a mesh of its own, which jax refuses "
                  "under jax.set_mesh; the program was traced under the legacy `with mesh:` "
                  "context alone")
-    with _legacy_mesh(mesh):
+    with legacy_mesh(mesh):
         return jitted.lower(*structs)
 
 
@@ -507,7 +496,6 @@ def _donation_warnings(donating: bool) -> Iterator[None]:
     """Keep jax's "Some donated buffers were not usable" warning (the CPU's, naming only
     shapes) out of the worker's log: `_unaliased_notes` says the same by input name, on every
     backend. Other warnings are shown as they would have been."""
-    import warnings
 
     if not donating:
         yield

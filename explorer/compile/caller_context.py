@@ -71,14 +71,23 @@ class CallerContext:
             elif self.mesh is not None:
                 stack.enter_context(jax.sharding.use_abstract_mesh(self.mesh))
             if self.legacy_mesh is not None:
-                with warnings.catch_warnings():
-                    # jax deprecates `with mesh:`; entered on the user's behalf, as they did.
-                    warnings.filterwarnings("ignore", category=DeprecationWarning)
-                    stack.enter_context(self.legacy_mesh)
+                stack.enter_context(legacy_mesh(self.legacy_mesh))
             if self.axis_rules:
                 from flax.linen import partitioning
 
                 stack.enter_context(partitioning.axis_rules(self.axis_rules))
+            yield
+
+
+@contextmanager
+def legacy_mesh(mesh) -> Iterator[None]:
+    """The legacy `with mesh:` context, which model libraries' sharding helpers still read
+    (`jax.interpreters.pxla.thread_resources.env.physical_mesh`); entered on their behalf, so
+    jax's deprecation warning of it is not the user's."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*`with mesh:` context manager",
+                                category=DeprecationWarning)
+        with mesh:
             yield
 
 
