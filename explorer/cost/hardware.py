@@ -147,6 +147,9 @@ class Chip:
     # XLA's key for the GEMM rates it measured on this chip (explorer.cost.gemm_rates), e.g.
     # "sm_90"; None: XLA measured none.
     xla_gemm_table: str | None = None
+    # Measured fraction of `memory_bandwidth` that large copies reach; None: none found, the
+    # nominal bandwidth is used as it is.
+    memory_measured: Measured | None = None
 
     @property
     def capacity(self) -> float | None:
@@ -280,8 +283,9 @@ _TPU_FLOAT32_MATMUL = "bfloat16"
 
 # A large matmul on 8 TPU v2 cores: "we expect it to take about ... 95.6ms which is pretty much
 # exactly how long it takes (96ms)" (scaling book, profiling.md). 95.6 / 96 = 0.996. The only
-# published TPU matmul measurement found; applied to every generation, since each feeds its MXUs
-# the same way (XLA's tiling, bf16 inputs, f32 accumulation).
+# published TPU matmul measurement found; applied to every generation not measured here (v5e
+# is, below), since each feeds its MXUs the same way (XLA's tiling, bf16 inputs, f32
+# accumulation).
 _TPU_MATMUL = Measured(95.6 / 96, "a large matmul on 8 TPU v2 cores, 96 ms against 95.6 ms at "
                        "peak (scaling book)", BOOK_REPO + "profiling.md")
 # "Here is an empirical measurement of AllGather bandwidth on a TPU v5e 8x16 slice ... we not
@@ -308,6 +312,22 @@ TPU_V4 = Chip(
     host_bandwidth=16 * GB,
     host_source=BOOK_REPO + "tpus.md",
 )
+# Measured on one TPU v5e chip by benchmarks/tpu_measure.py (jax 0.10.2, libtpu of jax 0.10.2,
+# 2026-12-06; raw results in TPU_V5E_RUN): device times from a profile of the run.
+TPU_V5E_RUN = "benchmarks/results/tpu-v5e-2026-12-06/rates.json"
+# bf16 matmuls with every dimension at least 1024 and M·N·K at least 2048^3 (11 shapes, square
+# and rectangular, 2048^3 to 16384^3): 187 to 194 TFLOP/s, median 191 of 197. float32 at the
+# default precision runs at the same rate (its 4096^3: 191 TFLOP/s), 164 to 174 at 8192^3 and
+# above. Smaller matmuls run slower (1024^3: 136 TFLOP/s), where the fraction is optimistic.
+_V5E_MATMUL = Measured(0.97, "bf16 matmuls of 2048^3 to 16384^3 on one TPU v5e chip, 187 to "
+                       "194 of 197 TFLOP/s (benchmarks/tpu_measure.py, jax 0.10.2, 2026-12-06)",
+                       TPU_V5E_RUN)
+# Copies, elementwise adds, broadcasts written and transposes of 256 MiB to 2 GiB: 646 to 687
+# GB/s, median 660 of 819 (0.81). Reductions that only read reach 753 to 757 GB/s (0.92); most
+# instructions write what they read, so the copy rate is the one applied.
+_V5E_HBM = Measured(0.81, "copies, adds, writes and transposes of 256 MiB to 2 GiB on one TPU "
+                    "v5e chip, 646 to 687 of 819 GB/s (reads alone: 0.92; "
+                    "benchmarks/tpu_measure.py, jax 0.10.2, 2026-12-06)", TPU_V5E_RUN)
 TPU_V5E = Chip(
     "TPU v5e",
     {
@@ -322,7 +342,8 @@ TPU_V5E = Chip(
     memory_bandwidth=819 * GB,      # bytes/s; same line (the book rounds to 8.1e11)
     source=CLOUD_V5E,
     float32_matmul_as=_TPU_FLOAT32_MATMUL,
-    matmul_measured=_TPU_MATMUL,
+    matmul_measured=_V5E_MATMUL,
+    memory_measured=_V5E_HBM,
     # bytes/s one way; "PCIe bandwidth is typically around `1.5e10` bytes / second per chip"
     # (BOOK_REPO tpus.md)
     host_bandwidth=1.5e10,
@@ -736,7 +757,11 @@ def achievable(target: Target) -> tuple[Target, tuple[str, ...]]:
         notes.append(f"matmul peak x {m.fraction:.2f}, as measured: {m.what}")
     else:
         notes.append(f"no published matmul measurement for {chip.name}: its peak is used")
-    if chip.memory_bandwidth is not None:
+    hbm = chip.memory_measured
+    if chip.memory_bandwidth is not None and hbm is not None:
+        chip = replace(chip, memory_bandwidth=chip.memory_bandwidth * hbm.fraction)
+        notes.append(f"{chip.memory_kind} bandwidth x {hbm.fraction:.2f}, as measured: {hbm.what}")
+    elif chip.memory_bandwidth is not None:
         notes.append(f"{chip.memory_kind} at its nominal bandwidth: no published measurement of "
                      f"what {chip.name} reaches was found")
     axes, seen = [], set()

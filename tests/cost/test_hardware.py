@@ -4,8 +4,11 @@ product of the slice or node shape, and errors that name the valid choices.
 
 The cost formulas that read these numbers are tested in tests/cost/test_model.py."""
 
+import json
 import re
+import statistics
 from math import prod
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +29,7 @@ from explorer.errors import TargetError
 CATALOG = targets()
 ACCELERATORS = {n: t for n, t in CATALOG.items() if t.family is not TargetFamily.CPU}
 URL = re.compile(r"https://\S+")
+REPO = Path(__file__).resolve().parents[2]
 
 
 def links(target):
@@ -42,9 +46,10 @@ def test_every_accelerator_has_positive_sourced_peaks_and_memory(name):
     assert 0.5e9 <= chip.memory_bytes <= 1e12
     assert chip.memory_bandwidth is None or 1e11 <= chip.memory_bandwidth <= 1e14  # bytes/s
     assert URL.fullmatch(chip.source)
-    if chip.matmul_measured is not None:
-        assert 0 < chip.matmul_measured.fraction <= 1
-        assert URL.match(chip.matmul_measured.source) and chip.matmul_measured.what
+    for measured in (chip.matmul_measured, chip.memory_measured):
+        if measured is not None:
+            assert 0 < measured.fraction <= 1 and measured.what
+            assert URL.match(measured.source) or (REPO / measured.source).is_file()
 
 
 @pytest.mark.parametrize("name", sorted(ACCELERATORS))
@@ -211,3 +216,21 @@ def test_achievable_rates_scale_each_rate_by_its_measured_fraction_only():
     assert len(notes) == 3
     # The CPU host has no rates to scale and no notes.
     assert achievable(get_target("cpu")) == (get_target("cpu"), ())
+
+
+def test_v5e_measured_fractions_are_what_the_chip_run_recorded():
+    """The catalog's v5e fractions against the raw run kept in the repository: the median
+    device-time rate of the large bf16 matmuls over 197 TFLOP/s, and of the large copies, adds,
+    writes and transposes over 819 GB/s (each measured case: FLOPs or bytes over its time)."""
+    from explorer.cost.hardware import TPU_V5E, TPU_V5E_RUN
+
+    rates = json.loads((REPO / TPU_V5E_RUN).read_text())["rates"]
+    timed = [r for r in rates if r.get("module_ns")]
+    matmul = [r["flops"] / (r["module_ns"] * 1e-9) / 197e12 for r in timed
+              if r["kind"] == "matmul" and r["dtype"] == "bfloat16"
+              and min(r["m"], r["k"], r["n"]) >= 1024 and r["m"] * r["k"] * r["n"] >= 2048**3]
+    hbm = [r["bytes"] / (r["module_ns"] * 1e-9) / 819e9 for r in timed
+           if r["kind"] in ("copy", "add", "write", "transpose") and r["bytes"] >= 256 * 2**20]
+    assert len(matmul) == 11 and len(hbm) >= 16
+    assert TPU_V5E.matmul_measured.fraction == pytest.approx(statistics.median(matmul), abs=0.005)
+    assert TPU_V5E.memory_measured.fraction == pytest.approx(statistics.median(hbm), abs=0.005)
