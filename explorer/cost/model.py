@@ -620,6 +620,9 @@ class Estimate:
     step_trace_seconds: float | None = None
     # True: the vendors' nominal rates; False: scaled by the measured fractions (`achievable`).
     peak: bool = False
+    # What the prediction cannot see and that may make the step far slower than predicted:
+    # fusions the compiler could not cost, kernels it cannot look inside (see `cautions`).
+    cautions: tuple[str, ...] = ()
 
     @property
     def compute_seconds(self) -> float | None:
@@ -635,7 +638,7 @@ class Estimate:
             "step_upper_seconds": self.step_upper_seconds, "bound": self.bound,
             "step_trace_seconds": self.step_trace_seconds, "peak": self.peak,
             "memory": self.memory.to_dict() if self.memory else None,
-            "notes": list(self.notes),
+            "notes": list(self.notes), "cautions": list(self.cautions),
         }
 
     def text(self) -> str:
@@ -667,6 +670,7 @@ class Estimate:
         if self.step_trace_seconds is not None:
             lines.append(f"trace    {format_seconds(self.step_trace_seconds)} on the predicted "
                          "timeline of the compiled schedule")
+        lines += [f"caution  {c}" for c in self.cautions]
         if self.memory:
             lines.append(f"memory   {self.memory.text}")
         lines += [f"note     {n}" for n in self.notes]
@@ -755,7 +759,8 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
         upper = comp.seconds + comm if not unplaced else None
         bound = comp.bound if comp.seconds >= both_ways else Bound.COMMUNICATION
     return Estimate(target.name, placed.to_dict(), comp.dtype, times, comp, comm, lower, upper,
-                    bound, fit, tuple(notes), peak=peak)
+                    bound, fit, tuple(notes), peak=peak,
+                    cautions=cautions(work) if work is not None else ())
 
 
 def _collective_times(collectives: Sequence, target: Target, placed: AxisMapping,
@@ -809,6 +814,38 @@ def _compute(flops: float | None, bytes_accessed: float | None, dtype: str, targ
                          f"{format_bytes(bytes_accessed or 0)} accessed, loop bodies once) give "
                          f"{format_seconds(whole.seconds)} on one roofline")
     return comp
+
+
+# A causal Pallas flash-attention kernel (jax.experimental.pallas.ops.tpu.flash_attention, B=4,
+# H=16, S=4096, D=128) ran 21.1 ms on a TPU v5e where its cost estimate at the chip's measured
+# rate gives 2.9 ms; the f32 softmax fusion libtpu could not cost took 437 ms where its roofline
+# gives 13 ms (benchmarks/results/tpu-v5e-2026-12-06).
+KERNEL_SEEN_SLOWER = 7
+UNCOSTABLE_SEEN_SLOWER = 34
+
+
+def cautions(work: Work) -> tuple[str, ...]:
+    """What the priced schedule cannot see and that may make the step far slower: the fusions
+    libtpu marked uncostable, and the custom-call kernels priced from the compiler's estimate of
+    their work (or, with none, from their bytes alone)."""
+    out = []
+    if work.uncostable:
+        names = ", ".join(s.instr.name for s in work.uncostable[:3])
+        out.append(f"libtpu could not estimate the cost of {len(work.uncostable)} fusion(s) "
+                   f"({names}); such a fusion can run far slower than its roofline (one ran "
+                   f"{UNCOSTABLE_SEEN_SLOWER}x slower on a TPU v5e), so the step may be far slower "
+                   "than predicted: see the compiler warnings for the line and what helps")
+    if work.kernels:
+        names = ", ".join(s.instr.name for s in work.kernels[:3])
+        blind = [s.instr.name for s in work.kernels if not s.kernel.estimated]
+        out.append(f"{len(work.kernels)} custom-call kernel(s) ({names}) are priced from the "
+                   "compiler's estimate of their work, FLOPs at the matmul rate and bytes at "
+                   "HBM speed; the compiler cannot see inside a kernel, and its run can be far "
+                   f"slower (a causal Pallas flash attention ran {KERNEL_SEEN_SLOWER}x slower "
+                   "than its estimate on a TPU v5e)"
+                   + (f"; {', '.join(blind[:3])} carry no estimate, so only their bytes are "
+                      "priced" if blind else ""))
+    return tuple(out)
 
 
 def estimate_report(report, target: str | Target, dtype: str | None = None,

@@ -48,6 +48,7 @@ from math import ceil, prod
 
 from explorer.hlo.chains import collective_chains, flagged, fused_collectives
 from explorer.hlo.collectives import collective_kind
+from explorer.hlo.compiler_costs import KernelCost, kernel_cost, uncostable
 from explorer.hlo.megascale import dcn_recv_done_starts, is_dcn_send
 from explorer.hlo.module import (
     HOST_MEMORY_SPACE,
@@ -166,6 +167,11 @@ class Step:
     # The dots whose FLOPs `flops` counts (a fusion's body's included): their shapes, for rates
     # measured per shape (explorer.cost.gemm_rates).
     dots: tuple[Dot, ...] = ()
+    # A custom-call kernel (Pallas/Mosaic, Triton, cuDNN): `flops` and `bytes` are the
+    # compiler's estimate of it where it has one (explorer.hlo.compiler_costs).
+    kernel: KernelCost | None = None
+    # libtpu marked its estimated cycles unknown: it may run far slower than its roofline.
+    uncostable: bool = False
 
 
 @dataclass(frozen=True)
@@ -444,6 +450,8 @@ class _ScheduleReader:
 
     def step(self, instr: Instruction) -> Step:
         step = self._step(instr)
+        if uncostable(instr):
+            step = replace(step, uncostable=True)
         if step.flops:
             step = replace(step, dots=self.dots(instr))
         # A collective fusion's own arithmetic may be kernel code too (the TPU fuses a
@@ -543,6 +551,13 @@ class _ScheduleReader:
             # One branch runs; count the costliest.
             return Step(instr, StepKind.COMPUTE, bytes=self.touched(instr),
                         flops=max((self.flops_in(b) for b in branches), default=0.0))
+        kernel = kernel_cost(instr)
+        if kernel is not None:
+            # Priced from the compiler's estimate of the kernel's work, never as its operands'
+            # bytes alone (a flash-attention kernel's FLOPs are most of its time).
+            return Step(instr, StepKind.COMPUTE, flops=kernel.flops or 0.0,
+                        bytes=(self.touched(instr) if kernel.bytes_accessed is None
+                               else kernel.bytes_accessed), kernel=kernel)
         return Step(instr, StepKind.COMPUTE, flops=self.flops(instr), bytes=self.touched(instr))
 
     def flops(self, instr: Instruction) -> float:
@@ -847,6 +862,10 @@ class Work:
     causal_kernel_runs: int = 0         # ... of them in a causal kernel (half their FLOPs)
     # The dots of each entry of `compute`, index for index (Step.dots).
     dots: tuple[tuple[Dot, ...], ...] = ()
+    # Custom-call kernels run (Step.kernel), and those with no cost estimate from the compiler.
+    kernels: tuple[Step, ...] = ()
+    # Instructions libtpu could not cost (Step.uncostable).
+    uncostable: tuple[Step, ...] = ()
 
 
 def schedule_work(schedule: Schedule) -> Work:
@@ -854,6 +873,8 @@ def schedule_work(schedule: Schedule) -> Work:
     dots: list[tuple[Dot, ...]] = []
     runs: dict[str, int] = {}
     uncounted: list[str] = []
+    kernels: dict[str, Step] = {}
+    slow: dict[str, Step] = {}
     fused = causal = 0
 
     def walk(steps: tuple[Step, ...], times: int) -> None:
@@ -869,8 +890,13 @@ def schedule_work(schedule: Schedule) -> Work:
                 dots.append(s.dots)
             fused += times * s.fused_kernel
             causal += times * s.causal_kernel
+            if s.kernel is not None:
+                kernels[s.instr.name] = s
+            if s.uncostable:
+                slow[s.instr.name] = s
             for name in s.collectives:
                 runs[name] = runs.get(name, 0) + times
 
     walk(schedule.steps, 1)
-    return Work(tuple(compute), runs, tuple(uncounted), fused, causal, tuple(dots))
+    return Work(tuple(compute), runs, tuple(uncounted), fused, causal, tuple(dots),
+                tuple(kernels.values()), tuple(slow.values()))

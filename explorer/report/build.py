@@ -50,7 +50,7 @@ from explorer.report.report import (
     Timing,
 )
 from explorer.report.source import source_line, source_of
-from explorer.report.warnings import link_warning
+from explorer.report.warnings import link_warning, uncostable_warnings
 from explorer.report.why import explain_collectives
 from explorer.spec.layout import Tiling, shard_shape, spec_from_tiling, tiling_from_spec
 from explorer.spec.mesh import MeshSpec
@@ -121,7 +121,8 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str,
         notes=tuple(unread) + raw.notes,
         device_kind=raw.device_kind,
         ahead_of_time=raw.ahead_of_time,
-        warnings=tuple(link_warning(w, propagated, optimized) for w in raw.warnings),
+        warnings=tuple(link_warning(w, propagated, optimized) for w in raw.warnings)
+        + uncostable_warnings(optimized),
         top_buffers=(top_buffers(raw.peak_live, optimized, raw.buffer_values, _input_names(raw))
                      if raw.peak_live else ()),
         memory_timeline=memory_timeline(raw.live_ranges, raw.buffer_values, optimized,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 
-from explorer.hlo.module import HloModule
+from explorer.hlo.compiler_costs import emitter, uncostable
+from explorer.hlo.module import HloModule, Instruction
 from explorer.report.report import CompilerWarning
 from explorer.report.source import source_line, source_of
 
@@ -41,6 +42,49 @@ def link_warning(text: str, *modules: HloModule | None) -> CompilerWarning:
                                        source_line(module, at))
         return CompilerWarning(text, instr.name)
     return CompilerWarning(text, name)
+
+
+# An array of a shape with its layout: f32[2,8,8192,8192]{2,3,1,0:T(8,128)} -> the type, the
+# dims and the minor-to-major order.
+_ARRAY_LAYOUT = re.compile(r"(\w+)\[([\d,]*)\]\{([\d,]*)")
+UNCOSTABLE_HELP = ("What usually helps: the reduction in bfloat16 (a bf16 softmax), a layout "
+                   "with the reduced dimension minor-most, or a flash-attention kernel that "
+                   "never writes the whole scores out")
+
+
+def uncostable_warnings(module: HloModule) -> tuple[CompilerWarning, ...]:
+    """A warning per instruction libtpu marked uncostable (estimated cycles INT64_MAX), linked
+    to its source line, with what is known of it and what usually helps."""
+    out = []
+    for instr in module.instructions():
+        if not uncostable(instr):
+            continue
+        how = ", ".join(part for part in (_largest_array(instr), emitter(instr) and
+                                          f"emitter {emitter(instr)}") if part)
+        text = (f"libtpu could not estimate the cost of {instr.name}"
+                + (f" ({how})" if how else "")
+                + ": its estimated cycles are unknown (INT64_MAX), and such a fusion can run far "
+                "slower than the predicted step counts it (one ran 34x slower on a TPU v5e). "
+                + UNCOSTABLE_HELP)
+        out.append(CompilerWarning(text, instr.name, source_of(module, instr),
+                                   source_line(module, instr)))
+    return tuple(out)
+
+
+def _largest_array(instr: Instruction) -> str:
+    """`f32[2,8,8192,8192] in layout {2,3,1,0}`: the largest array of its shape."""
+    arrays = [(t, dims, layout) for t, dims, layout in _ARRAY_LAYOUT.findall(instr.shape)]
+    if not arrays:
+        return ""
+    t, dims, layout = max(arrays, key=lambda a: _elements(a[1]))
+    return f"{t}[{dims}] in layout {{{layout}}}"
+
+
+def _elements(dims: str) -> int:
+    n = 1
+    for d in dims.split(","):
+        n *= int(d) if d else 1
+    return n
 
 
 def _by_op_name(module: HloModule, text: str):

@@ -1,0 +1,106 @@
+"""What libtpu's compiled modules say about cost, read from programs a TPU v5e chip compiled.
+
+The fixtures are the optimized HLO of user-style programs as the chip's own compile wrote them
+(benchmarks/tpu_measure.py, kept in benchmarks/results/tpu-v5e-2026-12-06/hlo); the expected
+values come from that run: XLA's cost analysis on the chip, and the chip's profile.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from explorer.cost.hardware import TPU_V5E
+from explorer.cost.model import estimate
+from explorer.hlo.compiler_costs import UNCOSTABLE_CYCLES, kernel_cost, uncostable
+from explorer.hlo.module import parse_module
+from explorer.hlo.schedule import read_schedule, schedule_work
+from explorer.report.warnings import uncostable_warnings
+
+RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "tpu-v5e-2026-12-06"
+PROGRAMS = {p["name"]: p for p in json.loads((RUN / "programs.json").read_text())["programs"]}
+
+
+def chip_hlo(name: str) -> str:
+    with gzip.open(RUN / "hlo" / f"{name}.hlo.txt.gz", "rt") as f:
+        return f.read()
+
+
+def priced(name: str):
+    work = schedule_work(read_schedule(chip_hlo(name)))
+    return work, estimate([], None, None, None, "bfloat16", ["data"], [1], "tpu-v5e-1x1",
+                          work=work)
+
+
+def test_int64_max_is_the_unknown_cycles_marker():
+    assert UNCOSTABLE_CYCLES == 9223372036854775807
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_only_the_f32_softmax_fusion_is_uncostable(name):
+    """Of the 16 programs the chip compiled, libtpu gave up costing one fusion: the f32
+    softmax's reductions over f32[2,8,8192,8192] (437 of the program's 449 ms on the chip)."""
+    module = parse_module(chip_hlo(name))
+    marked = [i.name for i in module.instructions() if uncostable(i)]
+    assert marked == (["fusion.11"] if name == "causal_attention_float32_softmax" else [])
+
+
+def test_the_uncostable_fusion_is_the_one_the_chip_spent_its_time_in():
+    ops = PROGRAMS["causal_attention_float32_softmax"]["op_ns_per_call"]
+    slowest = max(ops, key=lambda k: ops[k][0])
+    assert slowest == "fusion.11"
+    work, _ = priced("causal_attention_float32_softmax")
+    assert [s.instr.name for s in work.uncostable] == [slowest]
+
+
+def test_uncostable_warning_names_the_line_layout_emitter_and_what_helps():
+    (warning,) = uncostable_warnings(parse_module(chip_hlo("causal_attention_float32_softmax")))
+    assert warning.instruction == "fusion.11"
+    # The line of the softmax in benchmarks/user_programs.py as the chip compiled it.
+    assert warning.source.endswith("user_programs.py:301")
+    assert "jax.nn.softmax" in warning.source_text
+    assert "f32[2,8,8192,8192] in layout {2,3,1,0}" in warning.text
+    assert "EmitReduceWindowSublane" in warning.text
+    assert "bfloat16" in warning.text and "flash-attention kernel" in warning.text
+
+
+def test_uncostable_fusion_is_a_caution_on_the_estimate():
+    _, est = priced("causal_attention_float32_softmax")
+    (caution,) = est.cautions
+    assert "fusion.11" in caution and "far slower" in caution
+    assert "caution  libtpu could not estimate" in est.text()
+    _, plain = priced("causal_attention_bfloat16_softmax")
+    assert plain.cautions == ()
+
+
+def test_pallas_kernel_is_priced_from_its_cost_estimate():
+    """The Mosaic kernel's FLOPs and bytes are those XLA's cost analysis counted for the
+    program on the chip (the kernel is the whole program), and its time is their roofline at
+    the v5e's measured rates, not its bytes alone."""
+    module = parse_module(chip_hlo("pallas_flash_attention"))
+    kernel = kernel_cost(module.by_name()["flash_attention.1"])
+    chip_cost = PROGRAMS["pallas_flash_attention"]["cost_analysis"]
+    assert kernel.target == "tpu_custom_call"
+    assert kernel.flops == chip_cost["flops"]
+    assert kernel.bytes_accessed == chip_cost["bytes accessed"]
+    work, est = priced("pallas_flash_attention")
+    assert [s.instr.name for s in work.kernels] == ["flash_attention.1"]
+    flops_s = chip_cost["flops"] / (197e12 * TPU_V5E.matmul_measured.fraction)
+    # 819 GB/s: "HBM2 capacity and bandwidth 16 GB, 819 GBps" (cloud.google.com/tpu/docs/v5e)
+    bytes_s = chip_cost["bytes accessed"] / (819e9 * TPU_V5E.memory_measured.fraction)
+    assert est.compute.seconds == pytest.approx(max(flops_s, bytes_s), rel=1e-9)
+    assert est.compute.seconds > 5 * bytes_s        # not its bytes alone
+    (caution,) = est.cautions
+    assert "flash_attention.1" in caution and "cannot see inside a kernel" in caution
+
+
+def test_custom_calls_that_are_not_kernels_are_not_priced_as_kernels():
+    line = ('%custom-call.1 = s32[4096,2]{1,0} custom-call(%concatenate.2), '
+            'custom_call_target="GatherScatterIndicesBitpacked"')
+    module = parse_module("HloModule m\n\nENTRY %e (p: s32[4096,2]) -> s32[4096,2] {\n"
+                          "  %concatenate.2 = s32[4096,2]{1,0} parameter(0)\n"
+                          f"  ROOT {line}\n}}\n")
+    assert kernel_cost(module.by_name()["custom-call.1"]) is None
