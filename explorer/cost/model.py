@@ -37,6 +37,7 @@ from explorer.cost.mapping import AxisMapping, Segment, Tier, check_mapping, def
 from explorer.errors import InputError, MappingError, choices
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.groups import RingDirection, spanned_axes
+from explorer.hlo.module import HLO_TO_NUMPY
 from explorer.hlo.schedule import Dot, Work
 from explorer.spec.tensor import normalize_dtype
 from explorer.units import format_bytes
@@ -427,8 +428,9 @@ def matmul_peak(chip: Chip, dtype: str) -> tuple[float | None, str, str]:
             f"with float32 accumulation by default ({CLOUD_BF16}), so the {alias} peak "
             f"{format_rate(peak, 'FLOP/s')} is used")
     have = choices(chip.peak_flops) if chip.peak_flops else "none"
-    return None, "", (f"no sourced {dtype} peak for {chip.name} (sourced dtypes: {have}), so "
-                      "compute time is unknown")
+    return None, "", (f"no sourced {dtype} matrix peak for {chip.name} (sourced dtypes: {have}): "
+                      "its FLOPs are not timed, and the compute is timed at memory speed "
+                      "(bytes over the HBM bandwidth), a lower bound")
 
 
 def compute_time(flops: float | None, bytes_accessed: float | None, dtype: str,
@@ -454,8 +456,10 @@ def compute_time(flops: float | None, bytes_accessed: float | None, dtype: str,
         memory_s = bytes_accessed / chip.memory_bandwidth
     bandwidth = chip.memory_bandwidth
     if flops_s is None:
-        return ComputeTime(None, None, memory_s, None, peak, dtype, tuple(notes), peak_dtype,
-                           bandwidth)
+        # No FLOP count or no peak for the dtype: at memory speed where there is one, so that
+        # a step is never priced as its communication alone.
+        return ComputeTime(memory_s, None, memory_s, None if memory_s is None else Bound.MEMORY,
+                           peak, dtype, tuple(notes), peak_dtype, bandwidth)
     bound = Bound.MEMORY if memory_s is not None and memory_s > flops_s else Bound.COMPUTE
     return ComputeTime(max(flops_s, memory_s or 0.0), flops_s, memory_s, bound, peak, dtype,
                        tuple(notes), peak_dtype, bandwidth)
@@ -501,7 +505,9 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
         notes.append(f"no sourced memory bandwidth for {chip.name}, so no memory roofline")
     memory_s = sum(r * b for _, b, r in work) / bandwidth if bandwidth else None
     if peak is None:
-        return ComputeTime(None, None, memory_s, None, None, dtype, tuple(notes), "", bandwidth)
+        # No matrix peak for the dtype: each instruction at memory speed (see matmul_peak).
+        return ComputeTime(memory_s, None, memory_s, None if memory_s is None else Bound.MEMORY,
+                           None, dtype, tuple(notes), "", bandwidth)
     if table is not None and not any(table.rate(d) for entry in dots for d in entry):
         table = None     # no dot of a dtype it measured (a float32 program)
     seconds = flops_bound = math_total = 0.0
@@ -750,8 +756,11 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
     if memory_bytes is None:
         notes.append("no per-device memory figure, so no memory verdict")
     if comp.seconds is None:
-        # Without a compute time the step is at least its communication; nothing more is known.
-        lower, upper, bound = (comm or None), None, None
+        # Without a compute time there is no step time: its communication alone would
+        # understate it, and a search would rank layouts by that.
+        lower, upper, bound = None, None, None
+        notes.append("the compute could not be timed, so no step time is given (the "
+                     "communication alone would understate it)")
     else:
         # Full overlap: compute under communication, and opposite one-way permutes side by side.
         both_ways = overlapped_comm_seconds(times)
@@ -848,14 +857,32 @@ def cautions(work: Work) -> tuple[str, ...]:
     return tuple(out)
 
 
+def matmul_dtype(work: Work | None, tensors: Sequence = ()) -> str:
+    """The dtype whose matrix peak times a program: that of the dots doing most of its FLOPs
+    (their left operand's), where the schedule has dots of a known dtype; else that of the
+    largest floating-point input, else of the largest input (token ids are int32 and can be
+    the largest input of a language model at a large batch, yet do no matmul)."""
+    flops: dict[str, float] = {}
+    for dots in work.dots if work is not None else ():
+        for d in dots:
+            name = HLO_TO_NUMPY.get(d.lhs_dtype)
+            if name:
+                flops[name] = flops.get(name, 0.0) + d.flops
+    if flops:
+        return max(flops, key=flops.__getitem__)
+    inputs = [t for t in tensors if t.kind == "input"] or list(tensors)
+    floating = [t for t in inputs if normalize_dtype(t.dtype).startswith(("float", "bfloat"))]
+    pool = floating or inputs
+    return max(pool, key=lambda t: t.bytes_per_device).dtype if pool else "float32"
+
+
 def estimate_report(report, target: str | Target, dtype: str | None = None,
                     mapping: AxisMapping | str | Mapping | None = None,
                     work: Work | None = None, peak: bool = False) -> Estimate:
-    """estimate() applied to a Report. `dtype` defaults to that of the largest input tensor;
-    `work` and `peak` as estimate() takes them."""
+    """estimate() applied to a Report. `dtype` defaults to the program's matmul dtype
+    (`matmul_dtype`); `work` and `peak` as estimate() takes them."""
     if dtype is None:
-        inputs = [t for t in report.tensors if t.kind == "input"] or list(report.tensors)
-        dtype = max(inputs, key=lambda t: t.bytes_per_device).dtype if inputs else "float32"
+        dtype = matmul_dtype(work, report.tensors)
     memory = report.memory.total if report.memory is not None else None
     return estimate(report.collectives, report.cost.flops, report.cost.bytes_accessed, memory,
                     dtype, report.mesh.names, report.mesh.sizes, target, mapping, work, peak)

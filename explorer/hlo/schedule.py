@@ -234,9 +234,12 @@ def convolution_flops(instr: Instruction, names: dict[str, Instruction]) -> floa
     dim_labels name the dimensions (e.g. `bf_io->bf`, `b01f_01io->b01f`): `i`/`o` the kernel's
     input/output features, digits the spatial dimensions, in window order.
 
-    A window position meets a real input element at most min(ceil(k/d), n) times along a
-    spatial dimension of window size k, lhs_dilate d (d-1 holes between input elements) and n
-    input elements. The TPU compiler writes batched matmuls with both tricks: attention's q·k
+    A window position meets k/d real input elements on average along a spatial dimension of
+    window size k and lhs_dilate d (d-1 holes between input elements), and at most n, the
+    input's size there. The TPU skips the holes: the input gradient of a stride-2 3x3
+    convolution (lhs_dilate=2x2) ran on a v5e chip in the time of 9/4 taps per output, not of
+    the 4 that whole positions would give (benchmarks/results/tpu-v5e-2026-12-06, convnet_train).
+    The TPU compiler writes batched matmuls with both tricks: attention's q·k
     as a window over the batch dimensions with lhs_dilate equal to its size, and weight
     gradients with a window of 8 over an input of size 1 padded by 7 on each side; each output
     meets one real element there, and counting the whole window would multiply the FLOPs by
@@ -257,7 +260,7 @@ def convolution_flops(instr: Instruction, names: dict[str, Instruction]) -> floa
         d = dilate[axis] if axis < len(dilate) else 1
         n = (lhs.arrays[0].dims[lhs_labels.index(str(axis))]
              if lhs is not None and lhs.arrays and str(axis) in lhs_labels else k)
-        taps *= min(ceil(k / d), n)
+        taps *= min(k / d, n)
     return 2.0 * prod(instr.arrays[0].dims) * kernel[kernel_labels.index("i")] * taps
 
 
@@ -656,11 +659,28 @@ class _ScheduleReader:
                 continue       # written in place where the result counts it; never read whole
             if k in params and not used:
                 continue       # never read: a buffer the result aliases (TPU collective fusions)
-            if used and all(u.opcode in ("slice", "dynamic-slice") and u.operands[0] == params[k]
-                            for u in used):
-                total += min(full, sum(a.nbytes for u in used for a in u.arrays))
+            total += self.bytes_read(params[k], body, full) if used else full
+        return total
+
+    def bytes_read(self, param: str, body: list[Instruction], full: float, depth: int = 0
+                   ) -> float:
+        """Bytes a computation reads of its parameter `param` (`full` bytes whole): where it
+        only slices it, the slices; where it gathers from it, the rows gathered (an embedding
+        lookup reads its tokens' rows, not the table); through a nested fusion, what that
+        fusion's body reads of it. Anything else reads it whole."""
+        total = 0.0
+        for u in _users(body).get(param, []):
+            if u.opcode in ("slice", "dynamic-slice", "gather") and u.operands[0] == param:
+                total += sum(a.nbytes for a in u.arrays)
+            elif u.opcode == "fusion" and depth < 8:
+                inner = self.module.computations.get(u.callee(), [])
+                inner_params = _params(inner)
+                total += sum(self.bytes_read(inner_params[k], inner, full, depth + 1)
+                             for k, o in enumerate(u.operands) if o == param and k in inner_params)
             else:
-                total += full
+                return full
+            if total >= full:
+                return full
         return total
 
     def collective_only_bytes(self, fusion: Instruction, called: str) -> float:

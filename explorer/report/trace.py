@@ -31,6 +31,7 @@ TensorBoard read.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -154,8 +155,10 @@ def step_trace(schedule: Schedule, collectives: Sequence, estimate: Estimate,
     None when there is nothing to time: an empty schedule, or no peak for the Estimate's dtype
     on its target.
     """
-    peak = estimate.compute.peak_flops
-    if peak is None or not schedule.steps:
+    # With no matrix peak for the dtype, FLOPs take no time of their own and every
+    # instruction runs at memory speed, as the estimate's compute does (matmul_peak).
+    peak = estimate.compute.peak_flops or math.inf
+    if (peak == math.inf and estimate.compute.memory_bandwidth is None) or not schedule.steps:
         return None
     timeline = _Timeline(schedule, peak, estimate.compute.memory_bandwidth,
                          {c.hlo_name: (c, t) for c, t in

@@ -47,6 +47,8 @@ def link_warning(text: str, *modules: HloModule | None) -> CompilerWarning:
 # An array of a shape with its layout: f32[2,8,8192,8192]{2,3,1,0:T(8,128)} -> the type, the
 # dims and the minor-to-major order.
 _ARRAY_LAYOUT = re.compile(r"(\w+)\[([\d,]*)\]\{([\d,]*)")
+# How an uncostable fusion's warning starts, for the views that show it beside the timing.
+UNCOSTABLE_WARNING = "libtpu could not estimate the cost of"
 UNCOSTABLE_HELP = ("What usually helps: the reduction in bfloat16 (a bf16 softmax), a layout "
                    "with the reduced dimension minor-most, or a flash-attention kernel that "
                    "never writes the whole scores out")
@@ -61,7 +63,7 @@ def uncostable_warnings(module: HloModule) -> tuple[CompilerWarning, ...]:
             continue
         how = ", ".join(part for part in (_largest_array(instr), emitter(instr) and
                                           f"emitter {emitter(instr)}") if part)
-        text = (f"libtpu could not estimate the cost of {instr.name}"
+        text = (f"{UNCOSTABLE_WARNING} {instr.name}"
                 + (f" ({how})" if how else "")
                 + ": its estimated cycles are unknown (INT64_MAX), and such a fusion can run far "
                 "slower than the predicted step counts it (one ran 34x slower on a TPU v5e). "

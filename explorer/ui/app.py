@@ -93,6 +93,9 @@ STYLE = """<style>
 .explorer-app pre.explorer-hlo-text { font-size: 11px; max-height: 520px; overflow: auto;
   line-height: 1.3; white-space: pre; }
 .explorer-error, .explorer-timing-body p { line-height: 1.35; }
+.explorer-caution { border-left: 3px solid #f59e0b; background: #fffbeb; padding: 4px 8px;
+  margin: 4px 0; }
+.explorer-caution code { font-size: 11px; }
 mark.explorer-hlo-collective { background: #dbeafe; }
 mark.explorer-hlo-selected { background: #fde047; }
 .explorer-status { font-size: 13px; }

@@ -19,6 +19,7 @@ from explorer.errors import ExplorerError
 from explorer.report.provenance import compiled_by
 from explorer.report.report import Report
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
+from explorer.report.warnings import UNCOSTABLE_WARNING
 from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
 from explorer.ui.graph import KIND_COLOURS  # one colour per kind in every view
 from explorer.ui.views import stamped
@@ -145,8 +146,27 @@ def timing_html(report: Report, unavailable: str | None = None) -> str:
             f"{format_seconds(comp.seconds)} ({comp.bound or 'unknown'}-bound, {comp.dtype}"
             f"{compute_rate_text(report)}), communication {format_seconds(est.comm_seconds)}."
             f"{on_trace}</p>")
+        parts.append(cautions_html(report))
         notes += "".join(f"<li>{html.escape(n)}</li>" for n in est.notes)
     return f"<div class='explorer-timing-body'>{''.join(parts)}<ul>{notes}</ul></div>"
+
+
+def cautions_html(report: Report) -> str:
+    """What may make the step far slower than predicted, under the prediction: each of the
+    estimate's cautions, and for a fusion the compiler could not cost, the line of code it
+    came from (its compiler warning)."""
+    est = report.estimate
+    if est is None or not est.cautions:
+        return ""
+    lines = []
+    for warning in report.warnings:
+        if warning.instruction and warning.text.startswith(UNCOSTABLE_WARNING):
+            code = html.escape(warning.source_text)
+            at = f" at {html.escape(warning.source)}: <code>{code}</code>" if warning.source else ""
+            lines.append(f"<li>{html.escape(warning.instruction)}{at}</li>")
+    listed = f"<ul>{''.join(lines)}</ul>" if lines else ""
+    return "".join(f"<p class='explorer-caution'>⚠ <b>May be far slower</b>: "
+                   f"{html.escape(c)}.</p>" for c in est.cautions) + listed
 
 
 def compute_rate_text(report: Report) -> str:

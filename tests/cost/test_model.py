@@ -333,15 +333,24 @@ def test_missing_flops_is_said_not_invented():
                    ("data",), (8,), "h100-8")
     assert est.compute.seconds is None and est.step_upper_seconds is None
     assert est.bound is None and est.memory is None
-    assert est.step_lower_seconds == pytest.approx(est.comm_seconds)
+    # No step time at all rather than the communication alone, which understates it.
+    assert est.step_lower_seconds is None and est.comm_seconds > 0
     assert any("no FLOP count" in n for n in est.notes)
-    # A dtype without a sourced peak is said too: no int32 figure for the H100, no float16
-    # one for TPUs (the bf16 rule below is for float32 only).
-    est = estimate([], 1e12, None, None, "int32", ("data",), (8,), "h100-8")
-    assert est.compute.seconds is None and est.step_lower_seconds is None
-    assert any("no sourced int32 peak for H100 SXM" in n for n in est.notes)
+    assert any("no step time is given" in n for n in est.notes)
+
+
+def test_a_dtype_with_no_matrix_peak_is_timed_at_memory_speed_and_said():
+    # No int32 figure for the H100: 1e12 FLOPs are not timed, and the compute is its 3.35e9
+    # bytes at the H100 SXM's 3.35 TB/s ("GPU Memory Bandwidth 3.35TB/s", nvidia.com/h100),
+    # 1 ms at the nominal bandwidth (the H100's HBM has no measured fraction).
+    est = estimate([], 1e12, 3.35e9, None, "int32", ("data",), (8,), "h100-8")
+    assert est.compute.seconds == pytest.approx(1e-3) and est.compute.bound == "memory"
+    assert est.step_lower_seconds == pytest.approx(1e-3)
+    assert any("no sourced int32 matrix peak for H100 SXM" in n and "memory speed" in n
+               for n in est.notes)
+    # Without a bytes count either, nothing is known: no step time.
     est = estimate([], 1e12, None, None, "float16", ("data",), (4,), "tpu-v5e-2x2")
-    assert est.compute.seconds is None
+    assert est.compute.seconds is None and est.step_lower_seconds is None
 
 
 def test_tpu_float32_is_predicted_at_the_bf16_peak():
@@ -617,3 +626,25 @@ def test_target_families_and_link_kinds_are_the_catalogs_words():
     assert get_target("bow-2000").axes[0].link.kind is LinkKind.IPU_LINK
     # The words reach the listing as they were.
     assert "InfiniBand 50 GB/s per device one way" in get_target("h100-8x2").describe()
+
+
+def test_matmul_dtype_is_that_of_the_dots_not_of_the_largest_input():
+    """A language model at a large batch: its int32 token ids are its largest input, but its
+    FLOPs are bf16 dots, so the bf16 peak times it (before, the int32 ids made compute
+    unknown and the step was priced as its communication alone)."""
+    from types import SimpleNamespace
+
+    from explorer.cost.model import matmul_dtype
+    from explorer.hlo.schedule import Dot, Work
+
+    ids = SimpleNamespace(kind="input", dtype="int32", bytes_per_device=64 * 2**20)
+    weights = SimpleNamespace(kind="input", dtype="bfloat16", bytes_per_device=2**20)
+    bf16 = Dot(1, 4096, 4096, 4096, "bf16", "bf16")
+    f32 = Dot(1, 64, 64, 64, "f32", "f32")
+    work = Work(compute=((bf16.flops, 0.0, 1), (f32.flops, 0.0, 1)), collective_runs={},
+                uncounted_loops=(), dots=((bf16,), (f32,)))
+    assert matmul_dtype(work, [ids, weights]) == "bfloat16"
+    # No dots: the largest floating-point input, never the ids.
+    assert matmul_dtype(None, [ids, weights]) == "bfloat16"
+    assert matmul_dtype(None, [ids]) == "int32"
+    assert matmul_dtype(None, []) == "float32"
