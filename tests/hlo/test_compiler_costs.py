@@ -104,3 +104,44 @@ def test_custom_calls_that_are_not_kernels_are_not_priced_as_kernels():
                           "  %concatenate.2 = s32[4096,2]{1,0} parameter(0)\n"
                           f"  ROOT {line}\n}}\n")
     assert kernel_cost(module.by_name()["custom-call.1"]) is None
+
+
+def steps_of(name: str) -> dict:
+    out = {}
+
+    def walk(steps):
+        for s in steps:
+            out[s.instr.name] = s
+            walk(s.body)
+
+    walk(read_schedule(chip_hlo(name)).steps)
+    return out
+
+
+def test_a_gather_reads_the_rows_it_takes_not_the_table():
+    """take_along_axis over a [8192, 32000] f32 log-softmax (llama_train's loss): 8192 f32
+    values read, 8192 int32 indices, 8192 f32 written: 3 x 32 KiB, not the 1 GiB table (which
+    priced it at 1.3 ms; the chip ran it in 0.11 ms)."""
+    assert steps_of("llama_train")["gather_fusion.1"].bytes == 3 * 8192 * 4
+
+
+def test_a_scanned_layer_reads_its_own_slice_of_the_stacked_buffers():
+    """llama_train_scan's fusion.445 (a backward attention matmul in the layer loop) reads two
+    operands stacked over the 4 layers only through a nested fusion's dynamic-slice: one
+    layer of each counts. Its operands (shapes from the chip's HLO): bf16[4,16,2048,2048]
+    whole; f32[4,1,4,16,2048,2048] and bf16[4,4,2048,16,1,128] one layer of 4; s32[] and two
+    f32[4,16,2048] and pred[2048,2048] whole; its result bf16[4,16,2048,128]."""
+    expected = (4 * 16 * 2048 * 2048 * 2 + 4 * 16 * 2048 * 2048 * 4 + 4 * 2048 * 16 * 128 * 2
+                + 4 + 2 * 4 * 16 * 2048 * 4 + 2048 * 2048 * 1 + 4 * 16 * 2048 * 128 * 2)
+    assert steps_of("llama_train_scan")["fusion.445"].bytes == expected
+
+
+def test_a_convolutions_input_gradient_costs_what_its_forward_does():
+    """The input gradient of convnet_train's stride-2 3x3 conv (64 -> 128 channels, 64x64 ->
+    32x32, batch 128) is a convolution over the lhs-dilated gradient: 2 * 128*64*64*64 outputs
+    * 128 input features * 9/4 taps, which is the forward's 2 * 128*32*32*128 * 9*64; the chip
+    ran it in the forward's time (0.109 ms against 0.103)."""
+    forward = 2 * 128 * 32 * 32 * 128 * 9 * 64
+    steps = steps_of("convnet_train")
+    assert steps["fusion.84"].flops == forward
+    assert steps["fusion.1"].flops == forward
