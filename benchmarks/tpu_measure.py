@@ -1,7 +1,8 @@
 """Measure on a TPU chip what the cost model assumes: matmul rates, HBM bandwidth, and the run
 time of user-style programs, op by op.
 
-Run it on a machine with the chip (it needs jax alone, not the explorer):
+Run it on a machine with the chip (it needs jax and the explorer's own dependencies, jax and
+cloudpickle, not its extras; the explorer's package is taken from this checkout):
 
     python benchmarks/tpu_measure.py --out DIR [--part rates|programs|all] [--small]
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import glob
 import gzip
 import io
 import json
@@ -34,11 +34,14 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from user_programs import programs  # noqa: E402
+
+from explorer.compile.device_profile import profile_calls  # noqa: E402
 
 PROFILED_CALLS = 5
 WALL_SAMPLES = 7
@@ -65,66 +68,18 @@ def materialize(args, int_high: int):
                               for leaf, k in zip(leaves, keys[:len(leaves)], strict=True)])
 
 
-def _op_name(event_name: str) -> str:
-    # "%fusion.11 = bf16[..] fusion(..)" or "fusion.11": the instruction's name alone
-    return event_name.split(" = ")[0].strip().lstrip("%")
-
-
-def read_profile(path: str) -> dict:
-    """Per-call device times from one xplane.pb: the module's runs and each op's total."""
-    from jax.profiler import ProfileData
-    data = ProfileData.from_file(path)
-    out = {"modules": [], "ops": {}, "async_ops": {}, "lines": [], "sample_events": []}
-    for plane in data.planes:
-        if not plane.name.startswith("/device:"):
-            continue
-        for line in plane.lines:
-            events = list(line.events)
-            out["lines"].append(f"{plane.name} | {line.name} | {len(events)}")
-            if line.name == "XLA Modules":
-                out["modules"] += [[e.name, e.duration_ns] for e in events]
-            elif line.name in ("XLA Ops", "Async XLA Ops"):
-                ops = out["ops" if line.name == "XLA Ops" else "async_ops"]
-                for e in events:
-                    name = _op_name(e.name)
-                    total, count = ops.get(name, (0.0, 0))
-                    ops[name] = (total + e.duration_ns, count + 1)
-                if events and len(out["sample_events"]) < 3:
-                    e = events[0]
-                    out["sample_events"].append(
-                        {"line": line.name, "name": e.name[:300],
-                         "stats": [[str(k), str(v)[:200]] for k, v in list(e.stats)[:12]]})
-    return out
-
-
 def device_time(call, keep_dir: str | None) -> dict:
     """Run `call` PROFILED_CALLS times under a profile; per-call module and op times."""
-    options = jax.profiler.ProfileOptions()
-    options.python_tracer_level = 0       # the device's lines are what is read; keep it small
-    options.host_tracer_level = 1
-    with tempfile.TemporaryDirectory() as d:
-        with jax.profiler.trace(d, profiler_options=options):
-            for _ in range(PROFILED_CALLS):
-                jax.block_until_ready(call())
-        paths = glob.glob(os.path.join(d, "**", "*.xplane.pb"), recursive=True)
-        if not paths:
-            return {"error": "no xplane.pb written"}
-        prof = read_profile(paths[0])
-        if keep_dir:
-            os.makedirs(keep_dir, exist_ok=True)
-            with open(paths[0], "rb") as src, open(os.path.join(keep_dir, "run.xplane.pb"),
-                                                   "wb") as dst:
-                dst.write(src.read())
-    modules = [ns for _, ns in prof["modules"]]
-    n = max(len(modules), 1)
-    ops = {k: [total / PROFILED_CALLS, count / PROFILED_CALLS]
-           for k, (total, count) in prof["ops"].items()}
-    return {"module_ns": statistics.median(modules) if modules else None,
-            "module_runs": len(modules), "module_names": sorted({m for m, _ in prof["modules"]}),
-            "op_ns_per_call": ops, "op_sum_ns": sum(v[0] for v in ops.values()),
-            "async_ops": {k: [t / PROFILED_CALLS, c / PROFILED_CALLS]
-                          for k, (t, c) in prof["async_ops"].items()},
-            "lines": prof["lines"], "sample_events": prof["sample_events"], "runs_seen": n}
+    keep = None
+    if keep_dir:
+        os.makedirs(keep_dir, exist_ok=True)
+        keep = os.path.join(keep_dir, "run.xplane.pb")
+    profile = profile_calls(call, PROFILED_CALLS, keep)
+    if profile is None:
+        return {"error": "the profile held no device plane"}
+    ops = {k: [t * 1e9, profile.op_runs[k]] for k, t in profile.op_seconds.items()}
+    return {"module_ns": profile.module_seconds * 1e9, "op_ns_per_call": ops,
+            "op_sum_ns": sum(v[0] for v in ops.values()), "device": profile.device}
 
 
 def wall_time(call) -> float:

@@ -18,7 +18,7 @@ import functools
 import hashlib
 import pickle
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from explorer.api.patterns import apply_spec_patterns, unmatched
@@ -35,7 +35,12 @@ from explorer.api.request import (
 )
 from explorer.api.targeting import CompileFor, CompilePlan, check_compile_for, compile_plan
 from explorer.compile.caller_context import bind_context
-from explorer.compile.lowering import LoweredProgram, lower_program, platform_of
+from explorer.compile.lowering import (
+    LoweredProgram,
+    leave_the_chip_to_the_worker,
+    lower_program,
+    platform_of,
+)
 from explorer.compile.protocol import Backend, Partitioner
 from explorer.compile.sources import pickle_function
 from explorer.cost.mapping import AxisMapping
@@ -258,7 +263,11 @@ class Request:
         lowered = None
         if lower_here:
             platform = platform_of(compiled.worker.backend.value, accelerator_platform)
+            held = (leave_the_chip_to_the_worker(platform)
+                    if compiled.worker.backend is Backend.REAL else "")
             lowered = lower_program(fn, inputs, mesh, platform, partitioner.value, donated)
+            if held:
+                lowered = replace(lowered, notes=(*lowered.notes, held))
             fn_bytes, the_program, args = b"", lowered.stablehlo.encode(), leaves
         else:       # a workload's inputs: a flat tuple of TensorSpecs
             fn_bytes = the_program = pickle_function(fn)

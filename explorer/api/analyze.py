@@ -23,7 +23,7 @@ from explorer.api.analysis_request import (
 )
 from explorer.api.patterns import unmatched_note
 from explorer.api.request import check_flag
-from explorer.api.targeting import cpu_refusal
+from explorer.api.targeting import cpu_refusal, target_of_devices
 from explorer.compile.lowering import forget_lowered
 from explorer.compile.pool import WorkerPool, default_pool
 from explorer.compile.protocol import Backend, CompileRequest
@@ -256,12 +256,17 @@ def run(request: Request, *, pool: WorkerPool | None = None, use_cache: bool = T
     if p.idle_patterns:
         report = replace(report, notes=(*report.notes, unmatched_note(list(p.idle_patterns),
                                                                       p.names)))
-    if request.target is not None:
+    target = request.target or _target_it_ran_on(request, report)
+    if target is not None:
         from explorer.report.predict import with_target
 
         t0 = time.perf_counter()
         report = replace(report, approximation=p.compile_plan.approximate)
-        report = with_target(report, request.target, request.mapping, peak=request.peak)
+        report = with_target(report, target, request.mapping, peak=request.peak)
+        if target is not request.target:
+            report = replace(report, notes=(*report.notes, f"predicted for {target}, the "
+                                            "devices it was measured on, to set the two side "
+                                            "by side"))
         if spent is not None:
             spent["price"] = time.perf_counter() - t0
     info = p.workload_info(request.workload, request.preset)
@@ -270,6 +275,15 @@ def run(request: Request, *, pool: WorkerPool | None = None, use_cache: bool = T
 
         report = with_workload(report, info, p.workload)
     return report
+
+
+def _target_it_ran_on(request: Request, report: Report) -> str | None:
+    """For a run measured on this machine's own accelerators with no target asked for: the
+    catalog target those devices are, so that the prediction meets the measurement."""
+    if request.planned.compile_plan.worker.backend is not Backend.REAL \
+            or report.timing.measured_s is None:
+        return None
+    return target_of_devices(report.device_kind, request.planned.mesh.device_count)
 
 
 def _compiled(request: Request, pool, use_cache: bool, cache_only: bool, spent) -> Report | None:

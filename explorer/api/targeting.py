@@ -140,3 +140,25 @@ def cpu_refusal(message: str, mesh: MeshSpec) -> str | None:
              f"; no GPU or TPU target has the mesh's {mesh.device_count} devices")
     return (f"this program uses {m.group(1)}, which XLA's CPU compiler cannot compile, so it "
             f"cannot be compiled on fake CPU devices{offer}. ({message})")
+
+
+# What jax calls a device (device_kind) -> the catalog chip it is. "TPU v5 lite" is jax's
+# name for a v5e chip (seen on a one-chip TPU VM); the GPUs by the model in their names.
+_DEVICE_KINDS = (("TPU v5 lite", "TPU v5e"), ("TPU v5e", "TPU v5e"), ("TPU v5p", "TPU v5p"),
+                 ("TPU v6 lite", "TPU v6e"), ("TPU v6e", "TPU v6e"), ("TPU v4", "TPU v4"),
+                 ("TPU v5", "TPU v5p"), ("H100", "H100 SXM"), ("H200", "H200 SXM"),
+                 ("A100", "A100 SXM 80GB"), ("B200", "B200"))
+
+
+def target_of_devices(device_kind: str, count: int) -> str | None:
+    """The catalog target that is `count` devices of `device_kind` in one slice or node (the
+    devices a measured run used), so that it can be priced where it ran; None where the
+    catalog has none (a CPU, an unknown chip, a count no slice or node has)."""
+    chip = next((name for kind, name in _DEVICE_KINDS if kind in device_kind), None)
+    if chip is None:
+        return None
+    for name, t in targets().items():
+        one_piece = not any(a.link.across for a in t.axes)
+        if t.chip.name == chip and one_piece and prod(a.size for a in t.axes) == count:
+            return name
+    return None

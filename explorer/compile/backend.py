@@ -16,10 +16,12 @@ import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from math import prod
 from typing import Any, NamedTuple
 
 from explorer.compile.caller_context import legacy_mesh
+from explorer.compile.device_profile import profile_calls
 from explorer.compile.gpu import GpuTopology, gpu_devices
 from explorer.compile.lowering import (
     OWN_SHARD_MAP_MESH,
@@ -727,6 +729,7 @@ def _cost(compiled, notes: list[str]) -> dict | None:
 
 MEASURE_WARMUP = 2
 MEASURE_RUNS = 5
+MEASURE_PROFILED = 3     # calls run under jax's profiler on an accelerator, for op times
 
 
 def _measure(compiled, args, mesh, cap: int) -> Measurement:
@@ -753,7 +756,14 @@ def _measure(compiled, args, mesh, cap: int) -> Measurement:
         t0 = time.perf_counter()
         jax.block_until_ready(compiled(*arrays))
         times.append(time.perf_counter() - t0)
-    return Measurement(seconds=statistics.median(times), runs=MEASURE_RUNS, on=where)
+    measured = Measurement(seconds=statistics.median(times), runs=MEASURE_RUNS, on=where)
+    if mesh.devices.flat[0].platform == "cpu":
+        return measured      # a CPU run has no device plane to read
+    profile = profile_calls(lambda: compiled(*arrays), MEASURE_PROFILED)
+    if profile is None:
+        return replace(measured, note="the run's profile held no device times")
+    return replace(measured, device_seconds=profile.module_seconds,
+                   op_seconds=dict(profile.op_seconds))
 
 
 def _split(spec: TensorSpec, mesh) -> int:

@@ -333,3 +333,34 @@ def platform_of(backend: str, real_platform: Callable[[], str]) -> str:
     """The platform a worker of `backend` (a protocol.Backend value) compiles for, as jax's
     lowering names it; `real_platform()` for the machine's own devices."""
     return {"cpu": "cpu", "tpu": "tpu", "gpu": "cuda"}.get(backend) or real_platform()
+
+
+# libtpu lets one process at a time hold a TPU chip; a second fails with "Internal error when
+# accessing libtpu multi-process lockfile" (seen on a v5e VM). Lowering here asks jax for a
+# default device, which initializes every platform jax has, the TPU included.
+CHIP_IS_HELD = ("this process's jax already holds the TPU (it ran on it before), and libtpu "
+                "lets one process use a TPU chip at a time, so the compile worker cannot run "
+                "the program on it. Call explorer.analyze(..., real_devices=True) in a fresh "
+                "process before jax runs anything on the TPU, or predict it with target=... "
+                "(no chip needed)")
+CHIP_LEFT_TO_WORKER = ("this process's jax was set to the CPU (jax_platforms='cpu') before "
+                       "tracing, so that the compile worker can hold the TPU chip: libtpu lets "
+                       "one process use it at a time")
+
+
+def leave_the_chip_to_the_worker(platform: str) -> str:
+    """Before a trace here for a worker that runs on this machine's TPU: keep this process off
+    the chip. Where jax has not started yet, it is set to the CPU here, and the note returned
+    says so; where it already holds the TPU, the worker could not open it, and a CompileError
+    says what to do. "" where nothing was needed (another platform, jax already on the CPU)."""
+    if platform != "tpu":
+        return ""
+    import jax
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():
+        if "tpu" in xla_bridge.backends():
+            raise CompileError(CHIP_IS_HELD)
+        return ""
+    jax.config.update("jax_platforms", "cpu")
+    return CHIP_LEFT_TO_WORKER

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -155,6 +155,10 @@ class Measurement:
     runs: int = 0
     on: str = ""                     # e.g. "8 cpu device(s) of this host"
     note: str = ""
+    # On an accelerator, the run as its profile has it (explorer/compile/device_profile.py):
+    # the program's median seconds on the device, and each instruction's seconds per call.
+    device_seconds: float | None = None
+    op_seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

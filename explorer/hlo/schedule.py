@@ -172,6 +172,8 @@ class Step:
     kernel: KernelCost | None = None
     # libtpu marked its estimated cycles unknown: it may run far slower than its roofline.
     uncostable: bool = False
+    # A scatter, alone or in a fusion: priced by its bytes, which it can take far longer than.
+    scatter: bool = False
 
 
 @dataclass(frozen=True)
@@ -455,6 +457,8 @@ class _ScheduleReader:
         step = self._step(instr)
         if uncostable(instr):
             step = replace(step, uncostable=True)
+        if step.kind is StepKind.COMPUTE and self.scatters(instr):
+            step = replace(step, scatter=True)
         if step.flops:
             step = replace(step, dots=self.dots(instr))
         # A collective fusion's own arithmetic may be kernel code too (the TPU fuses a
@@ -562,6 +566,13 @@ class _ScheduleReader:
                         bytes=(self.touched(instr) if kernel.bytes_accessed is None
                                else kernel.bytes_accessed), kernel=kernel)
         return Step(instr, StepKind.COMPUTE, flops=self.flops(instr), bytes=self.touched(instr))
+
+    def scatters(self, instr: Instruction) -> bool:
+        """Whether the instruction is a scatter or a fusion that runs one."""
+        if instr.opcode == "scatter":
+            return True
+        return instr.opcode == "fusion" and any(
+            self.scatters(i) for i in self.module.computations.get(instr.callee(), []))
 
     def flops(self, instr: Instruction) -> float:
         if instr.opcode == "dot":
@@ -886,6 +897,8 @@ class Work:
     kernels: tuple[Step, ...] = ()
     # Instructions libtpu could not cost (Step.uncostable).
     uncostable: tuple[Step, ...] = ()
+    # Scatters (Step.scatter).
+    scatters: tuple[Step, ...] = ()
 
 
 def schedule_work(schedule: Schedule) -> Work:
@@ -895,6 +908,7 @@ def schedule_work(schedule: Schedule) -> Work:
     uncounted: list[str] = []
     kernels: dict[str, Step] = {}
     slow: dict[str, Step] = {}
+    scatters: dict[str, Step] = {}
     fused = causal = 0
 
     def walk(steps: tuple[Step, ...], times: int) -> None:
@@ -914,9 +928,11 @@ def schedule_work(schedule: Schedule) -> Work:
                 kernels[s.instr.name] = s
             if s.uncostable:
                 slow[s.instr.name] = s
+            if s.scatter:
+                scatters[s.instr.name] = s
             for name in s.collectives:
                 runs[name] = runs.get(name, 0) + times
 
     walk(schedule.steps, 1)
     return Work(tuple(compute), runs, tuple(uncounted), fused, causal, tuple(dots),
-                tuple(kernels.values()), tuple(slow.values()))
+                tuple(kernels.values()), tuple(slow.values()), tuple(scatters.values()))

@@ -374,4 +374,6 @@ def _timing(raw: CompileResult) -> Timing:
     measured = raw.measured or Measurement()
     return Timing(raw.lower_s, raw.compile_s, measured_s=measured.seconds,
                   measured_on=measured.on, measure_note=measured.note,
-                  worker_start_s=raw.worker_start_s)
+                  worker_start_s=raw.worker_start_s,
+                  measured_device_s=measured.device_seconds,
+                  measured_ops=dict(measured.op_seconds))

@@ -424,6 +424,10 @@ class Timing:
         measure_note: why it was not run, when it was asked and was not.
         worker_start_s: seconds the compile waited for its compile worker to start (jax
             loading in a new process) before it could lower; 0 where the worker was warm.
+        measured_device_s: on an accelerator, the program's median run on the device as its
+            profile has it (no dispatch); None elsewhere.
+        measured_ops: on an accelerator, each HLO instruction's seconds per call on the
+            device, from the same profile; empty elsewhere.
     """
 
     lower_s: float
@@ -436,6 +440,8 @@ class Timing:
     measured_on: str = ""
     measure_note: str = ""
     worker_start_s: float = 0.0
+    measured_device_s: float | None = None
+    measured_ops: Mapping[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from explorer.report.op_comparison import compare_ops, comparison_lines
 from explorer.report.provenance import provenance
 from explorer.report.report import Report
 from explorer.units import format_bytes
@@ -146,4 +147,8 @@ def summary(report: Report) -> str:
                      f"{c.xla_optimal_seconds * 1e6:.1f} us per step (optimal_seconds)")
     if report.estimate is not None:
         lines += ["", "Predicted (analytical model, not a measurement)", report.estimate.text()]
+    compared = compare_ops(report)
+    if compared is not None:
+        lines += ["", "Predicted against measured, op by op (largest gaps first)"]
+        lines += comparison_lines(compared)
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from explorer.cost.gemm_rates import gemm_table
 from explorer.cost.hardware import get_target
 from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError
+from explorer.report.op_comparison import SHOWN, compare_ops, signed_seconds
 from explorer.report.provenance import compiled_by
 from explorer.report.report import Report
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
@@ -147,6 +148,7 @@ def timing_html(report: Report, unavailable: str | None = None) -> str:
             f"{compute_rate_text(report)}), communication {format_seconds(est.comm_seconds)}."
             f"{on_trace}</p>")
         parts.append(cautions_html(report))
+        parts.append(op_comparison_html(report))
         notes += "".join(f"<li>{html.escape(n)}</li>" for n in est.notes)
     return f"<div class='explorer-timing-body'>{''.join(parts)}<ul>{notes}</ul></div>"
 
@@ -167,6 +169,29 @@ def cautions_html(report: Report) -> str:
     listed = f"<ul>{''.join(lines)}</ul>" if lines else ""
     return "".join(f"<p class='explorer-caution'>⚠ <b>May be far slower</b>: "
                    f"{html.escape(c)}.</p>" for c in est.cautions) + listed
+
+
+def op_comparison_html(report: Report, shown: int = SHOWN) -> str:
+    """The predicted step against the measured one, instruction by instruction (largest gaps
+    first), where the Report has both: a target's prediction and a run on the device."""
+    cmp = compare_ops(report)
+    if cmp is None:
+        return ""
+    err = f" (prediction {cmp.error:+.0%})" if cmp.error is not None else ""
+    rows = "".join(
+        f"<tr><td>{html.escape(r.instruction)}</td><td>{html.escape(r.what)}</td>"
+        f"<td>{format_seconds(r.predicted_s)}</td><td>{format_seconds(r.measured_s)}</td>"
+        f"<td>{signed_seconds(r.gap_s)}</td><td>{html.escape(r.source)}</td></tr>"
+        for r in cmp.rows[:shown])
+    more = (f"<p class='explorer-section-note'>… and {len(cmp.rows) - shown} more "
+            "instructions.</p>" if len(cmp.rows) > shown else "")
+    return (f"<p><b>Predicted against measured</b>: step {format_seconds(cmp.predicted_s)} "
+            f"predicted, {format_seconds(cmp.measured_s)} measured on the device "
+            f"({html.escape(cmp.measured_on)}){err}. The instructions where they part most "
+            "(gap: measured minus predicted):</p>"
+            "<table class='explorer-table'><tr><th>instruction</th><th>op</th>"
+            "<th>predicted</th><th>measured</th><th>gap</th><th>source</th></tr>"
+            f"{rows}</table>{more}")
 
 
 def compute_rate_text(report: Report) -> str:

@@ -99,3 +99,18 @@ def test_without_libtpu_a_multi_slice_target_compiles_on_the_cpu_and_says_what_t
     plan = compile_plan(MESH8, "tpu-v5e-2x2-2slices")
     assert plan.worker.backend is Backend.FAKE_CPU and plan.approximate == TPU_EXTRA_NOTE
     assert plan.slices_per_axis == ()
+
+
+@pytest.mark.parametrize(("kind", "count", "expected"), [
+    ("TPU v5 lite", 1, "tpu-v5e-1x1"),      # jax's name for a v5e chip, seen on a v5e VM
+    ("TPU v5 lite", 8, "tpu-v5e-2x4"),
+    ("TPU v4", 4, "tpu-v4-2x2x1"),
+    ("NVIDIA H100 80GB HBM3", 8, "h100-8"),
+    ("NVIDIA A100-SXM4-80GB", 4, "a100-4"),
+    ("cpu", 8, None),
+    ("TPU v5 lite", 3, None),                 # no slice of 3 chips
+])
+def test_the_target_a_measured_run_ran_on(kind, count, expected):
+    from explorer.api.targeting import target_of_devices
+
+    assert target_of_devices(kind, count) == expected

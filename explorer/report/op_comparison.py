@@ -1,0 +1,127 @@
+"""The predicted step beside the measured one, instruction by instruction.
+
+With `measure=True` on an accelerator, the Report holds each HLO instruction's time in a
+profile of the run (Timing.measured_ops); with a target, it holds the predicted step trace,
+whose events name the same instructions. Set side by side they show where prediction and chip
+part: a fusion the compiler could not cost, a kernel slower than its estimate, a scatter, work
+on the vector unit the roofline does not count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from explorer.cost.model import format_seconds
+from explorer.hlo.schedule import StepKind, cached_schedule
+from explorer.report.report import Report
+
+# Instructions whose profile event spans others' (a loop's body runs inside its `while`):
+# counting them too would count their bodies twice.
+_CONTAINERS = frozenset({"while", "conditional", "call"})
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One instruction, predicted and measured (seconds per step; None where one side has no
+    time for it)."""
+
+    instruction: str
+    what: str                   # what it does: the trace's name for it, or its opcode
+    source: str                 # file:line of the user code, "" if unknown
+    predicted_s: float | None
+    measured_s: float | None
+
+    @property
+    def gap_s(self) -> float:
+        """Measured minus predicted, a missing side counted as 0."""
+        return (self.measured_s or 0.0) - (self.predicted_s or 0.0)
+
+
+@dataclass(frozen=True)
+class OpComparison:
+    """Every instruction either side timed, the largest gaps first.
+
+    Attributes:
+        rows: the instructions, by |measured - predicted|, largest first.
+        predicted_s: the predicted step (the trace's end).
+        measured_s: the program's run on the device, as the profile has it.
+        measured_on: where it ran.
+        ops_measured_s: the measured instructions' times summed (loops counted once, by
+            their bodies' instructions).
+    """
+
+    rows: tuple[OpTime, ...]
+    predicted_s: float
+    measured_s: float | None
+    measured_on: str
+    ops_measured_s: float
+
+    @property
+    def error(self) -> float | None:
+        """(predicted - measured) / measured for the whole step."""
+        if not self.measured_s:
+            return None
+        return (self.predicted_s - self.measured_s) / self.measured_s
+
+
+def compare_ops(report: Report) -> OpComparison | None:
+    """The Report's predicted trace against its measured instructions; None without both (a
+    prediction needs a target, a measurement `measure=True` on an accelerator)."""
+    measured = report.timing.measured_ops
+    if not measured or report.trace is None or report.estimate is None:
+        return None
+    predicted: dict[str, float] = {}
+    what: dict[str, str] = {}
+    source: dict[str, str] = {}
+    for e in report.trace.events:
+        predicted[e.hlo] = predicted.get(e.hlo, 0.0) + e.duration
+        what.setdefault(e.hlo, e.name)
+        source.setdefault(e.hlo, e.source)
+    containers = _containers(report.optimized_hlo)
+    names = [n for n in {**predicted, **measured} if n not in containers]
+    rows = [OpTime(n, what.get(n, ""), source.get(n, ""), predicted.get(n), measured.get(n))
+            for n in names]
+    rows.sort(key=lambda r: -abs(r.gap_s))
+    return OpComparison(tuple(rows), report.trace.seconds, report.timing.measured_device_s,
+                        report.timing.measured_on,
+                        sum(t for n, t in measured.items() if n not in containers))
+
+
+def _containers(optimized_hlo: str) -> set[str]:
+    """Names of the scheduled instructions that run others (loops, calls, conditionals)."""
+    out: set[str] = set()
+    steps = list(cached_schedule(optimized_hlo).steps) if optimized_hlo else []
+    while steps:
+        s = steps.pop()
+        if s.kind is StepKind.LOOP or s.instr.opcode in _CONTAINERS:
+            out.add(s.instr.name)
+        steps.extend(s.body)
+    return out
+
+
+# How many instructions the views list: the largest gaps; the rest are summed in a line.
+SHOWN = 12
+
+
+def signed_seconds(s: float) -> str:
+    """`+1.2 ms` (measured slower than predicted) or `-40 us`."""
+    return ("+" if s > 0 else "-") + format_seconds(abs(s))
+
+
+def comparison_lines(cmp: OpComparison, shown: int = SHOWN) -> list[str]:
+    """The comparison as plain-text lines: the step, then the instructions with the largest
+    gaps, measured minus predicted (the CLI prints these)."""
+    err = cmp.error
+    lines = [f"step: predicted {format_seconds(cmp.predicted_s)}, measured "
+             f"{format_seconds(cmp.measured_s)} on the device ({cmp.measured_on})"
+             + (f": prediction {err:+.0%}" if err is not None else "")]
+    lines.append(f"{'instruction':30} {'predicted':>10} {'measured':>10} {'gap':>10}  source")
+    for r in cmp.rows[:shown]:
+        lines.append(f"{r.instruction[:30]:30} {format_seconds(r.predicted_s):>10} "
+                     f"{format_seconds(r.measured_s):>10} {signed_seconds(r.gap_s):>10}  "
+                     f"{r.source}")
+    rest = cmp.rows[shown:]
+    if rest:
+        gaps = format_seconds(sum(abs(r.gap_s) for r in rest))
+        lines.append(f"... and {len(rest)} more instructions, {gaps} of gaps between them")
+    return lines
