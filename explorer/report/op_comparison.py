@@ -108,6 +108,13 @@ def signed_seconds(s: float) -> str:
     return ("+" if s > 0 else "-") + format_seconds(abs(s))
 
 
+def worth_listing(cmp: OpComparison, shown: int = SHOWN) -> tuple[OpTime, ...]:
+    """The rows a view lists: the `shown` largest gaps, leaving out those under a ten-thousandth
+    of the step (async copies' nanoseconds), which only push the real ones apart."""
+    floor = 1e-4 * max(cmp.measured_s or 0.0, cmp.predicted_s)
+    return tuple(r for r in cmp.rows[:shown] if abs(r.gap_s) >= floor)
+
+
 def comparison_lines(cmp: OpComparison, shown: int = SHOWN) -> list[str]:
     """The comparison as plain-text lines: the step, then the instructions with the largest
     gaps, measured minus predicted (the CLI prints these)."""
@@ -116,11 +123,12 @@ def comparison_lines(cmp: OpComparison, shown: int = SHOWN) -> list[str]:
              f"{format_seconds(cmp.measured_s)} on the device ({cmp.measured_on})"
              + (f": prediction {err:+.0%}" if err is not None else "")]
     lines.append(f"{'instruction':30} {'predicted':>10} {'measured':>10} {'gap':>10}  source")
-    for r in cmp.rows[:shown]:
+    listed = worth_listing(cmp, shown)
+    for r in listed:
         lines.append(f"{r.instruction[:30]:30} {format_seconds(r.predicted_s):>10} "
                      f"{format_seconds(r.measured_s):>10} {signed_seconds(r.gap_s):>10}  "
                      f"{r.source}")
-    rest = cmp.rows[shown:]
+    rest = cmp.rows[len(listed):]
     if rest:
         gaps = format_seconds(sum(abs(r.gap_s) for r in rest))
         lines.append(f"... and {len(rest)} more instructions, {gaps} of gaps between them")

@@ -16,7 +16,7 @@ from explorer.cost.gemm_rates import gemm_table
 from explorer.cost.hardware import get_target
 from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError
-from explorer.report.op_comparison import SHOWN, compare_ops, signed_seconds
+from explorer.report.op_comparison import SHOWN, compare_ops, signed_seconds, worth_listing
 from explorer.report.provenance import compiled_by
 from explorer.report.report import Report
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
@@ -178,13 +178,14 @@ def op_comparison_html(report: Report, shown: int = SHOWN) -> str:
     if cmp is None:
         return ""
     err = f" (prediction {cmp.error:+.0%})" if cmp.error is not None else ""
+    listed = worth_listing(cmp, shown)
     rows = "".join(
         f"<tr><td>{html.escape(r.instruction)}</td><td>{html.escape(r.what)}</td>"
         f"<td>{format_seconds(r.predicted_s)}</td><td>{format_seconds(r.measured_s)}</td>"
         f"<td>{signed_seconds(r.gap_s)}</td><td>{html.escape(r.source)}</td></tr>"
-        for r in cmp.rows[:shown])
-    more = (f"<p class='explorer-section-note'>… and {len(cmp.rows) - shown} more "
-            "instructions.</p>" if len(cmp.rows) > shown else "")
+        for r in listed)
+    more = (f"<p class='explorer-section-note'>… and {len(cmp.rows) - len(listed)} more "
+            "instructions, with smaller gaps.</p>" if len(cmp.rows) > len(listed) else "")
     return (f"<p><b>Predicted against measured</b>: step {format_seconds(cmp.predicted_s)} "
             f"predicted, {format_seconds(cmp.measured_s)} measured on the device "
             f"({html.escape(cmp.measured_on)}){err}. The instructions where they part most "
@@ -224,9 +225,12 @@ def compute_rate_text(report: Report) -> str:
 
 def _measured_html(t) -> str:
     if t.measured_s is not None:
+        # On fake CPU devices a run times this machine's CPU, never the target; on the
+        # machine's own accelerators it is the hardware the prediction below is priced for.
+        whose = ("this machine's devices" if t.measured_device_s is not None
+                 else "this machine, not the target")
         return (f"<p class='explorer-measured'><b>Measured</b>: {t.measured_s * 1e3:.2f} ms per "
-                f"step on {html.escape(t.measured_on)} (median after warm-up; this machine, "
-                "not the target).</p>")
+                f"step on {html.escape(t.measured_on)} (median after warm-up; {whose}).</p>")
     if t.measure_note:
         return f"<p class='explorer-measured'>{html.escape(t.measure_note)}</p>"
     return ""
