@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from explorer.api.request import MAX_TIMEOUT
 from explorer.api.targeting import CompileFor, compile_plan
 from explorer.compile.protocol import Backend
 from explorer.layout_search.evaluate import CompileJob
@@ -116,11 +117,12 @@ class SearchState:
     def compile_timeout(self, limit: float | None) -> float | None:
         """The time limit of the next compile: the caller's `limit`, cut to what is left of the
         budget (at least a second), so that a search keeps to its budget even through a slow
-        compile."""
+        compile; never over the longest limit a compile takes (MAX_TIMEOUT, a day), which a
+        budget of days would otherwise hand every compile and have each refused."""
         left = self.remaining()
         if left is None:
             return limit
-        cap = max(1.0, left)
+        cap = min(max(1.0, left), MAX_TIMEOUT)
         return cap if limit is None else min(limit, cap)
 
     def count(self, candidate: Candidate) -> None:

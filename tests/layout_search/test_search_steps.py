@@ -114,6 +114,18 @@ def test_a_compile_without_a_budget_keeps_the_callers_time_limit():
     assert _state().compile_timeout(None) is None
 
 
+def test_a_budget_of_days_never_hands_a_compile_a_limit_it_refuses():
+    # Issue 43: search(budget_s=100000) failed every candidate: the 100,000 s left became each
+    # compile's limit, which check_timeout refuses above a day (86,400 s).
+    from explorer.api.request import check_timeout
+
+    state = _state(budget_s=100_000.0)
+    for limit in (None, 30.0):
+        timeout = state.compile_timeout(limit)
+        assert check_timeout(timeout) == timeout
+    assert state.compile_timeout(None) == 24 * 3600 and state.compile_timeout(30.0) == 30.0
+
+
 def test_a_compile_past_the_budget_still_gets_one_second():
     assert _spent_budget().compile_timeout(30.0) == 1.0
     assert _spent_budget().compile_timeout(None) == 1.0
