@@ -18,7 +18,7 @@ import functools
 import hashlib
 import pickle
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from explorer.api.patterns import apply_spec_patterns, unmatched
@@ -44,7 +44,7 @@ from explorer.compile.lowering import (
 from explorer.compile.protocol import Backend, Partitioner
 from explorer.compile.sources import pickle_function
 from explorer.cost.mapping import AxisMapping
-from explorer.errors import InputError, WorkloadError
+from explorer.errors import InputError, WorkloadError, choices
 from explorer.quiet_jax import accelerator_platform
 from explorer.report.report import WorkloadInfo
 from explorer.spec.bounds import show
@@ -291,3 +291,25 @@ def _cache_key(the_program: bytes, mesh: MeshSpec, partitioner: Partitioner, arg
         + ((("donate", donated),) if donated else ()) \
         + ((("slices", compiled.slices_per_axis),) if compiled.slices_per_axis else ())
     return hashlib.sha256(the_program + pickle.dumps(parts)).hexdigest()
+
+
+def _known_fields_only(init):
+    """Request's generated __init__, with a misspelt or positional argument refused as an
+    InputError naming the fields (Python's own TypeError names neither), as Session.edit
+    refuses one."""
+    names = tuple(f.name for f in fields(Request) if f.init)
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        unknown = [k for k in kwargs if k not in names]
+        if args or unknown:
+            what = (f"{show(unknown[0])} is not a field of a Request" if unknown
+                    else "a Request takes its fields by name, e.g. Request(workload='mlp', "
+                         "mesh='data=8')")
+            raise InputError(f"{what}; the fields are {choices(names)}")
+        init(self, **kwargs)
+
+    return __init__
+
+
+Request.__init__ = _known_fields_only(Request.__init__)   # type: ignore[method-assign]

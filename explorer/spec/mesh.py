@@ -74,25 +74,25 @@ class MeshSpec:
                                 "(letters, digits and '_', not starting with a digit)",
                                 axis=name if isinstance(name, str) else None)
             if name in RESERVED_AXIS_NAMES:
-                raise MeshError(f"mesh axis name {name!r} is reserved: spec text reads it as "
+                raise MeshError(f"mesh axis name {show(name)} is reserved: spec text reads it as "
                                 f"{RESERVED_AXIS_NAMES[name]}; choose another name, e.g. "
                                 "'data' or 'model'", axis=name)
             if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise MeshError(f"mesh axis {name!r} has size {show(size)}; sizes are whole "
+                raise MeshError(f"mesh axis {show(name)} has size {show(size)}; sizes are whole "
                                 "numbers >= 1", axis=name)
             if size > MAX_MESH_DEVICES:
-                raise MeshError(f"mesh axis {name!r} has size {show(size)}, more devices than "
+                raise MeshError(f"mesh axis {show(name)} has size {show(size)}, more devices than "
                                 f"any machine has; the limit is {power_text(MAX_MESH_DEVICES)}",
                                 axis=name)
         seen = set()
         for name in self.names:
             if name in seen:
-                raise MeshError(f"mesh axis {name!r} appears twice in {self.text()!r}; "
+                raise MeshError(f"mesh axis {show(name)} appears twice in {show(self.text())}; "
                                 "axis names must be unique", axis=name)
             seen.add(name)
         if self.device_count > MAX_MESH_DEVICES:
-            raise MeshError(f"mesh {self.text()!r} has {self.device_count} devices, more than any "
-                            f"machine has; the limit is {power_text(MAX_MESH_DEVICES)}")
+            raise MeshError(f"mesh {show(self.text())} has {self.device_count} devices, more "
+                            f"than any machine has; the limit is {power_text(MAX_MESH_DEVICES)}")
         if not isinstance(self.axis_type, str) or self.axis_type not in AXIS_TYPES:
             raise MeshError(f"axis type {show(self.axis_type)} is not one of "
                             f"{choices(AXIS_TYPES)}")
@@ -121,7 +121,7 @@ class MeshSpec:
     def check_device_limit(self, limit: int) -> None:
         if self.device_count > limit:
             raise MeshError(
-                f"mesh {self.text()!r} has {self.device_count} devices, more than the limit of "
+                f"mesh {show(self.text())} has {self.device_count} devices, more than the limit of "
                 f"{limit} fake CPU devices (the CPU backend fails beyond 2048); shrink an axis")
 
 
@@ -165,13 +165,13 @@ def parse_mesh(mesh: str | Mapping[str, int] | MeshSpec,
             continue
         name, eq, size = (p.strip() for p in part.partition("="))
         if not eq:
-            raise MeshError(f"mesh entry {part!r} in {mesh!r} has no '='; write name=size, "
+            raise MeshError(f"mesh entry {show(part)} in {show(mesh)} has no '='; write name=size, "
                             "e.g. 'data=2,model=4'")
         if not re.fullmatch(r"[+-]?\d+", size):
-            raise MeshError(f"mesh axis {name!r} has size {show(size)}, which is not a whole "
+            raise MeshError(f"mesh axis {show(name)} has size {show(size)}, which is not a whole "
                             "number", axis=name)
         if len(size.lstrip("+-0")) > len(str(MAX_MESH_DEVICES)):   # int() of 5000 digits fails
-            raise MeshError(f"mesh axis {name!r} has size {show(size)}, more devices than any "
+            raise MeshError(f"mesh axis {show(name)} has size {show(size)}, more devices than any "
                             f"machine has; the limit is {power_text(MAX_MESH_DEVICES)}",
                             axis=name)
         names.append(name)

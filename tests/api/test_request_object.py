@@ -152,3 +152,16 @@ def test_search_takes_a_request():
     assert (result.program, result.target) == ("mlp", "h100-8")
     assert {c.mesh.sizes for c in result.candidates} == {(2, 4)}
     assert {c.rules for c in result.candidates} == {"batch=data", "batch=model", ""}
+
+
+def test_a_misspelt_or_positional_field_is_an_input_error_naming_the_fields():
+    # Issue 43: Request(nope=1) raised Python's TypeError where Session.edit(nope=1) gives an
+    # InputError.
+    from explorer.api.analysis_request import Request
+    from explorer.errors import InputError
+
+    with pytest.raises(InputError, match=r"'nope' is not a field of a Request; the fields are "
+                                         r".*'workload'"):
+        Request(nope=1)
+    with pytest.raises(InputError, match="takes its fields by name"):
+        Request("mlp")

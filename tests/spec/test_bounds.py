@@ -67,3 +67,15 @@ class BrokenRepr:
 
 def test_show_names_the_type_of_an_object_whose_repr_fails():
     assert show(BrokenRepr()) == "<a BrokenRepr>"
+
+
+@pytest.mark.parametrize("mesh", ["a" * 100_000, "data=2," + "b" * 100_000,
+                                  "x" * 50_000 + "=0"])
+def test_a_huge_mesh_text_gives_a_short_error(mesh):
+    # Issue 43: a mesh string of N characters gave an error of 2N (200 KB for 100,000).
+    from explorer.errors import MeshError
+    from explorer.spec.mesh import parse_mesh
+
+    with pytest.raises(MeshError) as e:
+        parse_mesh(mesh)
+    assert len(str(e.value)) < 400
