@@ -33,7 +33,7 @@ from enum import StrEnum
 from typing import Any
 
 from explorer.api.analysis_request import Request
-from explorer.api.request import check_mesh, check_target
+from explorer.api.request import check_flag, check_mesh, check_target, check_timeout
 from explorer.api.targeting import check_compile_for
 from explorer.api.workload import analyze_workload
 from explorer.cost.hardware import get_target
@@ -237,7 +237,7 @@ def policies_for(remats: Sequence[str], offloads: Sequence[str]) -> list[tuple[s
     """The (remat, offload) pairs to try: every pair, where offload=activations goes only with
     remat=minimal (what it offloads is what minimal saves)."""
     for what, given, valid in (("remat", remats, REMATS), ("offload", offloads, OFFLOADS)):
-        if isinstance(given, str) or not given:
+        if isinstance(given, str) or not isinstance(given, Sequence | set) or not given:
             raise InputError(f"{what}s={show(given)} is not a non-empty list; choose from "
                              f"{choices(valid)}")
         bad = [g for g in given if g not in valid]
@@ -318,6 +318,7 @@ def largest_batch(workload: str | Request, mesh=None, target: str | None = None,
     if target is None:
         raise InputError("largest_batch needs a target to fit the batch into, e.g. "
                          "target='h100-8' (see explorer.targets())")
+    timeout = _check_options(params, max_batch, strategy, progress, timeout, search_kwargs)
     params = dict(params or {})
     pairs = policies_for(remats, offloads)
     w = get_workload(workload)
@@ -348,6 +349,28 @@ def largest_batch(workload: str | Request, mesh=None, target: str | None = None,
     return CapacityResult(workload, mesh_spec.text(), target, step, tuple(found), best,
                           ranking, probing.words[0] if probing.words else "", tuple(notes),
                           search_budget_s=budget)
+
+
+def _check_options(params, max_batch, strategy, progress, timeout, search_kwargs
+                   ) -> float | None:
+    """largest_batch's own options, each refused with the value and what it takes (before,
+    some raised Python's own errors and a negative timeout went through); the checked
+    timeout."""
+    if params is not None and not isinstance(params, Mapping):
+        raise InputError(f"params={show(params)} is not a mapping of the workload's params; "
+                         "pass e.g. params={'layers': 4} (the batch is what is searched)")
+    if max_batch is not None and (isinstance(max_batch, bool) or not isinstance(max_batch, int)
+                                  or max_batch < 1):
+        raise InputError(f"max_batch={show(max_batch)} is not a whole number of at least 1; "
+                         "pass e.g. max_batch=1024, or None for the workload's own bound")
+    check_flag(strategy, "strategy")
+    if progress is not None and not callable(progress):
+        raise InputError(f"progress={show(progress)} is not callable; pass a function that "
+                         "takes a line of text, e.g. progress=print, or None")
+    if search_kwargs is not None and not isinstance(search_kwargs, Mapping):
+        raise InputError(f"search_kwargs={show(search_kwargs)} is not a mapping of "
+                         "explorer.search's keywords; pass e.g. search_kwargs={'budget_s': 60}")
+    return check_timeout(timeout)
 
 
 def _batch_range(w: Workload, params: Mapping, resolved: Mapping, mesh: MeshSpec, preset,

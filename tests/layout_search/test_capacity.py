@@ -358,3 +358,21 @@ def test_largest_batch_takes_an_explorer_request(monkeypatch):
     with pytest.raises(InputError, match="is of a function"):
         largest_batch(explorer.Request(fn=lambda x: x, inputs=(explorer.TensorSpec(
             "x", (8, 8)),), mesh="data=8", target="h100-8"))
+
+
+@pytest.mark.parametrize(("option", "value", "named"), [
+    ("max_batch", float("nan"), "max_batch=nan"), ("max_batch", float("inf"), "max_batch=inf"),
+    ("max_batch", 0, "max_batch=0"), ("max_batch", True, "max_batch=True"),
+    ("remats", 5, "remats=5"), ("offloads", 5, "offloads=5"),
+    ("params", 5, "params=5"), ("params", "batch=8", "params='batch=8'"),
+    ("progress", 5, "progress=5"), ("strategy", "yes", "strategy"),
+    ("timeout", -1, "timeout -1"), ("timeout", float("nan"), "timeout nan"),
+    ("timeout", "5", "timeout '5'"), ("search_kwargs", 3, "search_kwargs=3"),
+])
+def test_largest_batch_refuses_bad_options_naming_the_value(option, value, named):
+    # Issue 43: 27 raw exceptions (ValueError, OverflowError, TypeError) where search gives an
+    # InputError, and timeout=-1 accepted. Each is refused before any compile.
+    with pytest.raises(InputError) as e:
+        explorer.largest_batch("transformer_train", "data=8", "h100-8",
+                               **{"strategy": False, option: value})
+    assert named in str(e.value)
