@@ -195,8 +195,8 @@ def _branch_and_bound(problem: Problem, space: SearchSpace, mesh: MeshSpec,
     meshes = factor_meshes(mesh, vary_mesh)
     state.report(SearchPhase.ENUMERATE)
     found = enumerate_space(problem, meshes, space, searched_names, searched_tensors,
-                            state.cancelled)
-    state.should_stop()       # records a cancel that cut the enumeration short
+                            state.out_of_time)
+    state.should_stop()       # records a cancel or a budget that cut the enumeration short
     with where() as runner:
         return BranchAndBound(problem, space, found, settings, state, runner,
                               screening_for(settings, mesh)).run()

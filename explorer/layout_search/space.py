@@ -338,11 +338,16 @@ def space_size(problem: Problem, meshes: Sequence[MeshSpec], space: SearchSpace,
     return total
 
 
+# How many layouts the enumeration resolves between two looks at its stop condition.
+STOP_CHECK_EVERY = 16
+
+
 def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], space: SearchSpace,
                     names: Sequence[str] = (), tensors: Sequence[TensorSpec] = (),
                     cancelled: Callable[[], bool] = lambda: False) -> Space:
     """The distinct, divisible candidates, in enumeration order (the given mesh shape first,
-    and on it the replicated candidate first)."""
+    and on it the replicated candidate first); those found before `cancelled()` came true,
+    where it did (a cancel, a spent budget)."""
     rules = space == SearchSpace.RULES
     size = space_size(problem, meshes, space, names, tensors)
     if size > MAX_SPACE:
@@ -368,7 +373,11 @@ def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], space: SearchS
             continue
         layouts = (_layouts_rules(mesh, names) if rules
                    else _layouts_specs(mesh, tensors, out, raw))
-        for layout in layouts:
+        for n, layout in enumerate(layouts):
+            # A mesh shape can hold thousands of layouts, each resolved through the planner:
+            # a cancel or a spent budget is looked for as it goes, not only between shapes.
+            if n % STOP_CHECK_EVERY == STOP_CHECK_EVERY - 1 and cancelled():
+                break
             specs, points = problem.resolve(layout)
             key, shard, axes_used, ok = [], {}, set(), True
             for name, spec in specs.items():

@@ -95,6 +95,11 @@ class SearchState:
     def cancelled(self) -> bool:
         return self.user_cancelled or (self.cancel is not None and self.cancel.is_set())
 
+    def out_of_time(self) -> bool:
+        """Cancelled, or the budget spent: what bounds a phase that starts no compile (the
+        enumeration of the candidates)."""
+        return self.cancelled() or (self.budget_s is not None and self.remaining() <= 0)
+
     def should_stop(self, patience: bool = True) -> bool:
         """Whether to start no more compiles; records why in `stopped`. Patience (compiles
         that do not improve the best) applies to the search, not to the confirmation."""

@@ -484,3 +484,34 @@ def test_the_default_space_is_the_pipeline_then_rules_where_names_exist_then_spe
     x = TensorSpec("x", (4, 4))
     assert _check_space(None, FunctionProblem(abs, (x,), [x])) is SearchSpace.SPECS
     assert _check_space("specs", _matmul()) is SearchSpace.SPECS
+
+
+def test_the_enumeration_looks_for_a_cancel_within_a_mesh_shape():
+    """Issue 43: a cancel at 2 s took effect at 27.8 s, and budget_s=1 took 62 s on a 3-axis
+    mesh: the enumeration looked for a stop only between mesh shapes. One shape of
+    transformer_train on data=2,model=2,pipe=2 holds thousands of rules layouts; a stop that
+    comes after the third look ends it there."""
+    w = get_workload("transformer_train")
+    problem = WorkloadProblem(w, w.resolve({}))
+    mesh = parse_mesh("data=2,model=2,pipe=2")
+    looks = []
+
+    def cancelled():
+        looks.append(1)
+        return len(looks) > 3
+
+    names = problem.names()
+    partial = enumerate_space(problem, [mesh], SearchSpace.RULES, names, (), cancelled)
+    assert len(looks) == 4                    # polled inside the one shape, then stopped
+    from explorer.layout_search.space import STOP_CHECK_EVERY
+    assert len(partial.points) <= 3 * STOP_CHECK_EVERY
+    assert partial.space > 1000               # the shape held far more
+
+
+def test_a_spent_budget_or_a_cancel_is_out_of_time():
+    assert _spent_budget().out_of_time()
+    assert not _state(budget_s=100.0).out_of_time() and not _state().out_of_time()
+    state = _state()
+    state.cancel = threading.Event()
+    state.cancel.set()
+    assert state.out_of_time()
