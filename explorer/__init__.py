@@ -63,6 +63,7 @@ from explorer.errors import (
     TensorError,
     UnknownAxisError,
     WorkerError,
+    WorkerLost,
     WorkloadError,
 )
 from explorer.hlo.collectives import CollectiveKind
@@ -154,5 +155,5 @@ __all__ = [
     "ExplorerError", "InputError", "CompileError", "DivisibilityError", "DuplicateAxisError",
     "MappingError", "MeshError", "PresetError", "RankError", "RuleError", "SpecError",
     "TargetError",
-    "TensorError", "UnknownAxisError", "WorkerError", "WorkloadError",
+    "TensorError", "UnknownAxisError", "WorkerError", "WorkerLost", "WorkloadError",
 ]

@@ -128,6 +128,11 @@ class WorkerError(ExplorerError, RuntimeError):
     """The compile worker crashed, was killed, or ran past its time limit."""
 
 
+class WorkerLost(WorkerError):
+    """The compile worker died or was killed before it answered (not a time limit): it gave
+    no verdict on the program, so the same request may be sent again to a fresh worker."""
+
+
 def choices(values) -> str:
     """Valid choices as a short, quoted, comma-separated list for messages; an enum member is
     quoted as its value ('auto', not <AxisType.AUTO: 'auto'>), as the user writes it."""

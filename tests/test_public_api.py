@@ -33,7 +33,7 @@ PINNED = {
     "ExplorerError", "InputError", "CompileError", "DivisibilityError", "DuplicateAxisError",
     "MappingError", "MeshError", "PresetError", "RankError", "RuleError", "SpecError",
     "TargetError",
-    "TensorError", "UnknownAxisError", "WorkerError", "WorkloadError",
+    "TensorError", "UnknownAxisError", "WorkerError", "WorkerLost", "WorkloadError",
 }
 
 

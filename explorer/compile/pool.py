@@ -55,7 +55,7 @@ from explorer.compile.protocol import (
     Retiring,
     WorkerKey,
 )
-from explorer.errors import CompileError, InputError, WorkerError
+from explorer.errors import CompileError, InputError, WorkerError, WorkerLost
 
 DEFAULT_TIMEOUT_S = 120.0
 MAX_DEVICES = 2048          # the CPU backend fails beyond 2048 fake devices (measured)
@@ -274,12 +274,12 @@ class Worker:
         self.kill()
         said = f" Its last output:\n{tail}" if tail else ""
         if status is None:
-            return WorkerError(
+            return WorkerLost(
                 f"the compile worker for {self.what} closed its connection but did not exit "
                 "(a thread or process the program started may have kept it alive); it was "
                 "stopped with every process it started, and a fresh worker will serve the next "
                 f"request.{said}")
-        return WorkerError(f"the compile worker for {self.what} died ({_how_it_ended(status)}); "
+        return WorkerLost(f"the compile worker for {self.what} died ({_how_it_ended(status)}); "
                            f"a fresh worker will serve the next request.{said}")
 
     def ask_to_stop(self) -> None:

@@ -10,8 +10,9 @@ can compile are connect.py's.
 
 A task whose Ray worker or node is lost (killed, crashed, out of memory, the node gone) gave no
 verdict on its candidate, so the Ray runner sends it again, up to MAX_ATTEMPTS times in all, and
-the outcome counts the retries (the result's Candidate.retries). A task that ran and failed is
-that candidate's failure, as on the local pool.
+the outcome counts the retries (the result's Candidate.retries); the local runner does the same
+for a compile whose worker died or was killed (WorkerLost), not for one past its time limit.
+A task that ran and failed is that candidate's failure, as on the local pool.
 
 Ray is the optional `cluster` extra and is imported only here, only when a cluster is asked for.
 """
@@ -57,8 +58,16 @@ class LocalRunner:
         return len(self._queue)
 
     def next_done(self) -> list[tuple[object, Outcome]]:
+        """The next request's outcome. A worker that died or was killed under it gave no
+        verdict, so it is compiled again on a fresh worker, up to MAX_ATTEMPTS times in all,
+        as the Ray runner sends a lost task again; the outcome counts the retries."""
         key, request = self._queue.popitem(last=False)
-        return [(key, run(request, self.pool))]
+        outcome = run(request, self.pool)
+        retries = 0
+        while outcome.worker_lost and retries + 1 < MAX_ATTEMPTS:
+            retries += 1
+            outcome = run(request, self.pool)
+        return [(key, replace(outcome, retries=retries))]
 
     def cancel_all(self) -> list[object]:
         keys = list(self._queue)

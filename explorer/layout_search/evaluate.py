@@ -13,7 +13,7 @@ from typing import Any
 from explorer.api.analysis_request import Request
 from explorer.api.analyze import analyze
 from explorer.api.workload import analyze_workload
-from explorer.errors import ExplorerError, WorkerError
+from explorer.errors import ExplorerError, WorkerError, WorkerLost
 from explorer.report.report import Report
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Entry
@@ -47,6 +47,12 @@ class Outcome:
     seconds: float                       # wall time of the evaluation
     error_type: type[Exception] | None = None    # the class of the error `error` describes
     retries: int = 0                     # times it was sent again after a Ray worker was lost
+
+    @property
+    def worker_lost(self) -> bool:
+        """The compile worker died or was killed under it (not a time limit): compiled again,
+        it may still get a verdict."""
+        return self.error_type is not None and issubclass(self.error_type, WorkerLost)
 
     @property
     def worker_failed(self) -> bool:

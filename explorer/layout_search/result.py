@@ -262,7 +262,7 @@ class SearchStats:
     # stages and microbatches, so it never times them one by one
     dominated: int = 0
     bound_violations: tuple[str, ...] = ()   # a compiled result below its own lower bound
-    retried: int = 0             # candidates sent again after their Ray worker was lost
+    retried: int = 0             # candidates sent again after their worker was lost
     cluster_size: ClusterSize | None = None   # the cluster's nodes with a CPU, and their CPUs
     screened: int = 0            # screened for the target's compiler (by `screened_by`)
     confirmed: int = 0           # of those, compiled again by the target's own compiler
@@ -302,7 +302,7 @@ class SearchStats:
         if self.not_evaluated:
             parts.append(f"{self.not_evaluated} not evaluated")
         if self.retried:
-            parts.append(f"{self.retried} retried after a lost Ray worker")
+            parts.append(f"{self.retried} retried after a lost worker")
         if self.screen_skipped:
             parts.append(self.screen_skipped)
         where = f" on Ray cluster {self.cluster}" if self.cluster else ""

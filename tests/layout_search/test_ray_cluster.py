@@ -180,7 +180,7 @@ def test_killing_the_second_nodes_workers_mid_search_loses_no_candidate(cluster,
     assert all(c.status is not CandidateStatus.FAILED for c in remote.candidates)
     retried = [c.label for c in remote.candidates if c.retries]
     assert retried and remote.stats.retried == len(retried)
-    assert f"{len(retried)} retried after a lost Ray worker" in remote.stats.text()
+    assert f"{len(retried)} retried after a lost worker" in remote.stats.text()
 
 
 def test_a_cancel_stops_a_search_on_the_cluster(cluster):

@@ -515,3 +515,36 @@ def test_a_spent_budget_or_a_cancel_is_out_of_time():
     state.cancel = threading.Event()
     state.cancel.set()
     assert state.out_of_time()
+
+
+def test_the_local_runner_compiles_again_when_its_worker_was_lost(monkeypatch):
+    """Issue 43: a compile worker killed during a local search left its candidate failed for
+    good, where a Ray runner sends a lost task again. A death (WorkerLost) is compiled again on
+    a fresh worker, up to MAX_ATTEMPTS in all; a time limit (WorkerError) is not."""
+    from explorer.errors import WorkerLost
+    from explorer.layout_search import cluster
+
+    answers = []
+
+    def fake_run(request, pool):
+        return answers.pop(0)
+
+    monkeypatch.setattr(cluster, "run", fake_run)
+    done = Outcome(None, "", 1.0)
+    lost = Outcome(None, "WorkerLost: died (killed by SIGKILL)", 1.0, WorkerLost)
+    answers[:] = [lost, done]
+    runner = cluster.LocalRunner()
+    runner.submit("a", None)
+    [(key, outcome)] = runner.next_done()
+    assert key == "a" and outcome.error == "" and outcome.retries == 1 and not answers
+
+    answers[:] = [lost] * cluster.MAX_ATTEMPTS
+    runner.submit("b", None)
+    [(_, outcome)] = runner.next_done()
+    assert outcome.worker_lost and outcome.retries == cluster.MAX_ATTEMPTS - 1 and not answers
+
+    timed_out = Outcome(None, "WorkerError: past the 120 s limit", 1.0, WorkerError)
+    answers[:] = [timed_out, done]
+    runner.submit("c", None)
+    [(_, outcome)] = runner.next_done()
+    assert outcome is not done and outcome.retries == 0 and answers == [done]
