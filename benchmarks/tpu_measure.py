@@ -163,6 +163,58 @@ def hbm_cases(small: bool):
                    lambda x: x.T, (x,))
 
 
+def vector_cases(small: bool):
+    """Work for the vector unit, not the MXU or HBM: the data a vector-unit rate would be
+    fitted to. Elementwise chains of k multiply-adds or transcendentals over one array read
+    once and written once; a one-hot compare-select-reduce over a tensor generated in registers
+    (a cross-entropy's gradient); softmax-like reductions along the minor and the major
+    dimension; scatter-adds of embedding rows with ids spread over the table or piled on two."""
+    rows, cols = (64, 128) if small else (8192, 8192)
+    x = jax.ShapeDtypeStruct((rows, cols), jnp.float32)
+    for k in (1, 4, 16, 64):
+        def fma(x, k=k):
+            for _ in range(k):
+                x = x * 1.0001 + 0.5
+            return x
+        yield (f"vpu_fma_{k}", {"kind": "fma", "elements": rows * cols, "ops": 2 * k,
+                                "bytes": 2 * rows * cols * 4}, fma, (x,))
+    for k in (1, 4, 16):
+        for fname, f in (("exp", jnp.exp), ("tanh", jnp.tanh)):
+            def chain(x, k=k, f=f):
+                for _ in range(k):
+                    x = f(x) * 0.5
+                return x
+            yield (f"vpu_{fname}_{k}", {"kind": fname, "elements": rows * cols, "ops": k,
+                                        "bytes": 2 * rows * cols * 4}, chain, (x,))
+    tokens, vocab = (64, 1000) if small else (4096, 128256)
+    ids = jax.ShapeDtypeStruct((tokens,), jnp.int32)
+
+    def onehot_reduce(ids):
+        hit = ids[:, None] == jnp.arange(vocab)[None, :]
+        return jnp.sum(jnp.where(hit, -0.25, 0.0), axis=1)
+
+    yield ("vpu_onehot_reduce", {"kind": "generated", "elements": tokens * vocab, "ops": 3,
+                                 "bytes": tokens * 8, "int_high": vocab}, onehot_reduce, (ids,))
+    b, s = (2, 128) if small else (16, 4096)
+    for dtype in (jnp.float32, jnp.bfloat16):
+        scores = jax.ShapeDtypeStruct((b, s, s), dtype)
+        name = jnp.dtype(dtype).name
+        yield (f"softmax_minor_{name}", {"kind": "softmax", "elements": b * s * s,
+                                         "bytes": 2 * b * s * s * jnp.dtype(dtype).itemsize},
+               lambda z: jax.nn.softmax(z, axis=-1), (scores,))
+        yield (f"softmax_major_{name}", {"kind": "softmax", "elements": b * s * s,
+                                         "bytes": 2 * b * s * s * jnp.dtype(dtype).itemsize},
+               lambda z: jax.nn.softmax(z, axis=1), (scores,))
+    v, d, n = (1000, 32, 256) if small else (128256, 2048, 32768)
+    table = jax.ShapeDtypeStruct((v, d), jnp.bfloat16)
+    rows_ids = jax.ShapeDtypeStruct((n,), jnp.int32)
+    upd = jax.ShapeDtypeStruct((n, d), jnp.bfloat16)
+    for spread, high in (("spread", v), ("piled", 2)):
+        yield (f"scatter_add_{spread}", {"kind": "scatter", "updates": n, "row_bytes": d * 2,
+                                         "bytes": 2 * n * d * 2, "int_high": high},
+               lambda t, i, u: t.at[i].add(u), (table, rows_ids, upd))
+
+
 class Results:
     def __init__(self, out: str):
         self.out = out
@@ -171,7 +223,8 @@ class Results:
         self.data = {"date": datetime.date.today().isoformat(), "jax": jax.__version__,
                      "device_kind": dev.device_kind, "platform": dev.platform,
                      "platform_version": getattr(dev.client, "platform_version", ""),
-                     "script": "benchmarks/tpu_measure.py", "rates": [], "programs": []}
+                     "script": "benchmarks/tpu_measure.py", "rates": [], "programs": [],
+                     "vector": []}
 
     def add(self, section: str, rec: dict) -> None:
         self.data[section].append(rec)
@@ -189,6 +242,19 @@ def measure_rates(results: Results, small: bool) -> None:
         except Exception as e:  # noqa: BLE001
             rec = {**meta, "name": name, "error": repr(e)[:2000]}
         results.add("rates", rec)
+        print(name, f"{rec.get('module_ns')} ns" if "error" not in rec else rec["error"][:200],
+              flush=True)
+
+
+def measure_vector(results: Results, small: bool, art: str) -> None:
+    for name, meta, fn, abstract in vector_cases(small):
+        try:
+            args = materialize(abstract, meta.get("int_high", 2))
+            rec = {**meta, **run_case(name, fn, args, hlo_dir=os.path.join(art, "hlo"))}
+            del args
+        except Exception as e:  # noqa: BLE001
+            rec = {**meta, "name": name, "error": repr(e)[:2000]}
+        results.add("vector", rec)
         print(name, f"{rec.get('module_ns')} ns" if "error" not in rec else rec["error"][:200],
               flush=True)
 
@@ -229,7 +295,7 @@ def pack(art: str, out: str) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="folder for the JSON and the artifacts")
-    ap.add_argument("--part", choices=("rates", "programs", "all"), default="all")
+    ap.add_argument("--part", choices=("rates", "programs", "vector", "all"), default="all")
     ap.add_argument("--only", nargs="*", default=[], help="program names to run (default all)")
     ap.add_argument("--small", action="store_true", help="toy sizes, to test the script")
     args = ap.parse_args()
@@ -242,6 +308,8 @@ def main() -> int:
             measure_rates(results, args.small)
         if args.part in ("programs", "all"):
             measure_programs(results, args.small, args.only, art)
+        if args.part in ("vector", "all"):
+            measure_vector(results, args.small, art)
     finally:
         pack(art, args.out)
     return 0
