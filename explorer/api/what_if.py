@@ -629,7 +629,9 @@ def what_if(subject: Report | Request | Exploration, collective: int, *,
             explorer.Request (it carries its function and inputs), or an Exploration (with `fn`
             and `inputs` for a user's function's); a Request or an Exploration is analysed
             first.
-        collective: the index of the collective in ``report.collectives``.
+        collective: the index of the collective in ``report.collectives``: the number the
+            app's and the CLI's Collectives tables show it with, minus 1 (they count from 1,
+            as ``--what-if N`` does).
         fn: the user's function the Report or Exploration is of (neither carries it); None
             for a built-in workload.
         inputs: the function's arguments as explorer.analyze was given them (their specs are

@@ -276,7 +276,8 @@ def collectives_html(report: Report, selected: int | None = None,
             f"{est_head}<th>source</th></tr>")
     columns = 6 + bool(est)
     rows = []
-    number = {c.hlo_name: i for i, c in enumerate(report.collectives)}
+    # Numbered from 1, as the CLI's table and its --what-if N number them.
+    number = {c.hlo_name: i for i, c in enumerate(report.collectives, 1)}
     for i, c in enumerate(report.collectives):
         cls = " class='explorer-selected'" if i == selected else ""
         kind = c.kind + (f" ×{c.parts}" if c.parts > 1 else "") + (" async" if c.is_async
@@ -296,7 +297,7 @@ def collectives_html(report: Report, selected: int | None = None,
                  if c.source else "—") + (f" <span class='explorer-op'>{e(op)}</span>"
                                            if op else "")
         rows.append(
-            f"<tr{cls} data-kind='{c.kind}' data-axes='{','.join(c.axes)}'><td>{i}</td>"
+            f"<tr{cls} data-kind='{c.kind}' data-axes='{','.join(c.axes)}'><td>{i + 1}</td>"
             f"<td class='explorer-kind'>{e(kind)}</td><td>{e(over)}</td>"
             f"<td>{c.dtype}[{','.join(map(str, c.shape))}]</td><td>{format_bytes(c.bytes)}</td>"
             f"{time_cell}<td class='explorer-where'>{where}</td></tr>")
@@ -454,7 +455,7 @@ class CollectivesView:
 
     def options(self, report: Report) -> list:
         return [(NONE_PICKED, -1)] + [
-            (f"#{i} {c.kind} over {','.join(c.axes) or '?'} {format_bytes(c.bytes)} "
+            (f"#{i + 1} {c.kind} over {','.join(c.axes) or '?'} {format_bytes(c.bytes)} "
              f"{c.source}", i) for i, c in enumerate(report.collectives)]
 
 

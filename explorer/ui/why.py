@@ -112,7 +112,7 @@ def code_spans(text: str) -> str:
 def why_html(report: Report, index: int) -> str:
     c = report.collectives[index]
     e = html.escape
-    head = (f"<b>Why #{index}: {e(c.kind)} over {e(','.join(c.axes) or '?')}</b> "
+    head = (f"<b>Why #{index + 1}: {e(c.kind)} over {e(','.join(c.axes) or '?')}</b> "
             f"({format_bytes(c.bytes)} per device)")
     where = (f"<div>at <code>{e(c.source)}</code></div>" if c.source
              else "<div><i>source line unknown</i></div>")

@@ -79,11 +79,12 @@ def test_the_collectives_table_marks_a_multi_slice_programs_dcn_legs():
     table = collectives_html(r)
     rows = re.findall(r"<td>(\d+)</td><td class='explorer-kind'>([^<]*)</td><td>([^<]*)</td>"
                       r"<td>[^<]*</td><td>([^<]*)</td>", table)
+    # Numbered from 1, as the CLI's table is (issue 43: the app counted from 0).
     assert rows == [
-        ("0", "reduce-scatter", "part of data (2)", "16.0 MiB"),
-        ("1", "all-reduce async [DCN, with #0]", "part of data (2)", "8.0 MiB"),
-        ("2", "reduce-scatter", "part of data (2)", "16.0 MiB"),
-        ("3", "all-reduce async [DCN, with #2]", "part of data (2)", "8.0 MiB"),
-        ("4", "all-gather", "part of data (2)", "16.0 MiB"),
-        ("5", "all-gather", "part of data (2)", "16.0 MiB")]
+        ("1", "reduce-scatter", "part of data (2)", "16.0 MiB"),
+        ("2", "all-reduce async [DCN, with #1]", "part of data (2)", "8.0 MiB"),
+        ("3", "reduce-scatter", "part of data (2)", "16.0 MiB"),
+        ("4", "all-reduce async [DCN, with #3]", "part of data (2)", "8.0 MiB"),
+        ("5", "all-gather", "part of data (2)", "16.0 MiB"),
+        ("6", "all-gather", "part of data (2)", "16.0 MiB")]
     assert "[DCN]: the part of a collective that crosses TPU slices" in table
