@@ -866,10 +866,15 @@ def cautions(work: Work) -> tuple[str, ...]:
 
 
 def matmul_dtype(work: Work | None, tensors: Sequence = ()) -> str:
-    """The dtype whose matrix peak times a program: that of the dots doing most of its FLOPs
-    (their left operand's), where the schedule has dots of a known dtype; else that of the
-    largest floating-point input, else of the largest input (token ids are int32 and can be
-    the largest input of a language model at a large batch, yet do no matmul)."""
+    """The dtype whose matrix peak times a program: that of its largest floating-point input
+    (token ids are int32 and can be the largest input of a language model at a large batch,
+    yet do no matmul); with none, that of the dots doing most of its FLOPs (their left
+    operand's); else that of the largest input. The inputs come first because a CPU compile
+    upcasts bf16 dots to f32: its dots do not say what the target runs."""
+    inputs = [t for t in tensors if t.kind == "input"] or list(tensors)
+    floating = [t for t in inputs if normalize_dtype(t.dtype).startswith(("float", "bfloat"))]
+    if floating:
+        return max(floating, key=lambda t: t.bytes_per_device).dtype
     flops: dict[str, float] = {}
     for dots in work.dots if work is not None else ():
         for d in dots:
@@ -878,10 +883,7 @@ def matmul_dtype(work: Work | None, tensors: Sequence = ()) -> str:
                 flops[name] = flops.get(name, 0.0) + d.flops
     if flops:
         return max(flops, key=flops.__getitem__)
-    inputs = [t for t in tensors if t.kind == "input"] or list(tensors)
-    floating = [t for t in inputs if normalize_dtype(t.dtype).startswith(("float", "bfloat"))]
-    pool = floating or inputs
-    return max(pool, key=lambda t: t.bytes_per_device).dtype if pool else "float32"
+    return max(inputs, key=lambda t: t.bytes_per_device).dtype if inputs else "float32"
 
 
 def estimate_report(report, target: str | Target, dtype: str | None = None,

@@ -628,10 +628,11 @@ def test_target_families_and_link_kinds_are_the_catalogs_words():
     assert "InfiniBand 50 GB/s per device one way" in get_target("h100-8x2").describe()
 
 
-def test_matmul_dtype_is_that_of_the_dots_not_of_the_largest_input():
+def test_matmul_dtype_is_never_that_of_token_ids():
     """A language model at a large batch: its int32 token ids are its largest input, but its
-    FLOPs are bf16 dots, so the bf16 peak times it (before, the int32 ids made compute
-    unknown and the step was priced as its communication alone)."""
+    FLOPs are bf16 matmuls, so the bf16 peak times it (before, the int32 ids made compute
+    unknown and the step was priced as its communication alone). The largest floating-point
+    input decides, not the dots: a CPU compile upcasts bf16 dots to f32."""
     from types import SimpleNamespace
 
     from explorer.cost.model import matmul_dtype
@@ -639,12 +640,13 @@ def test_matmul_dtype_is_that_of_the_dots_not_of_the_largest_input():
 
     ids = SimpleNamespace(kind="input", dtype="int32", bytes_per_device=64 * 2**20)
     weights = SimpleNamespace(kind="input", dtype="bfloat16", bytes_per_device=2**20)
-    bf16 = Dot(1, 4096, 4096, 4096, "bf16", "bf16")
-    f32 = Dot(1, 64, 64, 64, "f32", "f32")
-    work = Work(compute=((bf16.flops, 0.0, 1), (f32.flops, 0.0, 1)), collective_runs={},
-                uncounted_loops=(), dots=((bf16,), (f32,)))
+    f32 = Dot(1, 4096, 4096, 4096, "f32", "f32")      # a CPU compile's upcast bf16 dot
+    bf16 = Dot(1, 64, 64, 64, "bf16", "bf16")
+    work = Work(compute=((f32.flops, 0.0, 1), (bf16.flops, 0.0, 1)), collective_runs={},
+                uncounted_loops=(), dots=((f32,), (bf16,)))
     assert matmul_dtype(work, [ids, weights]) == "bfloat16"
-    # No dots: the largest floating-point input, never the ids.
     assert matmul_dtype(None, [ids, weights]) == "bfloat16"
+    # No floating-point input: the dots doing most FLOPs, else the largest input.
+    assert matmul_dtype(work, [ids]) == "float32"
     assert matmul_dtype(None, [ids]) == "int32"
     assert matmul_dtype(None, []) == "float32"
