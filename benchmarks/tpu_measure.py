@@ -232,31 +232,31 @@ class Results:
             json.dump(self.data, f, indent=1)
 
 
-def measure_rates(results: Results, small: bool) -> None:
-    for name, meta, fn, abstract in [*matmul_cases(small), *hbm_cases(small)]:
+def measure_cases(results: Results, section: str, cases, hlo_dir: str | None = None,
+                  keep_ops: bool = True) -> None:
+    """Run each (name, meta, fn, abstract args) case on random inputs (integers below
+    meta["int_high"], 2 by default) and add its record to `section`; a failure is recorded."""
+    for name, meta, fn, abstract in cases:
         try:
-            args = materialize(abstract, 2)
-            rec = {**meta, **run_case(name, fn, args)}
-            rec.pop("op_ns_per_call", None)          # one fusion or two: the module says it
+            args = materialize(abstract, meta.get("int_high", 2))
+            rec = {**meta, **run_case(name, fn, args, hlo_dir=hlo_dir)}
+            if not keep_ops:
+                rec.pop("op_ns_per_call", None)
             del args
         except Exception as e:  # noqa: BLE001
             rec = {**meta, "name": name, "error": repr(e)[:2000]}
-        results.add("rates", rec)
+        results.add(section, rec)
         print(name, f"{rec.get('module_ns')} ns" if "error" not in rec else rec["error"][:200],
               flush=True)
+
+
+def measure_rates(results: Results, small: bool) -> None:
+    # One fusion or two per case: the module's time says it all.
+    measure_cases(results, "rates", [*matmul_cases(small), *hbm_cases(small)], keep_ops=False)
 
 
 def measure_vector(results: Results, small: bool, art: str) -> None:
-    for name, meta, fn, abstract in vector_cases(small):
-        try:
-            args = materialize(abstract, meta.get("int_high", 2))
-            rec = {**meta, **run_case(name, fn, args, hlo_dir=os.path.join(art, "hlo"))}
-            del args
-        except Exception as e:  # noqa: BLE001
-            rec = {**meta, "name": name, "error": repr(e)[:2000]}
-        results.add("vector", rec)
-        print(name, f"{rec.get('module_ns')} ns" if "error" not in rec else rec["error"][:200],
-              flush=True)
+    measure_cases(results, "vector", vector_cases(small), hlo_dir=os.path.join(art, "hlo"))
 
 
 def measure_programs(results: Results, small: bool, only: list[str], art: str) -> None:

@@ -36,6 +36,7 @@ from explorer.cost.hardware import (
 from explorer.cost.mapping import AxisMapping, Segment, Tier, check_mapping, default_mapping
 from explorer.errors import InputError, MappingError, choices
 from explorer.hlo.collectives import CollectiveKind
+from explorer.hlo.compiler_costs import UNCOSTABLE_SEEN_SLOWER
 from explorer.hlo.groups import RingDirection, spanned_axes
 from explorer.hlo.module import HLO_TO_NUMPY
 from explorer.hlo.schedule import Dot, Work
@@ -381,8 +382,8 @@ class ComputeTime:
     `seconds` is their sum (the notes say so).
 
     Attributes:
-        seconds: the compute time; None where XLA gave no FLOP count or the chip has no
-            peak for the dtype.
+        seconds: the compute time; at memory speed alone where XLA gave no FLOP count or
+            the chip has no peak for the dtype; None where the bytes cannot be timed either.
         flops_seconds: FLOPs over the peak.
         memory_seconds: bytes accessed over the memory bandwidth; None without either.
         bound: compute or memory, whichever is larger.
@@ -442,7 +443,8 @@ def compute_time(flops: float | None, bytes_accessed: float | None, dtype: str,
     peak, peak_dtype, peak_note = matmul_peak(chip, dtype)
     flops_s = memory_s = None
     if flops is None:
-        notes.append("XLA gave no FLOP count, so compute time is unknown")
+        notes.append("XLA gave no FLOP count, so the compute is its bytes at memory speed (a "
+                     "lower bound), or unknown without those")
     else:
         if peak_note:
             notes.append(peak_note)
@@ -596,8 +598,8 @@ class Estimate:
         collectives: the time of each collective, in the Report's order.
         compute: the roofline of the per-device program.
         comm_seconds: the collectives that could be timed, each times its runs, summed.
-        step_lower_seconds: full overlap, max(compute, communication); the communication
-            alone where the compute time is unknown, None where that is 0 too.
+        step_lower_seconds: full overlap, max(compute, communication); None where the
+            compute time is unknown (the communication alone would understate the step).
         step_upper_seconds: no overlap, compute + communication; None where the compute time
             or a collective's is unknown.
         bound: what limits the step at full overlap: compute, memory or communication; None
@@ -830,7 +832,6 @@ def _compute(flops: float | None, bytes_accessed: float | None, dtype: str, targ
 # rate gives 2.9 ms; the f32 softmax fusion libtpu could not cost took 437 ms where its roofline
 # gives 13 ms (benchmarks/results/tpu-v5e-2026-12-06).
 KERNEL_SEEN_SLOWER = 7
-UNCOSTABLE_SEEN_SLOWER = 34
 # Scatter-adds of embedding gradients ran 4.2x (embedding_grad) and 5.2x (llama_train) slower
 # than their bytes at the measured HBM rate on a TPU v5e (the same run).
 SCATTER_SEEN_SLOWER = "4 to 5"

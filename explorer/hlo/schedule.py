@@ -670,23 +670,24 @@ class _ScheduleReader:
                 continue       # written in place where the result counts it; never read whole
             if k in params and not used:
                 continue       # never read: a buffer the result aliases (TPU collective fusions)
-            total += self.bytes_read(params[k], body, full) if used else full
+            total += self.bytes_read(params[k], users, full) if used else full
         return total
 
-    def bytes_read(self, param: str, body: list[Instruction], full: float, depth: int = 0
-                   ) -> float:
-        """Bytes a computation reads of its parameter `param` (`full` bytes whole): where it
-        only slices it, the slices; where it gathers from it, the rows gathered (an embedding
-        lookup reads its tokens' rows, not the table); through a nested fusion, what that
-        fusion's body reads of it. Anything else reads it whole."""
+    def bytes_read(self, param: str, users: dict[str, list[Instruction]], full: float,
+                   depth: int = 0) -> float:
+        """Bytes a computation reads of its parameter `param` (`full` bytes whole; `users`:
+        the computation's _users): where it only slices it, the slices; where it gathers from
+        it, the rows gathered (an embedding lookup reads its tokens' rows, not the table);
+        through a nested fusion, what that fusion's body reads of it. Anything else reads it
+        whole."""
         total = 0.0
-        for u in _users(body).get(param, []):
+        for u in users.get(param, []):
             if u.opcode in ("slice", "dynamic-slice", "gather") and u.operands[0] == param:
                 total += sum(a.nbytes for a in u.arrays)
             elif u.opcode == "fusion" and depth < 8:
                 inner = self.module.computations.get(u.callee(), [])
-                inner_params = _params(inner)
-                total += sum(self.bytes_read(inner_params[k], inner, full, depth + 1)
+                inner_params, inner_users = _params(inner), _users(inner)
+                total += sum(self.bytes_read(inner_params[k], inner_users, full, depth + 1)
                              for k, o in enumerate(u.operands) if o == param and k in inner_params)
             else:
                 return full

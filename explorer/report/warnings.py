@@ -10,9 +10,10 @@ instruction with no line of its own (a parameter), the line of its first user th
 from __future__ import annotations
 
 import re
+from math import prod
 
-from explorer.hlo.compiler_costs import emitter, uncostable
-from explorer.hlo.module import HloModule, Instruction
+from explorer.hlo.compiler_costs import UNCOSTABLE_SEEN_SLOWER, emitter, uncostable
+from explorer.hlo.module import HloModule, Instruction, ints
 from explorer.report.report import CompilerWarning
 from explorer.report.source import source_line, source_of
 
@@ -66,7 +67,8 @@ def uncostable_warnings(module: HloModule) -> tuple[CompilerWarning, ...]:
         text = (f"{UNCOSTABLE_WARNING} {instr.name}"
                 + (f" ({how})" if how else "")
                 + ": its estimated cycles are unknown (INT64_MAX), and such a fusion can run far "
-                "slower than the predicted step counts it (one ran 34x slower on a TPU v5e). "
+                f"slower than the predicted step counts it (one ran {UNCOSTABLE_SEEN_SLOWER}x "
+                "slower on a TPU v5e). "
                 + UNCOSTABLE_HELP)
         out.append(CompilerWarning(text, instr.name, source_of(module, instr),
                                    source_line(module, instr)))
@@ -78,15 +80,8 @@ def _largest_array(instr: Instruction) -> str:
     arrays = [(t, dims, layout) for t, dims, layout in _ARRAY_LAYOUT.findall(instr.shape)]
     if not arrays:
         return ""
-    t, dims, layout = max(arrays, key=lambda a: _elements(a[1]))
+    t, dims, layout = max(arrays, key=lambda a: prod(ints(a[1])))
     return f"{t}[{dims}] in layout {{{layout}}}"
-
-
-def _elements(dims: str) -> int:
-    n = 1
-    for d in dims.split(","):
-        n *= int(d) if d else 1
-    return n
 
 
 def _by_op_name(module: HloModule, text: str):
