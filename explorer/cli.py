@@ -266,8 +266,9 @@ def _add_workload_flags(a: argparse.ArgumentParser) -> None:
                    help="a parallelism strategy as logical-axis rules: "
                    f"{', '.join(PRESETS)} (see `presets`)")
     a.add_argument("--rules", metavar="RULES",
-                   help="logical-axis rules, e.g. batch=data,mlp=model,opt:embed=data; applied "
-                   "after the preset's")
+                   help="logical-axis rules, e.g. batch=data,mlp=model,opt:embed=data, or "
+                   "(name,axes) pairs as flax and MaxText write them, the first that fits "
+                   "winning, e.g. \"(embed,fsdp),(embed,model)\"; applied after the preset's")
     a.add_argument("--activation", action="append", default=[], metavar="POINT=ENTRIES",
                    help="pin an activation at a constraint point, e.g. layer0=data,None,None, "
                    "or leave it to propagation with POINT=free (see `workloads` for points)")

@@ -67,7 +67,9 @@ SpecLike: TypeAlias = "str | Sequence[Entry] | PartitionSpec"
 # Partition rules as libraries write them (explorer/api/patterns.py): a mapping or a sequence of
 # (regular expression, spec) pairs.
 SpecPatterns: TypeAlias = "Mapping[str, SpecLike] | Sequence[tuple[str, SpecLike]]"
-RulesLike: TypeAlias = str | Mapping[str, Any] | Rules
+# Logical-axis rules: text, a mapping, or (logical name, mesh axes) pairs as flax and MaxText
+# write them (explorer/strategy/rules.py).
+RulesLike: TypeAlias = str | Mapping[str, Any] | Sequence[tuple[str, Any]] | Rules
 # The closed sets, as their enums or the names users write.
 PartitionerName: TypeAlias = Partitioner | Literal["shardy", "gspmd"]
 AxisTypeName: TypeAlias = AxisType | Literal["auto", "explicit"]

@@ -6,16 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, overload
 
-from explorer.api.analysis_request import MeshLike, Request, SpecLike
+from explorer.api.analysis_request import MeshLike, Request, RulesLike, SpecLike
 from explorer.api.analyze import run
 from explorer.report.report import Report
-from explorer.strategy.rules import Rules
 
 
 @overload
 def analyze_workload(name: str, mesh: MeshLike, specs: Mapping[str, SpecLike] | None = ...,
                      params: Mapping[str, Any] | None = ..., *, preset: str | None = ...,
-                     rules: str | Mapping[str, Any] | Rules | None = ...,
+                     rules: RulesLike | None = ...,
                      activations: Mapping[str, SpecLike | None] | None = ...,
                      cache_only: Literal[False] = ..., **kwargs: Any) -> Report: ...
 
@@ -23,14 +22,14 @@ def analyze_workload(name: str, mesh: MeshLike, specs: Mapping[str, SpecLike] | 
 @overload
 def analyze_workload(name: str, mesh: MeshLike, specs: Mapping[str, SpecLike] | None = ...,
                      params: Mapping[str, Any] | None = ..., *, preset: str | None = ...,
-                     rules: str | Mapping[str, Any] | Rules | None = ...,
+                     rules: RulesLike | None = ...,
                      activations: Mapping[str, SpecLike | None] | None = ...,
                      cache_only: bool, **kwargs: Any) -> Report | None: ...
 
 
 def analyze_workload(name: str, mesh: MeshLike, specs: Mapping[str, SpecLike] | None = None,
                      params: Mapping[str, Any] | None = None, *, preset: str | None = None,
-                     rules: str | Mapping[str, Any] | Rules | None = None,
+                     rules: RulesLike | None = None,
                      activations: Mapping[str, SpecLike | None] | None = None,
                      cache_only: bool = False, **kwargs: Any) -> Report | None:
     """Analyze a built-in workload on `mesh`, its tensors placed by specs, a preset or rules.
@@ -51,7 +50,10 @@ def analyze_workload(name: str, mesh: MeshLike, specs: Mapping[str, SpecLike] | 
             rules for every tensor and constraint point, checked against the mesh axes it
             expects.
         rules: logical-axis rules, text (``"batch=data,mlp=model,opt:embed=data"``), a mapping
-            of logical name to mesh axes or a Rules; applied after the preset's, so they win
+            of logical name to mesh axes, a sequence of (logical name, mesh axes) pairs as
+            flax and MaxText take them (MaxText's ``config.logical_axis_rules`` as it is: a
+            name may repeat, the first pair that fits wins, and a mesh axis the mesh lacks
+            counts as one of size 1) or a Rules; applied after the preset's, so they win
             where both name a logical dimension.
         activations: constraint point -> spec, pinned in the program with
             jax.lax.with_sharding_constraint (e.g. ``{"layer0": "data,None,None"}``); wins over

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from explorer.errors import RuleError
 from explorer.spec.mesh import MeshSpec
-from explorer.spec.tensor import Entry, parse_spec
+from explorer.spec.tensor import Entry, entry_axes, parse_spec
 from explorer.strategy.rules import LOGICAL_NAMES, Rule, Rules, logical_spec, parse_rules
 from explorer.workloads.base import Workload
 from explorer.workloads.registry import WORKLOADS
@@ -51,7 +51,7 @@ def to_code(report: _Layout) -> str:
                          "it.", outputs)]
     if activations:
         lines += _activations(activations)
-    lines += _rules(info, workload, inputs)
+    lines += _rules(info, workload, inputs, report.mesh)
     lines += ["", *_JIT_WITH_LAYOUT]
     donated = [i for i, t in enumerate(inputs) if t.name in set(report.donated)]
     if workload is not None:
@@ -119,7 +119,7 @@ def _activations(activations: Mapping[str, tuple[Entry, ...]]) -> list[str]:
 # ------------------------------------------------------------------------ logical-axis rules
 
 
-def _rules(info, workload: Workload | None, inputs: Sequence[Any]) -> list[str]:
+def _rules(info, workload: Workload | None, inputs: Sequence[Any], mesh: MeshSpec) -> list[str]:
     """The layout as logical-axis rules, where the tensors have logical names: the rule table
     the exploration applied, else one read off the inputs' specs when they agree."""
     if info is None:
@@ -146,17 +146,24 @@ def _rules(info, workload: Workload | None, inputs: Sequence[Any]) -> list[str]:
     lines = ["", "# The same layout as logical-axis rules: (logical name, mesh axes) in priority",
              "# order, as flax.linen.logical_axis_rules and MaxText's logical_axis_rules take "
              "them.", "logical_axis_rules = (",
-             *(f"    {(n, e)!r}," for n, e in rules.table(None).items()), ")"]
+             *(f"    {(n, e)!r}," for n, e in rules.pairs(None)), ")"]
+    absent = [a for r in rules.rules if r.first_fit for a in entry_axes(r.entry)
+              if a not in mesh.shape]
+    if absent:
+        lines += [f"# Mesh axes this mesh lacks, read as axes of size 1 (MaxText's meshes hold "
+                  f"them): {_comment(', '.join(map(repr, dict.fromkeys(absent))))}.",
+                  "# Give jax.make_mesh those axes with size 1 to use the table as it is."]
     scoped = list(dict.fromkeys(r.kind for r in rules.rules if r.kind is not None))
     if scoped:
         lines += ["# Rules scoped to one kind of tensor, which Flax's rules cannot say: the "
                   "whole table", "# for the tensors of each kind.",
                   "logical_axis_rules_by_kind = {"]
-        lines += [f"    {k!r}: {_pairs(rules.table(k))}," for k in scoped]
+        lines += [f"    {k!r}: {rules.pairs(k)!r}," for k in scoped]
         lines.append("}")
     specs = {t.name: t.spec for t in inputs}
     given = [n for n, dims in logical.items() if n in specs
-             and logical_spec(dims, rules.table(kinds.get(n, "param"))) != tuple(specs[n])]
+             and logical_spec(dims, rules.pairs(kinds.get(n, "param")), mesh.shape)
+             != tuple(specs[n])]
     if given:
         lines.append(f"# Inputs whose spec was given per tensor, not by these rules: "
                      f"{_comment(', '.join(map(repr, given)))}")
@@ -183,10 +190,6 @@ def _rules_from_specs(logical: Mapping[str, tuple[str | None, ...]],
            for n, dims in logical.items() if specs.get(n) is not None):
         return None
     return rules
-
-
-def _pairs(table: Mapping[str, Entry]) -> str:
-    return repr(tuple(table.items()))
 
 
 # ------------------------------------------------------------------------------- the program

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import re
 
-_TOKEN = re.compile(r"\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)|'(?P<sq>[^']*)'|\"(?P<dq>[^\"]*)\""
-                    r"|(?P<punct>[(),=:]))")
+_WORDS = r"\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)|'(?P<sq>[^']*)'|\"(?P<dq>[^\"]*)\""
+_TOKEN = re.compile(_WORDS + r"|(?P<punct>[(),=:]))")
+# Rules also read `[` and `]`: a list of pairs as Python or MaxText's YAML writes it.
+_BRACKETED = re.compile(_WORDS + r"|(?P<punct>[(),=:\[\]]))")
 
 
-def tokenize(text: str, on_error) -> list[tuple[str, str]]:
+def tokenize(text: str, on_error, brackets: bool = False) -> list[tuple[str, str]]:
     """(kind, text) pairs: "name" (an identifier), "quoted" (a quoted string, always a name, even
-    'None') or "punct" (one of `( ) , = :`). `on_error(rest)` raises for unreadable text."""
+    'None') or "punct" (one of `( ) , = :`, and `[ ]` with `brackets`). `on_error(rest)` raises
+    for unreadable text."""
+    pattern = _BRACKETED if brackets else _TOKEN
     pos, out, text = 0, [], text.rstrip()
     while pos < len(text):
-        m = _TOKEN.match(text, pos)
+        m = pattern.match(text, pos)
         if not m:
             on_error(text[pos:].strip())
         pos = m.end()

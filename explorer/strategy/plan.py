@@ -66,12 +66,14 @@ def plan(workload: Workload, params: dict, mesh: MeshSpec, specs: Mapping | None
     out_specs: dict[str, tuple[Entry, ...]] = {}
     origin: dict[str, str] = {}         # tensor or point -> "spec", "activation" or the rules'
     point_shapes: dict[str, tuple[int, ...]] = {}
-    tables: dict[str, dict] = {}
+    tables: dict[str, tuple] = {}
+    mesh_axes = frozenset(mesh.names)
 
     def by_rules(dims, kind):
         if kind not in tables:
-            tables[kind] = table.table(kind)
-        return logical_spec(dims, tables[kind])
+            tables[kind] = table.pairs(kind)
+        # A pair's mesh axis the mesh lacks counts as size 1: resolved with, then dropped.
+        return logical_spec(dims, tables[kind], mesh_axes)
 
     if table.rules:
         for name, dims in logical.items():

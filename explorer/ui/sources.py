@@ -420,7 +420,7 @@ class FunctionSource(Source):
                 specs[t.name], origin[t.name] = spec, f"pattern {pattern!r}"
             elif t.logical and table is not None:
                 kind = "param" if self.kinds.get(t.name, "param") == "param" else "input"
-                specs[t.name] = logical_spec(t.logical, table.table(kind))
+                specs[t.name] = logical_spec(t.logical, table.pairs(kind), mesh.shape)
                 origin[t.name] = "rules"
             else:
                 specs[t.name], origin[t.name] = self._given[t.name], "given"

@@ -176,3 +176,85 @@ def test_huge_ints_in_names_still_give_their_message():
         analyze_workload("mlp", "data=2", activations={huge: "data,None"}, cache_only=True)
     with pytest.raises(explorer.ExplorerError, match="<an int of 16610 bits> is not a function"):
         analyze(huge, X, mesh="d=2", cache_only=True)
+
+
+# --- logical-axis rules as (logical name, mesh axes) pairs, as flax and MaxText write them -----
+
+# A name may repeat: the first pair that fits wins. mlp takes model first, so embed falls back
+# to data in the MLP's weights; vocab falls back to data where embed took model.
+PAIRS = [("batch", "data"), ("mlp", "model"), ("embed", "model"), ("embed", "data"),
+         ("heads", "model"), ("vocab", "model"), ("vocab", "data")]
+BY_HAND = {
+    "tokens": ("data", None),                              # [batch, seq]
+    "embed": ("data", "model"),                            # [vocab, embed]
+    "layers.ln1": (None, "model"),                         # [layers, embed]
+    "layers.wq": (None, "model", None, None),              # [layers, embed, heads, kv]
+    "layers.wo": (None, None, None, "model"),              # [layers, heads, kv, embed]
+    "layers.w1": (None, "data", "model"),                  # [layers, embed, mlp]
+    "layers.w2": (None, "model", "data"),                  # [layers, mlp, embed]
+    "final_norm": ("model",),                              # [embed]
+    "unembed": ("model", "data"),                          # [embed, vocab]
+    "m.layers.w1": (None, "data", "model"),                # optimizer state: the same rules
+}
+
+
+def _specs(**kwargs):
+    r = explorer.Request(workload="transformer_train", mesh="data=2,model=4", **kwargs)
+    return {t.name: tuple(t.spec) for t in r.planned.leaves}, r
+
+
+def test_pairs_with_repeated_names_place_a_train_step_as_computed_by_hand():
+    specs, request = _specs(rules=PAIRS)
+    assert {n: specs[n] for n in BY_HAND} == BY_HAND
+    # analyze_workload takes them too (validated and planned before any compile).
+    analyze_workload("transformer_train", "data=2,model=4", rules=PAIRS, cache_only=True)
+    # The Report's rule text reproduces the layout, as the text form and as Python pairs.
+    text = request.planned.workload_info("transformer_train", None).rules
+    assert text == "(batch,data),(mlp,model),(embed,model),(embed,data),(heads,model)," \
+                   "(vocab,model),(vocab,data)"
+    assert _specs(rules=text)[0] == specs
+    assert _specs(rules=[list(p) for p in PAIRS])[0] == specs
+
+
+def test_a_maxtext_table_on_a_smaller_mesh_places_as_flax_with_the_missing_axes_of_size_1():
+    flax_linen = pytest.importorskip("flax.linen")
+    # In the style of MaxText's base.yml: names the workload lacks, axes the mesh lacks.
+    table = [["activation_batch", ["data", "fsdp"]], ["batch", ["data", "fsdp"]],
+             ["mlp", ["fsdp_transpose", "tensor"]], ["vocab", ["tensor", "autoregressive"]],
+             ["embed", ["fsdp", "sequence"]], ["embed", "tensor"], ["heads", "tensor"],
+             ["kv", []], ["layers", "stage"]]
+    request = explorer.Request(workload="transformer_train", mesh="data=2,tensor=4",
+                               rules=table)
+    logical = request.planned.workload.logical(dict(request.planned.params))
+    mesh = {"data", "tensor"}
+    for t in request.planned.leaves:
+        flax = flax_linen.logical_to_mesh_axes(logical[t.name], [tuple(p) for p in table])
+        kept = [tuple(a for a in ((e,) if isinstance(e, str) else e or ()) if a in mesh)
+                for e in flax]
+        spec = tuple(t.spec) or (None,) * len(kept)        # () is replicated
+        assert spec == tuple(None if not k else k[0] if len(k) == 1 else k for k in kept), t.name
+    # embed's first pair takes fsdp (absent: size 1), so embed stays whole and mlp gets tensor.
+    assert tuple(next(t for t in request.planned.leaves if t.name == "layers.w1").spec) == \
+        (None, None, "tensor")
+
+
+def test_pairs_join_a_preset_and_win_where_both_name_a_dimension():
+    specs, request = _specs(preset="megatron", rules=[("mlp", "data"), ("mlp", "model")])
+    assert specs["layers.w1"] == (None, None, "data")
+    text = request.planned.workload_info("transformer_train", "megatron").rules
+    assert text.endswith(",(mlp,data),(mlp,model)")
+
+
+@pytest.mark.parametrize("rules, fragment", [
+    ([("batch", "data"), "mlp"], "rules[1] = 'mlp' is not a (logical name, mesh axes) pair"),
+    ([("batch", {"data"})], "rules[0] = ('batch', {'data'}): mesh axes {'data'} are not None"),
+    ([("optim:embed", "data")], "is scoped to tensor kind 'optim', which is unknown"),
+    ([("mpl", "model")], "pairs name no logical dimension the tensors have ('mpl')"),
+    ("(mpl,model)", "pairs name no logical dimension the tensors have ('mpl')"),
+    ("(batch,data", "expected ')' closing the pair for 'batch' at the end"),
+])
+def test_bad_pairs_are_one_rule_error_before_any_compile(rules, fragment):
+    with pytest.raises(explorer.RuleError) as e:
+        analyze_workload("transformer_train", "data=2,model=4", rules=rules, cache_only=True)
+    assert fragment in str(e.value)
+    assert isinstance(e.value, explorer.InputError)

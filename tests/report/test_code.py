@@ -164,3 +164,25 @@ def test_names_that_hold_code_are_written_as_literals():
     assert not any(isinstance(n, ast.Import) and n.names[0].name == "os" for n in tree.body)
     assert "jax.config.update('jax_use_shardy_partitioner', False)" in \
         replace(report, partitioner="gspmd").to_code()
+
+
+def test_pairs_are_written_as_given_with_the_mesh_axes_the_mesh_lacks_named():
+    # No compile: the rules section from a planned request's WorkloadInfo.
+    from types import SimpleNamespace
+
+    from explorer.report.code import _rules
+    pairs = [("embed", ("fsdp", "model")), ("embed", "data"), ("mlp", "model")]
+    r = explorer.Request(workload="transformer_train", mesh="data=2,model=4", rules=pairs)
+    info = r.planned.workload_info("transformer_train", None)
+    inputs = [SimpleNamespace(name=t.name, spec=tuple(t.spec) or (None,) * len(t.shape))
+              for t in r.planned.leaves]
+    lines = _rules(info, explorer.WORKLOADS["transformer_train"], inputs, r.planned.mesh)
+    text = "\n".join(lines)
+    assert "\n    ('embed', ('fsdp', 'model')),\n    ('embed', 'data'),\n    ('mlp', 'model'),\n)" \
+        in text
+    assert "Mesh axes this mesh lacks, read as axes of size 1 (MaxText's meshes hold them): " \
+        "'fsdp'." in text
+    assert "given per tensor" not in text          # every spec is the rules'
+    namespace: dict = {}
+    exec("\n".join(lines), namespace)                # plain literals, as the snippet holds them
+    assert list(namespace["logical_axis_rules"]) == pairs

@@ -411,6 +411,17 @@ def test_cli_preset_rules_and_activation():
     assert "all-to-all" in p.stdout
 
 
+def test_cli_rules_as_pairs_the_first_that_fits_wins(cli):
+    # embed takes model first, so batch and mlp fall back to their second pair, data.
+    code, out, err = cli(["analyze", "--workload", "mlp", "--mesh", "data=2,model=4", "--rules",
+                          "(embed,model),(batch,model),(batch,data),[mlp,model],(mlp,data)",
+                          "--json"])
+    assert code == 0, err
+    w = json.loads(out)["workload"]
+    assert w["rules"] == "(embed,model),(batch,model),(batch,data),(mlp,model),(mlp,data)"
+    assert w["specs"] == {"x": "data,model", "w1": "model,data", "w2": "data,model"}
+
+
 def test_cli_lists_presets_and_points():
     p = run("presets")
     assert p.returncode == 0
@@ -424,6 +435,8 @@ def test_cli_lists_presets_and_points():
     (["--preset", "zero4"], "preset 'zero4' is unknown; choose one of 'dp'"),
     (["--preset", "dp", "--mesh", "model=8"], "has no axis 'data'"),
     (["--rules", "mpl=model"], "logical dimension 'mpl'"),
+    (["--rules", "(mpl,model)"], "pairs name no logical dimension the tensors have ('mpl')"),
+    (["--rules", "(batch,data"], "expected ')' closing the pair for 'batch' at the end"),
     (["--activation", "layer0"], "--activation 'layer0' is not written as NAME=VALUE"),
     (["--activation", "lyr0=data,None,None"], "no constraint point 'lyr0'"),
 ])
