@@ -118,6 +118,30 @@ class Measured:
 
 
 @dataclass(frozen=True)
+class VectorUnit:
+    """What a chip's vector unit (the elementwise and reduction work outside the matrix unit)
+    was measured to do: an instruction that does no matmul takes at least its elementwise
+    operations over `ops_per_second` and its reduced elements over `reduced_per_second`, beside
+    its bytes at HBM speed (explorer.cost.model.instruction_seconds).
+
+    Attributes:
+        ops_per_second: elementwise HLO operations per second, one per element of an
+            operation's result (a multiply over 1024 elements is 1024).
+        transcendental_ops: what one transcendental (exp, tanh, log, rsqrt, divide...) costs, in
+            elementwise operations.
+        reduced_per_second: elements a reduction consumes per second.
+        what: what was measured, in a few words.
+        source: where the measurements are kept.
+    """
+
+    ops_per_second: float
+    transcendental_ops: float
+    reduced_per_second: float
+    what: str
+    source: str
+
+
+@dataclass(frozen=True)
 class Chip:
     """One accelerator: peak matmul rate per dtype, and its main memory."""
 
@@ -150,6 +174,12 @@ class Chip:
     # Measured fraction of `memory_bandwidth` that large copies reach; None: none found, the
     # nominal bandwidth is used as it is.
     memory_measured: Measured | None = None
+    # Measured fraction of `memory_bandwidth` that instructions which only read reach (a
+    # reduction); None: none found, reads go at `memory_measured`'s rate.
+    read_measured: Measured | None = None
+    # The vector unit's measured rates; None: none measured, instructions are priced by their
+    # FLOPs and bytes alone.
+    vector_unit: VectorUnit | None = None
 
     @property
     def capacity(self) -> float | None:
@@ -328,6 +358,31 @@ _V5E_MATMUL = Measured(0.97, "bf16 matmuls of 2048^3 to 16384^3 on one TPU v5e c
 _V5E_HBM = Measured(0.81, "copies, adds, writes and transposes of 256 MiB to 2 GiB on one TPU "
                     "v5e chip, 646 to 687 of 819 GB/s (reads alone: 0.92; "
                     "benchmarks/tpu_measure.py, jax 0.10.2, 2026-12-06)", TPU_V5E_RUN)
+# Reductions that only read, of 256 MiB to 2 GiB: 753 to 757 GB/s (0.92 of 819), bf16 and f32
+# alike (rates.json, "hbm_read_*"). The programs' reductions agree: layernorm_chain's
+# reduce_sum.112 ran 0.355 ms for 268 MB (0.92), xent_128k_vocab's exponential_reduce_fusion
+# 2.778 ms for 2.1 GB (0.92).
+_V5E_READ = Measured(0.92, "reductions that only read, 256 MiB to 2 GiB, on one TPU v5e chip, "
+                     "753 to 757 of 819 GB/s (benchmarks/tpu_measure.py, jax 0.10.2, 2026-12-06)",
+                     TPU_V5E_RUN)
+TPU_V5E_VECTOR_RUN = "benchmarks/results/tpu-v5e-2026-12-06/vector.json"
+# vector.json and programs.json, one TPU v5e chip, jax 0.10.2, 2026-12-06:
+# - vpu_fma_64: 64 multiply-adds (128 operations) on each of 8192x8192 f32 elements, read and
+#   written once, took 1.463 ms where its bytes take 0.81 ms: 128 * 67108864 / 1.463e-3 =
+#   5.87e12 operations/s. With 1 and 4 multiply-adds it ran at its bytes' time.
+# - vpu_exp_16, vpu_tanh_16: 16 (transcendental, multiply) pairs per element took 0.822 ms, at
+#   the corner where the vector time meets the bytes' (1 and 4 pairs: 0.812 ms): (16 c + 16) *
+#   67108864 / 5.87e12 = 0.822e-3 gives c = 3.5 operations per transcendental.
+# - one-hot reductions of a tensor made in registers (iota, compare, select, sum), which read
+#   almost nothing: llama_train's select_reduce_fusion reduced 8192 x 32000 elements in
+#   0.710 ms (3.69e11/s); xent_128k_vocab's, and the probe vpu_onehot_reduce, 4096 x 128256 in
+#   1.630 ms (3.22e11/s). The faster is taken, so that no reduction measured ran faster than
+#   this floor (causal_attention_bfloat16_softmax's fusion.3 reduced 1.07e9 elements in
+#   2.868 ms at HBM read speed, 3.74e11/s).
+_V5E_VECTOR = VectorUnit(
+    5.87e12, 3.5, 3.69e11,
+    "elementwise chains and one-hot reductions on one TPU v5e chip (benchmarks/tpu_measure.py "
+    "--part vector, jax 0.10.2, 2026-12-06)", TPU_V5E_VECTOR_RUN)
 TPU_V5E = Chip(
     "TPU v5e",
     {
@@ -344,6 +399,8 @@ TPU_V5E = Chip(
     float32_matmul_as=_TPU_FLOAT32_MATMUL,
     matmul_measured=_V5E_MATMUL,
     memory_measured=_V5E_HBM,
+    read_measured=_V5E_READ,
+    vector_unit=_V5E_VECTOR,
     # bytes/s one way; "PCIe bandwidth is typically around `1.5e10` bytes / second per chip"
     # (BOOK_REPO tpus.md)
     host_bandwidth=1.5e10,

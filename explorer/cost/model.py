@@ -29,6 +29,7 @@ from explorer.cost.hardware import (
     Chip,
     Target,
     TargetFamily,
+    VectorUnit,
     achievable,
     format_rate,
     get_target,
@@ -39,7 +40,7 @@ from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.compiler_costs import UNCOSTABLE_SEEN_SLOWER
 from explorer.hlo.groups import RingDirection, spanned_axes
 from explorer.hlo.module import HLO_TO_NUMPY
-from explorer.hlo.schedule import Dot, Work
+from explorer.hlo.schedule import Dot, Step, Work
 from explorer.spec.tensor import normalize_dtype
 from explorer.units import format_bytes
 
@@ -393,6 +394,12 @@ class ComputeTime:
         peak_dtype: the dtype whose peak was used (a TPU runs float32 matmuls at its bf16
             rate); "" when none was.
         memory_bandwidth: bytes/s the memory roofline was drawn with.
+        gemm_table: XLA's key of the measured GEMM rates that timed the bf16 dots, "" where
+            none did.
+        read_bandwidth: bytes/s an instruction that only reads moves at (Chip.read_measured);
+            None where no such rate applies (every byte at `memory_bandwidth`).
+        vector_unit: the chip's measured vector-unit rates that priced instructions doing no
+            matmul (Chip.vector_unit); None where none did.
     """
 
     seconds: float | None
@@ -407,6 +414,8 @@ class ComputeTime:
     # XLA's key of the measured GEMM rates that timed the bf16 dots (explorer.cost.gemm_rates),
     # "" where every FLOP was timed at `peak_flops`.
     gemm_table: str = ""
+    read_bandwidth: float | None = None
+    vector_unit: VectorUnit | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -485,9 +494,60 @@ def math_seconds(flops: float, peak: float, dots: Sequence[Dot] = (),
     return flops / peak
 
 
+# The read share of an instruction's bytes from which it moves faster than a copy, and the share
+# at which it reaches the read rate. On a TPU v5e (rates.json) copies and transposes (half their
+# bytes read) and adds (two thirds read) ran at 0.79 to 0.84 of 819 GB/s, reductions (all read)
+# at 0.92: between two thirds and all, the rate is drawn on the line between the two.
+READ_SHARE_AT_COPY_RATE = 2 / 3
+
+
+def memory_seconds(nbytes: float, written: float, bandwidth: float | None,
+                   read_bandwidth: float | None = None) -> float:
+    """`nbytes` moved, `written` of them written and the rest read, at `bandwidth` (what copies
+    reach); where the chip reads faster (`read_bandwidth`), an instruction that reads more
+    than two thirds of its bytes moves them at a rate between the two, linear in its read share:
+    a reduction that writes almost nothing at `read_bandwidth`. 0 without a bandwidth."""
+    if not bandwidth or nbytes <= 0:
+        return 0.0
+    if not read_bandwidth:
+        return nbytes / bandwidth
+    share = 1.0 - min(max(written, 0.0), nbytes) / nbytes
+    over = max(0.0, share - READ_SHARE_AT_COPY_RATE) / (1.0 - READ_SHARE_AT_COPY_RATE)
+    return nbytes / (bandwidth + (read_bandwidth - bandwidth) * over)
+
+
+def vector_seconds(ops: float, transcendentals: float, reduced: float,
+                   unit: VectorUnit | None) -> float:
+    """The vector unit's time for an instruction that does no matmul (Step.vector_ops,
+    Step.transcendentals, Step.reduced): the larger of its elementwise operations over the
+    unit's rate, each transcendental as `unit.transcendental_ops` operations, and its reduced
+    elements over the unit's reduction rate (the two ran side by side on the chip: layernorm
+    chains bound by their arithmetic, one-hot reductions by the reduction). 0 without a
+    measured unit."""
+    if unit is None:
+        return 0.0
+    weighted = ops + (unit.transcendental_ops - 1.0) * transcendentals
+    return max(weighted / unit.ops_per_second, reduced / unit.reduced_per_second)
+
+
+def instruction_seconds(step: Step, peak: float, bandwidth: float | None,
+                        table: GemmTable | None = None, read_bandwidth: float | None = None,
+                        unit: VectorUnit | None = None) -> float:
+    """One scheduled instruction on the roofline of the matrix unit, the memory and the vector
+    unit: max(FLOPs / peak (each dot at its measured rate where `table` has it), bytes at
+    memory speed (memory_seconds: reads faster where the chip does), vector_seconds).
+    The chip runs the three side by side; the slowest bounds the instruction."""
+    math = math_seconds(step.flops, peak, step.dots, table)
+    memory = memory_seconds(step.bytes, step.written, bandwidth, read_bandwidth)
+    vector = vector_seconds(step.vector_ops, step.transcendentals, step.reduced, unit)
+    return max(math, memory, vector)
+
+
 def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
                            target: str | Target, dots: Sequence[Sequence[Dot]] = (),
-                           table: GemmTable | None = None) -> ComputeTime:
+                           table: GemmTable | None = None, steps: Sequence[Step] = (),
+                           read_bandwidth: float | None = None,
+                           vector_unit: VectorUnit | None = None) -> ComputeTime:
     """Compute over a schedule: each instruction on its own roofline, summed.
 
     `work` holds (FLOPs, bytes, runs) per scheduled instruction. XLA runs the instructions of
@@ -496,6 +556,9 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
     at least the whole-program max(FLOPs / peak, bytes / bandwidth). `bound` names the side
     whose instructions take most of the time. `dots`: each entry's dots (Work.dots); with the
     chip's measured GEMM `table`, their FLOPs take the rate measured for their shapes.
+    `steps`: each entry's Step (Work.compute_steps); with them, an entry is priced by
+    instruction_seconds, its reads at `read_bandwidth` and its vector work on `vector_unit`
+    where those are given.
     """
     target = get_target(target)
     chip = target.chip
@@ -515,18 +578,35 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
     seconds = flops_bound = math_total = 0.0
     for k, (f, b, r) in enumerate(work):
         math = math_seconds(f, peak, dots[k] if k < len(dots) else (), table)
-        memory = b / bandwidth if bandwidth else 0.0
-        seconds += r * max(math, memory)
+        if k < len(steps):
+            whole = instruction_seconds(steps[k], peak, bandwidth, table, read_bandwidth,
+                                        vector_unit)
+        else:
+            whole = max(math, b / bandwidth if bandwidth else 0.0)
+        seconds += r * whole
         math_total += r * math
-        if math >= memory:
-            flops_bound += r * max(math, memory)
+        if math >= whole:
+            flops_bound += r * whole
     notes.append(f"compute sums {sum(r for *_, r in work)} scheduled instruction runs, each at "
                  "max(FLOPs / peak, bytes / HBM bandwidth)")
     if table is not None:
         notes.append(table.describe() + "; other FLOPs at the peak above")
+    priced = bool(steps)
+    if priced and read_bandwidth:
+        notes.append(f"instructions that read more than two thirds of their bytes move them "
+                     f"faster, up to {format_rate(read_bandwidth, 'B/s')} for one that only "
+                     "reads (the chip's measured read rate)")
+    if priced and vector_unit is not None:
+        notes.append(f"instructions that do no matmul take at least their vector-unit time: "
+                     f"{format_rate(vector_unit.ops_per_second, 'op/s')} elementwise, a "
+                     f"transcendental as {vector_unit.transcendental_ops:g} operations, "
+                     f"{format_rate(vector_unit.reduced_per_second, 'element/s')} reduced "
+                     f"({vector_unit.what})")
     bound = Bound.COMPUTE if flops_bound >= seconds - flops_bound else Bound.MEMORY
     return ComputeTime(seconds, math_total, memory_s, bound, peak, dtype, tuple(notes),
-                       peak_dtype, bandwidth, table.device if table is not None else "")
+                       peak_dtype, bandwidth, table.device if table is not None else "",
+                       read_bandwidth if priced else None,
+                       vector_unit if priced else None)
 
 
 @dataclass(frozen=True)
@@ -737,10 +817,12 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
         notes.append(f"XLA's measured GEMM rates for {target.chip.name} are read from the gpu "
                      "extra's CUDA plugin, which is not installed: every matmul is timed at the "
                      "flat measured fraction of the peak")
+    read_bandwidth, unit = None, None
     if peak:
         notes.append("at the vendors' peak FLOP/s and nominal link bandwidths, which real runs "
                      "do not reach")
     else:
+        read_bandwidth, unit = measured_read_bandwidth(target.chip), target.chip.vector_unit
         target, derated = achievable(target)
         notes += derated
     if mapping is None:
@@ -753,7 +835,8 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
     if unplaced:
         notes.append(f"{len(unplaced)} collective(s) could not be timed "
                      f"({unplaced[0].note}); communication time counts only the others")
-    comp = _compute(flops, bytes_accessed, dtype, target, work, table, notes)
+    comp = _compute(flops, bytes_accessed, dtype, target, work, table, notes, read_bandwidth,
+                    unit)
     fit = memory_fit(memory_bytes, target)
     if memory_bytes is None:
         notes.append("no per-device memory figure, so no memory verdict")
@@ -796,15 +879,26 @@ def _collective_times(collectives: Sequence, target: Target, placed: AxisMapping
                  for t, r in zip(times, runs, strict=True))
 
 
+def measured_read_bandwidth(chip: Chip) -> float | None:
+    """Bytes/s an instruction that only reads moves at on `chip` (its nominal bandwidth times
+    Chip.read_measured); None without that measurement."""
+    if chip.read_measured is None or chip.memory_bandwidth is None:
+        return None
+    return chip.memory_bandwidth * chip.read_measured.fraction
+
+
 def _compute(flops: float | None, bytes_accessed: float | None, dtype: str, target: Target,
-             work: Work | None, table: GemmTable | None, notes: list[str]) -> ComputeTime:
+             work: Work | None, table: GemmTable | None, notes: list[str],
+             read_bandwidth: float | None = None,
+             vector_unit: VectorUnit | None = None) -> ComputeTime:
     """The step's compute: on one roofline from XLA's whole-program counts, or summed per
-    scheduled instruction (`work`, dots at the GEMM `table`'s rates where it has them); `notes`
-    gets how it was counted."""
+    scheduled instruction (`work`, dots at the GEMM `table`'s rates where it has them, reads at
+    `read_bandwidth`, vector work on `vector_unit`); `notes` gets how it was counted."""
     if work is None:
         comp = compute_time(flops, bytes_accessed, dtype, target)
     else:
-        comp = scheduled_compute_time(work.compute, dtype, target, work.dots, table)
+        comp = scheduled_compute_time(work.compute, dtype, target, work.dots, table,
+                                      work.compute_steps, read_bandwidth, vector_unit)
         notes += [f"loop {name!r}: its trip count could not be read, so its body is counted "
                   "once" for name in work.uncounted_loops]
         if work.fused_kernel_runs:

@@ -174,6 +174,15 @@ class Step:
     uncostable: bool = False
     # A scatter, alone or in a fusion: priced by its bytes, which it can take far longer than.
     scatter: bool = False
+    # Of `bytes`, those the instruction writes (its result, or the part of it updated in
+    # place); the rest it reads. A chip reads faster than it writes (explorer.cost.model).
+    written: float = 0.0
+    # Vector-unit work of an instruction that does no matmul (vector_work): elementwise
+    # operations, one per element of each operation's result, transcendentals among them, and
+    # elements its reductions consume.
+    vector_ops: float = 0.0
+    transcendentals: float = 0.0
+    reduced: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -455,6 +464,12 @@ class _ScheduleReader:
 
     def step(self, instr: Instruction) -> Step:
         step = self._step(instr)
+        if step.kind in MATH_KINDS and step.bytes:
+            step = replace(step, written=min(step.bytes, self.written_bytes(instr)))
+        if step.kind is StepKind.COMPUTE and not step.flops and step.kernel is None:
+            ops, transcendentals, reduced = vector_work(self.module, instr, self.names)
+            step = replace(step, vector_ops=ops, transcendentals=transcendentals,
+                           reduced=reduced)
         if uncostable(instr):
             step = replace(step, uncostable=True)
         if step.kind is StepKind.COMPUTE and self.scatters(instr):
@@ -535,6 +550,7 @@ class _ScheduleReader:
         if op == "fusion":
             called = instr.callee()
             flops, nbytes = self.flops_in(called), self.fusion_bytes(instr, called)
+            nbytes += self.reread_bytes(instr, called)
             inner = self.collectives_in(called)
             if instr.name in self.chain_heads:
                 return Step(instr, StepKind.COLLECTIVE_START, flops=flops,
@@ -673,6 +689,48 @@ class _ScheduleReader:
             total += self.bytes_read(params[k], users, full) if used else full
         return total
 
+    def written_bytes(self, instr: Instruction) -> float:
+        """Bytes the instruction writes: its result; of a fusion's result, a buffer updated in
+        place counts as its update (fusion_bytes)."""
+        results = [a.nbytes for a in instr.arrays]
+        if instr.opcode == "fusion":
+            body = self.module.computations.get(instr.callee(), [])
+            for part, fraction in _in_place_updates(body, _params(body)).values():
+                if part < len(results):
+                    results[part] *= fraction
+        return float(sum(results))
+
+    def reread_bytes(self, fusion: Instruction, called: str) -> float:
+        """Bytes a fusion reads a second time: the operands of a reduce-window whose window
+        spans a whole dimension (libtpu writes a softmax's row max and row sum so: each element
+        gets the reduction of its whole row), which the fusion reads once for the reduction
+        and again for the elementwise work that uses it. On a TPU v5e such fusions ran at 1.44
+        to 1.48 times their bytes read once: four softmax probes (vector.json, softmax_*:
+        4.69 ms for 2.15 GB f32, 2.36 ms for 1.07 GB bf16) and dot_product_attention's
+        fusion.12 (18.6 ms for 8.6 GB) (benchmarks/results/tpu-v5e-2026-12-06); read twice,
+        their bytes take 1.5 times as long. An operand counts once however many such
+        reductions read it; it is matched by its element count."""
+        sizes = {prod(w.arrays[0].dims) for w in self.whole_row_windows(called) if w.arrays}
+        if not sizes:
+            return 0.0
+        total = 0.0
+        for name in dict.fromkeys(fusion.operands):
+            arrays = self.names[name].arrays if name in self.names else []
+            if len(arrays) == 1 and prod(arrays[0].dims) in sizes:
+                total += arrays[0].nbytes
+        return total
+
+    def whole_row_windows(self, computation: str, depth: int = 0) -> list[Instruction]:
+        """The reduce-windows of a computation (nested fusions included) whose window spans a
+        whole dimension of their operand: each output is the reduction of a whole row."""
+        out = []
+        for i in self.module.computations.get(computation, []):
+            if i.opcode == "fusion" and depth < 8:
+                out += self.whole_row_windows(i.callee(), depth + 1)
+            elif i.opcode == "reduce-window" and _spans_a_dimension(i, self.names):
+                out.append(i)
+        return out
+
     def bytes_read(self, param: str, users: dict[str, list[Instruction]], full: float,
                    depth: int = 0) -> float:
         """Bytes a computation reads of its parameter `param` (`full` bytes whole; `users`:
@@ -740,6 +798,86 @@ def host_transfer_bytes(instr: Instruction,
     if not any(space == HOST_MEMORY_SPACE for _, space in arrays):
         return 0.0
     return float(sum(a.nbytes for a, space in arrays if space != HOST_MEMORY_SPACE))
+
+
+# Elementwise operations the vector unit computes, one operation per element of the result.
+ELEMENTWISE_OPCODES = frozenset({
+    "add", "subtract", "multiply", "maximum", "minimum", "negate", "abs", "sign", "compare",
+    "select", "clamp", "and", "or", "xor", "not", "shift-left", "shift-right-logical",
+    "shift-right-arithmetic", "convert", "floor", "ceil", "round-nearest-afz",
+    "round-nearest-even", "is-finite", "remainder", "iota", "popcnt", "count-leading-zeros",
+    "real", "imag", "bitcast-convert", "reduce-precision",
+})
+# Elementwise operations that the vector unit evaluates as a sequence (a transcendental, or a
+# reciprocal and a multiply); each counts as VectorUnit.transcendental_ops operations.
+TRANSCENDENTAL_OPCODES = frozenset({
+    "exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic", "rsqrt",
+    "sqrt", "cbrt", "power", "divide", "sine", "cosine", "tan", "atan2", "erf",
+})
+
+
+def vector_work(module: HloModule, instr: Instruction,
+                names: dict[str, Instruction] | None = None, depth: int = 0
+                ) -> tuple[float, float, float]:
+    """(elementwise operations, transcendentals among them, elements reduced) of an
+    instruction that does no matmul: itself, or its fusion body's (nested fusions included).
+
+    Each elementwise operation (ELEMENTWISE_OPCODES, TRANSCENDENTAL_OPCODES) counts one per
+    element of its result; a reduction one per element it consumes, which are its reduced
+    elements too; a reduce-window that spans a whole dimension (a row's reduction broadcast
+    back) counts as a reduction of its operand, another reduce-window one per element of its
+    result per window tap. Broadcasts, reshapes, copies, slices and other moves count
+    nothing: their cost is their bytes. An instruction that does a matmul, a gather, a scatter
+    or a sort is not counted here (0, 0, 0). `names`: module.by_name(), where the caller has
+    it."""
+    names = module.by_name() if names is None else names
+    if instr.opcode == "fusion":
+        ops = transcendentals = reduced = 0.0
+        for i in module.called(instr):
+            if i.opcode in _NOT_VECTOR_PRICED:
+                return 0.0, 0.0, 0.0
+            if i.opcode == "fusion" and depth >= 8:
+                continue
+            o, t, r = vector_work(module, i, names, depth + 1)
+            ops, transcendentals, reduced = ops + o, transcendentals + t, reduced + r
+        return ops, transcendentals, reduced
+    if instr.opcode in _NOT_VECTOR_PRICED:
+        return 0.0, 0.0, 0.0
+    size = float(prod(instr.arrays[0].dims)) if instr.arrays else 0.0
+    if instr.opcode in ELEMENTWISE_OPCODES:
+        return size, 0.0, 0.0
+    if instr.opcode in TRANSCENDENTAL_OPCODES:
+        return size, size, 0.0
+    if instr.opcode in ("reduce", "reduce-window"):
+        inputs = instr.operands[:max(1, len(instr.operands) // 2)]
+        consumed = float(sum(prod(names[o].arrays[0].dims) for o in inputs
+                             if o in names and names[o].arrays))
+        if instr.opcode == "reduce-window" and not _spans_a_dimension(instr, names):
+            taps = prod(_window_sizes(instr))
+            return size * taps, 0.0, 0.0
+        return consumed, 0.0, consumed
+    return 0.0, 0.0, 0.0
+
+
+# Instructions whose fusions are priced by their FLOPs or bytes alone, not on the vector unit.
+_NOT_VECTOR_PRICED = frozenset({"dot", "convolution", "gather", "scatter", "sort", "custom-call",
+                                "all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+                                "collective-permute", "while", "conditional", "call"})
+
+
+def _window_sizes(instr: Instruction) -> tuple[int, ...]:
+    m = re.search(r"\bsize=([\dx]+)", instr.attr("window") or "")
+    return ints(m.group(1)) if m else ()
+
+
+def _spans_a_dimension(instr: Instruction, names: dict[str, Instruction]) -> bool:
+    """Whether a reduce-window's window covers the whole of some dimension of its operand of
+    more than one element: each output reduces a whole row. `names`: module.by_name()."""
+    operand = names.get(instr.operands[0]) if instr.operands else None
+    if operand is None or not operand.arrays:
+        return False
+    dims = operand.arrays[0].dims
+    return any(w >= n > 1 for w, n in zip(_window_sizes(instr), dims, strict=False))
 
 
 def _users(body: list[Instruction]) -> dict[str, list[Instruction]]:
@@ -900,10 +1038,14 @@ class Work:
     uncostable: tuple[Step, ...] = ()
     # Scatters (Step.scatter).
     scatters: tuple[Step, ...] = ()
+    # The step of each entry of `compute`, index for index: what else prices it (Step.written,
+    # Step.vector_ops, ...).
+    compute_steps: tuple[Step, ...] = ()
 
 
 def schedule_work(schedule: Schedule) -> Work:
     compute: list[tuple[float, float, int]] = []
+    compute_steps: list[Step] = []
     dots: list[tuple[Dot, ...]] = []
     runs: dict[str, int] = {}
     uncounted: list[str] = []
@@ -922,6 +1064,7 @@ def schedule_work(schedule: Schedule) -> Work:
                 continue
             if s.kind in MATH_KINDS and (s.flops or s.bytes):
                 compute.append((s.flops, s.bytes, times))
+                compute_steps.append(s)
                 dots.append(s.dots)
             fused += times * s.fused_kernel
             causal += times * s.causal_kernel
@@ -936,4 +1079,5 @@ def schedule_work(schedule: Schedule) -> Work:
 
     walk(schedule.steps, 1)
     return Work(tuple(compute), runs, tuple(uncounted), fused, causal, tuple(dots),
-                tuple(kernels.values()), tuple(slow.values()), tuple(scatters.values()))
+                tuple(kernels.values()), tuple(slow.values()), tuple(scatters.values()),
+                tuple(compute_steps))

@@ -42,8 +42,8 @@ from explorer.cost.model import (
     LINK_DIRECTIONS,
     CollectiveTime,
     Estimate,
+    instruction_seconds,
     link_directions,
-    roofline_seconds,
 )
 from explorer.hlo.module import Instruction, short_path
 from explorer.hlo.schedule import Schedule, Step, StepKind
@@ -164,6 +164,9 @@ def step_trace(schedule: Schedule, collectives: Sequence, estimate: Estimate,
                          {c.hlo_name: (c, t) for c, t in
                           zip(collectives, estimate.collectives, strict=True)},
                          host_bandwidth, gemm_table(estimate.compute.gemm_table))
+    # Reads and vector work priced as the estimate's compute was (instruction_seconds).
+    timeline.read_bandwidth = estimate.compute.read_bandwidth
+    timeline.vector_unit = estimate.compute.vector_unit
     timeline.run(schedule.steps, {})
     notes = list(dict.fromkeys(timeline.notes))
     if not schedule.scheduled:
@@ -186,6 +189,8 @@ class _Timeline:
         self.module = schedule.module
         self.peak, self.bandwidth = peak, bandwidth
         self.table = table                 # the measured GEMM rates the estimate used
+        self.read_bandwidth: float | None = None   # ComputeTime.read_bandwidth
+        self.vector_unit = None                    # ComputeTime.vector_unit
         self.host_bandwidth = host_bandwidth
         self.host_at = 0.0                 # the host link is free from here
         self.collectives = collectives
@@ -255,8 +260,8 @@ class _Timeline:
         """Run the step's own arithmetic from `begin` on the compute lane; when it ends."""
         if not (s.flops or s.bytes):
             return begin
-        seconds = roofline_seconds(s.flops, s.bytes, self.peak, self.bandwidth, s.dots,
-                                   self.table)
+        seconds = instruction_seconds(s, self.peak, self.bandwidth, self.table,
+                                      self.read_bandwidth, self.vector_unit)
         op = s.instr.op_name.rsplit("/", 1)[-1] or s.instr.opcode
         self.emit(TraceEvent(op, TraceLane.COMPUTE, begin, seconds, s.instr.name,
                              self.source(s.instr),
