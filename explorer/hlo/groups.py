@@ -54,6 +54,7 @@ whose source equals the target (devices that keep their own data) are common.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 
 import numpy as np
@@ -240,9 +241,18 @@ def _groups_along(axis_sizes: tuple[int, ...], axes: list[int]) -> set[frozenset
 
 
 def axes_of_groups(
-    groups: list[list[int]], axis_sizes: tuple[int, ...], axis_names: tuple[str, ...]
+    groups: list[list[int]], axis_sizes: tuple[int, ...], axis_names: tuple[str, ...],
+    within: Sequence[Sequence[int]] | None = None,
 ) -> tuple[str, ...]:
     """The mesh axes (mesh order) whose device groups, as sets, equal ``groups`` as sets.
+
+    `within`: blocks of devices (a partition of the mesh) that the collective was cut at. Its
+    groups are then those of a collective over the axes, each cut into its parts in one
+    block. libtpu cuts a collective of a multi-slice program at the slices' edges: the part
+    inside each slice has the groups of the axes cut by the slices, its DCN leg those cut by
+    the chips of one partition id in every slice (explorer.hlo.megascale.SliceLayout's
+    `members` and `peers`). On a mesh axis that spans the slices only in part (data=4 on 2
+    slices), each part is over that axis, on one tier of its links.
 
     Size-1 axes are never included. Groups that are all singletons give ``()``, as do groups that
     match no subset of axes (including ids outside the mesh).
@@ -253,9 +263,19 @@ def axes_of_groups(
     axes = _varying(groups, sizes, axis_names)
     if not axes:
         return ()
-    if {frozenset(g) for g in groups} != _groups_along(sizes, axes):
+    expected = _groups_along(sizes, axes)
+    if within is not None:
+        expected = _cut(expected, within)
+    if {frozenset(g) for g in groups} != expected:
         return ()
     return tuple(axis_names[a] for a in axes)
+
+
+def _cut(groups: set[frozenset[int]], blocks: Sequence[Sequence[int]]) -> set[frozenset[int]]:
+    """Each group cut into its parts in one block; devices in no block stay together."""
+    block_of = {d: k for k, block in enumerate(blocks) for d in block}
+    return {frozenset(d for d in g if block_of.get(d) == k)
+            for g in groups for k in {block_of.get(d) for d in g}}
 
 
 def spanned_axes(

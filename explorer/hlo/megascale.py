@@ -92,6 +92,12 @@ class SliceLayout:
                      for k in range(slices))
 
     @cached_property
+    def peers(self) -> tuple[tuple[int, ...], ...]:
+        """Per partition id, its mesh position in each slice, slice by slice: the devices
+        that a DCN leg joins (partition p of one slice with partition p of the others)."""
+        return tuple(zip(*self.members, strict=True))
+
+    @cached_property
     def _position_of_id(self) -> dict[int, int]:
         return {d: p for p, d in enumerate(self.device_ids)}
 

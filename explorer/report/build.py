@@ -197,7 +197,9 @@ def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None
                 groups = device_groups(instr.attrs, local) or []
                 if slices is not None:
                     groups = slices.everywhere(groups)
-                axes = axes_of_groups(groups, mesh.sizes, mesh.names)
+                # One slice's part of a collective libtpu cut at the slices' edges.
+                axes = axes_of_groups(groups, mesh.sizes, mesh.names,
+                                      within=slices.members if slices is not None else None)
         except ValueError as e:   # report the collective anyway, and say what is missing
             groups, axes = [], ()
             if unread is not None:

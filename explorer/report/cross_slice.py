@@ -53,18 +53,19 @@ def dcn_legs(module: HloModule, layout: SliceLayout, mesh: MeshSpec,
         unread.append(f"the transfers between slices could not be read ({e}); the collectives "
                       "listed are those inside each slice")
         return []
-    return [replace(_leg(t, mesh), leg_of=in_slice_partner(module, t) or "")
+    return [replace(_leg(t, layout, mesh), leg_of=in_slice_partner(module, t) or "")
             for t in transfers]
 
 
-def _leg(t: DcnTransfer, mesh: MeshSpec) -> Collective:
+def _leg(t: DcnTransfer, layout: SliceLayout, mesh: MeshSpec) -> Collective:
     received = t.recv.arrays[0] if t.recv.arrays else None
     groups = [list(g) for g in t.groups]
     if t.pairs:
         axes = axes_of_pairs(list(t.pairs), mesh.sizes, mesh.names)
         direction = ring_direction(list(t.pairs), mesh.sizes, mesh.names)
     else:
-        axes, direction = axes_of_groups(groups, mesh.sizes, mesh.names), ""
+        axes = axes_of_groups(groups, mesh.sizes, mesh.names, within=layout.peers)
+        direction = ""
     dtype = HLO_TO_NUMPY.get(received.dtype, received.dtype) if received else ""
     return Collective(
         kind=t.kind, axes=tuple(axes), group_size=max((len(g) for g in groups), default=1),
@@ -98,7 +99,11 @@ def with_originals(collectives: Sequence[Collective], optimized: HloModule,
     partner = {c.hlo_name: c.leg_of or (first_inside.get(found[c.hlo_name].name, "")
                                         if c.hlo_name in found else "") for c in legs}
     leg_of_inside = {inside: leg for leg, inside in partner.items() if inside}
-    whys = explain_collectives(before, propagated, mesh, inputs, origins)
+    # libtpu has already split some collectives there (an all-reduce over data=4 on 2 slices
+    # into a reduce-scatter inside each slice, an all-reduce between them, an all-gather):
+    # each part is over the axis it is part of.
+    whys = explain_collectives(before, propagated, mesh, inputs, origins,
+                               cuts=(layout.members, layout.peers))
     out = []
     for c in collectives:
         orig = found.get(c.hlo_name)

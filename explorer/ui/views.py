@@ -332,8 +332,7 @@ def collectives_html(report: Report, selected: int | None = None,
 
 def _part_of(report: Report, c) -> str:
     """The "over" of a collective whose device groups are no whole mesh axes: "part of data"
-    where they lie along part of an axis (a split the compiler made itself, or the chips of an
-    axis that also spans TPU slices), else "—"."""
+    where they lie along part of an axis (a split the compiler made itself), else "—"."""
     held = spanned_axes([list(g) for g in c.groups], report.mesh.sizes, report.mesh.names)
     return f"part of {','.join(held)}" if held and c.group_size > 1 else "—"
 

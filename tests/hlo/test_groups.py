@@ -798,3 +798,34 @@ def test_property_mesh_form_with_device_ids(case, rnd):
     assert device_groups(f"x = all-gather(p), replica_groups={mesh}, dimensions={{0}}", n) == (
         expected
     )
+
+
+# A multi-slice mesh data=4,model=2 on 2 TPU slices, data split 2 (slices, outer) x 2 (inside):
+# position 2d+m, slice 0 holds data 0-1 (positions 0-3), slice 1 data 2-3 (positions 4-7).
+SLICES = ((0, 1, 2, 3), (4, 5, 6, 7))
+PEERS = ((0, 4), (1, 5), (2, 6), (3, 7))     # the same chip of each slice
+
+
+def test_a_collective_over_the_part_of_an_axis_inside_each_slice_is_over_that_axis():
+    # The all-gather over data, as libtpu runs it inside each slice: data 0-1 and data 2-3.
+    inside = [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert axes_of_groups(inside, (4, 2), ("data", "model")) == ()
+    assert axes_of_groups(inside, (4, 2), ("data", "model"), within=SLICES) == ("data",)
+
+
+def test_a_collective_over_the_part_of_an_axis_between_slices_is_over_that_axis():
+    # Its DCN leg: data 0 with data 2, data 1 with data 3.
+    across = [[0, 4], [2, 6], [1, 5], [3, 7]]
+    assert axes_of_groups(across, (4, 2), ("data", "model")) == ()
+    assert axes_of_groups(across, (4, 2), ("data", "model"), within=PEERS) == ("data",)
+
+
+def test_cut_groups_must_still_be_an_axis_cut_by_the_blocks():
+    # Half of the in-slice pairs: no collective over data gives only these.
+    assert axes_of_groups([[0, 2], [4, 6]], (4, 2), ("data", "model"), within=SLICES) == ()
+    # Pairs over data inside the slices are no cut of data between them.
+    assert axes_of_groups([[0, 2], [1, 3], [4, 6], [5, 7]], (4, 2), ("data", "model"),
+                          within=PEERS) == ()
+    # A whole axis inside every slice is still that axis.
+    assert axes_of_groups([[0, 1], [2, 3], [4, 5], [6, 7]], (4, 2), ("data", "model"),
+                          within=SLICES) == ("model",)

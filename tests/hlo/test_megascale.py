@@ -104,6 +104,8 @@ def test_partition_ids_of_a_slice_are_its_devices_in_mesh_order():
     assert inner.members == ((0, 2, 4, 6), (1, 3, 5, 7))
     assert inner.everywhere([[0, 1, 2, 3]]) == [[0, 2, 4, 6], [1, 3, 5, 7]]
     assert inner.everywhere_pairs([(0, 1)]) == [(0, 2), (1, 3)]
+    # Partition id p of every slice: the devices a DCN leg joins.
+    assert inner.peers == ((0, 1), (2, 3), (4, 5), (6, 7))
     with pytest.raises(ValueError, match="outside a slice of 4 devices"):
         inner.everywhere([[0, 4]])
 

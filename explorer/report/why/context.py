@@ -74,11 +74,15 @@ class Context:
     # Propagated instruction (or input) name -> where each mesh axis of its layout came from,
     # read from Shardy's record (explorer/report/origins.py); empty where there is none.
     origins: Mapping[str, Origins] = field(default_factory=dict)
+    # A multi-slice program's module before libtpu split it: the blocks of devices it cuts a
+    # collective's groups at (the slices, and each chip's copies across them), whose parts of
+    # a mesh axis are over that axis (explorer.hlo.groups.axes_of_groups); () elsewhere.
+    cuts: tuple[Sequence[Sequence[int]], ...] = ()
 
     @classmethod
     def of(cls, optimized: HloModule, propagated: HloModule | None, mesh: MeshSpec,
-           inputs: Sequence[str] = (), origins: Mapping[str, Origins] | None = None
-           ) -> Context:
+           inputs: Sequence[str] = (), origins: Mapping[str, Origins] | None = None,
+           cuts: Sequence[Sequence[Sequence[int]]] = ()) -> Context:
         opt_names = optimized.by_name()
         by_op_name: dict[str, list[Instruction]] = {}
         if propagated is not None:
@@ -93,7 +97,8 @@ class Context:
                    propagated.by_name() if propagated is not None else {},
                    {k: tuple(v) for k, v in by_op_name.items()},
                    _users(propagated) if propagated is not None else {},
-                   _users(optimized), find_chains(optimized, opt_names), origins or {})
+                   _users(optimized), find_chains(optimized, opt_names), origins or {},
+                   tuple(cuts))
 
     # -- layouts -----------------------------------------------------------------------------
 
@@ -116,7 +121,11 @@ class Context:
                 return tuple(axes_of_pairs(source_target_pairs(instr.attrs) or [], m.sizes,
                                            m.names))
             groups = device_groups(instr.attrs, m.device_count) or []
-            return tuple(axes_of_groups(groups, m.sizes, m.names))
+            for within in (None, *self.cuts):
+                axes = axes_of_groups(groups, m.sizes, m.names, within)
+                if axes:
+                    return axes
+            return ()
         except ValueError:
             return ()
 

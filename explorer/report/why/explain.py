@@ -36,12 +36,15 @@ def strict_mode() -> bool:
 
 def explain_collectives(optimized: HloModule, propagated: HloModule | None, mesh: MeshSpec,
                         inputs: Sequence[str] = (),
-                        origins: Mapping[str, Origins] | None = None) -> dict[str, Why]:
+                        origins: Mapping[str, Origins] | None = None,
+                        cuts: Sequence[Sequence[Sequence[int]]] = ()) -> dict[str, Why]:
     """hlo name -> Why for every collective of the optimized module (an async pair once, under
     the name of its -start). `inputs` names the program's inputs in parameter order; `origins`
     (propagated instruction or input name -> Origins, from Shardy's record) lets a reshard
-    name where the two layouts it moves between came from."""
-    ctx = Context.of(optimized, propagated, mesh, inputs, origins)
+    name where the two layouts it moves between came from. `cuts`: for a multi-slice
+    program's module before libtpu split it, the blocks of devices its collectives are cut
+    at (Context.cuts)."""
+    ctx = Context.of(optimized, propagated, mesh, inputs, origins, cuts)
     out = {}
     for instr in optimized.instructions():
         kind, _ = collective_kind(instr.opcode)
