@@ -73,7 +73,8 @@ def test_the_collectives_table_marks_a_multi_slice_programs_dcn_legs():
     # Data parallel over data=4 on two slices of 2x2 chips: data spans 2 chips of a slice and
     # the 2 slices. Each weight's gradient (1024 x 4096 float32 = 16 MiB for w1 and w2) is
     # reduce-scattered over the 2 chips inside a slice, its half (8 MiB) all-reduced across the
-    # slices over the DCN, and gathered back inside each slice.
+    # slices over the DCN, and gathered back inside each slice: each part is over data, on
+    # one tier of its links.
     r = explorer.analyze_workload("mlp_train", "data=4,model=2", preset="dp",
                                   target="tpu-v5e-2x2-2slices")
     table = collectives_html(r)
@@ -81,10 +82,10 @@ def test_the_collectives_table_marks_a_multi_slice_programs_dcn_legs():
                       r"<td>[^<]*</td><td>([^<]*)</td>", table)
     # Numbered from 1, as the CLI's table is (issue 43: the app counted from 0).
     assert rows == [
-        ("1", "reduce-scatter", "part of data (2)", "16.0 MiB"),
-        ("2", "all-reduce async [DCN, with #1]", "part of data (2)", "8.0 MiB"),
-        ("3", "reduce-scatter", "part of data (2)", "16.0 MiB"),
-        ("4", "all-reduce async [DCN, with #3]", "part of data (2)", "8.0 MiB"),
-        ("5", "all-gather", "part of data (2)", "16.0 MiB"),
-        ("6", "all-gather", "part of data (2)", "16.0 MiB")]
+        ("1", "reduce-scatter", "data (2)", "16.0 MiB"),
+        ("2", "all-reduce async [DCN, with #1]", "data (2)", "8.0 MiB"),
+        ("3", "reduce-scatter", "data (2)", "16.0 MiB"),
+        ("4", "all-reduce async [DCN, with #3]", "data (2)", "8.0 MiB"),
+        ("5", "all-gather", "data (2)", "16.0 MiB"),
+        ("6", "all-gather", "data (2)", "16.0 MiB")]
     assert "[DCN]: the part of a collective that crosses TPU slices" in table
