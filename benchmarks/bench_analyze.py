@@ -6,6 +6,9 @@ step.
 Run by hand:  .venv/bin/python benchmarks/bench_analyze.py [--repeats 7]
 Prints a markdown table for docs/performance.md. Timings are wall-clock medians.
 
+`--workload NAME` measures a built-in workload's uncached analysis (its Request made, traced,
+lowered and compiled) against its bare trace and compile the same way.
+
 `--small` measures small programs instead (the app's edit latency check: the MLP with x of
 256 x 512, w1 of 512 x ~1100 and w2 back, on 8 fake devices, a bare compile of 50-100 ms), where
 the fixed cost of an analysis over the compile shows most; each round a new d_ff, the two sides
@@ -92,14 +95,71 @@ def small_programs(repeats: int) -> None:
           f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |")
 
 
+def workload_request(name: str, round_: int) -> explorer.Request:
+    """A new request of the workload each round (its batch grows), placed by rules, so that
+    neither side may hit a cache and the program has collectives."""
+    return explorer.Request(workload=name, mesh=MESH, rules="batch=data,mlp=model,heads=model",
+                            params={"batch": 16 * (round_ + 2)})
+
+
+def bare_workload_compile(name: str, round_: int) -> float:
+    """The bare compile of the request's program, the trace included: the workload's function
+    with its constraints, jitted on its inputs' shardings with its donation."""
+    planned = workload_request(name, round_).planned
+    fn = planned.workload.build(planned.params)
+    constraints = planned.layout.constraints
+    program = (lambda *a: fn(*a, constraints=constraints)) if constraints else fn
+    mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"),
+                axis_types=(AxisType.Auto,) * 2)
+    args = [jax.ShapeDtypeStruct(t.shape, t.dtype, sharding=NamedSharding(mesh, P(*t.spec)))
+            for t in planned.leaves]
+    t0 = time.perf_counter()
+    with jax.set_mesh(mesh):
+        jax.jit(program, keep_unused=True, donate_argnums=planned.donated).lower(*args).compile()
+    return time.perf_counter() - t0
+
+
+def timed_workload(name: str, round_: int) -> float:
+    """Seconds of one uncached analysis of the workload: the Request made (planned, traced and
+    lowered) and compiled, nothing read from a cache."""
+    explorer.clear_cache()
+    t0 = time.perf_counter()
+    explorer.analyze(workload_request(name, round_), use_cache=False)
+    return time.perf_counter() - t0
+
+
+def workload_programs(name: str, repeats: int) -> None:
+    bare_workload_compile(name, 0)                                # warm both sides
+    timed_workload(name, 0)
+    bare, ours = [], []
+    for i in range(1, repeats + 1):
+        sides = [(bare, bare_workload_compile), (ours, timed_workload)]
+        for times, measure in sides if i % 2 else sides[::-1]:
+            times.append(measure(name, i))
+    ratios = [o / b for o, b in zip(ours, bare, strict=True)]
+    print(f"| measurement ({name}) | value |")
+    print("|---|---|")
+    print(f"| {name} on {MESH}, bare trace + jit.lower.compile, median | "
+          f"{statistics.median(bare) * 1e3:.0f} ms |")
+    print(f"| same programs through explorer.analyze(Request(workload=...)) (uncached), "
+          f"median | {statistics.median(ours) * 1e3:.0f} ms |")
+    print(f"| ratio analyze / bare, median of {repeats} paired rounds | "
+          f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--skip-2048", action="store_true")
     ap.add_argument("--small", action="store_true", help="small programs only (see above)")
+    ap.add_argument("--workload", help="a built-in workload's programs only (see "
+                                       "workload_programs), e.g. transformer_train")
     args = ap.parse_args()
-    if args.small:
-        small_programs(args.repeats)
+    if args.small or args.workload:
+        if args.small:
+            small_programs(args.repeats)
+        else:
+            workload_programs(args.workload, args.repeats)
         explorer.compile.pool.default_pool().close()
         return 0
 

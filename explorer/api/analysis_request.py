@@ -4,9 +4,11 @@ A Request names the program (a built-in workload and its params, or a function a
 pytrees included), the mesh, the specs (per tensor, or partition rules as regular expressions),
 logical-axis rules or a preset, the target and axis mapping, and how to compile it. It is
 checked when it is made: every field at once, each error an InputError naming the field, the
-value and the valid choices. The layout is planned and the function pickled once, then: the
-CLI, the app and the Python API each build a Request at their edge, and nothing below them
-(`explorer.api.analyze.run`, the search, the app's session) validates or plans again.
+value and the valid choices. The layout is planned and the program traced and lowered once,
+then, in the process and under the contexts where the Request is made (a built-in workload's
+as a user's function: explorer/compile/lowering.py): the CLI, the app and the Python API each
+build a Request at their edge, and nothing below them (`explorer.api.analyze.run`, the search,
+the app's session) validates, plans or traces again.
 
 `dataclasses.replace(request, **changes)` makes the edited request, checked the same way, so an
 edit either gives a valid Request or raises and leaves the old one as it was.
@@ -34,7 +36,7 @@ from explorer.api.request import (
     check_timeout,
 )
 from explorer.api.targeting import CompileFor, CompilePlan, check_compile_for, compile_plan
-from explorer.compile.caller_context import bind_context
+from explorer.compile.caller_context import CallerContext, bind_context
 from explorer.compile.lowering import (
     LoweredProgram,
     leave_the_chip_to_the_worker,
@@ -42,7 +44,6 @@ from explorer.compile.lowering import (
     platform_of,
 )
 from explorer.compile.protocol import Backend, Partitioner
-from explorer.compile.sources import pickle_function
 from explorer.cost.mapping import AxisMapping
 from explorer.errors import InputError, WorkloadError, choices
 from explorer.quiet_jax import accelerator_platform
@@ -52,7 +53,7 @@ from explorer.spec.mesh import AxisType, MeshSpec
 from explorer.spec.tensor import Entry, TensorSpec
 from explorer.strategy.plan import Plan, check_planned, plan
 from explorer.strategy.rules import Rules
-from explorer.workloads.base import Workload
+from explorer.workloads.base import Workload, WorkloadProgram
 from explorer.workloads.registry import get_workload
 
 if TYPE_CHECKING:
@@ -91,13 +92,11 @@ class Planned:
     mapping: AxisMapping | None          # the mesh axes on the target's links (None: no target)
     timeout: float | None
     inputs: tuple                        # the arguments, every leaf a named TensorSpec
-    args: tuple                          # what the worker passes to `fn`, flat where it must be
     leaves: tuple[TensorSpec, ...]       # every input, in HLO parameter order
     donated: tuple[int, ...]             # positions among `leaves` the program may overwrite
-    fn_bytes: bytes                      # a workload's pickled function the worker calls
     key: str                             # the cache key: the program and everything it reads
-    # A user's function as traced and lowered in the caller's process (None for a workload).
-    lowered: LoweredProgram | None = None
+    # The program as traced and lowered in the caller's process, which the worker compiles.
+    lowered: LoweredProgram
     idle_patterns: tuple[str, ...] = ()  # `specs` patterns that found no input
     # A built-in workload's: the workload, its resolved params and its layout plan.
     workload: Workload | None = None
@@ -162,6 +161,10 @@ class Request:
     tpu_topology: str | None = None
     real_devices: bool = False
     peak: bool = False
+    #: the contexts the program is traced under (flax's logical axis rules, jax's matmul
+    #: precision and config flags, a mesh): by default those in force where the Request is
+    #: made, which its edits (dataclasses.replace) keep wherever they are traced
+    context: CallerContext | None = field(default=None, repr=False, compare=False)
     #: what the request resolved to; made on construction
     planned: Planned = field(init=False, repr=False, compare=False)
 
@@ -182,17 +185,16 @@ class Request:
                              + ("a function's inputs carry their specs, or specs= patterns "
                                 "place them" if self.fn is not None else
                                 "a workload makes its own inputs (set params= instead)"))
+        if self.context is None:
+            object.__setattr__(self, "context", CallerContext.here())
         planned = self._plan_workload() if self.fn is None else self._plan_function()
         object.__setattr__(self, "planned", planned)
 
     def __getstate__(self) -> dict:
-        """What pickling keeps: everything, except the function of a request whose program was
-        lowered when it was made (`planned.lowered`), which nothing after needs; so that such a
-        request can travel to a Ray task, whatever the function holds."""
-        state = dict(self.__dict__)
-        if self.planned.lowered is not None:
-            state["fn"] = None
-        return state
+        """What pickling keeps: everything but the function and the contexts it was traced
+        under, which nothing after the lowering (`planned.lowered`) needs; so that a request
+        can travel to a Ray task, whatever the function and the caller's meshes hold."""
+        return {**self.__dict__, "fn": None, "context": None}
 
     @property
     def device_count(self) -> int:
@@ -219,9 +221,8 @@ class Request:
                       self.activations)
         tensors = workload.tensors(params, {**dict(self.specs or {}), **layout.specs})
         check_planned(tensors, layout, mesh)
-        fn = workload.build(params)
-        if layout.constraints:
-            fn = functools.partial(fn, constraints=layout.constraints)
+        fn = bind_context(WorkloadProgram.of(workload, params, layout.constraints),
+                          self.context)
         donate = self.donate if self.donate is not None else workload.donation(params)
         return self._finish(fn, tuple(tensors), mesh, placed, timeout, donate,
                             workload=workload, params=params, layout=layout)
@@ -230,7 +231,7 @@ class Request:
         check_function(self.fn)
         # An edit (dataclasses.replace) traces the function again, maybe on another thread and
         # after the caller's `with` blocks closed: it keeps the contexts of the first request.
-        object.__setattr__(self, "fn", bind_context(self.fn))
+        object.__setattr__(self, "fn", bind_context(self.fn, self.context))
         args = named_inputs(self.fn, self.inputs)
         idle: list[str] = []
         if self.specs is not None:
@@ -240,7 +241,7 @@ class Request:
         mesh = self._mesh()
         placed = check_target(self.target, self.mapping, mesh)
         return self._finish(self.fn, args, mesh, placed, timeout, self.donate,
-                            lower_here=True, idle_patterns=tuple(idle))
+                            idle_patterns=tuple(idle))
 
     def _mesh(self) -> MeshSpec:
         for name in ("measure", "peak", "origins"):
@@ -249,11 +250,9 @@ class Request:
                           real_devices=self.real_devices)
 
     def _finish(self, fn, args: tuple, mesh: MeshSpec, placed, timeout, donate,
-                lower_here: bool = False, **program) -> Planned:
-        """The checks every request shares, then the program made ready for the worker and the
-        key made: a user's function traced and lowered here, under the caller's contexts
-        (`lower_here`, explorer/compile/lowering.py); a built-in workload's pickled by
-        reference, traced in the worker."""
+                **program) -> Planned:
+        """The checks every request shares, then the program traced and lowered here, under
+        the request's contexts (explorer/compile/lowering.py), and the key made."""
         compile_for = check_compile_for(self.compile_for)
         compiled = compile_plan(mesh, self.target, compile_for, tpu_topology=self.tpu_topology,
                                 real_devices=self.real_devices, mapping=placed)
@@ -262,21 +261,16 @@ class Request:
         check_inputs(leaves, mesh)
         donated = check_donate(donate, [t.name for t in leaves])
         inputs = tuple(args)
-        lowered = None
-        if lower_here:
-            platform = platform_of(compiled.worker.backend.value, accelerator_platform)
-            held = (leave_the_chip_to_the_worker(platform)
-                    if compiled.worker.backend is Backend.REAL else "")
-            lowered = lower_program(fn, inputs, mesh, platform, partitioner.value, donated)
-            if held:
-                lowered = replace(lowered, notes=(*lowered.notes, held))
-            fn_bytes, the_program, args = b"", lowered.stablehlo.encode(), leaves
-        else:       # a workload's inputs: a flat tuple of TensorSpecs
-            fn_bytes = the_program = pickle_function(fn)
+        platform = platform_of(compiled.worker.backend.value, accelerator_platform)
+        held = (leave_the_chip_to_the_worker(platform)
+                if compiled.worker.backend is Backend.REAL else "")
+        lowered = lower_program(fn, inputs, mesh, platform, partitioner.value, donated)
+        if held:
+            lowered = replace(lowered, notes=(*lowered.notes, held))
         return Planned(mesh=mesh, partitioner=partitioner, compile_plan=compiled,
-                       mapping=placed, timeout=timeout, inputs=inputs, args=tuple(args),
-                       leaves=leaves, donated=donated, fn_bytes=fn_bytes, lowered=lowered,
-                       key=_cache_key(the_program, mesh, partitioner, tuple(args),
+                       mapping=placed, timeout=timeout, inputs=inputs,
+                       leaves=leaves, donated=donated, lowered=lowered,
+                       key=_cache_key(lowered.stablehlo.encode(), mesh, partitioner, leaves,
                                       bool(self.measure), compiled, bool(self.origins),
                                       donated),
                        **program)

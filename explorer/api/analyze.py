@@ -309,7 +309,7 @@ def _compiled(request: Request, pool, use_cache: bool, cache_only: bool, spent) 
     if cache_only:
         return None
     plan = p.compile_plan
-    message = CompileRequest(fn=p.fn_bytes, args=p.args, mesh=p.mesh, partitioner=p.partitioner,
+    message = CompileRequest(args=p.leaves, mesh=p.mesh, partitioner=p.partitioner,
                              sys_path=tuple(sys.path), measure=measure,
                              tpu_topology=plan.tpu_topology, gpu=plan.gpu,
                              origins=bool(request.origins), donate=p.donated,

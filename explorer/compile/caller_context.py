@@ -125,14 +125,15 @@ class BoundToContext:
         return hash(self.fn)
 
 
-def bind_context(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`fn` bound to the contexts in force here now, for the traces of it that happen later
-    (an edit in the app, a search's thread); `fn` itself where none is in force, or where it,
-    or a function it wraps, is bound already (a search's flat call around the app's function
-    keeps the app's contexts)."""
+def bind_context(fn: Callable[..., Any], context: CallerContext | None = None
+                 ) -> Callable[..., Any]:
+    """`fn` bound to `context` (by default the contexts in force here now), for the traces of
+    it that happen later (an edit in the app, a search's thread); `fn` itself where the context
+    is empty, or where it, or a function it wraps, is bound already (a search's flat call
+    around the app's function keeps the app's contexts)."""
     if context_of(fn) is not None:
         return fn
-    context = CallerContext.here()
+    context = CallerContext.here() if context is None else context
     return fn if context.empty else BoundToContext(fn, context)
 
 

@@ -5,9 +5,9 @@ jax fixes its devices (the number of fake CPU devices) when it starts, so each k
 process. Running compiles out of process also means a compiler crash or a runaway compile can
 never take the caller (a notebook kernel, the CLI) down with it.
 
-Requests travel over a socketpair as pickled explorer.compile.protocol messages; the user's
-function is pickled by explorer.compile.sources so that closures, notebook cells and their
-source lines survive. Both ends are our own processes.
+Requests travel over a socketpair as pickled explorer.compile.protocol messages: the program
+as the caller lowered it (explorer/compile/lowering.py) and its inputs. Both ends are our own
+processes.
 
 Each worker leads its own session (process group): a program that starts threads or processes
 cannot keep a stopped worker alive, since the whole group is killed, and a Ctrl-C in the

@@ -87,15 +87,18 @@ class WorkerKey:
 
 @dataclass(frozen=True)
 class CompileRequest:
-    """Compile `program`, a user's function as the caller traced and lowered it
-    (explorer/compile/lowering.py), on its flat inputs `args`; or `fn` (a built-in workload's
-    program, pickled by reference, see explorer.compile.sources), traced in the worker on
-    abstract inputs `args` (a pytree of TensorSpecs). Either way sharded over `mesh`."""
+    """Compile `program`, the program as the caller traced and lowered it
+    (explorer/compile/lowering.py), on its flat inputs `args`, sharded over `mesh`.
 
-    fn: bytes
+    Every analysis sends a lowered program. `fn`, a function pickled by value
+    (explorer.compile.sources), is traced in the worker instead, on abstract inputs `args` (a
+    pytree of TensorSpecs): a program that runs inside the worker, as the fault tests need to
+    show that whatever it does there (a crash, a hang, a thread left running) is contained."""
+
     args: Any
     mesh: MeshSpec
     partitioner: Partitioner
+    fn: bytes = b""
     sys_path: tuple[str, ...] = ()      # so the worker can import what `fn` refers to by name
     measure: bool = False
     tpu_topology: str | None = None

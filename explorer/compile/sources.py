@@ -1,9 +1,10 @@
 """Source files as people name them: a notebook cell as its prompt ("In [3]", `cell_name`),
-and a built-in workload's program shipped to a compile worker with its own file names.
+and a function shipped to a compile worker with its own file names.
 
-A user's function is traced where it is called (explorer/compile/lowering.py), and its module
-names the cells it came from by `cell_name`. A built-in workload's program is traced in the
-worker, and may be a closure. cloudpickle pickles a function by value when it cannot be
+Every program is traced where it is asked for (explorer/compile/lowering.py), and its module
+names the cells it came from by `cell_name`; no analysis ships a function. `pickle_function`
+is for a program that must run inside a worker (the fault tests show that what it does there
+is contained), and may be a closure. cloudpickle pickles a function by value when it cannot be
 imported by name (one defined inside another function, `__main__` or a cell) and then sets
 every code object's `co_filename` to "<dynamic-code>" (cloudpickle 3.1, `_code_reduce`, to
 make the bytes the same wherever a function is defined); jax takes file and line from the code

@@ -121,7 +121,7 @@ class RayRunner:
     def submit(self, key, request: CompileJob) -> None:
         t0 = time.perf_counter()
         try:
-            # A function is traced and lowered here, where the search was called, under its
+            # The program is traced and lowered here, where the search was called, under its
             # contexts; the node compiles the module (explorer/compile/lowering.py).
             request = planned_here(request)
         except ExplorerError as e:

@@ -1,5 +1,5 @@
 """One candidate through the real compiler: a picklable request, and the function that answers
-it with explorer.analyze or explorer.analyze_workload (cache on). The same function runs in this
+it with explorer.analyze of its Request (cache on). The same function runs in this
 process, on the local worker pool, and in a Ray task on a cluster node, on that node's pool, so
 both ways give the same Report for the same request."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from explorer.api.analysis_request import Request
 from explorer.api.analyze import analyze
-from explorer.api.workload import analyze_workload
+from explorer.compile.caller_context import CallerContext
 from explorer.errors import ExplorerError, WorkerError, WorkerLost
 from explorer.report.report import Report
 from explorer.spec.mesh import MeshSpec
@@ -34,10 +34,12 @@ class CompileJob:
     specs: Mapping[str, tuple[Entry, ...]] | None = None
     fn: Callable | None = None
     args: tuple = ()
-    # The function's Request, made where the search runs (`planned_here`): its program traced
-    # and lowered there, under the caller's contexts. What a Ray task gets instead of `fn`.
+    # The Request, made where the search runs (`planned_here`): its program traced and lowered
+    # there, under the caller's contexts. What a Ray task gets instead of the program.
     planned: Request | None = None
     compile_for: str = "target"          # as explorer.analyze takes it
+    # The contexts the program is traced under: those where the search was called.
+    context: CallerContext | None = None
 
 
 @dataclass(frozen=True)
@@ -68,37 +70,36 @@ def compact(report: Report) -> Report:
 
 
 def planned_here(job: CompileJob) -> CompileJob:
-    """A function's job with its Request made in this process (the function traced and
-    lowered here, explorer/compile/lowering.py) in place of the function, for a compile
-    elsewhere: a Ray task compiles the module and never traces the function.
+    """The job with its Request made in this process (the program traced and lowered here,
+    under the job's contexts, explorer/compile/lowering.py) in place of the program, for a
+    compile elsewhere: a Ray task compiles the module and never traces the program.
 
     Raises:
-        ExplorerError: the request's own errors, the function's failure to trace among them.
+        ExplorerError: the request's own errors, the program's failure to trace among them.
     """
-    if job.fn is None:
+    if job.planned is not None:
         return job
-    request = Request(fn=job.fn, inputs=tuple(job.args), mesh=job.mesh, target=job.target,
-                      mapping=job.mapping, partitioner=job.partitioner, timeout=job.timeout,
-                      compile_for=job.compile_for)
-    return replace(job, fn=None, args=(), planned=request)
+    # The contexts stay here: the module carries what they meant, and they may hold meshes of
+    # this process's devices.
+    return replace(job, fn=None, args=(), workload=None, context=None, planned=_request(job))
+
+
+def _request(job: CompileJob) -> Request:
+    common = dict(mesh=job.mesh, target=job.target, mapping=job.mapping,
+                  partitioner=job.partitioner, timeout=job.timeout,
+                  compile_for=job.compile_for, context=job.context)
+    if job.workload is not None:
+        return Request(workload=job.workload, specs=job.specs, params=job.params,
+                       rules=job.rules or None, **common)
+    return Request(fn=job.fn, inputs=tuple(job.args), **common)
 
 
 def run(request: CompileJob, pool=None) -> Outcome:
     """Compile and predict one candidate. A failed compile (or any bad input the checks find)
     comes back as an error, so that one candidate never stops a search."""
     t0 = time.perf_counter()
-    common = dict(mesh=request.mesh, target=request.target, mapping=request.mapping,
-                  partitioner=request.partitioner, timeout=request.timeout, pool=pool,
-                  compile_for=request.compile_for)
     try:
-        if request.workload is not None:
-            report = analyze_workload(request.workload, specs=request.specs,
-                                      params=request.params, rules=request.rules or None,
-                                      **common)
-        elif request.planned is not None:
-            report = analyze(request.planned, pool=pool)
-        else:
-            report = analyze(request.fn, *request.args, **common)
+        report = analyze(planned_here(request).planned, pool=pool)
     except ExplorerError as e:
         return Outcome(None, f"{type(e).__name__}: {e}", time.perf_counter() - t0, type(e))
     return Outcome(compact(report), "", time.perf_counter() - t0)

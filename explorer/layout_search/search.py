@@ -39,7 +39,7 @@ from explorer.api.request import (
     check_timeout,
 )
 from explorer.api.targeting import check_compile_for
-from explorer.compile.caller_context import bind_context
+from explorer.compile.caller_context import CallerContext, bind_context
 from explorer.cost.hardware import get_target
 from explorer.errors import InputError, TargetError, WorkloadError, choices
 from explorer.layout_search import pipeline as pipe
@@ -136,7 +136,7 @@ def search(program, *args, mesh=None, target: str | None = None, mapping=None,
     check_partitioner(partitioner)
     node_timeout = _check_node_timeout(node_timeout, cluster)
     settings = CompileSettings(target, mapping, partitioner, check_timeout(timeout),
-                               check_compile_for(compile_for))
+                               check_compile_for(compile_for), context=CallerContext.here())
     prune = check_flag(prune, "prune")
     mesh_shapes = check_flag(mesh_shapes, "mesh_shapes")
     budget_s = _check_budget(budget_s)

@@ -11,6 +11,7 @@ from typing import Any
 
 from explorer.api.request import MAX_TIMEOUT
 from explorer.api.targeting import CompileFor, compile_plan
+from explorer.compile.caller_context import CallerContext
 from explorer.compile.protocol import Backend
 from explorer.layout_search.evaluate import CompileJob
 from explorer.layout_search.result import (
@@ -36,6 +37,9 @@ class CompileSettings:
     partitioner: str
     timeout: float | None            # the time limit of one compile, seconds
     compile_for: str = "target"      # the target's own compiler where installed, or "cpu"
+    # The contexts in force where the search was called, which every candidate is traced
+    # under, on whichever thread compiles it (explorer/compile/caller_context.py).
+    context: CallerContext | None = None
 
     def compiled_by(self, mesh: MeshSpec) -> CompiledBy:
         """The compiler these settings get on `mesh` (api/targeting.py's plan): the target's
@@ -53,7 +57,8 @@ class CompileSettings:
         rules and specs (or `params` and `rules` in their stead, for a pipeline plan); a
         function takes its arguments with the layout's specs."""
         base = dict(mesh=layout.mesh, target=self.target, mapping=self.mapping,
-                    partitioner=self.partitioner, timeout=timeout, compile_for=self.compile_for)
+                    partitioner=self.partitioner, timeout=timeout, compile_for=self.compile_for,
+                    context=self.context)
         if isinstance(problem, WorkloadProblem):
             return CompileJob(**base, workload=problem.name,
                            params=dict(problem.params if params is None else params),

@@ -7,6 +7,8 @@ defines the shape of one, so that workload modules can define theirs without imp
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -306,3 +308,47 @@ def _number(value, whole: bool) -> int | float | None:
     if not whole and not math.isfinite(number):
         return None
     return number
+
+
+@dataclass(frozen=True)
+class WorkloadProgram:
+    """A workload's function for its resolved params, called with the layout's constraint
+    table: what is traced for a compile. Two are equal for the same workload, params and
+    constraints, so that an unchanged request is known again without a trace (the memo of
+    lowered programs, explorer/compile/lowering.py). It carries the built function's name and
+    signature, which jax gives the module and its parameters."""
+
+    workload: Workload = field(compare=False)
+    name: str
+    params: tuple[tuple[str, int | float | str], ...]
+    constraints: tuple = ()
+
+    @classmethod
+    def of(cls, workload: Workload, params: Mapping, constraints: tuple = ()
+           ) -> WorkloadProgram:
+        return cls(workload, workload.name, tuple(sorted(params.items())), tuple(constraints))
+
+    @functools.cached_property
+    def function(self) -> Callable:
+        return self.workload.build(dict(self.params))
+
+    def __call__(self, *args):
+        if self.constraints:
+            return self.function(*args, constraints=self.constraints)
+        return self.function(*args)
+
+    def __post_init__(self):
+        # jax names a module after the function it traces (a partial's after the function
+        # inside it): the built function's name, as when it was traced on its own.
+        fn = self.function
+        while isinstance(fn, functools.partial):
+            fn = fn.func
+        object.__setattr__(self, "__name__", getattr(fn, "__name__", self.name))
+        object.__setattr__(self, "__qualname__", getattr(fn, "__qualname__", self.__name__))
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """The built function's positional parameters (its tensors), without `constraints`."""
+        signature = inspect.signature(self.function)
+        return signature.replace(parameters=[p for p in signature.parameters.values()
+                                             if p.name != "constraints"])

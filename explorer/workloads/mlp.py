@@ -1,7 +1,7 @@
 """The small workloads: a matmul, an MLP, and one SGD step of the MLP.
 
-Functions are module-level (and bound with functools.partial), so they pickle by reference and
-equal requests hit the cache.
+Functions are module-level (and bound with functools.partial) and their params plain data, so
+that equal requests are one program (workloads/base.py: WorkloadProgram) and hit the caches.
 """
 
 from __future__ import annotations

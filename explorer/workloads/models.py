@@ -28,8 +28,8 @@ Constraint points: places inside the program where a spec can be applied with
 - `dispatch`, `expert_out` (moe): the expert buffers [experts, batch, capacity, embed].
 
 Model functions are module-level and take their constraint table as a keyword argument of
-plain data (`constraints=((name, spec entries), ...)`), so a bound function pickles by reference
-and equal requests hit the cache.
+plain data (`constraints=((name, spec entries), ...)`), so that equal requests are one program
+(workloads/base.py: WorkloadProgram) and hit the caches.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def _offloadable(x, name: str, offload: bool):
 @dataclass(frozen=True)
 class Arch:
     """How the decoder blocks of a model are built. Plain data: a model function bound to one
-    pickles by value, so equal requests hit the cache."""
+    is equal to another bound to an equal Arch, so equal requests hit the caches."""
 
     mlp: str = "gelu"              # one of MLPS
     # "sequential": x + attn(norm1 x), then + mlp(norm2 ·) (GPT-2, Llama); "parallel": x +

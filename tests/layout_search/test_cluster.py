@@ -37,9 +37,12 @@ class ScriptedRay:
         return lambda function: SimpleNamespace(remote=self.send)
 
     def send(self, request: CompileJob):
-        """A send of the task; its ref is (the request's workload, which send of it)."""
-        self.sent.append(request.workload)
-        return request.workload, self.sent.count(request.workload) - 1
+        """A send of the task; its ref is (the request's workload, which send of it). The
+        runner sends the Request it made (the program lowered here), not the workload's name."""
+        assert request.workload is None and request.planned is not None
+        name = request.planned.workload
+        self.sent.append(name)
+        return name, self.sent.count(name) - 1
 
     def wait(self, refs, num_returns):
         return refs[:num_returns], refs[num_returns:]
@@ -66,7 +69,8 @@ def scripted(monkeypatch):
 
 
 def _request(name: str) -> CompileJob:
-    return CompileJob(parse_mesh("data=2"), TARGET, workload=name)
+    # A valid request: the runner makes it (traces and lowers its program) before it sends it.
+    return CompileJob(parse_mesh("data=4"), TARGET, workload=name)
 
 
 COMPILED = Outcome(None, "CompileError: refused", 0.5)
