@@ -708,12 +708,16 @@ _GPU = {
 _GPU_SIZES = (1, 2, 4, 8)     # GPUs of one node a target may use
 
 
+# The physical axis of a GPU target's nodes, joined by InfiniBand.
+NODE_AXIS = "node"
+
+
 def _gpu_target(gpu: str, gpus: int, nodes: int = 1) -> Target:
     gen = _GPU[gpu]
     name = f"{gpu}-{gpus}" + (f"x{nodes}" if nodes > 1 else "")
     axes = []
     if nodes > 1:
-        axes.append(PhysicalAxis("node", nodes, gen.ib))
+        axes.append(PhysicalAxis(NODE_AXIS, nodes, gen.ib))
     if gpus > 1:
         axes.append(PhysicalAxis("gpu", gpus, gen.nvlink))
     if nodes > 1:

@@ -15,6 +15,7 @@ from enum import StrEnum
 from math import gcd, prod
 
 from explorer.cost.hardware import (
+    NODE_AXIS,
     PhysicalAxis,
     Target,
     TargetFamily,
@@ -328,3 +329,19 @@ def default_mapping(target: str | Target, mesh_names: Sequence[str],
             remaining[j] //= f
         assign[names[i]] = placed
     return check_mapping(target, names, sizes, assign)
+
+
+def placed_mapping(target: str | Target, mesh_names: Sequence[str], mesh_sizes: Sequence[int],
+                   mapping: AxisMapping | str | Mapping | None = None) -> AxisMapping:
+    """The mapping a prediction uses: default_mapping where none is given, else the given one
+    checked (check_mapping)."""
+    if mapping is None:
+        return default_mapping(target, mesh_names, mesh_sizes)
+    return check_mapping(target, mesh_names, mesh_sizes, mapping)
+
+
+def crosses_nodes(mapping: AxisMapping, axes: Sequence[str]) -> bool:
+    """Whether a collective over mesh `axes` runs between the nodes of a GPU target under
+    `mapping`: one of them lies on the target's `node` axis, the links between nodes
+    (InfiniBand) that the cost model prices as the tier across nodes (Tier.ACROSS)."""
+    return any(s.axis.name == NODE_AXIS for a in axes for s in mapping.segments(a, Tier.ACROSS))

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from explorer.compile.tpu import tpu_backend
 from explorer.cost.hardware import Target, TargetFamily, get_target, tpu_slices_of
+from explorer.cost.mapping import crosses_nodes, placed_mapping
 from explorer.cost.model import MemoryFit, estimate_report, memory_fit
 from explorer.hlo.schedule import cached_schedule, schedule_work
 from explorer.report.report import Report
@@ -20,12 +21,13 @@ from explorer.units import format_bytes
 
 def with_target(report: Report, target: str, mapping=None, dtype: str | None = None,
                 peak: bool = False) -> Report:
-    """`report` with est_seconds on every collective, the step estimate for `target` and the
-    predicted step trace; at the measured achievable rates, or at the vendors' peak with
-    `peak`."""
+    """`report` with est_seconds (and crosses_nodes) on every collective, the step estimate
+    for `target` and the predicted step trace; at the measured achievable rates, or at the
+    vendors' peak with `peak`."""
     schedule = cached_schedule(report.optimized_hlo)   # read once per text, not per pricing
     work = schedule_work(schedule) if schedule.steps else None
-    est = estimate_report(report, target, dtype=dtype, mapping=mapping, work=work, peak=peak)
+    placed = placed_mapping(target, report.mesh.names, report.mesh.sizes, mapping)
+    est = estimate_report(report, target, dtype=dtype, mapping=placed, work=work, peak=peak)
     target = target if isinstance(target, Target) else get_target(target)
     est = replace(est, memory=compiled_memory_fit(report, target))
     host = target.chip.host_bandwidth
@@ -33,7 +35,9 @@ def with_target(report: Report, target: str, mapping=None, dtype: str | None = N
              if work is not None else None)
     if trace is not None:
         est = replace(est, step_trace_seconds=trace.seconds)
-    collectives = tuple(replace(c, est_seconds=t.seconds)
+    # Each over the axes it was timed over: its own, or those that hold a split-off part.
+    collectives = tuple(replace(c, est_seconds=t.seconds,
+                                crosses_nodes=crosses_nodes(placed, t.axes))
                         for c, t in zip(report.collectives, est.collectives, strict=True))
     return replace(report, collectives=collectives, estimate=est, trace=trace)
 

@@ -69,6 +69,10 @@ class Collective:
             send; "" for any other collective.
         leg_of: for a DCN leg, the `hlo_name` of the collective inside each slice that is
             the other part of the same collective of the program; "" where there is none.
+        crosses_nodes: on the Report's GPU target of several nodes, its device groups span
+            more than one node under the axis mapping (explorer.cost.mapping.crosses_nodes),
+            so it runs over the network between nodes (InfiniBand), not NVLink alone; False
+            elsewhere and without a target.
     """
 
     kind: CollectiveKind
@@ -107,6 +111,7 @@ class Collective:
     tier: str = ""
     dcn_key: str = ""            # a DCN leg's MegaScale rendezvous key
     leg_of: str = ""             # a DCN leg's in-slice collective, by hlo_name
+    crosses_nodes: bool = False  # spans several GPU nodes on the Report's target (with_target)
 
     @property
     def program_bytes(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from explorer.cost.hardware import NODE_AXIS, get_target
 from explorer.report.op_comparison import compare_ops, comparison_lines
 from explorer.report.provenance import provenance
 from explorer.report.report import Report
@@ -32,7 +33,8 @@ def collectives_table(report: Report) -> list[str]:
     number = {c.hlo_name: i for i, c in enumerate(report.collectives, 1)}
     for i, c in enumerate(report.collectives, 1):
         rows.append([str(i), c.kind + (" (async)" if c.is_async else "")
-                     + (f" ×{c.parts}" if c.parts > 1 else "") + dcn_mark(c, number),
+                     + (f" ×{c.parts}" if c.parts > 1 else "") + dcn_mark(c, number)
+                     + node_mark(c),
                      ",".join(c.axes) or "-", str(c.group_size),
                      f"{c.dtype}[{','.join(map(str, c.shape))}]", format_bytes(c.bytes),
                      f"x{c.runs}" if c.runs != 1 else "1",
@@ -47,6 +49,27 @@ def dcn_mark(c, number: Mapping[str, int]) -> str:
     if not c.dcn_key:
         return ""
     return f" [DCN, with #{number[c.leg_of]}]" if c.leg_of in number else " [DCN]"
+
+
+def node_mark(c) -> str:
+    """A collective whose device groups span several nodes of the Report's GPU target:
+    " [across nodes]"."""
+    return " [across nodes]" if c.crosses_nodes else ""
+
+
+def marks_legend(report: Report) -> list[str]:
+    """What the marks of the collectives table mean, a sentence for each mark it shows."""
+    out = []
+    if any(c.dcn_key for c in report.collectives):
+        out.append("[DCN]: the part of a collective that crosses TPU slices, over the "
+                   "data-center network; 'with #k': the collective inside each slice that it "
+                   "completes.")
+    if any(c.crosses_nodes for c in report.collectives) and report.estimate is not None:
+        link = get_target(report.estimate.target).axis(NODE_AXIS).link.kind
+        out.append(f"[across nodes]: its device groups span more than one node of "
+                   f"{report.estimate.target}, so it runs over {link}, the network between "
+                   "nodes, not NVLink alone.")
+    return out
 
 
 def why_lines(report: Report) -> list[str]:
@@ -121,7 +144,7 @@ def summary(report: Report) -> str:
              f"{report.backend}", provenance(report), "", "Tensors"]
     lines += tensors_table(report)
     lines += [f"(+ {n_inter} intermediates; --json lists them)", "", "Collectives"]
-    lines += collectives_table(report)
+    lines += collectives_table(report) + marks_legend(report)
     if report.collectives:
         lines += ["", "Why each collective exists"] + why_lines(report)
     looped = sum(1 for x in report.collectives if x.runs != 1)

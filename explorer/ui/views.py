@@ -19,7 +19,7 @@ from explorer.errors import ExplorerError
 from explorer.hlo.groups import spanned_axes
 from explorer.report.dataflow import sliced_all_reduces
 from explorer.report.report import Report, TensorRole
-from explorer.report.summary import dcn_mark
+from explorer.report.summary import dcn_mark, marks_legend, node_mark
 from explorer.report.why.metadata import short_op
 from explorer.spec.mesh import MeshSpec
 from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
@@ -282,7 +282,7 @@ def collectives_html(report: Report, selected: int | None = None,
         cls = " class='explorer-selected'" if i == selected else ""
         kind = c.kind + (f" ×{c.parts}" if c.parts > 1 else "") + (" async" if c.is_async
                                                                     else "")
-        kind += dcn_mark(c, number)
+        kind += dcn_mark(c, number) + node_mark(c)
         if c.runs != 1:
             kind += f", runs {c.runs}× a step (in a loop)"
         over = f"{','.join(c.axes) or _part_of(report, c)} ({c.group_size})"
@@ -319,13 +319,11 @@ def collectives_html(report: Report, selected: int | None = None,
         reason = unavailable.split(";")[0].rstrip(".")
         predicted = (f" <span class='explorer-prediction-unavailable'>No predicted times: "
                      f"{e(reason)}.</span>")
-    dcn = (" [DCN]: the part of a collective that crosses TPU slices, over the data-center "
-           "network; 'with #k': the collective inside each slice that it completes."
-           if any(c.dcn_key for c in report.collectives) else "")
+    marks = "".join(f" {m}" for m in marks_legend(report))
     # The summary first: with many collectives the table scrolls, and its end is below the fold.
     return (f"<p class='explorer-collectives-summary'>{len(report.collectives)} collective"
             f"{'s' if len(report.collectives) > 1 else ''}, {total} per device in a step (each "
-            f"counted every time it runs).{predicted}{e(dcn)}</p>"
+            f"counted every time it runs).{predicted}{e(marks)}</p>"
             f"<div class='explorer-table-wrap'><table class='explorer-table'>{head}"
             f"{''.join(rows)}</table></div>")
 
