@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from math import prod
@@ -285,7 +285,8 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
                                notes, program.outputs if program is not None else None)
     # Said only when a run was asked: the note is the answer to `measure`.
     measured = (_measurement(compiled, args, mesh, measure_cap, tpu_topology, gpu,
-                             calls_back=program is not None and program.calls_back)
+                             calls_back=program is not None and program.calls_back,
+                             donate=donate)
                 if measure else None)
     return CompileResult(
         measured=measured,
@@ -468,7 +469,8 @@ def _layouts(leaves: list[TensorSpec], structs, out_info, compiled, propagated: 
 
 
 def _measurement(compiled, args, mesh, cap: int, tpu_topology: str | None,
-                 gpu: GpuTopology | None, calls_back: bool = False) -> Measurement:
+                 gpu: GpuTopology | None, calls_back: bool = False,
+                 donate: tuple[int, ...] = ()) -> Measurement:
     """The answer to `measure`: a run of the compiled program, or why none could be made."""
     if calls_back:
         # Its callbacks are functions of the process that traced it: run here, they would
@@ -482,7 +484,7 @@ def _measurement(compiled, args, mesh, cap: int, tpu_topology: str | None,
                                 f"{'TPU' if tpu_topology else 'GPU'} that is not here")
     if compiled is None:
         return Measurement(note="not measured: the program does not fit the device's memory")
-    return _measure(compiled, args, mesh, cap)
+    return _measure(compiled, args, mesh, cap, donate)
 
 
 def _slice_layout(mesh, before_slicing: str) -> dict:
@@ -732,8 +734,9 @@ MEASURE_RUNS = 5
 MEASURE_PROFILED = 3     # calls run under jax's profiler on an accelerator, for op times
 
 
-def _measure(compiled, args, mesh, cap: int) -> Measurement:
-    """Run the compiled program on random inputs: warm-up, then the median of several runs.
+def _measure(compiled, args, mesh, cap: int, donate: tuple[int, ...] = ()) -> Measurement:
+    """Run the compiled program on random inputs: warm-up, then the median of several runs;
+    each call gets its own copy of the `donate`d inputs (positions in `args`).
 
     On fake CPU devices this times the CPU, and says so; it is never a prediction."""
     import statistics
@@ -749,21 +752,39 @@ def _measure(compiled, args, mesh, cap: int) -> Measurement:
                                 f"over the cap of {cap} bytes")
     key = iter(jax.random.split(jax.random.key(0), max(len(leaves), 1)))
     arrays = jax.tree.map(lambda s: _random(s, mesh, next(key)), args, is_leaf=_is_spec)
+    fresh = _fresh_inputs(arrays, donate)
     for _ in range(MEASURE_WARMUP):
-        jax.block_until_ready(compiled(*arrays))
+        jax.block_until_ready(compiled(*fresh()))
     times = []
     for _ in range(MEASURE_RUNS):
+        inputs = jax.block_until_ready(fresh())      # made before the clock starts
         t0 = time.perf_counter()
-        jax.block_until_ready(compiled(*arrays))
+        jax.block_until_ready(compiled(*inputs))
         times.append(time.perf_counter() - t0)
     measured = Measurement(seconds=statistics.median(times), runs=MEASURE_RUNS, on=where)
     if mesh.devices.flat[0].platform == "cpu":
         return measured      # a CPU run has no device plane to read
-    profile = profile_calls(lambda: compiled(*arrays), MEASURE_PROFILED)
+    # Every profiled call's inputs are made before the profile starts, so that no copy runs
+    # on the device beside the program's own instructions.
+    prepared = iter([jax.block_until_ready(fresh()) for _ in range(MEASURE_PROFILED)])
+    profile = profile_calls(lambda: compiled(*next(prepared)), MEASURE_PROFILED)
     if profile is None:
         return replace(measured, note="the run's profile held no device times")
     return replace(measured, device_seconds=profile.module_seconds,
                    op_seconds=dict(profile.op_seconds))
+
+
+def _fresh_inputs(arrays: tuple, donate: tuple[int, ...]) -> Callable[[], tuple]:
+    """The inputs of one call: `arrays`, with a new copy of each donated one (a position in
+    `arrays`), whose buffer the program takes over, as a training loop hands each step the
+    state the step before returned; a donated buffer passed again is refused ("Buffer has been
+    deleted or donated")."""
+    import jax
+
+    if not donate:
+        return lambda: arrays
+    return lambda: tuple(jax.device_put(a, a.sharding, may_alias=False) if i in donate else a
+                         for i, a in enumerate(arrays))
 
 
 def _split(spec: TensorSpec, mesh) -> int:
