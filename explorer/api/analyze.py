@@ -264,9 +264,11 @@ def run(request: Request, *, pool: WorkerPool | None = None, use_cache: bool = T
         report = replace(report, approximation=p.compile_plan.approximate)
         report = with_target(report, target, request.mapping, peak=request.peak)
         if target is not request.target:
+            measured = report.timing.measured_s is not None
             report = replace(report, notes=(*report.notes, f"predicted for {target}, the "
-                                            "devices it was measured on, to set the two side "
-                                            "by side"))
+                                            "devices it was " + (
+                                                "measured on, to set the two side by side"
+                                                if measured else "compiled for")))
         if spent is not None:
             spent["price"] = time.perf_counter() - t0
     info = p.workload_info(request.workload, request.preset)
@@ -278,10 +280,10 @@ def run(request: Request, *, pool: WorkerPool | None = None, use_cache: bool = T
 
 
 def _target_it_ran_on(request: Request, report: Report) -> str | None:
-    """For a run measured on this machine's own accelerators with no target asked for: the
-    catalog target those devices are, so that the prediction meets the measurement."""
-    if request.planned.compile_plan.worker.backend is not Backend.REAL \
-            or report.timing.measured_s is None:
+    """For a compile for this machine's own accelerators with no target asked for: the
+    catalog target those devices are, so that the program is priced for the chips its
+    compiler compiled it for, and a measurement, where one was made, meets the prediction."""
+    if request.planned.compile_plan.worker.backend is not Backend.REAL:
         return None
     return target_of_devices(report.device_kind, request.planned.mesh.device_count)
 
