@@ -37,7 +37,7 @@ from explorer.api.what_if import WhatIf, what_if
 from explorer.api.workload import analyze_workload
 from explorer.compile.pool import WorkerPool
 from explorer.compile.protocol import Partitioner
-from explorer.cost.hardware import Target, get_target, targets
+from explorer.cost.hardware import Target, VectorUnit, get_target, targets
 from explorer.cost.mapping import AxisMapping
 from explorer.cost.model import (
     Bound,
@@ -140,7 +140,7 @@ __all__ = [
     "write_xprof", "XprofRun",
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
-    "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
+    "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane", "VectorUnit",
     # spec changes a compile confirmed would remove a collective
     "what_if", "WhatIf",
     # explorations that can be shared

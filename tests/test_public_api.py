@@ -23,7 +23,7 @@ PINNED = {
     "Origins", "DimOrigin", "AxisOrigin", "OriginKind", "PathStep", "LayoutConflict",
     "MemoryTimeline", "MemoryPoint", "BufferKind", "write_xprof", "XprofRun",
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
-    "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane",
+    "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane", "VectorUnit",
     "what_if", "WhatIf",
     "Exploration", "AppState", "FunctionRef", "load_exploration",
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",
