@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from math import prod
+from typing import Protocol
 
 from explorer.cost.gemm_rates import GemmTable, gemm_table
 from explorer.cost.hardware import (
@@ -776,37 +777,61 @@ def format_seconds(s: float | None) -> str:
     return f"{s / 1e-9:.3g} ns"
 
 
-def _collective_time(c, target: Target, placed: AxisMapping, mesh_names: Sequence[str],
-                     mesh_sizes: Sequence[int]) -> CollectiveTime:
+
+class PricedCollective(Protocol):
+    """What the model reads of a collective: a Report's (explorer.report.report.Collective) or
+    one a layout implies without a compile (explorer.estimate.walk.ImpliedCollective), which
+    has no instruction, device groups, ring direction or slice tier and says so by their
+    empty values."""
+
+    @property
+    def kind(self) -> CollectiveKind: ...
+    @property
+    def axes(self) -> tuple[str, ...]: ...       # mesh axes its groups span; () where none
+    @property
+    def program_bytes(self) -> int: ...          # V per device, in the program's dtype
+    @property
+    def group_size(self) -> int | None: ...
+    @property
+    def groups(self) -> tuple[tuple[int, ...], ...]: ...   # device groups; () where unknown
+    @property
+    def direction(self) -> str: ...              # a permute's ring direction, or ""
+    @property
+    def tier(self) -> str: ...                   # Tier's value: "" for every link
+    @property
+    def hlo_name(self) -> str: ...               # its instruction, "" for an implied one
+    @property
+    def runs(self) -> int: ...                   # times one step runs it
+
+
+def _collective_time(c: PricedCollective, target: Target, placed: AxisMapping,
+                     mesh_names: Sequence[str], mesh_sizes: Sequence[int]) -> CollectiveTime:
     """collective_time of a Report's collective; one whose groups match no whole mesh axes is
     timed over the axes that hold them (explorer.hlo.groups.spanned_axes), where it has
     groups."""
     axes = tuple(c.axes)
-    groups = getattr(c, "groups", ())
-    if not axes and groups:
-        axes = spanned_axes([list(g) for g in groups], tuple(mesh_sizes), tuple(mesh_names))
-    return collective_time(c.kind, c.program_bytes, axes, target, placed,
-                           getattr(c, "group_size", None), getattr(c, "direction", ""),
-                           getattr(c, "tier", Tier.ALL))
+    if not axes and c.groups:
+        axes = spanned_axes([list(g) for g in c.groups], tuple(mesh_sizes), tuple(mesh_names))
+    return collective_time(c.kind, c.program_bytes, axes, target, placed, c.group_size,
+                           c.direction, c.tier)
 
 
-def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float | None,
-             memory_bytes: float | None, dtype: str, mesh_names: Sequence[str],
-             mesh_sizes: Sequence[int], target: str | Target,
+def estimate(collectives: Sequence[PricedCollective], flops: float | None,
+             bytes_accessed: float | None, memory_bytes: float | None, dtype: str,
+             mesh_names: Sequence[str], mesh_sizes: Sequence[int], target: str | Target,
              mapping: AxisMapping | str | Mapping | None = None,
              work: Work | None = None, peak: bool = False) -> Estimate:
     """Predict a step on `target` from plain data.
 
-    `collectives`: objects with .kind, .axes, .program_bytes and .group_size (Report's
-    Collective; .hlo_name too when `work` is given), and .runs, the times a step runs each,
-    where no `work` says it. `flops`, `bytes_accessed`: per device, from
-    XLA's cost analysis (None when XLA gave none). `memory_bytes`: per device. `dtype`: the
+    `collectives`: a Report's or the ones a layout implies (PricedCollective); each's .runs
+    counts where no `work` says how often a step runs it. `flops`, `bytes_accessed`: per device,
+    from XLA's cost analysis (None when XLA gave none). `memory_bytes`: per device. `dtype`: the
     matmul dtype whose peak applies. `mapping`: None for default_mapping, else as check_mapping
     takes. `work`: what the compiled schedule runs (explorer.hlo.schedule.schedule_work); with
-    it, compute is summed per instruction and a collective in a loop counts once per trip,
-    so that the bounds bracket the step on the predicted timeline. `peak`: time with the
-    vendors' nominal FLOP/s and link bandwidths; by default each is scaled by its published
-    measured fraction (explorer.cost.hardware.achievable), and the notes say which.
+    it, compute is summed per instruction and a collective in a loop counts once per trip, so
+    that the bounds bracket the step on the predicted timeline. `peak`: time with the vendors'
+    nominal FLOP/s and link bandwidths; by default each is scaled by its published measured
+    fraction (explorer.cost.hardware.achievable), and the notes say which.
     """
     target = get_target(target)
     notes: list[str] = []
@@ -857,7 +882,7 @@ def estimate(collectives: Sequence, flops: float | None, bytes_accessed: float |
                     cautions=cautions(work) if work is not None else ())
 
 
-def _collective_times(collectives: Sequence, target: Target, placed: AxisMapping,
+def _collective_times(collectives: Sequence[PricedCollective], target: Target, placed: AxisMapping,
                       mesh_names: Sequence[str], mesh_sizes: Sequence[int], work: Work | None,
                       notes: list[str]) -> tuple[CollectiveTime, ...]:
     """Each collective's time on `placed` links, run as often as the schedule (`work`) runs it;
@@ -866,15 +891,15 @@ def _collective_times(collectives: Sequence, target: Target, placed: AxisMapping
                   for c in collectives)
     # A leg of a split collective (tier inside or across) is timed on exactly its links.
     split = sum(1 for c, t in zip(collectives, times, strict=True)
-                if t.axes != tuple(c.axes) and not getattr(c, "tier", Tier.ALL))
+                if t.axes != tuple(c.axes) and not c.tier)
     if split:
         notes.append(f"{split} collective(s) run over part of a mesh axis (device groups the "
                      "compiler split off, e.g. every fourth device of an axis of 16): each is "
                      "timed as over the whole axis, an upper bound")
     # How often a step runs each: the compiled schedule's trips, else the collective's own
     # count (a loop's trips read from the program, or implied by a scan's length).
-    runs = ([work.collective_runs.get(getattr(c, "hlo_name", ""), 1) for c in collectives]
-            if work is not None else [getattr(c, "runs", 1) for c in collectives])
+    runs = ([work.collective_runs.get(c.hlo_name, 1) for c in collectives]
+            if work is not None else [c.runs for c in collectives])
     return tuple(t if r == 1 else replace(t, runs=r)
                  for t, r in zip(times, runs, strict=True))
 
@@ -979,15 +1004,3 @@ def matmul_dtype(work: Work | None, tensors: Sequence = ()) -> str:
     if flops:
         return max(flops, key=flops.__getitem__)
     return max(inputs, key=lambda t: t.bytes_per_device).dtype if inputs else "float32"
-
-
-def estimate_report(report, target: str | Target, dtype: str | None = None,
-                    mapping: AxisMapping | str | Mapping | None = None,
-                    work: Work | None = None, peak: bool = False) -> Estimate:
-    """estimate() applied to a Report. `dtype` defaults to the program's matmul dtype
-    (`matmul_dtype`); `work` and `peak` as estimate() takes them."""
-    if dtype is None:
-        dtype = matmul_dtype(work, report.tensors)
-    memory = report.memory.total if report.memory is not None else None
-    return estimate(report.collectives, report.cost.flops, report.cost.bytes_accessed, memory,
-                    dtype, report.mesh.names, report.mesh.sizes, target, mapping, work, peak)

@@ -47,6 +47,10 @@ class ImpliedCollective:
         runs: times one step runs it: loop trips, and identical collectives (same kind, axes,
             bytes and reason) counted together.
         why: what makes it, e.g. ``dot_general: partial sums over its contracting dims``.
+
+    It has what the cost model reads of a compiled one (explorer.cost.model.PricedCollective);
+    with no compile there is no instruction, no device groups, no ring direction and no slice
+    tier, which the empty values say.
     """
 
     kind: CollectiveKind
@@ -55,6 +59,10 @@ class ImpliedCollective:
     group_size: int
     runs: int = 1
     why: str = ""
+    hlo_name: str = ""
+    groups: tuple[tuple[int, ...], ...] = ()
+    direction: str = ""
+    tier: str = ""
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,29 @@ the estimate count compute per instruction and loops by their trips, and gives t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from explorer.compile.tpu import tpu_backend
 from explorer.cost.hardware import Target, TargetFamily, get_target, tpu_slices_of
-from explorer.cost.mapping import crosses_nodes, placed_mapping
-from explorer.cost.model import MemoryFit, estimate_report, memory_fit
-from explorer.hlo.schedule import cached_schedule, schedule_work
+from explorer.cost.mapping import AxisMapping, crosses_nodes, placed_mapping
+from explorer.cost.model import Estimate, MemoryFit, estimate, matmul_dtype, memory_fit
+from explorer.hlo.schedule import Work, cached_schedule, schedule_work
 from explorer.report.report import Report
 from explorer.report.trace import step_trace
 from explorer.units import format_bytes
 
+
+def estimate_report(report: Report, target: str | Target, dtype: str | None = None,
+                    mapping: AxisMapping | str | Mapping | None = None,
+                    work: Work | None = None, peak: bool = False) -> Estimate:
+    """explorer.cost.model.estimate applied to a Report. `dtype` defaults to the program's
+    matmul dtype (`matmul_dtype`); `work` and `peak` as estimate() takes them."""
+    if dtype is None:
+        dtype = matmul_dtype(work, report.tensors)
+    memory = report.memory.total if report.memory is not None else None
+    return estimate(report.collectives, report.cost.flops, report.cost.bytes_accessed, memory,
+                    dtype, report.mesh.names, report.mesh.sizes, target, mapping, work, peak)
 
 def with_target(report: Report, target: str, mapping=None, dtype: str | None = None,
                 peak: bool = False) -> Report:

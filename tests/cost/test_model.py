@@ -22,18 +22,20 @@ from explorer.cost.model import (
     collective_time,
     compute_time,
     estimate,
-    estimate_report,
     memory_fit,
 )
 from explorer.errors import ExplorerError, MappingError
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.groups import RingDirection
+from explorer.report.predict import estimate_report
 
 
-def coll(kind, nbytes, *axes, group_size=None):
-    """A stand-in for Report's Collective: the four fields the cost model reads."""
+def coll(kind, nbytes, *axes, group_size=None, groups=()):
+    """A stand-in for Report's Collective: what the cost model reads of one
+    (explorer.cost.model.PricedCollective), on no ring and every tier, run once."""
     return SimpleNamespace(kind=kind, axes=tuple(axes), program_bytes=nbytes,
-                           group_size=group_size)
+                           group_size=group_size, groups=groups, direction="", tier="",
+                           hlo_name="", runs=1)
 
 
 def time_of(target, names, sizes, kind, nbytes, *axes, mapping=None):
@@ -554,8 +556,7 @@ def test_a_collective_over_part_of_an_axis_is_timed_over_the_whole_axis():
     # ({0, 16, 32, 48}, ... with device = 4·data + model) match no whole mesh axis. They lie
     # in `data`, so they are timed over it (an upper bound), with a note, instead of untimed.
     groups = tuple(tuple(4 * (4 * k + d) + m for k in range(4)) for d in range(4) for m in range(4))
-    split = SimpleNamespace(kind=CollectiveKind.ALL_GATHER, axes=(), program_bytes=64 * 2**20,
-                            group_size=4, groups=groups)
+    split = coll(CollectiveKind.ALL_GATHER, 64 * 2**20, group_size=4, groups=groups)
     est = model.estimate([split], 1e12, 1e9, None, "bfloat16", ("data", "model"), (16, 4),
                          "tpu-v5p-4x4x4")
     [t] = est.collectives
@@ -566,8 +567,8 @@ def test_a_collective_over_part_of_an_axis_is_timed_over_the_whole_axis():
     assert est.step_upper_seconds is not None
     assert any("part of a mesh axis" in n for n in est.notes)
     # Groups of single devices move nothing and stay untimed by axes.
-    alone = SimpleNamespace(kind=CollectiveKind.ALL_GATHER, axes=(), program_bytes=1024,
-                            group_size=1, groups=tuple((d,) for d in range(64)))
+    alone = coll(CollectiveKind.ALL_GATHER, 1024, group_size=1,
+                 groups=tuple((d,) for d in range(64)))
     [t] = model.estimate([alone], 1e12, 1e9, None, "bfloat16", ("data", "model"), (16, 4),
                          "tpu-v5p-4x4x4").collectives
     assert t.seconds == 0.0
