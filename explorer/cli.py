@@ -410,7 +410,7 @@ class _ProgressBar:
         self.drawn = False
 
     def __call__(self, p) -> None:
-        from explorer.cost.model import format_seconds
+        from explorer.units import format_seconds
 
         if p.phase == "enumerate":
             return

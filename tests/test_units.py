@@ -1,8 +1,9 @@
-"""explorer.units.format_bytes, against values worked out by hand (1 KiB = 1024 B)."""
+"""explorer.units.format_bytes and format_seconds, against values worked out by hand (1 KiB =
+1024 B)."""
 
 import pytest
 
-from explorer.units import format_bytes
+from explorer.units import format_bytes, format_seconds, time_unit
 
 
 @pytest.mark.parametrize(("n", "text"), [
@@ -20,3 +21,15 @@ from explorer.units import format_bytes
 ])
 def test_bytes_are_written_in_1024_based_units(n, text):
     assert format_bytes(n) == text
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (None, "?"), (0, "0 s"), (2.5, "2.5 s"), (0.00137, "1.37 ms"), (27e-6, "27 µs"),
+    (4.2e-9, "4.2 ns"), (1.0, "1 s"), (1e-3, "1 ms"), (999.7e-6, "1 ms"), (999.4e-6, "999 µs")])
+def test_a_time_is_written_in_the_unit_that_keeps_it_at_or_above_one(seconds, text):
+    assert format_seconds(seconds) == text
+
+
+def test_an_axis_of_times_takes_the_unit_of_its_largest():
+    assert time_unit(40e-6) == (1e-6, "µs") and time_unit(0.5) == (1e-3, "ms")
+    assert time_unit(3.0) == (1.0, "s") and time_unit(1e-12) == (1e-9, "ns")

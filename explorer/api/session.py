@@ -40,6 +40,7 @@ from explorer.report.report import Report
 from explorer.spec.bounds import show
 from explorer.spec.tensor import format_spec, normalize_spec
 from explorer.strategy.plan import plan
+from explorer.units import format_seconds
 
 # An edit whose compile would start a worker process (jax loading in it: seconds) waits this
 # long for the edits to pause, so that a mesh edit undone at once starts no worker. An edit on a
@@ -84,12 +85,8 @@ class TimeSpent:
                  ("lowering", self.lower_s), ("compile", self.compile_s),
                  ("reading", self.read_s), ("pricing", self.price_s),
                  ("cache lookup", self.lookup_s), ("drawing", self.draw_s))
-        shown = [f"{name} {_seconds(s)}" for name, s in parts if s >= 0.005]
-        return f"{_seconds(self.total_s)}" + (f": {', '.join(shown)}" if shown else "")
-
-
-def _seconds(s: float) -> str:
-    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.1f} s"
+        shown = [f"{name} {format_seconds(s)}" for name, s in parts if s >= 0.005]
+        return f"{format_seconds(self.total_s)}" + (f": {', '.join(shown)}" if shown else "")
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from explorer.hlo.groups import RingDirection, spanned_axes
 from explorer.hlo.module import HLO_TO_NUMPY
 from explorer.hlo.schedule import Dot, Step, Work
 from explorer.spec.tensor import normalize_dtype
-from explorer.units import format_bytes
+from explorer.units import format_bytes, format_seconds
 
 # ---------------------------------------------------------------------------------------------
 # What limits a time.
@@ -764,17 +764,6 @@ class Estimate:
             lines.append(f"memory   {self.memory.text}")
         lines += [f"note     {n}" for n in self.notes]
         return "\n".join(lines)
-
-
-def format_seconds(s: float | None) -> str:
-    if s is None:
-        return "?"
-    if s == 0:
-        return "0 s"
-    for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if s >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
 
 
 

@@ -37,7 +37,6 @@ from explorer.api.request import check_flag, check_mesh, check_target, check_tim
 from explorer.api.targeting import check_compile_for
 from explorer.api.workload import analyze_workload
 from explorer.cost.hardware import get_target
-from explorer.cost.model import format_seconds
 from explorer.errors import InputError, WorkloadError, choices
 from explorer.layout_search.result import CompiledBy, Progress, SearchPhase
 from explorer.layout_search.state import CompileSettings
@@ -47,7 +46,7 @@ from explorer.report.report import Report
 from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
 from explorer.strategy.plan import plan
-from explorer.units import format_bytes
+from explorer.units import format_bytes, format_seconds
 from explorer.workloads.base import Workload
 from explorer.workloads.models import OFFLOADS, REMATS
 from explorer.workloads.registry import get_workload

@@ -8,7 +8,6 @@ import math
 from collections.abc import Mapping
 
 from explorer.cost.model import Estimate
-from explorer.cost.model import format_seconds as fs
 from explorer.hlo.collectives import CollectiveKind
 from explorer.layout_search.evaluate import Outcome
 from explorer.layout_search.result import (
@@ -23,6 +22,7 @@ from explorer.layout_search.result import (
 from explorer.layout_search.space import SearchLayout
 from explorer.report.report import Report
 from explorer.spec.tensor import format_spec
+from explorer.units import format_seconds as fs
 
 
 def candidate_of(layout: SearchLayout, specs: Mapping, outcome: Outcome, time_lb: float,

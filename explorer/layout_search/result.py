@@ -9,12 +9,11 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-from explorer.cost.model import format_seconds
 from explorer.hlo.collectives import CollectiveKind
 from explorer.layout_search.connect import ClusterSize
 from explorer.report.report import Report
 from explorer.spec.mesh import MeshSpec
-from explorer.units import format_bytes
+from explorer.units import format_bytes, format_seconds
 
 # A search stopped early (budget, patience, cancel) names no best from fewer compiled candidates
 # than this (or than the whole distinct space): a handful says little about thousands.

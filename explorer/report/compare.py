@@ -8,10 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from explorer.cost.model import format_seconds
 from explorer.errors import choices
 from explorer.report.report import Collective, Report
-from explorer.units import format_bytes
+from explorer.units import format_bytes, format_seconds
 
 # What identifies "the same collective" in two programs. Not hlo_name: XLA renumbers
 # instructions on every compile, so names say nothing across programs.

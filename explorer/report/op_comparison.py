@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from explorer.cost.model import format_seconds
 from explorer.hlo.schedule import StepKind, cached_schedule
 from explorer.report.report import Report
+from explorer.units import format_seconds
 
 # Instructions whose profile event spans others' (a loop's body runs inside its `while`):
 # counting them too would count their bodies twice.
@@ -104,7 +104,7 @@ SHOWN = 12
 
 
 def signed_seconds(s: float) -> str:
-    """`+1.2 ms` (measured slower than predicted) or `-40 us`."""
+    """`+1.2 ms` (measured slower than predicted) or `-40 µs`."""
     return ("+" if s > 0 else "-") + format_seconds(abs(s))
 
 

@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 import ipywidgets as w
 
-from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError, InputError
 from explorer.layout_search.capacity import (
     CapacityResult,
@@ -19,7 +18,7 @@ from explorer.layout_search.capacity import (
 )
 from explorer.ui.background import BackgroundTab
 from explorer.ui.sources import AppRequest, Source, WorkloadSource
-from explorer.units import format_bytes
+from explorer.units import format_bytes, format_seconds
 from explorer.workloads.models import OFFLOADS, REMATS
 
 

@@ -26,7 +26,6 @@ from pathlib import Path
 import ipywidgets as w
 import plotly.graph_objects as go
 
-from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError, InputError, TargetError, choices
 from explorer.layout_search.connect import check_address
 from explorer.layout_search.result import (
@@ -48,7 +47,7 @@ from explorer.ui.background import BackgroundTab
 from explorer.ui.figure import FigureWidget, keep_state
 from explorer.ui.memory import binary_ticks
 from explorer.ui.sources import AppRequest, FunctionSource, Source, WorkloadSource
-from explorer.units import format_bytes
+from explorer.units import format_bytes, format_seconds
 
 Spec = tuple[Entry, ...]
 

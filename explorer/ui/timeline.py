@@ -14,7 +14,6 @@ import plotly.graph_objects as go
 
 from explorer.cost.gemm_rates import gemm_table
 from explorer.cost.hardware import get_target
-from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError
 from explorer.report.op_comparison import SHOWN, compare_ops, signed_seconds, worth_listing
 from explorer.report.provenance import compiled_by
@@ -24,20 +23,12 @@ from explorer.report.warnings import UNCOSTABLE_WARNING
 from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
 from explorer.ui.graph import KIND_COLOURS  # one colour per kind in every view
 from explorer.ui.views import stamped
-from explorer.units import format_bytes
+from explorer.units import format_bytes, format_seconds, time_unit
 
 COMPUTE_COLOUR = "#64748b"
 OTHER_COLOUR = "#a16207"
 MAX_BARS = 4000          # bars drawn; the rest are the shortest and are only counted
 TOP_OPS = 10
-
-
-def time_unit(seconds: float) -> tuple[float, str]:
-    """(scale, unit) to show times up to `seconds`: 1e-6 and "µs" for a 40 µs step."""
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if seconds >= scale:
-            return scale, unit
-    return 1e-9, "ns"
 
 
 _CELL_LINE = re.compile(r"(In \[\d+\]):(\d+)")

@@ -14,7 +14,6 @@ import plotly.graph_objects as go
 
 from explorer.api.request import check_target
 from explorer.cost.hardware import get_target, targets_with_chips
-from explorer.cost.model import format_seconds
 from explorer.errors import ExplorerError
 from explorer.hlo.groups import spanned_axes
 from explorer.report.dataflow import sliced_all_reduces
@@ -24,7 +23,7 @@ from explorer.report.why.metadata import short_op
 from explorer.spec.mesh import MeshSpec
 from explorer.ui.figure import FigureSlot, FigureWidget, keep_state
 from explorer.ui.grids import Grid, group_grid
-from explorer.units import format_bytes
+from explorer.units import format_bytes, format_seconds
 
 # One colour per device id, the same in every view: qualitative palettes concatenated.
 PALETTE = pc.qualitative.Plotly + pc.qualitative.D3 + pc.qualitative.Set2 + pc.qualitative.Dark2

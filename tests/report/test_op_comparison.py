@@ -33,7 +33,7 @@ def attention(q, k, v):
 
 
 def test_signed_gaps():
-    assert signed_seconds(1.5e-3) == "+1.5 ms" and signed_seconds(-4e-5) == "-40 us"
+    assert signed_seconds(1.5e-3) == "+1.5 ms" and signed_seconds(-4e-5) == "-40 µs"
 
 
 def test_no_comparison_without_a_measurement_on_a_device():

@@ -304,7 +304,7 @@ def test_a_failed_candidate_is_a_row_with_its_error():
         ("explorer-winner", "data=2,model=4: batch=data"),
         ("explorer-failed", "data=2,model=4: mlp=model")]
     ok_text = unescape(re.sub(r"<[^>]+>", " ", rows[0][2]))
-    assert "2 us" in ok_text and "bounds 1 us – 3 us" in ok_text
+    assert "2 µs" in ok_text and "bounds 1 µs – 3 µs" in ok_text
     assert "3.0 MiB" in ok_text and "4.0 KiB" in ok_text and "●" in ok_text
     # The first line of the error in the row, all of it on hover, escaped.
     assert "failed: CompileError: no memory for &lt;this&gt;</td>" in rows[1][2]
