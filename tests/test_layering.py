@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "explorer"
 
 # Stage -> rank. A module may import modules of its own stage or of a lower rank, never higher.
 RANKS = {
-    "errors": 0, "quiet_jax": 0, "units": 0,
+    "errors": 0, "quiet_jax": 0, "units": 0, "lru": 0,
     "spec": 1,
     "hlo": 2,
     "cost": 3,

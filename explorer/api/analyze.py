@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import sys
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, overload
@@ -28,6 +26,7 @@ from explorer.compile.lowering import forget_lowered
 from explorer.compile.pool import WorkerPool, default_pool
 from explorer.compile.protocol import Backend, CompileRequest
 from explorer.errors import CompileError, InputError
+from explorer.lru import Lru
 from explorer.report.build import build_report
 from explorer.report.report import Report
 
@@ -36,8 +35,7 @@ __all__ = ["CACHE_SIZE", "MappingLike", "MeshLike", "Request", "SpecLike", "Spec
 
 CACHE_SIZE = 128
 
-_cache: OrderedDict[str, Report] = OrderedDict()
-_cache_lock = threading.Lock()
+_cache: Lru[str, Report] = Lru(CACHE_SIZE)
 
 
 @overload
@@ -297,10 +295,7 @@ def _compiled(request: Request, pool, use_cache: bool, cache_only: bool, spent) 
     disk = diskcache.default_cache() if use_cache and not measure and not real_devices else None
     if use_cache:
         t0 = time.perf_counter()
-        with _cache_lock:
-            hit = _cache.get(p.key)
-            if hit is not None:
-                _cache.move_to_end(p.key)
+        hit = _cache.get(p.key)
         if hit is None and disk is not None:
             hit = disk.get(p.key)
             if hit is not None:
@@ -339,11 +334,7 @@ def _compiled(request: Request, pool, use_cache: bool, cache_only: bool, spent) 
 
 
 def _remember(key: str, report: Report) -> None:
-    with _cache_lock:
-        _cache[key] = report
-        _cache.move_to_end(key)
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
+    _cache.put(key, report)
 
 
 def clear_cache() -> None:
@@ -351,6 +342,5 @@ def clear_cache() -> None:
     an unchanged request (explorer/compile/lowering.py). The persistent cache on disk is kept
     (it is shared with other processes); `explorer.api.diskcache.default_cache().clear()`
     empties it, and EXPLORER_DISK_CACHE=0 turns it off."""
-    with _cache_lock:
-        _cache.clear()
+    _cache.clear()
     forget_lowered()

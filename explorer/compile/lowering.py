@@ -19,7 +19,6 @@ import functools
 import inspect
 import re
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -28,6 +27,7 @@ from typing import Any
 from explorer.compile.caller_context import CallerContext, context_of
 from explorer.compile.sources import cell_name
 from explorer.errors import CompileError
+from explorer.lru import Lru
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import KeyDataSpec, TensorSpec
 
@@ -74,8 +74,8 @@ def _is_spec(x) -> bool:
 # request (an Undo, the same call again) is answered without tracing, as jax's own caches
 # answer a jitted function called again. Like jax's, the memo sees the function, its inputs and
 # the contexts, not the globals the function reads.
-_LOWERED: OrderedDict[Hashable, LoweredProgram] = OrderedDict()
 LOWERED_MEMO_SIZE = 16
+_LOWERED: Lru[Hashable, LoweredProgram] = Lru(LOWERED_MEMO_SIZE)
 
 
 def lower_program(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platform: str,
@@ -83,15 +83,13 @@ def lower_program(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platform:
     """`fn` traced and lowered (`trace_and_lower`), or the same program lowered before under
     the same contexts (a memo of the last LOWERED_MEMO_SIZE)."""
     key = _memo_key(fn, args, mesh, platform, partitioner, tuple(donated))
-    if key is not None and key in _LOWERED:
-        _LOWERED.move_to_end(key)
+    known = _LOWERED.get(key) if key is not None else None
+    if known is not None:
         # Nothing was traced this time: no lowering time is spent.
-        return replace(_LOWERED[key], lower_s=0.0)
+        return replace(known, lower_s=0.0)
     lowered = trace_and_lower(fn, args, mesh, platform, partitioner, donated)
     if key is not None:
-        _LOWERED[key] = lowered
-        while len(_LOWERED) > LOWERED_MEMO_SIZE:
-            _LOWERED.popitem(last=False)
+        _LOWERED.put(key, lowered)
     return lowered
 
 

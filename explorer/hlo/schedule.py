@@ -40,8 +40,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from math import ceil, prod
@@ -58,6 +56,7 @@ from explorer.hlo.module import (
     ints,
     parse_module,
 )
+from explorer.lru import Lru
 
 # Instructions that move no data and do no arithmetic of their own.
 FREE_OPCODES = frozenset({
@@ -209,23 +208,16 @@ def read_schedule(text: str, module: HloModule | None = None) -> Schedule:
 # built (the runs of its collectives) and again each time it is priced for a target
 # (explorer.report.predict), which the app and explorer.search do many times per Report.
 SCHEDULES_KEPT = 8
-_schedules: OrderedDict[str, Schedule] = OrderedDict()
-_schedules_lock = threading.Lock()
+_schedules: Lru[str, Schedule] = Lru(SCHEDULES_KEPT)
 
 
 def cached_schedule(text: str, module: HloModule | None = None) -> Schedule:
     """read_schedule(text, module), kept for the last SCHEDULES_KEPT texts (keyed by the text
     itself: a Report loaded from disk finds the schedule its equal text was read into)."""
-    with _schedules_lock:
-        schedule = _schedules.get(text)
-        if schedule is not None:
-            _schedules.move_to_end(text)
-            return schedule
-    schedule = read_schedule(text, module)
-    with _schedules_lock:
-        _schedules[text] = schedule
-        while len(_schedules) > SCHEDULES_KEPT:
-            _schedules.popitem(last=False)
+    schedule = _schedules.get(text)
+    if schedule is None:
+        schedule = read_schedule(text, module)
+        _schedules.put(text, schedule)
     return schedule
 
 

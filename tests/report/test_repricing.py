@@ -1,10 +1,9 @@
 """A Report priced again (another target, or loaded from the disk cache) reuses the schedule
 read from its optimized module instead of parsing the module each time."""
 
-from collections import OrderedDict
-
 import explorer.hlo.schedule as schedule
 from explorer import analyze_workload
+from explorer.lru import Lru
 from explorer.report.predict import with_target
 
 MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
@@ -13,7 +12,7 @@ MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
 def test_pricing_a_report_for_three_targets_parses_its_module_once(monkeypatch):
     report = analyze_workload("mlp", "data=2,model=4", specs=MEGATRON)
     # As if the Report came from disk: no schedule kept for its text yet.
-    monkeypatch.setattr(schedule, "_schedules", OrderedDict())
+    monkeypatch.setattr(schedule, "_schedules", Lru(schedule.SCHEDULES_KEPT))
     parses = []
     parse = schedule.parse_module
     monkeypatch.setattr(schedule, "parse_module", lambda text: parses.append(1) or parse(text))
