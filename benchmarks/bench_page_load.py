@@ -38,6 +38,10 @@ page load"):
   and waits for its preheated kernel, is timed on its own (as a Binder user's first visit is)
   and printed in a separate row; the loads after it are timed as the other variants' are.
 
+With `--gap S`, each variant's loads come S seconds apart (S seconds after the previous load's
+heatmap), without waiting for the kernel pool to be refilled: a user reloading the page, or a
+room's first visits coming together (docs/performance.md, "Reloads in quick succession").
+
 Prints markdown tables; asserts nothing about time.
 """
 
@@ -63,6 +67,7 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 
 from explorer.ui.serve import (  # noqa: E402
     VOILA_LIMITS,
+    VOILA_PREHEAT,
     free_port,
     voila_command,
     wait_until_serving,
@@ -75,6 +80,8 @@ APP = ROOT / "notebooks" / "app.ipynb"
 VARIANTS = ("stock", "cache", "js", "preheat", "preheat-plotly", "binder", "binder-proxy")
 # Variants whose Voila keeps a preheated kernel: a load waits until it is there again.
 PREHEATED = ("preheat", "preheat-plotly", "binder-proxy")
+# The kernels such a pool keeps (explorer.ui.serve's --pool_size).
+POOL_SIZE = int(next(a.split("=", 1)[1] for a in VOILA_PREHEAT if a.startswith("--pool_size=")))
 
 # Marks taken in the page: the first moment each condition holds, in ms since navigation start.
 MARKS_JS = """
@@ -120,11 +127,14 @@ def cpu_seconds(pid: int) -> float:
 
 
 def pool_kernels_waiting(log: Path) -> int:
-    """Preheated kernels started minus those pages took, from Voila's log: 1 when a kernel
-    waits in the pool (Voila logs the pool as filled when the kernel has started, before it
-    has run the notebook)."""
+    """Preheated kernels waiting in the pool, from Voila's log: POOL_SIZE when it last said
+    the pool was filled, less the kernels pages took since (Voila logs the pool as filled when
+    its kernels have started, before they have run the notebook)."""
     text = log.read_text(errors="replace")
-    return text.count("is filled with") - text.count("Using pre-heated kernel")
+    filled = text.rfind("is filled with")
+    if filled < 0:
+        return 0
+    return POOL_SIZE - text.count("Using pre-heated kernel", filled)
 
 
 def fill_cache(folder: Path, env: dict) -> None:
@@ -209,7 +219,7 @@ class Server:
         (Voila logs the pool as filled when the kernel has started, before that)."""
         deadline = time.time() + timeout
         if self.variant in PREHEATED and self.voila_started:
-            while pool_kernels_waiting(self.log) < 1:
+            while pool_kernels_waiting(self.log) < POOL_SIZE:
                 if time.time() > deadline:
                     raise RuntimeError(f"the kernel pool was not refilled; see {self.log}")
                 time.sleep(0.5)
@@ -262,6 +272,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--loads", type=int, default=3, help="page loads per variant")
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    ap.add_argument("--gap", type=float, default=None,
+                    help="seconds between one load's heatmap and the next load, without "
+                    "waiting for the kernel pool (default: wait until the server is quiet)")
     args = ap.parse_args()
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench-page-load-") as tmp, sync_playwright() as p:
@@ -269,7 +282,7 @@ def main() -> int:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         # All servers up at once, and the loads taken in turns (stock, cache, ..., stock, ...):
         # on a shared machine whose load drifts, each round compares the variants under the
-        # same conditions.
+        # same conditions. With --gap, one variant's loads follow each other.
         servers = {}
         first_visit = None
         load_average = [os.getloadavg()[0]]
@@ -288,23 +301,30 @@ def main() -> int:
                 print("binder-proxy first visit: " + json.dumps(
                     {k: round(v, 1) for k, v in first_visit.items()}), file=sys.stderr,
                     flush=True)
-            for i in range(args.loads):
+            rounds = [(i, v) for i in range(args.loads) for v in servers] if args.gap is None \
+                else [(i, v) for v in servers for i in range(args.loads)]
+            for i, variant in rounds:
+                server = servers[variant]
                 load_average.append(os.getloadavg()[0])
-                for variant, server in servers.items():
+                if args.gap is None or i == 0:
                     server.ready()
-                    r = load(browser, server.url)
-                    results[variant].append(r)
-                    print(f"{variant} load {i + 1}: " + json.dumps(
-                        {k: round(v, 1) for k, v in r.items()}), file=sys.stderr, flush=True)
+                else:
+                    time.sleep(args.gap)
+                r = load(browser, server.url)
+                results[variant].append(r)
+                print(f"{variant} load {i + 1}: " + json.dumps(
+                    {k: round(v, 1) for k, v in r.items()}), file=sys.stderr, flush=True)
         finally:
             for server in servers.values():
                 server.stop()
             browser.close()
 
     load_average.append(os.getloadavg()[0])
-    print(f"\nRun of {datetime.date.today()}, {args.loads} loads per variant, each in a fresh "
-          "browser context; median (min–max), from the navigation's start; 1-minute load "
-          f"average {min(load_average):.1f}–{max(load_average):.1f} "
+    spacing = (f"each {args.gap:g} s after the previous one's heatmap" if args.gap is not None
+               else "each on a quiet server")
+    print(f"\nRun of {datetime.date.today()}, {args.loads} loads per variant, {spacing}, each "
+          "in a fresh browser context; median (min–max), from the navigation's start; 1-minute "
+          f"load average {min(load_average):.1f}–{max(load_average):.1f} "
           f"({os.cpu_count()} CPUs).\n")
     print("| variant | HTML received | app's widgets drawn | first heatmap | websocket | "
           "JavaScript files |")
@@ -315,6 +335,10 @@ def main() -> int:
               f"{statistics.median(r['ws_mb'] for r in rs):.1f} MB | "
               f"{statistics.median(r['js_files'] for r in rs):.0f} files, "
               f"{statistics.median(r['js_mb'] for r in rs):.1f} MB |")
+    if args.gap is not None:
+        print("\nEach load's first heatmap, in order:\n")
+        for variant, rs in results.items():
+            print(f"- {variant}: " + ", ".join(f"{r['heatmap'] / 1000:.1f} s" for r in rs))
     if first_visit is not None:
         r = first_visit
         print(f"| binder-proxy, first visit (starts Voila) | {r['html'] / 1000:.1f} s | "

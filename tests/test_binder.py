@@ -40,7 +40,7 @@ def test_the_proxy_starts_the_command_of_sharding_explorer_app_under_the_proxied
     prefix = f"--Voila.base_url={BASE_URL}explorer-app/"
     assert [arg for arg in command if arg not in (prefix, COOKIE)] == voila_command(PORT)
     assert prefix in command and f"--port={PORT}" in command
-    assert {"--preheat_kernel=True", "--pool_size=1", "--VoilaKernelManager.fill_delay=5"} \
+    assert {"--preheat_kernel=True", "--pool_size=2", "--VoilaKernelManager.fill_delay=5"} \
         <= set(command)
     assert str(app_notebook()) in command
     # Voila's routes carry the prefix, so the proxy must forward the full path.

@@ -154,7 +154,7 @@ class App:
     def __init__(self, source: Source, mesh="data=2,model=4", *, specs=None,
                  partitioner: str = "shardy", target: str = "", mapping: str = "",
                  preset: str = "", rules: str = "", debounce: float | None = 0.3, pool=None,
-                 compile_for: str = "target"):
+                 compile_for: str = "target", wait: bool = True):
         self.source = source
         self.debounce, self.pool = debounce, pool
         self.report: Report | None = None
@@ -210,8 +210,10 @@ class App:
         self.apply_w.on_click(guard(lambda _: self._edited(apply=True)))
         source.bind(guard(sidebar.inputs_changed), guard(self._source_reset), guard)
         sidebar.load_tensors(sidebar.initial_specs(specs or {}, mesh_spec))
-        # The first result is computed before the cell returns, so the app appears complete.
-        self._edited(wait=True)
+        # The first result is computed before the cell returns, so the app appears complete;
+        # `wait=False` (a page opening a link, explorer.ui.page): compiled like an edit's, the
+        # status line ticking, where an event loop runs.
+        self._edited(wait=wait)
 
     def _name_the_widgets(self) -> None:
         """The sidebar's and the tabs' widgets and views by their names on the app, as scripts,
@@ -450,10 +452,11 @@ class Explorer(App):
     def __init__(self, workload: str = "mlp", mesh="data=2,model=4", specs=None, params=None,
                  partitioner: str = "shardy", target: str = "", mapping: str = "",
                  preset: str = "", rules: str = "", debounce: float | None = 0.3, pool=None,
-                 compile_for: str = "target"):
+                 compile_for: str = "target", wait: bool = True):
         super().__init__(WorkloadSource(workload, params), mesh, specs=specs,
                          partitioner=partitioner, target=target, mapping=mapping, preset=preset,
-                         rules=rules, debounce=debounce, pool=pool, compile_for=compile_for)
+                         rules=rules, debounce=debounce, pool=pool, compile_for=compile_for,
+                         wait=wait)
 
     @classmethod
     def load(cls, path, *, debounce: float | None = 0.3, pool=None) -> Explorer:
@@ -470,8 +473,9 @@ class Explorer(App):
 
     @classmethod
     def from_exploration(cls, e: Exploration, *, debounce: float | None = 0.3,
-                         pool=None) -> Explorer:
-        """The app on exploration `e` (see `load`)."""
+                         pool=None, wait: bool = True) -> Explorer:
+        """The app on exploration `e` (see `load`); `wait=False`: returned before its first
+        result, which compiles as an edit's does (its tensor picked once it is listed)."""
         if e.workload is None:
             where = (f"the user's function {e.function.text()}" if e.function is not None
                      else "a user's function that could not be imported by name")
@@ -489,10 +493,19 @@ class Explorer(App):
         app = cls(workload=e.workload, mesh=e.mesh, specs=dict(e.specs), params=dict(e.params),
                   partitioner=e.partitioner, target=e.target or "", mapping=e.mapping or "",
                   preset=e.preset or "", rules=e.rules, debounce=debounce, pool=pool,
-                  compile_for=e.compile_for)
+                  compile_for=e.compile_for, wait=wait)
         app.tabs.selected_index = TAB_TITLES.index(e.app.tab)
-        if e.app.tensor in [v for _, v in app.placement.tensor.options]:
-            app.placement.tensor.value = e.app.tensor
+        picker = app.placement.tensor
+        if e.app.tensor in [v for _, v in picker.options]:
+            picker.value = e.app.tensor
+        elif e.app.tensor and app.report is None:
+            def listed(change):       # after the tab has listed them and picked its default
+                if e.app.tensor in [v for _, v in change["new"]]:
+                    picker.unobserve(listed, "options")
+                    loop = running_loop()
+                    (loop.call_soon if loop else lambda f: f())(
+                        app._guard(lambda: setattr(picker, "value", e.app.tensor)))
+            picker.observe(listed, "options")
         return app
 
     @property

@@ -9,7 +9,13 @@ instead: when its view is drawn (a page has taken the kernel and drawn its widge
 `window.location`'s path and query, and the kernel acts on them then (explorer.ui.page).
 Nothing waits, and a preheated kernel has finished the notebook when a page takes it.
 
-Outside Voila (JupyterLab, whose own URL is not the app's) the view sends nothing.
+The other way, the page's address follows the exploration shown: the kernel sets `shown` (the
+Share link's `exploration=` text, or "" for the page's default app) and the view puts it in the
+address with `history.replaceState` (no navigation, no history entry; other query parameters,
+such as a token, are kept), so that a reload or a bookmark opens the same exploration.
+
+Outside Voila (JupyterLab, whose own URL is not the app's) the view sends nothing and changes
+no address.
 """
 
 from __future__ import annotations
@@ -30,6 +36,18 @@ export default {
     model.set("path", window.location.pathname);
     model.set("query", window.location.search);
     model.save_changes();
+    const follow = () => {
+      const shown = model.get("shown");
+      if (shown === null) return;
+      const params = new URLSearchParams(window.location.search);
+      if (shown) params.set("exploration", shown); else params.delete("exploration");
+      const query = params.toString();
+      const url = window.location.pathname + (query ? "?" + query : "") + window.location.hash;
+      if (url !== window.location.pathname + window.location.search + window.location.hash)
+        window.history.replaceState(window.history.state, "", url);
+    };
+    model.on("change:shown", follow);
+    follow();
   },
 };
 """
@@ -38,11 +56,14 @@ export default {
 class PageLocation(anywidget.AnyWidget):
     """Hidden; `path` and `query` are None until a Voila page has drawn it, then that page's
     `window.location.pathname` and `.search` (with its `?`, or "" for none). Observe `query`:
-    the two arrive in one message, so `path` is set when `query`'s observers run."""
+    the two arrive in one message, so `path` is set when `query`'s observers run. `shown`:
+    what the page's address should name, set by the kernel (None: leave it as it is; "": no
+    exploration, the default app; else an `exploration=` link text)."""
 
     _esm = _ESM
     path = traitlets.Unicode(None, allow_none=True).tag(sync=True)
     query = traitlets.Unicode(None, allow_none=True).tag(sync=True)
+    shown = traitlets.Unicode(None, allow_none=True).tag(sync=True)
 
     def __init__(self, **kwargs):
         super().__init__(layout=w.Layout(display="none"), **kwargs)

@@ -11,22 +11,35 @@ knows at once that its URL names one: it keeps the default app hidden meanwhile 
 body), so a link's page never shows the wrong app. A link that cannot be opened (bad base64,
 hostile JSON, a user's function, which a link does not carry) shows the default app, working,
 under one error line that says what was wrong.
+
+The linked app is shown as soon as its sidebar is set, and its first result compiles as an
+edit's does, the app's status line ticking; over it, the opening line (explorer.ui.opening)
+says what is opened, with which compiler, under which time limit, for how long, and what runs
+now. When the first compile fails, that line says so and what to do, and the exploration's
+settings stay loaded for the user to change.
+
+The page's address follows the exploration shown: each result a link can carry (the Share
+section's, explorer.ui.share) is put in the address (`PageLocation.shown`), the default app's
+own first one as no `exploration=` at all, so that a reload or a bookmark opens what was shown.
 """
 
 from __future__ import annotations
 
 import html
 import logging
+import re
 import urllib.parse
 from typing import Any
 
 import ipywidgets as w
 
-from explorer.api.exploration import from_link
+from explorer.api.exploration import Exploration, from_link
+from explorer.compile.pool import default_pool
 from explorer.errors import ExplorerError, InputError
 from explorer.ui.app import Explorer
 from explorer.ui.location import PageLocation
-from explorer.ui.share import QUERY_KEY
+from explorer.ui.opening import Opening
+from explorer.ui.share import QUERY_KEY, shown_exploration
 
 _log = logging.getLogger(__name__)
 
@@ -60,6 +73,10 @@ class AppPage:
         self.style, self.opening = w.HTML(_PAGE_STYLE), _opening()
         self.widget = w.VBox([self.style, self.opening, self.error, self.app.widget,
                               self.location])
+        # The default app's first exploration: the page's address names no other for it.
+        self.default: Exploration | None = shown_exploration(self.app)
+        self.app.share.followers.append(self._follow)
+        self.opened: Opening | None = None          # the link being opened, until it shows
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
@@ -84,7 +101,10 @@ class AppPage:
                 self.app.share.update()      # the page's path is known now
                 return
             exploration = from_link(text)
-            opened = Explorer.from_exploration(exploration, **self._app_options())
+            opening = Opening(exploration, (self.defaults.get("pool") or default_pool()).timeout)
+            self.opening.value = opening.progress_html("")
+            # Shown before its first result, which compiles as an edit's does.
+            opened = Explorer.from_exploration(exploration, wait=False, **self._app_options())
         except ExplorerError as e:
             self._say(str(e))
             return
@@ -96,9 +116,41 @@ class AppPage:
         self.app.close()
         self.app = opened
         opened.share.path = path
+        opened.share.followers.append(self._follow)
         opened.share.update()
         self.error.value = ""
-        self.widget.children = (self.style, self.error, opened.widget, self.location)
+        self._watch_opening(opened, opening)
+
+    def _watch_opening(self, app: Explorer, opening: Opening) -> None:
+        """Keep the opening line over `app` until its first result shows: what is opened,
+        how and for how long, what runs now (the app's status line), or why it failed."""
+        self.opened = opening
+        if opening.exploration.timeout is None:      # the limit of the target's compiler
+            opening.limit_s = getattr(app.sidebar, "default_timeout_s", opening.limit_s)
+        def update(_=None):
+            if self.app is not app or self.opened is not opening:
+                app.status.unobserve(update, "value")
+            elif app.report is not None:          # the first result: the page is the app
+                self.opened = None
+                app.status.unobserve(update, "value")
+                self.widget.children = (self.style, self.error, app.widget, self.location)
+            elif app.error is not None:
+                self.opening.value = opening.failed_html(app.error)
+            else:
+                self.opening.value = opening.progress_html(_text(app.status.value))
+
+        app.status.observe(update, "value")
+        self.widget.children = (self.style, self.opening, self.error, app.widget,
+                                self.location)
+        update()
+
+    def _follow(self, e: Exploration) -> None:
+        """The app shows `e`: the page's address names it (none for the default app's first
+        one). Only once the page has told its address: a preheated kernel's first result
+        must not clear the link of the page that takes it."""
+        if self.location.query is None:
+            return
+        self.location.shown = "" if e == self.default else e.to_link()
 
     def _app_options(self) -> dict:
         """The defaults' options that are not the request (how the app compiles)."""
@@ -125,8 +177,18 @@ body[data-voila] .{_DEFAULT_CLASS} {{ visibility: hidden;
 body.explorer-plain-page .{_DEFAULT_CLASS} {{ visibility: visible; animation: none; }}
 body.explorer-opening-link .{_DEFAULT_CLASS} {{ display: none; }}
 .explorer-page-opening-early {{ display: none; }}
+.explorer-page-opening {{ font: 14px/1.5 sans-serif; padding: 6px 12px; margin: 4px 0;
+  background: #eff6ff; border-left: 4px solid #2563eb; }}
+.explorer-page-opening.explorer-opening-failed {{ background: #fdecea; color: #5f2120;
+  border-left-color: #b00020; }}
+.explorer-opening-now {{ color: #374151; }}
 body.explorer-opening-link .explorer-page-opening-early {{ display: block; }}
 </style>"""
+
+
+def _text(value: str) -> str:
+    """The words of a widget's HTML."""
+    return html.unescape(re.sub(r"<[^>]+>", "", value)).strip()
 
 
 def _opening() -> w.HTML:

@@ -46,9 +46,13 @@ VOILA_LIMITS = [
 ]
 
 # The first result on a page load (docs/performance.md, "First result on a page load"):
-# - one preheated kernel waits with the app notebook already executed, so a page load skips
-#   the kernel start, the imports and the first result (Voila refills the pool after each use);
-# - the culler spares that waiting kernel (it has no page connected, so the stock culler would
+# - two preheated kernels wait with the app notebook already executed, so a page load skips
+#   the kernel start, the imports and the first result (Voila refills the pool after each use).
+#   Two, not one: a reload (or a second visitor) within seconds of a load found the pool empty
+#   until its refill had started and run the notebook, and waited for a cold kernel (measured:
+#   14.7 s where a warm load took 4.1 s, 3 s after it; docs/performance.md, "Reloads in quick
+#   succession"). The spare costs one idle kernel's memory;
+# - the culler spares the waiting kernels (they have no page connected, so the stock culler would
 #   stop it after cull_idle_timeout and leave the pool empty until the next load);
 # - the pool is refilled 5 s after a page takes its kernel, not 1 s: the refill (a kernel start
 #   and a run of the notebook) then no longer competes for the CPU with the page drawing its
@@ -57,7 +61,7 @@ VOILA_LIMITS = [
 #   widgets (explorer.ui.figure), so the 4.8 MB jupyterlab-plotly renderer is left out.
 VOILA_PREHEAT = [
     "--preheat_kernel=True",
-    "--pool_size=1",
+    "--pool_size=2",
     "--VoilaConfiguration.multi_kernel_manager_class="
     "explorer.ui.serve.PoolSparingKernelManager",
     "--VoilaKernelManager.fill_delay=5",      # the class Voila's factory builds on the above

@@ -11,7 +11,8 @@ needs no server.
 A user's function and its inputs are not carried by a link: for one, the section offers the
 file (its specs, and its module path where importable) and says so in a line. The section is
 stamped with the id of the result it was made from, like every view, and made again for each
-new result, tab and tensor; while the tabs are greyed (an edit in error, or waiting for Apply)
+new result, tab and tensor (and its `followers` told, so that the page's address names the
+exploration shown); while the tabs are greyed (an edit in error, or waiting for Apply)
 it is greyed with them and says that it is the shown result's.
 """
 
@@ -143,6 +144,9 @@ class SharePanel:
         self.path: str | None = None
         self.widget = w.HTML()
         self.widget.add_class("explorer-share")
+        # Called with each exploration a link can carry as the section is made for it: the
+        # page's address follows them (explorer.ui.page).
+        self.followers: list[Callable[[Exploration], None]] = []
         again = guard(lambda _: self.update())
         app.tabs.observe(again, "selected_index")
         app.tabs.observe(again, "_dom_classes")          # greyed and back
@@ -164,6 +168,9 @@ class SharePanel:
                     f"{html.escape(str(error))}</div>")
         else:
             body = share_html(e, self.path if self.path is not None else page_path())
+            if e.workload is not None:
+                for follow in self.followers:
+                    follow(e)
         if STALE in app.tabs._dom_classes:
             body += ("<div class='explorer-share-stale'>Of the result shown (greyed), not of "
                      "the edits since.</div>")

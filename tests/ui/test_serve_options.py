@@ -11,7 +11,7 @@ from explorer.ui.serve import PoolSparingKernelManager, voila_command  # noqa: E
 
 def test_the_app_is_served_with_a_preheated_kernel_and_no_plotly_lab_extension():
     cmd = voila_command(8866)
-    assert "--preheat_kernel=True" in cmd and "--pool_size=1" in cmd
+    assert "--preheat_kernel=True" in cmd and "--pool_size=2" in cmd
     assert ("--VoilaConfiguration.multi_kernel_manager_class="
             "explorer.ui.serve.PoolSparingKernelManager") in cmd
     assert "--VoilaConfiguration.extension_denylist=jupyterlab-plotly" in cmd
