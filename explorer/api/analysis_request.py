@@ -35,7 +35,13 @@ from explorer.api.request import (
     check_target,
     check_timeout,
 )
-from explorer.api.targeting import CompileFor, CompilePlan, check_compile_for, compile_plan
+from explorer.api.targeting import (
+    CompileFor,
+    CompilePlan,
+    check_compile_for,
+    compile_plan,
+    where_it_runs,
+)
 from explorer.compile.caller_context import CallerContext, bind_context
 from explorer.compile.lowering import (
     LoweredProgram,
@@ -43,7 +49,8 @@ from explorer.compile.lowering import (
     lower_program,
     platform_of,
 )
-from explorer.compile.protocol import Backend, Partitioner
+from explorer.compile.pool import default_pool
+from explorer.compile.protocol import Backend, Partitioner, WorkerKey
 from explorer.cost.mapping import AxisMapping
 from explorer.errors import InputError, WorkloadError, choices
 from explorer.quiet_jax import accelerator_platform
@@ -254,8 +261,13 @@ class Request:
         """The checks every request shares, then the program traced and lowered here, under
         the request's contexts (explorer/compile/lowering.py), and the key made."""
         compile_for = check_compile_for(self.compile_for)
+        # measure=True with the target this machine's accelerators are: compiled and run on
+        # them, as real_devices=True would, and priced for the target asked.
+        here = (where_it_runs(self.target, mesh, lambda: default_pool().warm(WorkerKey.real()))
+                if self.measure and self.target is not None and compile_for is CompileFor.TARGET
+                and not (self.real_devices or self.tpu_topology) else "")
         compiled = compile_plan(mesh, self.target, compile_for, tpu_topology=self.tpu_topology,
-                                real_devices=self.real_devices, mapping=placed)
+                                real_devices=self.real_devices or bool(here), mapping=placed)
         partitioner = check_partitioner(self.partitioner)
         leaves = tuple(tensor_leaves(args))
         check_inputs(leaves, mesh)
@@ -265,8 +277,8 @@ class Request:
         held = (leave_the_chip_to_the_worker(platform)
                 if compiled.worker.backend is Backend.REAL else "")
         lowered = lower_program(fn, inputs, mesh, platform, partitioner.value, donated)
-        if held:
-            lowered = replace(lowered, notes=(*lowered.notes, held))
+        if held or here:
+            lowered = replace(lowered, notes=(*lowered.notes, *filter(None, (here, held))))
         return Planned(mesh=mesh, partitioner=partitioner, compile_plan=compiled,
                        mapping=placed, timeout=timeout, inputs=inputs,
                        leaves=leaves, donated=donated, lowered=lowered,

@@ -11,12 +11,13 @@ CPU compile priced on a GPU or TPU is an approximation, and the plan says why it
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from math import prod
 
 from explorer.compile.gpu import GPU_EXTRA_NOTE, GpuTopology, gpu_plugin_installed, gpu_topology
-from explorer.compile.protocol import WorkerKey
+from explorer.compile.protocol import Pong, WorkerKey
 from explorer.compile.tpu import libtpu_installed
 from explorer.cost.hardware import (
     SLICE_AXIS,
@@ -28,7 +29,8 @@ from explorer.cost.hardware import (
     tpu_topology_of,
 )
 from explorer.cost.mapping import AxisMapping, default_mapping
-from explorer.errors import InputError, choices
+from explorer.errors import ExplorerError, InputError, choices
+from explorer.quiet_jax import accelerator_platform
 from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
 
@@ -148,6 +150,29 @@ _DEVICE_KINDS = (("TPU v5 lite", "TPU v5e"), ("TPU v5e", "TPU v5e"), ("TPU v5p",
                  ("TPU v6 lite", "TPU v6e"), ("TPU v6e", "TPU v6e"), ("TPU v4", "TPU v4"),
                  ("TPU v5", "TPU v5p"), ("H100", "H100 SXM"), ("H200", "H200 SXM"),
                  ("A100", "A100 SXM 80GB"), ("B200", "B200"))
+
+
+# The platforms jax names a family's accelerators by (explorer.quiet_jax.accelerator_platform).
+_PLATFORMS = {TargetFamily.TPU: ("tpu",), TargetFamily.GPU: ("cuda", "rocm")}
+
+
+def where_it_runs(target: str, mesh: MeshSpec, probe: Callable[[], Pong]) -> str:
+    """The note that says the compile and the measured run are on this machine's accelerators,
+    where they are `target` (its chip, as many as the mesh has devices, in one slice or
+    node); "" where they are not. `probe` asks a worker on them, which starts and holds them:
+    never this process's jax, since libtpu lets one process at a time hold a TPU."""
+    t = get_target(target)
+    if accelerator_platform() not in _PLATFORMS.get(t.family, ()):
+        return ""
+    try:
+        pong = probe()
+    except ExplorerError:      # no worker could start on them (another process holds them)
+        return ""
+    if pong.devices != mesh.device_count or \
+            target_of_devices(pong.device_kind, pong.devices) != t.name:
+        return ""
+    return (f"compiled by {t.name}'s own compiler for this machine's {pong.devices} "
+            f"{pong.device_kind} device(s), which are {t.name}, and measured on them")
 
 
 def target_of_devices(device_kind: str, count: int) -> str | None:

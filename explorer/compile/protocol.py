@@ -246,6 +246,7 @@ class CompileResult:
 class Pong:
     devices: int                     # len(jax.devices()) in the worker
     pid: int
+    device_kind: str = ""            # jax.devices()[0].device_kind: "TPU v5 lite", "cpu", ...
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,8 @@ def _answer(message: Message) -> Reply:
     import jax
 
     if isinstance(message, Ping):
-        return Pong(devices=len(jax.devices()), pid=os.getpid())
+        return Pong(devices=len(jax.devices()), pid=os.getpid(),
+                    device_kind=jax.devices()[0].device_kind)
     if isinstance(message, Crash):
         os._exit(message.exit_code)
     if isinstance(message, Sleep):

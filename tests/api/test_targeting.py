@@ -3,10 +3,11 @@ from the target, the switch and what is installed."""
 
 import pytest
 
+import explorer
 from explorer.api import targeting
 from explorer.api.targeting import TPU_EXTRA_NOTE, CompileFor, compile_plan, tpu_topology_of
 from explorer.compile.gpu import GPU_EXTRA_NOTE
-from explorer.compile.protocol import Backend
+from explorer.compile.protocol import Backend, WorkerKey
 from explorer.cost.hardware import get_target
 from explorer.cost.mapping import check_mapping
 from explorer.errors import InputError
@@ -114,3 +115,64 @@ def test_the_target_a_measured_run_ran_on(kind, count, expected):
     from explorer.api.targeting import target_of_devices
 
     assert target_of_devices(kind, count) == expected
+
+
+# ---------------------------------------------------------- measure with the target one has
+
+def _machine_with(monkeypatch, platform: str, devices: int, kind: str):
+    """This machine as one whose accelerators are `devices` of `kind` on `platform`, as a
+    worker on them answers (no worker starts: the probe is answered here)."""
+    from explorer.api import analysis_request
+    from explorer.compile.protocol import Pong
+
+    monkeypatch.setattr(targeting, "accelerator_platform", lambda: platform)
+    monkeypatch.setattr(analysis_request, "accelerator_platform", lambda: platform)
+    asked = []
+
+    class Pool:
+        def warm(self, key):
+            asked.append(key)
+            return Pong(devices=devices, pid=0, device_kind=kind)
+
+    monkeypatch.setattr(analysis_request, "default_pool", Pool)
+    return asked
+
+
+def matmul(x, w):
+    return x @ w
+
+
+ARGS = (explorer.TensorSpec("x", (64, 64)), explorer.TensorSpec("w", (64, 64)))
+
+
+def test_measure_with_the_target_this_machine_is_compiles_and_runs_on_its_chips(monkeypatch):
+    asked = _machine_with(monkeypatch, "tpu", 1, "TPU v5 lite")
+    monkeypatch.setattr(analysis_request_module(), "leave_the_chip_to_the_worker",
+                        lambda platform: "")
+    r = explorer.Request(fn=matmul, inputs=ARGS, mesh="data=1", target="tpu-v5e-1x1",
+                         measure=True)
+    assert asked == [WorkerKey.real()]
+    assert r.planned.compile_plan.worker.backend is Backend.REAL
+    assert r.planned.lowered.platform == "tpu"
+    assert any("measured on them" in n for n in r.planned.lowered.notes)
+
+
+@pytest.mark.parametrize(("platform", "devices", "kind", "target", "measure"), [
+    ("tpu", 1, "TPU v5 lite", "tpu-v5e-1x1", False),      # no run asked: ahead of time
+    ("tpu", 1, "TPU v5", "tpu-v5e-1x1", True),            # another generation (v5p)
+    ("tpu", 4, "TPU v5 lite", "tpu-v5e-1x1", True),       # 4 chips here, the mesh has 1
+    ("cpu", 0, "cpu", "tpu-v5e-1x1", True),               # no accelerator at all
+    ("cuda", 1, "NVIDIA H100 80GB HBM3", "tpu-v5e-1x1", True),   # a GPU, a TPU target
+])
+def test_otherwise_the_target_is_compiled_for_ahead_of_time(monkeypatch, platform, devices,
+                                                            kind, target, measure):
+    _machine_with(monkeypatch, platform, devices, kind)
+    r = explorer.Request(fn=matmul, inputs=ARGS, mesh="data=1", target=target,
+                         measure=measure)
+    assert r.planned.compile_plan.worker.backend is not Backend.REAL
+
+
+def analysis_request_module():
+    from explorer.api import analysis_request
+
+    return analysis_request
