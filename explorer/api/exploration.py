@@ -19,6 +19,7 @@ The file:
      "request": {"workload": "mlp", "params": {"batch": 512}, "mesh": "data=2,model=4",
                  "preset": "megatron", "specs": {"x": "data,None"}},
      "target": {"name": "h100-8", "mapping": "data=gpu:2,model=gpu:4", "peak": false},
+     "compile": {"timeout": 600},
      "app": {"tab": "Collectives", "tensor": "w1"}}
 """
 
@@ -37,7 +38,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from explorer.api.request import check_mesh, check_partitioner, check_target
+from explorer.api.request import check_mesh, check_partitioner, check_target, check_timeout
 from explorer.api.targeting import check_compile_for
 from explorer.errors import InputError, choices
 from explorer.spec.bounds import MAX_TENSORS, MAX_TEXT, show
@@ -156,6 +157,8 @@ class Exploration:
         target: the hardware target's name; None for none.
         mapping: the mesh axes on the target's links, as text; None for the default.
         peak: predicted at the vendors' peak rates.
+        timeout: the seconds a compile may take (explorer.analyze's ``timeout``); None for
+            the default (the app's follows the target, explorer.ui.sidebar.default_timeout).
         app: the app's state.
     """
 
@@ -174,6 +177,7 @@ class Exploration:
     target: str | None = None
     mapping: str | None = None
     peak: bool = False
+    timeout: float | None = None
     app: AppState = field(default_factory=AppState)
 
     # ------------------------------------------------------------------------ out and in
@@ -205,6 +209,8 @@ class Exploration:
             out["target"] = {"name": self.target, **({"mapping": self.mapping}
                                                      if self.mapping is not None else {}),
                              **({"peak": True} if self.peak else {})}
+        if self.timeout is not None:
+            out["compile"] = {"timeout": self.timeout}
         app = {k: v for k, v in (("tab", self.app.tab), ("tensor", self.app.tensor))
                if v is not None}
         out["app"] = app
@@ -253,6 +259,8 @@ class Exploration:
         from explorer.api.analyze import analyze
         from explorer.api.workload import analyze_workload
 
+        if self.timeout is not None:
+            kwargs.setdefault("timeout", self.timeout)
         common = dict(partitioner=self.partitioner, target=self.target, mapping=self.mapping,
                       peak=self.peak, compile_for=self.compile_for, **kwargs)
         if self.workload is not None:
@@ -444,11 +452,12 @@ def _check_depth(value, where: str) -> None:
 
 # ------------------------------------------------------------------------------ checking
 
-_TOP = ("format", "version", "request", "target", "app")
+_TOP = ("format", "version", "request", "target", "compile", "app")
 _REQUEST = ("workload", "params", "function", "mesh", "axis_type", "specs", "preset", "rules",
             "activations", "donate", "partitioner", "compile_for")
 _TARGET = ("name", "mapping", "peak")
 _APP = ("tab", "tensor")
+_COMPILE = ("timeout",)
 _FUNCTION = ("module", "qualname")
 
 
@@ -471,9 +480,11 @@ def from_dict(data: Any) -> Exploration:
                            _text(request.get("compile_for", "target"), "request.compile_for"))
     target, mapping, peak = _target(top.get("target"), mesh)
     app = _app(top.get("app", {}))
+    compile_ = _object(top.get("compile", {}), "compile", _COMPILE)
+    timeout = _checked("compile.timeout", check_timeout, compile_.get("timeout"))
     common = dict(mesh=mesh_text, axis_type=axis_type, partitioner=str(partitioner),
                   compile_for=str(compile_for), target=target, mapping=mapping, peak=peak,
-                  app=app)
+                  timeout=timeout, app=app)
     if "workload" in request:
         if "function" in request:
             raise InputError("request has both 'workload' and 'function'; an exploration is "

@@ -75,6 +75,8 @@ def shown_exploration(app: Shown) -> Exploration | None:
     e = Exploration.from_report(app.report, getattr(app.source, "fn", None),
                                 compile_for=str(compile_for),
                                 app=AppState(tab, app.placement.tensor.value))
+    if app.request is not None and app.request.timeout_given:     # else the target's default
+        e = replace(e, timeout=app.request.timeout)
     if e.workload in WORKLOADS:
         defaults = get_workload(e.workload).resolve({})
         e = replace(e, params={k: v for k, v in e.params.items() if defaults.get(k) != v})

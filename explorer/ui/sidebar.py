@@ -12,18 +12,27 @@ specs the source gives, so that renaming `model` to `tensor` changes nothing els
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 
 import ipywidgets as w
 
-from explorer.api.request import check_inputs, check_mesh, check_partitioner, check_target
+from explorer.api.request import (
+    MAX_TIMEOUT,
+    check_inputs,
+    check_mesh,
+    check_partitioner,
+    check_target,
+    check_timeout,
+)
 from explorer.api.targeting import CompileFor, check_compile_for, compile_plan
 from explorer.compile.protocol import Backend
 from explorer.cost.hardware import get_target, targets, targets_with_chips
 from explorer.errors import (
     ExplorerError,
+    InputError,
     MeshError,
     SpecError,
     TensorError,
@@ -44,6 +53,49 @@ from explorer.ui.views import TargetOffer, mapping_placeholder, matching_target
 
 MEASURE_LABEL = "measure a real run (this CPU)"
 
+# The compile time limit the app gives a compile when its box is left empty, by what compiles
+# it. The pool's own default (explorer.compile.pool.DEFAULT_TIMEOUT_S, 120 s) suits a compile
+# on fake CPU devices, which takes seconds. An ahead-of-time libtpu compile of a real model
+# takes minutes: a 4-layer d_model 1024 train step took 144 s for tpu-v5e-4x4 and 326 s for
+# tpu-v5e-2x4-2slices (on a loaded 2-core machine), and an 8B-shaped Llama for
+# tpu-v5e-8x16-2slices ran past 120 s twice, so that in the app it never finished. A TPU
+# target gets 600 s: the slowest measured with room for a larger model; an edit that is
+# wrong shows its error long before, and the user can lower it. XLA's GPU compiler was faster
+# (a large model in 32-35 s): 300 s keeps a like margin. Past 75% of it the status says so.
+DEFAULT_TIMEOUTS = {Backend.TPU_AOT: 600.0, Backend.GPU_AOT: 300.0}
+DEFAULT_TIMEOUT_S = 120.0          # the rest: fake CPU devices, the machine's own
+_COMPILERS = {Backend.TPU_AOT: "a TPU target", Backend.GPU_AOT: "a GPU target"}
+
+
+def default_timeout(backend: Backend) -> float:
+    """The seconds a compile for `backend` gets when the time-limit box is empty."""
+    return DEFAULT_TIMEOUTS.get(backend, DEFAULT_TIMEOUT_S)
+
+
+def timeout_placeholder(backend: Backend) -> str:
+    return (f"{default_timeout(backend):g} (the default for "
+            f"{_COMPILERS.get(backend, 'CPU devices')})")
+
+
+def parse_timeout(text: str) -> float | None:
+    """The time-limit box's seconds: None where it is empty (the target's default), else a
+    number within the bounds explorer.analyze's `timeout` takes (explorer.api.request).
+
+    Raises:
+        InputError: not a number, or out of bounds."""
+    text = text.strip().removesuffix("s").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
+        raise InputError(f"the time limit {text[:40]!r} is not a number of seconds above 0 and "
+                         f"at most {MAX_TIMEOUT} (a day); e.g. 600, or leave it empty for the "
+                         "target's default")
+    return check_timeout(value)
+
 # Errors from the core sometimes suggest a CLI flag; in the app the same fix is a widget.
 _APP_WORDS = [
     (re.compile(r"\(--spec NAME=\.\.\.\)"), "(pick a spec for each tensor under Specs)"),
@@ -54,6 +106,7 @@ _APP_WORDS = [
     (re.compile(r"e\.g\. --mesh (\S+)"), r"e.g. the mesh \1"),
     (re.compile(r"--mesh (\S+)"), r"the mesh \1"),
     (re.compile(r"--(preset|rules|target|mapping|partitioner) "), r"the \1 "),
+    (re.compile(r"or raise the timeout"), "or raise the time limit (in the sidebar)"),
 ]
 
 
@@ -115,7 +168,8 @@ class Sidebar:
 
     def __init__(self, source: Source, mesh: MeshSpec, *, partitioner: str, target: str,
                  mapping: str, preset: str, rules: str, compile_for: str,
-                 edit: Callable[..., None], guard: Callable[[Callable], Callable], muted: Mute,
+                 timeout: float | None = None, edit: Callable[..., None],
+                 guard: Callable[[Callable], Callable], muted: Mute,
                  steps: tuple[Callable[[], None], Callable[[], None]]):
         self.source = source
         self._edit, self._muted = edit, muted
@@ -127,6 +181,7 @@ class Sidebar:
         self.prediction_note: str | None = None      # why the last request has no target
         self.matching_target: str | None = None      # then, a target that would fit
         self.applied_rules: str | None = None        # the rules the Suggest tab's Apply loaded
+        self.default_timeout_s = DEFAULT_TIMEOUT_S   # the last request's target's default
 
         self.mesh_editor = MeshEditor(list(zip(mesh.names, mesh.sizes, strict=True)),
                                       guard(edit))
@@ -173,6 +228,14 @@ class Sidebar:
                                 indent=False)
         self.target_error = w.HTML()
         self.target_error.add_class("explorer-error")
+        # The seconds each compile may take: empty for the target's default (default_timeout).
+        self.timeout_w = w.Text(value="" if timeout is None else f"{check_timeout(timeout):g}",
+                                description="time limit", continuous_update=False,
+                                tooltip="seconds a compile may take before it is stopped",
+                                placeholder=timeout_placeholder(Backend.FAKE_CPU))
+        self.timeout_w.add_class("explorer-timeout")
+        self.timeout_error = w.HTML()
+        self.timeout_error.add_class("explorer-error")
         self.target_offer = TargetOffer(guard(self.use_target))
         self.error_w = w.HTML()          # an error no widget owns, under the status
         self.error_w.add_class("explorer-error")
@@ -186,7 +249,7 @@ class Sidebar:
         self.target_w.observe(guard(lambda c: source.set_target(c["new"] or None)), "value")
         source.set_target(target or None)
         for wid in (self.partitioner_w, self.target_w, self.mapping_w, self.measure_w,
-                    self.cpu_w):
+                    self.cpu_w, self.timeout_w):
             wid.observe(guard(lambda _: edit()), "value")
         for wid in (self.preset_w, self.rules_w):
             wid.observe(guard(lambda _: self._layout_changed()), "value")
@@ -197,7 +260,7 @@ class Sidebar:
                        self.rules_w, self.rules_note, self.layout_error, self.kept_picks.widget,
                        self.specs_editor.widget, self.partitioner_w, self.target_w,
                        self.mapping_w, self.target_error, self.target_offer.button, self.cpu_w,
-                       self.measure_w,
+                       self.timeout_w, self.timeout_error, self.measure_w,
                        w.HBox([self.live_w, self.apply_w, self.undo_w, self.redo_w],
                               layout=w.Layout(flex_flow="row wrap", align_items="center")),
                        *below],
@@ -324,7 +387,7 @@ class Sidebar:
         for r in self.mesh_editor.rows:
             r.error.value = ""
         self.mesh_editor.error.value = self.source.error.value = self.error_w.value = ""
-        self.target_error.value = self.layout_error.value = ""
+        self.target_error.value = self.layout_error.value = self.timeout_error.value = ""
         self.target_offer.offer(None)
 
     @staticmethod
@@ -343,7 +406,8 @@ class Sidebar:
                   specs or self.specs_editor.error_summary.value),
                  # The target box's note is an error only when no prediction note is shown.
                  ("the target or mapping",
-                  self.target_error.value and self.prediction_note is None)]
+                  self.target_error.value and self.prediction_note is None),
+                 ("the time limit", self.timeout_error.value)]
         return [name for name, shown in boxes if shown]
 
     def _mesh(self) -> MeshSpec:
@@ -453,13 +517,26 @@ class Sidebar:
         target, mapping = self._target(mesh)
         params = self.source.resolved() if isinstance(self.source, WorkloadSource) else {}
         compile_for = CompileFor.CPU if self.cpu_w.value else CompileFor.TARGET
-        measurable = self._offer_measure(mesh, target, compile_for)
+        backend = compile_plan(mesh, target, compile_for).worker.backend
+        measurable = self._offer_measure(backend)
+        self.timeout_w.placeholder = timeout_placeholder(backend)
+        self.default_timeout_s = default_timeout(backend)
+        try:
+            given = parse_timeout(self.timeout_w.value)
+        except InputError as e:
+            raise self._put(self.timeout_error, e) from None
         return AppRequest(mesh=mesh, specs=dict(placement.specs), pinned=pinned,
                        placement=placement, params=params, preset=preset, rules=rules,
                        partitioner=partitioner, target=target, mapping=mapping,
                        measure=self.measure_w.value and measurable,
                        unavailable=self.prediction_note, compile_for=compile_for,
-                       origins=origins)
+                       origins=origins, timeout=given or default_timeout(backend),
+                       timeout_given=given is not None)
+
+    def raise_timeout(self, seconds: float) -> None:
+        """Set the time limit to `seconds`; the edit compiles again with it (the offer an
+        error of a compile stopped at its limit makes)."""
+        self.timeout_w.value = f"{check_timeout(seconds):g}"
 
     def carry_renames(self, placement: Placement, pinned: Mapping[str, Spec],
                mesh: MeshSpec) -> Placement:
@@ -496,12 +573,11 @@ class Sidebar:
             return None, None
         return target, mapping
 
-    def _offer_measure(self, mesh: MeshSpec, target: str | None,
-                       compile_for: CompileFor) -> bool:
+    def _offer_measure(self, backend: Backend) -> bool:
         """Whether this request's program can run here (a compile on CPU devices can; one
         for a GPU or TPU, made ahead of time, cannot): the measure box is offered only then,
         and says so otherwise."""
-        runs_here = compile_plan(mesh, target, compile_for).worker.backend is Backend.FAKE_CPU
+        runs_here = backend is Backend.FAKE_CPU
         self.measure_w.disabled = not runs_here
         self.measure_w.description = (MEASURE_LABEL if runs_here else
                                       MEASURE_LABEL + ": only a compile on CPU devices runs "

@@ -84,6 +84,8 @@ class AppRequest:
     unavailable: str | None                # why a picked target gives no prediction
     compile_for: str = "target"            # "cpu": fake CPU devices, priced on the target
     origins: bool = False                  # read why each tensor is laid out so (slower)
+    timeout: float | None = None           # the seconds the compile may take
+    timeout_given: bool = False            # typed by the user (else the target's default)
 
 
 class Source:
@@ -266,7 +268,8 @@ class WorkloadSource(Source):
                                preset=request.preset, rules=request.rules,
                                partitioner=request.partitioner, target=request.target,
                                mapping=request.mapping, measure=request.measure,
-                               compile_for=request.compile_for, origins=request.origins)
+                               compile_for=request.compile_for, origins=request.origins,
+                               timeout=request.timeout)
 
     def dim_names(self, report, tensor):
         info = report.workload
@@ -436,7 +439,7 @@ class FunctionSource(Source):
                                mesh=request.mesh, partitioner=request.partitioner,
                                target=request.target, mapping=request.mapping,
                                measure=request.measure, compile_for=request.compile_for,
-                               origins=request.origins)
+                               origins=request.origins, timeout=request.timeout)
 
     def describe(self, report: Report, request: AppRequest) -> Report:
         """The report with what was analysed (the function, its specs) and, where the inputs'

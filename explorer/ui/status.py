@@ -1,19 +1,26 @@
-"""The sidebar's status: what the app is doing now (checking an edit, compiling it and for how
-long, waiting for Apply), how long the result shown took and why, which compiler wrote it, and
-what XLA warned about it.
+"""The app's status bar, pinned at the top of the main pane: what the app is doing now
+(checking an edit, compiling it and for how long, waiting for Apply), how long the result
+shown took and why, which compiler wrote it, and what XLA warned about it.
 
 A wait is said as it happens: a compile of a large model or a worker's start takes seconds to
-minutes, and a status that read "0.36 s" after a 23 s wait would be a lie about the app.
+minutes, and a status that read "0.36 s" after a 23 s wait would be a lie about the app. A
+running compile is said against its time limit, with a warning past NEAR_LIMIT of it, and a
+compile stopped at its limit is offered a larger one (`LimitOffer`).
+
+The bar sits above the tabs, so that the status and the error cue are in the first screen at
+1400×900 whatever the sidebar's length (a real model's spec rows push its foot to 1,500 px).
 """
 
 from __future__ import annotations
 
 import html
+import re
 import time
 from collections.abc import Callable
 
 import ipywidgets as w
 
+from explorer.api.request import MAX_TIMEOUT
 from explorer.api.session import Session
 from explorer.compile.pool import WorkerPool, default_pool
 from explorer.report.provenance import provenance
@@ -21,6 +28,7 @@ from explorer.report.report import Report
 from explorer.ui.background import running_loop
 
 TICK_S = 0.2        # how often a compile's running time is said again
+NEAR_LIMIT = 0.75   # the part of its time limit after which a running compile is warned of
 
 # What the app says while an edit is checked and waits for its compile.
 WORKING = "◌ working…"          # before any work: a large model's checks take seconds
@@ -46,6 +54,37 @@ def error_text(at_fault: list[str], force: bool, greyed: bool) -> str:
     return ((f"⚠ error: fix the highlighted input ({', '.join(at_fault)})"
              if at_fault and not force else "⚠ error: see the message below")
             + ("; showing the last good result, greyed" if greyed else ""))
+
+
+def running_text(activity: str, took_s: float, limit_s: float | None) -> str:
+    """A compile running for `took_s` of its `limit_s`: near the limit, what happens at it and
+    what to do."""
+    if limit_s is None:
+        return f"◌ {activity}… {took_s:.1f} s"
+    text = f"{activity}… {took_s:.1f} s of its {limit_s:g} s time limit"
+    if took_s < NEAR_LIMIT * limit_s:
+        return "◌ " + text
+    return (f"⚠ {text}: it is stopped at {limit_s:g} s. To let a compile this long finish, "
+            "raise the time limit in the sidebar (the edit then compiles again with it)")
+
+
+_STOPPED = re.compile(r"compile took longer than the ([0-9.e+-]+) s limit")
+
+
+def stopped_at_limit(message: str) -> float | None:
+    """The limit (seconds) of a compile stopped at it, from the error's `message`; None for
+    any other error."""
+    found = _STOPPED.search(message)
+    try:
+        return float(found.group(1)) if found else None
+    except ValueError:
+        return None
+
+
+def larger_limit(limit_s: float, default_s: float) -> float:
+    """The limit offered after a compile was stopped at `limit_s`: double it, at least the
+    target's default, at most the API's bound."""
+    return float(min(MAX_TIMEOUT, max(2 * limit_s, default_s)))
 
 
 def status_text(report: Report, waited_s: float, unavailable: str | None = None) -> str:
@@ -112,6 +151,13 @@ class StatusLine:
         self.warnings.add_class("explorer-warnings-box")
         self.widgets = [w.HBox([self.status, self.warnings]), self.compiled_for]
 
+    def bar(self, *below: w.Widget) -> w.VBox:
+        """The status, its warnings and compiler, then `below` (the error no input owns and
+        the offers): the bar pinned at the top of the main pane."""
+        box = w.VBox([*self.widgets, *below])
+        box.add_class("explorer-status-bar")
+        return box
+
     def say(self, text: str, result: int) -> None:
         """`text` as the status, stamped with the id of the result on screen."""
         self.status.value = f"<span data-result='{result}'>{html.escape(text)}</span>"
@@ -130,12 +176,16 @@ class CompileTicker:
     def __init__(self, say: Callable[[str], None], latest: Callable[[], int],
                  pool: WorkerPool | None) -> None:
         self._say, self._latest, self._pool = say, latest, pool
+        self.limit_s: float | None = None        # the time limit of the compile in flight
         self.compiling: int | None = None       # the edit whose compile is in flight
 
     def start(self, generation: int, session: Session) -> None:
         """Edit `generation`'s compile started in `session`: tick until it ends (`stop`)."""
         self.compiling = generation
         loop, started = running_loop(), time.perf_counter()
+        pool = self._pool or default_pool()
+        limit = getattr(session.request, "timeout", None)
+        self.limit_s = limit = pool.timeout if limit is None else limit
 
         def tick():
             if self.compiling != generation or not session.busy:
@@ -144,11 +194,11 @@ class CompileTicker:
             if generation == self._latest():
                 # "starting a compile worker for 8 devices" while a worker's jax loads (the
                 # first compile, or the first after an idle worker was closed), else compiling.
-                activity = (self._pool or default_pool()).activity()
-                self._say(f"◌ {activity}… {took:.1f} s")
+                self._say(running_text(pool.activity(), took, limit))
             elif session.waiting:
-                self._say(f"◌ compiling an earlier edit… {took:.1f} s; the latest compiles "
-                          "next (one compile for the edits made meanwhile)")
+                self._say(f"◌ compiling an earlier edit… {took:.1f} s of its {limit:g} s time "
+                          "limit; the latest compiles next (one compile for the edits made "
+                          "meanwhile)")
             if loop is not None:
                 loop.call_later(TICK_S, tick)
 
@@ -156,3 +206,25 @@ class CompileTicker:
 
     def stop(self) -> None:
         self.compiling = None
+
+
+class LimitOffer:
+    """A button under an error of a compile stopped at its time limit that raises the limit
+    (`offer(seconds)`; `offer(None)` hides it). `on_raise` gets the seconds when clicked."""
+
+    def __init__(self, on_raise: Callable[[float], None]):
+        self.seconds: float | None = None
+        self.button = w.Button(layout=w.Layout(width="auto", align_self="flex-start",
+                                               flex="0 0 auto", display="none"),
+                               button_style="warning", icon="clock-o",
+                               tooltip="set the sidebar's time limit to this and compile again")
+        self.button.add_class("explorer-limit-offer")
+        self.button.on_click(lambda _: self.seconds and on_raise(self.seconds))
+
+    def offer(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        if seconds is None:
+            self.button.layout.display = "none"
+            return
+        self.button.description = f"raise the time limit to {seconds:g} s and compile again"
+        self.button.layout.display = None

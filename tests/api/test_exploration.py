@@ -209,7 +209,7 @@ def with_(**changes):
     (with_(version=2), "field 'version' is 2; this explorer reads version 1"),
     (with_(version=True), "field 'version' is True"),
     (with_(exec="print(1)"), "field the exploration has unknown key 'exec'; its keys are "
-                             "'format', 'version', 'request', 'target', 'app'"),
+                             "'format', 'version', 'request', 'target', 'compile', 'app'"),
     (with_(request___import__="os"), "field request has unknown key '__import__'"),
     (with_(request_mesh=5), "field request.mesh is 5, not text"),
     (with_(request_mesh="data=4096"), "field request.mesh: "),
