@@ -52,11 +52,14 @@ from explorer.ui.status import (
     WAITING_FOR_EARLIER,
     WORKING,
     CompileTicker,
+    LimitOffer,
     StatusLine,
     cold_worker_text,
     error_text,
+    larger_limit,
     live_off_text,
     status_text,
+    stopped_at_limit,
 )
 from explorer.ui.tabs import (
     TAB_TITLES,
@@ -99,6 +102,12 @@ STYLE = """<style>
 mark.explorer-hlo-collective { background: #dbeafe; }
 mark.explorer-hlo-selected { background: #fde047; }
 .explorer-status { font-size: 13px; }
+.explorer-status-bar { position: sticky; top: 0; z-index: 5; background: #fff;
+  border-bottom: 1px solid #ddd; padding: 2px 4px 4px 4px; }
+.explorer-status-bar .explorer-error:empty { display: none; }
+.widget-container:has(.explorer-status-bar), .jp-OutputArea:has(.explorer-status-bar),
+.jp-OutputArea-child:has(.explorer-status-bar),
+.jp-OutputArea-output:has(.explorer-status-bar) { overflow: visible !important; }
 .explorer-pinned code { font-weight: bold; }
 .explorer-legend { font-size: 12px; line-height: 1.8; }
 .explorer-legend-item { margin-right: 12px; white-space: nowrap; }
@@ -154,7 +163,8 @@ class App:
     def __init__(self, source: Source, mesh="data=2,model=4", *, specs=None,
                  partitioner: str = "shardy", target: str = "", mapping: str = "",
                  preset: str = "", rules: str = "", debounce: float | None = 0.3, pool=None,
-                 compile_for: str = "target", wait: bool = True):
+                 compile_for: str = "target", timeout: float | None = None,
+                 wait: bool = True):
         self.source = source
         self.debounce, self.pool = debounce, pool
         self.report: Report | None = None
@@ -178,7 +188,8 @@ class App:
 
         self.sidebar = sidebar = Sidebar(
             source, mesh_spec, partitioner=partitioner, target=target, mapping=mapping,
-            preset=preset, rules=rules, compile_for=compile_for, edit=self._edited,
+            preset=preset, rules=rules, compile_for=compile_for, timeout=timeout,
+            edit=self._edited,
             guard=guard, muted=self._muted, steps=(self.undo, self.redo))
         self.history = EditHistory(sidebar, self._edited, self._muted)
         self.status_line = StatusLine()
@@ -201,8 +212,15 @@ class App:
                                 self._edited, guard, self._muted)
         self.share = SharePanel(self, guard)     # the result shown as a link and as a file
         self.header = w.HTML(header_html(source.title))
-        left = sidebar.box(*self.status_line.widgets, sidebar.error_w, self.share.widget)
-        self.widget = w.AppLayout(header=self.header, left_sidebar=left, center=self.tabs,
+        # Offered under an error of a compile stopped at its time limit: a larger limit.
+        self.limit_offer = LimitOffer(guard(sidebar.raise_timeout))
+        left = sidebar.box(self.share.widget)
+        # The status and the error no input owns, above the tabs: on screen at 1400×900
+        # whatever the sidebar's length (explorer.ui.status), and kept there as the page
+        # scrolls (sticky: every box around it lets it out, the style sheet's :has rule).
+        center = w.VBox([self.status_line.bar(sidebar.error_w, self.limit_offer.button),
+                         self.tabs])
+        self.widget = w.AppLayout(header=self.header, left_sidebar=left, center=center,
                                   pane_widths=["460px", 1, 0], pane_heights=["50px", 1, 0])
         self.widget.add_class("explorer-app")
 
@@ -282,6 +300,7 @@ class App:
             return
         self.generation += 1
         self._edited_at = time.perf_counter()      # the status says how long the answer took
+        self.limit_offer.offer(None)
         # Said before any work: validating, planning and the cache lookup of a large model take
         # seconds, and a widget's new value reaches the page as soon as it is set.
         self._set_status(WORKING)
@@ -378,6 +397,9 @@ class App:
         at_fault = self.sidebar.inputs_at_fault()
         if force or not at_fault:
             self.error_w.value = html.escape(message)
+        limit = stopped_at_limit(message)
+        self.limit_offer.offer(None if limit is None else
+                               larger_limit(limit, self.sidebar.default_timeout_s))
         self.tabs.add_class("explorer-stale")
         self._set_status(error_text(at_fault, force, greyed=self.report is not None))
 
@@ -452,17 +474,18 @@ class Explorer(App):
     def __init__(self, workload: str = "mlp", mesh="data=2,model=4", specs=None, params=None,
                  partitioner: str = "shardy", target: str = "", mapping: str = "",
                  preset: str = "", rules: str = "", debounce: float | None = 0.3, pool=None,
-                 compile_for: str = "target", wait: bool = True):
+                 compile_for: str = "target", timeout: float | None = None,
+                 wait: bool = True):
         super().__init__(WorkloadSource(workload, params), mesh, specs=specs,
                          partitioner=partitioner, target=target, mapping=mapping, preset=preset,
                          rules=rules, debounce=debounce, pool=pool, compile_for=compile_for,
-                         wait=wait)
+                         timeout=timeout, wait=wait)
 
     @classmethod
     def load(cls, path, *, debounce: float | None = 0.3, pool=None) -> Explorer:
         """The app on the exploration saved in `path` (Exploration.save): its workload,
-        params, mesh, specs, preset, rules, partitioner, compile_for, target and mapping, and
-        the tab and tensor it showed.
+        params, mesh, specs, preset, rules, partitioner, compile_for, target, mapping and
+        time limit, and the tab and tensor it showed.
 
         Raises:
             InputError: the file is not a valid exploration (explorer.load_exploration), or it
@@ -493,7 +516,7 @@ class Explorer(App):
         app = cls(workload=e.workload, mesh=e.mesh, specs=dict(e.specs), params=dict(e.params),
                   partitioner=e.partitioner, target=e.target or "", mapping=e.mapping or "",
                   preset=e.preset or "", rules=e.rules, debounce=debounce, pool=pool,
-                  compile_for=e.compile_for, wait=wait)
+                  compile_for=e.compile_for, timeout=e.timeout, wait=wait)
         app.tabs.selected_index = TAB_TITLES.index(e.app.tab)
         picker = app.placement.tensor
         if e.app.tensor in [v for _, v in picker.options]:
