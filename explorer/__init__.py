@@ -112,7 +112,7 @@ from explorer.report.report import (
     WorkloadInfo,
 )
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
-from explorer.report.why import Evidence, Reason, Why
+from explorer.report.why import Evidence, Operand, OperandRole, Reason, Why
 from explorer.report.xprof import XprofRun, write_xprof
 from explorer.spec.mesh import AxisType, MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec, parse_spec
@@ -133,7 +133,7 @@ __all__ = [
     # the Report and what it holds
     "Report", "Collective", "CollectiveKind", "TensorInfo", "TensorRole", "Memory", "Cost",
     "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "CompilerWarning",
-    "Why", "Reason", "Evidence", "RingDirection",
+    "Why", "Reason", "Evidence", "Operand", "OperandRole", "RingDirection",
     "Origins", "DimOrigin", "AxisOrigin", "OriginKind", "PathStep", "LayoutConflict",
     "MemoryTimeline", "MemoryPoint", "BufferKind",
     # open in XProf or TensorBoard

@@ -19,7 +19,7 @@ PINNED = {
     "Rules", "parse_rules", "logical_spec", "LOGICAL_NAMES",
     "Report", "Collective", "CollectiveKind", "TensorInfo", "TensorRole", "Memory", "Cost",
     "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "CompilerWarning",
-    "Why", "Reason", "Evidence", "RingDirection",
+    "Why", "Reason", "Evidence", "Operand", "OperandRole", "RingDirection",
     "Origins", "DimOrigin", "AxisOrigin", "OriginKind", "PathStep", "LayoutConflict",
     "MemoryTimeline", "MemoryPoint", "BufferKind", "write_xprof", "XprofRun",
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import inspect
 import operator
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -33,7 +32,7 @@ from explorer.compile.pool import WorkerPool
 from explorer.errors import ExplorerError, InputError, SpecError
 from explorer.report.dataflow import layer_pattern, matching
 from explorer.report.report import Collective, Report, TensorRole
-from explorer.report.why import Reason
+from explorer.report.why import Operand, OperandRole, Reason
 from explorer.report.why.metadata import short_op
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import (
@@ -42,7 +41,6 @@ from explorer.spec.tensor import (
     check_spec,
     entry_axes,
     format_spec,
-    parse_spec,
 )
 from explorer.units import format_bytes
 from explorer.workloads.registry import WORKLOADS
@@ -51,9 +49,6 @@ Spec = tuple[Entry, ...]
 
 MAX_CANDIDATES = 6          # compiles per picked collective; each is a full compile
 MAX_PATTERNS = 2            # then confirmed changes widened across layers, a compile each
-_INSTRUCTION = re.compile(r"%(?P<name>[\w.\-]+)\s*=\s*(?P<dtype>\w+)\[(?P<dims>[\d,]*)\]")
-_PARAMETER = re.compile(r"\bparameter\((\d+)\)")
-_NAMED_INPUT = re.compile(r"input `([^`]+)`")
 
 
 def line_bytes(report: Report, source: str) -> int:
@@ -64,18 +59,8 @@ def line_bytes(report: Report, source: str) -> int:
 # ------------------------------------------------------------------------ the evidence
 
 
-# The evidence's operand prefixes, as the captions say them.
-OPERAND_WORDS = {"lhs": "left operand", "rhs": "right operand"}
-_OP_NAME = re.compile(r"\[([^\]]*)\]\s*$")
-
-
-def _parts(text: str) -> list[tuple[str, str]]:
-    """`lhs A; rhs B` as [("lhs", "A"), ("rhs", "B")]; plain text as [("", text)]."""
-    out = []
-    for piece in (p.strip() for p in text.split("; ")) if text else []:
-        m = re.match(r"(lhs|rhs|operand \d+)\s+(.*)", piece, re.S)
-        out.append((m.group(1), m.group(2)) if m else ("", piece))
-    return out
+# The evidence's operand roles, as the captions say them.
+OPERAND_WORDS = {OperandRole.LHS: "left operand", OperandRole.RHS: "right operand"}
 
 
 def report_inputs(report: Report) -> list[str]:
@@ -83,41 +68,29 @@ def report_inputs(report: Report) -> list[str]:
     return [t.name for t in report.tensors if t.kind == TensorRole.INPUT]
 
 
-def _instruction(text: str, inputs: Sequence[str],
-                 report: Report | None = None) -> tuple[str, str, tuple[int, ...]] | None:
-    """(what it is, dtype, shape) of an instruction's text, in the user's words: `input w2`
-    for a parameter, else the jax op that made it and its line (`tanh (model.py:12)`, from the
-    report's intermediates or the instruction's op_name), its HLO name only where neither is
-    known."""
-    m = _INSTRUCTION.search(text)
-    if not m:
-        return None
-    shape = tuple(int(d) for d in m.group("dims").split(",") if d)
-    p = _PARAMETER.search(text)
-    if p and int(p.group(1)) < len(inputs):
-        return f"input {inputs[int(p.group(1))]}", m.group("dtype"), shape
-    name = m.group("name")
-    info = next((t for t in report.tensors if t.name == name), None) if report else None
-    named = _OP_NAME.search(text)
-    op = short_op(info.op_name if info is not None and info.op_name else
-                  named.group(1) if named else "")
+def _what(op: Operand | None, report: Report) -> str:
+    """An operand in the user's words: `input w2` for an input, else the jax op that made it
+    and its line (`tanh (model.py:12)`, from the report's intermediates or its op_name), its
+    HLO name only where neither is known; "the operand" where the evidence has none."""
+    if op is None or op.shape is None:
+        return "the operand"
+    if op.input:
+        return f"input {op.input}"
+    info = next((t for t in report.tensors if t.name == op.instruction), None)
+    jax_op = short_op(info.op_name if info is not None and info.op_name else op.op_name)
     source = info.source.rsplit("/", 1)[-1] if info is not None and info.source else ""
-    what = f"{op or '%' + name}" + (f" ({source})" if source else "")
-    return what, m.group("dtype"), shape
+    return f"{jax_op or '%' + op.instruction}" + (f" ({source})" if source else "")
 
 
 def involved_inputs(report: Report, c: Collective) -> list[str]:
-    """The inputs the reason names (in its text, or as parameters in its evidence)."""
+    """The inputs the reason names: in its sentence, and as the operands (or the consumer) of
+    its evidence. None from a Why whose evidence has no fields (read by an older explorer)."""
     if c.why is None:
         return []
-    inputs = report_inputs(report)
-    names = list(_NAMED_INPUT.findall(c.why.text))
     ev = c.why.evidence
-    for text in (ev.producer, ev.consumer):
-        for k in _PARAMETER.findall(text):
-            if int(k) < len(inputs):
-                names.append(inputs[int(k)])
-    return [n for n in dict.fromkeys(names) if n in inputs]
+    names = [*ev.inputs, *(op.input for op in (*ev.operands, ev.user) if op is not None)]
+    inputs = report_inputs(report)
+    return [n for n in dict.fromkeys(names) if n and n in inputs]
 
 
 @dataclass(frozen=True)
@@ -128,16 +101,28 @@ class Layout:
     what: str                          # `input w2`, `tanh (model.py:12)`, "the operand"
     dtype: str
     shape: tuple[int, ...] | None      # None where the evidence gives no instruction
-    sharding: str                      # spec text (`data,None`) or HLO text; "" if missing
+    spec: Spec | None                  # one entry per dimension; None where none is known
+
+    @property
+    def sharding(self) -> str:
+        """The spec as text (`data,None`, `replicated`); "" where none is known."""
+        return "" if self.spec is None else format_spec(self.spec)
 
     @property
     def missing(self) -> str:
         """Why this layout cannot be drawn; "" when it can."""
-        if not self.sharding or self.sharding == "(no mesh layout)":
+        if self.spec is None:
             return f"{self.role}: no layout of {self.what} is known (the module gave none)"
         if self.shape is None:
             return f"{self.role}: the shape of {self.what} is not in the evidence"
         return ""
+
+
+def _layout(role: str, op: Operand | None, report: Report, spec: Spec | None,
+            what: str = "") -> Layout:
+    shape = op.shape if op is not None else None
+    return Layout(role, what or _what(op, report), op.dtype if op is not None and shape else "",
+                  shape, spec)
 
 
 def evidence_layouts(report: Report, c: Collective) -> list[Layout]:
@@ -145,26 +130,18 @@ def evidence_layouts(report: Report, c: Collective) -> list[Layout]:
     contraction) and after."""
     if c.why is None:
         return []
-    ev, inputs = c.why.evidence, report_inputs(report)
-    producers = dict(_parts(ev.producer))
-    befores = _parts(ev.sharding_before)
+    ev = c.why.evidence
     out = []
-    for prefix, sharding in befores:
-        inst = _instruction(producers.get(prefix, ""), inputs, report)
-        what, dtype, shape = inst if inst else ("the operand", "", None)
-        role = f"before, {OPERAND_WORDS.get(prefix, prefix)}" if prefix else "before"
-        out.append(Layout(role, what, dtype, shape, sharding))
-    if not befores:
-        inst = _instruction(ev.producer, inputs, report)
-        what, dtype, shape = inst if inst else ("the operand", "", None)
-        out.append(Layout("before", what, dtype, shape, ""))
+    for op in ev.operands:
+        words = OPERAND_WORDS.get(op.role)
+        out.append(_layout(f"before, {words}" if words else "before", op, report, op.spec))
+    if not ev.operands:
+        out.append(_layout("before", None, report, None))
     # After: the result's layout for a contraction (partial sums), else the operand's.
-    whole = c.why.reason == Reason.PARTIAL_SUM or len(befores) > 1
-    inst = _instruction(ev.consumer if whole else ev.producer, inputs, report)
-    what, dtype, shape = inst if inst else ("the operand", "", None)
-    if whole:
-        what = f"the result of {what}"
-    out.append(Layout("after", what, dtype, shape, ev.sharding_after))
+    whole = c.why.reason == Reason.PARTIAL_SUM or len(ev.operands) > 1
+    op = ev.user if whole else (ev.operands[0] if ev.operands else None)
+    what = f"the result of {_what(op, report)}" if whole else ""
+    out.append(_layout("after", op, report, ev.spec_after, what))
     return out
 
 
@@ -257,23 +234,20 @@ def candidates(report: Report, index: int, specs: Mapping[str, Spec],
         out.append(SpecChange(name, spec, label))
 
     names = [n for n in involved_inputs(report, c) if n in specs and n in shapes]
-    layouts = evidence_layouts(report, c)
-    after = next((lay for lay in layouts if lay.role == "after"), None)
+    ev = c.why.evidence if c.why is not None else None
+    # The layout the consumer needs of what the collective moves (not a partial sum's: that
+    # is the result's); a replicated one as no entries, whatever its rank.
+    need = (ev.spec_after if ev is not None and c.why.reason != Reason.PARTIAL_SUM
+            else None)
+    if need is not None and not any(entry_axes(e) for e in need):
+        need = ()
     for name in names:
         rank, spec = len(shapes[name]), _padded(specs[name], len(shapes[name]))
-        # The layout the consumer needs, where the evidence gives it for this input.
-        producer = next((lay for lay in layouts if lay.role.startswith("before")
-                         and lay.what == f"input {name}"), None)
-        if (after is not None and producer is not None and c.why is not None
-                and c.why.reason != Reason.PARTIAL_SUM and after.sharding
-                and not after.sharding.startswith(("{", "("))):
-            try:
-                need = () if after.sharding == "replicated" else parse_spec(after.sharding)
-            except SpecError:
-                need = None
-            if need is not None and len(need) <= rank:
-                add(name, need, f"lay {name} out as {format_spec(need)} (what its consumer "
-                                "needs)")
+        # Where the evidence shows this input as the operand that layout is needed of.
+        if (need is not None and len(need) <= rank
+                and any(op.input == name for op in ev.operands)):
+            add(name, need, f"lay {name} out as {format_spec(need)} (what its consumer "
+                            "needs)")
         if axes and any(a in entry_axes(e) for e in spec for a in axes):
             dropped = _without(spec, axes)
             add(name, dropped, f"stop splitting {name} over {','.join(axes)} "

@@ -108,6 +108,8 @@ class LayoutConflict:
         candidates: each operand's split of it and where that came from, as text.
         winner: the mesh axes the result kept ("" when neither: the dimension stays whole).
         text: the sentence.
+        origins: where each candidate came from, one per candidate (the why reader names the
+            inputs among them without reading the text).
     """
 
     op: str
@@ -117,6 +119,7 @@ class LayoutConflict:
     candidates: tuple[str, ...]
     winner: str
     text: str
+    origins: tuple[AxisOrigin, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -536,9 +539,9 @@ class _OriginsReader:
                 continue
             kept = _axes(v, d)
             home = self.home(v)
-            candidates = tuple(
-                f"{_axes_text(axes)} from {self.origin(o, axes[0]).phrase(home)}"
-                for axes, o in seen.items())
+            came = tuple(self.origin(o, axes[0]) for axes, o in seen.items())
+            candidates = tuple(f"{_axes_text(axes)} from {origin.phrase(home)}"
+                               for axes, origin in zip(seen, came, strict=True))
             text = (f"dim {d}: at `{site.op if site else op.short}` "
                     f"{_at(site, home)} ".replace("  ", " ") +
                     f"its operands disagree ({'; '.join(candidates)}); ")
@@ -552,7 +555,7 @@ class _OriginsReader:
                          "disagree, and the partitioner moves the data of both to match")
             out.append(LayoutConflict(site.op if site else op.short, site.tensor if site else "",
                                 site.source if site else "", d, candidates,
-                                ",".join(kept) if kept else "", text + "."))
+                                ",".join(kept) if kept else "", text + ".", came))
         return tuple(out)
 
     def _why_won(self, v: Value, op: Op, kept: tuple[str, ...],

@@ -190,7 +190,10 @@ def test_why_is_in_the_json():
     [d] = json.loads(json.dumps(r.to_dict()))["collectives"]
     assert d["why"]["reason"] == "partial-sum"
     assert set(d["why"]["evidence"]) == {"consumer", "producer", "sharding_before",
-                                         "sharding_after", "origin_before", "origin_after"}
+                                         "sharding_after", "origin_before", "origin_after",
+                                         "operands", "user", "spec_after", "inputs"}
+    assert [o["input"] for o in d["why"]["evidence"]["operands"]] == ["", "w2"]
+    assert d["why"]["evidence"]["operands"][1]["spec"] == ["model", None]
     assert "source_text" in d
 
 

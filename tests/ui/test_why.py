@@ -82,7 +82,8 @@ def test_a_partial_sum_shows_both_operands_and_the_result(app):
 
 def test_a_missing_layout_is_said_not_drawn(app):
     c = app.report.collectives[0]
-    gone = replace(c, why=replace(c.why, evidence=replace(c.why.evidence, sharding_after="")))
+    gone = replace(c, why=replace(c.why, evidence=replace(c.why.evidence, sharding_after="",
+                                                                spec_after=None)))
     report = replace(app.report, collectives=(gone, *app.report.collectives[1:]))
     app.why.show(report, 0)
     assert "after: no layout of input w1 is known" in unescape(app.why.layout_note.value)

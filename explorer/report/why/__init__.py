@@ -26,14 +26,15 @@ The package: `context.py` (the modules, indexed once, read-only, and their queri
 `targets.py` (what is explained, with its ranked anchors), `parts.py` (the parts of a
 combined collective, and what names each where XLA's GPU combiners wrote no op_name), one
 module per rule in `rules/` with the table of rules per collective kind, `text.py` (the
-words of every sentence), and `explain.py` (the driver). This module is its public face.
+words of every sentence), `evidence.py` (the evidence, as text and as typed Operands, built
+from the instructions a rule read), and `explain.py` (the driver). This module is its public face.
 """
 
 from explorer.hlo.sharding import tuple_parts as _tuple_parts
 from explorer.report.why.explain import explain_collectives
 from explorer.report.why.layout import dim_axes, spec_text
-from explorer.report.why.reason import Evidence, Reason, Why
+from explorer.report.why.reason import Evidence, Operand, OperandRole, Reason, Why
 
 # _tuple_parts: the tests of the tuple-sharding reader import it under its old name.
-__all__ = ["Evidence", "Reason", "Why", "dim_axes", "explain_collectives", "spec_text",
-           "_tuple_parts"]
+__all__ = ["Evidence", "Operand", "OperandRole", "Reason", "Why", "dim_axes",
+           "explain_collectives", "spec_text", "_tuple_parts"]

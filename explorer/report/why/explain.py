@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from explorer.hlo.collectives import CollectiveKind, collective_kind
 from explorer.hlo.module import HloModule, Instruction
 from explorer.report.why.context import Context
-from explorer.report.why.layout import spec_text
+from explorer.report.why.evidence import at, evidence
 from explorer.report.why.metadata import primitive
 from explorer.report.why.reason import Evidence, Reason, Why
 from explorer.report.why.rules import RULES, explicit
@@ -24,7 +24,7 @@ from explorer.report.why.rules import RULES, explicit
 if TYPE_CHECKING:       # at run time origins.py imports this package (its op_name words)
     from explorer.report.origins import Origins
 from explorer.report.why.targets import CollectiveToExplain, fused_reductions, targets
-from explorer.report.why.text import article, axes_phrase, lower_first, show, where
+from explorer.report.why.text import article, axes_phrase, lower_first, where
 from explorer.spec.mesh import MeshSpec
 
 
@@ -93,7 +93,7 @@ def explain_target(ctx: Context, t: CollectiveToExplain) -> Why:
         return Why(Reason.UNKNOWN,
                    f"No reason found: the {t.kind}'s device groups span no whole mesh axis "
                    f"(part of one, or several crossed), so its layouts cannot be compared "
-                   f"over mesh axes.", Evidence(consumer=show(t.anchors[0])))
+                   f"over mesh axes.", at(ctx, t.anchors[0]))
     for rule in RULES[t.kind]:
         why = rule(ctx, t)
         if why is not None:
@@ -107,7 +107,7 @@ def explain_target(ctx: Context, t: CollectiveToExplain) -> Why:
                f"No reason found: `{primitive(a.op_name)}` {where(ctx, a, t)} "
                f"({a.opcode}) shows no layout over {axes_phrase(t.chain_axes)} that "
                f"explains {article(t.kind)} {t.kind}.",
-               Evidence(consumer=show(a), sharding_after=spec_text(ctx.axes(a))))
+               evidence(ctx, a, after=ctx.axes(a)))
 
 
 def combine(kind: CollectiveKind, whys: list[Why]) -> Why:

@@ -9,6 +9,7 @@ import numpy as np
 
 from explorer.hlo.sharding import tiling_from_hlo
 from explorer.spec.mesh import MeshSpec
+from explorer.spec.tensor import Entry
 
 # The mesh axes splitting each dimension of a tensor, major first: (("data",), ()).
 Layout = tuple[tuple[str, ...], ...]
@@ -51,6 +52,14 @@ def spec_text(axes: Iterable[tuple[str, ...]] | None) -> str:
         return "replicated"
     return ",".join("None" if not a else a[0] if len(a) == 1 else "(" + ",".join(a) + ")"
                     for a in axes)
+
+
+def layout_spec(axes: Iterable[tuple[str, ...]] | None) -> tuple[Entry, ...] | None:
+    """A layout as spec entries, one per dimension (`(("data",), ())` -> `("data", None)`);
+    None where there is no mesh layout. `spec_text` writes the same layout as text."""
+    if axes is None:
+        return None
+    return tuple(None if not a else a[0] if len(a) == 1 else tuple(a) for a in axes)
 
 
 def shard_dims(dims: Iterable[int], axes: Layout, mesh: MeshSpec) -> tuple[int, ...]:

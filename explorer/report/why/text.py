@@ -4,6 +4,7 @@ sentences, and the sentences more than one rule writes."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from explorer.hlo.module import Instruction, ints
@@ -15,7 +16,7 @@ from explorer.report.why.ops import RENAMING
 from explorer.report.why.targets import CollectiveToExplain
 
 if TYPE_CHECKING:       # at run time origins.py imports this package (its op_name words)
-    from explorer.report.origins import Origins
+    from explorer.report.origins import AxisOrigin, Origins
 
 CONFLICT = ("where propagation gave it a different layout from its operand (a conflict between "
             "the layouts around it)")
@@ -84,25 +85,55 @@ def name(ctx: Context, i: Instruction | None, t: CollectiveToExplain) -> str:
     own = f"the `{primitive(i.op_name, with_einsum=True) or i.opcode}` " \
           f"{where(ctx, i, t)}".rstrip()
     # A parameter only reshaped, broadcast or copied on its way here is named as well.
-    src = i
-    for _ in range(8):
-        if src.opcode not in RENAMING or len(src.operands) != 1 \
-                or src.operands[0] not in ctx.prop_names:
-            break
-        src = ctx.prop_names[src.operands[0]]
+    src = _renamed(ctx, i)
     if src is not i and src.opcode == "parameter":
         return f"{param_name(ctx, src)} ({RENAMING[i.opcode]} {where(ctx, i, t)})".replace(
             " )", ")")
     return own
 
 
+def _renamed(ctx: Context, i: Instruction) -> Instruction:
+    """What `i` only reshapes, broadcasts or copies (through a chain of such ops); `i` itself
+    where it computes."""
+    src = i
+    for _ in range(8):
+        if src.opcode not in RENAMING or len(src.operands) != 1 \
+                or src.operands[0] not in ctx.prop_names:
+            break
+        src = ctx.prop_names[src.operands[0]]
+    return src
+
+
+def named_input(ctx: Context, i: Instruction | None) -> str:
+    """The program input that `name` names `i` by (`input `x``), as a name; "" where it names
+    none. The evidence's `inputs` come from here, so that they are what the sentence says."""
+    if i is None:
+        return ""
+    if i.opcode != "parameter":
+        if constraint_point(i.op_name) is not None:
+            return ""
+        i = _renamed(ctx, i)
+        if i.opcode != "parameter":
+            return ""
+    return _input_name(ctx, i)
+
+
+def _input_name(ctx: Context, i: Instruction) -> str:
+    """The input an entry parameter is (its name, else its op_name); "" for another
+    computation's parameter, or an entry parameter with neither."""
+    if i.computation != ctx.propagated.entry:
+        return ""
+    number = ints(i.operand_text)
+    if number and number[0] < len(ctx.inputs):
+        return ctx.inputs[number[0]]
+    return i.op_name or ""
+
+
 def param_name(ctx: Context, i: Instruction) -> str:
     if i.computation != ctx.propagated.entry:
         return f"a parameter of `{i.computation}`"
-    number = ints(i.operand_text)
-    if number and number[0] < len(ctx.inputs):
-        return f"input `{ctx.inputs[number[0]]}`"
-    return f"input `{i.op_name}`" if i.op_name else f"parameter {i.operand_text}"
+    named = _input_name(ctx, i)
+    return f"input `{named}`" if named else f"parameter {i.operand_text}"
 
 
 def cause(ctx: Context, a: Instruction, t: CollectiveToExplain) -> str | None:
@@ -128,34 +159,55 @@ def _origins_of(ctx: Context, i: Instruction) -> Origins | None:
     return ctx.origins.get(i.name)
 
 
-def _axis_origin(ctx: Context, i: Instruction, axes: set[str], t: CollectiveToExplain) -> str:
-    """`input `x` (`data` on dim 0)`: where the first of `axes` that splits `i` came from;
-    "" where Shardy's record has none of them."""
+def _axis_origin(ctx: Context, i: Instruction, axes: set[str],
+                 t: CollectiveToExplain) -> tuple[str, AxisOrigin | None]:
+    """(`input `x` (`data` on dim 0)`, its AxisOrigin): where the first of `axes` that splits
+    `i` came from; ("", None) where Shardy's record has none of them."""
     origins = _origins_of(ctx, i)
     for dim in origins.dims if origins is not None else ():
         for o in dim.axes:
             if o.axis in axes:
-                return f"{o.phrase(t.home or '')} (`{o.axis}` on its dim {dim.dim})"
-    return ""
+                return f"{o.phrase(t.home or '')} (`{o.axis}` on its dim {dim.dim})", o
+    return "", None
+
+
+@dataclass(frozen=True)
+class Clash:
+    """The two origins a reshard moves between, as Shardy recorded them: the sentence that
+    says them (` The two layouts come from A and from B.`, "" where either is not known),
+    the two (A, B; "" where not known), and the program inputs the sentence names."""
+
+    text: str = ""
+    before: str = ""
+    after: str = ""
+    inputs: tuple[str, ...] = ()
+
+
+def _inputs_of(origins: Iterable[AxisOrigin | None]) -> tuple[str, ...]:
+    """The program inputs among `origins`, by name."""
+    # Here, not at the top: origins.py imports this package (its op_name words).
+    from explorer.report.origins import OriginKind
+    return tuple(o.name for o in origins if o is not None and o.kind is OriginKind.INPUT)
 
 
 def clash(ctx: Context, producer: Instruction, consumer: Instruction, have: Layout,
-          need: Layout, t: CollectiveToExplain) -> tuple[str, str, str]:
-    """The two origins a reshard moves between, as Shardy recorded them: (` The two layouts
-    come from A and from B.`, A, B); empty strings where either is not known."""
+          need: Layout, t: CollectiveToExplain) -> Clash:
+    """Where the two layouts of a reshard came from (Clash)."""
     moved = {x for h, n in zip(have, need, strict=True) for x in set(h) ^ set(n)}
     moved &= set(t.chain_axes)
-    before = _axis_origin(ctx, producer, moved, t)
-    after = _axis_origin(ctx, consumer, moved, t)
+    before, came = _axis_origin(ctx, producer, moved, t)
+    after, goes = _axis_origin(ctx, consumer, moved, t)
     if before and after and before != after:
-        return f" The two layouts come from {before} and from {after}.", before, after
+        return Clash(f" The two layouts come from {before} and from {after}.", before, after,
+                     _inputs_of((came, goes)))
     # No layout of the consumer's own: its operands met there and neither won.
     origins = _origins_of(ctx, consumer)
     for c in origins.conflicts if origins is not None else ():
         if not c.winner and len(c.candidates) >= 2:
-            return (f" The layouts that clash there: {' and '.join(c.candidates)}; neither "
-                    "won.", c.candidates[0], c.candidates[1])
-    return "", before, after
+            return Clash(f" The layouts that clash there: {' and '.join(c.candidates)}; "
+                         "neither won.", c.candidates[0], c.candidates[1],
+                         _inputs_of(c.origins))
+    return Clash("", before, after)
 
 
 def layout_change(ctx: Context, tensor: Instruction, before: Layout | None,

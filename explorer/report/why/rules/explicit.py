@@ -7,11 +7,12 @@ from dataclasses import replace
 
 from explorer.hlo.collectives import CollectiveKind
 from explorer.report.why.context import Context
+from explorer.report.why.evidence import at
 from explorer.report.why.metadata import AS_WRITTEN, EXPLICIT_PRIMITIVES, primitive
 from explorer.report.why.ops import COLLECTIVE_OPCODES
 from explorer.report.why.reason import Evidence, Reason, Why
 from explorer.report.why.targets import CollectiveToExplain
-from explorer.report.why.text import article, axes_phrase, loc_text, show, where
+from explorer.report.why.text import article, axes_phrase, loc_text, where
 
 
 def explicit(ctx: Context, t: CollectiveToExplain) -> Why | None:
@@ -30,7 +31,7 @@ def explicit(ctx: Context, t: CollectiveToExplain) -> Why | None:
     return Why(Reason.EXPLICIT,
                f"The program asked for it: `{shown}` {place} {manual} is "
                f"{article(t.kind)} {t.kind} over {axes_phrase(t.axes)}.",
-               Evidence(consumer=show(t.anchors[0]) if t.anchors else t.op_name))
+               at(ctx, t.anchors[0]) if t.anchors else Evidence(consumer=t.op_name))
 
 
 def _own_ragged(ctx: Context, t: CollectiveToExplain) -> CollectiveToExplain:

@@ -5,14 +5,14 @@ or maps elements, the tensor itself changes layout: a reshard."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from explorer.hlo.module import Instruction, ints
 from explorer.report.why.context import Context
+from explorer.report.why.evidence import evidence
 from explorer.report.why.layout import Layout, spec_text
 from explorer.report.why.metadata import primitive
 from explorer.report.why.ops import same_tensor
-from explorer.report.why.reason import Evidence, Reason, Why
+from explorer.report.why.reason import Reason, Why
 from explorer.report.why.rules.base import first_anchor
 from explorer.report.why.targets import CollectiveToExplain
 from explorer.report.why.text import (
@@ -21,7 +21,6 @@ from explorer.report.why.text import (
     layout_change,
     moved_by,
     name,
-    show,
     where,
 )
 
@@ -43,17 +42,17 @@ def _gather_at(ctx: Context, a: Instruction, t: CollectiveToExplain, exact: bool
         return None
     o, after, d = found
     before = ctx.axes(o)
-    evidence = Evidence(consumer=show(a), producer=show(o),
-                        sharding_before=spec_text(before), sharding_after=spec_text(after))
     if same_tensor(a, o):
         # The consumer only moves or maps elements: the tensor itself changes layout.
-        clashed, came, goes = clash(ctx, o, a, before, after, t)
+        c = clash(ctx, o, a, before, after, t)
         return Why(Reason.RESHARD, layout_change(
-            ctx, o, before, after, a, t, f"{moved_by(t, 'gather')} dimension {d}") + clashed,
-            replace(evidence, origin_before=came, origin_after=goes))
+            ctx, o, before, after, a, t, f"{moved_by(t, 'gather')} dimension {d}") + c.text,
+            evidence(ctx, a, (o,), after, [o], c.inputs, c.before, c.after))
     place = where(ctx, a, t)
     prim = primitive(a.op_name, with_einsum=True)
     need = _dot_need(ctx, a, o, d, t) if a.opcode == "dot" else ""
+    # The sentence names the operand, and a dot's need its other operand after it.
+    named = [o, _other_operand(ctx, a, o)] if need else [o]
     if a.opcode == "broadcast":
         need = (f"`{prim}` {place} broadcasts {name(ctx, o, t)} ({spec_text(before)}) into "
                 f"a result laid out as {spec_text(ctx.axes(a))}, where the dimensions "
@@ -64,7 +63,7 @@ def _gather_at(ctx: Context, a: Instruction, t: CollectiveToExplain, exact: bool
                 f"{spec_text(before)} → {spec_text(after)}")
     return Why(Reason.GATHER_OPERAND,
                f"{need}; {moved_by(t, 'gather')} it along dimension {d} before use.",
-               evidence)
+               evidence(ctx, a, (o,), after, named))
 
 
 def _gathered_operand(ctx: Context, a: Instruction, t: CollectiveToExplain, exact: bool
@@ -110,12 +109,18 @@ def _gathered_operand(ctx: Context, a: Instruction, t: CollectiveToExplain, exac
     return o, after, d
 
 
+def _other_operand(ctx: Context, a: Instruction, o: Instruction) -> Instruction | None:
+    """The operand of dot `a` that `o` is not; None where it has one operand."""
+    side = 0 if a.operands[0] == o.name else 1
+    return ctx.prop_names.get(a.operands[1 - side]) if len(a.operands) > 1 else None
+
+
 def _dot_need(ctx: Context, a: Instruction, o: Instruction, d: int, t: CollectiveToExplain) -> str:
     """Why a dot needs its operand `o` whole along `d`: its contracting dimension is split
     unlike the other operand's, or both operands are split over the same axes in free
     dimensions; "" when neither."""
     side = 0 if a.operands[0] == o.name else 1
-    other = ctx.prop_names.get(a.operands[1 - side]) if len(a.operands) > 1 else None
+    other = _other_operand(ctx, a, o)
     mine, theirs = ("lhs", "rhs") if side == 0 else ("rhs", "lhs")
     contracting = ints(a.attr(f"{mine}_contracting_dims"))
     prim = primitive(a.op_name, with_einsum=True)

@@ -10,13 +10,14 @@ from collections.abc import Callable, Sequence
 
 from explorer.hlo.module import Instruction
 from explorer.report.why.context import Context
-from explorer.report.why.layout import Layout, spec_text
+from explorer.report.why.evidence import evidence
+from explorer.report.why.layout import Layout
 from explorer.report.why.metadata import primitive
 from explorer.report.why.ops import INDEXING_OPS, SLICING_OPS, indexed_dims, sliced_dims
-from explorer.report.why.reason import Evidence, Reason, Why
+from explorer.report.why.reason import Reason, Why
 from explorer.report.why.rules.base import first_anchor
 from explorer.report.why.targets import CollectiveToExplain
-from explorer.report.why.text import axes_phrase, dims_phrase, moved_by, name, show, where
+from explorer.report.why.text import axes_phrase, dims_phrase, moved_by, name, where
 
 
 def indexing(ctx: Context, t: CollectiveToExplain) -> Why | None:
@@ -49,9 +50,7 @@ def _indexing_at(ctx: Context, a: Instruction, t: CollectiveToExplain) -> Why | 
     return Why(Reason.INDEXING,
                f"`{primitive(a.op_name)}` {where(ctx, a, t)} indexes {dims_phrase(dims)} "
                f"of {name(ctx, src, t)}, which is sharded over {by}: {how}.",
-               Evidence(consumer=show(a), producer=show(src),
-                        sharding_before=spec_text(sa),
-                        sharding_after=spec_text(ctx.axes(a))))
+               evidence(ctx, a, (src,), ctx.axes(a), [src]))
 
 
 _SLICING_VERB = {"slice": "cuts", "pad": "pads", "concatenate": "joins along"}
@@ -76,9 +75,7 @@ def _slicing_at(ctx: Context, a: Instruction, t: CollectiveToExplain) -> Why | N
                f"{_SLICING_VERB[a.opcode]} {cut}{dims_phrase(dims)} of {name(ctx, src, t)}, which "
                f"is split over {by}: at fixed offsets the parts of its result lie on other "
                f"devices than the elements they hold, and {moved_by(t, 'move')} them there.",
-               Evidence(consumer=show(a), producer=show(src),
-                        sharding_before=spec_text(sa),
-                        sharding_after=spec_text(ctx.axes(a))))
+               evidence(ctx, a, (src,), ctx.axes(a), [src]))
 
 
 def _cut(a: Instruction, src: Instruction, dims: list[int]) -> str:

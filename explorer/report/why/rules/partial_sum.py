@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from explorer.hlo.module import Instruction, ints
 from explorer.report.why.context import Context
-from explorer.report.why.layout import Layout, spec_text
+from explorer.report.why.evidence import evidence
+from explorer.report.why.layout import Layout
 from explorer.report.why.metadata import is_backward, primitive
 from explorer.report.why.ops import conv_contracting
-from explorer.report.why.reason import Evidence, Reason, Why
+from explorer.report.why.reason import Reason, Why
 from explorer.report.why.rules.base import first_anchor
 from explorer.report.why.targets import CollectiveToExplain
-from explorer.report.why.text import axes_phrase, dims_phrase, name, show, where
+from explorer.report.why.text import axes_phrase, dims_phrase, name, where
 
 
 def partial_sum(ctx: Context, t: CollectiveToExplain) -> Why | None:
@@ -52,24 +53,22 @@ def _partial_dot(ctx: Context, a: Instruction, t: CollectiveToExplain) -> Why | 
         axes = [x for x in t.axes if x in split]
         if not axes:
             continue
-        evidence = Evidence(
-            consumer=show(a),
-            producer=f"lhs {show(lhs)}; rhs {show(rhs)}",
-            sharding_before=f"lhs {spec_text(la)}; rhs {spec_text(ra)}",
-            sharding_after=spec_text(ctx.axes(a)))
         place = where(ctx, a, t)
         prim = primitive(a.op_name, with_einsum=True)
         by = axes_phrase(axes)
         batch = ctx.batch_dim((lhs, l_dim), (rhs, r_dim)) if is_backward(a.op_name) else None
         if batch is not None:
             text = _batch_sentence(ctx, t, prim, place, "contracting", batch, by)
+            named = [batch[0]]
         else:
+            named = [lhs, rhs]
             whose = _whose(ctx, lhs, la, l_dim, rhs, ra, r_dim, axes, t)
             text = (f"{'Backward pass: ' if is_backward(a.op_name) else ''}`{prim}` {place} "
                     f"contracts dimension {l_dim} of {name(ctx, lhs, t)} with dimension {r_dim} "
                     f"of {name(ctx, rhs, t)}, which is sharded over {by}{whose}: each device "
                     f"holds a partial sum, and the {t.kind} over {by} adds them.")
-        return Why(Reason.PARTIAL_SUM, text, evidence)
+        return Why(Reason.PARTIAL_SUM, text,
+                   evidence(ctx, a, (lhs, rhs), ctx.axes(a), named))
     return None
 
 
@@ -108,6 +107,5 @@ def _partial_reduce(ctx: Context, a: Instruction, t: CollectiveToExplain) -> Why
                 f"the {op} over {dims_phrase(dims)} of {name(ctx, src, t)}, sharded over "
                 f"{by}: each device holds a partial {op}, and the {t.kind} over {by} "
                 "combines them.")
-    return Why(Reason.PARTIAL_SUM, text, Evidence(
-        consumer=show(a), producer=show(src),
-        sharding_before=spec_text(sa), sharding_after=spec_text(ctx.axes(a))))
+    named = batch[0] if batch is not None else src
+    return Why(Reason.PARTIAL_SUM, text, evidence(ctx, a, (src,), ctx.axes(a), [named]))

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 from explorer.hlo.module import Instruction
 from explorer.report.why.context import Context
+from explorer.report.why.evidence import evidence
 from explorer.report.why.layout import Layout, spec_text
 from explorer.report.why.metadata import constraint_point, primitive
 from explorer.report.why.needs import required
 from explorer.report.why.ops import RENAMING, same_tensor
-from explorer.report.why.reason import Evidence, Reason, Why
+from explorer.report.why.reason import Reason, Why
 from explorer.report.why.rules.base import first_anchor
 from explorer.report.why.targets import CollectiveToExplain
-from explorer.report.why.text import cause, clash, layout_change, moved_by, name, show, where
+from explorer.report.why.text import cause, clash, layout_change, moved_by, name, where
 
 
 def _moved_axes(have: Layout, need: Layout) -> set[str]:
@@ -40,14 +41,11 @@ def _operand_at(ctx: Context, a: Instruction, t: CollectiveToExplain) -> Why | N
         if not _moved_axes(have, need) & set(t.chain_axes):
             continue       # the layouts differ, but not over this collective's axes
         removal = all(set(n) <= set(h) for h, n in zip(have, need, strict=True))
-        clashed, before, after = clash(ctx, o, a, have, need, t)
-        evidence = Evidence(consumer=show(a), producer=show(o),
-                            sharding_before=spec_text(have), sharding_after=spec_text(need),
-                            origin_before=before, origin_after=after)
+        c = clash(ctx, o, a, have, need, t)
         if same_tensor(a, o):
             return Why(Reason.RESHARD, layout_change(
-                ctx, o, have, need, a, t, f"{moved_by(t, 'move')} the data") + clashed,
-                evidence)
+                ctx, o, have, need, a, t, f"{moved_by(t, 'move')} the data") + c.text,
+                evidence(ctx, a, (o,), need, [o], c.inputs, c.before, c.after))
         prim = primitive(a.op_name, with_einsum=True)
         place = where(ctx, a, t)
         if a.opcode == "dot":
@@ -59,14 +57,16 @@ def _operand_at(ctx: Context, a: Instruction, t: CollectiveToExplain) -> Why | N
             return Why(Reason.GATHER_OPERAND,
                        f"`{prim}` {place} needs {name(ctx, o, t)} less sharded: "
                        f"{spec_text(have)} → {spec_text(need)} ({how}); "
-                       f"{moved_by(t, 'gather')} it.", evidence)
+                       f"{moved_by(t, 'gather')} it.",
+                       evidence(ctx, a, (o,), need, [o], (), c.before, c.after))
         set_by = cause(ctx, a, t)
         why_so = (f"its result's layout is set {set_by}" if set_by else
                   "propagation left the layouts around it in conflict")
         return Why(Reason.RESHARD,
                    f"`{prim}` {place} needs {name(ctx, o, t)} laid out as "
                    f"{spec_text(need)} ({how}), but it is {spec_text(have)}: {why_so}, and "
-                   f"{moved_by(t, 'move')} the data.{clashed}", evidence)
+                   f"{moved_by(t, 'move')} the data.{c.text}",
+                   evidence(ctx, a, (o,), need, [o], c.inputs, c.before, c.after))
     return None
 
 
@@ -112,12 +112,11 @@ def _result_why(ctx: Context, a: Instruction, p: Instruction, u: Instruction, ha
             else f"`{primitive(u.op_name, with_einsum=True) or u.opcode}` ")
     via = "" if p is a else f" (as {name(ctx, p, t)})"
     set_by = cause(ctx, u, t)
-    clashed, before, after = clash(ctx, p, u, have, need, t)
+    c = clash(ctx, p, u, have, need, t)
     return Why(Reason.RESHARD,
                f"The result of `{prim}` {where(ctx, a, t)} is laid out as "
                f"{spec_text(have)}{via}, but {user}{where(ctx, u, t)} needs it as "
                f"{spec_text(need)}{', ' + set_by if set_by else ''}; "
-               f"{moved_by(t, 'move')} it.{clashed}",
-               Evidence(consumer=show(u), producer=show(p),
-                        sharding_before=spec_text(have), sharding_after=spec_text(need),
-                        origin_before=before, origin_after=after))
+               f"{moved_by(t, 'move')} it.{c.text}",
+               evidence(ctx, u, (p,), need, [] if p is a else [p], c.inputs, c.before,
+                        c.after))
