@@ -1,0 +1,189 @@
+"""EasyDeL's own model, handed to the explorer exactly as EasyDeL holds it, and held against plain
+jax's compile of the same program.
+
+EasyDeL (PyPI `easydel`, 0.3.0) needs Python >= 3.12; run this in an environment that has it
+(tests/workloads/test_easydel.py makes one from tests/_support/easydel-requirements.txt):
+
+    python examples/easydel_model.py            # prints the comparison as JSON
+
+The model is EasyDeL's Llama (`ed.LlamaConfig` through `ed.AutoEasyDeLModelForCausalLM`), tiny:
+2 layers, hidden 256, 4 heads, MLP 512, vocab 1024, sequence 128, batch 8, on EasyDeL's own
+5-axis mesh (dp, fsdp, ep, tp, sp) = (1, 2, 1, 4, 1) over 8 fake CPU devices, its state sharded
+by its own partition rules and its optimizer state (AdamW) made as its Trainer makes them, and
+its Trainer's own `training_step` jitted as `Trainer.configure_functions` jits it.
+
+The lines that take an EasyDeL model to the explorer are the last `with` block: EasyDeL's mesh
+around `explorer.analyze`, as its Trainer calls its step.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import sys
+from collections import Counter
+from functools import partial
+
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# EASYDEL_AUTO (on by default) appends GPU-only flags to XLA_FLAGS at import, which the CPU
+# backend refuses; off, EasyDeL leaves the environment alone.
+os.environ["EASYDEL_AUTO"] = "0"
+
+# EasyDeL 0.3.0 patches six of transformers' torch models at import, reading attributes of
+# transformers' placeholders, which raise ImportError without torch; the placeholders hidden,
+# each patch finds nothing to patch (none of them is this model).
+for _name in ("dbrx", "glm4v_moe", "llama4", "phimoe", "qwen3_5_moe", "qwen3_next"):
+    setattr(importlib.import_module(f"transformers.models.{_name}"), f"modeling_{_name}", None)
+
+import easydel as ed  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import optax  # noqa: E402
+from easydel.trainers.trainer._fn import training_step  # noqa: E402
+from flax import nnx  # noqa: E402
+from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
+
+import explorer  # noqa: E402
+
+BATCH, SEQUENCE = 8, 128
+
+_BYTES = {"f32": 4, "bf16": 2, "s32": 4, "u32": 4, "pred": 1, "s8": 1, "u8": 1}
+_COLLECTIVE = re.compile(
+    r"= (\(.*?\)|\w+\[[\d,]*\](?:\{[^}]*\})?) (all-reduce|all-gather|reduce-scatter|all-to-all|"
+    r"collective-permute)\((.*?)\)(?:, |$)")
+_SHAPE = re.compile(r"(\w+)\[([\d,]*)\]")
+
+
+def _bytes(text: str) -> int:
+    total = 0
+    for dtype, dims in _SHAPE.findall(text):
+        n = 1
+        for d in dims.split(","):
+            n *= int(d) if d else 1
+        total += _BYTES[dtype] * n
+    return total
+
+
+def plain_collectives(text: str) -> dict[str, list[int]]:
+    """Each kind's count and bytes per device (the larger of operands and result), read from
+    the optimized HLO by opcode."""
+    found: Counter = Counter()
+    size: Counter = Counter()
+    for line in text.splitlines():
+        m = _COLLECTIVE.search(line)
+        if m:
+            result, kind, operands = m.groups()
+            found[kind] += 1
+            size[kind] += max(_bytes(result), _bytes(operands))
+    return {k: [found[k], size[k]] for k in sorted(found)}
+
+
+def report_collectives(report) -> dict[str, list[int]]:
+    found: Counter = Counter()
+    size: Counter = Counter()
+    for c in report.collectives:
+        found[str(c.kind)] += 1
+        size[str(c.kind)] += c.bytes
+    return {k: [found[k], size[k]] for k in sorted(found)}
+
+
+def explorer_name(path) -> str:
+    """A key path as the explorer names an input: its parts dotted, without the argument's
+    position."""
+    parts = [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path[1:]]
+    return ".".join(parts)
+
+
+def _entries(spec, rank: int) -> tuple:
+    entries = tuple(tuple(e) if isinstance(e, list) else e for e in spec)
+    return entries + (None,) * (rank - len(entries))
+
+
+def _trimmed(spec) -> tuple:
+    spec = tuple(spec or ())
+    while spec and spec[-1] is None:
+        spec = spec[:-1]
+    return spec
+
+
+def _kept(args, compiled) -> list:
+    """The input leaves jax kept (it drops those the program never reads)."""
+    leaves = jax.tree.leaves(args)
+    kept = compiled._executable._kept_var_idx if hasattr(compiled, "_executable") else None
+    return [leaf for i, leaf in enumerate(leaves) if kept is None or i in kept]
+
+
+def main() -> dict:
+    config = ed.LlamaConfig(
+        vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=SEQUENCE,
+        sharding_axis_dims=(1, 2, 1, 4, 1), attn_mechanism=ed.AttentionMechanisms.VANILLA)
+    model = ed.AutoEasyDeLModelForCausalLM.from_config(
+        config, dtype=jnp.float32, param_dtype=jnp.float32, rngs=nnx.Rngs(0))
+    mesh = model.mesh
+    # The state as EasyDeL's Trainer configures it (`_configure_state`): the optimizer state
+    # made, then the whole state sharded by the model's partition rules.
+    with mesh:
+        state = model.to_state().init_tx(optax.adamw(1e-3))
+        state = state.shard_state(partition_rules=model._get_partition_rules(None), mesh=mesh)
+    batch = {"input_ids": jnp.zeros((BATCH, SEQUENCE), jnp.int32),
+             "attention_mask": jnp.ones((BATCH, SEQUENCE), jnp.int32)}
+    # The step as `Trainer.configure_functions` jits it: its static arguments (loss config,
+    # schedule, the batch's spec TrainingArguments defaults to, accumulation steps) bound.
+    step = partial(training_step, loss_config=None, learning_rate_fn=None,
+                   partition_spec=PartitionSpec(("dp", "fsdp"), "sp"),
+                   gradient_accumulation_steps=1)
+    args = (state, batch)
+
+    # Plain jax, as the Trainer compiles and calls its step.
+    replicated = NamedSharding(mesh, PartitionSpec())
+    with mesh:
+        compiled = jax.jit(step, in_shardings=(state.shardings, replicated),
+                           out_shardings=(state.shardings, replicated),
+                           donate_argnums=(0,)).lower(*args).compile()
+    memory = compiled.memory_analysis()
+    # The same, its outputs' layout left to the compiler, as the explorer leaves it (it takes
+    # no out_shardings): the program the explorer compiles.
+    with mesh:
+        free = jax.jit(step, in_shardings=(state.shardings, replicated),
+                       donate_argnums=(0,)).lower(*args).compile()
+    free_memory = free.memory_analysis()
+    placed = jax.tree_util.tree_flatten_with_path(compiled.input_shardings[0])[0]
+    layouts = {explorer_name(path): _entries(s.spec, len(leaf.shape))
+               for (path, s), leaf in zip(placed, _kept(args, compiled), strict=True)}
+
+    # The explorer: the same step and state, under EasyDeL's mesh.
+    mesh_text = ",".join(f"{name}={size}" for name, size in mesh.shape.items())
+    with mesh:
+        report = explorer.analyze(step, *args, mesh=mesh_text, donate=DONATE)
+
+    inputs = {t.name: _trimmed(t.spec) for t in report.tensors if t.kind == "input"}
+    differ = sorted(n for n, spec in layouts.items() if inputs.get(n) != _trimmed(spec))
+    return {
+        "plain": {"collectives": plain_collectives(compiled.as_text()),
+                  "memory": [memory.argument_size_in_bytes, memory.output_size_in_bytes,
+                             memory.temp_size_in_bytes, memory.alias_size_in_bytes],
+                  "inputs": len(layouts)},
+        "plain_outputs_free": {
+            "collectives": plain_collectives(free.as_text()),
+            "memory": [free_memory.argument_size_in_bytes, free_memory.output_size_in_bytes,
+                       free_memory.temp_size_in_bytes, free_memory.alias_size_in_bytes]},
+        "layouts_differ": differ,
+        "explorer": {"collectives": report_collectives(report),
+                     "memory": [report.memory.arguments, report.memory.outputs,
+                                report.memory.temporaries, report.memory.aliased],
+                     "inputs": len(inputs)},
+        "notes": list(report.notes),
+        "backend": report.backend,
+    }
+
+
+# The state is donated, as the Trainer's `donate_argnums=(0,)`: every input but the batch's.
+DONATE = [r"^(?!input_ids$|attention_mask$)"]
+
+if __name__ == "__main__":
+    json.dump(main(), sys.stdout, indent=1)
+    print()
