@@ -168,6 +168,9 @@ class App:
         self.source = source
         self.debounce, self.pool = debounce, pool
         self.report: Report | None = None
+        # A tensor the Placement tab picks when a result first lists it (an exploration opened
+        # before its first result), in place of its default.
+        self.wanted_tensor: str | None = None
         self.request: AppRequest | None = None          # the request the shown report answers
         self.error: str | None = None
         self.unexpected: BaseException | None = None     # the last error that was a bug
@@ -521,14 +524,10 @@ class Explorer(App):
         picker = app.placement.tensor
         if e.app.tensor in [v for _, v in picker.options]:
             picker.value = e.app.tensor
-        elif e.app.tensor and app.report is None:
-            def listed(change):       # after the tab has listed them and picked its default
-                if e.app.tensor in [v for _, v in change["new"]]:
-                    picker.unobserve(listed, "options")
-                    loop = running_loop()
-                    (loop.call_soon if loop else lambda f: f())(
-                        app._guard(lambda: setattr(picker, "value", e.app.tensor)))
-            picker.observe(listed, "options")
+        else:
+            # Picked when a result first lists it (the first compile may still be running),
+            # in place of the tab's default.
+            app.wanted_tensor = e.app.tensor or None
         return app
 
     @property

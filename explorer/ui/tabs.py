@@ -167,9 +167,13 @@ class PlacementTab(Tab):
         options = tensor_options(report, self.placement.plumbing.value)
         keep = self.placement.tensor.value
         names = [v for _, v in options]
+        wanted = self._context.app.wanted_tensor
         with self._context.muted:
             self.placement.tensor.options = options
-            self.placement.tensor.value = keep if keep in names else self._default_tensor(names)
+            self.placement.tensor.value = (keep if keep in names else wanted if wanted in names
+                                           else self._default_tensor(names))
+        if wanted in names:
+            self._context.app.wanted_tensor = None
         if redraw and self.placement.tensor.value != keep:
             self._context.redraw(self.title)
 
