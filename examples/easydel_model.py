@@ -21,9 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import re
 import sys
-from collections import Counter
 from functools import partial
 
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
@@ -45,76 +43,18 @@ import optax  # noqa: E402
 from easydel.trainers.trainer._fn import training_step  # noqa: E402
 from flax import nnx  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec  # noqa: E402
+from plain_jax_compare import (  # noqa: E402
+    explorer_name,
+    kept_inputs,
+    padded,
+    plain_collectives,
+    report_collectives,
+    trimmed,
+)
 
 import explorer  # noqa: E402
 
 BATCH, SEQUENCE = 8, 128
-
-_BYTES = {"f32": 4, "bf16": 2, "s32": 4, "u32": 4, "pred": 1, "s8": 1, "u8": 1}
-_COLLECTIVE = re.compile(
-    r"= (\(.*?\)|\w+\[[\d,]*\](?:\{[^}]*\})?) (all-reduce|all-gather|reduce-scatter|all-to-all|"
-    r"collective-permute)\((.*?)\)(?:, |$)")
-_SHAPE = re.compile(r"(\w+)\[([\d,]*)\]")
-
-
-def _bytes(text: str) -> int:
-    total = 0
-    for dtype, dims in _SHAPE.findall(text):
-        n = 1
-        for d in dims.split(","):
-            n *= int(d) if d else 1
-        total += _BYTES[dtype] * n
-    return total
-
-
-def plain_collectives(text: str) -> dict[str, list[int]]:
-    """Each kind's count and bytes per device (the larger of operands and result), read from
-    the optimized HLO by opcode."""
-    found: Counter = Counter()
-    size: Counter = Counter()
-    for line in text.splitlines():
-        m = _COLLECTIVE.search(line)
-        if m:
-            result, kind, operands = m.groups()
-            found[kind] += 1
-            size[kind] += max(_bytes(result), _bytes(operands))
-    return {k: [found[k], size[k]] for k in sorted(found)}
-
-
-def report_collectives(report) -> dict[str, list[int]]:
-    found: Counter = Counter()
-    size: Counter = Counter()
-    for c in report.collectives:
-        found[str(c.kind)] += 1
-        size[str(c.kind)] += c.bytes
-    return {k: [found[k], size[k]] for k in sorted(found)}
-
-
-def explorer_name(path) -> str:
-    """A key path as the explorer names an input: its parts dotted, without the argument's
-    position."""
-    parts = [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path[1:]]
-    return ".".join(parts)
-
-
-def _entries(spec, rank: int) -> tuple:
-    entries = tuple(tuple(e) if isinstance(e, list) else e for e in spec)
-    return entries + (None,) * (rank - len(entries))
-
-
-def _trimmed(spec) -> tuple:
-    spec = tuple(spec or ())
-    while spec and spec[-1] is None:
-        spec = spec[:-1]
-    return spec
-
-
-def _kept(args, compiled) -> list:
-    """The input leaves jax kept (it drops those the program never reads)."""
-    leaves = jax.tree.leaves(args)
-    kept = compiled._executable._kept_var_idx if hasattr(compiled, "_executable") else None
-    return [leaf for i, leaf in enumerate(leaves) if kept is None or i in kept]
-
 
 def main() -> dict:
     config = ed.LlamaConfig(
@@ -152,16 +92,16 @@ def main() -> dict:
                        donate_argnums=(0,)).lower(*args).compile()
     free_memory = free.memory_analysis()
     placed = jax.tree_util.tree_flatten_with_path(compiled.input_shardings[0])[0]
-    layouts = {explorer_name(path): _entries(s.spec, len(leaf.shape))
-               for (path, s), leaf in zip(placed, _kept(args, compiled), strict=True)}
+    layouts = {explorer_name(path): padded(s.spec, len(leaf.shape))
+               for (path, s), leaf in zip(placed, kept_inputs(args, compiled), strict=True)}
 
     # The explorer: the same step and state, under EasyDeL's mesh.
     mesh_text = ",".join(f"{name}={size}" for name, size in mesh.shape.items())
     with mesh:
         report = explorer.analyze(step, *args, mesh=mesh_text, donate=DONATE)
 
-    inputs = {t.name: _trimmed(t.spec) for t in report.tensors if t.kind == "input"}
-    differ = sorted(n for n, spec in layouts.items() if inputs.get(n) != _trimmed(spec))
+    inputs = {t.name: trimmed(t.spec) for t in report.tensors if t.kind == "input"}
+    differ = sorted(n for n, spec in layouts.items() if inputs.get(n) != trimmed(spec))
     return {
         "plain": {"collectives": plain_collectives(compiled.as_text()),
                   "memory": [memory.argument_size_in_bytes, memory.output_size_in_bytes,

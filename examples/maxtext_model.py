@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
-from collections import Counter
 
 os.environ.setdefault("DECOUPLE_GCLOUD", "TRUE")          # MaxText without Google Cloud
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
@@ -40,6 +38,14 @@ from flax.linen.partitioning import axis_rules  # noqa: E402
 from maxtext.configs import pyconfig  # noqa: E402
 from maxtext.trainers.pre_train import train, train_compile  # noqa: E402
 from maxtext.utils import maxtext_utils, sharding  # noqa: E402
+from plain_jax_compare import (  # noqa: E402
+    explorer_name,
+    kept_inputs,
+    padded,
+    plain_collectives,
+    report_collectives,
+    trimmed,
+)
 
 import explorer  # noqa: E402
 
@@ -50,72 +56,6 @@ SETTINGS = ["decoder_block=mixtral", "base_num_decoder_layers=2", "base_emb_dim=
             "ici_fsdp_parallelism=2", "ici_expert_parallelism=4", "dataset_type=synthetic",
             "sparse_matmul=False", "megablox=False", "capacity_factor=1.0",
             "enable_checkpointing=False", "run_name=explore"]
-
-_BYTES = {"f32": 4, "bf16": 2, "s32": 4, "u32": 4, "pred": 1, "s8": 1, "u8": 1}
-_COLLECTIVE = re.compile(
-    r"= (\(.*?\)|\w+\[[\d,]*\](?:\{[^}]*\})?) (all-reduce|all-gather|reduce-scatter|all-to-all|"
-    r"collective-permute)\((.*?)\)(?:, |$)")
-_SHAPE = re.compile(r"(\w+)\[([\d,]*)\]")
-
-
-def _bytes(text: str) -> int:
-    total = 0
-    for dtype, dims in _SHAPE.findall(text):
-        n = 1
-        for d in dims.split(","):
-            n *= int(d) if d else 1
-        total += _BYTES[dtype] * n
-    return total
-
-
-def plain_collectives(text: str) -> dict[str, list[int]]:
-    """Each kind's count and bytes per device (the larger of operands and result), read from
-    the optimized HLO by opcode."""
-    found: Counter = Counter()
-    size: Counter = Counter()
-    for line in text.splitlines():
-        m = _COLLECTIVE.search(line)
-        if m:
-            result, kind, operands = m.groups()
-            found[kind] += 1
-            size[kind] += max(_bytes(result), _bytes(operands))
-    return {k: [found[k], size[k]] for k in sorted(found)}
-
-
-def report_collectives(report) -> dict[str, list[int]]:
-    found: Counter = Counter()
-    size: Counter = Counter()
-    for c in report.collectives:
-        found[str(c.kind)] += 1
-        size[str(c.kind)] += c.bytes
-    return {k: [found[k], size[k]] for k in sorted(found)}
-
-
-def explorer_name(path) -> str:
-    """A key path as the explorer names an input: its parts dotted, under the argument's
-    name where two arguments would share one (here: none do)."""
-    parts = [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path[1:]]
-    return ".".join(parts)
-
-
-def _entries(spec, rank: int) -> tuple:
-    entries = tuple(tuple(e) if isinstance(e, list) else e for e in spec)
-    return entries + (None,) * (rank - len(entries))
-
-
-def _trimmed(spec) -> tuple:
-    spec = tuple(spec or ())
-    while spec and spec[-1] is None:
-        spec = spec[:-1]
-    return spec
-
-
-def _kept(args, compiled) -> list:
-    """The input leaves jax kept (it drops those the program never reads)."""
-    leaves = jax.tree.leaves(args)
-    kept = compiled._executable._kept_var_idx if hasattr(compiled, "_executable") else None
-    return [leaf for i, leaf in enumerate(leaves) if kept is None or i in kept]
-
 
 def main() -> dict:
     base = os.path.join(os.path.dirname(maxtext.configs.__file__), "base.yml")
@@ -139,8 +79,8 @@ def main() -> dict:
     # Every input's layout as plain jax placed it, by the explorer's name for it (its key path,
     # dotted, the batch's after the state's).
     placed = jax.tree_util.tree_flatten_with_path(compiled.input_shardings[0])[0]
-    layouts = {explorer_name(path): _entries(s.spec, len(leaf.shape))
-               for (path, s), leaf in zip(placed, _kept(args, compiled), strict=True)}
+    layouts = {explorer_name(path): padded(s.spec, len(leaf.shape))
+               for (path, s), leaf in zip(placed, kept_inputs(args, compiled), strict=True)}
 
     # The explorer: the same step and state, under MaxText's own contexts.
     mesh_text = ",".join(f"{name}={size}" for name, size in mesh.shape.items())
@@ -150,8 +90,8 @@ def main() -> dict:
 
     # Compared without trailing whole dimensions: a key's data has the key's own dimension,
     # which jax lays out whole.
-    inputs = {t.name: _trimmed(t.spec) for t in report.tensors if t.kind == "input"}
-    differ = sorted(n for n, spec in layouts.items() if inputs.get(n) != _trimmed(spec))
+    inputs = {t.name: trimmed(t.spec) for t in report.tensors if t.kind == "input"}
+    differ = sorted(n for n, spec in layouts.items() if inputs.get(n) != trimmed(spec))
     return {
         "plain": {"collectives": plain_collectives(compiled.as_text()),
                   "memory": [memory.argument_size_in_bytes, memory.output_size_in_bytes,
