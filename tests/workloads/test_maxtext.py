@@ -10,14 +10,16 @@ root, kept between runs. Skipped where no Python 3.12 or newer is found.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
+from py312_env import env_python  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.maxtext]
 
@@ -26,37 +28,11 @@ REQUIREMENTS = ROOT / "tests" / "_support" / "maxtext-requirements.txt"
 VENV = ROOT / ".venv-maxtext"
 
 
-def _python312() -> str | None:
-    """A Python 3.12 or newer: EXPLORER_PYTHON312, on the PATH, or one pyenv installed."""
-    candidates = [os.environ.get("EXPLORER_PYTHON312"), shutil.which("python3.13"),
-                  shutil.which("python3.12"),
-                  *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python")))]
-    for python in filter(None, candidates):
-        out = subprocess.run([python, "-c", "import sys; print(sys.version_info >= (3, 12))"],
-                             capture_output=True, text=True)
-        if out.stdout.strip() == "True":
-            return python
-    return None
-
-
 @pytest.fixture(scope="module")
 def maxtext_python() -> str:
     """The environment's interpreter, the environment made (or brought up to the pinned list)
     first."""
-    python = _python312()
-    if python is None:
-        pytest.skip("MaxText needs Python >= 3.12; none found (set EXPLORER_PYTHON312)")
-    venv_python = VENV / "bin" / "python"
-    stamp = VENV / "requirements.txt"
-    if not stamp.exists() or stamp.read_text() != REQUIREMENTS.read_text():
-        if not venv_python.exists():
-            subprocess.run([python, "-m", "venv", str(VENV)], check=True)
-        pip = [str(venv_python), "-m", "pip", "install", "-q", "--no-deps"]
-        for args in (["-r", str(REQUIREMENTS)], ["-e", str(ROOT)]):
-            done = subprocess.run(pip + args, capture_output=True, text=True, timeout=1800)
-            assert done.returncode == 0, done.stderr[-3000:]
-        stamp.write_text(REQUIREMENTS.read_text())
-    return str(venv_python)
+    return env_python("MaxText", VENV, REQUIREMENTS, ROOT)
 
 
 def test_maxtexts_model_compiles_as_plain_jax_compiles_it(maxtext_python, tmp_path):
