@@ -739,17 +739,45 @@ def _measure(compiled, args, mesh, cap: int, donate: tuple[int, ...] = ()) -> Me
     each call gets its own copy of the `donate`d inputs (positions in `args`).
 
     On fake CPU devices this times the CPU, and says so; it is never a prediction."""
-    import statistics
-
     import jax
 
     leaves = jax.tree.leaves(args, is_leaf=_is_spec)
     per_device = sum(s.nbytes // _split(s, mesh) for s in leaves)
-    devices = mesh.devices.flat
-    where = f"{mesh.devices.size} {next(iter(devices)).platform} device(s) of this host"
+    device = mesh.devices.flat[0]
+    where = f"{mesh.devices.size} {device.platform} device(s) of this host"
+    cap, of_what = _run_cap(device, cap)
     if per_device > cap:
         return Measurement(note=f"not measured: inputs need {per_device} bytes per device, "
-                                f"over the cap of {cap} bytes")
+                                f"over {of_what} ({cap} bytes)")
+    try:
+        return _timed_runs(compiled, args, leaves, mesh, donate, where)
+    except Exception as e:      # noqa: BLE001 - jax's runtime error type is private
+        if not is_out_of_memory(str(e)):
+            raise
+        return Measurement(note="not measured: the run ran out of device memory (its inputs, "
+                                "a fresh copy of each donated one per call, and the program's "
+                                f"own buffers): {str(e).splitlines()[0][:300]}")
+
+
+def _run_cap(device, cap: int) -> tuple[int, str]:
+    """The most input bytes per device a measured run may make, and what that limit is. On an
+    accelerator its own memory (the compile has already said whether the program fits); on
+    CPU devices, which all share this host's memory, `cap`."""
+    if device.platform != "cpu":
+        limit = (device.memory_stats() or {}).get("bytes_limit")
+        if limit:
+            return int(limit), "the device's memory"
+    return cap, "the cap on a run of CPU devices"
+
+
+def _timed_runs(compiled, args, leaves, mesh, donate: tuple[int, ...],
+                where: str) -> Measurement:
+    """Warm-up, then the median of MEASURE_RUNS timed calls; on an accelerator, the device's
+    own times from a profile of MEASURE_PROFILED more."""
+    import statistics
+
+    import jax
+
     key = iter(jax.random.split(jax.random.key(0), max(len(leaves), 1)))
     arrays = jax.tree.map(lambda s: _random(s, mesh, next(key)), args, is_leaf=_is_spec)
     fresh = _fresh_inputs(arrays, donate)

@@ -31,7 +31,48 @@ def test_measure_refuses_inputs_over_the_cap():
     r = analyze(lambda x: x * 2, explorer.TensorSpec("x", (2**16, 2**13)), mesh="d=1",
                 measure=True)
     assert r.timing.measured_s is None
-    assert "over the cap of 1073741824 bytes" in r.timing.measure_note
+    assert "over the cap on a run of CPU devices (1073741824 bytes)" in r.timing.measure_note
+
+
+class _Chip:
+    """A device as jax's runtime shows an accelerator: its memory_stats has the bytes a
+    program may hold."""
+    platform = "tpu"
+
+    def __init__(self, stats):
+        self._stats = stats
+
+    def memory_stats(self):
+        return self._stats
+
+
+def test_a_run_on_an_accelerator_is_bounded_by_its_own_memory_not_the_cpu_cap():
+    from explorer.compile.backend import _run_cap
+
+    # A v5e chip's runtime reports 15.75 GiB; the CPU cap of 1 GiB must not apply there.
+    hbm = 16_909_336_576
+    assert _run_cap(_Chip({"bytes_limit": hbm}), 1 << 30) == (hbm, "the device's memory")
+    # A runtime that reports no memory keeps the cap.
+    assert _run_cap(_Chip(None), 1 << 30) == (1 << 30, "the cap on a run of CPU devices")
+
+
+def test_a_run_out_of_device_memory_is_a_note_not_a_failure():
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    from explorer.compile.backend import _measure
+
+    def refused(*_):
+        raise RuntimeError("RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to "
+                           "allocate 4.00G. That was not possible. There are 1.2G free.; "
+                           "(0x0x0_HBM0): out of memory")
+
+    mesh = Mesh(np.array(jax.devices()[:1]), ("d",))
+    m = _measure(refused, (explorer.TensorSpec("x", (8, 8)),), mesh, 1 << 30)
+    assert m.seconds is None
+    assert m.note.startswith("not measured: the run ran out of device memory")
+    assert "Attempting to allocate 4.00G" in m.note
 
 
 def test_bad_tpu_topology_names_the_format():
