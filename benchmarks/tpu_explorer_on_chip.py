@@ -60,7 +60,8 @@ def main() -> int:
                "predicted_s": est.step_trace_seconds if est else None,
                "measured_s": t.measured_s, "measured_device_s": t.measured_device_s,
                "measured_on": t.measured_on, "measure_note": t.measure_note,
-               "ahead_of_time": report.ahead_of_time, "approximation": report.approximation, "notes": list(report.notes),
+               "ahead_of_time": report.ahead_of_time, "approximation": report.approximation,
+               "notes": list(report.notes),
                "ops_measured": len(t.measured_ops), "cautions": list(est.cautions) if est else [],
                "comparison": comparison_lines(cmp) if cmp else None}
         rows.append(row)

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import pickle
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -101,14 +103,57 @@ class Planned:
     inputs: tuple                        # the arguments, every leaf a named TensorSpec
     leaves: tuple[TensorSpec, ...]       # every input, in HLO parameter order
     donated: tuple[int, ...]             # positions among `leaves` the program may overwrite
-    key: str                             # the cache key: the program and everything it reads
-    # The program as traced and lowered in the caller's process, which the worker compiles.
-    lowered: LoweredProgram
+    # Traces and lowers the program in the caller's process, under the request's contexts: the
+    # module the worker compiles (`lowered`). Called once, when it is first needed: a Report a
+    # cache holds for a workload's `identity` never needs it.
+    lower: Callable[[], LoweredProgram] = field(repr=False, compare=False)
+    # What a compile reads besides the program: the mesh, the inputs, the compile plan ...
+    key_parts: tuple = field(repr=False)
+    # A built-in workload's request made in a process that has not imported jax (so under no
+    # context and jax's defaults): the workload, its params and constraint table and this
+    # environment's JAX_ variables, which name its program as well as the lowered text does.
+    identity: bytes | None = field(default=None, repr=False)
     idle_patterns: tuple[str, ...] = ()  # `specs` patterns that found no input
     # A built-in workload's: the workload, its resolved params and its layout plan.
     workload: Workload | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     layout: Plan | None = None
+
+    @functools.cached_property
+    def lowered(self) -> LoweredProgram:
+        """The program as traced and lowered in the caller's process, which the worker
+        compiles."""
+        # A trace after the user imported jax may be under their own config: it no longer
+        # answers for the identity (see `keys`).
+        self.__dict__["_traced_pristine"] = "jax" not in sys.modules
+        return self.lower()
+
+    @functools.cached_property
+    def key(self) -> str:
+        """The cache key: the program and everything it reads. A workload's `identity`, where
+        it has one, stands for the program, so that a cache hit traces nothing."""
+        program = self.identity if self.identity is not None else \
+            self.lowered.stablehlo.encode()
+        return _digest(program, self.key_parts)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every key the Report is stored under: `key`, and once the program is lowered, the
+        key of its lowered text, which the same request made where jax is imported looks up.
+        A workload whose trace was not under jax's defaults (the user imported jax and maybe
+        changed its config after the request was made) drops its identity key."""
+        if "lowered" not in self.__dict__:
+            return (self.key,)
+        by_text = _digest(self.lowered.stablehlo.encode(), self.key_parts)
+        if self.identity is None or not self.__dict__["_traced_pristine"]:
+            return (by_text,)
+        return tuple(dict.fromkeys((self.key, by_text)))
+
+    def __getstate__(self) -> dict:
+        """What pickling keeps (a Request sent to a Ray task): the program lowered here, never
+        the tracer, which holds the caller's function."""
+        _ = self.lowered, self.key
+        return {**self.__dict__, "lower": None}
 
     @property
     def names(self) -> list[str]:
@@ -228,11 +273,20 @@ class Request:
                       self.activations)
         tensors = workload.tensors(params, {**dict(self.specs or {}), **layout.specs})
         check_planned(tensors, layout, mesh)
-        fn = bind_context(WorkloadProgram.of(workload, params, layout.constraints),
-                          self.context)
+        context = self.context
+
+        def program() -> Callable:      # built when traced: building imports jax
+            return bind_context(WorkloadProgram.of(workload, params, layout.constraints),
+                                context)
+
         donate = self.donate if self.donate is not None else workload.donation(params)
-        return self._finish(fn, tuple(tensors), mesh, placed, timeout, donate,
-                            workload=workload, params=params, layout=layout)
+        # Before this process imports jax, no context nor config of the user's can be in
+        # force: the workload's identity names its program without a trace.
+        identity = (_workload_identity(workload.name, params, layout.constraints)
+                    if "jax" not in sys.modules else None)
+        return self._finish(program, tuple(tensors), mesh, placed, timeout, donate,
+                            identity=identity, workload=workload, params=params,
+                            layout=layout)
 
     def _plan_function(self) -> Planned:
         check_function(self.fn)
@@ -247,7 +301,8 @@ class Request:
         timeout = check_timeout(self.timeout)
         mesh = self._mesh()
         placed = check_target(self.target, self.mapping, mesh)
-        return self._finish(self.fn, args, mesh, placed, timeout, self.donate,
+        fn = self.fn
+        return self._finish(lambda: fn, args, mesh, placed, timeout, self.donate,
                             idle_patterns=tuple(idle))
 
     def _mesh(self) -> MeshSpec:
@@ -256,10 +311,11 @@ class Request:
         return check_mesh(self.mesh, self.axis_type, tpu_topology=self.tpu_topology,
                           real_devices=self.real_devices)
 
-    def _finish(self, fn, args: tuple, mesh: MeshSpec, placed, timeout, donate,
-                **program) -> Planned:
-        """The checks every request shares, then the program traced and lowered here, under
-        the request's contexts (explorer/compile/lowering.py), and the key made."""
+    def _finish(self, program: Callable[[], Callable], args: tuple, mesh: MeshSpec, placed,
+                timeout, donate, identity: bytes | None = None, **planned) -> Planned:
+        """The checks every request shares, then the program (made by `program()`) traced and
+        lowered here, under the request's contexts (explorer/compile/lowering.py), and the key
+        made; where a workload's `identity` keys it, the trace waits until it is needed."""
         compile_for = check_compile_for(self.compile_for)
         # measure=True with the target this machine's accelerators are: compiled and run on
         # them, as real_devices=True would, and priced for the target asked.
@@ -276,29 +332,49 @@ class Request:
         platform = platform_of(compiled.worker.backend.value, accelerator_platform)
         held = (leave_the_chip_to_the_worker(platform)
                 if compiled.worker.backend is Backend.REAL else "")
-        lowered = lower_program(fn, inputs, mesh, platform, partitioner.value, donated)
-        if held or here:
-            lowered = replace(lowered, notes=(*lowered.notes, *filter(None, (here, held))))
-        return Planned(mesh=mesh, partitioner=partitioner, compile_plan=compiled,
-                       mapping=placed, timeout=timeout, inputs=inputs,
-                       leaves=leaves, donated=donated, lowered=lowered,
-                       key=_cache_key(lowered.stablehlo.encode(), mesh, partitioner, leaves,
-                                      bool(self.measure), compiled, bool(self.origins),
-                                      donated),
-                       **program)
+        notes = tuple(filter(None, (here, held)))
+
+        def lower() -> LoweredProgram:
+            lowered = lower_program(program(), inputs, mesh, platform, partitioner.value,
+                                    donated)
+            return replace(lowered, notes=(*lowered.notes, *notes)) if notes else lowered
+
+        made = Planned(mesh=mesh, partitioner=partitioner, compile_plan=compiled,
+                       mapping=placed, timeout=timeout, inputs=inputs, leaves=leaves,
+                       donated=donated, lower=lower,
+                       # the platform it would be lowered for is in the lowered text
+                       identity=None if identity is None else identity + platform.encode(),
+                       key_parts=_key_parts(mesh, partitioner, leaves, bool(self.measure),
+                                            compiled, bool(self.origins), donated),
+                       **planned)
+        if identity is None:
+            _ = made.lowered     # traced now: a program jax refuses fails the Request here
+        return made
 
 
-def _cache_key(the_program: bytes, mesh: MeshSpec, partitioner: Partitioner, args: tuple,
-               measure: bool, compiled: CompilePlan, origins: bool,
-               donated: tuple[int, ...]) -> str:
-    """The digest of everything a compile reads. Earlier keys stay as they were (the cache on
-    disk outlives versions): what a request adds is appended only when it is asked."""
+def _key_parts(mesh: MeshSpec, partitioner: Partitioner, args: tuple, measure: bool,
+               compiled: CompilePlan, origins: bool, donated: tuple[int, ...]) -> tuple:
+    """Everything a compile reads besides the program. Earlier keys stay as they were (the
+    cache on disk outlives versions): what a request adds is appended only when it is asked."""
     real_devices = compiled.worker.backend is Backend.REAL
-    parts = (mesh, partitioner, args, measure, compiled.tpu_topology, real_devices,
-             compiled.gpu) + ((True,) if origins else ()) \
+    return (mesh, partitioner, args, measure, compiled.tpu_topology, real_devices,
+            compiled.gpu) + ((True,) if origins else ()) \
         + ((("donate", donated),) if donated else ()) \
         + ((("slices", compiled.slices_per_axis),) if compiled.slices_per_axis else ())
+
+
+def _digest(the_program: bytes, parts: tuple) -> str:
     return hashlib.sha256(the_program + pickle.dumps(parts)).hexdigest()
+
+
+def _workload_identity(name: str, params: Mapping[str, Any], constraints: tuple) -> bytes:
+    """What names a built-in workload's program as its lowered text would, in a process whose
+    jax is not imported yet (so under jax's defaults, which the JAX_ environment variables set
+    and the disk cache's key holds jax's version beside): the workload, its resolved params and
+    its constraint table."""
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("JAX_")))
+    return b"workload\0" + pickle.dumps((name, tuple(sorted(params.items())),
+                                         tuple(constraints), env))
 
 
 def _known_fields_only(init):

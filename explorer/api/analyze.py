@@ -326,10 +326,13 @@ def _compiled(request: Request, pool, use_cache: bool, cache_only: bool, spent) 
         report = replace(report, donated=tuple(p.leaves[i].name for i in p.donated))
     if spent is not None:
         spent["read"] = time.perf_counter() - t0
-    if use_cache:
-        _remember(p.key, report)
-    if disk is not None:
-        disk.put(p.key, report)
+    # Under every key it is known by (a workload's identity, its lowered text): a request for
+    # it made before or after this process imported jax finds it.
+    for key in p.keys:
+        if use_cache:
+            _remember(key, report)
+        if disk is not None:
+            disk.put(key, report)
     return report
 
 

@@ -39,7 +39,10 @@ class CallerContext:
 
     @classmethod
     def here(cls) -> CallerContext:
-        """The contexts in force in this thread now."""
+        """The contexts in force in this thread now: none where jax is not imported yet (no
+        context of jax's, nor flax's, which imports it, can have been entered)."""
+        if "jax" not in sys.modules:
+            return cls()
         from jax._src import config as jax_config
         from jax._src import mesh as mesh_lib
 

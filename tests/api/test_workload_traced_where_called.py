@@ -73,3 +73,42 @@ def test_every_candidate_of_a_workload_search_keeps_the_callers_contexts(monkeyp
                                  compile_for="cpu", prune=False, mesh_shapes=False)
     assert result.stats.compiled >= 2 and len(traced) >= result.stats.compiled
     assert all(text.count(HIGHEST) == 2 for text in traced)
+
+
+# A process that has not imported jax: a workload's request is keyed by its identity and traced
+# only when a compile needs it, or when it is pickled for a Ray task.
+_FRESH = """
+import json, os, pickle, sys
+import cloudpickle       # as Ray pickles a task's arguments
+import explorer
+r = explorer.Request(workload="mlp", mesh="data=2,model=4", preset="megatron")
+before = "jax" in sys.modules
+sent = pickle.loads(cloudpickle.dumps(r))
+print(json.dumps({"jax_before": before, "traced": "lowered" in r.planned.__dict__,
+                  "highest": sent.planned.lowered.stablehlo.count("precision = [HIGHEST, HIGHEST]"),
+                  "key": r.planned.key, "sent_key": sent.planned.key}))
+"""
+
+
+def _fresh(env_extra: dict) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
+    out = subprocess.run([sys.executable, "-c", _FRESH], env={**env, **env_extra},
+                         capture_output=True, text=True, timeout=300, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_a_workload_request_made_before_jax_is_keyed_without_a_trace():
+    plain = _fresh({})
+    assert plain["jax_before"] is False             # made without importing jax
+    assert plain["traced"] is True                  # pickling it traced it, for the Ray task
+    assert plain["highest"] == 0 and plain["key"] == plain["sent_key"]
+    # jax's defaults, set by a JAX_ variable, are part of the identity: another program.
+    highest = _fresh({"JAX_DEFAULT_MATMUL_PRECISION": "highest"})
+    assert highest["highest"] == 2
+    assert highest["key"] != plain["key"]
