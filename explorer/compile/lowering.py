@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from explorer.compile.caller_context import CallerContext, context_of
 from explorer.compile.sources import cell_name
@@ -78,16 +78,24 @@ LOWERED_MEMO_SIZE = 16
 _LOWERED: Lru[Hashable, LoweredProgram] = Lru(LOWERED_MEMO_SIZE)
 
 
+class PinnedOutputs(Protocol):
+    """The layout the caller pins on the outputs (explorer/api/output_specs.py)."""
+
+    def shardings(self, mesh) -> Any:
+        """jax.jit's `out_shardings` on `mesh`, the request's abstract mesh."""
+
+
 def lower_program(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platform: str,
-                  partitioner: str, donated: Sequence[int] = ()) -> LoweredProgram:
+                  partitioner: str, donated: Sequence[int] = (),
+                  out_specs: PinnedOutputs | None = None) -> LoweredProgram:
     """`fn` traced and lowered (`trace_and_lower`), or the same program lowered before under
     the same contexts (a memo of the last LOWERED_MEMO_SIZE)."""
-    key = _memo_key(fn, args, mesh, platform, partitioner, tuple(donated))
+    key = _memo_key(fn, args, mesh, platform, partitioner, tuple(donated), out_specs)
     known = _LOWERED.get(key) if key is not None else None
     if known is not None:
         # Nothing was traced this time: no lowering time is spent.
         return replace(known, lower_s=0.0)
-    lowered = trace_and_lower(fn, args, mesh, platform, partitioner, donated)
+    lowered = trace_and_lower(fn, args, mesh, platform, partitioner, donated, out_specs)
     if key is not None:
         _LOWERED.put(key, lowered)
     return lowered
@@ -99,15 +107,15 @@ def forget_lowered() -> None:
 
 
 def _memo_key(fn, args: tuple, mesh: MeshSpec, platform: str, partitioner: str,
-              donated: tuple[int, ...]) -> Hashable | None:
+              donated: tuple[int, ...], out_specs: PinnedOutputs | None) -> Hashable | None:
     """Everything a lowering reads: the function (and the contexts it was bound to), the
     arguments' structure, inputs and fixed leaves, the mesh, platform, partitioner, donation,
-    and the contexts in force here; None where any of it cannot be hashed (a fixed leaf that
-    is a list), and nothing is remembered."""
+    pinned outputs, and the contexts in force here; None where any of it cannot be hashed (a
+    fixed leaf that is a list), and nothing is remembered."""
     import jax
 
     leaves, treedef = jax.tree.flatten(args, is_leaf=_is_spec)
-    key = (fn, treedef, tuple(leaves), mesh, platform, partitioner, donated,
+    key = (fn, treedef, tuple(leaves), mesh, platform, partitioner, donated, out_specs,
            CallerContext.here())
     try:
         hash(key)
@@ -117,15 +125,17 @@ def _memo_key(fn, args: tuple, mesh: MeshSpec, platform: str, partitioner: str,
 
 
 def trace_and_lower(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platform: str,
-                    partitioner: str, donated: Sequence[int] = ()) -> LoweredProgram:
+                    partitioner: str, donated: Sequence[int] = (),
+                    out_specs: PinnedOutputs | None = None) -> LoweredProgram:
     """Trace `fn` on `args` (a tuple of argument pytrees whose array leaves are TensorSpecs;
     other leaves are held fixed, as a closure would hold them) sharded over an abstract `mesh`,
     in this process and under its contexts (and those `fn` was bound to where it was handed
     over, explorer/compile/caller_context.py), and lower it for `platform`.
 
     `donated` are positions among the TensorSpecs in jax's order (as jax.jit's donate_argnums
-    would name whole arguments); a KeyDataSpec's data is wrapped back into the typed PRNG key
-    array the function was given.
+    would name whole arguments); a KeyDataSpec is traced as the typed PRNG key array the
+    function was given. `out_specs` pins the outputs' layout, as jax.jit's
+    `out_shardings` does.
 
     Raises:
         CompileError: the function raised while it was traced or lowered here (jax refused
@@ -137,7 +147,8 @@ def trace_and_lower(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platfor
     abstract = abstract_mesh(mesh)
     program, structs, donate_argnums = _jittable(fn, args, abstract, tuple(donated))
     jitted = jax.jit(program, keep_unused=True,
-                     **({"donate_argnums": donate_argnums} if donate_argnums else {}))
+                     **({"donate_argnums": donate_argnums} if donate_argnums else {}),
+                     **({"out_shardings": out_specs.shardings(abstract)} if out_specs else {}))
     notes: list[str] = []
     t0 = time.perf_counter()
     _exclude_this_file()
@@ -181,8 +192,8 @@ def _jittable(fn, args: tuple, mesh, donated: tuple[int, ...]):
     """(program, its abstract arguments, donate_argnums): `fn` as jax.jit traces it, given
     only arrays. Each argument keeps its structure and the parameter name `fn` gives it, so
     that jax names the HLO parameters as it would for the user's own jit (``params['w1']``);
-    leaves that are not inputs are taken out and put back inside, and key data is wrapped back
-    into keys. Where only some inputs of an argument are donated (jax donates whole
+    leaves that are not inputs are taken out and put back inside; a typed key input is traced
+    as a typed key (`_struct`). Where only some inputs of an argument are donated (jax donates whole
     arguments), the inputs are passed flat instead."""
     import jax
 
@@ -193,8 +204,7 @@ def _jittable(fn, args: tuple, mesh, donated: tuple[int, ...]):
     def rebuild(arrays) -> tuple:
         full = list(leaves)
         for i, array in zip(inputs, arrays, strict=True):
-            spec = leaves[i]
-            full[i] = _wrap_key(array, spec) if isinstance(spec, KeyDataSpec) else array
+            full[i] = array
         return jax.tree.unflatten(treedef, full)
 
     counts = [len(tensor_positions(a)) for a in args]
@@ -255,7 +265,7 @@ def _cells_named(text: str) -> str:
 
 @functools.cache
 def _exclude_this_file() -> None:
-    """Ops the wrapper of `_jittable` makes (wrapping keys) are located at the user's call,
+    """Ops the wrapper of `_jittable` makes are located at the user's call,
     not in this file: jax excludes it from source locations as it excludes its own files
     (once: jax keeps a list, which every frame is checked against)."""
     from jax._src import source_info_util
@@ -272,14 +282,29 @@ def abstract_mesh(mesh: MeshSpec):
 
 
 def _struct(spec: TensorSpec, mesh):
+    """The abstract argument jax.jit is traced on: a typed PRNG key array for a KeyDataSpec
+    (its data's trailing dimension is the key's own), as the user's program receives it, so
+    that jax lowers, donates and aliases it as it would the user's keys."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec
 
-    sharding = NamedSharding(mesh, PartitionSpec(*spec.spec),
+    keys = isinstance(spec, KeyDataSpec)
+    entries = spec.spec[:len(spec.shape) - 1] if keys else spec.spec
+    sharding = NamedSharding(mesh, PartitionSpec(*entries),
                              **({} if spec.memory_kind == "device"
                                 else {"memory_kind": spec.memory_kind}))
+    if keys:
+        return jax.ShapeDtypeStruct(spec.shape[:-1], _key_dtype(spec.impl), sharding=sharding)
     return jax.ShapeDtypeStruct(spec.shape, jnp.dtype(spec.dtype), sharding=sharding)
+
+
+@functools.cache
+def _key_dtype(impl: str):
+    """jax's typed key dtype of the PRNG implementation named `impl` (``key<fry>``)."""
+    import jax
+
+    return jax.eval_shape(lambda: jax.random.key(0, impl=impl)).dtype
 
 
 def key_impl(dtype):
@@ -292,13 +317,6 @@ def key_impl(dtype):
 
     tag = name[len("key<"):-1]
     return next((impl for impl in prng.prngs.values() if impl.tag == tag), None)
-
-
-def _wrap_key(data, spec: KeyDataSpec):
-    """The typed key array whose data `data` is (uint32, the key's own trailing dimension)."""
-    import jax
-
-    return jax.random.wrap_key_data(data, impl=spec.impl)
 
 
 def _unused_inputs(jaxpr) -> tuple[int, ...]:
