@@ -85,8 +85,8 @@ def main() -> dict:
                            out_shardings=(state.shardings, replicated),
                            donate_argnums=(0,)).lower(*args).compile()
     memory = compiled.memory_analysis()
-    # The same, its outputs' layout left to the compiler, as the explorer leaves it (it takes
-    # no out_shardings): the program the explorer compiles.
+    # The same, its outputs' layout left to the compiler: the program the explorer compiles
+    # without out_specs.
     with mesh:
         free = jax.jit(step, in_shardings=(state.shardings, replicated),
                        donate_argnums=(0,)).lower(*args).compile()
@@ -99,6 +99,9 @@ def main() -> dict:
     mesh_text = ",".join(f"{name}={size}" for name, size in mesh.shape.items())
     with mesh:
         report = explorer.analyze(step, *args, mesh=mesh_text, donate=DONATE)
+        # And as the Trainer pins it: its out_shardings given as out_specs.
+        pinned = explorer.analyze(step, *args, mesh=mesh_text, donate=DONATE,
+                                  out_specs=(state.shardings, replicated))
 
     inputs = {t.name: trimmed(t.spec) for t in report.tensors if t.kind == "input"}
     differ = sorted(n for n, spec in layouts.items() if inputs.get(n) != trimmed(spec))
@@ -116,6 +119,10 @@ def main() -> dict:
                      "memory": [report.memory.arguments, report.memory.outputs,
                                 report.memory.temporaries, report.memory.aliased],
                      "inputs": len(inputs)},
+        "explorer_pinned": {"collectives": report_collectives(pinned),
+                            "memory": [pinned.memory.arguments, pinned.memory.outputs,
+                                       pinned.memory.temporaries, pinned.memory.aliased],
+                            "notes": list(pinned.notes)},
         "notes": list(report.notes),
         "backend": report.backend,
     }

@@ -86,7 +86,8 @@ def main() -> dict:
     mesh_text = ",".join(f"{name}={size}" for name, size in mesh.shape.items())
     with jax.set_mesh(mesh), axis_rules(config.logical_axis_rules):
         report = explorer.analyze(step, *args, mesh=mesh_text,
-                                  donate=[r"^model\.", r"^optimizer\."])
+                                  donate=[r"^model\.", r"^optimizer\."],
+                                  out_specs=out_shardings)
 
     # Compared without trailing whole dimensions: a key's data has the key's own dimension,
     # which jax lays out whole.

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from explorer.api.output_specs import OutputSpecs, check_out_specs
 from explorer.api.patterns import apply_spec_patterns, unmatched
 from explorer.api.pytrees import named_inputs, tensor_leaves
 from explorer.api.request import (
@@ -87,7 +88,7 @@ CompileForName: TypeAlias = CompileFor | Literal["target", "cpu"]
 
 # The fields that only a workload's request has, and those only a function's has.
 _WORKLOAD_ONLY = ("params", "preset", "rules", "activations")
-_FUNCTION_ONLY = ("inputs",)
+_FUNCTION_ONLY = ("inputs", "out_specs")
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,8 @@ class Request:
     axis_type: AxisTypeName = AxisType.AUTO
     compile_for: CompileForName = CompileFor.TARGET
     donate: str | Sequence[str] | None = None
+    #: a function's outputs' layout, as jax.jit's out_shardings (explorer/api/output_specs.py)
+    out_specs: Any = None
     origins: bool = False
     timeout: float | None = None
     measure: bool = False
@@ -301,9 +304,10 @@ class Request:
         timeout = check_timeout(self.timeout)
         mesh = self._mesh()
         placed = check_target(self.target, self.mapping, mesh)
+        pinned = check_out_specs(self.out_specs, mesh)
         fn = self.fn
         return self._finish(lambda: fn, args, mesh, placed, timeout, self.donate,
-                            idle_patterns=tuple(idle))
+                            out_specs=pinned, idle_patterns=tuple(idle))
 
     def _mesh(self) -> MeshSpec:
         for name in ("measure", "peak", "origins"):
@@ -312,7 +316,8 @@ class Request:
                           real_devices=self.real_devices)
 
     def _finish(self, program: Callable[[], Callable], args: tuple, mesh: MeshSpec, placed,
-                timeout, donate, identity: bytes | None = None, **planned) -> Planned:
+                timeout, donate, identity: bytes | None = None,
+                out_specs: OutputSpecs | None = None, **planned) -> Planned:
         """The checks every request shares, then the program (made by `program()`) traced and
         lowered here, under the request's contexts (explorer/compile/lowering.py), and the key
         made; where a workload's `identity` keys it, the trace waits until it is needed."""
@@ -336,7 +341,7 @@ class Request:
 
         def lower() -> LoweredProgram:
             lowered = lower_program(program(), inputs, mesh, platform, partitioner.value,
-                                    donated)
+                                    donated, out_specs)
             return replace(lowered, notes=(*lowered.notes, *notes)) if notes else lowered
 
         made = Planned(mesh=mesh, partitioner=partitioner, compile_plan=compiled,

@@ -47,7 +47,7 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             tpu_topology: str | None = ..., real_devices: bool = ...,
             specs: SpecPatterns | None = ..., peak: bool = ...,
             compile_for: CompileForName = ..., origins: bool = ...,
-            donate: str | Sequence[str] | None = ...) -> Report: ...
+            donate: str | Sequence[str] | None = ..., out_specs: Any = ...) -> Report: ...
 
 
 @overload
@@ -59,7 +59,8 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             tpu_topology: str | None = ..., real_devices: bool = ...,
             specs: SpecPatterns | None = ..., peak: bool = ...,
             compile_for: CompileForName = ..., origins: bool = ...,
-            donate: str | Sequence[str] | None = ...) -> Report | None: ...
+            donate: str | Sequence[str] | None = ..., out_specs: Any = ...
+            ) -> Report | None: ...
 
 
 def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None = None,
@@ -70,8 +71,8 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             measure: bool = False, tpu_topology: str | None = None,
             real_devices: bool = False, specs: SpecPatterns | None = None,
             peak: bool = False, compile_for: CompileForName = "target",
-            origins: bool = False, donate: str | Sequence[str] | None = None
-            ) -> Report | None:
+            origins: bool = False, donate: str | Sequence[str] | None = None,
+            out_specs: Any = None) -> Report | None:
     """Compile `fn` on abstract inputs sharded over `mesh` and report what the partitioner did.
 
     Nothing is allocated: `fn` is traced on abstract arrays of the inputs' shapes, then lowered
@@ -154,6 +155,10 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             buffer of the same shape, dtype and layout, and the memory analysis counts that
             buffer once (``Memory.aliased``); a donated input no output could take is named in
             the notes. A pattern that names no input is refused.
+        out_specs: the layout the outputs must end in, as jax.jit's ``out_shardings`` (a
+            training step pinning its new state to the old state's layout): a pytree prefix
+            of ``fn``'s output whose leaves are spec text, a PartitionSpec or a NamedSharding,
+            None leaving that part to the partitioner (the default for the whole output).
 
     Returns:
         The Report; from a cache, with ``timing.cached`` True. None only with `cache_only`,
@@ -211,7 +216,7 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
     if isinstance(fn, Request):
         _only_run_options(args, mesh, partitioner, axis_type, timeout, target, mapping, measure,
                           tpu_topology, real_devices, specs, peak, compile_for, origins,
-                          donate)
+                          donate, out_specs)
         return run(fn, pool=pool, use_cache=use_cache, cache_only=cache_only)
     if mesh is None:
         raise InputError("mesh= is missing: give the device mesh, e.g. mesh='data=2,model=4', "
@@ -220,7 +225,7 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
                       axis_type=axis_type, timeout=timeout, target=target, mapping=mapping,
                       measure=measure, tpu_topology=tpu_topology, real_devices=real_devices,
                       specs=specs, peak=peak, compile_for=compile_for, origins=origins,
-                      donate=donate)
+                      donate=donate, out_specs=out_specs)
     return run(request, pool=pool, use_cache=use_cache, cache_only=cache_only)
 
 
@@ -228,7 +233,7 @@ def _only_run_options(args, mesh, *options) -> None:
     """With a Request, analyze takes only how to run it (pool, use_cache, cache_only): the
     request carries everything else, and a second value for a field would be ignored."""
     defaults = ("shardy", "auto", None, None, None, False, None, False, None, False,
-                "target", False, None)
+                "target", False, None, None)
     if args or mesh is not None or any(
             o is not d and o != d for o, d in zip(options, defaults, strict=True)):
         raise InputError("analyze(request) takes only pool=, use_cache= and cache_only=; the "

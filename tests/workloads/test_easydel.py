@@ -43,16 +43,22 @@ def test_easydels_model_compiles_as_plain_jax_compiles_it(easydel_python, tmp_pa
     assert done.returncode == 0, done.stderr[-4000:]
     out = json.loads(done.stdout[done.stdout.index("{"):])
     plain, free, explored = out["plain"], out["plain_outputs_free"], out["explorer"]
-    # The explorer takes no out_shardings: what it compiles is the step with its outputs' layout
-    # left to the compiler, and that program plain jax compiles to the same collectives, by
-    # kind, count and bytes, and the same memory, to the byte.
+    # With the Trainer's out_shardings given as out_specs, the explorer compiles the Trainer's
+    # own program: the same collectives, by kind, count and bytes, and the same memory, to the
+    # byte (arguments, outputs, temporaries, aliased).
+    pinned = out["explorer_pinned"]
+    assert pinned["collectives"] == plain["collectives"]
+    assert pinned["memory"] == plain["memory"]
+    assert not [n for n in pinned["notes"] if "no output has their shape" in n]
+    # Without them, the step with its outputs' layout left to the compiler, as plain jax
+    # compiles it with no out_shardings.
     assert explored["collectives"] == free["collectives"]
     assert explored["memory"] == free["memory"]
     assert plain["collectives"]["all-reduce"][0] > 0 and plain["collectives"]["all-gather"][0] > 0
     # The Trainer's out_shardings add only all-gathers: the 15 state leaves (EasyDeL's norm
     # kernels and their AdamW moments) the compiler would leave sharded are gathered back to
-    # their replicated input layout, and then alias their inputs; the explorer's notes name
-    # those 15 as donated inputs no output could reuse.
+    # their replicated input layout, and then alias their inputs; left free, the explorer's
+    # notes name those 15 as donated inputs no output could reuse.
     assert plain["collectives"]["all-reduce"] == explored["collectives"]["all-reduce"]
     assert plain["collectives"]["all-gather"][0] - explored["collectives"]["all-gather"][0] == 15
     assert plain["memory"][0] == explored["memory"][0]
