@@ -1,10 +1,11 @@
 """What the parent and a compile worker say to each other: frozen dataclasses, pickled over a
 socketpair between two of our own processes.
 
-The parent sends a `CompileRequest` or a control message (`Ping`, and `Crash` and `Sleep`,
-which exist for the tests of crash and time-limit recovery); the worker answers each with one
-reply: a `CompileResult`, a `Pong`, or a `Failure` that carries the program's error, wrapped in
-`Retiring` when the worker stops after it.
+The parent sends a `CompileRequest` or a `Ping`; the worker answers each with one reply: a
+`CompileResult`, a `Pong`, or a `Failure` that carries the program's error, wrapped in
+`Retiring` when the worker stops after it. (The tests' messages that make a worker crash or
+hang are none of these: a worker answers them only through its test hook,
+explorer/compile/worker.py's HOOK_VARIABLE.)
 No jax here: both sides import this module (the parent loads jax only to trace a user's
 function, explorer/compile/lowering.py).
 """
@@ -123,21 +124,7 @@ class Ping:
     """Answered with a Pong once jax is loaded: "warm" means ready."""
 
 
-@dataclass(frozen=True)
-class Crash:
-    """For the tests of crash recovery: the worker exits at once with `exit_code`."""
-
-    exit_code: int = 3
-
-
-@dataclass(frozen=True)
-class Sleep:
-    """For the tests of the time limit and of busy workers: sleep, then answer a Pong."""
-
-    seconds: float
-
-
-Message = CompileRequest | Ping | Crash | Sleep
+Message = CompileRequest | Ping
 
 
 class TensorLayout(NamedTuple):

@@ -10,27 +10,32 @@ A program that returns but leaves a thread or a process running ends its worker 
 answer: what it left could exit the worker or interrupt its main thread during a later request,
 and that request would fail, blamed for it. The worker answers `Retiring(reply)` and exits;
 the parent replaces it.
+
+One test hook: where $EXPLORER_WORKER_TEST_HOOK (HOOK_VARIABLE) names a module, the worker
+imports it as it starts, and that module's `answer(message)` answers the messages the worker
+has no answer of its own for (a Reply, or None: not one of its messages). The tests' messages
+that make a worker crash or hang come that way (tests/_support/worker_faults.py); unset in use.
 """
 
 from __future__ import annotations
 
 import _thread
+import importlib
 import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 
 from explorer.compile.protocol import (
     CompileRequest,
-    Crash,
     Failure,
     Message,
     Ping,
     Pong,
     Reply,
     Retiring,
-    Sleep,
 )
 from explorer.compile.reaper import PID_VARIABLE, children
 
@@ -41,11 +46,25 @@ CLEAR_CACHES_EVERY = 8
 # How long what a program started gets to end by itself after the program returned before the
 # worker counts it as left running (a helper thread finishing, a child exiting).
 _LEFTOVER_GRACE_S = 0.5
+# The environment variable that names the worker's test hook, a module to import as it starts
+# (see above); the module must be importable from the worker's sys.path (its PYTHONPATH is the
+# parent's sys.path, explorer/compile/pool.py).
+HOOK_VARIABLE = "EXPLORER_WORKER_TEST_HOOK"
+
+# A test hook's answer to a message the worker does not know: a Reply, or None.
+Hook = Callable[[object], Reply | None]
+
+
+def _test_hook() -> Hook | None:
+    """The `answer` of the module $EXPLORER_WORKER_TEST_HOOK names, if it names one."""
+    name = os.environ.get(HOOK_VARIABLE, "").strip()
+    return importlib.import_module(name).answer if name else None
 
 
 def _serve(conn: Connection) -> None:
     import jax
 
+    hook = _test_hook()
     jax.devices()          # load the backend before the first request: "warm" means warm
     compiles = 0
     while True:
@@ -54,7 +73,7 @@ def _serve(conn: Connection) -> None:
         except EOFError:
             return
         threads = _thread._count()
-        reply = _answer(message)
+        reply = _answer(message, hook)
         if isinstance(message, CompileRequest) and _left_running(threads):
             conn.send(Retiring(reply))
             return       # and exit at once (main), before what the program left can strike
@@ -99,18 +118,15 @@ def _processes_left() -> list[int]:
     return [pid for pid, state in found.items() if state != "Z" and pid != os.getpid()]
 
 
-def _answer(message: Message) -> Reply:
+def _answer(message: Message, hook: Hook | None) -> Reply:
     import jax
 
     if isinstance(message, Ping):
         return Pong(devices=len(jax.devices()), pid=os.getpid(),
                     device_kind=jax.devices()[0].device_kind)
-    if isinstance(message, Crash):
-        os._exit(message.exit_code)
-    if isinstance(message, Sleep):
-        time.sleep(message.seconds)
-        return Pong(devices=len(jax.devices()), pid=os.getpid())
     if not isinstance(message, CompileRequest):
+        if hook is not None and (reply := hook(message)) is not None:
+            return reply
         return Failure(f"the worker got a {type(message).__name__}, which is no message it "
                        "knows; the parent and worker come from different explorer versions?")
     try:

@@ -21,12 +21,13 @@ import pytest
 
 from explorer import TensorSpec, WorkerError, WorkerPool
 from explorer.compile import pool as pool_module
-from explorer.compile.protocol import Crash, Ping, Sleep, WorkerKey
+from explorer.compile.protocol import Ping, WorkerKey
 from explorer.errors import WorkerLost
 
 SUPPORT = str(Path(__file__).resolve().parents[1] / "_support")
 sys.path.insert(0, SUPPORT)
 from in_worker import analyze_in_worker  # noqa: E402
+from worker_faults import Crash, Sleep, answer_faults  # noqa: E402
 
 # Each fault test starts, breaks and replaces real worker processes: seconds apiece.
 pytestmark = pytest.mark.slow
@@ -274,9 +275,10 @@ def test_a_worker_is_recycled_after_its_share_of_compiles():
         p.close()
 
 
-def test_more_busy_device_counts_than_warm_workers_all_finish():
+def test_more_busy_device_counts_than_warm_workers_all_finish(monkeypatch):
     # The reported case, scaled down: more threads on distinct device counts than the pool
     # keeps warm. Each thread's worker must live until its request is answered.
+    answer_faults(monkeypatch)
     p = WorkerPool(timeout=60, max_workers=2)
     counts = (1, 2, 3)
     replies, errors = {}, []
@@ -301,7 +303,9 @@ def test_more_busy_device_counts_than_warm_workers_all_finish():
         p.close()
 
 
-def test_a_death_quotes_only_what_its_own_request_printed(pool):
+def test_a_death_quotes_only_what_its_own_request_printed(pool, monkeypatch):
+    answer_faults(monkeypatch)
+
     def reshard(a):     # XLA warns about this one (see test_compile_request.py)
         import jax
         from jax.sharding import PartitionSpec

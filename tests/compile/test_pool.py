@@ -6,10 +6,11 @@ from pathlib import Path
 import pytest
 
 from explorer import TensorSpec, WorkerError, WorkerPool, analyze
-from explorer.compile.protocol import Crash, Ping, Sleep, WorkerKey
+from explorer.compile.protocol import Ping, WorkerKey
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
 from in_worker import analyze_in_worker  # noqa: E402
+from worker_faults import Crash, Sleep, answer_faults  # noqa: E402
 
 cpu = WorkerKey.fake_cpu
 
@@ -36,7 +37,8 @@ def test_several_device_counts_in_one_process(pool):
 
 
 @pytest.mark.slow
-def test_a_crashed_worker_is_replaced(pool):
+def test_a_crashed_worker_is_replaced(pool, monkeypatch):
+    answer_faults(monkeypatch)
     first = pool.warm(cpu(8)).pid
     with pytest.raises(WorkerError, match=r"died \(exit status 3\)"):
         pool.run(cpu(8), Crash(exit_code=3))
@@ -55,10 +57,22 @@ def test_a_killed_worker_is_replaced(pool):
 
 
 @pytest.mark.slow
-def test_a_compile_past_the_time_limit_is_stopped(pool):
+def test_a_compile_past_the_time_limit_is_stopped(pool, monkeypatch):
+    answer_faults(monkeypatch)
     pool.warm(cpu(2))
     with pytest.raises(WorkerError, match="longer than the 1 s limit on 2 devices"):
         pool.run(cpu(2), Sleep(30), timeout=1)
+    assert pool.run(cpu(2), Ping()).devices == 2
+
+
+@pytest.mark.slow
+def test_a_worker_without_the_test_hook_answers_no_fault_message(pool, monkeypatch):
+    from explorer import CompileError
+    from explorer.compile.worker import HOOK_VARIABLE
+
+    monkeypatch.delenv(HOOK_VARIABLE, raising=False)
+    with pytest.raises(CompileError, match="got a Crash, which is no message it knows"):
+        pool.run(cpu(2), Crash(exit_code=3))
     assert pool.run(cpu(2), Ping()).devices == 2
 
 

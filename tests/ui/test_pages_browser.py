@@ -7,6 +7,7 @@ time is asserted.
 """
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from explorer.ui.serve import one_cell_notebook  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
+SUPPORT = str(Path(__file__).resolve().parents[1] / "_support")
 WAIT_MS = 600_000          # per wait: eight kernels compiling at once on 2 cores
 
 # What a page shows, read in the page: the status line and its result, the Collectives tab's
@@ -153,16 +155,22 @@ def test_eight_concurrent_pages_each_editing_each_show_their_own_results(
 
 
 # A user's layer on the app, with the kernel watch the app's pages carry. A compile on 4
-# devices waits (in the compile worker) while the file HOLD exists, so that the test can kill
-# the kernel in the middle of one; the 8-device compiles the page starts with never wait.
+# devices waits (in the compile worker, which answers the tests' Sleep through its test hook,
+# tests/_support/worker_faults.py) while the file HOLD exists, so that the test can kill the
+# kernel in the middle of one; the 8-device compiles the page starts with never wait.
 WATCHED = """\
 import os
+import sys
+
+sys.path.insert(0, {support!r})
 from explorer import TensorSpec as T
 from explorer.compile.pool import WorkerPool
-from explorer.compile.protocol import Sleep
+from explorer.compile.worker import HOOK_VARIABLE
 from explorer.ui import explore
 from explorer.ui.kernel_watch import watch_kernel
+from worker_faults import Sleep
 
+os.environ[HOOK_VARIABLE] = "worker_faults"
 HOLD = {hold!r}
 
 # The function is traced in the kernel; what is held is the 4-device worker, kept busy while
@@ -222,7 +230,8 @@ def wait_for_workers(kernel, devices: int) -> list:
 def test_a_kernel_killed_mid_compile_is_said_in_the_page_and_a_reload_brings_the_app_back(
         chromium, voila_server, pick, artifacts, tmp_path):
     hold = tmp_path / "hold"
-    notebook = one_cell_notebook(WATCHED.format(hold=str(hold)), tmp_path / "watched.ipynb")
+    notebook = one_cell_notebook(WATCHED.format(hold=str(hold), support=SUPPORT),
+                                 tmp_path / "watched.ipynb")
     with voila_server(notebook) as url, playwright.sync_playwright() as p:
         browser = p.chromium.launch(**chromium)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
