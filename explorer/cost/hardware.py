@@ -308,7 +308,10 @@ TPU_HOP_LATENCY = 1e-6
 # "By default, TPUs perform matrix multiplication operations with bfloat16 values and
 # accumulations with IEEE float32 values" CLOUD_BF16; "float32 dot products may be computed with
 # reduced-precision arithmetic internally (bfloat16 on TPU ...)" JAX_PRECISION. No TPU page
-# quotes a float32 matmul peak, so a float32 program is predicted at the bf16 peak.
+# quotes a float32 matmul peak, so a float32 program is predicted at the bf16 peak. On a v5e one
+# pass it is: a float32 4096^3 matmul at the default precision (its HLO carries no
+# precision_config) ran at 191 TFLOP/s, as bf16 did (benchmarks/results/tpu-v5e-2026-12-06/
+# rates.json); 3 or 6 passes would take 3 or 6 times as long.
 _TPU_FLOAT32_MATMUL = "bfloat16"
 
 # A large matmul on 8 TPU v2 cores: "we expect it to take about ... 95.6ms which is pretty much
@@ -347,8 +350,10 @@ TPU_V4 = Chip(
 TPU_V5E_RUN = "benchmarks/results/tpu-v5e-2026-12-06/rates.json"
 # bf16 matmuls with every dimension at least 1024 and M·N·K at least 2048^3 (11 shapes, square
 # and rectangular, 2048^3 to 16384^3): 187 to 194 TFLOP/s, median 191 of 197. float32 at the
-# default precision runs at the same rate (its 4096^3: 191 TFLOP/s), 164 to 174 at 8192^3 and
-# above. Smaller matmuls run slower (1024^3: 136 TFLOP/s), where the fraction is optimistic.
+# default precision runs at the same rate (its 4096^3: 191 TFLOP/s) where its operands' bytes
+# allow: at 8192^3 and 16384^3 (164 and 174) libtpu's tiling reads each f32 operand 8 and 16
+# times and the matmul waits on HBM (explorer/cost/tiling.py prices those bytes). Smaller
+# matmuls run slower (1024^3: 136 TFLOP/s), where the fraction is optimistic.
 _V5E_MATMUL = Measured(0.97, "bf16 matmuls of 2048^3 to 16384^3 on one TPU v5e chip, 187 to "
                        "194 of 197 TFLOP/s (benchmarks/tpu_measure.py, jax 0.10.2, 2026-12-06)",
                        TPU_V5E_RUN)

@@ -36,6 +36,7 @@ from explorer.cost.hardware import (
     get_target,
 )
 from explorer.cost.mapping import AxisMapping, Segment, Tier, check_mapping, default_mapping
+from explorer.cost.tiling import reread_bytes
 from explorer.errors import InputError, MappingError, choices
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.compiler_costs import UNCOSTABLE_SEEN_SLOWER
@@ -536,10 +537,14 @@ def instruction_seconds(step: Step, peak: float, bandwidth: float | None,
                         unit: VectorUnit | None = None) -> float:
     """One scheduled instruction on the roofline of the matrix unit, the memory and the vector
     unit: max(FLOPs / peak (each dot at its measured rate where `table` has it), bytes at
-    memory speed (memory_seconds: reads faster where the chip does), vector_seconds).
+    memory speed (memory_seconds: reads faster where the chip does; a TPU matmul's operand
+    windows that libtpu's tiling fetches again, explorer.cost.tiling.reread_bytes, at
+    `bandwidth`, the copy rate), vector_seconds).
     The chip runs the three side by side; the slowest bounds the instruction."""
     math = math_seconds(step.flops, peak, step.dots, table)
     memory = memory_seconds(step.bytes, step.written, bandwidth, read_bandwidth)
+    if bandwidth:
+        memory += reread_bytes(step) / bandwidth
     vector = vector_seconds(step.vector_ops, step.transcendentals, step.reduced, unit)
     return max(math, memory, vector)
 
@@ -559,7 +564,8 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
     chip's measured GEMM `table`, their FLOPs take the rate measured for their shapes.
     `steps`: each entry's Step (Work.compute_steps); with them, an entry is priced by
     instruction_seconds, its reads at `read_bandwidth` and its vector work on `vector_unit`
-    where those are given.
+    where those are given, and a TPU matmul's operand windows that libtpu's tiling reads again
+    (explorer.cost.tiling) at `bandwidth`.
     """
     target = get_target(target)
     chip = target.chip
@@ -603,6 +609,12 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
                      f"transcendental as {vector_unit.transcendental_ops:g} operations, "
                      f"{format_rate(vector_unit.reduced_per_second, 'element/s')} reduced "
                      f"({vector_unit.what})")
+    reread = [(r, reread_bytes(s)) for s, (*_, r) in zip(steps, work, strict=False)]
+    reread = [(r, b) for r, b in reread if b]
+    if reread and bandwidth:
+        notes.append(f"{len(reread)} matmul(s) tiled by libtpu in all three dimensions read "
+                     f"operand windows again: {format_bytes(sum(r * b for r, b in reread))} "
+                     f"more, at {format_rate(bandwidth, 'B/s')} (explorer/cost/tiling.py)")
     bound = Bound.COMPUTE if flops_bound >= seconds - flops_bound else Bound.MEMORY
     return ComputeTime(seconds, math_total, memory_s, bound, peak, dtype, tuple(notes),
                        peak_dtype, bandwidth, table.device if table is not None else "",
