@@ -39,7 +39,6 @@ from explorer.errors import InputError, choices
 from explorer.report.report import Report
 from explorer.spec.bounds import show
 from explorer.spec.tensor import format_spec, normalize_spec
-from explorer.strategy.plan import plan
 from explorer.units import format_seconds
 
 # An edit whose compile would start a worker process (jax loading in it: seconds) waits this
@@ -263,8 +262,7 @@ class Session:
         r, p = self.request, self.request.planned
         if p.workload is None or not r.specs:
             return {}
-        by_rules = plan(p.workload, dict(p.params), p.mesh, None, r.preset, r.rules,
-                        r.activations).specs
+        by_rules = p.layout.by_rules if p.layout is not None else {}
         out = {}
         for name, spec in r.specs.items():
             ruled = by_rules.get(name)

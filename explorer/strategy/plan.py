@@ -33,6 +33,9 @@ class Plan:
     activations: dict[str, tuple[Entry, ...]] = field(default_factory=dict)  # point -> spec
     point_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     rules: Rules = field(default_factory=Rules)
+    # input tensor -> the spec the preset and rules give it, where they split it (before a
+    # per-tensor spec overrides it): what a hand-set spec keeps the rules from placing
+    by_rules: dict[str, tuple[Entry, ...]] = field(default_factory=dict)
 
     def info(self) -> dict:
         return {"rules": self.rules.text(),
@@ -80,6 +83,7 @@ def plan(workload: Workload, params: dict, mesh: MeshSpec, specs: Mapping | None
             spec = by_rules(tuple(dims), kinds.get(name, "param"))
             if any(entry_axes(e) for e in spec):
                 out_specs[name], origin[name] = spec, origin_of_rules
+    ruled = dict(out_specs)                 # what the rules give, before specs override
     for name, spec in specs.items():
         if name in shapes:
             out_specs[name], origin[name] = normalize_spec(spec, tensor=name), "spec"
@@ -105,7 +109,8 @@ def plan(workload: Workload, params: dict, mesh: MeshSpec, specs: Mapping | None
         for name in shapes:
             if kinds.get(name, "param") in ("param", "opt"):
                 constraints[name] = out_specs.get(name, ())
-    return Plan(out_specs, origin, tuple(constraints.items()), point_specs, point_shapes, table)
+    return Plan(out_specs, origin, tuple(constraints.items()), point_specs, point_shapes, table,
+                ruled)
 
 
 def _rule_table(workload: Workload, mesh: MeshSpec, preset: str | None, rules,

@@ -295,10 +295,12 @@ class App:
         the widget at fault and raised."""
         return self.sidebar.request(origins=self.origins.ask.value)
 
-    def _edited(self, wait: bool = False, apply: bool = False) -> None:
+    def _edited(self, wait: bool = False, apply: bool = False,
+                restored: AppRequest | None = None) -> None:
         """An edit: check the sidebar, then show its result from the cache, compile it (the
         scheduler decides when), or with live updates off keep it for Apply. `wait`: compile
-        now and block (the first result); `apply`: the Apply button."""
+        now and block (the first result); `apply`: the Apply button; `restored`: the request
+        an Undo or Redo set the widgets to, made by them already (not made again)."""
         if self._muted:
             return
         self.generation += 1
@@ -309,7 +311,7 @@ class App:
         self._set_status(WORKING)
         with self._muted:      # the sidebar's checks set the spec pickers
             try:
-                request = self._request()
+                request = restored or self._request()
             except ExplorerError as e:
                 self._discard()
                 self._show_error(str(e))
@@ -354,7 +356,7 @@ class App:
 
     def _session_for(self, request: AppRequest) -> Session:
         """The session, its current request made from the checked app request `request`."""
-        analysis = self.source.analysis(request)
+        analysis = request.analysis or self.source.analysis(request)
         if self.session is None:
             self.session = Session(analysis, pool=self.pool, debounce=self.debounce or 0.0,
                                    executor=self._executor)

@@ -27,7 +27,7 @@ from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import normalize_spec
 from explorer.ui.callbacks import Mute
 from explorer.ui.sidebar import app_language, target_options
-from explorer.ui.sources import Spec, WorkloadSource
+from explorer.ui.sources import AppRequest, Spec, WorkloadSource
 from explorer.ui.specs import carried_renames
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class EditHistory:
         assert target is not None
         current = session.request
         try:
-            self._restore(target, origins)
+            restored = self._restore(target, origins)
         except InputError as e:
             try:        # the widgets made the current request: they can again
                 self._restore(current, origins)
@@ -75,11 +75,12 @@ class EditHistory:
             session.undo()
         else:
             session.redo()
-        self.edit(apply=True)
+        self.edit(apply=True, restored=restored)
 
-    def _restore(self, request: AnalysisRequest, origins: w.Checkbox) -> None:
+    def _restore(self, request: AnalysisRequest, origins: w.Checkbox) -> AppRequest:
         """Set every widget to what makes `request`, muted (no edit), then check that the
-        widgets make exactly it; an InputError where they cannot."""
+        widgets make exactly it (the app request they make, returned, is the edit: it is not
+        made again); an InputError where they cannot."""
         with self.muted:
             try:
                 self._restore_program(request)
@@ -90,10 +91,11 @@ class EditHistory:
                 origins.value = bool(request.origins)
             except TraitError as e:      # a value a widget does not offer
                 raise InputError(f"the sidebar cannot show that request ({e})") from None
-            made = self.sidebar.source.analysis(self.sidebar.request(origins=origins.value))
-        if not same_request(made, request):
+            made = self.sidebar.request(origins=origins.value)
+        if made.analysis is None or not same_request(made.analysis, request):
             raise InputError("the sidebar cannot make that request exactly (was it made "
                              "outside the app, e.g. by session.edit?)")
+        return made
 
     def _restore_program(self, request: AnalysisRequest) -> None:
         """The workload and its params (a workload switched back forgets the picks, as the

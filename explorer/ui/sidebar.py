@@ -34,7 +34,9 @@ from explorer.errors import (
     ExplorerError,
     InputError,
     MeshError,
+    RuleError,
     SpecError,
+    TargetError,
     TensorError,
     WorkloadError,
     choices,
@@ -42,6 +44,7 @@ from explorer.errors import (
 from explorer.layout_search.result import Candidate as SearchCandidate
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import TensorSpec, normalize_spec
+from explorer.strategy.plan import Plan
 from explorer.strategy.presets import PRESETS, get_preset
 from explorer.strategy.rules import LOGICAL_NAMES, Rules, parse_rules
 from explorer.ui.callbacks import Mute
@@ -449,59 +452,72 @@ class Sidebar:
             with self._muted:
                 self.rules_w.value = renamed.text()
 
-    def _kept_over_rules(self, mesh, pinned, preset, rules) -> dict:
-        """The picks the preset or rules would place otherwise: name -> (pick, theirs)."""
-        if not pinned or not (preset or rules):
-            return {}
-        try:
-            theirs = self.source.place(mesh, {}, preset, rules).specs
-        except ExplorerError:
-            return {}
-
-        def layout(spec) -> tuple:          # () and (None, None) are one layout
-            spec = tuple(spec)
-            while spec and spec[-1] is None:
-                spec = spec[:-1]
-            return spec
-
-        return {n: (tuple(spec), tuple(theirs[n])) for n, spec in pinned.items()
-                if n in theirs and layout(theirs[n]) != layout(spec)}
-
     def request(self, origins: bool = False) -> AppRequest:
-        """Validate the edited state with explorer.api.request, as the API and the CLI do;
-        each error is shown next to the widget at fault and raised. `origins`: the request
-        reads why each tensor is laid out so (the Placement tab's question)."""
+        """Validate the edited state by making the explorer Request it describes, as the API
+        and the CLI do (one Request per edit: a workload's layout is planned once, by it); each
+        error is shown next to the widget at fault and raised. `origins`: the request reads why
+        each tensor is laid out so (the Placement tab's question)."""
         self.clear_errors()
         mesh = self._mesh()
+        editor = self.specs_editor
+        pinned = {n: editor.spec(n) for n in editor.tensors if n in editor.pinned}
+        preset, rules = self.preset_w.value or None, self.rules_w.value.strip() or None
+        # A workload's Request plans its layout (and resolves its params): the pickers show
+        # that plan. A function places its inputs here, before its Request traces it.
+        plans_itself = isinstance(self.source, WorkloadSource)
+        placement = None if plans_itself else self._placed(mesh, pinned, preset, rules)
+        partitioner = check_partitioner(self.partitioner_w.value)
+        target, mapping = self._target(mesh)
+        compile_for = CompileFor.CPU if self.cpu_w.value else CompileFor.TARGET
+        backend = compile_plan(mesh, target, compile_for).worker.backend
+        measurable = self._offer_measure(backend)
+        self.timeout_w.placeholder = timeout_placeholder(backend)
+        self.default_timeout_s = default_timeout(backend)
+        try:
+            given = parse_timeout(self.timeout_w.value)
+        except InputError as e:
+            raise self._put(self.timeout_error, e) from None
+        made = AppRequest(mesh=mesh, specs=dict(placement.specs) if placement else {},
+                          pinned=pinned, placement=placement or Placement({}),
+                          params=self.source.params,
+                          preset=preset, rules=rules, partitioner=partitioner, target=target,
+                          mapping=mapping, measure=self.measure_w.value and measurable,
+                          unavailable=self.prediction_note, compile_for=compile_for,
+                          origins=origins, timeout=given or default_timeout(backend),
+                          timeout_given=given is not None)
+        if not plans_itself:
+            return replace(made, analysis=self.source.analysis(made))
+        try:
+            analysis = self.source.analysis(made)
+        except ExplorerError as e:
+            raise self._at_fault(e) from None
+        placement = self.carry_renames(self.source.planned(analysis), pinned, mesh)
+        self._show_placement(placement, pinned, analysis.planned.layout)
+        return replace(made, specs=dict(placement.specs), placement=placement,
+                       params=dict(analysis.planned.params), analysis=analysis)
+
+    def _placed(self, mesh: MeshSpec, pinned: Mapping[str, Spec], preset: str | None,
+                rules: str | None) -> Placement:
+        """A source that places its inputs itself (a function): its placement, shown in the
+        pickers, every row at fault showing its error, then the source's own checks."""
         try:
             tensors = self.source.tensors()
         except ExplorerError as e:
             raise self._put(self.source.error, e) from None
-        editor = self.specs_editor
-        pinned = {n: editor.spec(n) for n in editor.tensors if n in editor.pinned}
-        preset, rules = self.preset_w.value or None, self.rules_w.value.strip() or None
         try:
             placement = self.source.place(mesh, pinned, preset, rules)
         except ExplorerError as e:
             raise self._put(self.layout_error, e) from None
-        self.kept_picks.show(self._kept_over_rules(mesh, pinned, preset, rules))
         placement = self.carry_renames(placement, pinned, mesh)
-        failed = None
-        for n, spec in placement.specs.items():
-            if n not in pinned:
-                try:
-                    editor.set_spec(n, spec)
-                except SpecError as e:     # the row shows the error; its pickers keep theirs
-                    editor.show_error(n, app_language(str(e)))
-                    failed = failed or e
+        failed = self._show_placement(placement, pinned, None)
         inputs = [TensorSpec(t.name, t.shape, t.dtype, placement.specs[t.name]) for t in tensors]
         for t in inputs:            # one at a time, so that every row at fault shows its error
-            if t.name in editor.errors:
+            if t.name in self.specs_editor.errors:
                 continue
             try:
                 check_inputs([t], mesh)
             except (SpecError, TensorError) as e:
-                editor.show_error(t.name, app_language(str(e)))
+                self.specs_editor.show_error(t.name, app_language(str(e)))
                 failed = failed or e
         if failed:
             raise failed
@@ -513,25 +529,42 @@ class Sidebar:
             raise self._put(self.layout_error, e) from None
         except ExplorerError as e:
             raise self._put(self.source.error, e) from None
-        partitioner = check_partitioner(self.partitioner_w.value)
-        target, mapping = self._target(mesh)
-        params = self.source.resolved() if isinstance(self.source, WorkloadSource) else {}
-        compile_for = CompileFor.CPU if self.cpu_w.value else CompileFor.TARGET
-        backend = compile_plan(mesh, target, compile_for).worker.backend
-        measurable = self._offer_measure(backend)
-        self.timeout_w.placeholder = timeout_placeholder(backend)
-        self.default_timeout_s = default_timeout(backend)
-        try:
-            given = parse_timeout(self.timeout_w.value)
-        except InputError as e:
-            raise self._put(self.timeout_error, e) from None
-        return AppRequest(mesh=mesh, specs=dict(placement.specs), pinned=pinned,
-                       placement=placement, params=params, preset=preset, rules=rules,
-                       partitioner=partitioner, target=target, mapping=mapping,
-                       measure=self.measure_w.value and measurable,
-                       unavailable=self.prediction_note, compile_for=compile_for,
-                       origins=origins, timeout=given or default_timeout(backend),
-                       timeout_given=given is not None)
+        return placement
+
+    def _show_placement(self, placement: Placement, pinned: Mapping[str, Spec],
+                        layout: Plan | None) -> SpecError | None:
+        """The pickers of the inputs the user did not pin set to `placement`; the picks the
+        preset or rules would place otherwise (`layout.by_rules`) listed. The first spec a
+        picker cannot show, whose row shows it."""
+        kept = {} if layout is None or not layout.rules.rules else {
+            n: (tuple(spec), tuple(layout.by_rules.get(n, ()))) for n, spec in pinned.items()
+            if _trimmed(layout.by_rules.get(n, ())) != _trimmed(spec)}
+        self.kept_picks.show(kept)
+        failed = None
+        for n, spec in placement.specs.items():
+            if n not in pinned:
+                try:
+                    self.specs_editor.set_spec(n, spec)
+                except SpecError as e:     # the row shows the error; its pickers keep theirs
+                    self.specs_editor.show_error(n, app_language(str(e)))
+                    failed = failed or e
+        return failed
+
+    def _at_fault(self, e: ExplorerError) -> ExplorerError:
+        """An error of the explorer Request shown next to the widget at fault: a spec at its
+        tensor's row, the mesh, the preset or rules, the target or mapping, the time limit,
+        else the workload's params."""
+        tensor = getattr(e, "tensor", None)
+        if isinstance(e, SpecError | TensorError) and tensor in self.specs_editor.tensors:
+            self.specs_editor.show_error(tensor, app_language(str(e)))
+            return e
+        if isinstance(e, MeshError):
+            return self._put(self.mesh_editor.error, e)
+        if isinstance(e, RuleError | SpecError):
+            return self._put(self.layout_error, e)
+        if isinstance(e, TargetError):
+            return self._put(self.target_error, e)
+        return self._put(self.source.error, e)
 
     def raise_timeout(self, seconds: float) -> None:
         """Set the time limit to `seconds`; the edit compiles again with it (the offer an
@@ -583,3 +616,11 @@ class Sidebar:
                                       MEASURE_LABEL + ": only a compile on CPU devices runs "
                                       "here; tick the box above")
         return runs_here
+
+
+def _trimmed(spec) -> tuple:
+    """A spec without its trailing unsplit dimensions: () and (None, None) are one layout."""
+    spec = tuple(spec)
+    while spec and spec[-1] is None:
+        spec = spec[:-1]
+    return spec

@@ -86,6 +86,10 @@ class AppRequest:
     origins: bool = False                  # read why each tensor is laid out so (slower)
     timeout: float | None = None           # the seconds the compile may take
     timeout_given: bool = False            # typed by the user (else the target's default)
+    # The explorer Request the sidebar made of it (`Source.analysis`): what the session
+    # compiles, so that nothing checks or plans it again. A variant made with
+    # dataclasses.replace (a what-if's specs) is not this request: Source.compile makes its own.
+    analysis: AnalysisRequest | None = field(default=None, compare=False, repr=False)
 
 
 class Source:
@@ -127,7 +131,13 @@ class Source:
         """What only this source can check, before the compile."""
 
     def analysis(self, request: AppRequest) -> AnalysisRequest:
-        """The explorer.Request that compiles the checked app request `request`."""
+        """The explorer.Request that compiles the app request `request`, checked (and a
+        workload's layout planned) as it is made."""
+        raise NotImplementedError
+
+    def planned(self, analysis: AnalysisRequest) -> Placement:
+        """Every input's spec as the Request `analysis` planned it (a source whose Request
+        plans the layout: a workload's)."""
         raise NotImplementedError
 
     def describe(self, report: Report, request: AppRequest) -> Report:
@@ -135,6 +145,7 @@ class Source:
         return report
 
     def compile(self, request: AppRequest, pool, cache_only: bool) -> Report | None:
+        """A variant of the edit's request (a what-if's specs): its own Request, made here."""
         report = run(self.analysis(request), pool=pool, cache_only=cache_only)
         return None if report is None else self.describe(report, request)
 
@@ -270,6 +281,12 @@ class WorkloadSource(Source):
                                mapping=request.mapping, measure=request.measure,
                                compile_for=request.compile_for, origins=request.origins,
                                timeout=request.timeout)
+
+    def planned(self, analysis: AnalysisRequest) -> Placement:
+        layout = analysis.planned.layout
+        assert layout is not None               # a workload's Request always plans one
+        specs = {t.name: layout.specs.get(t.name, ()) for t in analysis.planned.leaves}
+        return Placement(specs, layout, dict(layout.origin))
 
     def dim_names(self, report, tensor):
         info = report.workload
