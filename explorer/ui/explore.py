@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 def explore(fn: Callable[..., Any], *args: Any, mesh: MeshLike = "data=2,model=4",
             specs: SpecPatterns | None = None, rules: str = "", target: str = "",
             mapping: str = "", partitioner: str = "shardy", debounce: float | None = 0.3,
-            pool: WorkerPool | None = None, compile_for: str = "target") -> App:
+            pool: WorkerPool | None = None, compile_for: str = "target",
+            timeout: float | None = None, out_specs: Any = None) -> App:
     """Open the app on `fn(*args)`, as explorer.analyze would compile it.
 
     Args:
@@ -52,6 +53,10 @@ def explore(fn: Callable[..., Any], *args: Any, mesh: MeshLike = "data=2,model=4
         compile_for: ``"target"`` compiles for a GPU or TPU target's hardware where its
             compiler is installed, ``"cpu"`` on fake CPU devices (the sidebar's "compile on
             CPU devices" box), as explorer.analyze takes it.
+        timeout: the time limit of a compile in seconds (the sidebar's box); None for the
+            target's default.
+        out_specs: the layout the outputs must end in, as explorer.analyze (and jax.jit's
+            ``out_shardings``) takes it.
 
     Returns:
         The app: ``.widget`` is what a notebook cell displays, ``.report`` the current Report.
@@ -61,13 +66,14 @@ def explore(fn: Callable[..., Any], *args: Any, mesh: MeshLike = "data=2,model=4
         ExplorerError: `fn` is not callable, or the inputs, specs or mesh are invalid (the
             errors explorer.analyze raises for them).
     """
-    source = FunctionSource(fn, args, specs=specs)
+    source = FunctionSource(fn, args, specs=specs, out_specs=out_specs)
     if rules and not source.uses_rules:
         raise RuleError(f"rules={rules!r}: rules map logical dimension names to mesh axes, and "
                         "the TensorSpecs of a plain function carry none; give specs instead "
                         "(specs={pattern: spec}, or each TensorSpec's spec)")
     return App(source, mesh, partitioner=partitioner, target=target, mapping=mapping,
-               rules=rules, debounce=debounce, pool=pool, compile_for=compile_for)
+               rules=rules, debounce=debounce, pool=pool, compile_for=compile_for,
+               timeout=timeout)
 
 
 def explore_module(model: nnx.Module, *inputs: Any, mesh: MeshLike = "data=2,model=4",
@@ -75,7 +81,8 @@ def explore_module(model: nnx.Module, *inputs: Any, mesh: MeshLike = "data=2,mod
                    fn: Callable[..., Any] | None = None, rules: str = "", target: str = "",
                    mapping: str = "", partitioner: str = "shardy",
                    debounce: float | None = 0.3, pool: WorkerPool | None = None,
-                   compile_for: str = "target") -> App:
+                   compile_for: str = "target", timeout: float | None = None,
+                   out_specs: Any = None) -> App:
     """Open the app on a Flax NNX module called on `inputs`, or on `fn(model, *inputs)`.
 
     The module's parameters become inputs named by their path (``layers.0.attn.q.kernel``),
@@ -95,8 +102,8 @@ def explore_module(model: nnx.Module, *inputs: Any, mesh: MeshLike = "data=2,mod
         fn: called as ``fn(model, *inputs)`` (a train step, say) instead of the module itself.
         rules: logical-axis rules for the parameters' logical names, e.g.
             ``"embed=data,mlp=model"``.
-        mesh, target, mapping, partitioner, debounce, pool, compile_for: as explore takes
-            them.
+        mesh, target, mapping, partitioner, debounce, pool, compile_for, timeout, out_specs:
+            as explore takes them.
 
     Returns:
         The app: ``.widget`` is what a notebook cell displays, ``.report`` the current Report.
@@ -107,6 +114,8 @@ def explore_module(model: nnx.Module, *inputs: Any, mesh: MeshLike = "data=2,mod
     """
     from explorer.ui.module import module_source
 
-    source = module_source(model, inputs, parse_mesh(mesh), specs=specs, fn=fn)
+    source = module_source(model, inputs, parse_mesh(mesh), specs=specs, fn=fn,
+                           out_specs=out_specs)
     return App(source, mesh, partitioner=partitioner, target=target, mapping=mapping,
-               rules=rules, debounce=debounce, pool=pool, compile_for=compile_for)
+               rules=rules, debounce=debounce, pool=pool, compile_for=compile_for,
+               timeout=timeout)

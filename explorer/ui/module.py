@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from explorer.errors import TensorError
 from explorer.spec.mesh import MeshSpec
@@ -95,9 +96,9 @@ def _nested(tensors: Sequence[ModuleTensor], make: Callable[[ModuleTensor], Tens
 
 
 def module_source(model, inputs: Sequence, mesh: MeshSpec, *, specs: Mapping | None = None,
-                  fn: Callable | None = None) -> FunctionSource:
+                  fn: Callable | None = None, out_specs: Any = None) -> FunctionSource:
     """A FunctionSource for `model` called on `inputs` (TensorSpecs or pytrees of them), or for
-    `fn(model, *inputs)` when given."""
+    `fn(model, *inputs)` when given; `out_specs` pins its outputs (explorer.analyze's)."""
     from flax import nnx
 
     if not isinstance(model, nnx.Module):
@@ -139,5 +140,5 @@ def module_source(model, inputs: Sequence, mesh: MeshSpec, *, specs: Mapping | N
         notes.append(f"{len(defaults)} parameter(s) take their spec from with_partitioning")
     return FunctionSource(program, args, specs=specs, logical=logical, groups=groups,
                           title=title, kinds=kinds, has_grads=False if fn is None else None,
-                          notes=notes, label="model",
+                          notes=notes, label="model", out_specs=out_specs,
                           where=where_defined(fn if fn is not None else type(model)))

@@ -485,12 +485,12 @@ class Sidebar:
                           unavailable=self.prediction_note, compile_for=compile_for,
                           origins=origins, timeout=given or default_timeout(backend),
                           timeout_given=given is not None)
-        if not plans_itself:
-            return replace(made, analysis=self.source.analysis(made))
         try:
             analysis = self.source.analysis(made)
-        except ExplorerError as e:
+        except InputError as e:
             raise self._at_fault(e) from None
+        if not plans_itself:
+            return replace(made, analysis=analysis)
         placement = self.carry_renames(self.source.planned(analysis), pinned, mesh)
         self._show_placement(placement, pinned, analysis.planned.layout)
         return replace(made, specs=dict(placement.specs), placement=placement,

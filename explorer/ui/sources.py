@@ -14,6 +14,7 @@ import html
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import ipywidgets as w
 
@@ -336,7 +337,7 @@ class FunctionSource(Source):
                  groups: Mapping[str, str] | None = None, title: str | None = None,
                  kinds: Mapping[str, str] | None = None, has_grads: bool | None = None,
                  notes: Sequence[str] = (), where: str | None = None,
-                 label: str = "function"):
+                 label: str = "function", out_specs: Any = None):
         if not callable(fn):
             raise InputError(f"{fn!r} is not a function; pass the function to explore first")
         # Arrays and ShapeDtypeStructs become TensorSpecs named by their key paths, as
@@ -369,6 +370,9 @@ class FunctionSource(Source):
         if self.patterns:
             apply_spec_patterns(self.args, self.patterns)
         self.kinds, self.has_grads = dict(kinds or {}), has_grads
+        # The outputs' layout, as jax.jit's out_shardings: checked by each Request (a mesh
+        # edit can leave one of its axes out)
+        self.out_specs = out_specs
         self.uses_rules = any(t.logical for t in self._tensors)
         self.rules_note = ("" if self.uses_rules else
                            "No logical-axis rules: a TensorSpec carries no logical dimension "
@@ -453,6 +457,7 @@ class FunctionSource(Source):
 
     def analysis(self, request: AppRequest) -> AnalysisRequest:
         return AnalysisRequest(fn=self.fn, inputs=tuple(self.inputs(request.specs)),
+                               out_specs=self.out_specs,
                                mesh=request.mesh, partitioner=request.partitioner,
                                target=request.target, mapping=request.mapping,
                                measure=request.measure, compile_for=request.compile_for,

@@ -290,3 +290,25 @@ def test_a_given_spec_naming_an_axis_the_mesh_lacks_is_an_error_on_its_row():
         assert app.error is None and app.spec_rows["x"].error.value == ""
     finally:
         app.close()
+
+
+def test_explore_pins_the_outputs_and_takes_a_time_limit_as_analyze_does():
+    import explorer
+
+    args = (T("x", (256, 1024), spec="data,None"), T("w1", (1024, 4096)), T("w2", (4096, 1024)))
+    pinned = "None,model"       # the result split by columns, as a next layer would take it
+    a = explore(mlp_forward, *args, mesh="data=2,model=4", specs=MEGATRON, debounce=None,
+                out_specs=pinned, timeout=77)
+    try:
+        plain = explorer.analyze(mlp_forward, *args, mesh="data=2,model=4", specs=MEGATRON,
+                                 out_specs=pinned)
+        free = explorer.analyze(mlp_forward, *args, mesh="data=2,model=4", specs=MEGATRON)
+        shown = [(c.kind, c.axes, c.bytes) for c in a.report.collectives]
+        assert shown == [(c.kind, c.axes, c.bytes) for c in plain.collectives]
+        assert shown != [(c.kind, c.axes, c.bytes) for c in free.collectives]
+        assert a.sidebar.timeout_w.value == "77" and a.request.timeout == 77
+        # A mesh edit that drops the pinned axis is refused with the axis named.
+        a.mesh_editor.row("model").name_w.value = "tensor"
+        assert a.error is not None and "axis 'model' in out_specs" in a.error
+    finally:
+        a.close()
