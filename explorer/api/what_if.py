@@ -36,7 +36,7 @@ from explorer.report.why import Operand, OperandRole, Reason
 from explorer.report.why.metadata import short_op
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import (
-    Entry,
+    Spec,
     TensorSpec,
     check_spec,
     entry_axes,
@@ -44,8 +44,6 @@ from explorer.spec.tensor import (
 )
 from explorer.units import format_bytes
 from explorer.workloads.registry import WORKLOADS
-
-Spec = tuple[Entry, ...]
 
 MAX_CANDIDATES = 6          # compiles per picked collective; each is a full compile
 MAX_PATTERNS = 2            # then confirmed changes widened across layers, a compile each

@@ -26,6 +26,8 @@ from explorer.spec.mesh import MeshSpec
 from explorer.spec.tokens import tokenize
 
 Entry = None | str | tuple[str, ...]
+# A spec: one entry per dimension (None: not split).
+Spec = tuple[Entry, ...]
 
 # Bytes per element, by numpy/jax dtype name. Short HLO-style aliases map onto these names.
 DTYPE_BYTES = {

@@ -24,10 +24,10 @@ from explorer.api.session import Session, same_request
 from explorer.api.targeting import CompileFor, check_compile_for
 from explorer.errors import ExplorerError, InputError
 from explorer.spec.mesh import MeshSpec
-from explorer.spec.tensor import normalize_spec
+from explorer.spec.tensor import Spec, normalize_spec
 from explorer.ui.callbacks import Mute
 from explorer.ui.sidebar import app_language, target_options
-from explorer.ui.sources import AppRequest, Spec, WorkloadSource
+from explorer.ui.sources import AppRequest, WorkloadSource
 from explorer.ui.specs import carried_renames
 
 if TYPE_CHECKING:

@@ -43,13 +43,13 @@ from explorer.errors import (
 )
 from explorer.layout_search.result import Candidate as SearchCandidate
 from explorer.spec.mesh import MeshSpec
-from explorer.spec.tensor import TensorSpec, normalize_spec
+from explorer.spec.tensor import Spec, TensorSpec, normalize_spec
 from explorer.strategy.plan import Plan
 from explorer.strategy.presets import PRESETS, get_preset
 from explorer.strategy.rules import LOGICAL_NAMES, Rules, parse_rules
 from explorer.ui.callbacks import Mute
 from explorer.ui.editors import MeshEditor, SpecRow, check_row_spec
-from explorer.ui.sources import AppRequest, InputTensor, Placement, Source, Spec, WorkloadSource
+from explorer.ui.sources import AppRequest, InputTensor, Placement, Source, WorkloadSource
 from explorer.ui.specs import KeptPicks, SpecsEditor, carried_renames, renamed_spec
 from explorer.ui.suggest import SearchJob, candidate_specs
 from explorer.ui.views import TargetOffer, mapping_placeholder, matching_target

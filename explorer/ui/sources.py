@@ -35,12 +35,10 @@ from explorer.errors import ExplorerError, InputError, RuleError, TensorError
 from explorer.report.memory import memory_kinds
 from explorer.report.report import Report, WorkloadInfo
 from explorer.spec.mesh import MeshSpec
-from explorer.spec.tensor import Entry, TensorSpec, entry_axes, format_spec
+from explorer.spec.tensor import Spec, TensorSpec, entry_axes, format_spec
 from explorer.strategy.plan import Plan, check_planned, plan
 from explorer.strategy.rules import LOGICAL_NAMES, Rules, logical_spec, parse_rules
 from explorer.workloads.registry import WORKLOADS, get_workload
-
-Spec = tuple[Entry, ...]
 
 # What a tensor is, as the sidebar's sections name it.
 GROUP_OF_KIND = {"param": "parameters", "opt": "optimizer state", "input": "inputs",

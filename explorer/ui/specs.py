@@ -22,11 +22,9 @@ from dataclasses import dataclass
 import ipywidgets as w
 
 from explorer.errors import SpecError, choices
-from explorer.spec.tensor import Entry, entry_axes, format_spec
+from explorer.spec.tensor import Spec, entry_axes, format_spec
 from explorer.ui.editors import SpecRow
 from explorer.ui.sources import InputTensor
-
-Spec = tuple[Entry, ...]
 
 GROUP_AT = 16          # more tensors than this are put in sections
 MAX_LISTED = 60        # rows one filter lists at once

@@ -42,14 +42,12 @@ from explorer.layout_search.search import search
 from explorer.layout_search.space import WorkloadProblem
 from explorer.spec.bounds import show
 from explorer.spec.layout import tiling_from_spec
-from explorer.spec.tensor import Entry, normalize_spec
+from explorer.spec.tensor import Spec, normalize_spec
 from explorer.ui.background import BackgroundTab
 from explorer.ui.figure import FigureWidget, keep_state
 from explorer.ui.memory import binary_ticks
 from explorer.ui.sources import AppRequest, FunctionSource, Source, WorkloadSource
 from explorer.units import format_bytes, format_seconds
-
-Spec = tuple[Entry, ...]
 
 SPACE_LABELS = {"rules": "rules (logical names → mesh axes)",
                 "specs": "specs (every spec of chosen tensors)",
