@@ -44,7 +44,6 @@ from explorer.errors import (
 from explorer.layout_search.result import Candidate as SearchCandidate
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Spec, TensorSpec, normalize_spec
-from explorer.strategy.plan import Plan
 from explorer.strategy.presets import PRESETS, get_preset
 from explorer.strategy.rules import LOGICAL_NAMES, Rules, parse_rules
 from explorer.ui.callbacks import Mute
@@ -492,7 +491,9 @@ class Sidebar:
         if not plans_itself:
             return replace(made, analysis=analysis)
         placement = self.carry_renames(self.source.planned(analysis), pinned, mesh)
-        self._show_placement(placement, pinned, analysis.planned.layout)
+        layout = analysis.planned.layout
+        self._show_placement(placement, pinned,
+                             layout.by_rules if layout and layout.rules.rules else None)
         return replace(made, specs=dict(placement.specs), placement=placement,
                        params=dict(analysis.planned.params), analysis=analysis)
 
@@ -509,7 +510,13 @@ class Sidebar:
         except ExplorerError as e:
             raise self._put(self.layout_error, e) from None
         placement = self.carry_renames(placement, pinned, mesh)
-        failed = self._show_placement(placement, pinned, None)
+        ruled = None
+        if pinned and (preset or rules):       # what the rules place without the picks
+            try:
+                ruled = self.source.place(mesh, {}, preset, rules).specs
+            except ExplorerError:
+                ruled = None
+        failed = self._show_placement(placement, pinned, ruled)
         inputs = [TensorSpec(t.name, t.shape, t.dtype, placement.specs[t.name]) for t in tensors]
         for t in inputs:            # one at a time, so that every row at fault shows its error
             if t.name in self.specs_editor.errors:
@@ -532,13 +539,14 @@ class Sidebar:
         return placement
 
     def _show_placement(self, placement: Placement, pinned: Mapping[str, Spec],
-                        layout: Plan | None) -> SpecError | None:
+                        ruled: Mapping[str, Spec] | None) -> SpecError | None:
         """The pickers of the inputs the user did not pin set to `placement`; the picks the
-        preset or rules would place otherwise (`layout.by_rules`) listed. The first spec a
+        preset or rules would place otherwise (`ruled`: what they give each input they split;
+        None without a preset or rules) listed. The first spec a
         picker cannot show, whose row shows it."""
-        kept = {} if layout is None or not layout.rules.rules else {
-            n: (tuple(spec), tuple(layout.by_rules.get(n, ()))) for n, spec in pinned.items()
-            if _trimmed(layout.by_rules.get(n, ())) != _trimmed(spec)}
+        kept = {} if ruled is None else {
+            n: (tuple(spec), tuple(ruled.get(n, ()))) for n, spec in pinned.items()
+            if _trimmed(ruled.get(n, ())) != _trimmed(spec)}
         self.kept_picks.show(kept)
         failed = None
         for n, spec in placement.specs.items():

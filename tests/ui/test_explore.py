@@ -312,3 +312,18 @@ def test_explore_pins_the_outputs_and_takes_a_time_limit_as_analyze_does():
         assert a.error is not None and "axis 'model' in out_specs" in a.error
     finally:
         a.close()
+
+
+def test_a_pick_over_a_modules_rules_is_offered_back_as_the_rules_place_it():
+    # The rule mlp=model places up.kernel (logical names embed, mlp) as (None, "model"); a
+    # hand-set ("model", None) keeps it from the rule, which the sidebar says and can undo.
+    app = explore_module(abstract_stack(layers=1), T("x", (32, 64), spec="data,None"),
+                         mesh="data=2,model=4", rules="mlp=model", debounce=None)
+    try:
+        assert app.kept_picks.kept == {}
+        app.spec_rows["layers.0.up.kernel"].pickers[0].value = ["model"]
+        app.spec_rows["layers.0.up.kernel"].pickers[1].value = []
+        assert app.kept_picks.kept == {
+            "layers.0.up.kernel": (("model", None), (None, "model"))}
+    finally:
+        app.close()
