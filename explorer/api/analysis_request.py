@@ -143,12 +143,12 @@ class Planned:
         key of its lowered text, which the same request made where jax is imported looks up.
         A workload whose trace was not under jax's defaults (the user imported jax and maybe
         changed its config after the request was made) drops its identity key."""
-        if "lowered" not in self.__dict__:
-            return (self.key,)
+        if self.identity is None or "lowered" not in self.__dict__:
+            return (self.key,)          # without an identity, `key` is the lowered text's
         by_text = _digest(self.lowered.stablehlo.encode(), self.key_parts)
-        if self.identity is None or not self.__dict__["_traced_pristine"]:
+        if not self.__dict__["_traced_pristine"]:
             return (by_text,)
-        return tuple(dict.fromkeys((self.key, by_text)))
+        return (self.key, by_text)
 
     def __getstate__(self) -> dict:
         """What pickling keeps (a Request sent to a Ray task): the program lowered here, never

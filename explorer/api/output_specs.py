@@ -23,14 +23,14 @@ from typing import Any
 from explorer.errors import InputError, UnknownAxisError, choices
 from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
-from explorer.spec.tensor import Entry, entry_axes, format_spec, normalize_spec
+from explorer.spec.tensor import Spec, entry_axes, format_spec, normalize_spec
 
 
 @dataclass(frozen=True)
 class PinnedSpec:
     """One leaf of `out_specs`: the spec an output (or a subtree of outputs) must end in."""
 
-    spec: tuple[Entry, ...]
+    spec: Spec
     memory_kind: str | None = None      # a NamedSharding's, e.g. "pinned_host"
 
 
