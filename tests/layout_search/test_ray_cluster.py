@@ -197,7 +197,11 @@ def test_a_cancel_stops_a_search_on_the_cluster(cluster):
     assert s.compiled + s.failed + s.not_evaluated == s.distinct
 
 
-def test_the_suggest_tabs_cluster_box_ranks_as_the_local_search(cluster, suggest_tab):
+def test_the_suggest_tabs_cluster_box_ranks_as_the_local_search(cluster, suggest_tab,
+                                                                cpu_screen):
+    # cpu_screen: both searches screen on CPU devices. Left to itself, each search decides from
+    # the reference's two compile times, which a loaded machine changes between the two: a
+    # search that does not screen ranks its estimated candidates apart from its compiled ones.
     view = suggest_tab
     view.chosen_w.value = ["batch", "mlp"]
     view.budget_w.value = ""
