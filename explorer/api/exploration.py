@@ -42,7 +42,7 @@ from explorer.api.request import check_mesh, check_partitioner, check_target, ch
 from explorer.api.targeting import check_compile_for
 from explorer.errors import InputError, choices
 from explorer.spec.bounds import MAX_TENSORS, MAX_TEXT, show
-from explorer.spec.tensor import parse_spec
+from explorer.spec.tensor import TensorRole, parse_spec
 from explorer.strategy.plan import check_planned, plan
 from explorer.strategy.presets import get_preset
 from explorer.strategy.rules import LOGICAL_NAMES, parse_rules
@@ -319,7 +319,7 @@ class Exploration:
             # name, when the cause is that it was not given.
             raise InputError("this Report is of a user's function, which a Report does not "
                              "carry; pass it: Exploration.from_report(report, fn=your_function)")
-        specs = {t.name: t.spec_text for t in report.tensors if t.kind == "input"}
+        specs = {t.name: t.spec_text for t in report.tensors if t.kind == TensorRole.INPUT}
         return cls(function=FunctionRef.of(fn), specs=specs, donate=tuple(report.donated),
                    **common)
 

@@ -43,7 +43,7 @@ from explorer.hlo.compiler_costs import UNCOSTABLE_SEEN_SLOWER
 from explorer.hlo.groups import RingDirection, spanned_axes
 from explorer.hlo.module import HLO_TO_NUMPY
 from explorer.hlo.schedule import Dot, Step, Work
-from explorer.spec.tensor import normalize_dtype
+from explorer.spec.tensor import TensorRole, normalize_dtype
 from explorer.units import format_bytes, format_seconds
 
 # ---------------------------------------------------------------------------------------------
@@ -992,7 +992,7 @@ def matmul_dtype(work: Work | None, tensors: Sequence = ()) -> str:
     yet do no matmul); with none, that of the dots doing most of its FLOPs (their left
     operand's); else that of the largest input. The inputs come first because a CPU compile
     upcasts bf16 dots to f32: its dots do not say what the target runs."""
-    inputs = [t for t in tensors if t.kind == "input"] or list(tensors)
+    inputs = [t for t in tensors if t.kind == TensorRole.INPUT] or list(tensors)
     floating = [t for t in inputs if normalize_dtype(t.dtype).startswith(("float", "bfloat"))]
     if floating:
         return max(floating, key=lambda t: t.bytes_per_device).dtype

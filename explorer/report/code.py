@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from explorer.errors import RuleError
 from explorer.spec.mesh import MeshSpec
-from explorer.spec.tensor import Entry, entry_axes, parse_spec
+from explorer.spec.tensor import Entry, TensorRole, entry_axes, parse_spec
 from explorer.strategy.rules import LOGICAL_NAMES, Rule, Rules, logical_spec, parse_rules
 from explorer.workloads.base import Workload
 from explorer.workloads.registry import WORKLOADS
@@ -39,8 +39,8 @@ class _Layout(Protocol):
 
 def to_code(report: _Layout) -> str:
     """The plain-JAX snippet of `report`'s layout (see the module docstring)."""
-    inputs = [t for t in report.tensors if t.kind == "input"]
-    outputs = [t for t in report.tensors if t.kind == "output"]
+    inputs = [t for t in report.tensors if t.kind == TensorRole.INPUT]
+    outputs = [t for t in report.tensors if t.kind == TensorRole.OUTPUT]
     info = report.workload
     workload = WORKLOADS.get(info.name) if info is not None else None
     activations = {n: parse_spec(s, tensor=n) for n, s in info.activations.items()} if info else {}

@@ -21,7 +21,7 @@ from explorer.report.trace import StepTrace
 from explorer.report.why import Why
 from explorer.spec.layout import shard_ranges
 from explorer.spec.mesh import MeshSpec
-from explorer.spec.tensor import DTYPE_BYTES, Entry, format_spec
+from explorer.spec.tensor import DTYPE_BYTES, Entry, TensorRole, format_spec
 
 
 @dataclass(frozen=True)
@@ -125,14 +125,6 @@ class Collective:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "program_bytes": self.program_bytes}
-
-
-class TensorRole(StrEnum):
-    """Where a tensor of the Report stands in the program."""
-
-    INPUT = "input"
-    OUTPUT = "output"
-    INTERMEDIATE = "intermediate"
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from explorer.cost.hardware import NODE_AXIS, get_target
 from explorer.report.op_comparison import compare_ops, comparison_lines
 from explorer.report.provenance import provenance
-from explorer.report.report import Report
+from explorer.report.report import Report, TensorRole
 from explorer.units import format_bytes
 
 
@@ -126,7 +126,7 @@ def memory_lines(report: Report) -> list[str]:
     return lines
 
 
-def tensors_table(report: Report, kinds=("input", "output")) -> list[str]:
+def tensors_table(report: Report, kinds=(TensorRole.INPUT, TensorRole.OUTPUT)) -> list[str]:
     rows = [["tensor", "kind", "shape", "spec", "shard", "replicas", "bytes/device"]]
     for t in report.tensors:
         if t.kind in kinds:
@@ -138,7 +138,7 @@ def tensors_table(report: Report, kinds=("input", "output")) -> list[str]:
 
 def summary(report: Report) -> str:
     c, t = report.cost, report.timing
-    n_inter = sum(1 for x in report.tensors if x.kind == "intermediate")
+    n_inter = sum(1 for x in report.tensors if x.kind == TensorRole.INTERMEDIATE)
     lines = [f"mesh {report.mesh.text()} ({report.mesh.device_count} devices, "
              f"{report.mesh.axis_type} axes), partitioner {report.partitioner}, backend "
              f"{report.backend}", provenance(report), "", "Tensors"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from itertools import islice
 from math import prod
 
@@ -38,6 +39,16 @@ DTYPE_ALIASES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "s32": 
                  "i32": "int32", "s16": "int16", "s8": "int8", "i8": "int8", "u32": "uint32",
                  "u16": "uint16", "u8": "uint8", "pred": "bool", "f8e4m3fn": "float8_e4m3fn",
                  "f8e5m2": "float8_e5m2"}
+
+class TensorRole(StrEnum):
+    """Where a tensor of a Report stands in the program: an input, an output or an
+    intermediate (TensorInfo.kind). Here, below the Report, so that the cost model and the
+    modules report/report.py imports (report/code.py) name it as the Report does."""
+
+    INPUT = "input"
+    OUTPUT = "output"
+    INTERMEDIATE = "intermediate"
+
 
 # Where an input lives, as jax names its memory kinds: the accelerator's own memory, or page-
 # locked host memory that the device reads and writes over its host link (PCIe), as ZeRO-Offload
