@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from explorer.layout_search.space import Problem, SearchPoint, WorkloadProblem
 from explorer.report.report import Report, TensorRole
 from explorer.spec.mesh import MeshSpec
+from explorer.workloads.base import STATE_KINDS, kind_of
 
 # Relative slack when checking a compiled result against its bound: float sums in another order.
 _SLACK = 1e-9
@@ -69,7 +70,7 @@ def reference_of(report: Report | None, problem: Problem,
             and report.memory is not None and report.memory.aliased == 0:
         outputs = {_leaf_name(t.name) for t in report.tensors if t.kind == TensorRole.OUTPUT}
         state = frozenset(t.name for t in problem.inputs
-                          if problem.kinds.get(t.name, "param") in ("param", "opt")
+                          if kind_of(problem.kinds, t.name) in STATE_KINDS
                           and t.name in outputs)
     whole = {t.name: t.nbytes for t in problem.inputs if t.name in kept}
     return Reference(flops, kept, state, bandwidth, whole)

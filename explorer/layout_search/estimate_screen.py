@@ -39,6 +39,7 @@ from explorer.layout_search.result import (
 from explorer.layout_search.space import FunctionProblem, Problem, SearchPoint, WorkloadProblem
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Entry, format_spec
+from explorer.workloads.base import STATE_KINDS, kind_of
 
 _SCALE_NOTE = "compute scaled by"
 MEMORY_NOTE = ("memory: the inputs' shards per device, a lower bound (not compiled, so no "
@@ -185,7 +186,7 @@ def _state_names(problem: WorkloadProblem) -> list[str]:
     if not problem.workload.returns_state:
         return []
     return [t.name for t in problem.inputs
-            if problem.kinds.get(t.name, "param") in ("param", "opt")]
+            if kind_of(problem.kinds, t.name) in STATE_KINDS]
 
 
 def _state_constraints(problem: Problem,

@@ -35,7 +35,7 @@ from explorer.spec.layout import Tiling, tiling_from_spec
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import DTYPE_BYTES, Entry, TensorSpec, entry_axes, format_spec
 from explorer.strategy.rules import LOGICAL_NAMES, Rule, Rules, logical_spec
-from explorer.workloads.base import Workload
+from explorer.workloads.base import TensorKind, Workload
 
 # Enumerating is cheap (no compile), but not free: a space beyond this is refused, with a hint
 # to search fewer names or tensors, rather than enumerated for minutes.
@@ -136,7 +136,7 @@ class WorkloadProblem(Problem):
         self.params = params
         self.inputs = workload.tensors(params)
         self.logical = workload.logical(params) if workload.logical is not None else {}
-        self.kinds = workload.kinds(params) if workload.kinds is not None else {}
+        self.kinds: Mapping[str, TensorKind] = workload.kinds(params) if workload.kinds else {}
         self.points = workload.points(params) if workload.points is not None else {}
         self.hidden_shardings = False
 

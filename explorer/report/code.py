@@ -22,7 +22,7 @@ from explorer.errors import RuleError
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Entry, TensorRole, entry_axes, parse_spec
 from explorer.strategy.rules import LOGICAL_NAMES, Rule, Rules, logical_spec, parse_rules
-from explorer.workloads.base import Workload
+from explorer.workloads.base import STATE_KINDS, Workload, kind_of
 from explorer.workloads.registry import WORKLOADS
 
 
@@ -158,11 +158,12 @@ def _rules(info, workload: Workload | None, inputs: Sequence[Any], mesh: MeshSpe
         lines += ["# Rules scoped to one kind of tensor, which Flax's rules cannot say: the "
                   "whole table", "# for the tensors of each kind.",
                   "logical_axis_rules_by_kind = {"]
-        lines += [f"    {k!r}: {rules.pairs(k)!r}," for k in scoped]
+        # Each kind as its text ('opt'), which the snippet's reader writes, not the enum's repr.
+        lines += [f"    {str(k)!r}: {rules.pairs(k)!r}," for k in scoped]
         lines.append("}")
     specs = {t.name: t.spec for t in inputs}
     given = [n for n, dims in logical.items() if n in specs
-             and logical_spec(dims, rules.pairs(kinds.get(n, "param")), mesh.shape)
+             and logical_spec(dims, rules.pairs(kind_of(kinds, n)), mesh.shape)
              != tuple(specs[n])]
     if given:
         lines.append(f"# Inputs whose spec was given per tensor, not by these rules: "
@@ -246,7 +247,7 @@ def _workload_program(info, workload: Workload, inputs: Sequence[Any],
         # As explorer/strategy/plan.py pins them: the state comes out in its input layout.
         kinds = workload.kinds(dict(info.params)) if workload.kinds else {}
         for t in inputs:
-            if kinds.get(t.name, "param") in ("param", "opt"):
+            if kind_of(kinds, t.name) in STATE_KINDS:
                 constraints[t.name] = tuple(t.spec or ())
     args = ", ".join(f"jax.ShapeDtypeStruct({tuple(t.shape)!r}, {t.dtype!r})" for t in inputs)
     table = ", ".join(f"({n!r}, {spec_code(s)})" for n, s in constraints.items())

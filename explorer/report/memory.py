@@ -3,8 +3,8 @@ activations and other inputs and outputs, beside XLA's arguments, outputs and te
 
 Only a built-in workload says what its tensors are, so only its reports are split:
 
-- `params`, `optimizer`: the inputs the workload's `kinds` calls "param" (the default) and
-  "opt", plus the outputs named like them (`out['l0.wq']`): a training step returns its updated
+- `params`, `optimizer`: the inputs the workload's `kinds` calls PARAM (the default) and
+  OPT, plus the outputs named like them (`out['l0.wq']`): a training step returns its updated
   state, and without buffer donation the old and the new copy are both held. An output the
   compiler wrote into a donated input's buffer (the module's input_output_alias) is that
   input's bytes, counted once, as `Memory.total` counts it;
@@ -35,6 +35,7 @@ where they differ (docs/cost-model.md, "Memory figures").
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from math import ceil
 
@@ -55,9 +56,10 @@ from explorer.report.report import (
     WorkloadInfo,
 )
 from explorer.units import format_bytes
-from explorer.workloads.base import Workload
+from explorer.workloads.base import TensorKind, Workload, kind_of
 
-_KIND_OF = {"param": "params", "opt": "optimizer", "input": "other"}
+# The memory kind (MEMORY_KINDS) an input's TensorKind counts in.
+_KIND_OF = {TensorKind.PARAM: "params", TensorKind.OPT: "optimizer", TensorKind.INPUT: "other"}
 _OUTPUT_NAME = re.compile(r"^out\['(.*)'\]$")
 _GRAD_POINT = re.compile(r"(?:^|/)(grad\.[^/]+)/sharding_constraint$")
 _TILE = re.compile(r"T\(([\d,]*)\)")
@@ -74,15 +76,16 @@ def with_workload(report: Report, info: WorkloadInfo, workload: Workload) -> Rep
         return report
     kinds = memory_kinds(report, workload.kinds(info.params) if workload.kinds else {},
                          bool(workload.points and any(
-                             p.kind == "grad" for p in workload.points(info.params).values())))
+                             p.kind == TensorKind.GRAD
+                             for p in workload.points(info.params).values())))
     return replace(report, memory=replace(report.memory, kinds=kinds))
 
 
-def memory_kinds(report: Report, kinds: dict[str, str], has_grads: bool
+def memory_kinds(report: Report, kinds: Mapping[str, TensorKind], has_grads: bool
                  ) -> dict[str, int | None]:
-    """Bytes per device by kind. `kinds` maps input names to "param", "opt" or "input"
-    (unnamed inputs are params, as Workload.kinds says); `has_grads` says whether the program
-    has gradient constraint points to find its gradients at."""
+    """Bytes per device by kind. `kinds` maps input names to PARAM, OPT or INPUT (unnamed
+    inputs are params, as Workload.kinds says); `has_grads` says whether the program has
+    gradient constraint points to find its gradients at."""
     out: dict[str, int | None] = {"params": 0, "grads": 0, "optimizer": 0, "activations": 0,
                                   "other": 0}
     inputs = {t.name for t in report.tensors if t.kind == TensorRole.INPUT}
@@ -97,11 +100,11 @@ def memory_kinds(report: Report, kinds: dict[str, str], has_grads: bool
             continue     # offloaded: in host memory, not the device's (Memory.host_*)
         size = allocated.get(t.name, t.bytes_per_device)
         if t.kind == TensorRole.INPUT:
-            out[_KIND_OF.get(kinds.get(t.name, "param"), "other")] += size
+            out[_KIND_OF.get(kind_of(kinds, t.name), "other")] += size
         elif t.kind == TensorRole.OUTPUT and t.name not in in_donated:
             m = _OUTPUT_NAME.match(t.name)
             like = m.group(1) if m and m.group(1) in inputs else None
-            kind = _KIND_OF.get(kinds.get(like, "param"), "other") if like else "other"
+            kind = _KIND_OF.get(kind_of(kinds, like), "other") if like else "other"
             out[kind] += size
     grads = gradients(report.tensors)
     if grads:

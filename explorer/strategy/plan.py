@@ -19,7 +19,7 @@ from explorer.spec.tensor import (
 )
 from explorer.strategy.presets import get_preset
 from explorer.strategy.rules import LOGICAL_NAMES, Rules, logical_spec, parse_rules
-from explorer.workloads.base import Workload
+from explorer.workloads.base import STATE_KINDS, TensorKind, Workload, kind_of
 from explorer.workloads.registry import WORKLOADS
 
 
@@ -69,10 +69,10 @@ def plan(workload: Workload, params: dict, mesh: MeshSpec, specs: Mapping | None
     out_specs: dict[str, tuple[Entry, ...]] = {}
     origin: dict[str, str] = {}         # tensor or point -> "spec", "activation" or the rules'
     point_shapes: dict[str, tuple[int, ...]] = {}
-    tables: dict[str, tuple] = {}
+    tables: dict[TensorKind, tuple] = {}
     mesh_axes = frozenset(mesh.names)
 
-    def by_rules(dims, kind):
+    def by_rules(dims, kind: TensorKind):
         if kind not in tables:
             tables[kind] = table.pairs(kind)
         # A pair's mesh axis the mesh lacks counts as size 1: resolved with, then dropped.
@@ -80,7 +80,7 @@ def plan(workload: Workload, params: dict, mesh: MeshSpec, specs: Mapping | None
 
     if table.rules:
         for name, dims in logical.items():
-            spec = by_rules(tuple(dims), kinds.get(name, "param"))
+            spec = by_rules(tuple(dims), kind_of(kinds, name))
             if any(entry_axes(e) for e in spec):
                 out_specs[name], origin[name] = spec, origin_of_rules
     ruled = dict(out_specs)                 # what the rules give, before specs override
@@ -107,7 +107,7 @@ def plan(workload: Workload, params: dict, mesh: MeshSpec, specs: Mapping | None
     if workload.returns_state:
         # State comes out in the layout it went in: replicated unless a spec or rule split it.
         for name in shapes:
-            if kinds.get(name, "param") in ("param", "opt"):
+            if kind_of(kinds, name) in STATE_KINDS:
                 constraints[name] = out_specs.get(name, ())
     return Plan(out_specs, origin, tuple(constraints.items()), point_specs, point_shapes, table,
                 ruled)

@@ -47,6 +47,7 @@ from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Entry, entry_axes, format_entry
 from explorer.spec.tokens import tokenize
+from explorer.workloads.base import TensorKind
 
 # The logical dimension names of the built-in workloads (t5x/MaxText vocabulary). `kv` is the
 # per-head dimension, `kv_heads` the heads of the key/value weights (fewer than `heads` under
@@ -55,9 +56,8 @@ from explorer.spec.tokens import tokenize
 LOGICAL_NAMES = ("batch", "seq", "embed", "mlp", "heads", "kv_heads", "kv", "experts", "capacity",
                  "vocab", "layers", "stage")
 
-# What a tensor is, for rules scoped to one kind: model parameters, their gradients, optimizer
-# state (Adam's m and v), activations at layer boundaries, and input data (tokens, x).
-KINDS = ("param", "grad", "opt", "act", "input")
+# What a tensor may be, for rules scoped to one kind (workloads.base.TensorKind), as text.
+KINDS = tuple(TensorKind)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CLOSE = {"(": ")", "[": "]"}
@@ -65,7 +65,7 @@ _CLOSE = {"(": ")", "[": "]"}
 
 @dataclass(frozen=True)
 class Rule:
-    kind: str | None          # None: applies to every kind of tensor
+    kind: TensorKind | None   # None: applies to every kind of tensor
     name: str                 # logical dimension name
     entry: Entry              # mesh axes: None, an axis name, or a tuple of axis names
     first_fit: bool = False   # a (name, axes) pair: the first that fits wins; else NAME=AXES
@@ -94,7 +94,7 @@ class Rules:
 
     rules: tuple[Rule, ...] = ()
 
-    def table(self, kind: str | None = None) -> dict[str, Entry]:
+    def table(self, kind: TensorKind | None = None) -> dict[str, Entry]:
         """Logical name -> mesh axes of the NAME=AXES rules for tensors of `kind` (None: only
         the unscoped rules). The pairs are not in it: resolve with `pairs`."""
         out: dict[str, Entry] = {}
@@ -103,7 +103,7 @@ class Rules:
                 out[r.name] = r.entry
         return out
 
-    def pairs(self, kind: str | None = None) -> tuple[tuple[str, Entry], ...]:
+    def pairs(self, kind: TensorKind | None = None) -> tuple[tuple[str, Entry], ...]:
         """Every rule for tensors of `kind` as (logical name, mesh axes) in priority order, as
         flax takes them: the pairs, then the table's rules for the names no pair has."""
         fits = [(r.name, r.entry) for r in self.rules if r.first_fit and r.kind in (None, kind)]
@@ -141,18 +141,22 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return [("name" if k == "quoted" else k, v) for k, v in tokenize(text, fail, brackets=True)]
 
 
-def _check_kind(kind: str | None, text: str, where: str | None = None) -> None:
+def _check_kind(kind: str | None, text: str, where: str | None = None) -> TensorKind | None:
+    """The rule's scope as the TensorKind its text names; None for a rule of every kind."""
     if kind is not None and kind not in KINDS:
         raise RuleError(f"{where or f'rule {text!r}'} is scoped to tensor kind {kind!r}, which is "
                         f"unknown; kinds: {choices(KINDS)}", rule=text)
+    return None if kind is None else TensorKind(kind)
 
 
-def _check_name(name: str, kind: str | None, known: Iterable[str], text: str) -> None:
+def _check_name(name: str, kind: str | None, known: Iterable[str], text: str
+                ) -> TensorKind | None:
+    """`_check_kind`'s TensorKind, once `name` is known to be a logical dimension name."""
     known = tuple(known)
     if name not in known:
         raise RuleError(f"rule {text!r} names logical dimension {name!r}, which is unknown; "
                         f"logical names: {choices(known)}", rule=text)
-    _check_kind(kind, text)
+    return _check_kind(kind, text)
 
 
 def _check_pairs(rules: Iterable[Rule], known: Iterable[str]) -> None:
@@ -202,9 +206,9 @@ def parse_rules(rules, known: Iterable[str] = LOGICAL_NAMES) -> Rules:
             if not isinstance(key, str):
                 raise RuleError(f"rule key {show(key)} is not a logical dimension name such as "
                                 "'batch' or 'opt:embed'")
-            kind, name = _scoped(key)
+            scope, name = _scoped(key)
             text = f"{key}={value if isinstance(value, str) else show(value)}"
-            _check_name(name, kind, known, text)
+            kind = _check_name(name, scope, known, text)
             out.append(Rule(kind, name, _entry(value, text)))
         return Rules(tuple(out))
     if isinstance(rules, Sequence) and not isinstance(rules, str):
@@ -230,9 +234,9 @@ def _parse_pairs(rules: Sequence, known: tuple[str, ...]) -> Rules:
             raise RuleError(f"rules[{i}] = {show(pair)} is not a (logical name, mesh axes) pair "
                             "such as ('batch', 'data'), ('embed', ('fsdp', 'tensor')) or "
                             "('kv', None)", rule=show(pair))
-        kind, name = _scoped(pair[0])
+        scope, name = _scoped(pair[0])
         where = f"rules[{i}] = {show(pair)}"
-        _check_kind(kind, show(tuple(pair)), where)
+        kind = _check_kind(scope, show(tuple(pair)), where)
         out.append(Rule(kind, name, _entry(pair[1], show(tuple(pair)), where), first_fit=True))
     _check_pairs(out, known)
     return Rules(tuple(out))
@@ -302,21 +306,21 @@ def _parse_text(text: str, known: tuple[str, ...]) -> Rules:
         opener = toks[i][1] if toks[i][0] == "punct" else ""
         if opener in _CLOSE:            # a (NAME, AXES) pair
             i += 1
-            kind, name = take_scoped_name()
+            scope, name = take_scoped_name()
             take(",", f"',' after {name!r} in a (NAME,AXES) pair")
             value = take_axes(f"({name},")
             take(_CLOSE[opener], f"{_CLOSE[opener]!r} closing the pair for {name!r}")
             rule_text = "".join(t[1] for t in toks[start:i])
-            _check_kind(kind, rule_text)
+            kind = _check_kind(scope, rule_text)
             out.append(Rule(kind, name, _entry(value, rule_text), first_fit=True))
         else:
-            kind, name = take_scoped_name()
+            scope, name = take_scoped_name()
             if at(i) != ("punct", "="):
                 fail(f"expected '=' after {name!r}")
             i += 1
             value = take_axes(f"{name}=")
             rule_text = "".join(t[1] for t in toks[start:i])
-            _check_name(name, kind, known, rule_text)
+            kind = _check_name(name, scope, known, rule_text)
             out.append(Rule(kind, name, _entry(value, rule_text)))
         if i < len(toks):
             if toks[i] != ("punct", ","):

@@ -27,6 +27,7 @@ from explorer.errors import TensorError
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import DTYPE_BYTES, TensorSpec, normalize_dtype
 from explorer.ui.sources import FunctionSource, where_defined
+from explorer.workloads.base import TensorKind
 from explorer.workloads.flax_module import call_module
 
 # Where Flax keeps a Variable's partitioning names (the key changed across flax versions).
@@ -127,8 +128,8 @@ def module_source(model, inputs: Sequence, mesh: MeshSpec, *, specs: Mapping | N
     groups = {t.name: PARAMS for t in param_tensors} | {t.name: STATE for t in state_tensors}
     input_names = FunctionSource.leaf_names(inputs)
     groups |= {n: INPUTS for n in input_names}
-    kinds = {t.name: "param" for t in param_tensors} | {
-        n: "input" for n in [*(t.name for t in state_tensors), *input_names]}
+    kinds = {t.name: TensorKind.PARAM for t in param_tensors} | {
+        n: TensorKind.INPUT for n in [*(t.name for t in state_tensors), *input_names]}
     title = type(model).__name__ + (f" · {getattr(fn, '__name__', 'fn')}" if fn else "")
     notes = []
     if keys:

@@ -38,11 +38,12 @@ from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Spec, TensorSpec, entry_axes, format_spec
 from explorer.strategy.plan import Plan, check_planned, plan
 from explorer.strategy.rules import LOGICAL_NAMES, Rules, logical_spec, parse_rules
+from explorer.workloads.base import TensorKind, kind_of
 from explorer.workloads.registry import WORKLOADS, get_workload
 
 # What a tensor is, as the sidebar's sections name it.
-GROUP_OF_KIND = {"param": "parameters", "opt": "optimizer state", "input": "inputs",
-                 "state": "other state"}
+GROUP_OF_KIND = {TensorKind.PARAM: "parameters", TensorKind.OPT: "optimizer state",
+                 TensorKind.INPUT: "inputs"}
 
 
 @dataclass(frozen=True)
@@ -256,7 +257,7 @@ class WorkloadSource(Source):
         kinds = workload.kinds(params) if workload.kinds is not None else {}
         logical = workload.logical(params) if workload.logical is not None else {}
         return [InputTensor(t.name, t.shape, t.dtype,
-                            GROUP_OF_KIND.get(kinds.get(t.name, "param"), "parameters"),
+                            GROUP_OF_KIND.get(kind_of(kinds, t.name), "parameters"),
                             logical.get(t.name))
                 for t in workload.tensors(params)]
 
@@ -333,7 +334,8 @@ class FunctionSource(Source):
     def __init__(self, fn, args: Sequence, *, specs: Mapping | Sequence | None = None,
                  logical: Mapping[str, tuple[str | None, ...]] | None = None,
                  groups: Mapping[str, str] | None = None, title: str | None = None,
-                 kinds: Mapping[str, str] | None = None, has_grads: bool | None = None,
+                 kinds: Mapping[str, TensorKind] | None = None,
+                 has_grads: bool | None = None,
                  notes: Sequence[str] = (), where: str | None = None,
                  label: str = "function", out_specs: Any = None):
         if not callable(fn):
@@ -441,7 +443,8 @@ class FunctionSource(Source):
                 pattern, spec = self._matched[t.name]
                 specs[t.name], origin[t.name] = spec, f"pattern {pattern!r}"
             elif t.logical and table is not None:
-                kind = "param" if self.kinds.get(t.name, "param") == "param" else "input"
+                kind = (TensorKind.PARAM if kind_of(self.kinds, t.name) == TensorKind.PARAM
+                        else TensorKind.INPUT)
                 specs[t.name] = logical_spec(t.logical, table.pairs(kind), mesh.shape)
                 origin[t.name] = "rules"
             else:

@@ -45,6 +45,7 @@ from explorer.ui.views import (
 )
 from explorer.ui.why import Candidate, WhyPanel
 from explorer.ui.xprof import XprofPanel
+from explorer.workloads.base import TensorKind
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -182,7 +183,8 @@ class PlacementTab(Tab):
         "inputs", as a batch), else its first input of two or more dimensions, else the first
         listed. A model's parameters come first, and its first is often a bias, the least
         telling picture of a layout."""
-        data = [t.name for t in self._context.inputs() if t.group == GROUP_OF_KIND["input"]]
+        group = GROUP_OF_KIND[TensorKind.INPUT]
+        data = [t.name for t in self._context.inputs() if t.group == group]
         ranked = [t.name for t in self._context.app.report.tensors
                   if t.kind == TensorRole.INPUT and len(t.shape) >= 2]
         return next((n for n in data + ranked if n in names), names[0])

@@ -12,6 +12,7 @@ import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from explorer.errors import WorkloadError, choices
 from explorer.spec.bounds import (
@@ -26,13 +27,37 @@ from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import TensorSpec, normalize_dtype
 
 
+class TensorKind(StrEnum):
+    """What a tensor is to the step, for rules scoped to one kind (`opt:embed=data` shards only
+    optimizer state) and the memory split by kind: model parameters, their gradients, optimizer
+    state (Adam's m and v), activations at layer boundaries, and input data (tokens, x). A
+    StrEnum: each member is its text, as the rules and a workload's `kinds` write it."""
+
+    PARAM = "param"
+    GRAD = "grad"
+    OPT = "opt"
+    ACT = "act"
+    INPUT = "input"
+
+
+# The kinds of a training step's state: what it returns under its input names, in the layout
+# they went in (Workload.returns_state).
+STATE_KINDS = (TensorKind.PARAM, TensorKind.OPT)
+
+
+def kind_of(kinds: Mapping[str, TensorKind], name: str) -> TensorKind:
+    """Input `name`'s kind as a workload's `kinds` gives it: a tensor it does not name is a
+    parameter."""
+    return kinds.get(name, TensorKind.PARAM)
+
+
 @dataclass(frozen=True)
 class ConstraintPoint:
     """A constraint point: an intermediate tensor a spec can be pinned on."""
 
     shape: tuple[int, ...]
     dims: tuple[str | None, ...]    # logical dimension names
-    kind: str                       # "act" or "grad", for kind-scoped rules
+    kind: TensorKind                # ACT or GRAD, for kind-scoped rules
 
 
 @dataclass(frozen=True)
@@ -97,8 +122,8 @@ class Workload:
         logical: params -> tensor name -> logical dimension names, for logical-axis rules.
         check: raises a WorkloadError when params do not fit each other or the mesh.
         info: params -> extra JSON-able data for the Report (WorkloadInfo.extra).
-        kinds: params -> tensor name -> kind (``"param"``, ``"opt"``, ``"input"``); a tensor
-            not named is a param.
+        kinds: params -> tensor name -> TensorKind (PARAM, OPT or INPUT); a tensor not named
+            is a param (`kind_of`).
         points: params -> constraint point name -> ConstraintPoint, in program order.
         dtypes: params -> tensor name -> dtype, where it differs from the ``dtype`` param.
         returns_state: the function returns its state under the input names, so that it comes
@@ -127,8 +152,8 @@ class Workload:
     check: Callable[[dict, MeshSpec], None] | None = None
     # Optional: extra JSON-able data for the report (e.g. a pipeline schedule).
     info: Callable[[dict], dict] | None = None
-    # tensor name -> kind ("param", "opt", "input"); tensors not named are params.
-    kinds: Callable[[dict], dict[str, str]] | None = None
+    # tensor name -> kind (PARAM, OPT, INPUT); tensors not named are params (`kind_of`).
+    kinds: Callable[[dict], Mapping[str, TensorKind]] | None = None
     # constraint point name -> ConstraintPoint, in program order.
     points: Callable[[dict], dict[str, ConstraintPoint]] | None = None
     # tensor name -> dtype, where it differs from the `dtype` param.

@@ -17,6 +17,7 @@ from explorer.workloads.base import (
     LR,
     ConstraintPoint,
     Range,
+    TensorKind,
     Workload,
 )
 from explorer.workloads.models import constrain
@@ -60,10 +61,13 @@ _MLP_LOGICAL = {"x": ("batch", "embed"), "w1": ("embed", "mlp"), "w2": ("mlp", "
 
 
 def _mlp_points(p, train: bool) -> dict[str, ConstraintPoint]:
-    points = {"hidden": ConstraintPoint((p["batch"], p["d_ff"]), ("batch", "mlp"), "act")}
+    points = {"hidden": ConstraintPoint((p["batch"], p["d_ff"]), ("batch", "mlp"),
+                                        TensorKind.ACT)}
     if train:
-        points["grad.w1"] = ConstraintPoint((p["d_model"], p["d_ff"]), _MLP_LOGICAL["w1"], "grad")
-        points["grad.w2"] = ConstraintPoint((p["d_ff"], p["d_model"]), _MLP_LOGICAL["w2"], "grad")
+        points["grad.w1"] = ConstraintPoint((p["d_model"], p["d_ff"]), _MLP_LOGICAL["w1"],
+                                            TensorKind.GRAD)
+        points["grad.w2"] = ConstraintPoint((p["d_ff"], p["d_model"]), _MLP_LOGICAL["w2"],
+                                            TensorKind.GRAD)
     return points
 
 
@@ -73,7 +77,7 @@ MATMUL = Workload(
     lambda p: {"x": (p["m"], p["k"]), "w": (p["k"], p["n"])},
     lambda p: matmul,
     logical=lambda p: {"x": ("batch", "embed"), "w": ("embed", "mlp")},
-    kinds=lambda p: {"x": "input"},
+    kinds=lambda p: {"x": TensorKind.INPUT},
     # m like a batch of tokens; k and n like a hidden or a vocab dimension (2**20).
     bounds={"m": BATCH, "k": Range(1, 2 ** 20), "n": Range(1, 2 ** 20)},
     intermediates=lambda p: {"y": (p["m"], p["n"])})
@@ -81,13 +85,13 @@ MATMUL = Workload(
 MLP = Workload(
     "mlp", "y = gelu(x @ w1) @ w2", _MLP_DEFAULTS, _mlp_shapes,
     lambda p: mlp, logical=lambda p: _MLP_LOGICAL,
-    kinds=lambda p: {"x": "input"}, points=lambda p: _mlp_points(p, False),
+    kinds=lambda p: {"x": TensorKind.INPUT}, points=lambda p: _mlp_points(p, False),
     bounds=_MLP_BOUNDS)
 
 MLP_TRAIN = Workload(
     "mlp_train", "one SGD step of the mlp on mean(y**2): forward, backward, update; returns "
     "the new w1, w2", {**_MLP_DEFAULTS, "lr": 0.1, **DONATE_STATE},
     _mlp_shapes, lambda p: functools.partial(mlp_train, lr=p["lr"]),
-    logical=lambda p: _MLP_LOGICAL, kinds=lambda p: {"x": "input"},
+    logical=lambda p: _MLP_LOGICAL, kinds=lambda p: {"x": TensorKind.INPUT},
     points=lambda p: _mlp_points(p, True), bounds={**_MLP_BOUNDS, "lr": LR},
     options=DONATE_OPTIONS, donates=r"^w[12]$")

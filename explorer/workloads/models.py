@@ -55,6 +55,7 @@ from explorer.workloads.base import (
     VOCAB,
     ConstraintPoint,
     Range,
+    TensorKind,
     Workload,
 )
 from explorer.workloads.flash import flash_attention
@@ -238,17 +239,19 @@ _STREAM = ("batch", "seq", "embed")
 
 def _block_points(p, point: str, arch: Arch = Arch()) -> dict[str, ConstraintPoint]:  # noqa: B008
     b, s, d = p["batch"], p["seq"], p["d_model"]
-    out = {point: ConstraintPoint((b, s, d), _STREAM, "act"),
+    out = {point: ConstraintPoint((b, s, d), _STREAM, TensorKind.ACT),
            f"{point}.heads": ConstraintPoint((b, s, p["heads"], p["d_head"]),
-                                   ("batch", "seq", "heads", "kv"), "act")}
+                                   ("batch", "seq", "heads", "kv"), TensorKind.ACT)}
     if arch.block == "sequential":
-        out[f"{point}.mid"] = ConstraintPoint((b, s, d), _STREAM, "act")
-    out[f"{point}.hidden"] = ConstraintPoint((b, s, p["d_ff"]), ("batch", "seq", "mlp"), "act")
+        out[f"{point}.mid"] = ConstraintPoint((b, s, d), _STREAM, TensorKind.ACT)
+    out[f"{point}.hidden"] = ConstraintPoint((b, s, p["d_ff"]), ("batch", "seq", "mlp"),
+                                             TensorKind.ACT)
     return out
 
 
 def _final_point(p) -> dict[str, ConstraintPoint]:
-    return {"final": ConstraintPoint((p["batch"], p["seq"], p["d_model"]), _STREAM, "act")}
+    return {"final": ConstraintPoint((p["batch"], p["seq"], p["d_model"]), _STREAM,
+                                     TensorKind.ACT)}
 
 
 # Sizes where one attention weight (d_model·heads·d_head) is as big as the activation
@@ -275,7 +278,7 @@ TRANSFORMER = Workload(
     lambda p: {"x": (p["batch"], p["seq"], p["d_model"]), **_block_shapes(p)},
     lambda p: transformer,
     logical=lambda p: {"x": _STREAM, **_block_logical()},
-    kinds=lambda p: {"x": "input"},
+    kinds=lambda p: {"x": TensorKind.INPUT},
     points=lambda p: {**_block_points(p, "layer0"), **_final_point(p)},
     bounds=_BLOCK_BOUNDS,
     intermediates=lambda p: {"scores": _scores(p)},
@@ -462,8 +465,8 @@ def _train_logical(p):
 
 def _train_kinds(p):
     names = param_names(p)
-    return {"tokens": "input", "targets": "input", **{f"m.{n}": "opt" for n in names},
-            **{f"v.{n}": "opt" for n in names}}
+    return {"tokens": TensorKind.INPUT, "targets": TensorKind.INPUT,
+            **{f"{s}.{n}": TensorKind.OPT for s in ("m", "v") for n in names}}
 
 
 def _train_dtypes(p):
@@ -480,7 +483,8 @@ def _train_points(p):
         points.update(_block_points(p, point, arch))
     points.update(_final_point(p))
     shapes, logical = _train_params(p), _train_param_logical(p)
-    points.update({f"grad.{n}": ConstraintPoint(shapes[n], logical[n], "grad") for n in shapes})
+    points.update({f"grad.{n}": ConstraintPoint(shapes[n], logical[n], TensorKind.GRAD)
+                   for n in shapes})
     return points
 
 
@@ -618,12 +622,12 @@ def _moe_points(p):
     # Where the tokens are, the experts dimension is whole: no rule splits it.
     at_groups = (None, "batch", "capacity", "embed")
     stream = (p["batch"], p["seq"], p["d_model"])
-    return {"layer0": ConstraintPoint(stream, _STREAM, "act"),
-            "dispatch.groups": ConstraintPoint(buffers, at_groups, "act"),
-            "dispatch": ConstraintPoint(buffers, at_experts, "act"),
-            "expert_out": ConstraintPoint(buffers, at_experts, "act"),
-            "expert_out.groups": ConstraintPoint(buffers, at_groups, "act"),
-            "final": ConstraintPoint(stream, _STREAM, "act")}
+    return {"layer0": ConstraintPoint(stream, _STREAM, TensorKind.ACT),
+            "dispatch.groups": ConstraintPoint(buffers, at_groups, TensorKind.ACT),
+            "dispatch": ConstraintPoint(buffers, at_experts, TensorKind.ACT),
+            "expert_out": ConstraintPoint(buffers, at_experts, TensorKind.ACT),
+            "expert_out.groups": ConstraintPoint(buffers, at_groups, TensorKind.ACT),
+            "final": ConstraintPoint(stream, _STREAM, TensorKind.ACT)}
 
 
 MOE = Workload(
@@ -640,7 +644,7 @@ MOE = Workload(
                        "wi": ("experts", "embed", "mlp"), "wo": ("experts", "mlp", "embed")},
     check=_moe_check,
     info=lambda p: {"capacity": expert_capacity(p)},
-    kinds=lambda p: {"x": "input"},
+    kinds=lambda p: {"x": TensorKind.INPUT},
     points=_moe_points,
     bounds={"batch": BATCH, "seq": SEQ, "d_model": D_MODEL, "d_ff": D_FF,
             # 4096 experts: twice the Switch Transformer's largest (Fedus et al. 2021, 2048);
