@@ -22,6 +22,7 @@ import inspect
 import operator
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum
 from typing import Any
 
 from explorer.api.analysis_request import CompileForName, Request
@@ -57,8 +58,19 @@ def line_bytes(report: Report, source: str) -> int:
 # ------------------------------------------------------------------------ the evidence
 
 
-# The evidence's operand roles, as the captions say them.
-OPERAND_WORDS = {OperandRole.LHS: "left operand", OperandRole.RHS: "right operand"}
+class LayoutRole(StrEnum):
+    """Which of a collective's layouts a Layout is, as its caption says it: an operand's
+    before the collective (the left or the right one of a contraction), or the layout after.
+    A StrEnum: each member is its caption's words."""
+
+    BEFORE = "before"
+    BEFORE_LEFT = "before, left operand"
+    BEFORE_RIGHT = "before, right operand"
+    AFTER = "after"
+
+
+# The layout before of each operand of a contraction; any other operand's is BEFORE.
+_BEFORE = {OperandRole.LHS: LayoutRole.BEFORE_LEFT, OperandRole.RHS: LayoutRole.BEFORE_RIGHT}
 
 
 def report_inputs(report: Report) -> list[str]:
@@ -95,7 +107,7 @@ def involved_inputs(report: Report, c: Collective) -> list[str]:
 class Layout:
     """One operand layout the evidence shows: its role, what it is, and its sharding."""
 
-    role: str                          # "before", "before, right operand", "after"
+    role: LayoutRole
     what: str                          # `input w2`, `tanh (model.py:12)`, "the operand"
     dtype: str
     shape: tuple[int, ...] | None      # None where the evidence gives no instruction
@@ -116,7 +128,7 @@ class Layout:
         return ""
 
 
-def _layout(role: str, op: Operand | None, report: Report, spec: Spec | None,
+def _layout(role: LayoutRole, op: Operand | None, report: Report, spec: Spec | None,
             what: str = "") -> Layout:
     shape = op.shape if op is not None else None
     return Layout(role, what or _what(op, report), op.dtype if op is not None and shape else "",
@@ -131,15 +143,14 @@ def evidence_layouts(report: Report, c: Collective) -> list[Layout]:
     ev = c.why.evidence
     out = []
     for op in ev.operands:
-        words = OPERAND_WORDS.get(op.role)
-        out.append(_layout(f"before, {words}" if words else "before", op, report, op.spec))
+        out.append(_layout(_BEFORE.get(op.role, LayoutRole.BEFORE), op, report, op.spec))
     if not ev.operands:
-        out.append(_layout("before", None, report, None))
+        out.append(_layout(LayoutRole.BEFORE, None, report, None))
     # After: the result's layout for a contraction (partial sums), else the operand's.
     whole = c.why.reason == Reason.PARTIAL_SUM or len(ev.operands) > 1
     op = ev.user if whole else (ev.operands[0] if ev.operands else None)
     what = f"the result of {_what(op, report)}" if whole else ""
-    out.append(_layout("after", op, report, ev.spec_after, what))
+    out.append(_layout(LayoutRole.AFTER, op, report, ev.spec_after, what))
     return out
 
 

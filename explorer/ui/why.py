@@ -23,7 +23,6 @@ import ipywidgets as w
 from explorer.api.what_if import (  # noqa: F401 - the app's and the tests' names for them
     MAX_CANDIDATES,
     MAX_PATTERNS,
-    OPERAND_WORDS,
     Layout,
     Spec,
     across_layers,
