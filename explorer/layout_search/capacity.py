@@ -32,10 +32,11 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from explorer.api.analysis_request import Request
+from explorer.api.analysis_request import CompileForName, Request
 from explorer.api.request import check_flag, check_mesh, check_target, check_timeout
-from explorer.api.targeting import check_compile_for
+from explorer.api.targeting import CompileFor, check_compile_for
 from explorer.api.workload import analyze_workload
+from explorer.compile.protocol import Partitioner
 from explorer.cost.hardware import get_target
 from explorer.errors import InputError, WorkloadError, choices
 from explorer.layout_search.result import CompiledBy, Progress, SearchPhase
@@ -276,7 +277,7 @@ def largest_batch(workload: str | Request, mesh=None, target: str | None = None,
                   remats: Sequence[str] = REMATS, offloads: Sequence[str] = ("none",),
                   max_batch: int | None = None, strategy: bool = True,
                   progress: Callable[[str], Any] | None = None,
-                  compile_for: str = "target", timeout: float | None = None,
+                  compile_for: CompileForName = "target", timeout: float | None = None,
                   pool=None, search_kwargs: Mapping | None = None) -> CapacityResult:
     """The largest global batch of a training workload that fits `target`, for each activation
     policy, and the fastest strategy at the best one's batch; every answer a compile.
@@ -324,8 +325,9 @@ def largest_batch(workload: str | Request, mesh=None, target: str | None = None,
     resolved = w.resolve(params)
     mesh_spec = check_mesh(mesh)
     check_target(target, None, mesh_spec)
-    compiler = CompileSettings(target, None, "shardy", timeout,
-                               check_compile_for(compile_for)).compiled_by(mesh_spec)
+    compile_for = check_compile_for(compile_for)
+    compiler = CompileSettings(target, None, Partitioner.SHARDY, timeout,
+                               compile_for).compiled_by(mesh_spec)
     step, top = _batch_range(w, params, resolved, mesh_spec, preset, rules, max_batch)
     capacity = get_target(target).chip.capacity
     if capacity is None:
@@ -416,7 +418,7 @@ class _Probing:
     preset: str | None
     rules: Any
     target: str
-    compile_for: str
+    compile_for: CompileFor
     timeout: float | None
     pool: Any
     compiler: CompiledBy

@@ -12,7 +12,9 @@ from typing import Any
 
 from explorer.api.analysis_request import Request
 from explorer.api.analyze import analyze
+from explorer.api.targeting import CompileFor
 from explorer.compile.caller_context import CallerContext
+from explorer.compile.protocol import Partitioner
 from explorer.errors import ExplorerError, WorkerError, WorkerLost
 from explorer.report.report import Report
 from explorer.spec.mesh import MeshSpec
@@ -26,7 +28,7 @@ class CompileJob:
     mesh: MeshSpec
     target: str
     mapping: Any = None
-    partitioner: str = "shardy"
+    partitioner: Partitioner = Partitioner.SHARDY
     timeout: float | None = None
     workload: str | None = None
     params: Mapping[str, Any] | None = None
@@ -37,7 +39,7 @@ class CompileJob:
     # The Request, made where the search runs (`planned_here`): its program traced and lowered
     # there, under the caller's contexts. What a Ray task gets instead of the program.
     planned: Request | None = None
-    compile_for: str = "target"          # as explorer.analyze takes it
+    compile_for: CompileFor = CompileFor.TARGET   # as explorer.analyze takes it
     # The contexts the program is traced under: those where the search was called.
     context: CallerContext | None = None
 

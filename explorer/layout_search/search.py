@@ -133,7 +133,7 @@ def search(program, *args, mesh=None, target: str | None = None, mapping=None,
     problem = _problem(program, args, params)
     mesh_spec = check_mesh(mesh)
     _check_target(target, mapping, mesh_spec)
-    check_partitioner(partitioner)
+    partitioner = check_partitioner(partitioner)
     node_timeout = _check_node_timeout(node_timeout, cluster)
     settings = CompileSettings(target, mapping, partitioner, check_timeout(timeout),
                                check_compile_for(compile_for), context=CallerContext.here())

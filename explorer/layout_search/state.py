@@ -12,7 +12,7 @@ from typing import Any
 from explorer.api.request import MAX_TIMEOUT
 from explorer.api.targeting import CompileFor, compile_plan
 from explorer.compile.caller_context import CallerContext
-from explorer.compile.protocol import Backend
+from explorer.compile.protocol import Backend, Partitioner
 from explorer.layout_search.evaluate import CompileJob
 from explorer.layout_search.result import (
     Candidate,
@@ -34,9 +34,9 @@ class CompileSettings:
 
     target: str
     mapping: Any                     # mesh axes on the target's links, as analyze takes it
-    partitioner: str
+    partitioner: Partitioner
     timeout: float | None            # the time limit of one compile, seconds
-    compile_for: str = "target"      # the target's own compiler where installed, or "cpu"
+    compile_for: CompileFor = CompileFor.TARGET   # the target's own compiler, or CPU
     # The contexts in force where the search was called, which every candidate is traced
     # under, on whichever thread compiles it (explorer/compile/caller_context.py).
     context: CallerContext | None = None
@@ -49,7 +49,7 @@ class CompileSettings:
 
     def on_cpu(self) -> CompileSettings:
         """The same compiles on fake CPU devices: the cheap screen of a search."""
-        return replace(self, compile_for=str(CompileFor.CPU))
+        return replace(self, compile_for=CompileFor.CPU)
 
     def request(self, problem: Problem, layout: SearchLayout, timeout: float | None,
                 params: Mapping | None = None, rules: str | None = None) -> CompileJob:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 import ipywidgets as w
 
 from explorer.api.exploration import APP_TABS, AppState, Exploration, from_link
+from explorer.api.targeting import CompileFor
 from explorer.errors import ExplorerError
 from explorer.ui.views import stamped
 from explorer.workloads.registry import WORKLOADS, get_workload
@@ -71,7 +72,7 @@ def shown_exploration(app: Shown) -> Exploration | None:
     if app.report is None:
         return None
     tab = APP_TABS[app.tabs.selected_index or 0]
-    compile_for = app.request.compile_for if app.request is not None else "target"
+    compile_for = app.request.compile_for if app.request is not None else CompileFor.TARGET
     e = Exploration.from_report(app.report, getattr(app.source, "fn", None),
                                 compile_for=str(compile_for),
                                 app=AppState(tab, app.placement.tensor.value))

@@ -28,7 +28,9 @@ from explorer.api.patterns import (
     unmatched_note,
 )
 from explorer.api.pytrees import argument_names, map_tensor_leaves, named_inputs, tensor_leaves
+from explorer.api.targeting import CompileFor
 from explorer.compile.caller_context import bind_context
+from explorer.compile.protocol import Partitioner
 from explorer.compile.sources import cell_name
 from explorer.cost.hardware import compute_dtypes
 from explorer.errors import ExplorerError, InputError, RuleError, TensorError
@@ -77,12 +79,12 @@ class AppRequest:
     params: dict
     preset: str | None
     rules: str | None
-    partitioner: str
+    partitioner: Partitioner
     target: str | None
     mapping: str | None
     measure: bool
     unavailable: str | None                # why a picked target gives no prediction
-    compile_for: str = "target"            # "cpu": fake CPU devices, priced on the target
+    compile_for: CompileFor = CompileFor.TARGET   # CPU: fake CPU devices, priced on the target
     origins: bool = False                  # read why each tensor is laid out so (slower)
     timeout: float | None = None           # the seconds the compile may take
     timeout_given: bool = False            # typed by the user (else the target's default)

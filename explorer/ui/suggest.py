@@ -168,7 +168,7 @@ class SearchJob:
         r = self.request
         kw = dict(mesh=r.mesh, target=r.target, mapping=r.mapping, partitioner=r.partitioner,
                   space=self.space, mesh_shapes=self.mesh_shapes, budget_s=self.budget_s,
-                  cluster=self.cluster, compile_for=str(r.compile_for))
+                  cluster=self.cluster, compile_for=r.compile_for)
         if self.workload is not None:
             kw["params"] = dict(r.params)
         if self.chosen:
