@@ -627,8 +627,6 @@ SPAN_POINTS = [
     # Labelled by its cache_only argument (positional index 3 with self), see _span_label.
     ("explorer.api.session", "Session._answer", (LOOKUP, COMPILE_CALL, 3)),
     ("explorer.strategy.plan", "plan", "of those: plan the layout (strategy.plan, each call)"),
-    ("explorer.compile.sources", "pickle_function",
-     "of those: pickle the program (pickle_function, each call)"),
     ("explorer.compile.pool", "WorkerPool.compile",
      "worker round trip (WorkerPool.compile: start, lower, compile, dumps read, transfer)"),
     ("explorer.api.analyze", "build_report", "read the compiler's output (build_report)"),

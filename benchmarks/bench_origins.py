@@ -3,7 +3,8 @@
 The origins come from Shardy's module after propagation, which it writes only when the dump's
 pass regex names `shardy-verbose` (its record of where each axis came from is kept while it
 propagates, then the module is written). Each round compiles one program twice in this process,
-as the worker does (`explorer.compile.backend.compile_request`), with `origins=True` (the regex
+as the worker does (`explorer.compile.backend.compile_request`, on the program lowered as the
+caller lowers it, `explorer.compile.lowering.lower_program`), with `origins=True` (the regex
 with `shardy-verbose`) and without, and builds the Report from each
 (`explorer.report.build.build_report`, which reads the origins when the module is there); the
 order of the two alternates, and each round uses a new batch size so that no compile is
@@ -27,6 +28,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from explorer.api.request import check_mesh  # noqa: E402
 from explorer.compile import backend  # noqa: E402
+from explorer.compile.lowering import lower_program  # noqa: E402
 from explorer.report.build import build_report  # noqa: E402
 from explorer.strategy.plan import plan  # noqa: E402
 from explorer.workloads.registry import get_workload  # noqa: E402
@@ -40,6 +42,7 @@ MESH = "data=2,model=4"
 
 
 def _program(name: str, preset: str, params: dict, batch: int):
+    """The workload's program as the caller lowers it, its flat inputs and the mesh."""
     w = get_workload(name)
     resolved = w.resolve({**params, "batch": batch})
     mesh = check_mesh(MESH, "auto")
@@ -47,15 +50,16 @@ def _program(name: str, preset: str, params: dict, batch: int):
     fn = w.build(resolved)
     if layout.constraints:
         fn = functools.partial(fn, constraints=layout.constraints)
-    return fn, tuple(w.tensors(resolved, layout.specs)), mesh
+    tensors = tuple(w.tensors(resolved, layout.specs))
+    return lower_program(fn, tensors, mesh, "cpu", "shardy"), tensors, mesh
 
 
-def _analysis(fn, tensors, mesh, origins: bool) -> tuple[float, float, float, float, int]:
+def _analysis(program, tensors, mesh, origins: bool) -> tuple[float, float, float, float, int]:
     """Wall seconds to compile and to build the Report, the same in CPU seconds of this
     process (XLA's threads included: steadier than wall time on a shared machine), and the
     bytes of Shardy's module."""
     t0, c0 = time.perf_counter(), time.process_time()
-    raw = backend.compile_request(fn, tensors, mesh, "shardy", origins=origins)
+    raw = backend.compile_request(program, tensors, mesh, "shardy", origins=origins)
     t1, c1 = time.perf_counter(), time.process_time()
     build_report(raw, mesh, "shardy")
     t2, c2 = time.perf_counter(), time.process_time()

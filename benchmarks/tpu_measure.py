@@ -2,7 +2,7 @@
 time of user-style programs, op by op.
 
 Run it on a machine with the chip (it needs jax and the explorer's own dependencies, jax and
-cloudpickle, not its extras; the explorer's package is taken from this checkout):
+numpy, not its extras; the explorer's package is taken from this checkout):
 
     python benchmarks/tpu_measure.py --out DIR [--part rates|programs|all] [--small]
 

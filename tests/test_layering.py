@@ -25,8 +25,9 @@ RANKS = {
     "__init__": 10,
 }
 UI_LIBRARIES = ("ipywidgets", "plotly", "IPython", "voila", "anywidget")
-# jax is imported where programs are built and compiled: the compile workers, the workload
-# programs they trace, and the API's flattening of arbitrary pytrees of TensorSpecs.
+# jax is imported where programs are built and compiled: the compile package (the caller's
+# trace and lowering, the workers' compile), the workload programs, and the API's flattening
+# of arbitrary pytrees of TensorSpecs.
 JAX_ALLOWED = ("compile", "workloads", "api")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import replace
@@ -311,11 +310,11 @@ def _compiled(request: Request, pool, use_cache: bool, cache_only: bool, spent) 
     if cache_only:
         return None
     plan = p.compile_plan
-    message = CompileRequest(args=p.leaves, mesh=p.mesh, partitioner=p.partitioner,
-                             sys_path=tuple(sys.path), measure=measure,
+    message = CompileRequest(program=p.lowered, args=p.leaves, mesh=p.mesh,
+                             partitioner=p.partitioner, measure=measure,
                              tpu_topology=plan.tpu_topology, gpu=plan.gpu,
                              origins=bool(request.origins), donate=p.donated,
-                             slices_per_axis=plan.slices_per_axis, program=p.lowered)
+                             slices_per_axis=plan.slices_per_axis)
     # TPU and GPU compiles need no local devices: one shared worker of each serves them all.
     try:
         result = (pool or default_pool()).compile(plan.worker, message, p.timeout)

@@ -23,12 +23,7 @@ from typing import Any, NamedTuple
 from explorer.compile.caller_context import legacy_mesh
 from explorer.compile.device_profile import profile_calls
 from explorer.compile.gpu import GpuTopology, gpu_devices
-from explorer.compile.lowering import (
-    OWN_SHARD_MAP_MESH,
-    LoweredProgram,
-    OutputShape,
-    key_impl,
-)
+from explorer.compile.lowering import LoweredProgram, OutputShape, key_impl
 from explorer.compile.multislice import hybrid_device_array
 from explorer.compile.protocol import CompileResult, Measurement, OutOfMemory, TensorLayout
 from explorer.compile.tpu import host_bounds, tpu_backend
@@ -147,33 +142,20 @@ def _struct(spec: TensorSpec, mesh):
     return jax.ShapeDtypeStruct(spec.shape, jnp.dtype(spec.dtype), sharding=sharding)
 
 
-def _offload_notes(specs: list[TensorSpec], structs: list, platform: str,
-                   kinds_in_module: bool = False) -> list[str]:
+def _offload_notes(specs: list[TensorSpec], platform: str) -> list[str]:
     """What the compile cannot show of the inputs placed in host memory (memory kind
-    pinned_host), said rather than shown as if it held. `kinds_in_module`: the caller lowered
-    the program, its inputs' memory kinds written in its module, which the compiler honours."""
+    pinned_host), said rather than shown as if it held. The caller lowered the program over an
+    abstract mesh, which keeps its inputs' memory kinds in its module (as jax does on a real
+    GPU), and the compiler honours them; only the CPU has no host memory apart."""
     offloaded = [s.name for s in specs if s.memory_kind != "device"]
-    if not offloaded:
+    if not offloaded or platform != "cpu":
         return []
     names = ", ".join(offloaded[:3]) + (f" and {len(offloaded) - 3} more"
                                         if len(offloaded) > 3 else "")
-    # jax keeps a sharding's memory kind only where the devices have memory spaces; the GPU
-    # devices of a compile without a GPU have none, so it drops pinned_host there. A module
-    # lowered over an abstract mesh keeps it (as jax does on a real GPU).
-    if not kinds_in_module and any(
-            getattr(st.sharding, "memory_kind", None) is None for sp, st in zip(
-                specs, structs, strict=True) if sp.memory_kind != "device"):
-        return [f"the inputs {names} were asked to live in host memory, but jax gives the "
-                f"{platform} devices of this compile no host memory space for inputs, so they "
-                "were compiled in device memory and count there; arrays the program itself "
-                "moves to host memory (jax.device_put, offloading checkpoint policies) are "
-                "offloaded. Compile for a TPU target for offloaded inputs"]
-    if platform == "cpu":
-        return [f"the inputs {names} live in host memory, but the CPU has one memory: its "
-                "memory analysis counts them as device memory. Compile for a TPU target for "
-                "the device's and the host's memory apart (a GPU target, for offloaded "
-                "activations)"]
-    return []
+    return [f"the inputs {names} live in host memory, but the CPU has one memory: its "
+            "memory analysis counts them as device memory. Compile for a TPU target for "
+            "the device's and the host's memory apart (a GPU target, for offloaded "
+            "activations)"]
 
 
 # What jax's private conversion of a sharding to XLA's HloSharding raises for a sharding with
@@ -203,60 +185,39 @@ def _devices(tpu_topology: str | None, gpu: GpuTopology | None, slices: int = 1)
     return None
 
 
-def _lower(jitted, structs, mesh, notes: list[str]):
-    """Trace and lower under both mesh contexts, jax.set_mesh and the legacy `with mesh:`, as
-    a program written for either expects. A shard_map over a mesh of its own (an expert mesh)
-    is refused under jax.set_mesh; such a program is traced under the legacy context alone,
-    where jax allows it."""
+def _lower(jitted, structs, mesh):
+    """Lower the shell under both mesh contexts, jax.set_mesh and the legacy `with mesh:`, as
+    jax sets a compile up for a program written for either."""
     import jax
 
-    try:
-        with jax.set_mesh(mesh), legacy_mesh(mesh):
-            return jitted.lower(*structs)
-    except ValueError as e:
-        if OWN_SHARD_MAP_MESH not in str(e):
-            raise
-    notes.append("a shard_map in the program runs over a mesh of its own, which jax refuses "
-                 "under jax.set_mesh; the program was traced under the legacy `with mesh:` "
-                 "context alone")
-    with legacy_mesh(mesh):
+    with jax.set_mesh(mesh), legacy_mesh(mesh):
         return jitted.lower(*structs)
 
 
-def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | None = None,
-                    measure: bool = False, measure_cap: int = 1 << 30,
-                    gpu: GpuTopology | None = None, origins: bool = False,
-                    donate: tuple[int, ...] = (),
-                    slices_per_axis: tuple[int, ...] = (),
-                    program: LoweredProgram | None = None) -> CompileResult:
-    """Compile `fn` (a built-in workload's program, or its pickle as the parent sends it) on
-    `args` over the mesh, or, with `program`, the module the caller lowered from a user's
-    function (explorer/compile/lowering.py) on `args`, its flat inputs. `slices_per_axis`:
-    several slices of `tpu_topology`, as CompileRequest says."""
+def compile_request(program: LoweredProgram, args, mesh_spec, partitioner: str,
+                    tpu_topology: str | None = None, measure: bool = False,
+                    measure_cap: int = 1 << 30, gpu: GpuTopology | None = None,
+                    origins: bool = False, donate: tuple[int, ...] = (),
+                    slices_per_axis: tuple[int, ...] = ()) -> CompileResult:
+    """Compile `program`, the module the caller traced and lowered
+    (explorer/compile/lowering.py), on `args`, its flat inputs, over the mesh.
+    `slices_per_axis`: several slices of `tpu_topology`, as CompileRequest says."""
     import jax
 
-    notes: list[str] = []
     ahead_of_time = bool(tpu_topology) or gpu is not None
     slices = prod(slices_per_axis) if tpu_topology and slices_per_axis else 1
     mesh = build_mesh(mesh_spec, _devices(tpu_topology, gpu, slices),
                       slices_per_axis if slices > 1 else ())
-    if program is not None:
-        fn = _shell(program.outputs)
-        notes += [*program.notes, *_unused_notes(
-            [s.name for s in jax.tree.leaves(args, is_leaf=_is_spec)], program.unused)]
-    elif isinstance(fn, bytes):
-        import cloudpickle
-
-        fn = cloudpickle.loads(fn)
+    leaves = jax.tree.leaves(args, is_leaf=_is_spec)
+    notes = [*program.notes, *_unused_notes([s.name for s in leaves], program.unused)]
     jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
     structs = jax.tree.map(lambda s: _struct(s, mesh), args, is_leaf=_is_spec)
-    leaves = jax.tree.leaves(args, is_leaf=_is_spec)
-    notes += _offload_notes(leaves, jax.tree.leaves(structs), mesh.devices.flat[0].platform,
-                            kinds_in_module=program is not None)
+    notes += _offload_notes(leaves, mesh.devices.flat[0].platform)
     # keep_unused so that HLO parameter i is always the i-th input tensor. Donated inputs
     # (donate_argnums, positions in the flat `args`) may hold outputs: the CPU, and the GPU and
     # TPU compilers ahead of time, all honour it in jax 0.10 (tests/compile/test_donation.py).
-    jitted = jax.jit(fn, keep_unused=True, **({"donate_argnums": donate} if donate else {}))
+    jitted = jax.jit(_shell(program.outputs), keep_unused=True,
+                     **({"donate_argnums": donate} if donate else {}))
     dump = tempfile.mkdtemp(prefix="explorer-dump-", dir="/dev/shm" if os.path.isdir(
         "/dev/shm") else None)
     # The module before the dtype promotions: only the CPU backend promotes collectives (a GPU
@@ -265,12 +226,9 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
     try:
         with _compiler_messages() as warnings, _donation_warnings(bool(donate)):
             t0 = time.perf_counter()
-            if program is not None:
-                with _shared_ir_context():
-                    lowered = _lower(jitted, structs, mesh, notes)
-                _put_module(lowered, program.stablehlo)
-            else:
-                lowered = _lower(jitted, structs, mesh, notes)
+            with _shared_ir_context():
+                lowered = _lower(jitted, structs, mesh)
+            _put_module(lowered, program.stablehlo)
             t1 = time.perf_counter()
             compiled, out_of_memory = _compile(lowered, dump, dump_options(
                 dump, origins, multislice=slices > 1, unpromoted=unpromoted))
@@ -282,10 +240,10 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
 
     notes += _unaliased_notes([leaves[i].name for i in donate], donate, dumped.optimized)
     inputs, outputs = _layouts(leaves, structs, lowered.out_info, compiled, dumped.propagated,
-                               notes, program.outputs if program is not None else None)
+                               notes, program.outputs)
     # Said only when a run was asked: the note is the answer to `measure`.
     measured = (_measurement(compiled, args, mesh, measure_cap, tpu_topology, gpu,
-                             calls_back=program is not None and program.calls_back,
+                             calls_back=program.calls_back,
                              donate=donate)
                 if measure else None)
     return CompileResult(
@@ -298,7 +256,7 @@ def compile_request(fn, args, mesh_spec, partitioner: str, tpu_topology: str | N
         outputs=outputs,
         memory=_memory(compiled, notes) if compiled is not None else None,
         cost=_cost(compiled, notes) if compiled is not None else None,
-        lower_s=t1 - t0 + (program.lower_s if program is not None else 0.0),
+        lower_s=t1 - t0 + program.lower_s,
         compile_s=t2 - t1,
         backend=(tpu_backend(tpu_topology, slices) if tpu_topology else "gpu"
                  if gpu is not None else jax.devices()[0].platform),
@@ -443,15 +401,14 @@ def _read_dump(dump: str, compiled, unpromoted: bool, origins: bool,
 
 
 def _layouts(leaves: list[TensorSpec], structs, out_info, compiled, propagated: str,
-             notes: list[str], named: tuple[OutputShape, ...] | None = None
+             notes: list[str], named: tuple[OutputShape, ...]
              ) -> tuple[tuple[TensorLayout, ...], tuple[TensorLayout, ...]]:
     """The inputs' and the outputs' layouts, as the executable places them; the outputs named
-    as `named` (a lowered program's) says, else by their paths in `out_info`."""
+    as `named` (the lowered program's) says."""
     import jax
 
     out_info = jax.tree_util.tree_flatten_with_path(out_info)[0]
-    names = ([o.name for o in named] if named is not None
-             else ["out" + jax.tree_util.keystr(path) for path, _ in out_info])
+    names = [o.name for o in named]
     if compiled is not None:
         in_shardings = jax.tree.leaves(compiled.input_shardings[0])
         out_texts = [_hlo_sharding_text(sh, len(info.shape), notes) for (_, info), sh in zip(

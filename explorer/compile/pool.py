@@ -464,7 +464,7 @@ class WorkerPool:
                         worker.request(Ping(), timeout)
                         started_s = time.monotonic() - asked
                     reply = worker.request(message, timeout)
-                    if isinstance(message, CompileRequest):
+                    if not isinstance(message, Ping):    # it ran a program (worker.py)
                         worker.compiles += 1
             finally:
                 self._checkin(worker)

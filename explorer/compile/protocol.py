@@ -4,10 +4,10 @@ socketpair between two of our own processes.
 The parent sends a `CompileRequest` or a `Ping`; the worker answers each with one reply: a
 `CompileResult`, a `Pong`, or a `Failure` that carries the program's error, wrapped in
 `Retiring` when the worker stops after it. (The tests' messages that make a worker crash or
-hang are none of these: a worker answers them only through its test hook,
-explorer/compile/worker.py's HOOK_VARIABLE.)
-No jax here: both sides import this module (the parent loads jax only to trace a user's
-function, explorer/compile/lowering.py).
+hang, or run a program inside it, are none of these: a worker answers them only through its
+test hook, explorer/compile/worker.py's HOOK_VARIABLE.)
+No jax here: both sides import this module (the parent loads jax only to trace and lower a
+program, explorer/compile/lowering.py).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from explorer.compile.gpu import GpuTopology
 from explorer.compile.lowering import LoweredProgram
 from explorer.spec.mesh import MeshSpec
 
-# The file name a notebook cell's code objects carry to the worker ("In [3]", as its prompt
-# reads; see explorer.compile.sources), and so the file of its collectives' source lines.
+# The file name a notebook cell's lines carry in a lowered module ("In [3]", as its prompt
+# reads; explorer.compile.sources.cell_name), and so the file of its collectives' source lines.
 CELL_NAME = re.compile(r"In \[\d+\]\Z")
 
 
@@ -89,18 +89,14 @@ class WorkerKey:
 @dataclass(frozen=True)
 class CompileRequest:
     """Compile `program`, the program as the caller traced and lowered it
-    (explorer/compile/lowering.py), on its flat inputs `args`, sharded over `mesh`.
+    (explorer/compile/lowering.py), on its flat inputs `args` (one TensorSpec each), sharded
+    over `mesh`. No function travels: a user's function and a built-in workload's program are
+    both traced where they are asked for, and the worker compiles the module text."""
 
-    Every analysis sends a lowered program. `fn`, a function pickled by value
-    (explorer.compile.sources), is traced in the worker instead, on abstract inputs `args` (a
-    pytree of TensorSpecs): a program that runs inside the worker, as the fault tests need to
-    show that whatever it does there (a crash, a hang, a thread left running) is contained."""
-
-    args: Any
+    program: LoweredProgram
+    args: tuple[Any, ...]
     mesh: MeshSpec
     partitioner: Partitioner
-    fn: bytes = b""
-    sys_path: tuple[str, ...] = ()      # so the worker can import what `fn` refers to by name
     measure: bool = False
     tpu_topology: str | None = None
     # Several slices of `tpu_topology` joined by the data-center network: how many slices each
@@ -116,7 +112,6 @@ class CompileRequest:
     # where their shapes and layouts allow, and the memory analysis counts that buffer once
     # (`aliased`). `args` is flat (one TensorSpec each) when any is donated.
     donate: tuple[int, ...] = ()
-    program: LoweredProgram | None = None
 
 
 @dataclass(frozen=True)

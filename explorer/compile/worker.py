@@ -9,12 +9,15 @@ no thread the program started can keep it alive.
 A program that returns but leaves a thread or a process running ends its worker too, after its
 answer: what it left could exit the worker or interrupt its main thread during a later request,
 and that request would fail, blamed for it. The worker answers `Retiring(reply)` and exits;
-the parent replaces it.
+the parent replaces it. Every message but a Ping runs a program: a CompileRequest's (the
+compiler, and what the lowered program runs when it is measured), or a test hook's.
 
 One test hook: where $EXPLORER_WORKER_TEST_HOOK (HOOK_VARIABLE) names a module, the worker
 imports it as it starts, and that module's `answer(message)` answers the messages the worker
-has no answer of its own for (a Reply, or None: not one of its messages). The tests' messages
-that make a worker crash or hang come that way (tests/_support/worker_faults.py); unset in use.
+has no answer of its own for (a Reply, or None: not one of its messages); what it raises is a
+Failure, as a program's error is. The tests' messages that make a worker crash or hang
+(tests/_support/worker_faults.py), and those that run a program inside it, traced there
+(tests/_support/in_worker.py), come that way; unset in use.
 """
 
 from __future__ import annotations
@@ -74,11 +77,12 @@ def _serve(conn: Connection) -> None:
             return
         threads = _thread._count()
         reply = _answer(message, hook)
-        if isinstance(message, CompileRequest) and _left_running(threads):
+        runs_a_program = not isinstance(message, Ping)
+        if runs_a_program and _left_running(threads):
             conn.send(Retiring(reply))
             return       # and exit at once (main), before what the program left can strike
         conn.send(reply)
-        if not isinstance(message, CompileRequest):
+        if not runs_a_program:
             continue
         compiles += 1
         if compiles % CLEAR_CACHES_EVERY == 0:
@@ -124,36 +128,32 @@ def _answer(message: Message, hook: Hook | None) -> Reply:
     if isinstance(message, Ping):
         return Pong(devices=len(jax.devices()), pid=os.getpid(),
                     device_kind=jax.devices()[0].device_kind)
-    if not isinstance(message, CompileRequest):
+    try:
+        if isinstance(message, CompileRequest):
+            return _compile(message)
         if hook is not None and (reply := hook(message)) is not None:
             return reply
-        return Failure(f"the worker got a {type(message).__name__}, which is no message it "
-                       "knows; the parent and worker come from different explorer versions?")
-    try:
-        return _compile(message)
     except Exception as e:  # the program, not the worker, failed: report it and go on
         return Failure(_describe(e))
+    return Failure(f"the worker got a {type(message).__name__}, which is no message it "
+                   "knows; the parent and worker come from different explorer versions?")
 
 
 def _compile(request: CompileRequest):
     from explorer.compile.backend import compile_request
 
-    for path in request.sys_path:
-        if path not in sys.path:
-            sys.path.append(path)
-    # Unpickled there, once the mesh is built: the meshes a function holds are rebuilt on it.
-    return compile_request(request.fn, request.args, request.mesh, request.partitioner,
+    return compile_request(request.program, request.args, request.mesh, request.partitioner,
                            request.tpu_topology, request.measure, gpu=request.gpu,
                            origins=request.origins, donate=request.donate,
-                           slices_per_axis=request.slices_per_axis,
-                           program=request.program)
+                           slices_per_axis=request.slices_per_axis)
 
 
 def _describe(e: Exception) -> str:
     text = f"{type(e).__name__}: {e}".strip()
     if isinstance(e, TypeError | NameError | AttributeError | IndexError | KeyError
                   | AssertionError | ValueError):
-        # Errors in the user's function: show where they happened.
+        # An error in code that is neither a library's nor the explorer's (a program a test
+        # hook runs here, tests/_support/in_worker.py): show where it happened.
         frames = traceback.extract_tb(e.__traceback__)
         user = [f for f in frames if "site-packages" not in f.filename
                 and "/explorer/" not in f.filename]
@@ -170,7 +170,7 @@ def main(fd: int) -> None:
     except (SystemExit, KeyboardInterrupt) as e:
         where = traceback.extract_tb(e.__traceback__)[-1]
         print(f"explorer worker: the program raised {type(e).__name__}({e}) at "
-              f"{where.filename}:{where.lineno} while it was traced; a compile worker "
+              f"{where.filename}:{where.lineno} while it ran; a compile worker "
               "cannot go on after that, so it stopped", file=sys.stderr)
         code = EXIT_PROGRAM_ENDED
     except BaseException:

@@ -19,6 +19,7 @@ from explorer.compile.backend import (
     compiler_messages,
     dump_options,
 )
+from explorer.compile.lowering import lower_program
 from explorer.report.build import build_report
 from explorer.spec.mesh import parse_mesh
 
@@ -45,7 +46,8 @@ def test_sharding_text_is_xla_s_or_none_never_a_guess():
 def test_an_unreadable_input_sharding_becomes_a_note_not_a_replicated_tensor():
     mesh = parse_mesh("d=8")
     x = TensorSpec("x", (16, 4), "float32", "d,None")
-    result = compile_request(lambda x: jnp.sin(x), (x,), mesh, "shardy")
+    program = lower_program(lambda x: jnp.sin(x), (x,), mesh, "cpu", "shardy")
+    result = compile_request(program, (x,), mesh, "shardy")
     assert result.inputs[0].sharding == "{devices=[8,1]<=[8]}"
     unread = replace(result, inputs=(result.inputs[0]._replace(sharding=None),))
     report = build_report(unread, mesh, "shardy")

@@ -2,8 +2,9 @@
 request is served by a fresh worker. What a program leaves behind (threads, child processes,
 processes in sessions of their own) cannot reach the next request, nor outlive the pool.
 
-The programs run in the worker as a built-in workload's does (tests/_support/in_worker.py): a
-user's function is traced in the caller's process and never runs in a worker."""
+A program runs in a worker only in these tests (tests/_support/in_worker.py, the worker's test
+hook, traces it there): a user's function and a built-in workload's program are traced in the
+caller's process, and the worker compiles their module."""
 
 import _thread
 import errno
@@ -26,13 +27,19 @@ from explorer.errors import WorkerLost
 
 SUPPORT = str(Path(__file__).resolve().parents[1] / "_support")
 sys.path.insert(0, SUPPORT)
-from in_worker import analyze_in_worker  # noqa: E402
-from worker_faults import Crash, Sleep, answer_faults  # noqa: E402
+from in_worker import analyze_in_worker, run_in_workers  # noqa: E402
+from worker_faults import Crash, Sleep  # noqa: E402
 
 # Each fault test starts, breaks and replaces real worker processes: seconds apiece.
 pytestmark = pytest.mark.slow
 
 X = TensorSpec("x", (8,), spec="d")
+
+
+@pytest.fixture(autouse=True)
+def _hook(monkeypatch):
+    """Every worker a test starts runs programs and answers Crash and Sleep (in_worker.py)."""
+    run_in_workers(monkeypatch)
 
 
 @pytest.fixture
@@ -199,12 +206,12 @@ def test_a_missing_interpreter_is_a_worker_error():
 
 
 def test_a_worker_that_dies_while_starting_shows_why(pool, monkeypatch):
-    monkeypatch.setenv("XLA_FLAGS", "--xla_no_such_flag=1")     # XLA refuses to start
-    with pytest.raises(WorkerError) as info:
-        pool.warm(WorkerKey.fake_cpu(2))
+    with monkeypatch.context() as m:
+        m.setenv("XLA_FLAGS", "--xla_no_such_flag=1")     # XLA refuses to start
+        with pytest.raises(WorkerError) as info:
+            pool.warm(WorkerKey.fake_cpu(2))
     assert "for 2 devices died" in str(info.value)
     assert "Unknown flag in XLA_FLAGS: --xla_no_such_flag=1" in str(info.value)
-    monkeypatch.undo()
     _next_request_works(pool)
 
 
@@ -275,10 +282,9 @@ def test_a_worker_is_recycled_after_its_share_of_compiles():
         p.close()
 
 
-def test_more_busy_device_counts_than_warm_workers_all_finish(monkeypatch):
+def test_more_busy_device_counts_than_warm_workers_all_finish():
     # The reported case, scaled down: more threads on distinct device counts than the pool
     # keeps warm. Each thread's worker must live until its request is answered.
-    answer_faults(monkeypatch)
     p = WorkerPool(timeout=60, max_workers=2)
     counts = (1, 2, 3)
     replies, errors = {}, []
@@ -303,9 +309,7 @@ def test_more_busy_device_counts_than_warm_workers_all_finish(monkeypatch):
         p.close()
 
 
-def test_a_death_quotes_only_what_its_own_request_printed(pool, monkeypatch):
-    answer_faults(monkeypatch)
-
+def test_a_death_quotes_only_what_its_own_request_printed(pool):
     def reshard(a):     # XLA warns about this one (see test_compile_request.py)
         import jax
         from jax.sharding import PartitionSpec
@@ -451,7 +455,7 @@ OWNER = textwrap.dedent("""
 
     PIDS = sys.argv[1]      # a global of __main__: it travels with the function
     sys.path.insert(0, sys.argv[2])
-    from in_worker import analyze_in_worker
+    from in_worker import analyze_in_worker     # its hook is set: the test's environment
 
     def hangs(x):
         subprocess.Popen(["setsid", "sleep", "306"])

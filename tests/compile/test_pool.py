@@ -9,7 +9,7 @@ from explorer import TensorSpec, WorkerError, WorkerPool, analyze
 from explorer.compile.protocol import Ping, WorkerKey
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
-from in_worker import analyze_in_worker  # noqa: E402
+from in_worker import analyze_in_worker, run_in_workers  # noqa: E402
 from worker_faults import Crash, Sleep, answer_faults  # noqa: E402
 
 cpu = WorkerKey.fake_cpu
@@ -77,13 +77,15 @@ def test_a_worker_without_the_test_hook_answers_no_fault_message(pool, monkeypat
 
 
 @pytest.mark.slow
-def test_an_error_in_the_program_is_reported_and_the_worker_lives(pool):
+def test_an_error_in_the_program_is_reported_and_the_worker_lives(pool, monkeypatch):
+    run_in_workers(monkeypatch)
+
     def broken(x):
         return x @ undefined_name  # noqa: F821
 
     from explorer import CompileError
 
-    # Traced in the worker, as a workload's program is: the worker reports it and lives on.
+    # Traced inside the worker (the tests' hook): the worker reports it and lives on.
     with pytest.raises(CompileError, match="undefined_name"):
         analyze_in_worker(broken, TensorSpec("x", (4, 4)), mesh="d=2", pool=pool)
     assert pool.warm(cpu(2)).devices == 2

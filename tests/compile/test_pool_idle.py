@@ -19,7 +19,7 @@ from explorer.compile.pool import (
 from explorer.compile.protocol import WorkerKey
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
-from in_worker import analyze_in_worker  # noqa: E402
+from in_worker import analyze_in_worker, run_in_workers  # noqa: E402
 
 # x @ w with the contracted dimension split over d=4: each device holds a partial (16, 8) f32
 # product, all-reduced over the 4 devices: 16 * 8 * 4 B = 512 B per device.
@@ -84,10 +84,11 @@ def test_an_idle_worker_is_stopped_and_the_next_analysis_starts_one_with_the_sam
 
 
 @pytest.mark.slow
-def test_a_worker_busy_for_longer_than_the_idle_timeout_is_not_stopped(tmp_path):
-    # The program traces in the worker (as a workload's does) for as long as the test makes it
+def test_a_worker_busy_for_longer_than_the_idle_timeout_is_not_stopped(tmp_path, monkeypatch):
+    # The program traces inside the worker (the tests' hook) for as long as the test makes it
     # (a file it waits for), well past the idle timeout; the worker that started it must answer
     # it and stay.
+    run_in_workers(monkeypatch)
     release = tmp_path / "release"
 
     def slow_project(x, w):

@@ -1,22 +1,19 @@
 """The user's own file and line reach the Report: a function traced where it is called names
-its file, a script or a notebook cell ("In [3]"); a program pickled to the worker by value (a
-built-in workload's closure) keeps its file names (explorer.compile.sources)."""
+its file, a script or a notebook cell ("In [3]", explorer.compile.sources). (A program the tests
+run inside a worker keeps its file names too: test_source_pickle.py.)"""
 
-import functools
 import inspect
 import os
 import subprocess
 import sys
 import textwrap
 
-import cloudpickle
 import jax.numpy as jnp
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
 from explorer import TensorSpec, WorkerPool, analyze
-from explorer.compile.sources import pickle_function
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -34,13 +31,6 @@ def _line_of(fn, text: str) -> int:
     return first + next(i for i, line in enumerate(lines) if text in line)
 
 
-def _codes(code):
-    yield code
-    for const in code.co_consts:
-        if isinstance(const, type(code)):
-            yield from _codes(const)
-
-
 @pytest.mark.slow
 def test_source_is_this_file_and_the_line_of_the_matmul(pool):
     def step(x, w):
@@ -53,45 +43,6 @@ def test_source_is_this_file_and_the_line_of_the_matmul(pool):
     [c] = r.collectives
     assert (c.kind, c.axes) == ("all-reduce", ("d",))
     assert c.source == f"{os.path.relpath(__file__)}:{_line_of(step, 'h @ w')}"
-
-
-def test_every_code_object_shipped_by_value_keeps_its_file():
-    scale = 3.0
-
-    def inner(y):
-        return y * scale               # a closure over a float
-
-    def outer(x, k):
-        def nested(y):                 # a code object among outer's constants
-            return inner(y) + k
-        return nested(x)
-
-    shipped = pickle_function(functools.partial(outer, k=1))
-    assert b"<dynamic-code>" not in shipped
-    loaded = cloudpickle.loads(shipped)
-    inner_copy = loaded.func.__closure__[0].cell_contents
-    codes = [*_codes(loaded.func.__code__), inner_copy.__code__]
-    assert len(codes) == 3
-    assert {c.co_filename for c in codes} == {__file__}
-    assert loaded(2.0) == outer(2.0, 1) == 7.0
-
-
-def _module_level_helper(x):
-    return x - 1
-
-
-def test_a_global_function_pickled_by_value_keeps_its_file():
-    module = sys.modules[__name__]
-    cloudpickle.register_pickle_by_value(module)
-    try:
-        shipped = pickle_function(lambda x: _module_level_helper(x) * 2)
-    finally:
-        cloudpickle.unregister_pickle_by_value(module)
-    loaded = cloudpickle.loads(shipped)
-    helper = loaded.__globals__["_module_level_helper"]
-    assert helper is not _module_level_helper          # it travelled by value
-    assert helper.__code__.co_filename == __file__
-    assert helper.__code__.co_firstlineno == inspect.getsourcelines(_module_level_helper)[1]
 
 
 @pytest.mark.slow
@@ -117,7 +68,7 @@ def test_a_script_s_function_names_the_script(tmp_path):
     out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
     assert out.returncode == 0, out.stderr
-    # `layer` and `model` are in __main__: cloudpickle ships them by value.
+    # `layer` and `model` are in __main__, traced there: their file is the script.
     assert out.stdout.strip() == "['train.py:6']"
 
 
