@@ -11,7 +11,7 @@ from dataclasses import replace
 from functools import lru_cache
 from math import prod
 
-from explorer.compile.protocol import CompileResult, Measurement
+from explorer.compile.protocol import CompileResult, Measurement, Partitioner
 from explorer.cost.mapping import Tier
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.groups import (
@@ -61,7 +61,7 @@ from explorer.units import format_bytes
 _NOT_TENSORS = {"parameter", "constant", "tuple", "get-tuple-element", "after-all", "token"}
 
 
-def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: str,
+def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: Partitioner,
                  requested: Mapping[str, tuple[Entry, ...]] | None = None) -> Report:
     """The Report of one compile. `requested`: each input's spec as the user wrote it, which
     the Report keeps where the compiled placement is the one it asks for (an HLO sharding

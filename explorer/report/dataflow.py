@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from explorer.hlo.module import HloModule, Instruction, parse_module
+from explorer.report.origins import OriginKind
 from explorer.report.report import Report, TensorRole
 from explorer.report.source import source_of
 from explorer.units import format_bytes
@@ -711,7 +712,7 @@ def _path_keys(report: Report, tensor: str) -> list[tuple[str, str]]:
     keys: list[tuple[str, str] | None] = []
     for dim in origins.dims:
         for axis in dim.axes:
-            if axis.kind == "input":
+            if axis.kind == OriginKind.INPUT:
                 keys.append(("input", axis.name))
             keys += [op_key(step.tensor) for step in axis.path]
     if origins.dims:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
+from explorer.compile.protocol import Partitioner
 from explorer.hlo.mlir import Function, MlirError, Op, Value, parse_mlir
 from explorer.hlo.mlir_match import match_values
 from explorer.hlo.module import HloModule, Instruction, short_path
@@ -716,13 +717,13 @@ def read_origins(mlir: str, propagated: HloModule, inputs: Sequence[str],
     return out
 
 
-def origins_by_tensor(mlir: str | None, propagated: HloModule | None, partitioner: str,
-                      inputs: Sequence[str], outputs: Sequence[str]
+def origins_by_tensor(mlir: str | None, propagated: HloModule | None,
+                      partitioner: Partitioner, inputs: Sequence[str], outputs: Sequence[str]
                       ) -> tuple[dict[str, Origins], Origins, list[str]]:
     """What a Report gives its tensors: name -> Origins, the Origins of a tensor not among
     them (its note says why), and the Report notes (GSPMD's, or an unreadable module's).
     `mlir` is None when the request did not ask for origins."""
-    if partitioner == "gspmd":
+    if partitioner == Partitioner.GSPMD:
         return {}, unavailable(GSPMD_NOTE), [GSPMD_NOTE] if mlir is not None else []
     if mlir is None:
         return {}, unavailable(NOT_ASKED), []
