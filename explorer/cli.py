@@ -211,7 +211,8 @@ def _analyze_parser(sub) -> None:
     _add_workload_flags(a)
     a.add_argument("--trace", metavar="FILE",
                    help="write the predicted step timeline on --target as Chrome trace-event "
-                   "JSON (open it in Perfetto, chrome://tracing or TensorBoard)")
+                   "JSON (open it in Perfetto, chrome://tracing or TensorBoard); with --measure "
+                   "on the target's own chips, the measured run's lane beside it")
     a.add_argument("--xprof", metavar="DIR",
                    help="also write the compiled module and the predicted step (with "
                    "--target) as a run of the log folder DIR, to open with `xprof --logdir "
@@ -617,11 +618,13 @@ def _check_analyze_flags(args, target: str | None) -> None:
 def _write_files(args, report, exploration, target: str | None) -> None:
     """What analyze writes beside its output: --trace, --emit-code, --xprof and --save."""
     if args.trace:
+        from explorer.report.op_comparison import chrome_trace
+
         if report.trace is None:
             raise ExplorerError(f"no trace for --target {target}: "
                                 + "; ".join(report.estimate.compute.notes or
                                             ("its compiled program has no schedule",)))
-        _write_output("--trace", args.trace, json.dumps(report.trace.to_chrome()), "trace")
+        _write_output("--trace", args.trace, json.dumps(chrome_trace(report)), "trace")
     if args.emit_code:
         _write_output("--emit-code", args.emit_code, report.to_code(), "code")
     if args.xprof:

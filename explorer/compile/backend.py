@@ -756,7 +756,7 @@ def _timed_runs(compiled, args, leaves, mesh, donate: tuple[int, ...],
     if profile is None:
         return replace(measured, note="the run's profile held no device times")
     return replace(measured, device_seconds=profile.module_seconds,
-                   op_seconds=dict(profile.op_seconds))
+                   op_seconds=dict(profile.op_seconds), events=profile.call_events)
 
 
 def _fresh_inputs(arrays: tuple, donate: tuple[int, ...]) -> Callable[[], tuple]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from explorer.compile.device_profile import MeasuredEvent
 from explorer.compile.gpu import GpuTopology
 from explorer.compile.lowering import LoweredProgram
 from explorer.spec.mesh import MeshSpec
@@ -141,9 +142,11 @@ class Measurement:
     on: str = ""                     # e.g. "8 cpu device(s) of this host"
     note: str = ""
     # On an accelerator, the run as its profile has it (explorer/compile/device_profile.py):
-    # the program's median seconds on the device, and each instruction's seconds per call.
+    # the program's median seconds on the device, each instruction's seconds per call, and
+    # the median call's instructions in time.
     device_seconds: float | None = None
     op_seconds: dict[str, float] = field(default_factory=dict)
+    events: tuple[MeasuredEvent, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -378,4 +378,4 @@ def _timing(raw: CompileResult) -> Timing:
                   measured_on=measured.on, measure_note=measured.note,
                   worker_start_s=raw.worker_start_s,
                   measured_device_s=measured.device_seconds,
-                  measured_ops=dict(measured.op_seconds))
+                  measured_ops=dict(measured.op_seconds), measured_events=measured.events)

@@ -4,13 +4,16 @@ With `measure=True` on an accelerator, the Report holds each HLO instruction's t
 profile of the run (Timing.measured_ops); with a target, it holds the predicted step trace,
 whose events name the same instructions. Set side by side they show where prediction and chip
 part: a fusion the compiler could not cost, a kernel slower than its estimate, a scatter, work
-on the vector unit the roofline does not count.
+on the vector unit the roofline does not count. The profile's median call, laid out in time
+(Timing.measured_events), gives the timelines a measured lane under the predicted ones.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from explorer.compile.device_profile import MeasuredEvent
 from explorer.hlo.schedule import StepKind, cached_schedule
 from explorer.report.report import Report
 from explorer.units import format_seconds
@@ -133,3 +136,62 @@ def comparison_lines(cmp: OpComparison, shown: int = SHOWN) -> list[str]:
         gaps = format_seconds(sum(abs(r.gap_s) for r in rest))
         lines.append(f"... and {len(rest)} more instructions, {gaps} of gaps between them")
     return lines
+
+
+# The measured lane's rows: the device's instructions one after another, and its asynchronous
+# ones in flight (several at once: each on the first of these rows free when it starts).
+MEASURED_ROW = "measured"
+IN_FLIGHT_ROW = "measured, in flight"
+MAX_IN_FLIGHT_ROWS = 4
+
+
+def measured_rows(events: Sequence[MeasuredEvent]) -> list[tuple[str, MeasuredEvent]]:
+    """Each measured event with the row a timeline draws it on, so that no two events of a row
+    overlap (more flights at once than MAX_IN_FLIGHT_ROWS share the last row)."""
+    free_at: list[float] = []
+    out = []
+    for e in sorted(events, key=lambda e: e.start):
+        if not e.in_flight:
+            out.append((MEASURED_ROW, e))
+            continue
+        row = next((k for k, t in enumerate(free_at) if t <= e.start), None)
+        if row is None:
+            if len(free_at) < MAX_IN_FLIGHT_ROWS:
+                free_at.append(0.0)
+            row = len(free_at) - 1
+        free_at[row] = max(free_at[row], e.start + e.duration)
+        out.append((IN_FLIGHT_ROW + (f" {row + 1}" if row else ""), e))
+    return out
+
+
+def chrome_trace(report: Report) -> dict | None:
+    """The predicted step as Chrome trace-event JSON (StepTrace.to_chrome), and where the Report
+    holds a run on the device, that run's median call beside it as a second process,
+    "measured on ...", its rows those of `measured_rows`; None without a predicted trace."""
+    if report.trace is None:
+        return None
+    doc = report.trace.to_chrome()
+    placed = measured_rows(report.timing.measured_events)
+    if not placed:
+        return doc
+    pid = 1 + max(e["pid"] for e in doc["traceEvents"])
+    tids = {row: k + 1 for k, row in enumerate(dict.fromkeys(row for row, _ in placed))}
+    what = {e.hlo: e.name for e in report.trace.events}
+    where = {e.hlo: e.source for e in report.trace.events}
+    predicted: dict[str, float] = {}
+    for e in report.trace.events:
+        predicted[e.hlo] = predicted.get(e.hlo, 0.0) + e.duration
+    meta = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+             "args": {"name": f"measured on {report.timing.measured_on or 'the device'} "
+                              "(the profile's median call)"}}]
+    meta += [{"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": row}}
+             for row, tid in tids.items()]
+    events = [{"name": what.get(e.instruction, e.instruction), "cat": "measured", "ph": "X",
+               "ts": e.start * 1e6, "dur": e.duration * 1e6, "pid": pid, "tid": tids[row],
+               "args": {"hlo": e.instruction, "source": where.get(e.instruction, ""),
+                        "predicted_us": predicted[e.instruction] * 1e6
+                        if e.instruction in predicted else None}}
+              for row, e in placed]
+    doc["traceEvents"] += meta + events
+    doc["otherData"]["measured_seconds"] = report.timing.measured_device_s
+    return doc

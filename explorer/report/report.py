@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from explorer.compile.device_profile import MeasuredEvent
 from explorer.compile.protocol import Partitioner
 from explorer.cost.model import Estimate
 from explorer.errors import TensorError, choices
@@ -425,6 +426,9 @@ class Timing:
             profile has it (no dispatch); None elsewhere.
         measured_ops: on an accelerator, each HLO instruction's seconds per call on the
             device, from the same profile; empty elsewhere.
+        measured_events: on an accelerator, the instructions of the profile's median call in
+            time (explorer.compile.device_profile.MeasuredEvent), for a timeline beside the
+            predicted step; empty elsewhere.
     """
 
     lower_s: float
@@ -439,6 +443,7 @@ class Timing:
     worker_start_s: float = 0.0
     measured_device_s: float | None = None
     measured_ops: Mapping[str, float] = field(default_factory=dict)
+    measured_events: tuple[MeasuredEvent, ...] = ()
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -12,10 +12,17 @@ from dataclasses import dataclass
 import ipywidgets as w
 import plotly.graph_objects as go
 
+from explorer.compile.device_profile import MeasuredEvent
 from explorer.cost.gemm_rates import gemm_table
 from explorer.cost.hardware import get_target
 from explorer.errors import ExplorerError
-from explorer.report.op_comparison import SHOWN, compare_ops, signed_seconds, worth_listing
+from explorer.report.op_comparison import (
+    SHOWN,
+    compare_ops,
+    measured_rows,
+    signed_seconds,
+    worth_listing,
+)
 from explorer.report.provenance import compiled_by
 from explorer.report.report import Report
 from explorer.report.trace import StepTrace, TraceEvent, TraceLane
@@ -26,6 +33,7 @@ from explorer.ui.views import stamped
 from explorer.units import format_bytes, format_seconds, time_unit
 
 COMPUTE_COLOUR = "#64748b"
+MEASURED_COLOUR = "#0f766e"     # the run on the device, apart from every predicted colour
 OTHER_COLOUR = "#a16207"
 MAX_BARS = 4000          # bars drawn; the rest are the shortest and are only counted
 TOP_OPS = 10
@@ -236,9 +244,13 @@ def drawn_events(trace: StepTrace, limit: int = MAX_BARS) -> list[TraceEvent]:
     return [e for i, e in enumerate(events) if i in keep]
 
 
-def trace_figure(trace: StepTrace) -> go.FigureWidget:
-    """The predicted step as bars on two lanes, coloured compute or by collective kind."""
-    scale, unit = time_unit(max(trace.seconds, 1e-12))
+def trace_figure(trace: StepTrace,
+                 measured: tuple[MeasuredEvent, ...] = ()) -> go.FigureWidget:
+    """The predicted step as bars on two lanes, coloured compute or by collective kind; with
+    `measured` (the device's run of the program, its median call), that run's instructions on
+    lanes of their own under them, on the same time axis."""
+    end = max([trace.seconds] + [e.start + e.duration for e in measured])
+    scale, unit = time_unit(max(end, 1e-12))
     events = drawn_events(trace)
     by_class: dict[str, list[TraceEvent]] = {}
     for e in events:
@@ -260,24 +272,61 @@ def trace_figure(trace: StepTrace) -> go.FigureWidget:
             hovertemplate=("<b>%{customdata[0]}</b><br>HLO: %{customdata[1]}<br>"
                            "source: %{customdata[2]}<br>%{customdata[3]} from "
                            "%{customdata[4]}<extra></extra>"))
+    rows = trace.rows()
+    if measured:
+        rows += _add_measured(fig, trace, measured, scale)
     dropped = len(trace.events) - len(events)
     title = (f"predicted step on {trace.target}: {format_seconds(trace.seconds)} "
              f"(busy: compute {format_seconds(trace.lane_seconds(TraceLane.COMPUTE))}, "
              f"communication {format_seconds(trace.lane_seconds(TraceLane.COMMUNICATION))})")
+    if measured:
+        title += (f"<br>measured on the device: {format_seconds(_span(measured))} (its median "
+                  "call, on the lanes below)")
     if dropped:
         title += f" · {dropped} shortest events not drawn"
-    rows = trace.rows()
     fig.update_layout(
-        barmode="overlay", height=250, width=820, bargap=0.35,
+        barmode="overlay", height=250 + 30 * max(0, len(rows) - 2), width=820, bargap=0.35,
         title=dict(text=title, font=dict(size=13)),
-        margin=dict(l=150 if len(rows) > 2 else 110, r=20, t=40, b=50),
+        margin=dict(l=150 if len(rows) > 2 else 110, r=20, t=60 if measured else 40, b=50),
         xaxis=dict(title=f"time from the start of the step ({unit})", rangemode="tozero",
-                   range=[0, trace.seconds / scale * 1.02]),
+                   range=[0, end / scale * 1.02]),
         yaxis=dict(type="category", categoryorder="array",
                    categoryarray=rows, autorange="reversed", title="lane"),
         legend=dict(orientation="h", y=-0.35, x=0, title_text="colour:"))
     keep_state(fig)
     return fig
+
+
+def _span(measured: tuple[MeasuredEvent, ...]) -> float:
+    return max(e.start + e.duration for e in measured)
+
+
+def _add_measured(fig: go.FigureWidget, trace: StepTrace,
+                  measured: tuple[MeasuredEvent, ...], scale: float) -> list[str]:
+    """The device's run as bars on the measured lanes (the longest MAX_BARS), each hovering
+    with its predicted time; the lanes' names, in order."""
+    placed = measured_rows(measured)
+    if len(placed) > MAX_BARS:
+        keep = sorted(placed, key=lambda p: -p[1].duration)[:MAX_BARS]
+        placed = sorted(keep, key=lambda p: p[1].start)
+    predicted: dict[str, float] = {}
+    what: dict[str, str] = {}
+    for e in trace.events:
+        predicted[e.hlo] = predicted.get(e.hlo, 0.0) + e.duration
+        what.setdefault(e.hlo, e.name)
+    fig.add_bar(
+        name="measured on the device", orientation="h", marker_color=MEASURED_COLOUR,
+        marker_line=dict(color="white", width=1 if len(placed) <= 400 else 0),
+        y=[row for row, _ in placed],
+        base=[e.start / scale for _, e in placed], x=[e.duration / scale for _, e in placed],
+        customdata=[[what.get(e.instruction, e.instruction), e.instruction,
+                     format_seconds(e.duration), format_seconds(e.start),
+                     format_seconds(predicted[e.instruction]) if e.instruction in predicted
+                     else "not on the predicted timeline"] for _, e in placed],
+        hovertemplate=("<b>%{customdata[0]}</b> (measured)<br>HLO: %{customdata[1]}<br>"
+                       "%{customdata[2]} from %{customdata[3]}<br>predicted: "
+                       "%{customdata[4]}<extra></extra>"))
+    return list(dict.fromkeys(row for row, _ in measured_rows(measured)))
 
 
 class TimingView:
@@ -322,7 +371,7 @@ class TimingView:
         timeline, the roofline, a schedule."""
         text = timing_html(report, unavailable) + after
         self.text.value = stamped(text, result) if result is not None else text
-        self._draw_trace(report.trace, result)
+        self._draw_trace(report.trace, result, report.timing.measured_events)
         self._draw_schedule(report.workload.to_dict() if report.workload else {}, result)
         point = roofline_point(report)
         self.box.layout.display = "" if point else "none"
@@ -332,18 +381,22 @@ class TimingView:
             self.roofline_slot.clear()
         self.result = result
 
-    def _draw_trace(self, trace: StepTrace | None, result: int | None) -> None:
+    def _draw_trace(self, trace: StepTrace | None, result: int | None,
+                    measured: tuple[MeasuredEvent, ...] = ()) -> None:
         if trace is None or not trace.events:
             self.trace_slot.clear()
             self.trace_box.layout.display = "none"
             self.top.value = ""
             return
-        self.trace_slot.show(trace_figure(trace), result)
+        self.trace_slot.show(trace_figure(trace, measured), result)
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in trace.notes)
         self.trace_note.value = (
             "<p class='explorer-note'>Each bar is one instruction of the compiled program, timed "
             "by the cost model (compute: its roofline time; communication: the collective's "
-            "predicted time). Hover a bar for its HLO instruction and source line.</p>"
+            "predicted time). Hover a bar for its HLO instruction and source line."
+            + (" The measured lanes are the program's run on the device (the median of the "
+               "profiled calls): each instruction as the chip ran it, asynchronous ones from "
+               "start to done." if measured else "") + "</p>"
             f"<ul>{notes}</ul>")
         self.trace_box.layout.display = ""
         self.top.value = top_ops_html(trace)

@@ -53,6 +53,30 @@ def test_the_softmax_the_compiler_could_not_cost_is_most_of_the_run(profiles):
     assert profile.op_seconds["fusion.11"] / profile.module_seconds > 0.95
 
 
+@pytest.mark.parametrize("name", ["layernorm_chain", "causal_attention_float32_softmax"])
+def test_one_call_is_laid_out_in_time_as_the_chip_ran_it(profiles, name):
+    profile = read_device_profile(str(profiles / name / "run.xplane.pb"), CALLS)
+    recorded = PROGRAMS[name]
+    counts = {line.split(" | ")[1]: int(line.split(" | ")[2]) for line in recorded["lines"]}
+    ops = [e for e in profile.call_events if not e.in_flight]
+    in_flight = [e for e in profile.call_events if e.in_flight]
+    # One call's share of each line the chip wrote (every call runs the same instructions).
+    assert len(ops) == counts["XLA Ops"] // CALLS
+    assert len(in_flight) == counts["Async XLA Ops"] // CALLS
+    # Inside the median call, in time order, from its start.
+    assert all(0 <= e.start and e.start + e.duration <= profile.module_seconds * 1.0001
+               for e in profile.call_events)
+    assert [e.start for e in profile.call_events] == sorted(e.start for e in profile.call_events)
+    # Each instruction's time in this call is its time per call the chip recorded (the mean of
+    # the calls, which differ by well under 2%); an asynchronous one's flight likewise.
+    for op, (ns, _) in recorded["op_ns_per_call"].items():
+        assert sum(e.duration for e in ops if e.instruction == op) == pytest.approx(
+            ns * 1e-9, rel=0.02, abs=2e-8)
+    for op, (ns, _) in recorded["async_ops"].items():
+        assert sum(e.duration for e in in_flight if e.instruction == op) == pytest.approx(
+            ns * 1e-9, rel=0.02)
+
+
 def test_a_cpu_run_has_no_device_plane_to_read():
     # In a process of its own: the profiler is one per process.
     code = ("import jax, jax.numpy as jnp\n"
