@@ -65,7 +65,8 @@ from explorer.workloads.flash import flash_attention
 def constrain(x, constraints: Mapping, name: str):
     """Pin `x` to the spec the constraint table gives `name`; leave it free if there is none.
 
-    A bare PartitionSpec is enough: the compile worker traces under `jax.set_mesh`."""
+    A bare PartitionSpec is enough: the program is traced under the request's abstract mesh
+    (explorer/compile/lowering.py), which names the axes."""
     if name not in constraints:
         return x
     import jax

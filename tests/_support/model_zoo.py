@@ -9,7 +9,7 @@
   final catch-all, and the embedding and activations use a tuple entry with a size-1 axis
   (`('fsdp', 'sp')`).
 
-The tests ship it to the compile worker by value, as a notebook cell's code would be.
+The tests trace it in their own process, as a notebook cell's code would be.
 """
 
 from __future__ import annotations

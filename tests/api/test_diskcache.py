@@ -30,7 +30,7 @@ MLP_ALL_REDUCE = ("all-reduce", ["model"], 128 * 1024 * 4)
 
 
 def scale_rows(x, w):
-    """A user function, defined here (shipped to the worker by value)."""
+    """A user function, defined here (traced in this process)."""
     return (x @ w).sum(axis=1)
 
 

@@ -11,7 +11,7 @@ output is strict JSON.
 
 Most cases fail validation or use cache_only=True, so nothing compiles; a few percent are valid
 requests on meshes of 1 or 2 devices, compiled for real, with functions defined in this file
-(shipped to the worker by value).
+(traced in this process).
 
 The default run is about 2,800 cases. For a longer run (25 times as many):
 

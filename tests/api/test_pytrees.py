@@ -2,8 +2,8 @@
 a plain dict gives (`jax.eval_shape`) is analysed as it is, each leaf named by its key path.
 
 The names below are worked out by hand from how each library nests its state. The train step
-is defined inside its test, so it travels to the compile worker by value, as a notebook's does;
-the Equinox class is defined at module level, since a pytree class travels only by import."""
+is defined inside its test and traced in this process, as a notebook's is; the Equinox
+class is defined at module level, as a library's is."""
 
 import equinox as eqx
 import jax

@@ -82,7 +82,7 @@ def test_the_keyword_form_builds_the_same_request():
 
 
 def test_a_user_function_with_pytree_inputs_and_spec_patterns():
-    scale = 2.0        # a closure: the function travels by value, as a notebook cell's does
+    scale = 2.0        # a closure, as a notebook cell's function often is
 
     def step(params, x):
         return scale * (x @ params["w"])

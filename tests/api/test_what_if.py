@@ -1,7 +1,7 @@
 """explorer.what_if: the spec changes a compile confirmed would remove a collective, for a
 built-in workload, a user's function (flat or of pytrees, its layers widened to every layer's
 copy of a tensor) and an Exploration; and the inputs it refuses. The expected bytes are worked
-out from the shapes; the functions are defined here, so they travel to the worker by value."""
+out from the shapes; the functions are defined here, and traced in this process."""
 
 import dataclasses
 

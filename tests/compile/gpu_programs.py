@@ -3,7 +3,7 @@ reference: run as a script (`python gpu_programs.py NAME`), this module compiles
 jax alone, deviceless for the GPUs of the target, and prints what jax's compiled object says
 (the optimized module's collective lines, and memory_analysis()) as JSON.
 
-The explorer's side of the comparison ships these same functions by value to its GPU worker."""
+The explorer's side traces these same functions here and compiles them in its GPU worker."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Compiles for NVIDIA GPUs with no GPU, compared with plain jax.
 
-Each program of gpu_programs.py is analysed with explorer.analyze (shipped by value to the GPU
-worker, as a notebook's function is) and compiled with plain jax alone, deviceless, in a
+Each program of gpu_programs.py is analysed with explorer.analyze (traced and lowered in this
+process, as a notebook's function is) and compiled with plain jax alone, deviceless, in a
 subprocess; the Report's collectives and memory must be what jax's compiled object shows, and
 each collective's groups and bytes what the mesh gives by hand."""
 

@@ -134,7 +134,7 @@ args = ({"up": jax.ShapeDtypeStruct((64, 256), jnp.float32),
 
 @pytest.mark.slow
 def test_a_user_functions_code_jits_it_on_its_pytree_with_the_reports_layout():
-    namespace = {"__name__": "user_code"}      # not importable: travels by value
+    namespace = {"__name__": "user_code"}      # not importable, as a notebook's code
     exec(USER_FUNCTION, namespace)
     report = explorer.analyze(namespace["f"], *namespace["args"], mesh="data=2,model=4",
                               specs={"up": "None,model", "down": "model,None", "^x$": "data,None"})

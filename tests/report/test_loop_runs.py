@@ -1,6 +1,6 @@
 """A collective inside a loop runs once per trip: the Report counts it that way.
 
-The program is defined here, so it is shipped to the worker by value, as a notebook's is.
+The program is defined here, and traced in this process, as a notebook's is.
 Expected values are worked out by hand from the shapes.
 """
 

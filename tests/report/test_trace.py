@@ -343,7 +343,7 @@ def within(est, seconds):
 
 @pytest.mark.slow
 def test_a_users_own_causal_kernel_scope_counts_half_its_flops():
-    # A user's attention, defined here and shipped to the compile worker by value, with its
+    # A user's attention, defined here and traced in this process, with its
     # core in jax.named_scope("fused_kernel_causal"). Per device (batch split over data=2):
     # the forward does q·kᵀ and p·v, 2·b·h·s²·d FLOPs each; the backward twice the forward.
     import jax

@@ -34,14 +34,12 @@ def code_of(marker: str) -> str:
 
 
 def assert_source(c, marker: str):
-    """The collective points at the marked line; its file and the text of that line where the
-    compiler recorded a readable file name (functions shipped by value may be
-    `<dynamic-code>` until the worker restores their file names)."""
+    """The collective points at the marked line of this file, and its text is that line's (the
+    program is traced in this process, so the compiler records this file's name)."""
     path, line = c.source.rsplit(":", 1)
     assert int(line) == line_of(marker)
-    if path != "<dynamic-code>":
-        assert os.path.abspath(path) == HERE
-        assert c.source_text == code_of(marker)
+    assert os.path.abspath(path) == HERE
+    assert c.source_text == code_of(marker)
 
 
 # --- the programs -------------------------------------------------------------------------------

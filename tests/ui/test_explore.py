@@ -1,6 +1,6 @@
 """The app on the user's own program: a function of TensorSpecs (explore) and a Flax NNX module
-(explore_module). Functions and models are defined here, so they travel to the compile worker
-by value, as a notebook's do. Edits compile at once (no event loop)."""
+(explore_module). Functions and models are defined here and traced in this process, as
+a notebook's are. Edits compile at once (no event loop)."""
 
 import inspect
 from dataclasses import replace

@@ -1,6 +1,6 @@
 """Memory over the program in the Memory tab: the curve's data are the timeline's points, the
 held bands are the timeline's flat bytes, the peak marker sits on its peak, and the peak's
-buffers are drawn by kind. The function is defined here (shipped to the worker by value)."""
+buffers are drawn by kind. The function is defined here (traced in this process)."""
 
 import jax
 import pytest

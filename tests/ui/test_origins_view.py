@@ -1,6 +1,6 @@
 """The Placement tab's "why is it laid out so?": ticking the box recompiles with origins read,
 and the picked tensor's sentences (or the note saying why there are none) show under the
-heatmaps. The function is defined here, so it travels to the compile worker by value."""
+heatmaps. The function is defined here and traced in this process."""
 
 import re
 from html import unescape

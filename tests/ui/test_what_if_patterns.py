@@ -1,7 +1,7 @@
 """What-if fixes that hold across layers: a confirmed change to one layer's tensor, made to every
 layer's copy of it (`layers.*.w_up`) in one compile, and offered beside the one-input change
-where it removes the collective from every layer. The layered functions are defined here, so
-they travel to the compile worker by value."""
+where it removes the collective from every layer. The layered functions are defined here and
+traced in this process."""
 
 from html import unescape
 

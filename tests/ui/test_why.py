@@ -1,6 +1,6 @@
 """The "why" panel: a picked collective's line of code, reason, layouts before and after, and
-what-ifs that a compile confirmed. The program is defined here (shipped to the worker by
-value); source lines are found with inspect."""
+what-ifs that a compile confirmed. The program is defined here (traced in this process,
+where it was defined); source lines are found with inspect."""
 
 import asyncio
 import inspect

@@ -1,6 +1,6 @@
 """Open in XProf in the HLO tab: the shown result is written as a run of the log folder typed
 in, and the panel says the command, the run's folder and the notes; a folder that cannot be
-written is said on the panel. The function is defined here (shipped to the worker by value)."""
+written is said on the panel. The function is defined here (traced in this process)."""
 
 import html
 import os
