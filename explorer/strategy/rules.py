@@ -220,6 +220,23 @@ def parse_rules(rules, known: Iterable[str] = LOGICAL_NAMES) -> Rules:
     return _parse_text(rules, tuple(known))
 
 
+def rules_text(rules) -> str:
+    """`rules`, in any form parse_rules takes, as the text that parses back to the same Rules:
+    what the app's rules box holds. The logical names are not checked here (whoever parses the
+    text checks them against its tensors); a malformed table is refused as parse_rules refuses
+    it."""
+    if rules is None:
+        return ""
+    if isinstance(rules, str):
+        return rules
+    if isinstance(rules, Rules):
+        return rules.text()
+    keys = (list(rules) if isinstance(rules, Mapping) else
+            [p[0] for p in rules if isinstance(p, tuple | list) and p]
+            if isinstance(rules, Sequence) else [])
+    return parse_rules(rules, tuple(_scoped(k)[1] for k in keys if isinstance(k, str))).text()
+
+
 def _scoped(key: str) -> tuple[str | None, str]:
     """`opt:embed` -> ("opt", "embed"); `embed` -> (None, "embed")."""
     kind, _, name = key.rpartition(":")

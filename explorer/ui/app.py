@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import ipywidgets as w
 
+from explorer.api.analysis_request import RulesLike
 from explorer.api.exploration import AppTab, Exploration, load
 from explorer.api.request import check_partitioner
 from explorer.api.session import COLD_WORKER_QUIET_S, Session
@@ -40,6 +41,7 @@ from explorer.errors import ExplorerError, InputError, choices
 from explorer.report.report import Report
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import normalize_spec
+from explorer.strategy.rules import rules_text
 from explorer.ui.background import running_loop
 from explorer.ui.callbacks import Mute, guarded
 from explorer.ui.editors import SpecRow
@@ -162,7 +164,7 @@ class App:
 
     def __init__(self, source: Source, mesh="data=2,model=4", *, specs=None,
                  partitioner: str = "shardy", target: str = "", mapping: str = "",
-                 preset: str = "", rules: str = "", debounce: float | None = 0.3, pool=None,
+                 preset: str = "", rules: RulesLike = "", debounce: float | None = 0.3, pool=None,
                  compile_for: str = "target", timeout: float | None = None,
                  wait: bool = True):
         self.source = source
@@ -186,6 +188,7 @@ class App:
         self.session: Session | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="explorer")
         check_partitioner(partitioner)
+        rules = rules_text(rules)          # pairs or a mapping, as the API takes them
         mesh_spec = parse_mesh(mesh)
         guard = self._guard
 
@@ -474,11 +477,12 @@ class App:
 
 class Explorer(App):
     """The app on a built-in workload (explorer.WORKLOADS): a picker, its params, presets and
-    logical-axis rules, and a spec per tensor."""
+    logical-axis rules, and a spec per tensor. `rules` as explorer.analyze_workload takes them
+    (text, a mapping or (logical name, mesh axes) pairs); the rules box shows them as text."""
 
     def __init__(self, workload: str = "mlp", mesh="data=2,model=4", specs=None, params=None,
                  partitioner: str = "shardy", target: str = "", mapping: str = "",
-                 preset: str = "", rules: str = "", debounce: float | None = 0.3, pool=None,
+                 preset: str = "", rules: RulesLike = "", debounce: float | None = 0.3, pool=None,
                  compile_for: str = "target", timeout: float | None = None,
                  wait: bool = True):
         super().__init__(WorkloadSource(workload, params), mesh, specs=specs,

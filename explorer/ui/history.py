@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import ipywidgets as w
@@ -25,6 +26,7 @@ from explorer.api.targeting import CompileFor, check_compile_for
 from explorer.errors import ExplorerError, InputError
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Spec, normalize_spec
+from explorer.strategy.rules import rules_text
 from explorer.ui.callbacks import Mute
 from explorer.ui.sidebar import app_language, target_options
 from explorer.ui.sources import AppRequest, WorkloadSource
@@ -81,21 +83,37 @@ class EditHistory:
         """Set every widget to what makes `request`, muted (no edit), then check that the
         widgets make exactly it (the app request they make, returned, is the edit: it is not
         made again); an InputError where they cannot."""
+        shown = self._as_the_sidebar_holds(request)
         with self.muted:
             try:
-                self._restore_program(request)
-                mesh = request.planned.mesh
+                self._restore_program(shown)
+                mesh = shown.planned.mesh
                 self._restore_mesh(mesh)
-                self._restore_layout(request, mesh)
-                self._restore_compile(request, mesh)
-                origins.value = bool(request.origins)
+                self._restore_layout(shown, mesh)
+                self._restore_compile(shown, mesh)
+                origins.value = bool(shown.origins)
             except TraitError as e:      # a value a widget does not offer
                 raise InputError(f"the sidebar cannot show that request ({e})") from None
             made = self.sidebar.request(origins=origins.value)
-        if made.analysis is None or not same_request(made.analysis, request):
+        if made.analysis is None or not same_request(made.analysis, shown):
             raise InputError("the sidebar cannot make that request exactly (was it made "
                              "outside the app, e.g. by session.edit?)")
-        return made
+        # The session steps to `request` itself: the same rules in another form are no edit.
+        return made if shown is request else replace(made, analysis=request)
+
+    def _as_the_sidebar_holds(self, request: AnalysisRequest) -> AnalysisRequest:
+        """`request` with a workload's layout as the sidebar writes it: (logical name, mesh
+        axes) pairs or a mapping of rules (session.edit takes both) as the text of the same
+        rules, and each hand-set spec (text such as "model,None") as its tuple."""
+        if not isinstance(self.sidebar.source, WorkloadSource):
+            return request
+        rules = rules_text(request.rules) or None
+        specs = request.specs
+        if isinstance(specs, Mapping):
+            specs = {n: normalize_spec(s, tensor=n) for n, s in specs.items()}
+        if same_request(rules, request.rules) and same_request(specs, request.specs):
+            return request
+        return replace(request, rules=rules, specs=specs)
 
     def _restore_program(self, request: AnalysisRequest) -> None:
         """The workload and its params (a workload switched back forgets the picks, as the
@@ -135,10 +153,9 @@ class EditHistory:
     def _restore_layout(self, request: AnalysisRequest, mesh: MeshSpec) -> None:
         """The preset, the rules and the hand-set specs, every other pick released."""
         if isinstance(self.sidebar.source, WorkloadSource):
-            if not isinstance(request.rules, str | None) or \
-                    not isinstance(request.specs, Mapping | None):
-                raise InputError("its rules or specs are not what the sidebar holds (text "
-                                 "rules, a spec per tensor)")
+            if not isinstance(request.specs, Mapping | None):
+                raise InputError("its specs are not what the sidebar holds (a spec per "
+                                 "tensor)")
             self.sidebar.preset_w.value = request.preset or ""
             self.sidebar.rules_w.value = request.rules or ""
             hand_set = {n: normalize_spec(s, tensor=n) for n, s in (request.specs or {}).items()}

@@ -163,8 +163,8 @@ def test_undo_back_across_a_workload_change(app):
 def test_a_request_the_sidebar_cannot_make_is_refused_changing_nothing(app):
     s = app.session
     shown = app.report
-    # A spec given as text by a script: the widgets would make it as a tuple, another request.
-    s.set_spec("w2", "model,None")
+    # An activation pinned by a script: the sidebar has no widget for it.
+    s.edit(activations={"hidden": "data,None"})
     s.undo()
     app.redo()
     assert "cannot redo" in app.error_w.value and "exactly" in app.error_w.value
@@ -206,3 +206,40 @@ def test_undo_in_the_app_on_a_function():
         assert collectives(app.report) == [] and len(s.history) == 2
     finally:
         app.close()
+
+
+def test_rules_as_pairs_open_in_the_box_as_their_text():
+    # As explorer.analyze_workload takes them (flax's and MaxText's form): the box shows text
+    # that parses back to the same rules, and the result is the API's for the pairs.
+    a = Explorer(workload="mlp", mesh="data=2,model=4", params=SMALL,
+                 rules=[("batch", "data"), ("mlp", "model")], debounce=None)
+    try:
+        assert a.rules_w.value == "(batch,data),(mlp,model)"
+        assert collectives(a.report) == collectives(
+            analyzed("data=2,model=4", rules=[("batch", "data"), ("mlp", "model")]))
+    finally:
+        a.close()
+    with pytest.raises(explorer.ExplorerError, match=r"rules\[0\] = \('batch',\) is not a"):
+        Explorer(workload="mlp", params=SMALL, rules=[("batch",)], debounce=None)
+
+
+def test_undo_and_redo_step_through_edits_made_on_the_apps_session(app):
+    # session.edit takes rules as a mapping or pairs and specs as text: the app's Undo and Redo
+    # show them in its widgets and step the session, recording no edit.
+    s = app.session
+    s.edit(rules={"batch": "data"})
+    s.analyze()
+    s.edit(specs={**s.request.specs, "w2": "model,None"})
+    s.analyze()
+    edits = s.history
+    app.undo()
+    assert app.error_w.value == ""
+    assert s.history == edits[:2] and s.request is edits[1].request
+    assert app.rules_w.value == "batch=data" and app.spec_rows["w2"].spec == (None, None)
+    assert collectives(app.report) == collectives(
+        analyzed("data=2,model=4", W1_BY_MODEL, rules={"batch": "data"}))
+    app.redo()
+    assert app.error_w.value == "" and s.history == edits and s.request is edits[2].request
+    assert app.spec_rows["w2"].spec == ("model", None)
+    assert collectives(app.report) == collectives(analyzed(
+        "data=2,model=4", {**W1_BY_MODEL, "w2": "model,None"}, rules={"batch": "data"}))
