@@ -35,6 +35,7 @@ from explorer.api.request import PARTITIONERS
 from explorer.api.session import Edit, Result, Session, TimeSpent
 from explorer.api.what_if import WhatIf, what_if
 from explorer.api.workload import analyze_workload
+from explorer.compile.device_profile import MeasuredEvent
 from explorer.compile.pool import WorkerPool
 from explorer.compile.protocol import Partitioner
 from explorer.cost.hardware import Target, VectorUnit, get_target, targets
@@ -135,7 +136,7 @@ __all__ = [
     "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "CompilerWarning",
     "Why", "Reason", "Evidence", "Operand", "OperandRole", "RingDirection",
     "Origins", "DimOrigin", "AxisOrigin", "OriginKind", "PathStep", "LayoutConflict",
-    "MemoryTimeline", "MemoryPoint", "BufferKind",
+    "MemoryTimeline", "MemoryPoint", "BufferKind", "MeasuredEvent",
     # open in XProf or TensorBoard
     "write_xprof", "XprofRun",
     # predictions

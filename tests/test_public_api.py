@@ -21,7 +21,7 @@ PINNED = {
     "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "CompilerWarning",
     "Why", "Reason", "Evidence", "Operand", "OperandRole", "RingDirection",
     "Origins", "DimOrigin", "AxisOrigin", "OriginKind", "PathStep", "LayoutConflict",
-    "MemoryTimeline", "MemoryPoint", "BufferKind", "write_xprof", "XprofRun",
+    "MemoryTimeline", "MemoryPoint", "BufferKind", "MeasuredEvent", "write_xprof", "XprofRun",
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane", "VectorUnit",
     "what_if", "WhatIf",
