@@ -378,7 +378,7 @@ def comparison_html(comparison) -> str:
 def doc_html(name: str = "search.md") -> str:
     """docs/`name` as a link that opens it in the tab (the page may not reach the files the
     kernel can): its markdown, where this copy of the project has it."""
-    path = Path(__file__).resolve().parents[2] / "docs" / name
+    path = Path(__file__).resolve().parents[3] / "docs" / name
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
