@@ -119,7 +119,7 @@ def test_a_trace_without_a_target_is_a_value_error_raised_before_any_compile():
 
 def test_the_suggest_tabs_budget_box_refuses_a_non_positive_number_as_a_value_error():
     pytest.importorskip("ipywidgets")
-    from explorer.ui.suggest.view import parse_budget
+    from explorer.ui.suggest.job import parse_budget
 
     for text in ("soon", "0", "-3", "inf"):
         with pytest.raises(ValueError, match=re.escape(f"budget {text!r} is not a positive")):
@@ -138,7 +138,7 @@ def test_a_suggest_job_without_a_target_is_a_target_error():
     pytest.importorskip("ipywidgets")
     from explorer.spec.mesh import parse_mesh
     from explorer.ui.sources import AppRequest, FunctionSource, Placement
-    from explorer.ui.suggest.view import make_job
+    from explorer.ui.suggest.job import make_job
 
     source = FunctionSource(lambda x: x, [TensorSpec("x", (8, 8))])
     request = AppRequest(mesh=parse_mesh("data=2,model=2"), specs={}, pinned={},

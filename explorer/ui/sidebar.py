@@ -50,7 +50,7 @@ from explorer.ui.callbacks import Mute
 from explorer.ui.editors import MeshEditor, SpecRow, check_row_spec
 from explorer.ui.sources import AppRequest, InputTensor, Placement, Source, WorkloadSource
 from explorer.ui.specs import KeptPicks, SpecsEditor, carried_renames, renamed_spec
-from explorer.ui.suggest.view import SearchJob, candidate_specs
+from explorer.ui.suggest.job import SearchJob, candidate_specs
 from explorer.ui.views import TargetOffer, mapping_placeholder, matching_target
 
 MEASURE_LABEL = "measure a real run (this CPU)"

@@ -32,7 +32,8 @@ from explorer.ui.grids import mesh_grid, placement_grid
 from explorer.ui.memory import MemoryView
 from explorer.ui.origins import OriginsPanel
 from explorer.ui.sources import GROUP_OF_KIND, AppRequest, InputTensor, Source
-from explorer.ui.suggest.view import SearchJob, SuggestView
+from explorer.ui.suggest.job import SearchJob
+from explorer.ui.suggest.view import SuggestView
 from explorer.ui.timeline import TimingView, timing_html
 from explorer.ui.views import (
     CollectivesView,
