@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from explorer.compile.caller_context import legacy_mesh
 from explorer.compile.device_profile import profile_calls
 from explorer.compile.gpu import GpuTopology, gpu_devices
+from explorer.compile.ir_context import shared_ir_context
 from explorer.compile.lowering import LoweredProgram, OutputShape, key_impl
 from explorer.compile.multislice import hybrid_device_array
 from explorer.compile.protocol import CompileResult, Measurement, OutOfMemory, TensorLayout
@@ -226,7 +227,7 @@ def compile_request(program: LoweredProgram, args, mesh_spec, partitioner: str,
     try:
         with _compiler_messages() as warnings, _donation_warnings(bool(donate)):
             t0 = time.perf_counter()
-            with _shared_ir_context():
+            with shared_ir_context():
                 lowered = _lower(jitted, structs, mesh)
             _put_module(lowered, program.stablehlo)
             t1 = time.perf_counter()
@@ -308,32 +309,6 @@ def _zeros(output: OutputShape):
         return jax.random.wrap_key_data(
             jnp.zeros(output.shape + tuple(impl.key_shape), jnp.uint32), impl=impl.name)
     return jnp.zeros(output.shape, jnp.dtype(output.dtype))
-
-
-# The MLIR context the shells are lowered in, and how many programs it has held. jax makes a
-# new context, with every dialect loaded, for each lowering: 3.6 ms of a shell's 6 ms, half of
-# what the shell adds to a small program's analysis (docs/performance.md). A context keeps what
-# its modules interned (types, attributes, locations) for as long as it lives, so it is renewed
-# after as many programs as jax's caches are (explorer/compile/worker.py).
-_IR_CONTEXT: dict[str, Any] = {"context": None, "uses": 0}
-_IR_CONTEXT_USES = 8
-
-
-@contextmanager
-def _shared_ir_context() -> Iterator[None]:
-    """jax's lowerings in the block use one MLIR context of this worker's, not a new one each:
-    a private function of jax 0.10 (`mlir.make_ir_context`), replaced for the block."""
-    from jax._src.interpreters import mlir
-
-    if _IR_CONTEXT["context"] is None or _IR_CONTEXT["uses"] >= _IR_CONTEXT_USES:
-        _IR_CONTEXT.update(context=mlir.make_ir_context(), uses=0)
-    _IR_CONTEXT["uses"] += 1
-    made = mlir.make_ir_context
-    mlir.make_ir_context = lambda: _IR_CONTEXT["context"]
-    try:
-        yield
-    finally:
-        mlir.make_ir_context = made
 
 
 def _put_module(lowered, stablehlo: str) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from explorer.compile.caller_context import CallerContext, context_of
+from explorer.compile.ir_context import shared_ir_context
 from explorer.compile.sources import cell_name
 from explorer.errors import CompileError
 from explorer.lru import Lru
@@ -172,7 +173,8 @@ def trace_and_lower(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platfor
                              "jax refuses under the explored mesh's context; the program was "
                              "traced under the caller's own mesh context alone")
                 traced = jitted.trace(*structs)
-            lowered = traced.lower(lowering_platforms=(platform,))
+            with shared_ir_context():        # jax's new context per lowering: 4-5 ms
+                lowered = traced.lower(lowering_platforms=(platform,))
             text = _cells_named(lowered.as_text(debug_info=True))
     except Exception as e:
         raise CompileError(

@@ -1,0 +1,70 @@
+"""One MLIR context per thread for the explorer's lowerings (explorer/compile/ir_context.py): the
+text a lowering gives is the same as with jax's new context each time (the cache keys are that
+text), the lowerings share the context only in the block and only within the thread that
+entered it, and the context is renewed after USES programs."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import jax
+import jax.numpy as jnp
+from jax._src import config as jax_config
+from jax._src.interpreters import mlir
+
+from explorer.compile import ir_context
+from explorer.compile.ir_context import USES, shared_ir_context
+
+
+def _lowered(n: int):
+    return jax.jit(lambda x: jnp.tanh(x) @ x.T).lower(jax.ShapeDtypeStruct((n, n), jnp.float32))
+
+
+def _texts(shared: bool) -> list[str]:
+    """Three lowerings' texts with their locations, each op's innermost frame only (as the
+    explorer lowers: explorer/compile/lowering.py), so that where this is called from is not
+    in them."""
+    with jax_config.traceback_in_locations_limit(1), \
+            shared_ir_context() if shared else contextlib.nullcontext():
+        return [_lowered(n).as_text(debug_info=True) for n in (8, 16, 8)]
+
+
+def test_the_text_is_the_text_of_a_lowering_in_a_new_context():
+    alone = _texts(shared=False)
+    assert _texts(shared=True) == alone
+    assert _texts(shared=True) == alone      # a context that held these programs already
+
+
+def test_the_context_is_shared_in_the_block_in_its_thread_alone():
+    seen_elsewhere: list = []
+
+    def another_thread():
+        seen_elsewhere.extend(mlir.make_ir_context() for _ in range(2))
+
+    with shared_ir_context():
+        first, second = mlir.make_ir_context(), mlir.make_ir_context()
+        other = threading.Thread(target=another_thread)
+        other.start()
+        other.join()
+    after = mlir.make_ir_context()
+    assert first is second
+    # Another thread, while this one is in the block, and this one after it: jax's new ones.
+    assert len({id(c) for c in seen_elsewhere}) == 2 and first not in seen_elsewhere
+    assert after is not first
+
+
+def test_the_context_is_renewed_after_uses_programs():
+    with shared_ir_context():
+        start = mlir.make_ir_context()
+    contexts = []
+    for _ in range(USES):
+        with shared_ir_context():
+            contexts.append(mlir.make_ir_context())
+            with shared_ir_context():               # nested: the same program, not another
+                assert mlir.make_ir_context() is contexts[-1]
+    held = ir_context._held.uses
+    changed = [k for k in range(1, len(contexts)) if contexts[k] is not contexts[k - 1]]
+    # One renewal within USES further programs, and the count started again from it.
+    assert len(changed) == 1 and (start is contexts[0]) == (changed[0] != 0)
+    assert held == USES - changed[0]
