@@ -28,14 +28,12 @@ from typing import Any
 
 from explorer.errors import CompileError, ExplorerError
 from explorer.spec.mesh import MeshSpec
-from explorer.spec.tensor import DTYPE_BYTES, TensorSpec
+from explorer.spec.tensor import DTYPE_BYTES, Entry, TensorSpec
 
 # Bytes per element of the dtypes jax may give an intermediate beyond the inputs' own (64-bit
 # with x64 on, complex, 4-bit, float0: a symbolic zero cotangent, which holds nothing).
 _MORE_BYTES = {"float64": 8, "int64": 8, "uint64": 8, "complex64": 8, "complex128": 16,
                "int4": 1, "uint4": 1, "float0": 0}
-
-Entry = None | str | tuple[str, ...]
 
 
 @dataclass(frozen=True)

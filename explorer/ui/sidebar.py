@@ -28,6 +28,7 @@ from explorer.api.request import (
     check_timeout,
 )
 from explorer.api.targeting import CompileFor, check_compile_for, compile_plan
+from explorer.compile.pool import DEFAULT_TIMEOUT_S
 from explorer.compile.protocol import Backend
 from explorer.cost.hardware import get_target, targets, targets_with_chips
 from explorer.errors import (
@@ -64,8 +65,8 @@ MEASURE_LABEL = "measure a real run (this CPU)"
 # target gets 600 s: the slowest measured with room for a larger model; an edit that is
 # wrong shows its error long before, and the user can lower it. XLA's GPU compiler was faster
 # (a large model in 32-35 s): 300 s keeps a like margin. Past 75% of it the status says so.
+# The rest (fake CPU devices, the machine's own) get the pool's DEFAULT_TIMEOUT_S.
 DEFAULT_TIMEOUTS = {Backend.TPU_AOT: 600.0, Backend.GPU_AOT: 300.0}
-DEFAULT_TIMEOUT_S = 120.0          # the rest: fake CPU devices, the machine's own
 _COMPILERS = {Backend.TPU_AOT: "a TPU target", Backend.GPU_AOT: "a GPU target"}
 
 
