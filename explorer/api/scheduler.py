@@ -25,23 +25,23 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Generic, TypeVar
 
-Request = TypeVar("Request")
+RequestT = TypeVar("RequestT")
 
 
-class CompileScheduler(Generic[Request]):
+class CompileScheduler(Generic[RequestT]):
     """Runs `compile(request)` on `executor` for the latest submitted edit.
 
     `started(edit)` is called as a compile starts and `done(edit, request, result)` when it
     ends; `edit` is the number the app gave the edit (its generation). `compile` must return
     its error rather than raise it, so that it reaches `done` from the executor's thread."""
 
-    def __init__(self, compile: Callable[[Request], object],
+    def __init__(self, compile: Callable[[RequestT], object],
                  started: Callable[[int], None],
-                 done: Callable[[int, Request, object], None],
+                 done: Callable[[int, RequestT, object], None],
                  executor: Executor, debounce: float = 0.3):
         self._compile, self._started, self._done = compile, started, done
         self._executor, self.debounce = executor, debounce
-        self._next: tuple[int, Request] | None = None      # the edit waiting to compile
+        self._next: tuple[int, RequestT] | None = None      # the edit waiting to compile
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._next_quiet = 0.0                               # its quiet period (submit)
@@ -53,7 +53,7 @@ class CompileScheduler(Generic[Request]):
         """An edit waits to be compiled (behind the compile in flight, or for quiet)."""
         return self._next is not None
 
-    def submit(self, edit: int, request: Request, loop: asyncio.AbstractEventLoop,
+    def submit(self, edit: int, request: RequestT, loop: asyncio.AbstractEventLoop,
                quiet: float = 0.0) -> None:
         """Compile `request` (edit number `edit`) as soon as the rules above allow; it replaces
         any edit still waiting. `quiet`: seconds without a newer edit before it may start,
@@ -93,7 +93,7 @@ class CompileScheduler(Generic[Request]):
         future = self._loop.run_in_executor(self._executor, self._compile, request)
         future.add_done_callback(lambda f: self._finished(edit, request, f))
 
-    def _finished(self, edit: int, request: Request, future: asyncio.Future) -> None:
+    def _finished(self, edit: int, request: RequestT, future: asyncio.Future) -> None:
         self.busy = False
         try:
             if not future.cancelled():          # cancelled: the app is closing

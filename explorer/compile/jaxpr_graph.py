@@ -3,7 +3,7 @@
 `trace_program` runs `jax.make_jaxpr` over abstract inputs (ShapeDtypeStructs, no devices)
 under an abstract mesh of the request's axis names and sizes, so that a workload's bare
 `with_sharding_constraint(x, PartitionSpec(...))` resolves, and turns the jaxpr into a
-`Program` of `Op`s over numbered `Var`s: shapes, dtype names, and each primitive's params as
+`Program` of `JaxprOp`s over numbered `Var`s: shapes, dtype names, and each primitive's params as
 plain Python values (tuples, ints, strings). Nothing in it refers to jax, so the estimate stage
 (explorer/estimate/propagate.py) can carry thousands of layouts through it without jax, and it
 pickles.
@@ -13,7 +13,7 @@ Sub-programs:
   custom_vjp_call (`call_jaxpr`, or the older `fun_jaxpr`), checkpoint/remat (`jaxpr`),
   closed_call/core_call (`call_jaxpr`): their ops join the caller's, their inputs and outputs
   are the caller's vars, as XLA inlines them before partitioning;
-- kept as an `Op` with a `body`: scan (`runs` = its length), while (its body once: the trip
+- kept as a `JaxprOp` with a `body`: scan (`runs` = its length), while (its body once: the trip
   count is not known from the jaxpr), cond (the branch with the most work), shard_map (its body
   already per device).
 """
@@ -54,7 +54,7 @@ class Var:
 
 
 @dataclass(frozen=True)
-class Op:
+class JaxprOp:
     """One primitive application.
 
     Attributes:
@@ -98,7 +98,7 @@ class Program:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     vars: Mapping[int, Var]
-    ops: tuple[Op, ...]
+    ops: tuple[JaxprOp, ...]
     names: tuple[str, ...] = ()
 
 
@@ -160,7 +160,7 @@ class _Builder:
         values do not matter here) become constant ops. `scope`: the named scope around it,
         for a constraint inside with none of its own."""
         vars_: dict[int, Var] = {}
-        ops: list[Op] = []
+        ops: list[JaxprOp] = []
         env: dict[Any, int] = {}
         for v in jaxpr.invars:
             env[v] = self._new(v.aval, vars_)
@@ -173,7 +173,7 @@ class _Builder:
         # A closed-over array: a value no op computes, replicated like any constant.
         for v in constvars:
             env[v] = self._new(v.aval, vars_)
-            ops.append(Op("constant", (), (env[v],)))
+            ops.append(JaxprOp("constant", (), (env[v],)))
 
     def _read(self, v, env) -> int | None:
         return None if _is_literal(v) else env[v]
@@ -184,10 +184,10 @@ class _Builder:
         if not _is_literal(v):
             return env[v]
         vid = self._new(v.aval, vars_)
-        ops.append(Op("constant", (), (vid,)))
+        ops.append(JaxprOp("constant", (), (vid,)))
         return vid
 
-    def _eqns(self, eqns, env, ops: list[Op], vars_, scope: str) -> None:
+    def _eqns(self, eqns, env, ops: list[JaxprOp], vars_, scope: str) -> None:
         for eqn in eqns:
             name = eqn.primitive.name
             inner = _innermost_scope(eqn) or scope
@@ -201,11 +201,11 @@ class _Builder:
             if name in _BODIES:
                 ops.append(self._body_op(eqn, ins, outs, inner))
             elif name == "sharding_constraint":
-                ops.append(Op(name, ins, outs, _params(eqn.params), point=inner,
-                              own_spec=_spec_entries(getattr(eqn.params["sharding"], "spec",
-                                                             None))))
+                ops.append(JaxprOp(name, ins, outs, _params(eqn.params), point=inner,
+                                   own_spec=_spec_entries(getattr(eqn.params["sharding"], "spec",
+                                                                  None))))
             else:
-                ops.append(Op(name, ins, outs, _params(eqn.params)))
+                ops.append(JaxprOp(name, ins, outs, _params(eqn.params)))
 
     def _inline(self, eqn, env, ops, vars_, scope: str) -> None:
         """A call's body in place: its invars are the caller's inputs, the caller's outvars
@@ -221,19 +221,19 @@ class _Builder:
         for outer, v in zip(eqn.outvars, jaxpr.outvars, strict=True):
             env[outer] = self._read_or_constant(v, inner, ops, vars_)
 
-    def _body_op(self, eqn, ins, outs, scope: str) -> Op:
+    def _body_op(self, eqn, ins, outs, scope: str) -> JaxprOp:
         name, p = eqn.primitive.name, eqn.params
         if name == "scan":
             body = self.program(p["jaxpr"].jaxpr, scope=scope)
-            return Op(name, ins, outs, _params(p), body, runs=int(p["length"]))
+            return JaxprOp(name, ins, outs, _params(p), body, runs=int(p["length"]))
         if name == "while":
             # The cond's consts are dropped: only the body's work and collectives count.
             nc = p["cond_nconsts"]
             body = self.program(p["body_jaxpr"].jaxpr, scope=scope)
             params = {"num_consts": p["body_nconsts"],
                       "num_carry": len(eqn.invars) - nc - p["body_nconsts"], "length": 1}
-            return Op(name, ins[nc:], outs, params, body,
-                      note="a while loop's trip count is not known from the program; its "
+            return JaxprOp(name, ins[nc:], outs, params, body,
+                           note="a while loop's trip count is not known from the program; its "
                            "body is counted once")
         if name == "cond":
             branches = [self.program(b.jaxpr, scope=scope) for b in p["branches"]]
@@ -241,14 +241,14 @@ class _Builder:
             note = ("" if len(branches) == 1 else
                     f"a cond is counted by its branch with the most work (branch {pick} of "
                     f"{len(branches)})")
-            return Op(name, ins[1:], outs, {"branch": pick}, branches[pick], note=note)
+            return JaxprOp(name, ins[1:], outs, {"branch": pick}, branches[pick], note=note)
         # shard_map: its body is per device already (manual over its axes).
         body = self.program(p["jaxpr"], scope=scope)
         manual = p.get("manual_axes", p.get("newly_manual_axes", p.get("axis_names", ())))
         params = {"in_specs": tuple(_spec_entries(s) for s in p["in_specs"]),
                   "out_specs": tuple(_spec_entries(s) for s in p["out_specs"]),
                   "manual_axes": tuple(sorted(str(a) for a in manual))}
-        return Op(name, ins, outs, params, body)
+        return JaxprOp(name, ins, outs, params, body)
 
 
 def _call_jaxpr(eqn):

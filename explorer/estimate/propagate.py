@@ -33,7 +33,7 @@ from math import prod
 from explorer.compile.jaxpr_graph import Program
 from explorer.estimate.rules import (
     FUSIBLE,
-    RULES,
+    PRIMITIVE_RULES,
     classify,
     flops_per_element,
     reduce_rule,
@@ -45,8 +45,8 @@ from explorer.estimate.walk import (
     ImpliedCollective,
     ImpliedCost,
     Prepared,
-    Step,
     Walk,
+    WalkStep,
 )
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Entry
@@ -89,11 +89,11 @@ def _steps(prep: Prepared, program: Program) -> Body:
         prep.size[vid] = prod(var.shape)
     steps = []
     for op in program.ops:
-        rule, facts = RULES.get(op.primitive) or classify(op, prep.shape)
+        rule, facts = PRIMITIVE_RULES.get(op.primitive) or classify(op, prep.shape)
         if facts is not None and (not op.inputs or op.inputs[0] is None):
             # A literal operand (a scalar constant) is replicated, and so is what it makes.
             rule, facts = replicated, None
-        step = Step(op, rule, prep.shape)
+        step = WalkStep(op, rule, prep.shape)
         if op.body is not None:
             step.body = _steps(prep, op.body)
         if facts is not None:
@@ -104,12 +104,12 @@ def _steps(prep: Prepared, program: Program) -> Body:
     return Body(tuple(steps), program.inputs, program.outputs, frozenset(program.vars))
 
 
-def _fusions(steps: list[Step], outputs: tuple[int, ...]) -> None:
+def _fusions(steps: list[WalkStep], outputs: tuple[int, ...]) -> None:
     """Mark what XLA's fusion leaves in memory, roughly: elementwise and layout ops fuse into
     their consumers, so one writes its result only where a non-fusible op (a dot, a
     reduction, a loop) or more than one op reads it, or the program returns it; and reads an
     operand only where that was written (or is an input, or a non-fusible op's result)."""
-    consumers: dict[int, list[Step | None]] = {}
+    consumers: dict[int, list[WalkStep | None]] = {}
     for step in steps:
         for i in step.arrays:
             consumers.setdefault(i, []).append(step)

@@ -4,10 +4,11 @@ the collective they would insert (an all-gather where a split is dropped, an all
 one moves, partial sums where a contracted or reduced dimension is split on both sides). Also
 the FLOPs per element each elementwise op counts, as XLA's cost analysis counts them.
 
-`RULES` maps a jaxpr primitive to (rule, prep): `prep` computes an op's static facts once per
-program, and `rule(walk, step)` runs for every layout. An op with no entry is classified by its
-shapes (`classify`): elementwise where its operands match its output (or broadcast to it),
-else the safe fallback (its operands gathered, its outputs replicated, a note saying so).
+`PRIMITIVE_RULES` maps a jaxpr primitive to (rule, prep): `prep` computes an op's static facts
+once per program, and `rule(walk, step)` runs for every layout. An op with no entry is
+classified by its shapes (`classify`): elementwise where its operands match its output (or
+broadcast to it), else the safe fallback (its operands gathered, its outputs replicated, a note
+saying so).
 """
 
 from __future__ import annotations
@@ -15,25 +16,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from math import prod
 
-from explorer.compile.jaxpr_graph import Op
-from explorer.estimate.walk import A2A, AG, AR, CP, RS, Body, Dims, Step, Walk, broadcasts
+from explorer.compile.jaxpr_graph import JaxprOp
+from explorer.estimate.walk import A2A, AG, AR, CP, RS, Body, Dims, Walk, WalkStep, broadcasts
 
 # ---------------------------------------------------------------------------------------------
 # Rules. Each takes the walk and the step, reads its operands' splits, prices what it needs
 # moved, and sets its outputs' splits (and their partial sums).
 
-def _set(w: Walk, step: Step, dims: Dims) -> None:
+def _set(w: Walk, step: WalkStep, dims: Dims) -> None:
     for o in step.outs:
         w.dims[o] = dims if len(w.p.shape[o]) == len(dims) else w.p.rep[o]
 
 
-def replicated(w: Walk, step: Step) -> None:
+def replicated(w: Walk, step: WalkStep) -> None:
     # iota, constants, random seeds: every device makes the whole value, so none moves.
     for o in step.outs:
         w.dims[o] = w.p.rep[o]
 
 
-def _identity(w: Walk, step: Step) -> None:
+def _identity(w: Walk, step: WalkStep) -> None:
     # device_put, optimization_barrier, copy: output i is input i, partial sums and all.
     for i, o in zip(step.ins, step.outs, strict=False):
         if i is None:
@@ -52,7 +53,7 @@ _SCALING = frozenset({"neg", "mul", "div", "convert_element_type", "reduce_preci
                       "copy_p"})
 
 
-def _carry_partial(w: Walk, step: Step) -> tuple | None:
+def _carry_partial(w: Walk, step: WalkStep) -> tuple | None:
     """The partial sum an elementwise op passes on, else None after reducing its operands'."""
     pending = [w.partial[i] for i in step.arrays if i in w.partial]
     if not pending:
@@ -64,7 +65,7 @@ def _carry_partial(w: Walk, step: Step) -> tuple | None:
     return None
 
 
-def _elementwise(w: Walk, step: Step) -> None:
+def _elementwise(w: Walk, step: WalkStep) -> None:
     # Operands of the result's shape (or broadcasting along size-1 dims): the result takes the
     # most split operand's split, merged with the others' where compatible; the operands that
     # differ are resharded to it (a size-1 dim never holds a split).
@@ -100,7 +101,7 @@ def _project(dims: Dims, full: tuple[bool, ...]) -> Dims:
     return tuple(axes if f else () for axes, f in zip(dims, full, strict=True))
 
 
-def _fallback(w: Walk, step: Step) -> None:
+def _fallback(w: Walk, step: WalkStep) -> None:
     # No rule: every split operand is gathered and the outputs taken as replicated, the safe
     # (costly) reading; its FLOPs are not counted.
     w.note(f"no sharding rule for primitive {step.name!r}: its operands are gathered and its "
@@ -111,7 +112,7 @@ def _fallback(w: Walk, step: Step) -> None:
     replicated(w, step)
 
 
-def classify(op: Op, shapes) -> tuple[Callable, Callable | None]:
+def classify(op: JaxprOp, shapes) -> tuple[Callable, Callable | None]:
     """A primitive with no rule of its own: elementwise where every output has the shape its
     array operands have (scalars aside), else the fallback."""
     arrays = [shapes[i] for i in op.inputs if i is not None]
@@ -124,14 +125,14 @@ def classify(op: Op, shapes) -> tuple[Callable, Callable | None]:
 
 # -- layout ops -------------------------------------------------------------------------------
 
-def _prep_broadcast(op: Op, shapes):
+def _prep_broadcast(op: JaxprOp, shapes):
     src, out = shapes[op.inputs[0]], shapes[op.outputs[0]]
     # Operand dim i lands on dim broadcast_dimensions[i]; a size-1 dim stretched holds no split.
     return tuple((i, d) for i, d in enumerate(op.params["broadcast_dimensions"])
                  if src[i] == out[d])
 
 
-def _broadcast(w: Walk, step: Step) -> None:
+def _broadcast(w: Walk, step: WalkStep) -> None:
     v, o = step.ins[0], step.outs[0]
     if v is None:
         w.dims[o] = w.p.rep[o]
@@ -145,7 +146,7 @@ def _broadcast(w: Walk, step: Step) -> None:
     w.dims[o] = tuple(out)
 
 
-def _prep_reshape(op: Op, shapes):
+def _prep_reshape(op: JaxprOp, shapes):
     return _reshape_groups(shapes[op.inputs[0]], shapes[op.outputs[0]])
 
 
@@ -175,7 +176,7 @@ def _reshape_groups(src: tuple[int, ...], dst: tuple[int, ...]):
     return tuple(groups)
 
 
-def _reshape(w: Walk, step: Step) -> None:
+def _reshape(w: Walk, step: WalkStep) -> None:
     # A dim's split survives where the dim survives, or is the major dim of a merge or split
     # group and the new major dim divides by it; any other split is gathered first.
     v, o = step.ins[0], step.outs[0]
@@ -199,7 +200,7 @@ def _reshape(w: Walk, step: Step) -> None:
         w.partial[o] = w.partial.pop(v)
 
 
-def _pick_dims(w: Walk, step: Step) -> None:
+def _pick_dims(w: Walk, step: WalkStep) -> None:
     """The output's dims are some of the operand's, in `step.extra`'s order (a transpose's
     permutation, a squeeze's kept dims): each keeps its split, and pending sums stay pending."""
     v, o = step.ins[0], step.outs[0]
@@ -209,12 +210,12 @@ def _pick_dims(w: Walk, step: Step) -> None:
         w.partial[o] = w.partial[v]
 
 
-def _prep_squeeze(op: Op, shapes):
+def _prep_squeeze(op: JaxprOp, shapes):
     drop = set(op.params.get("dimensions", ()))
     return tuple(d for d in range(len(shapes[op.inputs[0]])) if d not in drop)
 
 
-def _prep_whole_dims(op: Op, shapes):
+def _prep_whole_dims(op: JaxprOp, shapes):
     """The operand dims an op needs whole: those whose size changes (a slice, a pad, a
     concatenation), and those it scans along (a cumulative sum, a sort, a reversal)."""
     src = shapes[op.inputs[0]]
@@ -241,7 +242,7 @@ _LINALG = frozenset({"cholesky", "triangular_solve", "lu", "qr", "householder_pr
                      "tridiagonal_solve"})
 
 
-def _whole_dims(w: Walk, step: Step) -> None:
+def _whole_dims(w: Walk, step: WalkStep) -> None:
     # Dims whose size changes, or that the op runs along, must be whole on every device:
     # their splits are gathered; the other dims keep theirs (operands of the same rank, such
     # as a concatenation's or a dynamic_update_slice's update, follow the first's).
@@ -271,12 +272,12 @@ def _whole_dims(w: Walk, step: Step) -> None:
 
 # -- reductions and dots ------------------------------------------------------------------------
 
-def _prep_reduce(op: Op, shapes):
+def _prep_reduce(op: JaxprOp, shapes):
     axes = frozenset(op.params.get("axes", ()))
     return axes, tuple(d for d in range(len(shapes[op.inputs[0]])) if d not in axes)
 
 
-def reduce_rule(w: Walk, step: Step) -> None:
+def reduce_rule(w: Walk, step: WalkStep) -> None:
     # A reduced dim that is split leaves each device a partial result: a sum stays a partial
     # sum (reduced where it is next needed), a max, min or arg-reduction is all-reduced now.
     v, o = step.ins[0], step.outs[0]
@@ -298,7 +299,7 @@ def reduce_rule(w: Walk, step: Step) -> None:
             w.flops += w.elems(o, out) * w.runs
 
 
-def _prep_dot(op: Op, shapes):
+def _prep_dot(op: JaxprOp, shapes):
     (lc, rc), (lb, rb) = op.params["dimension_numbers"]
     lhs, rhs = shapes[op.inputs[0]], shapes[op.inputs[1]]
     lfree = tuple(d for d in range(len(lhs)) if d not in lc and d not in lb)
@@ -313,7 +314,7 @@ def _prep_dot(op: Op, shapes):
     return (tuple(lb), tuple(rb), tuple(lc), tuple(rc), lfree, rfree, lrole, rrole, total)
 
 
-def _dot(w: Walk, step: Step) -> None:
+def _dot(w: Walk, step: WalkStep) -> None:
     # GSPMD's dot: a batch or contracting pair must be split the same on both sides (a
     # contracting pair so split leaves partial sums, reduced where the result is next
     # needed); a free dim keeps its split in the result; an axis may split only one dim of
@@ -358,7 +359,7 @@ def _dot(w: Walk, step: Step) -> None:
                         [work])
 
 
-def _dot_choice(w: Walk, step: Step, L: Dims, R: Dims) -> dict[str, tuple | None]:
+def _dot_choice(w: Walk, step: WalkStep, L: Dims, R: Dims) -> dict[str, tuple | None]:
     """Per mesh axis on either operand, the role it keeps in the dot (None: gathered).
 
     An axis both sides hold in the same pair stays. Else each option is priced in bytes, the
@@ -416,7 +417,7 @@ def _keep_cost(w: Walk, role, other, v: int, dims: Dims, batch, contract, vbytes
 
 # -- constraints, loops, calls, shard_map ---------------------------------------------------------
 
-def _constraint(w: Walk, step: Step) -> None:
+def _constraint(w: Walk, step: WalkStep) -> None:
     # A named point in `points` reshards to its spec; another keeps its own spec if asked
     # (a user's function), else passes the value through (a workload's free point).
     v, o = step.ins[0], step.outs[0]
@@ -433,11 +434,11 @@ def _constraint(w: Walk, step: Step) -> None:
     w.dims[o] = dst
 
 
-def _prep_loop(op: Op, shapes):
+def _prep_loop(op: JaxprOp, shapes):
     return op.params["num_consts"], op.params["num_carry"]
 
 
-def _loop(w: Walk, step: Step) -> None:
+def _loop(w: Walk, step: WalkStep) -> None:
     """A scan or while: the body walked with the consts' and carries' splits, each xs slice's
     (a split stacked dim gathered every iteration); if the carries come out split otherwise,
     the loop keeps the body's split (the init resharded once) and the body is walked again.
@@ -499,7 +500,7 @@ def _loop_carries(w: Walk, body: Body, ncar: int) -> list[Dims]:
     return out
 
 
-def _loop_outputs(w: Walk, step: Step, carry: list[Dims], length: int) -> None:
+def _loop_outputs(w: Walk, step: WalkStep, carry: list[Dims], length: int) -> None:
     ncar = len(carry)
     for o, d in zip(step.outs[:ncar], carry, strict=True):
         w.dims[o] = d
@@ -511,7 +512,7 @@ def _loop_outputs(w: Walk, step: Step, carry: list[Dims], length: int) -> None:
             w.partial[o] = (axes, pieces * length, why, work)
 
 
-def _call(w: Walk, step: Step) -> None:
+def _call(w: Walk, step: WalkStep) -> None:
     # cond: the chosen branch walked on the operands' splits.
     w.settle_all(step.arrays)
     body = step.body
@@ -524,7 +525,7 @@ def _call(w: Walk, step: Step) -> None:
         w.note(step.note)
 
 
-def _shard_map(w: Walk, step: Step) -> None:
+def _shard_map(w: Walk, step: WalkStep) -> None:
     # Inputs resharded to in_specs; the body is per device already, so it is walked with
     # everything replicated at its own (local) shapes, its collectives as it names them.
     in_specs, out_specs, manual = step.extra
@@ -544,7 +545,7 @@ def _shard_map(w: Walk, step: Step) -> None:
                f"unsplit over {', '.join(rest)}")
 
 
-def _prep_shard_map(op: Op, shapes):
+def _prep_shard_map(op: JaxprOp, shapes):
     p = op.params
     return p["in_specs"], p["out_specs"], tuple(p.get("manual_axes", ()))
 
@@ -555,7 +556,7 @@ _NAMED = {"psum": AR, "pmax": AR, "pmin": AR, "psum_invariant": AR, "all_gather"
           "all_to_all": A2A, "ppermute": CP}
 
 
-def _named_collective(w: Walk, step: Step) -> None:
+def _named_collective(w: Walk, step: WalkStep) -> None:
     axes = step.extra
     axes = tuple(a for a in axes if a in w.size)
     kind = _NAMED[step.name]
@@ -570,13 +571,13 @@ def _named_collective(w: Walk, step: Step) -> None:
     replicated(w, step)
 
 
-def _prep_named(op: Op, shapes):
+def _prep_named(op: JaxprOp, shapes):
     p = op.params
     axes = p.get("axes", p.get("axis_name", ()))
     return (axes,) if isinstance(axes, str) else tuple(a for a in axes if isinstance(a, str))
 
 
-def _gather(w: Walk, step: Step) -> None:
+def _gather(w: Walk, step: WalkStep) -> None:
     # The operand keeps its split on the dims taken whole (slice size = dim size, not
     # collapsed), which become the result's offset dims; the indices' split carries to the
     # result's batch dims; every other split is gathered.
@@ -600,7 +601,7 @@ def _gather(w: Walk, step: Step) -> None:
     w.dims[o] = tuple(out)
 
 
-def _prep_gather(op: Op, shapes):
+def _prep_gather(op: JaxprOp, shapes):
     dn = op.params["dimension_numbers"]
     operand, out = shapes[op.inputs[0]], shapes[op.outputs[0]]
     sizes = op.params["slice_sizes"]
@@ -616,7 +617,7 @@ def _prep_gather(op: Op, shapes):
     return keep, batch
 
 
-def _scatter(w: Walk, step: Step) -> None:
+def _scatter(w: Walk, step: WalkStep) -> None:
     # The operand keeps its split off the dims scattered into; indices and updates are
     # gathered whole, as every device may write anywhere in its kept shard.
     w.settle_all(step.arrays)
@@ -629,7 +630,7 @@ def _scatter(w: Walk, step: Step) -> None:
     _set(w, step, want)
 
 
-def _prep_scatter(op: Op, shapes):
+def _prep_scatter(op: JaxprOp, shapes):
     dn = op.params["dimension_numbers"]
     return frozenset(dn.get("inserted_window_dims", ())) | frozenset(
         dn.get("scatter_dims_to_operand_dims", ())) | frozenset(
@@ -650,7 +651,7 @@ _NO_FLOPS = frozenset({"copy", "copy_p", "stop_gradient", "device_put", "optimiz
                        "iota", "constant"})
 
 
-def flops_per_element(op: Op) -> float:
+def flops_per_element(op: JaxprOp) -> float:
     if op.primitive in _TRANSCENDENTAL or op.primitive in _NO_FLOPS:
         return 0.0
     if op.primitive == "integer_pow":
@@ -660,16 +661,16 @@ def flops_per_element(op: Op) -> float:
         return float(max(y.bit_length() - 1 + bin(y).count("1") - 1, 1))
     if op.primitive in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"):
         return 1.0
-    return 1.0 if RULES.get(op.primitive, (_elementwise,))[0] is _elementwise else 0.0
+    return 1.0 if PRIMITIVE_RULES.get(op.primitive, (_elementwise,))[0] is _elementwise else 0.0
 
 
 def _param_tuple(key: str):
-    def prep(op: Op, shapes):
+    def prep(op: JaxprOp, shapes):
         return tuple(op.params[key])
     return prep
 
 
-RULES: dict[str, tuple[Callable, Callable | None]] = {
+PRIMITIVE_RULES: dict[str, tuple[Callable, Callable | None]] = {
     "dot_general": (_dot, _prep_dot),
     "broadcast_in_dim": (_broadcast, _prep_broadcast),
     "reshape": (_reshape, _prep_reshape),

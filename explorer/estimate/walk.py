@@ -3,7 +3,7 @@
 `Walk` holds one call's state: each var's split per dimension, the partial sums not yet
 reduced, the reshardings the rules (rules.py) ask for, priced as the collectives GSPMD/Shardy
 would insert, each device's FLOPs and bytes, and the collectives merged as XLA's combiners
-merge them. `Step`, `Body` and `Prepared` are the program as the walk runs it, prepared once
+merge them. `WalkStep`, `Body` and `Prepared` are the program as the walk runs it, prepared once
 per program (propagate.prepare).
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
 
-from explorer.compile.jaxpr_graph import Op, Program
+from explorer.compile.jaxpr_graph import JaxprOp, Program
 from explorer.errors import RankError, UnknownAxisError, choices
 from explorer.hlo.collectives import CollectiveKind
 from explorer.spec.mesh import MeshSpec
@@ -90,13 +90,13 @@ def broadcasts(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
 # ---------------------------------------------------------------------------------------------
 # The program as the walk runs it, prepared once per program (propagate.prepare).
 
-class Step:
+class WalkStep:
     """One op as the walk runs it: its rule, ids, and what its rule precomputed."""
 
     __slots__ = ("rule", "name", "ins", "outs", "arrays", "same", "bcast", "k", "extra",
                  "body", "runs", "point", "own_spec", "note", "io")
 
-    def __init__(self, op: Op, rule: Callable, shapes: Mapping[int, tuple[int, ...]]):
+    def __init__(self, op: JaxprOp, rule: Callable, shapes: Mapping[int, tuple[int, ...]]):
         self.rule, self.name = rule, op.primitive
         self.ins, self.outs = op.inputs, op.outputs
         self.arrays = tuple(i for i in op.inputs if i is not None)
@@ -383,7 +383,7 @@ class Walk:
             if step.io is not None:
                 self.fused_io(step)
 
-    def fused_io(self, step: Step) -> None:
+    def fused_io(self, step: WalkStep) -> None:
         out, reads = step.io
         n = sum(self.nbytes(o, self.get(o)) for o in step.outs) if out else 0
         for i in reads:

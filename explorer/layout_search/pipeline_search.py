@@ -25,8 +25,8 @@ from explorer.layout_search.space import SearchLayout, WorkloadProblem
 from explorer.layout_search.state import CompileSettings, SearchState
 from explorer.spec.mesh import MeshSpec
 
-OBJECTIVE = ("the pipeline stage model, sum(t) + (microbatches - 1)·max(t), over compiled "
-             "per-layer costs (Alpa, arXiv:2201.12023, Eq. 2)")
+PIPELINE_OBJECTIVE = ("the pipeline stage model, sum(t) + (microbatches - 1)·max(t), over "
+                      "compiled per-layer costs (Alpa, arXiv:2201.12023, Eq. 2)")
 MODEL_NOTE = ("timed by the stage model; the compiled program's own step trace leaves out the "
               "compute inside its per-tick branches")
 
@@ -244,5 +244,5 @@ class PipelineSearch:
             dominated=space - self.unplanned - len(self.plans), bound_violations=(),
             retried=sum(c.retries > 0 for c in ranked))
         return SearchResult(self.problem.name, SearchSpace.PIPELINE, self.settings.target,
-                            OBJECTIVE, tuple(ranked), pareto(ranked),
+                            PIPELINE_OBJECTIVE, tuple(ranked), pareto(ranked),
                             compare(ranked, pipeline=True), stats)

@@ -56,8 +56,8 @@ GRAD_COLOUR = "#dc2626"
 _LABEL_SHARE = 0.08
 # Memory over the program: the bands bottom to top, and one colour per buffer kind (the XLA
 # row's colours, so an argument is the same blue in every chart).
-KIND_COLOURS = {BufferKind.ARGUMENT: "#4c78a8", BufferKind.OUTPUT: "#f58518",
-                BufferKind.CONSTANT: "#9ca3af", BufferKind.TEMPORARY: "#54a24b"}
+BUFFER_KIND_COLOURS = {BufferKind.ARGUMENT: "#4c78a8", BufferKind.OUTPUT: "#f58518",
+                       BufferKind.CONSTANT: "#9ca3af", BufferKind.TEMPORARY: "#54a24b"}
 TIMELINE_BANDS = (("arguments", BufferKind.ARGUMENT), ("outputs", BufferKind.OUTPUT),
                   ("constants", BufferKind.CONSTANT), ("temporaries", BufferKind.TEMPORARY))
 LIVE_TRACE, PEAK_TRACE = "live bytes", "peak"
@@ -352,7 +352,7 @@ def timeline_figure(t: MemoryTimeline) -> go.FigureWidget:
         if not any(y):
             continue                                  # a band of zeros only crowds the legend
         fig.add_scatter(x=x, y=y, name=name, stackgroup="held", mode="lines",
-                        line=dict(width=0.5, color=KIND_COLOURS[kind], shape="hv"),
+                        line=dict(width=0.5, color=BUFFER_KIND_COLOURS[kind], shape="hv"),
                         hovertext=[format_bytes(v) for v in y],
                         hovertemplate="%{hovertext}<extra>" + name + "</extra>")
     fig.add_scatter(x=x, y=[p.bytes for p in t.points], name=LIVE_TRACE, mode="lines",
@@ -405,7 +405,7 @@ def peak_buffers_figure(t: MemoryTimeline) -> go.FigureWidget:
         name = str(kind) if kind is not None else "not in the assignment"
         fig.add_bar(name=name, orientation="h", y=[buffer_label(b) for b in of_kind],
                     x=[b.bytes for b in of_kind],
-                    marker_color=KIND_COLOURS.get(kind, "#6b7280"),
+                    marker_color=BUFFER_KIND_COLOURS.get(kind, "#6b7280"),
                     customdata=[b.instruction for b in of_kind],
                     hovertext=[format_bytes(b.bytes) for b in of_kind],
                     hovertemplate="%{y}: %{hovertext}<br>%{customdata}<extra>" + name

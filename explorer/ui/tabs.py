@@ -355,7 +355,7 @@ REGISTRY = _in_app_order(PlacementTab, CollectivesTab, MemoryTab, TimingTab, Hlo
                          CompareTab, SuggestTab)
 TAB_TITLES = tuple(cls.title for cls in REGISTRY)       # AppTab's titles, in the app's order
 
-T = TypeVar("T", bound=Tab)
+TabT = TypeVar("TabT", bound=Tab)
 
 
 class Tabs:
@@ -376,7 +376,7 @@ class Tabs:
     def __getitem__(self, title: str) -> Tab:
         return self.all[TAB_TITLES.index(AppTab(title))]
 
-    def of(self, kind: type[T]) -> T:
+    def of(self, kind: type[TabT]) -> TabT:
         """The tab of class `kind`."""
         return next(tab for tab in self.all if isinstance(tab, kind))
 

@@ -63,7 +63,7 @@ def class_colour(cls: str) -> str:
 
 
 @dataclass(frozen=True)
-class OpTime:
+class TimelineOp:
     """One op of the timeline, its events summed: what it is, where, how often, how long."""
 
     name: str
@@ -75,14 +75,14 @@ class OpTime:
     cls: str                  # what colours it (event_class)
 
 
-def top_ops(trace: StepTrace, n: int = TOP_OPS) -> list[OpTime]:
+def top_ops(trace: StepTrace, n: int = TOP_OPS) -> list[TimelineOp]:
     """The `n` ops with the most time on the timeline, events of the same name, lane and source
     line summed (a layer's matmul run in each of 12 layers is one op run 12 times)."""
     ops: dict[tuple, list[TraceEvent]] = {}
     for e in trace.events:
         ops.setdefault((e.name, e.lane, e.source), []).append(e)
-    out = [OpTime(name, lane, source, len(es), sum(e.duration for e in es), es[0].hlo,
-                  event_class(es[0]))
+    out = [TimelineOp(name, lane, source, len(es), sum(e.duration for e in es), es[0].hlo,
+                      event_class(es[0]))
            for (name, lane, source), es in ops.items()]
     out.sort(key=lambda o: -o.seconds)
     return out[:n]

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from explorer.compile.jaxpr_graph import Op, Program, Var, trace_program
+from explorer.compile.jaxpr_graph import JaxprOp, Program, Var, trace_program
 from explorer.errors import CompileError, ExplorerError
 from explorer.spec.mesh import parse_mesh
 from explorer.spec.tensor import TensorSpec
@@ -28,7 +28,7 @@ def _t(name, shape, dtype="float32"):
     return TensorSpec(name, shape, dtype)
 
 
-def _ops(program: Program) -> list[Op]:
+def _ops(program: Program) -> list[JaxprOp]:
     """Every op, bodies included, in program order."""
     out = []
     for op in program.ops:

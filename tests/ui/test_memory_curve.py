@@ -12,7 +12,7 @@ from explorer.report.report import Buffer, BufferKind, MemoryPoint, MemoryTimeli
 from explorer.ui import explore  # noqa: E402
 from explorer.ui.app import TAB_TITLES  # noqa: E402
 from explorer.ui.memory import (  # noqa: E402
-    KIND_COLOURS,
+    BUFFER_KIND_COLOURS,
     LIVE_TRACE,
     PEAK_TRACE,
     peak_buffers_figure,
@@ -76,10 +76,11 @@ def test_the_figures_follow_a_timeline_worked_out_by_hand():
     assert list(fig["temporaries"].y) == [0, 3 * MIB, 3 * MIB, 0]
     assert (fig[PEAK_TRACE].x[0], fig[PEAK_TRACE].y[0]) == (1, 6 * MIB)
     bars = traces(peak_buffers_figure(t))
+    colour = BUFFER_KIND_COLOURS
     assert {name: (list(b.y), list(b.x), b.marker.color) for name, b in bars.items()} == {
-        "temporary": (["float32[768,1024] dot"], [3 * MIB], KIND_COLOURS[BufferKind.TEMPORARY]),
-        "argument": (["float32[512,1024] param"], [2 * MIB], KIND_COLOURS[BufferKind.ARGUMENT]),
-        "output": (["float32[256,1024] copy"], [MIB], KIND_COLOURS[BufferKind.OUTPUT])}
+        "temporary": (["float32[768,1024] dot"], [3 * MIB], colour[BufferKind.TEMPORARY]),
+        "argument": (["float32[512,1024] param"], [2 * MIB], colour[BufferKind.ARGUMENT]),
+        "output": (["float32[256,1024] copy"], [MIB], colour[BufferKind.OUTPUT])}
 
 
 def test_a_peak_buffer_is_labelled_by_what_it_holds_and_one_kind_still_has_its_legend():

@@ -16,7 +16,7 @@ from explorer.hlo.groups import axes_of_groups, axes_of_pairs, device_groups, so
 from explorer.hlo.module import HloModule, Instruction, ints
 from explorer.report.why.layout import Layout, dim_axes, shard_dims
 from explorer.report.why.ops import REDUCER, RENAMING, dim_sources
-from explorer.report.why.steps import Chain, find_chains
+from explorer.report.why.steps import StepChain, find_chains
 from explorer.spec.mesh import MeshSpec
 
 if TYPE_CHECKING:       # at run time origins.py imports this package (its op_name words)
@@ -70,7 +70,7 @@ class Context:
     # The same for the optimized module (what a collective's result is used by).
     opt_users: Mapping[str, tuple[Instruction, ...]]
     # Optimized collective name -> the steps of the one data movement it is part of.
-    chains: Mapping[str, Chain]
+    chains: Mapping[str, StepChain]
     # Propagated instruction (or input) name -> where each mesh axis of its layout came from,
     # read from Shardy's record (explorer/report/origins.py); empty where there is none.
     origins: Mapping[str, Origins] = field(default_factory=dict)

@@ -9,7 +9,7 @@ from explorer.hlo.collectives import CollectiveKind, collective_kind
 from explorer.hlo.module import HloModule, Instruction
 from explorer.report.why.metadata import EXPLICIT_PRIMITIVES, primitive
 
-Chain = tuple[Instruction, ...]
+StepChain = tuple[Instruction, ...]
 
 MOVES = (CollectiveKind.ALL_GATHER, CollectiveKind.ALL_TO_ALL,
          CollectiveKind.RAGGED_ALL_TO_ALL, CollectiveKind.COLLECTIVE_PERMUTE)
@@ -19,7 +19,7 @@ _BETWEEN_STEPS = {"fusion", "bitcast", "copy", "reshape", "transpose", "slice", 
                   "collective-permute-done", "all-to-all-done"}
 
 
-def find_chains(optimized: HloModule, names: Mapping[str, Instruction]) -> dict[str, Chain]:
+def find_chains(optimized: HloModule, names: Mapping[str, Instruction]) -> dict[str, StepChain]:
     """Collectives that move one tensor in several steps: a gather, all-to-all or permute
     whose operand comes (through slicing, copies, fusions) from another with the same
     op_name. Each maps to its chain, first step first. `names` indexes `optimized`."""
@@ -44,7 +44,7 @@ def find_chains(optimized: HloModule, names: Mapping[str, Instruction]) -> dict[
                 break
             if src.opcode in _BETWEEN_STEPS:
                 todo += list(src.operands)
-    chains: dict[str, Chain] = {}
+    chains: dict[str, StepChain] = {}
     after = {b.name: i for i, b in before.items()}
     for name in before:
         if name in after:

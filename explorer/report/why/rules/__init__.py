@@ -6,7 +6,7 @@ reader tries it first for every kind, before it checks that there are layouts to
 from __future__ import annotations
 
 from explorer.hlo.collectives import CollectiveKind
-from explorer.report.why.rules.base import Rule
+from explorer.report.why.rules.base import WhyRule
 from explorer.report.why.rules.explicit import explicit
 from explorer.report.why.rules.gather import gather, gather_exact
 from explorer.report.why.rules.indexing import indexing, slicing
@@ -16,7 +16,7 @@ from explorer.report.why.rules.reshard import reshard_operand, reshard_result
 # A reduction first asks what was partial; a gather whether an operand is needed whole (the
 # operand that is whole in exactly the result's shape before one XLA reshaped on the way);
 # a data movement only how the layout moved.
-RULES: dict[CollectiveKind, tuple[Rule, ...]] = {
+RULES: dict[CollectiveKind, tuple[WhyRule, ...]] = {
     CollectiveKind.ALL_REDUCE: (partial_sum, indexing, reshard_operand),
     CollectiveKind.REDUCE_SCATTER: (partial_sum, indexing, reshard_operand),
     CollectiveKind.ALL_GATHER: (indexing, gather_exact, gather, reshard_operand,
@@ -28,4 +28,4 @@ RULES: dict[CollectiveKind, tuple[Rule, ...]] = {
     CollectiveKind.COLLECTIVE_PERMUTE: (reshard_operand, reshard_result, slicing),
 }
 
-__all__ = ["RULES", "Rule", "explicit"]
+__all__ = ["RULES", "WhyRule", "explicit"]

@@ -10,7 +10,7 @@ from explorer.report.why.context import Context
 from explorer.report.why.reason import Why
 from explorer.report.why.targets import CollectiveToExplain
 
-Rule = Callable[[Context, CollectiveToExplain], Why | None]
+WhyRule = Callable[[Context, CollectiveToExplain], Why | None]
 
 
 def first_anchor(t: CollectiveToExplain, read: Callable[[Instruction], Why | None]) -> Why | None:
