@@ -19,6 +19,10 @@ It runs the current request too, in one of two ways:
 Each result says where its time went (`TimeSpent`): waiting for the compile to start, the
 worker's start, lowering, compile, reading the compiler's output, pricing on the target, and,
 once a view reports it (`drawn`), drawing.
+
+The what-ifs of a result (`change_search`, `what_if`) are explorer.api.what_if's one driver,
+each change compiled as a variant of the result's Request (`changed_request`) with this
+session's pool.
 """
 
 from __future__ import annotations
@@ -33,7 +37,13 @@ from typing import Any
 from explorer.api.analysis_request import Request
 from explorer.api.analyze import run
 from explorer.api.scheduler import CompileScheduler
-from explorer.api.what_if import WhatIf, what_if
+from explorer.api.what_if import (
+    ChangeSearch,
+    WhatIf,
+    WhatIfSearch,
+    check_collective,
+    compile_changed,
+)
 from explorer.compile.pool import WorkerPool, default_pool
 from explorer.errors import InputError, choices
 from explorer.report.report import Report
@@ -277,18 +287,35 @@ class Session:
         with `cache_only`, on a miss."""
         return self._answer(self.generation, self.request, cache_only=cache_only)
 
-    def what_if(self, collective: int) -> list[WhatIf]:
-        """The spec changes a compile confirmed would remove collective `collective` of the
-        current request's result, or make its line move fewer bytes, best first
-        (explorer.what_if, with this session's worker pool). The current result is answered
-        first where it is not yet (from the cache where it was compiled).
+    def change_search(self, collective: int, result: Result | None = None) -> ChangeSearch:
+        """The what-if search of collective `collective` of `result`'s Report, its changes read
+        and none compiled yet (explorer.api.what_if.ChangeSearch: `run()` compiles them). Each
+        is compiled as a variant of `result`'s request (`changed_request`) with this session's
+        pool, or comes from the cache. `result`: the current request's by default, answered
+        here where it is not yet; an app passes the one it shows.
 
         Raises:
             InputError: `collective` is out of range, or the result has no collectives.
         """
-        if self.report is None:
-            self.analyze()
-        return what_if(self.request, collective, pool=self.pool)
+        if result is None:
+            result = self.result if self.report is not None else self.analyze()
+            assert result is not None                   # None only for a cache_only miss
+        return ChangeSearch.of(result.report, check_collective(result.report, collective),
+                               compile_changed(result.request, pool=self.pool))
+
+    def what_if(self, collective: int) -> list[WhatIf]:
+        """The spec changes a compile confirmed would remove collective `collective` of the
+        current request's result, or make its line move fewer bytes, best first
+        (explorer.what_if's, each compiled as a variant of the current request with this
+        session's worker pool: `change_search`). The current result is answered first where
+        it is not yet (from the cache where it was compiled).
+
+        Raises:
+            InputError: `collective` is out of range, or the result has no collectives.
+        """
+        search = self.change_search(collective).run()
+        assert search is not None                   # stopped only by a `stop` it was not given
+        return list(WhatIfSearch.of(search).confirmed)
 
     def _answer(self, generation: int, request: Request, cache_only: bool = False,
                 waited: float = 0.0) -> Result | None:

@@ -14,6 +14,12 @@ one-input change did.
 
 Each compile is a full one, so a collective gets at most MAX_CANDIDATES one-input changes and
 MAX_PATTERNS widened ones.
+
+One driver runs these steps for every caller (`ChangeSearch`): `ChangeSearch.of` reads the
+changes to try from a Report, before any compile, and `run` compiles them through the function it
+was given and keeps the confirmed ones. explorer.what_if and the command line give it a compile
+of the Report's program (`_program`); explorer.Session a compile of the variant of the result's
+Request (`changed_request`).
 """
 
 from __future__ import annotations
@@ -374,6 +380,66 @@ def confirmed_changes(found: Sequence[SpecChange], report: Report, index: int,
     return sorted(confirmed, key=lambda pair: (pair[0].total_after, pair[0].line_after))
 
 
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class ChangeSearch:
+    """The what-if search of collective `index` of `report`: the one driver of explorer.what_if,
+    `analyze --what-if N`, explorer.Session.what_if and the app's why panel.
+
+    `of` reads the single-input changes to try (`found`, from `candidates`, given the Report's
+    input specs, shapes and mesh), or why none can be (`untried`), before anything is compiled;
+    `run` compiles them with `compile` and keeps those a compile confirmed
+    (`confirmed_changes`: one input's, then widened across layers), giving this search with
+    `tried` and `confirmed` set. `compile(specs)` is the Report of the analysed program with
+    `specs` (input -> spec) over the specs its inputs have; an ExplorerError it raises means the
+    change does not compile, and it is not offered."""
+
+    report: Report
+    index: int
+    compile: Callable[[Mapping[str, Spec]], Report] = field(repr=False, compare=False)
+    found: tuple[SpecChange, ...] = ()
+    untried: str = ""                    # why no change can be tried; "" where some can
+    tried: int = 0                       # after `run`: changes compiled, widened ones included
+    confirmed: tuple[tuple[SpecChange, Report], ...] = ()   # after `run`: best first
+
+    @classmethod
+    def of(cls, report: Report, index: int,
+           compile: Callable[[Mapping[str, Spec]], Report]) -> ChangeSearch:
+        """The search of collective `index` of `report` (an index check_collective checked),
+        its changes read and none compiled yet."""
+        found = tuple(candidates(report, index, input_specs(report), input_shapes(report),
+                                 report.mesh))
+        return cls(report, index, compile, found,
+                   why_untried(report.collectives[index], found))
+
+    @property
+    def collective(self) -> Collective:
+        return self.report.collectives[self.index]
+
+    def run(self, stop: Callable[[], bool] = _never) -> ChangeSearch | None:
+        """Compile the changes found and keep those a compile confirmed, best first; None where
+        `stop()`, asked before each compile, said to stop (a newer edit made the search moot).
+        A search with nothing to try is returned as it is."""
+        if self.untried:
+            return self
+        tried = 0
+
+        def compiled(change: SpecChange) -> Report | None:
+            nonlocal tried
+            tried += 1
+            try:
+                return self.compile(change.specs)
+            except ExplorerError:
+                return None             # the change does not compile: it is not offered
+
+        kept = confirmed_changes(self.found, self.report, self.index, input_specs(self.report),
+                                 input_shapes(self.report), compiled, stop)
+        return None if kept is None else replace(self, tried=tried, confirmed=tuple(kept))
+
+
 # ------------------------------------------------------------------------ explorer.what_if
 
 
@@ -427,6 +493,14 @@ class WhatIfSearch:
     confirmed: tuple[WhatIf, ...]     # best first
     untried: str = ""                 # why no change could be tried; "" where some were
 
+    @classmethod
+    def of(cls, search: ChangeSearch) -> WhatIfSearch:
+        """What `search` did, once run, each confirmed change as a WhatIf."""
+        c = search.collective
+        return cls(search.index, c, search.tried,
+                   tuple(_result(change, c, result) for change, result in search.confirmed),
+                   search.untried)
+
     def to_dict(self) -> dict:
         """The JSON-able fields; `collective` is its index into the Report's collectives."""
         return {"collective": self.index, "tried": self.tried,
@@ -479,46 +553,80 @@ def input_specs(report: Report) -> dict[str, Spec]:
             if t.kind == TensorRole.INPUT and t.spec is not None}
 
 
+def input_shapes(report: Report) -> dict[str, tuple[int, ...]]:
+    """The shape of each of the Report's inputs."""
+    return {t.name: t.shape for t in report.tensors if t.kind == TensorRole.INPUT}
+
+
+def changed_request(request: Request, specs: Mapping[str, Spec], **fields: Any) -> Request:
+    """`request` with `specs` (input -> spec) over the specs its inputs were planned with, and
+    any other `fields` changed: a what-if's variant, checked and planned as every Request is.
+
+    A workload's request gets them as hand-set specs, which win over its preset and rules, as a
+    --spec does. A function's gets every input's spec on its own leaf: the change's, else the
+    one it was planned with; its spec patterns are dropped (a pattern would place an input the
+    change replicates, since only a spec that splits wins over one)."""
+    if request.fn is None:
+        return replace(request, specs={**dict(request.specs or {}), **specs}, **fields)
+    placed = {**{t.name: t.spec for t in request.planned.leaves}, **specs}
+    inputs = tuple(map_tensor_leaves(a, lambda t: replace(t, spec=placed.get(t.name, t.spec)))
+                   for a in request.planned.inputs)
+    return replace(request, inputs=inputs, specs=None, **fields)
+
+
+def compile_changed(request: Request, *, pool: WorkerPool | None = None,
+                    use_cache: bool = True, timeout: float | None = None
+                    ) -> Callable[[Mapping[str, Spec]], Report]:
+    """A ChangeSearch's `compile` for `request`: the Report of `changed_request(request,
+    specs)`, from the cache or compiled with `pool` (`timeout`: in place of the request's)."""
+    more = {} if timeout is None else {"timeout": timeout}
+
+    def compile(specs: Mapping[str, Spec]) -> Report:
+        report = run(changed_request(request, specs, **more), pool=pool, use_cache=use_cache)
+        assert report is not None                       # None only for a cache_only miss
+        return report
+
+    return compile
+
+
 @dataclass(frozen=True)
 class _Program:
-    """The analysed program, to compile again with other input specs: a built-in workload
-    (`exploration` alone), or a user's function with its arguments (TensorSpec leaves) and
-    the spec each input had (`now`)."""
+    """The program a Report or an Exploration analysed, to compile again with other input
+    specs: a built-in workload (`exploration` alone), or a user's function with its arguments
+    (TensorSpec leaves) and the spec each input had (`now`); `options` are explorer.analyze's."""
 
     exploration: Exploration
+    options: Mapping[str, Any]
     fn: Callable[..., Any] | None = None
     inputs: tuple = ()
     now: Mapping[str, Spec] = field(default_factory=dict)
 
-    def compile(self, specs: Mapping[str, Spec], options: Mapping[str, Any]) -> Report:
+    def compile(self, specs: Mapping[str, Spec]) -> Report:
         """The Report of the program with `specs` (input -> spec) over the ones it had."""
         if self.fn is None:
             # A workload: the specs win over its preset and rules, as a --spec does.
             given = {**self.exploration.specs, **{n: format_spec(s) for n, s in specs.items()}}
-            return replace(self.exploration, specs=given).analyze(**options)
+            return replace(self.exploration, specs=given).analyze(**self.options)
         # A function: every input gets its spec on its own leaf, the one it had where the
         # change leaves it (a spec pattern would lose to a spec its TensorSpec carries, and
         # the Report's specs may have come from patterns the arguments do not hold).
         placed = {**self.now, **specs}
         args = tuple(map_tensor_leaves(a, lambda t: replace(t, spec=placed.get(t.name, t.spec)))
                      for a in self.inputs)
-        return replace(self.exploration, specs={}).analyze(self.fn, *args, **options)
+        return replace(self.exploration, specs={}).analyze(self.fn, *args, **self.options)
 
 
 def _program(subject: Report | Request | Exploration, fn: Callable[..., Any] | None,
-             inputs: Sequence[Any] | None, compile_for: str,
-             options: Mapping[str, Any]) -> tuple[_Program, Report]:
-    """What `subject` analysed, to compile again, and its Report (an Exploration's analysed
-    here)."""
+             inputs: Sequence[Any] | None, compile_for: str, options: Mapping[str, Any]
+             ) -> tuple[Callable[[Mapping[str, Spec]], Report], Report]:
+    """How to compile what `subject` analysed with other input specs (a ChangeSearch's
+    `compile`), and its Report (a Request's or an Exploration's analysed here)."""
     if isinstance(subject, Request):
         if fn is not None or inputs is not None:
             raise InputError("a Request carries its program and inputs; what_if(request, "
                              "collective) takes no fn or inputs")
         report = run(subject, pool=options.get("pool"), use_cache=options.get("use_cache", True))
-        base = Exploration.from_report(report, subject.fn, compile_for=subject.compile_for)
-        if subject.fn is None:
-            return _Program(base), report
-        return _function(base, subject.fn, subject.inputs, report), report
+        return compile_changed(subject, **options), report
     if isinstance(subject, Exploration):
         base = subject
         if base.workload is None:
@@ -527,11 +635,11 @@ def _program(subject: Report | Request | Exploration, fn: Callable[..., Any] | N
                                  "carry, nor its inputs; pass them: what_if(exploration, "
                                  "collective, fn=your_function, inputs=(...))")
             report = base.analyze(fn, *inputs, **options)
-            return _function(base, fn, tuple(inputs), report), report
+            return _function(base, options, fn, tuple(inputs), report), report
         if fn is not None or inputs is not None:
             raise InputError(f"this exploration is of the built-in workload "
                              f"{base.workload!r}; it takes no fn or inputs")
-        return _Program(base), base.analyze(**options)
+        return _Program(base, options).compile, base.analyze(**options)
     if not isinstance(subject, Report):
         raise InputError(f"what_if takes a Report, a Request or an Exploration, not "
                          f"{type(subject).__name__}")
@@ -540,18 +648,19 @@ def _program(subject: Report | Request | Exploration, fn: Callable[..., Any] | N
         if fn is not None or inputs is not None:
             raise InputError(f"this Report is of the built-in workload {info.name!r}; it "
                              "takes no fn or inputs")
-        return _Program(Exploration.from_report(subject, compile_for=compile_for)), subject
+        base = Exploration.from_report(subject, compile_for=compile_for)
+        return _Program(base, options).compile, subject
     if fn is None:
         raise InputError("this Report is of a user's function, which a Report does not "
                          "carry; pass it: what_if(report, collective, fn=your_function)")
     base = Exploration.from_report(subject, fn, compile_for=compile_for)
     args = tuple(inputs) if inputs is not None else _default_inputs(subject, fn)
-    return _function(base, fn, args, subject), subject
+    return _function(base, options, fn, args, subject), subject
 
 
-def _function(base: Exploration, fn: Callable[..., Any], inputs: tuple,
-              report: Report) -> _Program:
-    return _Program(base, fn, named_inputs(fn, inputs), input_specs(report))
+def _function(base: Exploration, options: Mapping[str, Any], fn: Callable[..., Any],
+              inputs: tuple, report: Report) -> Callable[[Mapping[str, Spec]], Report]:
+    return _Program(base, options, fn, named_inputs(fn, inputs), input_specs(report)).compile
 
 
 def what_if_search(subject: Report | Request | Exploration, collective: int, *,
@@ -561,27 +670,10 @@ def what_if_search(subject: Report | Request | Exploration, collective: int, *,
     """`what_if`, with how many changes were compiled, or why none could be (the command
     line's `--what-if` says both)."""
     options = dict(pool=pool, timeout=timeout, use_cache=use_cache)
-    program, report = _program(subject, fn, inputs, compile_for, options)
-    index = check_collective(report, collective)
-    c = report.collectives[index]
-    specs = input_specs(report)
-    shapes = {t.name: t.shape for t in report.tensors if t.kind == TensorRole.INPUT}
-    found = candidates(report, index, specs, shapes, report.mesh)
-    if why_untried(c, found):
-        return WhatIfSearch(index, c, 0, (), why_untried(c, found))
-    tried = 0
-
-    def compiled(change: SpecChange) -> Report | None:
-        nonlocal tried
-        tried += 1
-        try:
-            return program.compile(change.specs, options)
-        except ExplorerError:
-            return None                 # the change does not compile: it is not offered
-
-    kept = confirmed_changes(found, report, index, specs, shapes, compiled) or []
-    return WhatIfSearch(index, c, tried, tuple(_result(change, c, result)
-                                               for change, result in kept))
+    compile, report = _program(subject, fn, inputs, compile_for, options)
+    search = ChangeSearch.of(report, check_collective(report, collective), compile).run()
+    assert search is not None                   # stopped only by a `stop` it was not given
+    return WhatIfSearch.of(search)
 
 
 def _result(change: SpecChange, c: Collective, report: Report) -> WhatIf:
@@ -611,7 +703,8 @@ def what_if(subject: Report | Request | Exploration, collective: int, *,
         subject: a Report (of a built-in workload, or of a user's function with `fn`), an
             explorer.Request (it carries its function and inputs), or an Exploration (with `fn`
             and `inputs` for a user's function's); a Request or an Exploration is analysed
-            first.
+            first. A Request's changes are compiled as its variants (`changed_request`), as an
+            explorer.Session's and the app's are.
         collective: the index of the collective in ``report.collectives``: the number the
             app's and the CLI's Collectives tables show it with, minus 1 (they count from 1,
             as ``--what-if N`` does).

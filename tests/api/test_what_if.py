@@ -194,3 +194,23 @@ def test_a_session_offers_the_what_ifs_of_its_current_result():
             session.what_if(1)
     finally:
         session.close()
+
+
+def test_a_requests_variant_keeps_its_other_fields_and_places_every_input_itself():
+    # A function's request placed by patterns: the variant replicates w1, which the pattern
+    # splits, and keeps every other input's spec, its timeout and its out_specs.
+    from explorer.api.what_if import changed_request
+
+    request = explorer.Request(fn=mlp, inputs=(T("x", (256, 1024)), T("w1", (1024, 4096)),
+                                               T("w2", (4096, 1024))),
+                               specs={"^x$": "data,None", "^w": "None,model"}, mesh=MESH,
+                               timeout=30, out_specs="data,None")
+    variant = changed_request(request, {"w1": (None, None)})
+    assert {t.name: t.spec for t in variant.planned.leaves} == {
+        "x": ("data", None), "w1": (None, None), "w2": (None, "model")}
+    assert (variant.timeout, variant.out_specs, variant.specs) == (30, "data,None", None)
+    # A workload's: the change as a hand-set spec, over its preset's.
+    megatron = explorer.Request(workload="mlp", mesh=MESH, preset="megatron")
+    variant = changed_request(megatron, {"w2": ("data", None)})
+    assert (variant.preset, variant.specs) == ("megatron", {"w2": ("data", None)})
+    assert {t.name: t.spec for t in variant.planned.leaves}["w2"] == ("data", None)
