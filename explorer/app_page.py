@@ -56,7 +56,7 @@ def failure_message(e: BaseException) -> str:
             "of the server that serves this page.")
 
 
-def guarded(build: Callable[[], T]) -> T | FailedPage:
+def page_or_failure(build: Callable[[], T]) -> T | FailedPage:
     """`build()`, or a FailedPage saying why it raised (logged with its traceback)."""
     try:
         return build()
@@ -76,4 +76,4 @@ def app_page(**defaults: Any):
         watch_kernel()   # under Voila: a banner with a Reload button if the kernel dies
         return AppPage(**defaults)
 
-    return guarded(build)
+    return page_or_failure(build)

@@ -260,13 +260,13 @@ def read_shardings(value: str | None) -> list[Split | None]:
 _ORIGIN = re.compile(r"(" + _AXIS + r')\s*=\s*"([^"]*)"')
 
 
-def read_origins(value: str | None) -> list[dict[str, str]]:
+def parse_sharding_origins(value: str | None) -> list[dict[str, str]]:
     """`{data = "input: 0"}` -> [{"data": "input: 0"}]; `[{...}, {...}]` -> one per result."""
     if not value:
         return []
     value = value.strip()
     if value.startswith("["):
-        return [read_origins(p)[0] if p.strip() else {} for p in _split_top(value[1:-1])]
+        return [parse_sharding_origins(p)[0] if p.strip() else {} for p in _split_top(value[1:-1])]
     return [{_axis_name(k): v for k, v in _ORIGIN.findall(value)}]
 
 
@@ -424,7 +424,7 @@ def _signature(text: str) -> tuple[list[tuple[str, str]], list[str]]:
 
 def _annotated(name: str, text: str, **where) -> Value:
     shardings = read_shardings(_attribute(text, "sdy.sharding"))
-    origins = read_origins(_attribute(text, "sdy.sharding_origins"))
+    origins = parse_sharding_origins(_attribute(text, "sdy.sharding_origins"))
     return Value(name, tensor_dims(text), split=shardings[0] if shardings else None,
                  origins=origins[0] if origins else {}, **where)
 
@@ -461,7 +461,7 @@ def _new_op(text: str, scopes: _Scopes) -> Op:
     if short in ("reshard", "sharding_constraint") and "<" in head:
         # `sdy.reshard %0 <@mesh, [...]>`: the layout it asks for is written inline.
         shardings = [read_split(text[m.end() + head.find("<"):])]
-    origins = read_origins(_attribute(text, "sdy.sharding_origins"))
+    origins = parse_sharding_origins(_attribute(text, "sdy.sharding_origins"))
     for k, name in enumerate(names):
         op.results.append(Value(name, dims[k] if k < len(dims) else None, op=op, index=k,
                                 split=shardings[k] if k < len(shardings) else None,
@@ -477,7 +477,7 @@ def _annotate(op: Op, text: str) -> None:
     if name:
         op.origin_name = name.strip('"')
     op.rule = op.rule or read_rule(_attribute(text, "sdy.sharding_rule"))
-    per_result = read_origins(_attribute(text, "sdy.result_sharding_origins"))
+    per_result = parse_sharding_origins(_attribute(text, "sdy.result_sharding_origins"))
     if per_result:
         # Listed only for the results that carry an axis, in order.
         carrying = [r for r in op.results if r.split and any(r.split)]

@@ -30,7 +30,7 @@ from explorer.layout_search.confirm import (
 )
 from explorer.layout_search.estimate_screen import EstimateScreen
 from explorer.layout_search.evaluate import Outcome
-from explorer.layout_search.ranking import candidate_of, compare, pareto, rank, rank_key
+from explorer.layout_search.ranking import candidate_of, pareto, rank, rank_key, winner_comparison
 from explorer.layout_search.result import (
     Candidate,
     CandidateStatus,
@@ -460,4 +460,4 @@ class BranchAndBound:
             screened_by=CompiledBy.ESTIMATE if self.estimating else CompiledBy.CPU_PRICED,
             estimated=state.estimated)
         return SearchResult(self.problem.name, self.space, self.settings.target, OBJECTIVE,
-                            tuple(ranked), pareto(ranked), compare(ranked), stats)
+                            tuple(ranked), pareto(ranked), winner_comparison(ranked), stats)

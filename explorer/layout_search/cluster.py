@@ -2,7 +2,7 @@
 
 A runner takes requests and gives back outcomes as they finish. The local runner compiles one at
 a time on the explorer's own worker pool (one warm worker per device count). The Ray runner
-sends each request as a Ray task; the task runs explorer.layout_search.evaluate.run on
+sends each request as a Ray task; the task runs explorer.layout_search.evaluate.compile_candidate on
 whichever node Ray picks, which compiles it on that node's own worker pool (each Ray worker
 process keeps its pool warm between tasks), and returns the compiled Report without its
 program texts. The connection, the explorer shipped to the nodes and the check that each node
@@ -32,7 +32,7 @@ from explorer.layout_search.connect import (
     connect,
     gist,
 )
-from explorer.layout_search.evaluate import CompileJob, Outcome, planned_here, run
+from explorer.layout_search.evaluate import CompileJob, Outcome, compile_candidate, planned_here
 
 INSTALL_HINT = "pip install 'sharding-explorer[cluster]' (or: pip install 'ray[default]>=2.9')"
 
@@ -62,11 +62,11 @@ class LocalRunner:
         verdict, so it is compiled again on a fresh worker, up to MAX_ATTEMPTS times in all,
         as the Ray runner sends a lost task again; the outcome counts the retries."""
         key, request = self._queue.popitem(last=False)
-        outcome = run(request, self.pool)
+        outcome = compile_candidate(request, self.pool)
         retries = 0
         while outcome.worker_lost and retries + 1 < MAX_ATTEMPTS:
             retries += 1
-            outcome = run(request, self.pool)
+            outcome = compile_candidate(request, self.pool)
         return [(key, replace(outcome, retries=retries))]
 
     def cancel_all(self) -> list[object]:
@@ -80,7 +80,7 @@ class LocalRunner:
 
 def _compile_on_node(request: CompileJob) -> Outcome:
     """The Ray task: run the request on the node's own worker pool."""
-    return run(request)
+    return compile_candidate(request)
 
 
 def _lost_errors(ray) -> tuple[type[Exception], ...]:

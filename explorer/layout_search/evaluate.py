@@ -96,7 +96,7 @@ def _request(job: CompileJob) -> Request:
     return Request(fn=job.fn, inputs=tuple(job.args), **common)
 
 
-def run(request: CompileJob, pool=None) -> Outcome:
+def compile_candidate(request: CompileJob, pool=None) -> Outcome:
     """Compile and predict one candidate. A failed compile (or any bad input the checks find)
     comes back as an error, so that one candidate never stops a search."""
     t0 = time.perf_counter()

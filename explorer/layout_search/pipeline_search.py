@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from explorer.errors import WorkloadError
 from explorer.layout_search import pipeline as pipe
-from explorer.layout_search.ranking import candidate_of, compare, pareto, rank
+from explorer.layout_search.ranking import candidate_of, pareto, rank, winner_comparison
 from explorer.layout_search.result import (
     Candidate,
     CandidateStatus,
@@ -245,4 +245,4 @@ class PipelineSearch:
             retried=sum(c.retries > 0 for c in ranked))
         return SearchResult(self.problem.name, SearchSpace.PIPELINE, self.settings.target,
                             PIPELINE_OBJECTIVE, tuple(ranked), pareto(ranked),
-                            compare(ranked, pipeline=True), stats)
+                            winner_comparison(ranked, pipeline=True), stats)

@@ -129,7 +129,7 @@ def groups(c: Candidate) -> tuple[CollectiveGroup, ...]:
     return tuple(sorted(out, key=lambda g: -g.seconds))
 
 
-def compare(ranked: list[Candidate], pipeline: bool = False) -> Comparison | None:
+def winner_comparison(ranked: list[Candidate], pipeline: bool = False) -> Comparison | None:
     """Why the winner beats the runner-up, the next slower candidate (one tied with the winner,
     often the same program on a mirrored mesh shape, has nothing to explain) whose numbers come
     from the same compiler (a screen's are not comparable with a confirmation's); None without

@@ -31,7 +31,7 @@ from explorer.hlo.module import (
     subshape,
 )
 from explorer.report.report import Buffer, BufferKind
-from explorer.report.source import source_line, source_of
+from explorer.report.source import line_of_code, source_of
 
 TOP_BUFFERS = 10
 
@@ -176,7 +176,7 @@ def buffer_of(label: str, nbytes: int, shape: str | None, instr: Instruction | N
         return Buffer(label, nbytes, dims, dtype, "", kind=kind)
     return Buffer(name=label, bytes=nbytes, shape=dims, dtype=dtype,
                   instruction=_made_by(instr, module, inputs),
-                  source=source_of(module, instr), source_text=source_line(module, instr),
+                  source=source_of(module, instr), source_text=line_of_code(module, instr),
                   kind=kind)
 
 

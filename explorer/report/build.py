@@ -49,7 +49,7 @@ from explorer.report.report import (
     TensorRole,
     Timing,
 )
-from explorer.report.source import source_line, source_of
+from explorer.report.source import line_of_code, source_of
 from explorer.report.warnings import link_warning, uncostable_warnings
 from explorer.report.why import explain_collectives
 from explorer.spec.layout import Tiling, shard_shape, spec_from_tiling, tiling_from_spec
@@ -226,7 +226,7 @@ def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None
             is_async=is_async,
             op_name=instr.op_name,
             source=source_of(module, instr),
-            source_text=source_line(module, instr),
+            source_text=line_of_code(module, instr),
             hlo_name=instr.name,
             computation=instr.computation,
             operand_dtype=HLO_TO_NUMPY.get(narrowest, narrowest),
@@ -317,7 +317,7 @@ def read_intermediates(module: HloModule, mesh: MeshSpec, unread: list[str] | No
                              HLO_TO_NUMPY.get(a.dtype, a.dtype),
                              sharding, mesh, HLO_DTYPE_BYTES.get(a.dtype, 4),
                              op_name=instr.op_name, source=source_of(module, instr),
-                             source_text=source_line(module, instr))
+                             source_text=line_of_code(module, instr))
         except ValueError:   # e.g. {unknown}: the partitioner decided nothing to draw
             skipped.append(f"{instr.name} {sharding}")
             continue

@@ -37,7 +37,7 @@ from explorer.hlo.megascale import DcnTransfer, SliceLayout, dcn_transfers, in_s
 from explorer.hlo.module import HLO_TO_NUMPY, HloModule, Instruction
 from explorer.report.dtypes import channel_id, collectives_of
 from explorer.report.report import Collective
-from explorer.report.source import source_line, source_of
+from explorer.report.source import line_of_code, source_of
 from explorer.report.why import Reason, Why, explain_collectives
 from explorer.report.why.text import article
 from explorer.spec.mesh import MeshSpec
@@ -118,7 +118,7 @@ def with_originals(collectives: Sequence[Collective], optimized: HloModule,
             why = replace(why, text=f"{_part_of(c, orig, other)} {why.text}")
         out.append(replace(c, op_name=orig.op_name or c.op_name,
                            source=source_of(before, orig) or c.source,
-                           source_text=source_line(before, orig) or c.source_text,
+                           source_text=line_of_code(before, orig) or c.source_text,
                            why=why or c.why))
     return tuple(out)
 

@@ -19,7 +19,7 @@ def source_of(module: HloModule, instr: Instruction) -> str:
     return f"{short_path(src[0])}:{src[1]}"
 
 
-def source_line(module: HloModule, instr: Instruction) -> str:
+def line_of_code(module: HloModule, instr: Instruction) -> str:
     """The line of code at the instruction's source location, stripped; read here, in the
     parent process, from the absolute path the compiler recorded ("" for a file that is not
     readable, such as `<dynamic-code>`)."""

@@ -15,7 +15,7 @@ from math import prod
 from explorer.hlo.compiler_costs import UNCOSTABLE_SEEN_SLOWER, emitter, uncostable
 from explorer.hlo.module import HloModule, Instruction, ints
 from explorer.report.report import CompilerWarning
-from explorer.report.source import source_line, source_of
+from explorer.report.source import line_of_code, source_of
 
 # "%name" right after "HLO operation" (XLA's wording) or the first %name in the message.
 _OPERATION = re.compile(r"HLO operation\s+%([\w.\-]+)")
@@ -40,7 +40,7 @@ def link_warning(text: str, *modules: HloModule | None) -> CompilerWarning:
         for at in [instr, *_users(module, instr.name)]:
             if source_of(module, at):
                 return CompilerWarning(text, instr.name, source_of(module, at),
-                                       source_line(module, at))
+                                       line_of_code(module, at))
         return CompilerWarning(text, instr.name)
     return CompilerWarning(text, name)
 
@@ -71,7 +71,7 @@ def uncostable_warnings(module: HloModule) -> tuple[CompilerWarning, ...]:
                 "slower on a TPU v5e). "
                 + UNCOSTABLE_HELP)
         out.append(CompilerWarning(text, instr.name, source_of(module, instr),
-                                   source_line(module, instr)))
+                                   line_of_code(module, instr)))
     return tuple(out)
 
 

@@ -77,7 +77,7 @@ def sections(tensors: Sequence[InputTensor], group_at: int = GROUP_AT) -> list[S
     return out
 
 
-def matching(names: Sequence[str], pattern: str) -> list[str]:
+def names_matching(names: Sequence[str], pattern: str) -> list[str]:
     """The names `pattern` finds (re.search, case-insensitive); text that is not a regular
     expression is matched literally."""
     try:
@@ -224,7 +224,7 @@ class SpecsEditor:
         self.same_box.layout.display = "" if self.tensors else "none"
         pattern = self.filter_w.value.strip()
         if pattern:
-            names = matching(list(self.tensors), pattern)
+            names = names_matching(list(self.tensors), pattern)
             shown = names[:MAX_LISTED]
             more = (f"<small>… {len(names) - len(shown)} more: narrow the filter</small>"
                     if len(names) > len(shown) else "")
@@ -266,8 +266,8 @@ class SpecsEditor:
         if name not in self.tensors:
             raise SpecError(f"no input tensor named {name!r}; inputs: {choices(self.tensors)}",
                             tensor=name)
-        if self.filter_w.value.strip() and name not in matching(list(self.tensors),
-                                                                self.filter_w.value.strip()):
+        if self.filter_w.value.strip() and name not in names_matching(list(self.tensors),
+                                                                      self.filter_w.value.strip()):
             self.filter_w.value = ""
         if self.grouped and not self.filter_w.value.strip():
             node = self.body.children[0]

@@ -42,7 +42,7 @@ TOP_OPS = 10
 _CELL_LINE = re.compile(r"(In \[\d+\]):(\d+)")
 
 
-def where(source: str) -> str:
+def short_source(source: str) -> str:
     """A source as the rest of the app writes it: a notebook cell's `In [3]:2` as
     `In [3], line 2` (the trace names compute events the first way), a path as its file."""
     m = _CELL_LINE.fullmatch(source)
@@ -97,7 +97,7 @@ def top_ops_html(trace: StepTrace) -> str:
                   "</span>")
         rows.append(
             f"<tr><td>{swatch}{e(o.name)}</td><td>{o.lane}</td>"
-            f"<td><code title='{e(o.source, quote=True)}'>{e(where(o.source)) or '—'}"
+            f"<td><code title='{e(o.source, quote=True)}'>{e(short_source(o.source)) or '—'}"
             f"</code></td><td class='explorer-num'>{o.count}</td>"
             f"<td class='explorer-num'>{format_seconds(o.seconds)}</td>"
             f"<td class='explorer-num'>{share:.1%}</td><td><code>{e(o.hlo)}</code></td></tr>")
@@ -267,7 +267,7 @@ def trace_figure(trace: StepTrace,
             marker_line=dict(color="white", width=1 if len(events) <= 400 else 0),
             y=[e.row for e in es],
             base=[e.start / scale for e in es], x=[e.duration / scale for e in es],
-            customdata=[[e.name, e.hlo, where(e.source) or "(source unknown)",
+            customdata=[[e.name, e.hlo, short_source(e.source) or "(source unknown)",
                          format_seconds(e.duration), format_seconds(e.start)] for e in es],
             hovertemplate=("<b>%{customdata[0]}</b><br>HLO: %{customdata[1]}<br>"
                            "source: %{customdata[2]}<br>%{customdata[3]} from "

@@ -20,7 +20,7 @@ from explorer.layout_search import search as search_module
 from explorer.layout_search import state as state_module
 from explorer.layout_search.cluster import LocalRunner
 from explorer.layout_search.confirm import CONFIRM_BEST, Screening
-from explorer.layout_search.evaluate import Outcome, run
+from explorer.layout_search.evaluate import Outcome, compile_candidate
 from explorer.layout_search.result import MIN_EVALUATED, CandidateStatus, CompiledBy
 
 ARGS = dict(mesh="data=2,model=2", target="h100-4", params={"batch": 512},
@@ -44,7 +44,7 @@ class RecordingRunner(LocalRunner):
         key, request = self._queue.popitem(last=False)
         self.sleep(self.delay)
         limit = {} if self.sleep is time.sleep else {"timeout": None}
-        outcome = run(replace(request, compile_for="cpu", **limit))
+        outcome = compile_candidate(replace(request, compile_for="cpu", **limit))
         if request.compile_for == "target" and outcome.report is not None:
             r = outcome.report
             outcome = Outcome(replace(

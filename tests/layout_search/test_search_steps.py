@@ -529,7 +529,7 @@ def test_the_local_runner_compiles_again_when_its_worker_was_lost(monkeypatch):
     def fake_run(request, pool):
         return answers.pop(0)
 
-    monkeypatch.setattr(cluster, "run", fake_run)
+    monkeypatch.setattr(cluster, "compile_candidate", fake_run)
     done = Outcome(None, "", 1.0)
     lost = Outcome(None, "WorkerLost: died (killed by SIGKILL)", 1.0, WorkerLost)
     answers[:] = [lost, done]

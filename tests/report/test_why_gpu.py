@@ -20,7 +20,7 @@ from explorer.compile.gpu import gpu_plugin_installed
 from explorer.hlo.module import parse_module
 from explorer.report.why import Reason, explain_collectives
 from explorer.report.why.context import Context
-from explorer.report.why.targets import targets
+from explorer.report.why.targets import targets_to_explain
 from explorer.spec.mesh import parse_mesh
 
 ADD = """
@@ -114,7 +114,7 @@ COMBINED_PROP = hlo("""
 
 def test_each_piece_of_a_concatenated_all_reduce_is_named_by_the_gemm_that_computed_it():
     ctx = read(COMBINED_OPT, COMBINED_PROP, ["x", "dy", "dz"])
-    parts = targets(ctx, ctx.opt_names["all-reduce-start"])
+    parts = targets_to_explain(ctx, ctx.opt_names["all-reduce-start"])
     # The pieces in concatenation order, in the gradients' own shapes (not the flat 16 and
     # 32), under the op_name and line of the gemm behind each bitcast.
     assert [(t.operand.name, t.dims, t.location) for t in parts] == [
@@ -188,7 +188,7 @@ SCATTER_PROP = hlo("""
 
 def test_a_tuple_element_of_a_fusion_is_named_by_the_fused_instruction_that_made_it():
     ctx = read(SCATTER_OPT, SCATTER_PROP, ["dy", "h"])
-    parts = targets(ctx, ctx.opt_names["reduce-scatter-start"])
+    parts = targets_to_explain(ctx, ctx.opt_names["reduce-scatter-start"])
     # Not the fusion's own name (the negate, element 1): element 0 is the reduce.
     assert [(t.op_name, t.location, t.dims) for t in parts] == [
         ("jit(step)/transpose(jvp())/reduce_sum", ("model.py", 7), (2,)),
@@ -249,7 +249,7 @@ def gathered(weight: str, line: int) -> str:
 
 def test_each_part_of_a_combined_all_gather_is_named_by_its_element_of_the_op_name():
     ctx = read(GATHER_OPT, GATHER_PROP, ["x", "w", "v", "u"])
-    parts = targets(ctx, ctx.opt_names["all-gather-start"])
+    parts = targets_to_explain(ctx, ctx.opt_names["all-gather-start"])
     # Each at the line of the gemm that carries its name, found after the -done.
     assert [(t.op_name.split("/")[1], t.location, t.dims) for t in parts] == [
         ("bd,df->bf", ("model.py", 14), (16, 4)), ("bd,dg->bg", ("model.py", 15), (16, 4)),
@@ -271,7 +271,7 @@ def test_parts_that_xla_left_unnamed_are_named_by_their_consumers_not_by_positio
     opt = GATHER_OPT.replace("(bd,df->bf/dot_general:bd,dg->bg/dot_general:bd,dh->bh/dot_general)",
                              "(bd,df->bf/dot_general:bd,dh->bh/dot_general)")
     ctx = read(opt, GATHER_PROP, ["x", "w", "v", "u"])
-    parts = targets(ctx, ctx.opt_names["all-gather-start"])
+    parts = targets_to_explain(ctx, ctx.opt_names["all-gather-start"])
     assert [t.location for t in parts] == [("model.py", 14), ("model.py", 15), ("model.py", 16)]
     assert [[a.name for a in t.anchors] for t in parts] == [
         ["dot_general.0"], ["dot_general.1"], ["dot_general.2"]]

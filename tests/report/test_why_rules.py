@@ -20,7 +20,7 @@ from explorer.report.why.rules.gather import gather, gather_exact
 from explorer.report.why.rules.indexing import indexing
 from explorer.report.why.rules.partial_sum import partial_sum
 from explorer.report.why.rules.reshard import reshard_operand, reshard_result
-from explorer.report.why.targets import CollectiveToExplain, targets
+from explorer.report.why.targets import CollectiveToExplain, targets_to_explain
 from explorer.spec.mesh import parse_mesh
 
 SUM = """
@@ -43,7 +43,7 @@ def read(optimized: str, propagated: str, inputs=()) -> Context:
 
 
 def target(ctx: Context, collective: str) -> CollectiveToExplain:
-    [t] = targets(ctx, ctx.opt_names[collective])
+    [t] = targets_to_explain(ctx, ctx.opt_names[collective])
     return t
 
 

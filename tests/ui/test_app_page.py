@@ -1,7 +1,7 @@
 """The app notebook's cell (explorer.app_page.app_page): a page that cannot be built shows the
 explorer's own message, what failed and what to do, never Voila's generic cell error."""
 
-from explorer.app_page import APP_EXTRA, FailedPage, app_page, guarded
+from explorer.app_page import APP_EXTRA, FailedPage, app_page, page_or_failure
 
 
 def test_a_bad_default_names_the_value_and_the_choices():
@@ -17,7 +17,7 @@ def test_a_missing_package_says_what_to_install():
     def build():
         raise ModuleNotFoundError("No module named 'ipywidgets'", name="ipywidgets")
 
-    page = guarded(build)
+    page = page_or_failure(build)
     assert isinstance(page, FailedPage)
     assert "'ipywidgets'" in page.message and APP_EXTRA in page.message
 
@@ -26,7 +26,7 @@ def test_a_bug_is_called_one_and_logged(caplog):
     def build():
         raise RuntimeError("boom")
 
-    page = guarded(build)
+    page = page_or_failure(build)
     assert page.message.startswith("The app could not start because of an unexpected error")
     assert "RuntimeError: boom" in page.message
     assert "the page could not be built" in caplog.text and "boom" in caplog.text

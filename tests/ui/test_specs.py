@@ -13,7 +13,7 @@ from explorer.ui.specs import (  # noqa: E402
     SpecsEditor,
     carried_renames,
     layer_prefix,
-    matching,
+    names_matching,
     renamed_spec,
     sections,
 )
@@ -81,7 +81,7 @@ def test_filter_lists_the_matches():
               and any(k.startswith("explorer-spec-") for k in c._dom_classes)]
     assert [r for r in ed.rows] == ["layers.10.up.kernel", "layers.11.up.kernel"]
     assert len(listed) == 2 and "2 of 74 tensors match" in ed.body.children[0].value
-    assert matching(["a(b", "ab"], "a(") == ["a(b"]     # not a regex: matched literally
+    assert names_matching(["a(b", "ab"], "a(") == ["a(b"]     # not a regex: matched literally
 
 
 def test_same_as_copies_a_spec_to_matching_names_of_the_same_rank():

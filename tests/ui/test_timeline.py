@@ -18,11 +18,11 @@ from explorer.ui.timeline import (  # noqa: E402
     COMPUTE_COLOUR,
     TimingView,
     roofline_point,
+    short_source,
     si,
     time_unit,
     timing_html,
     top_ops,
-    where,
 )
 
 T = TensorSpec
@@ -48,7 +48,8 @@ def test_top_ops_sum_the_events_of_one_op_and_line():
     assert time_unit(40e-6) == (1e-6, "µs") and time_unit(0.2) == (1e-3, "ms")
     assert time_unit(3.0) == (1.0, "s") and time_unit(5e-9) == (1e-9, "ns")
     # The trace writes a cell's compute events `In [3]:2`; the app writes `In [3], line 2`.
-    assert where("In [3]:2") == "In [3], line 2" and where("/a/b/models.py:9") == "models.py:9"
+    assert short_source("In [3]:2") == "In [3], line 2"
+    assert short_source("/a/b/models.py:9") == "models.py:9"
 
 
 def gathered_mlp(x, w1, w2):

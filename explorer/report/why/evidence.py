@@ -10,7 +10,7 @@ from explorer.hlo.module import Instruction, ints
 from explorer.report.why.context import Context
 from explorer.report.why.layout import Layout, layout_spec, spec_text
 from explorer.report.why.reason import Evidence, Operand, OperandRole
-from explorer.report.why.text import named_input, show
+from explorer.report.why.text import instruction_text, named_input
 
 
 def operand(ctx: Context, i: Instruction, role: OperandRole) -> Operand:
@@ -30,7 +30,8 @@ def operand(ctx: Context, i: Instruction, role: OperandRole) -> Operand:
 
 def at(ctx: Context, consumer: Instruction) -> Evidence:
     """The Evidence of a reason that rests on its consumer alone (no layouts compared)."""
-    return Evidence(consumer=show(consumer), user=operand(ctx, consumer, OperandRole.CONSUMER))
+    return Evidence(consumer=instruction_text(consumer),
+                    user=operand(ctx, consumer, OperandRole.CONSUMER))
 
 
 def evidence(ctx: Context, consumer: Instruction, operands: Sequence[Instruction] = (),
@@ -45,13 +46,13 @@ def evidence(ctx: Context, consumer: Instruction, operands: Sequence[Instruction
              else (OperandRole.OPERAND,) * len(operands))
     ops = tuple(operand(ctx, o, r) for o, r in zip(operands, roles, strict=True))
     if len(ops) == 2:
-        producer = f"lhs {show(operands[0])}; rhs {show(operands[1])}"
+        producer = f"lhs {instruction_text(operands[0])}; rhs {instruction_text(operands[1])}"
         before = f"lhs {spec_text(ctx.axes(operands[0]))}; rhs {spec_text(ctx.axes(operands[1]))}"
     else:
-        producer = "; ".join(show(o) for o in operands)
+        producer = "; ".join(instruction_text(o) for o in operands)
         before = "; ".join(spec_text(ctx.axes(o)) for o in operands)
     names = [n for i in named if (n := named_input(ctx, i))] + list(inputs)
-    return Evidence(consumer=show(consumer), producer=producer, sharding_before=before,
+    return Evidence(consumer=instruction_text(consumer), producer=producer, sharding_before=before,
                     sharding_after=spec_text(after),
                     origin_before=origin_before, origin_after=origin_after, operands=ops,
                     user=operand(ctx, consumer, OperandRole.CONSUMER),

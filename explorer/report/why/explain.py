@@ -23,7 +23,7 @@ from explorer.report.why.rules import RULES, explicit
 
 if TYPE_CHECKING:       # at run time origins.py imports this package (its op_name words)
     from explorer.report.origins import Origins
-from explorer.report.why.targets import CollectiveToExplain, fused_reductions, targets
+from explorer.report.why.targets import CollectiveToExplain, fused_reductions, targets_to_explain
 from explorer.report.why.text import article, axes_phrase, lower_first, where
 from explorer.spec.mesh import MeshSpec
 
@@ -74,7 +74,7 @@ def explain(ctx: Context, instr: Instruction) -> Why:
         last = explain(ctx, chain[-1])
         return replace(last, text=f"Step {chain.index(instr) + 1} of {len(chain)} of one "
                                   f"data movement; {lower_first(last.text)}")
-    whys = [explain_target(ctx, t) for t in targets(ctx, instr)]
+    whys = [explain_target(ctx, t) for t in targets_to_explain(ctx, instr)]
     if len(whys) == 1:
         return whys[0]
     return combine(kind, whys)

@@ -46,7 +46,7 @@ class CollectiveToExplain:
         return self.kind in _REDUCTIONS
 
 
-def targets(ctx: Context, instr: Instruction) -> list[CollectiveToExplain]:
+def targets_to_explain(ctx: Context, instr: Instruction) -> list[CollectiveToExplain]:
     """What to explain of an optimized collective: itself, or each part of a combined one
     (see parts.py), each under the first name that points at propagated instructions."""
     kind, _ = collective_kind(instr.opcode)

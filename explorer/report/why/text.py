@@ -63,7 +63,7 @@ def where(ctx: Context, i: Instruction, t: CollectiveToExplain) -> str:
     return loc_text(location(ctx.propagated, i), t)
 
 
-def show(i: Instruction) -> str:
+def instruction_text(i: Instruction) -> str:
     """One instruction as evidence: `%name = f32[8,64] opcode(operands)`, op_name."""
     shape = " ".join(a.text() for a in i.arrays)
     ops = i.operand_text if i.opcode == "parameter" else ", ".join(

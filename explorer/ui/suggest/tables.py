@@ -172,7 +172,7 @@ def summary_html(job: SearchJob, result: SearchResult) -> str:
             "not listed.</p>")
 
 
-def comparison_html(comparison) -> str:
+def winner_comparison_html(comparison) -> str:
     """Why the winner beats the runner-up: the first line as a sentence, the rest as a list
     (in a proportional font, wrapped at spaces only)."""
     if comparison is None:

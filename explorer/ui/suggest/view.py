@@ -42,11 +42,11 @@ from explorer.ui.suggest.pareto import pareto_figure
 from explorer.ui.suggest.tables import (
     _CSS,
     MAX_ROWS,
-    comparison_html,
     doc_html,
     progress_text,
     results_html,
     summary_html,
+    winner_comparison_html,
 )
 from explorer.units import format_seconds
 
@@ -282,7 +282,7 @@ class SuggestView(BackgroundTab):
         self.plot_box.children = (self.fig,)
         if old is not None:
             old.close()
-        self.why.value = comparison_html(result.comparison)
+        self.why.value = winner_comparison_html(result.comparison)
         options = [(f"{i}. {c.label} · {format_seconds(c.seconds)}", i - 1)
                    for i, c in enumerate(result.candidates, 1)
                    if c.status is not CandidateStatus.FAILED][:MAX_ROWS]
