@@ -38,7 +38,7 @@ from explorer.errors import WorkloadError  # noqa: E402
 from explorer.layout_search import search as search_module  # noqa: E402
 from explorer.layout_search.estimate_screen import EstimateScreen  # noqa: E402
 from explorer.layout_search.result import CandidateStatus, SearchSpace  # noqa: E402
-from explorer.layout_search.space import enumerate_space, mesh_shapes  # noqa: E402
+from explorer.layout_search.space import enumerate_space, mesh_factorisations  # noqa: E402
 from explorer.spec.mesh import parse_mesh  # noqa: E402
 
 SEARCH = dict(mesh="data=2,model=4", target="h100-8", params={"dtype": "bfloat16"})
@@ -95,7 +95,7 @@ def ranking() -> None:
              if c.status is CandidateStatus.OK and c.seconds is not None}
     problem = search_module._problem("transformer_train", (), None)
     mesh = parse_mesh("data=2,model=4")
-    found = enumerate_space(problem, mesh_shapes(mesh), SearchSpace.RULES,
+    found = enumerate_space(problem, mesh_factorisations(mesh), SearchSpace.RULES,
                             *search_module._searched(problem, SearchSpace.RULES, NAMES, None),
                             lambda: False)
     screen = EstimateScreen(problem, "h100-8")

@@ -186,8 +186,8 @@ class RayRunner:
             self.ray.shutdown()
 
 
-def runner(cluster: str | None, pool=None, slots: int | None = None,
-           node_timeout: float = PROBE_TIMEOUT_S):
+def make_runner(cluster: str | None, pool=None, slots: int | None = None,
+                node_timeout: float = PROBE_TIMEOUT_S):
     if cluster is None:
         return LocalRunner(pool)
     return RayRunner(check_address(cluster), slots, node_timeout)

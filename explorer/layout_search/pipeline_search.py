@@ -10,7 +10,17 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from explorer.errors import WorkloadError
-from explorer.layout_search import pipeline as pipe
+from explorer.layout_search.pipeline import (
+    DATA_AXIS,
+    StagePlan,
+    count_plans,
+    microbatch_counts,
+    plan_mesh,
+    plan_stages,
+    profile_mesh,
+    send_seconds,
+    stage_counts,
+)
 from explorer.layout_search.ranking import candidate_of, pareto, rank, winner_comparison
 from explorer.layout_search.result import (
     Candidate,
@@ -50,7 +60,7 @@ class Profile(NamedTuple):
 class PlanProgram:
     """A stage plan as the program that runs it: its mesh and rules, its workload params."""
 
-    plan: pipe.StagePlan
+    plan: StagePlan
     layout: SearchLayout
     params: Mapping                  # the workload's params with the plan's stages and cuts
     rules: str
@@ -72,9 +82,9 @@ def options(devices: int, layers: int, batch: int, limit: int) -> list[Option]:
     """Every (stages, microbatches) that fits: the stages divide the devices and the layers,
     and each microbatch splits over a stage's devices."""
     out = []
-    for s in pipe.stage_counts(devices, layers):
+    for s in stage_counts(devices, layers):
         data = devices // s
-        out += [Option(s, m, data) for m in pipe.microbatch_counts(batch, data, limit)]
+        out += [Option(s, m, data) for m in microbatch_counts(batch, data, limit)]
     if not out:
         raise WorkloadError(f"no pipeline fits {devices} devices with layers={layers} and "
                             f"batch={batch}: a stage count must divide both the devices and "
@@ -124,8 +134,8 @@ class PipelineSearch:
         for key, (rows, data) in enumerate(profiles):
             params = {**self.params, "stages": 1, "microbatches": 1, "batch": rows, "cuts": ""}
             stages = self.devices // data
-            layout = SearchLayout(pipe.profile_mesh(self.devices, stages, self.mesh.axis_type))
-            self.submit(key, layout, params, f"batch={pipe.DATA_AXIS}" if data > 1 else "")
+            layout = SearchLayout(profile_mesh(self.devices, stages, self.mesh.axis_type))
+            self.submit(key, layout, params, f"batch={DATA_AXIS}" if data > 1 else "")
         while self.runner.pending():
             if self.state.should_stop():
                 self.runner.cancel_all()
@@ -151,22 +161,22 @@ class PipelineSearch:
         for s, m, data in self.options:
             profile = Profile(self.batch // m, data)
             if profile not in self.layer_cost:
-                self.unplanned += pipe.count_plans(self.layers, s)
+                self.unplanned += count_plans(self.layers, s)
                 continue
-            send = pipe.send_seconds(profile.rows, d_model, dtype, s, data,
-                                     self.settings.target)
-            plan = pipe.plan_stages([self.layer_cost[profile]] * self.layers, s, m, send)
+            send = send_seconds(profile.rows, d_model, dtype, s, data,
+                                self.settings.target)
+            plan = plan_stages([self.layer_cost[profile]] * self.layers, s, m, send)
             if plan is not None:
                 plans.append(plan)
         plans.sort(key=lambda q: (q.seconds, q.stages, q.microbatches))
         self.plans = [self.program(plan) for plan in plans]
 
-    def program(self, plan: pipe.StagePlan) -> PlanProgram:
-        mesh = pipe.plan_mesh(self.devices, plan.stages, self.mesh.axis_type)
+    def program(self, plan: StagePlan) -> PlanProgram:
+        mesh = plan_mesh(self.devices, plan.stages, self.mesh.axis_type)
         params = {**self.params, "stages": plan.stages, "microbatches": plan.microbatches,
                   "cuts": plan.cuts_text}
-        rules = f"batch={pipe.DATA_AXIS}" if pipe.DATA_AXIS in mesh.names else ""
-        layout = SearchLayout(mesh, (("batch", pipe.DATA_AXIS),) if rules else ())
+        rules = f"batch={DATA_AXIS}" if DATA_AXIS in mesh.names else ""
+        layout = SearchLayout(mesh, (("batch", DATA_AXIS),) if rules else ())
         return PlanProgram(plan, layout, params, rules)
 
     def verify(self) -> None:
@@ -232,7 +242,7 @@ class PipelineSearch:
 
     def result(self) -> SearchResult:
         ranked = rank(self.candidates())
-        space = sum(pipe.count_plans(self.layers, o.stages) for o in self.options)
+        space = sum(count_plans(self.layers, o.stages) for o in self.options)
         state = self.state
         stats = SearchStats(
             space=space, invalid=0, equivalent=0, distinct=space,

@@ -22,7 +22,7 @@ from explorer.layout_search.result import (
 from explorer.layout_search.space import SearchLayout
 from explorer.report.report import Report
 from explorer.spec.tensor import format_spec
-from explorer.units import format_seconds as fs
+from explorer.units import format_seconds
 
 
 def candidate_of(layout: SearchLayout, specs: Mapping, outcome: Outcome, time_lb: float,
@@ -152,14 +152,17 @@ def _why_lines(win: Candidate, second: Candidate, gw: tuple[CollectiveGroup, ...
     def pays(gs):
         return "; ".join(g.phrase() for g in gs) or "no collective"
 
-    lines = [f"Why {win.label} beats {second.label}: predicted {fs(win.seconds)} against "
-             f"{fs(second.seconds)} per step ({fs(second.seconds - win.seconds)} less)."]
+    lines = [f"Why {win.label} beats {second.label}: predicted {format_seconds(win.seconds)} "
+             f"against {format_seconds(second.seconds)} per step "
+             f"({format_seconds(second.seconds - win.seconds)} less)."]
     if pipeline:
         lines.append(f"  stage model: {_stages_text(win)} against {_stages_text(second)}; the "
                      "compiled programs' collectives (per step of each):")
     else:
-        lines.append(f"  compute {fs(win.compute_seconds)} against {fs(second.compute_seconds)}; "
-                     f"communication {fs(win.comm_seconds)} against {fs(second.comm_seconds)}.")
+        lines.append(f"  compute {format_seconds(win.compute_seconds)} against "
+                     f"{format_seconds(second.compute_seconds)}; communication "
+                     f"{format_seconds(win.comm_seconds)} against "
+                     f"{format_seconds(second.comm_seconds)}.")
     lines += [f"  the winner pays: {pays(gw)}", f"  the runner-up pays: {pays(gr)}"]
     for who, gs in (("winner", gw), ("runner-up", gr)):
         for g in gs[:3]:
@@ -170,5 +173,5 @@ def _why_lines(win: Candidate, second: Candidate, gw: tuple[CollectiveGroup, ...
 
 def _stages_text(c: Candidate) -> str:
     t = c.extra.get("stage_seconds", [])
-    return (f"{len(t)} stage(s) of at most {fs(max(t)) if t else '?'}, bubble "
+    return (f"{len(t)} stage(s) of at most {format_seconds(max(t)) if t else '?'}, bubble "
             f"{c.extra.get('bubble_fraction', 0):.0%}")

@@ -42,11 +42,11 @@ from explorer.api.targeting import check_compile_for
 from explorer.compile.caller_context import CallerContext, bind_context
 from explorer.cost.hardware import get_target
 from explorer.errors import InputError, TargetError, WorkloadError, choices
-from explorer.layout_search import pipeline as pipe
 from explorer.layout_search.branch_and_bound import BranchAndBound
-from explorer.layout_search.cluster import runner as make_runner
+from explorer.layout_search.cluster import make_runner
 from explorer.layout_search.confirm import screening_for
 from explorer.layout_search.connect import PROBE_TIMEOUT_S
+from explorer.layout_search.pipeline import DEFAULT_MAX_MICROBATCHES, MICROBATCHES
 from explorer.layout_search.pipeline_search import PipelineSearch
 from explorer.layout_search.result import Progress, SearchPhase, SearchResult, SearchSpace
 from explorer.layout_search.space import (
@@ -57,8 +57,8 @@ from explorer.layout_search.space import (
     check_replaceable,
     check_tensors,
     enumerate_space,
+    mesh_factorisations,
 )
-from explorer.layout_search.space import mesh_shapes as factor_meshes
 from explorer.layout_search.state import CompileSettings, SearchState
 from explorer.spec.bounds import show
 from explorer.spec.mesh import MeshSpec
@@ -192,7 +192,7 @@ def _branch_and_bound(problem: Problem, space: SearchSpace, mesh: MeshSpec,
     searched_names, searched_tensors = _searched(problem, space, names, tensors)
     if isinstance(problem, FunctionProblem):
         check_inputs(problem.inputs, mesh)
-    meshes = factor_meshes(mesh, vary_mesh)
+    meshes = mesh_factorisations(mesh, vary_mesh)
     state.report(SearchPhase.ENUMERATE)
     found = enumerate_space(problem, meshes, space, searched_names, searched_tensors,
                             state.out_of_time)
@@ -247,11 +247,11 @@ def _check_budget(budget_s) -> float | None:
 
 def _check_microbatches(limit) -> int:
     if limit is None:
-        return pipe.DEFAULT_MAX_MICROBATCHES
+        return DEFAULT_MAX_MICROBATCHES
     if isinstance(limit, bool) or not isinstance(limit, int) \
-            or not 1 <= limit <= pipe.MICROBATCHES.high:
+            or not 1 <= limit <= MICROBATCHES.high:
         raise InputError(f"max_microbatches={show(limit)} is not a whole number from 1 to "
-                         f"{pipe.MICROBATCHES.high}")
+                         f"{MICROBATCHES.high}")
     return limit
 
 

@@ -42,7 +42,7 @@ from explorer.workloads.base import TensorKind, Workload
 MAX_SPACE = 1_000_000
 
 
-def mesh_shapes(mesh: MeshSpec, vary: bool = True) -> list[MeshSpec]:
+def mesh_factorisations(mesh: MeshSpec, vary: bool = True) -> list[MeshSpec]:
     """`mesh`, then (with `vary`) every other ordered factorisation of its device count into
     its axes, largest first axis first (so that of two shapes that place the tensors the same
     way, e.g. 8x1 and 1x8, the search names the candidate by the one with the outer axis

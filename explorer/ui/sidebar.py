@@ -42,7 +42,7 @@ from explorer.errors import (
     WorkloadError,
     choices,
 )
-from explorer.layout_search.result import Candidate as SearchCandidate
+from explorer.layout_search.result import Candidate
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Spec, TensorSpec, normalize_spec
 from explorer.strategy.presets import PRESETS, get_preset
@@ -368,7 +368,7 @@ class Sidebar:
                 self.specs_editor.pick(name, normalize_spec(spec, tensor=name))
         self._edit()
 
-    def apply_suggestion(self, job: SearchJob, candidate: SearchCandidate) -> None:
+    def apply_suggestion(self, job: SearchJob, candidate: Candidate) -> None:
         """Load a searched candidate: rules (and a pipeline's params) or every input's spec."""
         params = None
         if job.workload is not None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 import ipywidgets as w
 
 from explorer.api.exploration import AppTab
+from explorer.api.what_if import SpecChange
 from explorer.report.report import Report, TensorRole
 from explorer.ui.callbacks import Mute
 from explorer.ui.capacity import CapacityView
@@ -44,7 +45,7 @@ from explorer.ui.views import (
     stamped,
     tensor_options,
 )
-from explorer.ui.why import Candidate, WhyPanel
+from explorer.ui.why import WhyPanel
 from explorer.ui.xprof import XprofPanel
 from explorer.workloads.base import TensorKind
 
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 
     from explorer.api.session import Session
     from explorer.compile.pool import WorkerPool
-    from explorer.layout_search.result import Candidate as SearchCandidate
+    from explorer.layout_search.result import Candidate
 
     # What a tab's views drew: its figures by view (their stamps are read), its text views' ids.
     Drawn = tuple[Mapping[str, go.FigureWidget | None], Mapping[str, int | None]]
@@ -88,9 +89,9 @@ class TabContext:
     select_collective: Callable[[int | None], None]
     use_target: Callable[[str], None]           # pick a target offered because it fits the mesh
     offered_target: Callable[[], str | None]    # that target, where the picked one does not fit
-    apply_what_if: Callable[[Candidate], None]
+    apply_what_if: Callable[[SpecChange], None]
     snapshot: Callable[[], tuple[Source, AppRequest]]   # the source and its checked request now
-    apply_suggestion: Callable[[SearchJob, SearchCandidate], None]
+    apply_suggestion: Callable[[SearchJob, Candidate], None]
     # The dataflow graph: drawn in the HLO tab, ringed with the origin path of the tensor the
     # Placement tab explains.
     graph: GraphView

@@ -35,7 +35,7 @@ from explorer.layout_search.space import (
     SearchLayout,
     WorkloadProblem,
     enumerate_space,
-    mesh_shapes,
+    mesh_factorisations,
 )
 from explorer.layout_search.state import CompileSettings, SearchState
 from explorer.spec.mesh import MeshSpec, parse_mesh
@@ -314,7 +314,7 @@ def test_a_result_below_its_bound_is_named_and_one_at_it_is_not():
 
 def _branch_and_bound(state=None, runner=None) -> BranchAndBound:
     problem = _matmul()
-    found = enumerate_space(problem, mesh_shapes(parse_mesh("data=2,model=2")),
+    found = enumerate_space(problem, mesh_factorisations(parse_mesh("data=2,model=2")),
                             SearchSpace.RULES, ["batch"])
     return BranchAndBound(problem, SearchSpace.RULES, found,
                           CompileSettings(TARGET, None, "shardy", None), state or _state(),

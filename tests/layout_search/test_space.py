@@ -14,7 +14,7 @@ from explorer.layout_search.result import SearchSpace
 from explorer.layout_search.space import (
     WorkloadProblem,
     enumerate_space,
-    mesh_shapes,
+    mesh_factorisations,
     tensor_specs,
 )
 from explorer.spec.mesh import MeshSpec, parse_mesh
@@ -24,16 +24,16 @@ from explorer.workloads.registry import get_workload
 
 
 def test_mesh_shapes_are_the_factorisations_of_the_device_count():
-    shapes = mesh_shapes(parse_mesh("data=2,model=4"))
+    shapes = mesh_factorisations(parse_mesh("data=2,model=4"))
     assert shapes[0].sizes == (2, 4)                       # the given shape first
     assert sorted(m.sizes for m in shapes) == [(1, 8), (2, 4), (4, 2), (8, 1)]
     assert {m.names for m in shapes} == {("data", "model")}
-    three = mesh_shapes(parse_mesh("a=2,b=2,c=3"))
+    three = mesh_factorisations(parse_mesh("a=2,b=2,c=3"))
     # 12 = 2·2·3 into 3 ordered factors: (number of ordered factorisations) = C(2+2,2)·C(1+2,2)
     # = 6·3 = 18 (stars and bars on the exponents of 2 and of 3).
     assert len(three) == 18 and len({m.sizes for m in three}) == 18
-    assert mesh_shapes(parse_mesh("data=8"), vary=True)[0].sizes == (8,)
-    assert len(mesh_shapes(parse_mesh("data=2,model=4"), vary=False)) == 1
+    assert mesh_factorisations(parse_mesh("data=8"), vary=True)[0].sizes == (8,)
+    assert len(mesh_factorisations(parse_mesh("data=2,model=4"), vary=False)) == 1
 
 
 def _placement(spec, shape, jmesh):
@@ -69,7 +69,7 @@ def _oracle(workload_name, params, mesh_text, names):
     shapes = w.shapes(p)
     points = w.points(p) if w.points else {}
     valid, distinct = 0, set()
-    for mesh in mesh_shapes(parse_mesh(mesh_text)):
+    for mesh in mesh_factorisations(parse_mesh(mesh_text)):
         axes = [a for a in mesh.names if mesh.size(a) > 1]
         jmesh = _jax_mesh(mesh)
         for choice in itertools.product([None, *axes], repeat=len(names)):
@@ -99,8 +99,8 @@ def _oracle(workload_name, params, mesh_text, names):
 def test_rules_space_matches_jax_placements(workload, params, names):
     w = get_workload(workload)
     problem = WorkloadProblem(w, w.resolve(params))
-    found = enumerate_space(problem, mesh_shapes(parse_mesh("data=2,model=4")), SearchSpace.RULES,
-                            names)
+    found = enumerate_space(problem, mesh_factorisations(parse_mesh("data=2,model=4")),
+                            SearchSpace.RULES, names)
     # (|A|+1)^N per mesh shape: 3^3 on 2x4 and 4x2, 2^3 on 8x1 and 1x8.
     assert found.space == 27 + 27 + 8 + 8
     valid, distinct = _oracle(workload, params, "data=2,model=4", names)
@@ -125,5 +125,5 @@ def test_a_space_too_large_is_refused_with_the_way_out():
     w = get_workload("transformer_train")
     problem = WorkloadProblem(w, w.resolve({"layers": 4}))
     with pytest.raises(ExplorerError, match="fewer"):
-        enumerate_space(problem, mesh_shapes(parse_mesh("a=2,b=2,c=2")), SearchSpace.SPECS,
+        enumerate_space(problem, mesh_factorisations(parse_mesh("a=2,b=2,c=2")), SearchSpace.SPECS,
                         tensors=problem.inputs)

@@ -308,10 +308,10 @@ def test_a_gather_done_in_two_steps_is_explained_once_for_both():
 
 
 def test_tuple_shardings_split_into_their_elements():
-    from explorer.report.why import _tuple_parts
+    from explorer.hlo.sharding import tuple_parts
 
-    assert _tuple_parts("{{devices=[2,1,4,1]<=[8]}, {devices=[2,4,1,1]<=[8]}, "
-                        "/*index=2*/{replicated}}") == [
+    assert tuple_parts("{{devices=[2,1,4,1]<=[8]}, {devices=[2,4,1,1]<=[8]}, "
+                       "/*index=2*/{replicated}}") == [
         "{devices=[2,1,4,1]<=[8]}", "{devices=[2,4,1,1]<=[8]}", "{replicated}"]
-    assert _tuple_parts("{{devices=[2,1]<=[2] last_tile_dims={manual}}, {maximal device=0}}") \
+    assert tuple_parts("{{devices=[2,1]<=[2] last_tile_dims={manual}}, {maximal device=0}}") \
         == ["{devices=[2,1]<=[2] last_tile_dims={manual}}", "{maximal device=0}"]

@@ -30,11 +30,9 @@ words of every sentence), `evidence.py` (the evidence, as text and as typed Oper
 from the instructions a rule read), and `explain.py` (the driver). This module is its public face.
 """
 
-from explorer.hlo.sharding import tuple_parts as _tuple_parts
 from explorer.report.why.explain import explain_collectives
 from explorer.report.why.layout import dim_axes, spec_text
 from explorer.report.why.reason import Evidence, Operand, OperandRole, Reason, Why
 
-# _tuple_parts: the tests of the tuple-sharding reader import it under its old name.
 __all__ = ["Evidence", "Operand", "OperandRole", "Reason", "Why", "dim_axes",
-           "explain_collectives", "spec_text", "_tuple_parts"]
+           "explain_collectives", "spec_text"]
