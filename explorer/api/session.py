@@ -18,7 +18,9 @@ It runs the current request too, in one of two ways:
 
 Each result says where its time went (`TimeSpent`): waiting for the compile to start, the
 worker's start, lowering, compile, reading the compiler's output, pricing on the target, and,
-once a view reports it (`drawn`), drawing.
+once a view reports it (`drawn`), drawing. A caller that shows a Report rewritten (the app names
+a user's function and its specs in it: `describe`) has the session hold it so: the Result's
+Report is the one shown.
 
 The what-ifs of a result (`change_search`, `what_if`) are explorer.api.what_if's one driver,
 each change compiled as a variant of the result's Request (`changed_request`) with this
@@ -100,8 +102,8 @@ class TimeSpent:
 
 @dataclass(frozen=True)
 class Result:
-    """One answered request: its edit's number, the request, the Report and where the time
-    went."""
+    """One answered request: its edit's number, the request, the Report (as the caller shows
+    it, where it gave a `describe`) and where the time went."""
 
     generation: int
     request: Request
@@ -121,6 +123,17 @@ class Edit:
 
 
 _FIELDS = tuple(f.name for f in fields(Request) if f.init)
+# How a caller shows a Report (explorer.ui.sources.Source.describe, bound to its request).
+Describe = Callable[[Report], Report]
+
+
+@dataclass(frozen=True)
+class _Submitted:
+    """An edit waiting for its compile: its number, its Request and how its Report is shown."""
+
+    generation: int
+    request: Request
+    describe: Describe | None = None
 
 
 class Session:
@@ -163,7 +176,7 @@ class Session:
         # Its thread starts with the first compile; one compile at a time.
         self._own_executor = executor is None
         self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix="explorer-compile")
-        self._scheduler: CompileScheduler[tuple[int, Request]] = CompileScheduler(
+        self._scheduler: CompileScheduler[_Submitted] = CompileScheduler(
             self._compile, self._started, self._finished, self._executor, debounce=debounce)
         self._submitted_at: dict[int, float] = {}
         self._started_at: dict[int, float] = {}
@@ -282,10 +295,13 @@ class Session:
 
     # -- running it ------------------------------------------------------------------------
 
-    def analyze(self, *, cache_only: bool = False) -> Result | None:
+    def analyze(self, *, cache_only: bool = False,
+                describe: Describe | None = None) -> Result | None:
         """The current request's Result, compiled in this thread (or from a cache); None only
-        with `cache_only`, on a miss."""
-        return self._answer(self.generation, self.request, cache_only=cache_only)
+        with `cache_only`, on a miss. `describe(report)`: the Report as the caller shows it,
+        which the Result holds."""
+        return self._answer(self.generation, self.request, cache_only=cache_only,
+                            describe=describe)
 
     def change_search(self, collective: int, result: Result | None = None) -> ChangeSearch:
         """The what-if search of collective `collective` of `result`'s Report, its changes read
@@ -318,7 +334,7 @@ class Session:
         return list(WhatIfSearch.of(search).confirmed)
 
     def _answer(self, generation: int, request: Request, cache_only: bool = False,
-                waited: float = 0.0) -> Result | None:
+                waited: float = 0.0, describe: Describe | None = None) -> Result | None:
         spent: dict[str, float] = {}
         t0 = time.perf_counter()
         report = run(request, pool=self.pool, cache_only=cache_only, spent=spent)
@@ -335,16 +351,22 @@ class Session:
             times = TimeSpent(waited_s=waited, worker_start_s=timing.worker_start_s,
                               lower_s=timing.lower_s, compile_s=timing.compile_s,
                               read_s=max(0.0, wall - inside - price), price_s=price)
+        if describe is not None:
+            report = describe(report)
         result = Result(generation, request, report, times)
         if generation == self.generation:
             self.result = result
         return result
 
-    def drawn(self, generation: int, seconds: float) -> None:
-        """A view drew edit `generation`'s result in `seconds`: counted in its TimeSpent."""
+    def drawn(self, generation: int, seconds: float) -> Result | None:
+        """A view drew edit `generation`'s result in `seconds`: counted in its TimeSpent. The
+        Result with it counted (the session's result from now on); None where the session's
+        result is not edit `generation`'s."""
         r = self.result
-        if r is not None and r.generation == generation:
-            self.result = replace(r, spent=replace(r.spent, draw_s=r.spent.draw_s + seconds))
+        if r is None or r.generation != generation:
+            return None
+        self.result = replace(r, spent=replace(r.spent, draw_s=r.spent.draw_s + seconds))
+        return self.result
 
     def quiet_before(self, request: Request) -> float:
         """How long an edit waits for the edits to pause before its compile starts: at once
@@ -366,22 +388,24 @@ class Session:
 
     def schedule(self, loop: asyncio.AbstractEventLoop,
                  shown: Callable[[Result | Exception], None],
-                 started: Callable[[int], None] | None = None) -> Result | None:
+                 started: Callable[[int], None] | None = None,
+                 describe: Describe | None = None) -> Result | None:
         """Answer the current request as an app does: from the cache at once (returned, and
         given to `shown`), else compiled when the scheduler's rules allow, then given to
         `shown`, unless a newer edit was made meanwhile. A compile's error is given to `shown`
         too, never raised in the executor's thread. `started(generation)` is called as the
-        compile starts."""
+        compile starts; `describe(report)` is the Report as the caller shows it, which the
+        Result holds."""
         self._shown = shown
         self._on_started = started or (lambda generation: None)
         generation, request = self.generation, self.request
-        hit = self._answer(generation, request, cache_only=True)
+        hit = self._answer(generation, request, cache_only=True, describe=describe)
         if hit is not None:
             self._scheduler.discard()
             shown(hit)
             return hit
         self._submitted_at[generation] = time.perf_counter()
-        self._scheduler.submit(generation, (generation, request), loop,
+        self._scheduler.submit(generation, _Submitted(generation, request, describe), loop,
                                self.quiet_before(request))
         return None
 
@@ -394,20 +418,20 @@ class Session:
         self._started_at[generation] = time.perf_counter()
         self._on_started(generation)
 
-    def _compile(self, edit: tuple[int, Request]) -> Result | Exception:
-        generation, request = edit
+    def _compile(self, edit: _Submitted) -> Result | Exception:
+        generation = edit.generation
         submitted = self._submitted_at.pop(generation, None)
         started = self._started_at.pop(generation, time.perf_counter())
         waited = started - submitted if submitted is not None else 0.0
         try:
-            result = self._answer(generation, request, waited=waited)
+            result = self._answer(generation, edit.request, waited=waited,
+                                  describe=edit.describe)
         except Exception as e:       # shown by `shown`, not lost in the executor's thread
             return e
         assert result is not None
         return result
 
-    def _finished(self, generation: int, edit: tuple[int, Request],
-                  result: Result | Exception) -> None:
+    def _finished(self, generation: int, edit: _Submitted, result: Result | Exception) -> None:
         self.compiling = None
         if generation != self.generation:
             return          # a newer edit was made: its result (or error) is shown instead

@@ -15,6 +15,13 @@ edits are checked but not compiled until Apply. The status line (explorer.ui.sta
 runs meanwhile. Undo and Redo step through the session's edits: the sidebar is set to the request
 restored and its result shown, with no edit recorded (explorer.ui.history).
 
+The result on screen is the session's (`App.result`, an explorer.api.session.Result: the
+Report the session holds is the one the app shows, a function's named by its source's
+`describe`). The app keeps its own count of edits (`generation`) only because it counts what
+the session never sees: an edit the sidebar refused, one held for Apply with live updates off,
+one that asks what the current request asks; an answer to an earlier edit than the app's latest
+is dropped.
+
 Every result shown gets a new id (`result_id`), and every view records the id of the result it
 drew (its figures carry it in their layout, its HTML in a `data-result` attribute). The tabs
 (explorer.ui.tabs, one class per tab in its registry) are drawn when shown, and a tab whose
@@ -36,7 +43,7 @@ import ipywidgets as w
 from explorer.api.analysis_request import RulesLike
 from explorer.api.exploration import AppTab, Exploration, load
 from explorer.api.request import check_partitioner
-from explorer.api.session import COLD_WORKER_QUIET_S, Session
+from explorer.api.session import COLD_WORKER_QUIET_S, Result, Session
 from explorer.errors import ExplorerError, InputError, choices
 from explorer.report.report import Report
 from explorer.spec.mesh import MeshSpec, parse_mesh
@@ -156,7 +163,8 @@ class App:
     """An interactive view of what the partitioner did to one program.
 
     `source` says what is compiled (explorer.ui.sources). Display it in a notebook cell;
-    `App.widget` is the ipywidgets AppLayout and `App.report` the current Report. With
+    `App.widget` is the ipywidgets AppLayout, `App.result` the session's Result shown and
+    `App.report` its Report. With
     `debounce=None`, or when no event loop runs (plain Python, tests), edits compile at once.
     Every widget callback is guarded: an unexpected error is shown in the app, never raised into
     the kernel, and the next edit starts afresh.
@@ -169,7 +177,9 @@ class App:
                  wait: bool = True):
         self.source = source
         self.debounce, self.pool = debounce, pool
-        self.report: Report | None = None
+        # The session's Result shown (the last one while a later edit is refused, compiles or
+        # waits for Apply); `report` is its Report.
+        self.result: Result | None = None
         # A tensor the Placement tab picks when a result first lists it (an exploration opened
         # before its first result), in place of its default.
         self.wanted_tensor: str | None = None
@@ -179,7 +189,10 @@ class App:
         self.unavailable: str | None = None              # why the shown report has no target
         self.selected: int | None = None                 # the collective picked
         self.result_id = 0              # the id of the result shown; each new one gets the next
-        self.generation = 0             # the number of the latest edit
+        # The number of the latest edit in the widgets: the session's `generation` counts only
+        # the edits it records, not one the sidebar refused, one held for Apply, or one that
+        # asks what the current request asks, each of which makes an answer on its way moot.
+        self.generation = 0
         self._edited_at = time.perf_counter()    # when it was made
         self._muted = Mute()            # the app changing its own widgets: not an edit
         self._waiting: AppRequest | None = None     # checked while live updates were off
@@ -261,6 +274,11 @@ class App:
         self.compare = tab(CompareTab).compare
         self.suggest, self.capacity = tab(SuggestTab).suggest, tab(SuggestTab).capacity
 
+    @property
+    def report(self) -> Report | None:
+        """The Report shown: the session's Result's (`result`); None before the first."""
+        return self.result.report if self.result is not None else None
+
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
 
@@ -333,21 +351,24 @@ class App:
             self._show_error(str(e))
             return
         generation = self.generation
+        # The session holds the Report as the app shows it (a function's named, its specs).
+        describe = functools.partial(self.source.describe, request=request)
         loop = running_loop()
         if loop is None or self.debounce is None or wait:
             session.discard()
             try:            # compiled here; an error is shown as the session's answer
-                result = session.analyze()
+                result = session.analyze(describe=describe)
             except Exception as e:
                 result = e
-            self._answered(generation, request, result)
+            self._finish(generation, request, result)
             return
         analysis = session.request
         if session.busy:
             self._set_status(WAITING_FOR_EARLIER)
-        hit = session.schedule(loop, self._guard(functools.partial(self._answered, generation,
+        hit = session.schedule(loop, self._guard(functools.partial(self._finish, generation,
                                                                    request)),
-                               self._guard(lambda _: self._ticker.start(generation, session)))
+                               self._guard(lambda _: self._ticker.start(generation, session)),
+                               describe=describe)
         if hit is None and not session.busy and \
                 session.quiet_before(analysis) >= COLD_WORKER_QUIET_S:
             self._set_status(cold_worker_text(COLD_WORKER_QUIET_S))
@@ -368,21 +389,15 @@ class App:
         self.history.changed(self.session)
         return self.session
 
-    def _answered(self, generation: int, request: AppRequest, result) -> None:
-        """The session answered edit `generation` (a Result, or the error its compile
-        raised)."""
-        if isinstance(result, Exception):
-            self._finish(generation, request, result)
-        else:
-            self._finish(generation, request, self.source.describe(result.report, request))
-
     def _live_changed(self) -> None:
         """Live updates on: compile what was edited while they were off; off: show Apply."""
         self.apply_w.layout.display = "none" if self.live_w.value else ""
         if self.live_w.value and self._waiting is not None:
             self._edited()
 
-    def _finish(self, generation, request, result) -> None:
+    def _finish(self, generation: int, request: AppRequest, result: Result | Exception) -> None:
+        """The session answered edit `generation` (a Result, or the error its compile
+        raised): shown, unless a newer edit was made in the widgets meanwhile."""
         self._ticker.stop()
         if generation != self.generation:
             return            # a newer edit was made: its result (or error) is shown instead
@@ -411,11 +426,12 @@ class App:
         self.tabs.add_class("explorer-stale")
         self._set_status(error_text(at_fault, force, greyed=self.report is not None))
 
-    def _show(self, report: Report, request: AppRequest | None = None) -> None:
-        """Show `report`, the answer to `request`: it becomes the current result, the visible
-        tab is drawn for it and the others are hidden until they are."""
+    def _show(self, result: Result, request: AppRequest | None = None) -> None:
+        """Show the session's `result`, the answer to `request`: it becomes the current result,
+        the visible tab is drawn for it and the others are hidden until they are."""
+        report = result.report
         unavailable = request.unavailable if request is not None else None
-        self.report, self.request, self.error, self.unexpected = report, request, None, None
+        self.result, self.request, self.error, self.unexpected = result, request, None, None
         self.unavailable = unavailable
         self.result_id += 1
         self.tabs.remove_class("explorer-stale")
@@ -429,7 +445,9 @@ class App:
         drawing = time.perf_counter()
         self.views.draw(self.tabs.selected_index)
         if self.session is not None:
-            self.session.drawn(self.session.generation, time.perf_counter() - drawing)
+            counted = self.session.drawn(result.generation, time.perf_counter() - drawing)
+            if counted is not None and counted.report is report:
+                self.result = counted       # the same answer, with its drawing's time
 
     def _select_collective(self, index: int | None) -> None:
         if self._muted or self.report is None:

@@ -7,7 +7,8 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 import explorer  # noqa: E402
-from explorer.ui import Explorer  # noqa: E402
+from explorer import TensorSpec  # noqa: E402
+from explorer.ui import Explorer, explore  # noqa: E402
 
 HAND_SET = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
 SMALL = {"batch": 64, "d_model": 64, "d_ff": 128}
@@ -57,5 +58,26 @@ def test_the_timing_tab_says_where_the_wait_went_when_it_is_the_tab_shown():
         assert "This answer took" in app.timing.text.value
         assert f"compile {spent.compile_s * 1000:.0f} ms" in app.timing.text.value \
             or f"compile {spent.compile_s:.1f} s" in app.timing.text.value
+    finally:
+        app.close()
+
+
+def matmul(x, w):
+    return x @ w
+
+
+def test_a_functions_result_is_held_by_the_session_as_the_app_shows_it():
+    # The app names a user's function and its specs in the Report it shows (its source's
+    # describe); the session's Result holds that Report, not a second one.
+    app = explore(matmul, TensorSpec("x", (64, 32), spec="data,None"), TensorSpec("w", (32, 16)),
+                  mesh="data=2,model=4", debounce=None)
+    try:
+        s = app.session
+        assert app.result is s.result and app.report is s.report
+        assert app.report.workload.name == "matmul()"
+        assert app.report.workload.specs == {"x": "data,None"}
+        app.set_spec("w", "None,model")
+        assert app.result is s.result and s.result.generation == s.generation
+        assert s.report.workload.specs == {"x": "data,None", "w": "None,model"}
     finally:
         app.close()

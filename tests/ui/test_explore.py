@@ -136,7 +136,7 @@ def test_warnings_and_notes_show_as_a_badge_with_their_list(app):
                               "model.py:7")
     noisy = replace(app.report, warnings=(warning,),
                     notes=("an unreadable sharding was skipped",))
-    app._show(noisy, app.request)
+    app._show(replace(app.result, report=noisy), app.request)
     badge = unescape(app.warnings_w.value)
     assert "⚠ 1 warning · 1 note" in badge
     assert ("<li><b>XLA</b>: Involuntary full rematerialization of %copy.3 (at model.py:7)</li>"
