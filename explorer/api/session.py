@@ -24,7 +24,8 @@ Report is the one shown.
 
 The what-ifs of a result (`change_search`, `what_if`) are explorer.api.what_if's one driver,
 each change compiled as a variant of the result's Request (`changed_request`) with this
-session's pool.
+session's pool: the app's why panel runs them through its session, so the app and the API
+compile the same variants under the same cache keys.
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ restored and its result shown, with no edit recorded (explorer.ui.history).
 
 The result on screen is the session's (`App.result`, an explorer.api.session.Result: the
 Report the session holds is the one the app shows, a function's named by its source's
-`describe`). The app keeps its own count of edits (`generation`) only because it counts what
-the session never sees: an edit the sidebar refused, one held for Apply with live updates off,
-one that asks what the current request asks; an answer to an earlier edit than the app's latest
-is dropped.
+`describe`), and the what-ifs of the why panel are the session's too (explorer.ui.what_ifs). The
+app keeps its own count of edits (`generation`) only because it counts what the session never
+sees: an edit the sidebar refused, one held for Apply with live updates off, one that asks what
+the current request asks; an answer to an earlier edit than the app's latest is dropped.
 
 Every result shown gets a new id (`result_id`), and every view records the id of the result it
 drew (its figures carry it in their layout, its HTML in a `data-result` attribute). The tabs
@@ -226,9 +226,8 @@ class App:
         # drawn_results(title): the id of the result each view of a tab drew, by view.
         self.drawn_results = self.views.drawn_results
         self._name_the_widgets()
-        self.what_ifs = WhatIfs(self, self.why, self.specs_editor,
-                                lambda request: source.compile(request, pool, False),
-                                self._edited, guard, self._muted)
+        self.what_ifs = WhatIfs(self, self.why, self.specs_editor, self._edited, guard,
+                                self._muted)
         self.share = SharePanel(self, guard)     # the result shown as a link and as a file
         self.header = w.HTML(header_html(source.title))
         # Offered under an error of a compile stopped at its time limit: a larger limit.

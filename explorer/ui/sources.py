@@ -19,7 +19,6 @@ from typing import Any
 import ipywidgets as w
 
 from explorer.api.analysis_request import Request as AnalysisRequest
-from explorer.api.analyze import run
 from explorer.api.patterns import (
     apply_spec_patterns,
     match_spec_patterns,
@@ -89,8 +88,8 @@ class AppRequest:
     timeout: float | None = None           # the seconds the compile may take
     timeout_given: bool = False            # typed by the user (else the target's default)
     # The explorer Request the sidebar made of it (`Source.analysis`): what the session
-    # compiles, so that nothing checks or plans it again. A variant made with
-    # dataclasses.replace (a what-if's specs) is not this request: Source.compile makes its own.
+    # compiles, so that nothing checks or plans it again. A what-if's variant is made by the
+    # session from its Request (explorer.api.what_if.changed_request), not from this one.
     analysis: AnalysisRequest | None = field(default=None, compare=False, repr=False)
 
 
@@ -143,13 +142,9 @@ class Source:
         raise NotImplementedError
 
     def describe(self, report: Report, request: AppRequest) -> Report:
-        """`report` (of `analysis(request)`) as the app shows it: what was analysed."""
+        """`report` (of `analysis(request)`) as the app shows it: what was analysed. The app's
+        session holds it so (explorer.api.session.Session.analyze's `describe`)."""
         return report
-
-    def compile(self, request: AppRequest, pool, cache_only: bool) -> Report | None:
-        """A variant of the edit's request (a what-if's specs): its own Request, made here."""
-        report = run(self.analysis(request), pool=pool, cache_only=cache_only)
-        return None if report is None else self.describe(report, request)
 
     def dim_names(self, report: Report, tensor: str) -> tuple[str | None, ...] | None:
         """The logical names of an input's dimensions, for the placement view's axes."""

@@ -1,23 +1,25 @@
 """The why panel's what-ifs (explorer.ui.why draws them): for the collective picked in the
 Collectives tab, the single-input spec changes that might remove it or shrink what its line
-moves (explorer.api.what_if), each compiled with the shown result's request and offered only
-where a compile confirmed it; applying one makes its specs the user's picks, and the result is
-compared with the one before.
+moves, each compiled as a variant of the shown result's request and offered only where a compile
+confirmed it; applying one makes its specs the user's picks, and the result is compared with the
+one before.
 
-The compiles run on a thread of their own, one at a time, so that an edit's compile never
-queues behind them (the worker pool still runs one per worker); a search a newer edit or pick
-made moot is stopped between compiles and its answer dropped.
+The search is the app's session's (`Session.change_search`: explorer.api.what_if's one driver,
+which explorer.what_if and `Session.what_if` run too), so its variants are the API's, under the
+same cache keys, and the Apply of one is answered from the cache. What is the view's is here:
+the compiles run on a thread of their own, one at a time, so that an edit's compile never queues
+behind them (the worker pool still runs one per worker); a search a newer edit or pick made moot
+is stopped between compiles and its answer dropped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Protocol
 
-from explorer.api.what_if import candidates, confirmed_changes, why_untried
-from explorer.errors import ExplorerError
+from explorer.api.session import Result, Session
+from explorer.api.what_if import ChangeSearch
 from explorer.report.compare import compare
 from explorer.report.report import Report
 from explorer.ui.background import running_loop
@@ -30,8 +32,9 @@ from explorer.ui.why import Candidate, WhyPanel
 class Picked(Protocol):
     """What the what-ifs read from the app (explorer.ui.app.App)."""
 
-    report: Report | None
-    request: AppRequest | None      # the request the report answers
+    session: Session | None
+    result: Result | None        # the session's result shown
+    report: Report | None        # its Report
     result_id: int               # the report's id, which the views it draws are stamped with
     selected: int | None         # the collective picked
     generation: int              # the number of the latest edit
@@ -39,14 +42,13 @@ class Picked(Protocol):
 
 
 class WhatIfs:
-    """The what-ifs of the collective picked in `app`, shown in `why`. `compile(request)` is
-    the app's compile of a checked request; `edit()` the app's edit, after an Apply."""
+    """The what-ifs of the collective picked in `app`, shown in `why`, searched by the app's
+    session; `edit()` is the app's edit, after an Apply."""
 
     def __init__(self, app: Picked, why: WhyPanel, specs_editor: SpecsEditor,
-                 compile: Callable[[AppRequest], Report | None], edit: Callable[[], None],
-                 guard: Callable[[Callable], Callable], muted: Mute):
+                 edit: Callable[[], None], guard: Callable[[Callable], Callable], muted: Mute):
         self._app, self._why, self._specs_editor = app, why, specs_editor
-        self._compile, self._edit, self._guard, self._muted = compile, edit, guard, muted
+        self._edit, self._guard, self._muted = edit, guard, muted
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="explorer-what-if")
         self._applied: tuple[Candidate, Report] | None = None   # a what-if being applied
 
@@ -60,52 +62,37 @@ class WhatIfs:
         self.search(index)
 
     def search(self, index: int) -> None:
-        """Compile the single-input spec changes that might remove or shrink collective
-        `index` (in the background where an event loop runs), and offer those whose report
-        moves fewer bytes on its source line: only what a compile confirmed. Each confirmed
-        change to a layer's tensor is then compiled once more as a pattern over every layer's
-        copy of it, offered where it leaves less of the collective's repeats."""
+        """Run the session's what-if search of collective `index` of the result shown (in the
+        background where an event loop runs), and offer the changes whose report moves fewer
+        bytes on its source line: only what a compile confirmed. Each confirmed change to a
+        layer's tensor is compiled once more as a pattern over every layer's copy of it,
+        offered where it leaves less of the collective's repeats."""
         app = self._app
-        report, request = app.report, app.request
-        if request is None:
+        if app.session is None or app.result is None:
             return
-        shapes = {t.name: t.shape for t in self._specs_editor.tensors.values()}
-        found = candidates(report, index, request.specs, shapes, request.mesh)
-        untried = why_untried(report.collectives[index], found)
-        if untried:
-            self._why.offer([], untried)
+        search = app.session.change_search(index, app.result)
+        if search.untried:
+            self._why.offer([], search.untried)
             return
         generation = app.generation
 
         def moot() -> bool:          # a newer edit, or another collective picked
             return generation != app.generation or app.selected != index
 
-        def compiled(cand: Candidate) -> Report | None:
-            variant = replace(request, specs={**request.specs, **cand.specs},
-                              pinned={**request.pinned, **cand.specs})
-            try:
-                return self._compile(variant)
-            except ExplorerError:
-                return None                       # the change does not compile: not offered
-
-        def job():
-            kept = confirmed_changes(found, report, index, request.specs, shapes, compiled,
-                                     stop=moot)
-            return None if kept is None else [change for change, _ in kept]
-
-        def done(confirmed):
-            if confirmed is None or moot():
+        def done(searched: ChangeSearch | None) -> None:
+            if searched is None or moot():
                 return
-            self._why.offer(confirmed, f"tried {len(found)} single-input change"
-                                       f"{'s' if len(found) != 1 else ''}; none moves fewer "
-                                       "bytes on this line")
+            found = len(searched.found)
+            self._why.offer([change for change, _ in searched.confirmed],
+                            f"tried {found} single-input change{'s' if found != 1 else ''}; "
+                            "none moves fewer bytes on this line")
 
         loop = running_loop()
         if loop is None or app.debounce is None:
-            done(job())
+            done(search.run(stop=moot))
             return
-        self._why.searching(len(found))
-        future = loop.run_in_executor(self._executor, job)
+        self._why.searching(len(search.found))
+        future = loop.run_in_executor(self._executor, lambda: search.run(stop=moot))
         future.add_done_callback(self._guard(lambda f: done(f.result())))
 
     def apply(self, candidate: Candidate) -> None:

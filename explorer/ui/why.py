@@ -6,9 +6,10 @@ compile confirmed would move fewer bytes on that line, and the same change made 
 them, each applied with one click.
 
 The what-ifs themselves (the candidates read from the reason's evidence, their confirmation,
-their widening across layers) are explorer.api.what_if, which explorer.what_if and the command
-line's `--what-if` share; explorer.ui.what_ifs compiles them for the app and this module draws
-them. Its names for them (`Candidate`, `candidates`, `confirm`, ...) are kept importable from here.
+their widening across layers) are explorer.api.what_if's one driver, which explorer.what_if,
+the command line's `--what-if` and explorer.Session share; explorer.ui.what_ifs runs it for the
+app, through the app's session, and this module draws what it finds. Its names for them
+(`Candidate`, `candidates`, `confirm`, ...) are kept importable from here.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 from explorer import TensorSpec, analyze  # noqa: E402
+from explorer.spec.tensor import format_spec  # noqa: E402
 from explorer.ui import explore  # noqa: E402
 from explorer.ui.app import TAB_TITLES  # noqa: E402
 from explorer.ui.why import candidates, line_bytes  # noqa: E402
@@ -126,6 +127,34 @@ def test_offers_are_confirmed_by_a_compile_and_one_click_applies_them(app):
     assert "<b>1</b> removed" in shown
 
 
+def test_the_app_and_the_api_compile_the_same_variants(app, monkeypatch):
+    # The why panel's search is its session's (explorer.api.what_if.ChangeSearch): the
+    # variants it compiles are those explorer.what_if compiles of the session's Request, key for
+    # key, and an offer applied is one of them (so its result comes from the cache).
+    import explorer
+    from explorer.api import what_if
+
+    keys, made = [], what_if.changed_request
+
+    def changed_request(*args, **kwargs):
+        variant = made(*args, **kwargs)
+        keys.append(variant.planned.key)
+        return variant
+
+    monkeypatch.setattr(what_if, "changed_request", changed_request)
+    app.collectives.pick.value = 0
+    offered, by_app = app.why.candidates, list(keys)
+    assert offered and len(by_app) >= len(offered)
+    keys.clear()
+    found = explorer.what_if(app.session.request, 0)
+    assert keys == by_app
+    assert [x.specs for x in found] == [{n: format_spec(s) for n, s in c.specs.items()}
+                                        for c in offered]
+    app.why.offers.children[0].children[0].click()
+    assert app.session.request.planned.key in by_app
+    assert app.session.result.spent.cached and app.report is app.session.report
+
+
 def test_what_ifs_compile_in_the_background_under_an_event_loop():
     async def scenario():
         app = explore(two_matmuls, *INPUTS, mesh="data=2,model=4", debounce=0.3)
@@ -137,6 +166,44 @@ def test_what_ifs_compile_in_the_background_under_an_event_loop():
                 await asyncio.sleep(0.05)
             assert app.why.candidates[0].tensor == "w1"
         finally:
+            app.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_newer_edit_stops_a_background_search_between_its_compiles(monkeypatch):
+    # The first of the gather's changes is held compiling until an edit is made; the search,
+    # moot from then on, compiles none of the others and offers nothing.
+    import threading
+
+    from explorer.api import what_if
+
+    started, edited, made = [], threading.Event(), what_if.changed_request
+
+    def changed_request(*args, **kwargs):
+        started.append(args[1])
+        edited.wait(30)
+        return made(*args, **kwargs)
+
+    monkeypatch.setattr(what_if, "changed_request", changed_request)
+
+    async def scenario():
+        app = explore(two_matmuls, *INPUTS, mesh="data=2,model=4", debounce=0.3)
+        try:
+            app.tabs.selected_index = TAB_TITLES.index("Collectives")
+            app.collectives.pick.value = 0
+            assert "compiling 5 single-input changes in the background" in \
+                app.why.offers_head.value
+            while not started:
+                await asyncio.sleep(0.01)
+            app.set_spec("w2", "None,None")
+            edited.set()
+            while app.report.tensor("w2").spec != (None, None):
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)           # time for a search not stopped to go on
+            assert len(started) == 1 and app.why.candidates == []
+        finally:
+            edited.set()
             app.close()
 
     asyncio.run(scenario())
