@@ -740,7 +740,7 @@ def what_if(subject: Report | Request | Exploration, collective: int, *,
         ...     specs={"x": "data,None", "w1": "None,model", "w2": "None,model"})
         >>> c = report.collectives[0]
         >>> f"{c.kind} over {','.join(c.axes)}: {c.bytes} bytes at {c.source}"  # 128 * 4096 * 4
-        'all-gather over model: 2097152 bytes at explorer/workloads/mlp.py:33'
+        'all-gather over model: 2097152 bytes at explorer/workloads/mlp.py:34'
         >>> changes = explorer.what_if(report, 0)
         >>> [change.specs for change in changes]
         [{'w2': 'replicated'}, {'w2': 'model,None'}]
