@@ -11,11 +11,12 @@ on the vector unit the roofline does not count. The profile's median call, laid 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from explorer.compile.device_profile import MeasuredEvent
 from explorer.hlo.schedule import StepKind, cached_schedule
 from explorer.report.report import Report
+from explorer.report.trace import StepTrace
 from explorer.units import format_seconds
 
 # Instructions whose profile event spans others' (a loop's body runs inside its `while`):
@@ -67,23 +68,37 @@ class OpComparison:
         return (self.predicted_s - self.measured_s) / self.measured_s
 
 
+@dataclass(frozen=True)
+class PredictedOp:
+    """One instruction of the predicted step trace: the trace's name for it and its source
+    (its first event's), and its seconds per step (all its events summed)."""
+
+    what: str
+    source: str
+    seconds: float
+
+
+def predicted_ops(trace: StepTrace) -> dict[str, PredictedOp]:
+    """Instruction name -> PredictedOp, for every instruction on `trace`."""
+    out: dict[str, PredictedOp] = {}
+    for e in trace.events:
+        known = out.get(e.hlo)
+        out[e.hlo] = (PredictedOp(e.name, e.source, e.duration) if known is None
+                      else replace(known, seconds=known.seconds + e.duration))
+    return out
+
+
 def compare_ops(report: Report) -> OpComparison | None:
     """The Report's predicted trace against its measured instructions; None without both (a
     prediction needs a target, a measurement `measure=True` on an accelerator)."""
     measured = report.timing.measured_ops
     if not measured or report.trace is None or report.estimate is None:
         return None
-    predicted: dict[str, float] = {}
-    what: dict[str, str] = {}
-    source: dict[str, str] = {}
-    for e in report.trace.events:
-        predicted[e.hlo] = predicted.get(e.hlo, 0.0) + e.duration
-        what.setdefault(e.hlo, e.name)
-        source.setdefault(e.hlo, e.source)
+    predicted = predicted_ops(report.trace)
     containers = _containers(report.optimized_hlo)
     names = [n for n in {**predicted, **measured} if n not in containers]
-    rows = [OpTime(n, what.get(n, ""), source.get(n, ""), predicted.get(n), measured.get(n))
-            for n in names]
+    rows = [OpTime(n, p.what, p.source, p.seconds, measured.get(n)) if (p := predicted.get(n))
+            else OpTime(n, "", "", None, measured.get(n)) for n in names]
     rows.sort(key=lambda r: -abs(r.gap_s))
     return OpComparison(tuple(rows), report.trace.seconds, report.timing.measured_device_s,
                         report.timing.measured_on,
@@ -176,22 +191,17 @@ def chrome_trace(report: Report) -> dict | None:
         return doc
     pid = 1 + max(e["pid"] for e in doc["traceEvents"])
     tids = {row: k + 1 for k, row in enumerate(dict.fromkeys(row for row, _ in placed))}
-    what = {e.hlo: e.name for e in report.trace.events}
-    where = {e.hlo: e.source for e in report.trace.events}
-    predicted: dict[str, float] = {}
-    for e in report.trace.events:
-        predicted[e.hlo] = predicted.get(e.hlo, 0.0) + e.duration
+    predicted = predicted_ops(report.trace)
     meta = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
              "args": {"name": f"measured on {report.timing.measured_on or 'the device'} "
                               "(the profile's median call)"}}]
     meta += [{"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": row}}
              for row, tid in tids.items()]
-    events = [{"name": what.get(e.instruction, e.instruction), "cat": "measured", "ph": "X",
+    events = [{"name": p.what if p else e.instruction, "cat": "measured", "ph": "X",
                "ts": e.start * 1e6, "dur": e.duration * 1e6, "pid": pid, "tid": tids[row],
-               "args": {"hlo": e.instruction, "source": where.get(e.instruction, ""),
-                        "predicted_us": predicted[e.instruction] * 1e6
-                        if e.instruction in predicted else None}}
-              for row, e in placed]
+               "args": {"hlo": e.instruction, "source": p.source if p else "",
+                        "predicted_us": p.seconds * 1e6 if p else None}}
+              for row, e in placed for p in [predicted.get(e.instruction)]]
     doc["traceEvents"] += meta + events
     doc["otherData"]["measured_seconds"] = report.timing.measured_device_s
     return doc

@@ -20,6 +20,7 @@ from explorer.report.op_comparison import (
     SHOWN,
     compare_ops,
     measured_rows,
+    predicted_ops,
     signed_seconds,
     worth_listing,
 )
@@ -305,28 +306,25 @@ def _add_measured(fig: go.FigureWidget, trace: StepTrace,
                   measured: tuple[MeasuredEvent, ...], scale: float) -> list[str]:
     """The device's run as bars on the measured lanes (the longest MAX_BARS), each hovering
     with its predicted time; the lanes' names, in order."""
-    placed = measured_rows(measured)
+    every = measured_rows(measured)
+    placed = every
     if len(placed) > MAX_BARS:
         keep = sorted(placed, key=lambda p: -p[1].duration)[:MAX_BARS]
         placed = sorted(keep, key=lambda p: p[1].start)
-    predicted: dict[str, float] = {}
-    what: dict[str, str] = {}
-    for e in trace.events:
-        predicted[e.hlo] = predicted.get(e.hlo, 0.0) + e.duration
-        what.setdefault(e.hlo, e.name)
+    predicted = predicted_ops(trace)
     fig.add_bar(
         name="measured on the device", orientation="h", marker_color=MEASURED_COLOUR,
         marker_line=dict(color="white", width=1 if len(placed) <= 400 else 0),
         y=[row for row, _ in placed],
         base=[e.start / scale for _, e in placed], x=[e.duration / scale for _, e in placed],
-        customdata=[[what.get(e.instruction, e.instruction), e.instruction,
+        customdata=[[p.what if p else e.instruction, e.instruction,
                      format_seconds(e.duration), format_seconds(e.start),
-                     format_seconds(predicted[e.instruction]) if e.instruction in predicted
-                     else "not on the predicted timeline"] for _, e in placed],
+                     format_seconds(p.seconds) if p else "not on the predicted timeline"]
+                    for _, e in placed for p in [predicted.get(e.instruction)]],
         hovertemplate=("<b>%{customdata[0]}</b> (measured)<br>HLO: %{customdata[1]}<br>"
                        "%{customdata[2]} from %{customdata[3]}<br>predicted: "
                        "%{customdata[4]}<extra></extra>"))
-    return list(dict.fromkeys(row for row, _ in measured_rows(measured)))
+    return list(dict.fromkeys(row for row, _ in every))
 
 
 class TimingView:
