@@ -10,6 +10,7 @@ import threading
 
 import jax
 import jax.numpy as jnp
+import pytest
 from jax._src import config as jax_config
 from jax._src.interpreters import mlir
 
@@ -54,17 +55,33 @@ def test_the_context_is_shared_in_the_block_in_its_thread_alone():
     assert after is not first
 
 
-def test_the_context_is_renewed_after_uses_programs():
-    with shared_ir_context():
-        start = mlir.make_ir_context()
-    contexts = []
-    for _ in range(USES):
-        with shared_ir_context():
-            contexts.append(mlir.make_ir_context())
-            with shared_ir_context():               # nested: the same program, not another
-                assert mlir.make_ir_context() is contexts[-1]
-    held = ir_context._held.uses
-    changed = [k for k in range(1, len(contexts)) if contexts[k] is not contexts[k - 1]]
-    # One renewal within USES further programs, and the count started again from it.
-    assert len(changed) == 1 and (start is contexts[0]) == (changed[0] != 0)
-    assert held == USES - changed[0]
+@pytest.mark.parametrize("before", range(USES + 1))
+def test_the_context_is_renewed_after_uses_programs(before):
+    """Whatever the thread lowered before (`before` programs), the next USES programs see one
+    renewal, and the count starts again from it. In a thread of its own, so that the count
+    before is known."""
+    seen: dict = {}
+
+    def thread():
+        for _ in range(before):
+            with shared_ir_context():
+                pass
+        seq = []
+        for _ in range(USES):
+            with shared_ir_context():
+                seq.append(mlir.make_ir_context())
+                with shared_ir_context():               # nested: the same program, not another
+                    assert mlir.make_ir_context() is seq[-1]
+        seen.update(seq=seq, held=ir_context._held.uses)
+
+    worker = threading.Thread(target=thread)
+    worker.start()
+    worker.join()
+    seq, held = seen["seq"], seen["held"]
+    changed = [k for k in range(1, len(seq)) if seq[k] is not seq[k - 1]]
+    # The renewal falls on the program that finds USES uses counted: the (USES - before)-th
+    # after `before` programs, the first after USES (not a change within seq), none in a new
+    # thread (its first program makes the thread's context).
+    renewed_at = 0 if before in (0, USES) else USES - before
+    assert changed == ([renewed_at] if renewed_at else [])
+    assert held == USES - renewed_at
