@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import ipywidgets as w
 from traitlets import TraitError
 
-from explorer.api.analysis_request import Request as AnalysisRequest
+from explorer.api.analysis_request import Request
 from explorer.api.request import check_partitioner, check_target
 from explorer.api.session import Session, same_request
 from explorer.api.targeting import CompileFor, check_compile_for
@@ -79,7 +79,7 @@ class EditHistory:
             session.redo()
         self.edit(apply=True, restored=restored)
 
-    def _restore(self, request: AnalysisRequest, origins: w.Checkbox) -> AppRequest:
+    def _restore(self, request: Request, origins: w.Checkbox) -> AppRequest:
         """Set every widget to what makes `request`, muted (no edit), then check that the
         widgets make exactly it (the app request they make, returned, is the edit: it is not
         made again); an InputError where they cannot."""
@@ -101,7 +101,7 @@ class EditHistory:
         # The session steps to `request` itself: the same rules in another form are no edit.
         return made if shown is request else replace(made, analysis=request)
 
-    def _as_the_sidebar_holds(self, request: AnalysisRequest) -> AnalysisRequest:
+    def _as_the_sidebar_holds(self, request: Request) -> Request:
         """`request` with a workload's layout as the sidebar writes it: (logical name, mesh
         axes) pairs or a mapping of rules (session.edit takes both) as the text of the same
         rules, and each hand-set spec (text such as "model,None") as its tuple."""
@@ -115,7 +115,7 @@ class EditHistory:
             return request
         return replace(request, rules=rules, specs=specs)
 
-    def _restore_program(self, request: AnalysisRequest) -> None:
+    def _restore_program(self, request: Request) -> None:
         """The workload and its params (a workload switched back forgets the picks, as the
         picker does), or the check that a function's request is of this app's function."""
         source = self.sidebar.source
@@ -150,7 +150,7 @@ class EditHistory:
             sidebar.carried = carried_renames(sidebar.carried, sidebar.axis_names, mesh.names, {})
             sidebar.axis_names = mesh.names
 
-    def _restore_layout(self, request: AnalysisRequest, mesh: MeshSpec) -> None:
+    def _restore_layout(self, request: Request, mesh: MeshSpec) -> None:
         """The preset, the rules and the hand-set specs, every other pick released."""
         if isinstance(self.sidebar.source, WorkloadSource):
             if not isinstance(request.specs, Mapping | None):
@@ -169,7 +169,7 @@ class EditHistory:
         for name, spec in hand_set.items():
             self.sidebar.specs_editor.pick(name, spec)
 
-    def _function_picks(self, request: AnalysisRequest, mesh: MeshSpec) -> dict[str, Spec]:
+    def _function_picks(self, request: Request, mesh: MeshSpec) -> dict[str, Spec]:
         """A function's request carries every input's spec, not which were set by hand: those
         the source would not place so itself (its given specs, patterns and rules) are."""
         sidebar = self.sidebar
@@ -178,7 +178,7 @@ class EditHistory:
         return {t.name: tuple(t.spec) for t in request.planned.leaves
                 if tuple(t.spec) != tuple(placed.get(t.name, ()))}
 
-    def _restore_compile(self, request: AnalysisRequest, mesh: MeshSpec) -> None:
+    def _restore_compile(self, request: Request, mesh: MeshSpec) -> None:
         """The partitioner, the target and mapping, and the compile switches. A request with
         no target keeps a picked one that does not fit its mesh (it gave no target then)."""
         if not isinstance(request.mapping, str | None):

@@ -123,7 +123,7 @@ def share_html(e: Exploration, path: str | None) -> str:
             f"<code class='explorer-share-url'>{html.escape(text)}</code>{opens}")
 
 
-STYLE = """<style>
+SHARE_STYLE = """<style>
 .explorer-share { font-size: 12px; border-top: 1px solid #ddd; padding-top: 4px;
   margin-top: 4px; }
 .explorer-share .widget-html-content { line-height: 1.4; }
@@ -177,4 +177,4 @@ class SharePanel:
         if STALE in app.tabs._dom_classes:
             body += ("<div class='explorer-share-stale'>Of the result shown (greyed), not of "
                      "the edits since.</div>")
-        self.widget.value = STYLE + stamped(body, app.result_id)
+        self.widget.value = SHARE_STYLE + stamped(body, app.result_id)

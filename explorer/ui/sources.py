@@ -18,7 +18,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from explorer.api.analysis_request import Request as AnalysisRequest
+from explorer.api.analysis_request import Request
 from explorer.api.patterns import (
     apply_spec_patterns,
     match_spec_patterns,
@@ -90,7 +90,7 @@ class AppRequest:
     # The explorer Request the sidebar made of it (`Source.analysis`): what the session
     # compiles, so that nothing checks or plans it again. A what-if's variant is made by the
     # session from its Request (explorer.api.what_if.changed_request), not from this one.
-    analysis: AnalysisRequest | None = field(default=None, compare=False, repr=False)
+    analysis: Request | None = field(default=None, compare=False, repr=False)
 
 
 class Source:
@@ -131,12 +131,12 @@ class Source:
     def check(self, placement: Placement, inputs: list[TensorSpec], mesh: MeshSpec) -> None:
         """What only this source can check, before the compile."""
 
-    def analysis(self, request: AppRequest) -> AnalysisRequest:
+    def analysis(self, request: AppRequest) -> Request:
         """The explorer.Request that compiles the app request `request`, checked (and a
         workload's layout planned) as it is made."""
         raise NotImplementedError
 
-    def planned(self, analysis: AnalysisRequest) -> Placement:
+    def planned(self, analysis: Request) -> Placement:
         """Every input's spec as the Request `analysis` planned it (a source whose Request
         plans the layout: a workload's)."""
         raise NotImplementedError
@@ -270,16 +270,16 @@ class WorkloadSource(Source):
         if self.workload.check is not None:
             self.workload.check(params, mesh)
 
-    def analysis(self, request: AppRequest) -> AnalysisRequest:
-        return AnalysisRequest(workload=self.workload_w.value, mesh=request.mesh,
-                               specs=request.pinned or None, params=request.params,
-                               preset=request.preset, rules=request.rules,
-                               partitioner=request.partitioner, target=request.target,
-                               mapping=request.mapping, measure=request.measure,
-                               compile_for=request.compile_for, origins=request.origins,
-                               timeout=request.timeout)
+    def analysis(self, request: AppRequest) -> Request:
+        return Request(workload=self.workload_w.value, mesh=request.mesh,
+                       specs=request.pinned or None, params=request.params,
+                       preset=request.preset, rules=request.rules,
+                       partitioner=request.partitioner, target=request.target,
+                       mapping=request.mapping, measure=request.measure,
+                       compile_for=request.compile_for, origins=request.origins,
+                       timeout=request.timeout)
 
-    def planned(self, analysis: AnalysisRequest) -> Placement:
+    def planned(self, analysis: Request) -> Placement:
         layout = analysis.planned.layout
         assert layout is not None               # a workload's Request always plans one
         specs = {t.name: layout.specs.get(t.name, ()) for t in analysis.planned.leaves}
@@ -453,13 +453,13 @@ class FunctionSource(Source):
         return tuple(map_tensor_leaves(a, lambda t: replace(t, spec=specs[t.name]))
                      for a in self.args)
 
-    def analysis(self, request: AppRequest) -> AnalysisRequest:
-        return AnalysisRequest(fn=self.fn, inputs=tuple(self.inputs(request.specs)),
-                               out_specs=self.out_specs,
-                               mesh=request.mesh, partitioner=request.partitioner,
-                               target=request.target, mapping=request.mapping,
-                               measure=request.measure, compile_for=request.compile_for,
-                               origins=request.origins, timeout=request.timeout)
+    def analysis(self, request: AppRequest) -> Request:
+        return Request(fn=self.fn, inputs=tuple(self.inputs(request.specs)),
+                       out_specs=self.out_specs,
+                       mesh=request.mesh, partitioner=request.partitioner,
+                       target=request.target, mapping=request.mapping,
+                       measure=request.measure, compile_for=request.compile_for,
+                       origins=request.origins, timeout=request.timeout)
 
     def describe(self, report: Report, request: AppRequest) -> Report:
         """The report with what was analysed (the function, its specs) and, where the inputs'

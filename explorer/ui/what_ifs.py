@@ -19,14 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from explorer.api.session import Result, Session
-from explorer.api.what_if import ChangeSearch
+from explorer.api.what_if import ChangeSearch, SpecChange
 from explorer.report.compare import compare
 from explorer.report.report import Report
 from explorer.ui.background import running_loop
 from explorer.ui.callbacks import Mute
 from explorer.ui.sources import AppRequest
 from explorer.ui.specs import SpecsEditor
-from explorer.ui.why import Candidate, WhyPanel
+from explorer.ui.why import WhyPanel
 
 
 class Picked(Protocol):
@@ -50,7 +50,7 @@ class WhatIfs:
         self._app, self._why, self._specs_editor = app, why, specs_editor
         self._edit, self._guard, self._muted = edit, guard, muted
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="explorer-what-if")
-        self._applied: tuple[Candidate, Report] | None = None   # a what-if being applied
+        self._applied: tuple[SpecChange, Report] | None = None   # a what-if being applied
 
     def explain(self, index: int | None) -> None:
         """Collective `index` was picked (None: none): its reason and layouts, and its
@@ -95,7 +95,7 @@ class WhatIfs:
         future = loop.run_in_executor(self._executor, lambda: search.run(stop=moot))
         future.add_done_callback(self._guard(lambda f: done(f.result())))
 
-    def apply(self, candidate: Candidate) -> None:
+    def apply(self, candidate: SpecChange) -> None:
         """Set the candidate's specs as the user's picks (one compile for a pattern's many);
         the next result is compared with the one shown now (the variant was compiled already,
         so it comes from the cache)."""

@@ -9,7 +9,7 @@ The what-ifs themselves (the candidates read from the reason's evidence, their c
 their widening across layers) are explorer.api.what_if's one driver, which explorer.what_if,
 the command line's `--what-if` and explorer.Session share; explorer.ui.what_ifs runs it for the
 app, through the app's session, and this module draws what it finds. Its names for them
-(`Candidate`, `candidates`, `confirm`, ...) are kept importable from here.
+(`SpecChange`, `candidates`, `confirm`, ...) are kept importable from here.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from explorer.api.what_if import (  # noqa: F401 - the app's and the tests' name
     MAX_PATTERNS,
     Layout,
     Spec,
+    SpecChange,
     across_layers,
     candidates,
     confirm,
@@ -35,7 +36,6 @@ from explorer.api.what_if import (  # noqa: F401 - the app's and the tests' name
     repeats,
     report_inputs,
 )
-from explorer.api.what_if import SpecChange as Candidate
 from explorer.errors import SpecError
 from explorer.hlo.sharding import tiling_from_hlo
 from explorer.report.compare import ReportComparison
@@ -132,7 +132,7 @@ class WhyPanel:
 
     MAX_LAYOUTS = 3
 
-    def __init__(self, on_apply: Callable[[Candidate], None]):
+    def __init__(self, on_apply: Callable[[SpecChange], None]):
         self.on_apply = on_apply
         self.text = w.HTML()
         # Figures are made when drawn: a page loading many figures at once was seen to time out
@@ -144,7 +144,7 @@ class WhyPanel:
         self.offers_head = w.HTML()
         self.offers = w.VBox()
         self.comparison = w.HTML()
-        self.candidates: list[Candidate] = []
+        self.candidates: list[SpecChange] = []
         self.widget = w.VBox([self.text, self.layouts_legend, w.HBox(self.fig_boxes),
                               self.layout_note, self.offers_head, self.offers, self.comparison],
                              layout=w.Layout(display="none"))
@@ -203,7 +203,7 @@ class WhyPanel:
                                   f"{count} single-input change{'s' if count != 1 else ''} in "
                                   "the background…</p>")
 
-    def offer(self, confirmed: Sequence[Candidate], none_text: str) -> None:
+    def offer(self, confirmed: Sequence[SpecChange], none_text: str) -> None:
         """Offer the changes a compile confirmed; `none_text` says why there are none."""
         self.candidates = list(confirmed)
         if not confirmed:
@@ -225,7 +225,7 @@ class WhyPanel:
                                                 f"{html.escape(cand.describe())}</span>")]))
         self.offers.children = rows
 
-    def show_applied(self, candidate: Candidate, comparison: ReportComparison) -> None:
+    def show_applied(self, candidate: SpecChange, comparison: ReportComparison) -> None:
         self.widget.layout.display = ""
         self.comparison.value = (f"<p><b>Applied</b>: {html.escape(candidate.label)}. A is the "
                                  "result before, B after:</p>" + comparison_html(comparison))

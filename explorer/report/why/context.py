@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.groups import axes_of_groups, axes_of_pairs, device_groups, source_target_pairs
 from explorer.hlo.module import HloModule, Instruction, ints
-from explorer.report.why.layout import Layout, dim_axes, shard_dims
+from explorer.report.why.layout import DimAxes, dim_axes, shard_dims
 from explorer.report.why.ops import REDUCER, RENAMING, dim_sources
 from explorer.report.why.steps import StepChain, find_chains
 from explorer.spec.mesh import MeshSpec
@@ -102,14 +102,14 @@ class Context:
 
     # -- layouts -----------------------------------------------------------------------------
 
-    def axes(self, i: Instruction) -> Layout | None:
+    def axes(self, i: Instruction) -> DimAxes | None:
         """The layout of a propagated instruction's one array; None for a tuple or an
         unreadable sharding."""
         if len(i.arrays) != 1:
             return None
         return _layout(i.sharding, len(i.arrays[0].dims), self.mesh)
 
-    def shard_dims(self, dims: Sequence[int], axes: Layout) -> tuple[int, ...]:
+    def shard_dims(self, dims: Sequence[int], axes: DimAxes) -> tuple[int, ...]:
         return shard_dims(dims, axes, self.mesh)
 
     def group_axes(self, instr: Instruction, kind: CollectiveKind) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 
 from explorer.hlo.module import Instruction, ints
 from explorer.report.why.context import Context
-from explorer.report.why.layout import Layout, layout_spec, spec_text
+from explorer.report.why.layout import DimAxes, layout_spec, spec_text
 from explorer.report.why.reason import Evidence, Operand, OperandRole
 from explorer.report.why.text import instruction_text, named_input
 
@@ -35,7 +35,7 @@ def at(ctx: Context, consumer: Instruction) -> Evidence:
 
 
 def evidence(ctx: Context, consumer: Instruction, operands: Sequence[Instruction] = (),
-             after: Layout | None = None, named: Iterable[Instruction | None] = (),
+             after: DimAxes | None = None, named: Iterable[Instruction | None] = (),
              inputs: Iterable[str] = (), origin_before: str = "",
              origin_after: str = "") -> Evidence:
     """The Evidence of a reason read at `consumer` from its `operands` (two: a contraction's

@@ -11,11 +11,12 @@ from explorer.hlo.sharding import tiling_from_hlo
 from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Entry
 
-# The mesh axes splitting each dimension of a tensor, major first: (("data",), ()).
-Layout = tuple[tuple[str, ...], ...]
+# The mesh axes splitting each dimension of a tensor, major first, as `dim_axes` reads them
+# from a sharding: (("data",), ()).
+DimAxes = tuple[tuple[str, ...], ...]
 
 
-def dim_axes(sharding: str | None, rank: int, mesh: MeshSpec) -> Layout | None:
+def dim_axes(sharding: str | None, rank: int, mesh: MeshSpec) -> DimAxes | None:
     """The mesh axes splitting each dimension of a tensor with this HLO sharding, major first;
     None when the sharding is absent or names no device layout. Manual (shard_map) and partial
     subgroups are not dimensions, so they are left out."""
@@ -62,7 +63,7 @@ def layout_spec(axes: Iterable[tuple[str, ...]] | None) -> tuple[Entry, ...] | N
     return tuple(None if not a else a[0] if len(a) == 1 else tuple(a) for a in axes)
 
 
-def shard_dims(dims: Iterable[int], axes: Layout, mesh: MeshSpec) -> tuple[int, ...]:
+def shard_dims(dims: Iterable[int], axes: DimAxes, mesh: MeshSpec) -> tuple[int, ...]:
     """The per-device shape of a tensor of `dims` laid out as `axes` (a split rounds up)."""
     sizes = dict(zip(mesh.names, mesh.sizes, strict=True))
     return tuple(-(-n // math.prod(sizes[x] for x in ax)) for n, ax in

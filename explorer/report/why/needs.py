@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from explorer.hlo.module import Instruction, ints
 from explorer.hlo.sharding import tuple_parts
 from explorer.report.why.context import Context
-from explorer.report.why.layout import Layout, dim_axes
+from explorer.report.why.layout import DimAxes, dim_axes
 from explorer.report.why.metadata import primitive
 from explorer.report.why.ops import LAYOUT_OPS, dim_sources, same_tensor
 
 
-def required(ctx: Context, a: Instruction, index: int) -> Layout | None:
+def required(ctx: Context, a: Instruction, index: int) -> DimAxes | None:
     """The layout `a` needs of its operand `index`, from `a`'s own layout (and for a dot,
     from its other operand): None where that is not a simple reading, or where the reading
     asks for one mesh axis on two dimensions (no layout can be that)."""
@@ -24,7 +24,7 @@ def required(ctx: Context, a: Instruction, index: int) -> Layout | None:
     return need if len(used) == len(set(used)) else None
 
 
-def _required_reading(ctx: Context, a: Instruction, index: int) -> Layout | None:
+def _required_reading(ctx: Context, a: Instruction, index: int) -> DimAxes | None:
     if a.opcode == "dot":
         return _dot_required(ctx, a, index)
     if a.opcode == "tuple":
@@ -73,7 +73,7 @@ def _required_reading(ctx: Context, a: Instruction, index: int) -> Layout | None
     return None
 
 
-def _dot_required(ctx: Context, a: Instruction, side: int) -> Layout | None:
+def _dot_required(ctx: Context, a: Instruction, side: int) -> DimAxes | None:
     """A dot's need of operand `side`: its batch and free dimensions as the result has them,
     its contracting dimensions as the other operand has them."""
     ops = [ctx.prop_names.get(o) for o in a.operands[:2]]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from explorer.hlo.module import Instruction, ints
 from explorer.report.why.context import Context, location
-from explorer.report.why.layout import Layout, spec_text
+from explorer.report.why.layout import DimAxes, spec_text
 from explorer.report.why.metadata import constraint_point, primitive
 from explorer.report.why.needs import layout_source
 from explorer.report.why.ops import RENAMING
@@ -190,8 +190,8 @@ def _inputs_of(origins: Iterable[AxisOrigin | None]) -> tuple[str, ...]:
     return tuple(o.name for o in origins if o is not None and o.kind is OriginKind.INPUT)
 
 
-def clash(ctx: Context, producer: Instruction, consumer: Instruction, have: Layout,
-          need: Layout, t: CollectiveToExplain) -> Clash:
+def clash(ctx: Context, producer: Instruction, consumer: Instruction, have: DimAxes,
+          need: DimAxes, t: CollectiveToExplain) -> Clash:
     """Where the two layouts of a reshard came from (Clash)."""
     moved = {x for h, n in zip(have, need, strict=True) for x in set(h) ^ set(n)}
     moved &= set(t.chain_axes)
@@ -210,8 +210,8 @@ def clash(ctx: Context, producer: Instruction, consumer: Instruction, have: Layo
     return Clash("", before, after)
 
 
-def layout_change(ctx: Context, tensor: Instruction, before: Layout | None,
-                  after: Layout | None, consumer: Instruction, t: CollectiveToExplain,
+def layout_change(ctx: Context, tensor: Instruction, before: DimAxes | None,
+                  after: DimAxes | None, consumer: Instruction, t: CollectiveToExplain,
                   movement: str) -> str:
     """The reshard sentence: `tensor` changes layout for `consumer`, which only moves or maps
     its elements, as a constraint asks or where propagation met a conflict; `movement` says

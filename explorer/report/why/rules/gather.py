@@ -9,7 +9,7 @@ import math
 from explorer.hlo.module import Instruction, ints
 from explorer.report.why.context import Context
 from explorer.report.why.evidence import evidence
-from explorer.report.why.layout import Layout, spec_text
+from explorer.report.why.layout import DimAxes, spec_text
 from explorer.report.why.metadata import primitive
 from explorer.report.why.ops import same_tensor
 from explorer.report.why.reason import Reason, Why
@@ -67,7 +67,7 @@ def _gather_at(ctx: Context, a: Instruction, t: CollectiveToExplain, exact: bool
 
 
 def _gathered_operand(ctx: Context, a: Instruction, t: CollectiveToExplain, exact: bool
-                      ) -> tuple[Instruction, Layout, int] | None:
+                      ) -> tuple[Instruction, DimAxes, int] | None:
     """The operand of `a` the all-gather gathers, its layout after and its gathered
     dimension: sharded over the collective's axes on its gather dimension, the same producer
     as in the optimized module when that is known, and whole there afterwards in the

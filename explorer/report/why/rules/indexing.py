@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from explorer.hlo.module import Instruction
 from explorer.report.why.context import Context
 from explorer.report.why.evidence import evidence
-from explorer.report.why.layout import Layout
+from explorer.report.why.layout import DimAxes
 from explorer.report.why.metadata import primitive
 from explorer.report.why.ops import INDEXING_OPS, SLICING_OPS, indexed_dims, sliced_dims
 from explorer.report.why.reason import Reason, Why
@@ -25,7 +25,7 @@ def indexing(ctx: Context, t: CollectiveToExplain) -> Why | None:
 
 
 def _split_along(ctx: Context, a: Instruction, opcodes: set[str], dims_of: Callable,
-                 axes: Sequence[str]) -> tuple[Instruction, Layout, list[int]] | None:
+                 axes: Sequence[str]) -> tuple[Instruction, DimAxes, list[int]] | None:
     """`a`'s operand 0, its layout, and the dimensions `dims_of` names that it has split
     over any of `axes`; None when `a` is not one of `opcodes` or no such dimension is."""
     if a.opcode not in opcodes or not a.operands:

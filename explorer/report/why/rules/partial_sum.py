@@ -8,7 +8,7 @@ from __future__ import annotations
 from explorer.hlo.module import Instruction, ints
 from explorer.report.why.context import Context
 from explorer.report.why.evidence import evidence
-from explorer.report.why.layout import Layout
+from explorer.report.why.layout import DimAxes
 from explorer.report.why.metadata import is_backward, primitive
 from explorer.report.why.ops import conv_contracting
 from explorer.report.why.reason import Reason, Why
@@ -72,8 +72,8 @@ def _partial_dot(ctx: Context, a: Instruction, t: CollectiveToExplain) -> Why | 
     return None
 
 
-def _whose(ctx: Context, lhs: Instruction, la: Layout | None, l_dim: int, rhs: Instruction,
-           ra: Layout | None, r_dim: int, axes: list[str], t: CollectiveToExplain) -> str:
+def _whose(ctx: Context, lhs: Instruction, la: DimAxes | None, l_dim: int, rhs: Instruction,
+           ra: DimAxes | None, r_dim: int, axes: list[str], t: CollectiveToExplain) -> str:
     """Which operand holds the split contracting dimension: ` in both` or ` in input `w``."""
     in_l = la is not None and l_dim < len(la) and set(axes) <= set(la[l_dim])
     in_r = ra is not None and r_dim < len(ra) and set(axes) <= set(ra[r_dim])

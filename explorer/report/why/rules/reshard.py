@@ -8,7 +8,7 @@ from __future__ import annotations
 from explorer.hlo.module import Instruction
 from explorer.report.why.context import Context
 from explorer.report.why.evidence import evidence
-from explorer.report.why.layout import Layout, spec_text
+from explorer.report.why.layout import DimAxes, spec_text
 from explorer.report.why.metadata import constraint_point, primitive
 from explorer.report.why.needs import required
 from explorer.report.why.ops import RENAMING, same_tensor
@@ -18,7 +18,7 @@ from explorer.report.why.targets import CollectiveToExplain
 from explorer.report.why.text import cause, clash, layout_change, moved_by, name, where
 
 
-def _moved_axes(have: Layout, need: Layout) -> set[str]:
+def _moved_axes(have: DimAxes, need: DimAxes) -> set[str]:
     """The mesh axes on which two layouts of one tensor differ."""
     return {x for h, n in zip(have, need, strict=True) for x in set(h) ^ set(n)}
 
@@ -103,8 +103,8 @@ def _result_at(ctx: Context, a: Instruction, t: CollectiveToExplain) -> Why | No
     return None
 
 
-def _result_why(ctx: Context, a: Instruction, p: Instruction, u: Instruction, have: Layout,
-                need: Layout, t: CollectiveToExplain) -> Why:
+def _result_why(ctx: Context, a: Instruction, p: Instruction, u: Instruction, have: DimAxes,
+                need: DimAxes, t: CollectiveToExplain) -> Why:
     """`a`'s result, reached as `p`, laid out as `have` where its user `u` needs `need`."""
     prim = primitive(a.op_name, with_einsum=True)
     point = constraint_point(u.op_name)
