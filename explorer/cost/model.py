@@ -402,6 +402,8 @@ class ComputeTime:
             None where no such rate applies (every byte at `memory_bandwidth`).
         vector_unit: the chip's measured vector-unit rates that priced instructions doing no
             matmul (Chip.vector_unit); None where none did.
+        float32_passes: each instruction's float32 matmuls were priced as `Step.passes`
+            bfloat16 passes (a TPU at precision high or highest).
     """
 
     seconds: float | None
@@ -418,6 +420,7 @@ class ComputeTime:
     gemm_table: str = ""
     read_bandwidth: float | None = None
     vector_unit: VectorUnit | None = None
+    float32_passes: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -534,14 +537,16 @@ def vector_seconds(ops: float, transcendentals: float, reduced: float,
 
 def instruction_seconds(step: Step, peak: float, bandwidth: float | None,
                         table: GemmTable | None = None, read_bandwidth: float | None = None,
-                        unit: VectorUnit | None = None) -> float:
+                        unit: VectorUnit | None = None, float32_passes: bool = False) -> float:
     """One scheduled instruction on the roofline of the matrix unit, the memory and the vector
     unit: max(FLOPs / peak (each dot at its measured rate where `table` has it), bytes at
     memory speed (memory_seconds: reads faster where the chip does; a TPU matmul's operand
     windows that libtpu's tiling fetches again, explorer.cost.tiling.reread_bytes, at
-    `bandwidth`, the copy rate), vector_seconds).
+    `bandwidth`, the copy rate), vector_seconds). With `float32_passes` (a chip that runs
+    float32 matmuls as bfloat16 passes), the FLOPs take `step.passes` passes each.
     The chip runs the three side by side; the slowest bounds the instruction."""
-    math = math_seconds(step.flops, peak, step.dots, table)
+    math = math_seconds(step.flops, peak, step.dots, table) * (
+        step.passes if float32_passes else 1.0)
     memory = memory_seconds(step.bytes, step.written, bandwidth, read_bandwidth)
     if bandwidth:
         memory += reread_bytes(step) / bandwidth
@@ -582,12 +587,16 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
                            None, dtype, tuple(notes), "", bandwidth)
     if table is not None and not any(table.rate(d) for entry in dots for d in entry):
         table = None     # no dot of a dtype it measured (a float32 program)
+    # A TPU runs a float32 matmul at precision high or highest as 3 or 6 bfloat16 passes
+    # (explorer.hlo.schedule.matmul_passes); a chip with a float32 peak of its own does not.
+    passes = chip.float32_matmul_as is not None
     seconds = flops_bound = math_total = 0.0
     for k, (f, b, r) in enumerate(work):
         math = math_seconds(f, peak, dots[k] if k < len(dots) else (), table)
         if k < len(steps):
+            math *= steps[k].passes if passes else 1.0
             whole = instruction_seconds(steps[k], peak, bandwidth, table, read_bandwidth,
-                                        vector_unit)
+                                        vector_unit, passes)
         else:
             whole = max(math, b / bandwidth if bandwidth else 0.0)
         seconds += r * whole
@@ -609,6 +618,13 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
                      f"transcendental as {vector_unit.transcendental_ops:g} operations, "
                      f"{format_rate(vector_unit.reduced_per_second, 'element/s')} reduced "
                      f"({vector_unit.what})")
+    raised = [(r, s.passes) for s, (*_, r) in zip(steps, work, strict=False) if s.passes > 1]
+    if raised and passes:
+        notes.append(f"{sum(r for r, _ in raised)} matmul instruction run(s) at float32 "
+                     f"precision high or highest: {chip.name} makes "
+                     f"{'/'.join(f'{p:g}' for p in sorted({p for _, p in raised}))} bfloat16 "
+                     "passes for each of their FLOPs (jax.lax.Precision: 3 for high, 6 for "
+                     "highest)")
     reread = [(r, reread_bytes(s)) for s, (*_, r) in zip(steps, work, strict=False)]
     reread = [(r, b) for r, b in reread if b]
     if reread and bandwidth:
@@ -619,7 +635,7 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
     return ComputeTime(seconds, math_total, memory_s, bound, peak, dtype, tuple(notes),
                        peak_dtype, bandwidth, table.device if table is not None else "",
                        read_bandwidth if priced else None,
-                       vector_unit if priced else None)
+                       vector_unit if priced else None, passes and priced)
 
 
 @dataclass(frozen=True)

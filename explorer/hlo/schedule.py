@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from math import ceil, prod
@@ -166,6 +167,9 @@ class Step:
     # The dots whose FLOPs `flops` counts (a fusion's body's included): their shapes, for rates
     # measured per shape (explorer.cost.gemm_rates).
     dots: tuple[Dot, ...] = ()
+    # bfloat16 passes per FLOP of its float32 matmuls at a raised precision (matmul_passes),
+    # weighted by their FLOPs: 1 at the default precision. A TPU makes them; a GPU does not.
+    passes: float = 1.0
     # A custom-call kernel (Pallas/Mosaic, Triton, cuDNN): `flops` and `bytes` are the
     # compiler's estimate of it where it has one (explorer.hlo.compiler_costs).
     kernel: KernelCost | None = None
@@ -219,6 +223,30 @@ def cached_schedule(text: str, module: HloModule | None = None) -> Schedule:
         schedule = read_schedule(text, module)
         _schedules.put(text, schedule)
     return schedule
+
+
+# "HIGH: ... On TPU: performs float32 computations in 3 bfloat16 passes. HIGHEST: ... On TPU:
+# performs float32 computations in 6 bfloat16 [passes]" (jax.lax.Precision's documentation). On
+# a TPU v5e a chain of float32 4096^3 matmuls ran 6.1x as long under
+# jax.default_matmul_precision("highest") as at the default (benchmarks/results/
+# tpu-v5e-2026-12-06/caller-context/caller_context.json).
+PRECISION_PASSES = {"high": 3, "highest": 6}
+# An explicit algorithm (jax.lax.DotAlgorithmPreset) names its passes: dot_bf16_bf16_f32_x6.
+_ALGORITHM_PASSES = re.compile(r"^dot_bf16_bf16_f32_x(\d+)$")
+
+
+def matmul_passes(instr: Instruction, names: dict[str, Instruction]) -> int:
+    """How many bfloat16 passes a TPU makes for a dot or convolution: more than 1 only for
+    float32 operands at precision high or highest (its operand_precision) or an explicit
+    bf16 x3/x6/x9 algorithm; the default precision is one pass."""
+    operands = (names.get(o) for o in instr.operands[:2])
+    if not any(o is not None and o.arrays and o.arrays[0].dtype == "f32" for o in operands):
+        return 1
+    algorithm = _ALGORITHM_PASSES.match(instr.attr("algorithm") or "")
+    if algorithm:
+        return int(algorithm.group(1))
+    precisions = (instr.attr("operand_precision") or "").strip("{}").split(",")
+    return max(PRECISION_PASSES.get(p.strip(), 1) for p in precisions)
 
 
 def dot_flops(instr: Instruction, names: dict[str, Instruction]) -> float:
@@ -467,7 +495,7 @@ class _ScheduleReader:
         if step.kind is StepKind.COMPUTE and self.scatters(instr):
             step = replace(step, scatter=True)
         if step.flops:
-            step = replace(step, dots=self.dots(instr))
+            step = replace(step, dots=self.dots(instr), passes=self.passes(instr))
         # A collective fusion's own arithmetic may be kernel code too (the TPU fuses a
         # weight's all-gather with the attention's matmul).
         if step.kind in (StepKind.COMPUTE, StepKind.COLLECTIVE) and (step.flops or step.bytes) \
@@ -601,6 +629,19 @@ class _ScheduleReader:
             return tuple(d for i in self.module.computations.get(called, [])
                          for d in self.dots(i))
         return ()
+
+    def passes(self, instr: Instruction) -> float:
+        """Its matmuls' bfloat16 passes per FLOP (matmul_passes), weighted by their FLOPs."""
+        runs = list(self._matmul_passes(instr))
+        flops = sum(f for f, _ in runs)
+        return sum(f * p for f, p in runs) / flops if flops else 1.0
+
+    def _matmul_passes(self, instr: Instruction) -> Iterator[tuple[float, int]]:
+        if instr.opcode in ("dot", "convolution"):
+            yield self.flops(instr), matmul_passes(instr, self.names)
+        elif instr.opcode in ("fusion", "call", "async-start"):
+            for i in self.module.computations.get(instr.callee("calls", "to_apply"), []):
+                yield from self._matmul_passes(i)
 
     def flops_in(self, computation: str) -> float:
         if computation not in self.computation_flops:
