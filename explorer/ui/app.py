@@ -55,7 +55,8 @@ from explorer.ui.editors import SpecRow
 from explorer.ui.graph import GraphView
 from explorer.ui.history import EditHistory
 from explorer.ui.share import SharePanel
-from explorer.ui.sidebar.widgets import Sidebar, SpecRows, app_language
+from explorer.ui.sidebar.checks import app_language
+from explorer.ui.sidebar.widgets import Sidebar, SpecRows
 from explorer.ui.sources import AppRequest, Source, WorkloadSource
 from explorer.ui.status import (
     WAITING_FOR_EARLIER,

@@ -28,7 +28,7 @@ from explorer.spec.mesh import MeshSpec
 from explorer.spec.tensor import Spec, normalize_spec
 from explorer.strategy.rules import rules_text
 from explorer.ui.callbacks import Mute
-from explorer.ui.sidebar.widgets import app_language, target_options
+from explorer.ui.sidebar.checks import app_language, target_options
 from explorer.ui.sources import AppRequest, WorkloadSource
 from explorer.ui.specs import carried_renames
 

@@ -687,7 +687,7 @@ def test_bad_initial_specs_are_refused_naming_the_tensor():
 
 
 def test_errors_speak_of_widgets_not_cli_flags():
-    from explorer.ui.sidebar.widgets import app_language
+    from explorer.ui.sidebar.checks import app_language
 
     app = Explorer(workload="mlp", mesh="data=2,model=4", debounce=None)
     try:
@@ -833,7 +833,7 @@ def test_the_visible_tab_is_redrawn_in_place_without_going_blank(app):
 
 
 def test_the_target_list_offers_every_size_by_family_gpus_first_for_whole_nodes():
-    from explorer.ui.sidebar.widgets import target_options
+    from explorer.ui.sidebar.checks import target_options
 
     # data=8,model=8: 8 DGX nodes of each GPU first, then the TPU slices of 64 chips and the
     # multi-slice ones (two v5e 4x8 slices over DCN, ...).

@@ -1,6 +1,6 @@
 """One edit, one plan: the sidebar makes the explorer Request the session compiles, and a
-workload's layout is planned by that Request alone (explorer/ui/sidebar.py). Counted, not timed:
-every call of the planner (explorer.strategy.plan.plan, wherever it is imported) and of
+workload's layout is planned by that Request alone (explorer/ui/sidebar/checks.py). Counted, not
+timed: every call of the planner (explorer.strategy.plan.plan, wherever it is imported) and of
 `Workload.resolve` between an edit and its result, on a small MLP whose compiles are fast."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from explorer.compile.protocol import Backend  # noqa: E402
 from explorer.errors import InputError  # noqa: E402
 from explorer.ui import Explorer  # noqa: E402
 from explorer.ui.share import shown_exploration  # noqa: E402
-from explorer.ui.sidebar.widgets import default_timeout, parse_timeout  # noqa: E402
+from explorer.ui.sidebar.checks import default_timeout, parse_timeout  # noqa: E402
 from explorer.ui.status import larger_limit, running_text, stopped_at_limit  # noqa: E402
 
 # What explorer.compile.pool says of a compile it stopped at its limit.
