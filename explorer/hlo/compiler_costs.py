@@ -53,7 +53,7 @@ def kernel_cost(instr: Instruction) -> KernelCost | None:
     a kernel (other custom calls are bookkeeping: sharding markers, layout hints)."""
     if instr.opcode != "custom-call":
         return None
-    target = (instr.attr("custom_call_target") or "").strip('"')
+    target = instr.custom_call_target
     if not _KERNEL_TARGETS.search(target):
         return None
     estimate = _cost_estimate(instr.attr("backend_config"))

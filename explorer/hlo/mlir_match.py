@@ -42,16 +42,12 @@ def _opcode(op: Op) -> str:
     return _OPCODE.get(short, short.replace("_", "-"))
 
 
-def _target(h: Instruction) -> str:
-    return (h.attr("custom_call_target") or "").strip('"')
-
-
 def _stepped_over(h: Instruction) -> bool:
     """An instruction that only passes one operand on (a copy, a Sharding custom call)."""
     if len(h.operands) != 1:
         return False
     return h.opcode in ("copy", "bitcast") or (h.opcode == "custom-call"
-                                                and _target(h) == "Sharding")
+                                                and h.custom_call_target == "Sharding")
 
 
 def _same_shape(v: Value, h: Instruction) -> bool:
@@ -171,9 +167,9 @@ class _Matcher:
                 return None
             if h.opcode == want and (v is None or _same_shape(v, h)):
                 if want != "custom-call" or op.short == "custom_call" or \
-                        _target(h) == "Sharding":
+                        h.custom_call_target == "Sharding":
                     return h
-            if want == "copy" and h.opcode == "custom-call" and _target(h) == "Sharding":
+            if want == "copy" and h.opcode == "custom-call" and h.custom_call_target == "Sharding":
                 return h
             h = self._passed_on(h)
         return None
@@ -255,7 +251,7 @@ class _Matcher:
         call with several results), over a call of its body, over a FullToShard of each
         operand."""
         h = self._through_copies(h)
-        if h is None or h.opcode != "custom-call" or _target(h) != _SPMD_SHAPES[1]:
+        if h is None or h.opcode != "custom-call" or h.custom_call_target != _SPMD_SHAPES[1]:
             return
         self._bind(v, h)
         if id(op) in self.ops:
@@ -272,7 +268,7 @@ class _Matcher:
         for k, operand in enumerate(op.operands):
             full = self._through_copies(self._operand(call, k))
             if full is not None and full.opcode == "custom-call" and \
-                    _target(full) == _SPMD_SHAPES[0]:
+                    full.custom_call_target == _SPMD_SHAPES[0]:
                 o = self._operand(full, 0)
                 if o is not None:
                     self.todo.append((operand, o))

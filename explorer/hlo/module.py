@@ -125,6 +125,11 @@ class Instruction:
     def _attr_values(self) -> dict[str, str | None]:
         return {}
 
+    @property
+    def custom_call_target(self) -> str:
+        """What a custom-call runs (e.g. "AllocateBuffer", "tpu_custom_call"); "" otherwise."""
+        return (self.attr("custom_call_target") or "").strip('"')
+
     def callee(self, *keys: str) -> str:
         """The name of the computation this instruction calls through the first of `keys` it
         carries (`calls` when none are given: a fusion's or async-start's body); "" if none."""

@@ -126,7 +126,7 @@ def layout_source(ctx: Context, a: Instruction) -> LayoutSource | None:
         if i.name in seen:
             continue
         seen.add(i.name)
-        target = i.attr("custom_call_target") or ""
+        target = i.custom_call_target
         if primitive(i.op_name) == "sharding_constraint" or (
                 i.opcode == "custom-call" and "Sharding" in target and "SPMD" not in target):
             return LayoutSource(i)
