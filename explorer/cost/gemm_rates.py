@@ -32,7 +32,7 @@ import threading
 from dataclasses import dataclass
 from functools import cached_property
 
-from explorer.hlo.schedule import Dot
+from explorer.hlo.arithmetic import Dot
 
 # The table's key for an operand dtype pair, as XLA writes it (HLO dtype names).
 _DTYPE_KEYS = {("bf16", "bf16"): "bf16xbf16->bf16"}

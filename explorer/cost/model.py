@@ -38,11 +38,12 @@ from explorer.cost.hardware import (
 from explorer.cost.mapping import AxisMapping, Segment, Tier, check_mapping, default_mapping
 from explorer.cost.tiling import reread_bytes
 from explorer.errors import InputError, MappingError, choices
+from explorer.hlo.arithmetic import Dot
 from explorer.hlo.collectives import CollectiveKind
 from explorer.hlo.compiler_costs import UNCOSTABLE_SEEN_SLOWER
 from explorer.hlo.groups import RingDirection, spanned_axes
 from explorer.hlo.module import HLO_TO_NUMPY
-from explorer.hlo.schedule import Dot, Step, Work
+from explorer.hlo.schedule import Step, Work
 from explorer.spec.tensor import TensorRole, normalize_dtype
 from explorer.units import format_bytes, format_seconds
 

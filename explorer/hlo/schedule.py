@@ -40,23 +40,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from math import ceil, prod
+from math import ceil
 
+from explorer.hlo.arithmetic import Arithmetic, Dot, vector_work
 from explorer.hlo.chains import collective_chains, flagged, fused_collectives
 from explorer.hlo.collectives import collective_kind
 from explorer.hlo.compiler_costs import KernelCost, kernel_cost, uncostable
 from explorer.hlo.megascale import dcn_recv_done_starts, is_dcn_send
-from explorer.hlo.module import (
-    HOST_MEMORY_SPACE,
-    Array,
-    HloModule,
-    Instruction,
-    ints,
-    parse_module,
-)
+from explorer.hlo.module import HloModule, Instruction, ints, parse_module
+from explorer.hlo.traffic import Traffic, host_transfer_bytes
 from explorer.lru import Lru
 
 # Instructions that move no data and do no arithmetic of their own.
@@ -111,39 +105,6 @@ class StepKind(StrEnum):
     HOST_TRANSFER = "host-transfer"
     HOST_START = "host-start"
     HOST_DONE = "host-done"
-
-
-@dataclass(frozen=True)
-class Dot:
-    """One dot's GEMM shape: b batched products of [m, k] x [k, n], operand dtypes as HLO
-    names them (e.g. "bf16"). What a measured rate per shape is looked up by."""
-
-    b: int
-    m: int
-    n: int
-    k: int
-    lhs_dtype: str
-    rhs_dtype: str
-
-    @property
-    def flops(self) -> float:
-        return 2.0 * self.b * self.m * self.n * self.k
-
-
-def dot_shape(instr: Instruction, names: dict[str, Instruction]) -> Dot | None:
-    """The GEMM a `dot` instruction is: batch dims multiplied into b, the free dims of each
-    operand into m and n, the contracting dims into k. None when an operand's shape is unknown."""
-    lhs, rhs = (names.get(o) for o in (*instr.operands, "", "")[:2])
-    if lhs is None or rhs is None or not lhs.arrays or not rhs.arrays:
-        return None
-    ld, rd = lhs.arrays[0].dims, rhs.arrays[0].dims
-    lb, lc = ints(instr.attr("lhs_batch_dims")), ints(instr.attr("lhs_contracting_dims"))
-    rb, rc = ints(instr.attr("rhs_batch_dims")), ints(instr.attr("rhs_contracting_dims"))
-    return Dot(prod(ld[i] for i in lb if i < len(ld)),
-               prod(d for i, d in enumerate(ld) if i not in lb and i not in lc),
-               prod(d for i, d in enumerate(rd) if i not in rb and i not in rc),
-               prod(ld[i] for i in lc if i < len(ld)),
-               lhs.arrays[0].dtype, rhs.arrays[0].dtype)
 
 
 @dataclass(frozen=True)
@@ -230,82 +191,6 @@ def cached_schedule(text: str, module: HloModule | None = None) -> Schedule:
     return schedule
 
 
-# "HIGH: ... On TPU: performs float32 computations in 3 bfloat16 passes. HIGHEST: ... On TPU:
-# performs float32 computations in 6 bfloat16 [passes]" (jax.lax.Precision's documentation). On
-# a TPU v5e a chain of float32 4096^3 matmuls ran 6.1x as long under
-# jax.default_matmul_precision("highest") as at the default (benchmarks/results/
-# tpu-v5e-2026-12-06/caller-context/caller_context.json).
-PRECISION_PASSES = {"high": 3, "highest": 6}
-# An explicit algorithm (jax.lax.DotAlgorithmPreset) names its passes: dot_bf16_bf16_f32_x6.
-_ALGORITHM_PASSES = re.compile(r"^dot_bf16_bf16_f32_x(\d+)$")
-
-
-def matmul_passes(instr: Instruction, names: dict[str, Instruction]) -> int:
-    """How many bfloat16 passes a TPU makes for a dot or convolution: more than 1 only for
-    float32 operands at precision high or highest (its operand_precision) or an explicit
-    bf16 x3/x6/x9 algorithm; the default precision is one pass."""
-    operands = (names.get(o) for o in instr.operands[:2])
-    if not any(o is not None and o.arrays and o.arrays[0].dtype == "f32" for o in operands):
-        return 1
-    algorithm = _ALGORITHM_PASSES.match(instr.attr("algorithm") or "")
-    if algorithm:
-        return int(algorithm.group(1))
-    precisions = (instr.attr("operand_precision") or "").strip("{}").split(",")
-    return max(PRECISION_PASSES.get(p.strip(), 1) for p in precisions)
-
-
-def dot_flops(instr: Instruction, names: dict[str, Instruction]) -> float:
-    """2 · prod(result dims) · prod(lhs contracting dims): one multiply and one add per term."""
-    lhs = names.get(instr.operands[0]) if instr.operands else None
-    if lhs is None or not lhs.arrays or not instr.arrays:
-        return 0.0
-    dims = lhs.arrays[0].dims
-    contracting = ints(instr.attr("lhs_contracting_dims"))
-    return 2.0 * prod(instr.arrays[0].dims) * prod(dims[d] for d in contracting if d < len(dims))
-
-
-def convolution_flops(instr: Instruction, names: dict[str, Instruction]) -> float:
-    """2 · prod(result dims) · input features · window taps: each output element sums over the
-    kernel's input features and the window positions that meet real input elements.
-    dim_labels name the dimensions (e.g. `bf_io->bf`, `b01f_01io->b01f`): `i`/`o` the kernel's
-    input/output features, digits the spatial dimensions, in window order.
-
-    A window position meets k/d real input elements on average along a spatial dimension of
-    window size k and lhs_dilate d (d-1 holes between input elements), and at most n, the
-    input's size there. The TPU skips the holes: the input gradient of a stride-2 3x3
-    convolution (lhs_dilate=2x2) ran on a v5e chip in the time of 9/4 taps per output, not of
-    the 4 that whole positions would give (benchmarks/results/tpu-v5e-2026-12-06, convnet_train).
-    The TPU compiler writes batched matmuls with both tricks: attention's q·k
-    as a window over the batch dimensions with lhs_dilate equal to its size, and weight
-    gradients with a window of 8 over an input of size 1 padded by 7 on each side; each output
-    meets one real element there, and counting the whole window would multiply the FLOPs by
-    the window's size."""
-    lhs = names.get(instr.operands[0]) if instr.operands else None
-    rhs = names.get(instr.operands[1]) if len(instr.operands) > 1 else None
-    labels = instr.attr("dim_labels") or ""
-    m = re.fullmatch(r"([^_]*)_([^-]*)->.*", labels)
-    if rhs is None or not rhs.arrays or not instr.arrays or not m or "i" not in m.group(2):
-        return 0.0
-    lhs_labels, kernel_labels = m.group(1), m.group(2)
-    kernel = rhs.arrays[0].dims
-    window = instr.attr("window") or ""
-    dilate = _windowints(window, "lhs_dilate")
-    taps = 1
-    for axis in range(sum(c.isdigit() for c in kernel_labels)):
-        k = kernel[kernel_labels.index(str(axis))]
-        d = dilate[axis] if axis < len(dilate) else 1
-        n = (lhs.arrays[0].dims[lhs_labels.index(str(axis))]
-             if lhs is not None and lhs.arrays and str(axis) in lhs_labels else k)
-        taps *= min(k / d, n)
-    return 2.0 * prod(instr.arrays[0].dims) * kernel[kernel_labels.index("i")] * taps
-
-
-def _windowints(window: str, key: str) -> tuple[int, ...]:
-    """`lhs_dilate=32x8` of a convolution's window={...} as (32, 8); () when absent."""
-    m = re.search(rf"\b{key}=([\dx]+)", window)
-    return ints(m.group(1)) if m else ()
-
-
 def trip_count(module: HloModule, loop: Instruction) -> int | None:
     """How many times a while runs its body: XLA's `known_trip_count`, else read from a
     condition `i < N` (or `<=`, `>`, `>=`, `!=`) on a counter that starts at a constant and
@@ -357,8 +242,9 @@ class _ScheduleReader:
         self.dcn_dones = dcn_recv_done_starts(module)
         # What each computation computes and runs, read once: a fusion's body is asked for its
         # FLOPs and collectives by several of the rules below.
-        self.computation_flops: dict[str, float] = {}
+        self.arithmetic = Arithmetic(module, self.names)
         self.computation_collectives: dict[str, tuple[str, ...]] = {}
+        self.traffic = Traffic(module, self.names)
 
     def steps(self, computation: str) -> tuple[Step, ...]:
         out: list[Step] = []
@@ -490,7 +376,7 @@ class _ScheduleReader:
     def step(self, instr: Instruction) -> Step:
         step = self._step(instr)
         if step.kind in MATH_KINDS and step.bytes:
-            step = replace(step, written=min(step.bytes, self.written_bytes(instr)))
+            step = replace(step, written=min(step.bytes, self.traffic.written_bytes(instr)))
         if step.kind is StepKind.COMPUTE and not step.flops and step.kernel is None:
             ops, transcendentals, reduced = vector_work(self.module, instr, self.names)
             step = replace(step, vector_ops=ops, transcendentals=transcendentals,
@@ -500,7 +386,8 @@ class _ScheduleReader:
         if step.kind is StepKind.COMPUTE and self.scatters(instr):
             step = replace(step, scatter=True)
         if step.flops:
-            step = replace(step, dots=self.dots(instr), passes=self.passes(instr))
+            step = replace(step, dots=self.arithmetic.dots(instr),
+                           passes=self.arithmetic.passes(instr))
         # A collective fusion's own arithmetic may be kernel code too (the TPU fuses a
         # weight's all-gather with the attention's matmul).
         if step.kind in (StepKind.COMPUTE, StepKind.COLLECTIVE) and (step.flops or step.bytes) \
@@ -517,8 +404,8 @@ class _ScheduleReader:
         body's instructions `marked` or fusions that are `nested` scope code; all of them for
         an instruction marked itself or one with no metadata (read as the scope's)."""
         if instr.opcode != "fusion" or not self.has_metadata(instr) or marked(instr):
-            return self.flops(instr)
-        return sum(self.flops(i) for i in self.fused_body(instr)
+            return self.arithmetic.flops(instr)
+        return sum(self.arithmetic.flops(i) for i in self.fused_body(instr)
                    if marked(i) or (i.opcode == "fusion" and nested(i)))
 
     def causal(self, instr: Instruction) -> bool:
@@ -543,8 +430,8 @@ class _ScheduleReader:
             inner = self.collectives_in(called)
             if inner:
                 return Step(instr, StepKind.COLLECTIVE_START, collectives=inner)
-            return Step(instr, StepKind.COMPUTE, flops=self.flops_in(called),
-                        bytes=self.operand_bytes(instr) + self.root_bytes(called))
+            return Step(instr, StepKind.COMPUTE, flops=self.arithmetic.flops_in(called),
+                        bytes=self.traffic.operand_bytes(instr) + self.traffic.root_bytes(called))
         if op == "send" and is_dcn_send(instr):
             return Step(instr, StepKind.COLLECTIVE_START, collectives=(instr.name,))
         if instr.name in self.dcn_dones:
@@ -566,7 +453,7 @@ class _ScheduleReader:
                 op == "custom-call" and instr.custom_call_target in FREE_CUSTOM_CALLS):
             return Step(instr, StepKind.FREE)
         if op in _HOST_MOVES:
-            moved = host_transfer_bytes(instr, self.operand_spaces(instr))
+            moved = host_transfer_bytes(instr, self.traffic.operand_spaces(instr))
             if moved:
                 return Step(instr, StepKind.HOST_TRANSFER, bytes=moved)
         if op == "while":
@@ -575,21 +462,22 @@ class _ScheduleReader:
                         trips=trip_count(self.module, instr))
         if op == "fusion":
             called = instr.callee()
-            flops, nbytes = self.flops_in(called), self.fusion_bytes(instr, called)
-            nbytes += self.reread_bytes(instr, called)
+            flops = self.arithmetic.flops_in(called)
+            nbytes = self.traffic.fusion_bytes(instr, called)
+            nbytes += self.traffic.reread_bytes(instr, called)
             inner = self.collectives_in(called)
             if instr.name in self.chain_heads:
                 return Step(instr, StepKind.COLLECTIVE_START, flops=flops,
-                            bytes=nbytes - self.collective_only_bytes(instr, called),
+                            bytes=nbytes - self.traffic.collective_only_bytes(instr, called),
                             collectives=(self.chain_heads[instr.name].collective,))
             if instr.name in self.chain_parts:
                 return Step(instr, StepKind.COMPUTE, flops=flops,
-                            bytes=nbytes - self.collective_only_bytes(instr, called))
+                            bytes=nbytes - self.traffic.collective_only_bytes(instr, called))
             if inner:
                 # A collective run in place inside a fusion (TPU: all-reduce-scatter fusions,
                 # async collective fusions): a synchronous collective with arithmetic of its own.
                 # What only the collective reads or writes moves over the links, in its time.
-                nbytes -= self.collective_only_bytes(instr, called)
+                nbytes -= self.traffic.collective_only_bytes(instr, called)
                 return Step(instr, StepKind.COLLECTIVE, flops=flops, bytes=nbytes,
                             collectives=inner, overlaps=self.independent_math(called))
             return Step(instr, StepKind.COMPUTE, flops=flops, bytes=nbytes)
@@ -598,16 +486,17 @@ class _ScheduleReader:
             branches += [instr.callee(k)
                          for k in ("true_computation", "false_computation") if instr.attr(k)]
             # One branch runs; count the costliest.
-            return Step(instr, StepKind.COMPUTE, bytes=self.touched(instr),
-                        flops=max((self.flops_in(b) for b in branches), default=0.0))
+            return Step(instr, StepKind.COMPUTE, bytes=self.traffic.touched(instr),
+                        flops=max((self.arithmetic.flops_in(b) for b in branches), default=0.0))
         kernel = kernel_cost(instr)
         if kernel is not None:
             # Priced from the compiler's estimate of the kernel's work, never as its operands'
             # bytes alone (a flash-attention kernel's FLOPs are most of its time).
             return Step(instr, StepKind.COMPUTE, flops=kernel.flops or 0.0,
-                        bytes=(self.touched(instr) if kernel.bytes_accessed is None
+                        bytes=(self.traffic.touched(instr) if kernel.bytes_accessed is None
                                else kernel.bytes_accessed), kernel=kernel)
-        return Step(instr, StepKind.COMPUTE, flops=self.flops(instr), bytes=self.touched(instr))
+        return Step(instr, StepKind.COMPUTE, flops=self.arithmetic.flops(instr),
+                    bytes=self.traffic.touched(instr))
 
     def scatters(self, instr: Instruction) -> bool:
         """Whether the instruction is a scatter or a fusion that runs one."""
@@ -615,45 +504,6 @@ class _ScheduleReader:
             return True
         return instr.opcode == "fusion" and any(
             self.scatters(i) for i in self.module.computations.get(instr.callee(), []))
-
-    def flops(self, instr: Instruction) -> float:
-        if instr.opcode == "dot":
-            return dot_flops(instr, self.names)
-        if instr.opcode == "convolution":
-            return convolution_flops(instr, self.names)
-        if instr.opcode in ("fusion", "call"):
-            return self.flops_in(instr.callee("calls", "to_apply"))
-        return 0.0
-
-    def dots(self, instr: Instruction) -> tuple[Dot, ...]:
-        """The dots an instruction runs: itself, or those of the computation it calls."""
-        if instr.opcode == "dot":
-            shape = dot_shape(instr, self.names)
-            return (shape,) if shape else ()
-        if instr.opcode in ("fusion", "call", "async-start"):
-            called = instr.callee("calls", "to_apply")
-            return tuple(d for i in self.module.computations.get(called, [])
-                         for d in self.dots(i))
-        return ()
-
-    def passes(self, instr: Instruction) -> float:
-        """Its matmuls' bfloat16 passes per FLOP (matmul_passes), weighted by their FLOPs."""
-        runs = list(self._matmul_passes(instr))
-        flops = sum(f for f, _ in runs)
-        return sum(f * p for f, p in runs) / flops if flops else 1.0
-
-    def _matmul_passes(self, instr: Instruction) -> Iterator[tuple[float, int]]:
-        if instr.opcode in ("dot", "convolution"):
-            yield self.flops(instr), matmul_passes(instr, self.names)
-        elif instr.opcode in ("fusion", "call", "async-start"):
-            for i in self.module.computations.get(instr.callee("calls", "to_apply"), []):
-                yield from self._matmul_passes(i)
-
-    def flops_in(self, computation: str) -> float:
-        if computation not in self.computation_flops:
-            self.computation_flops[computation] = sum(
-                self.flops(i) for i in self.module.computations.get(computation, []))
-        return self.computation_flops[computation]
 
     def collectives_in(self, computation: str) -> tuple[str, ...]:
         """The collectives a computation runs, those of the fusions and calls in it included."""
@@ -674,7 +524,7 @@ class _ScheduleReader:
             if collective_kind(i.opcode)[0] is not None or self.collectives_in(
                     i.callee()) or any(o in after for o in i.operands):
                 after.add(i.name)
-            elif self.flops(i) > 0:
+            elif self.arithmetic.flops(i) > 0:
                 return True
         return False
 
@@ -693,283 +543,14 @@ class _ScheduleReader:
                 return None
         return None
 
-    def operand_spaces(self, instr: Instruction) -> tuple[tuple[Array, int], ...]:
-        """The arrays of an instruction's operands, with their memory spaces."""
-        return tuple(a for o in instr.operands if o in self.names
-                     for a in self.names[o].memory_spaces)
-
-    def operand_bytes(self, instr: Instruction) -> float:
-        return float(sum(a.nbytes for o in instr.operands if o in self.names
-                         for a in self.names[o].arrays))
-
-    def touched(self, instr: Instruction) -> float:
-        return self.operand_bytes(instr) + sum(a.nbytes for a in instr.arrays)
-
-    def fusion_bytes(self, fusion: Instruction, called: str) -> float:
-        """Operands + result, where an operand the body only slices counts as its slices
-        (a loop body reading one layer of a stacked weight reads that layer, not the stack),
-        and a buffer the body updates in place counts as the update (a loop body writing one
-        layer's activations into the stack kept for the backward pass writes that layer)."""
-        body = self.module.computations.get(called, [])
-        users, params = _users(body), _params(body)
-        updated = _in_place_updates(body, params)
-        results = [a.nbytes for a in fusion.arrays]
-        for part, fraction in updated.values():
-            if part < len(results):
-                results[part] *= fraction
-        total = float(sum(results))
-        for k, name in enumerate(fusion.operands):
-            full = sum(a.nbytes for a in self.names[name].arrays) if name in self.names else 0
-            used = users.get(params.get(k, ""), [])
-            if k in updated:
-                continue       # written in place where the result counts it; never read whole
-            if k in params and not used:
-                continue       # never read: a buffer the result aliases (TPU collective fusions)
-            total += self.bytes_read(params[k], users, full) if used else full
-        return total
-
-    def written_bytes(self, instr: Instruction) -> float:
-        """Bytes the instruction writes: its result; of a fusion's result, a buffer updated in
-        place counts as its update (fusion_bytes)."""
-        results = [a.nbytes for a in instr.arrays]
-        if instr.opcode == "fusion":
-            body = self.module.computations.get(instr.callee(), [])
-            for part, fraction in _in_place_updates(body, _params(body)).values():
-                if part < len(results):
-                    results[part] *= fraction
-        return float(sum(results))
-
-    def reread_bytes(self, fusion: Instruction, called: str) -> float:
-        """Bytes a fusion reads a second time: the operands of a reduce-window whose window
-        spans a whole dimension (libtpu writes a softmax's row max and row sum so: each element
-        gets the reduction of its whole row), which the fusion reads once for the reduction
-        and again for the elementwise work that uses it. On a TPU v5e such fusions ran at 1.44
-        to 1.48 times their bytes read once: four softmax probes (vector.json, softmax_*:
-        4.69 ms for 2.15 GB f32, 2.36 ms for 1.07 GB bf16) and dot_product_attention's
-        fusion.12 (18.6 ms for 8.6 GB) (benchmarks/results/tpu-v5e-2026-12-06); read twice,
-        their bytes take 1.5 times as long. An operand counts once however many such
-        reductions read it; it is matched by its element count."""
-        sizes = {prod(w.arrays[0].dims) for w in self.whole_row_windows(called) if w.arrays}
-        if not sizes:
-            return 0.0
-        total = 0.0
-        for name in dict.fromkeys(fusion.operands):
-            arrays = self.names[name].arrays if name in self.names else []
-            if len(arrays) == 1 and prod(arrays[0].dims) in sizes:
-                total += arrays[0].nbytes
-        return total
-
-    def whole_row_windows(self, computation: str, depth: int = 0) -> list[Instruction]:
-        """The reduce-windows of a computation (nested fusions included) whose window spans a
-        whole dimension of their operand: each output is the reduction of a whole row."""
-        out = []
-        for i in self.module.computations.get(computation, []):
-            if i.opcode == "fusion" and depth < 8:
-                out += self.whole_row_windows(i.callee(), depth + 1)
-            elif i.opcode == "reduce-window" and _spans_a_dimension(i, self.names):
-                out.append(i)
-        return out
-
-    def bytes_read(self, param: str, users: dict[str, list[Instruction]], full: float,
-                   depth: int = 0) -> float:
-        """Bytes a computation reads of its parameter `param` (`full` bytes whole; `users`:
-        the computation's _users): where it only slices it, the slices; where it gathers from
-        it, the rows gathered (an embedding lookup reads its tokens' rows, not the table);
-        through a nested fusion, what that fusion's body reads of it. Anything else reads it
-        whole."""
-        total = 0.0
-        for u in users.get(param, []):
-            if u.opcode in ("slice", "dynamic-slice", "gather") and u.operands[0] == param:
-                total += sum(a.nbytes for a in u.arrays)
-            elif u.opcode == "fusion" and depth < 8:
-                inner = self.module.computations.get(u.callee(), [])
-                inner_params, inner_users = _params(inner), _users(inner)
-                total += sum(self.bytes_read(inner_params[k], inner_users, full, depth + 1)
-                             for k, o in enumerate(u.operands) if o == param and k in inner_params)
-            else:
-                return full
-            if total >= full:
-                return full
-        return total
-
-    def collective_only_bytes(self, fusion: Instruction, called: str) -> float:
-        """Bytes of a fusion's operands that only its collectives read, and of its result parts
-        that its collectives produce."""
-        body = self.module.computations.get(called, [])
-        moved = {i.name for i in self.module.collectives.get(called, ())}
-        users, params = _users(body), _params(body)
-        total = 0.0
-        for k, name in params.items():
-            if users.get(name) and all(u.name in moved for u in users[name]) \
-                    and k < len(fusion.operands) and fusion.operands[k] in self.names:
-                total += sum(a.nbytes for a in self.names[fusion.operands[k]].arrays)
-        root = next((i for i in body if i.is_root), None)
-        if root is not None and root.opcode == "custom-call" and root.operands and all(
-                o in moved or o in params.values() for o in root.operands):
-            # The start of a TPU chain (explorer.hlo.chains): a custom call that hands on the
-            # collective's buffers and flags, all of it the collective's.
-            return total + sum(a.nbytes for a in fusion.arrays)
-        parts = (root.operands if root is not None and root.opcode == "tuple"
-                 else [root.name] if root is not None else [])
-        for part, name in enumerate(parts):
-            if name in moved and part < len(fusion.arrays):
-                total += fusion.arrays[part].nbytes
-        return total
-
-    def root_bytes(self, computation: str) -> float:
-        root = next((i for i in self.module.computations.get(computation, []) if i.is_root), None)
-        return float(sum(a.nbytes for a in root.arrays)) if root else 0.0
-
 
 # Instructions that may move an offloaded array synchronously: a copy to or from host memory,
 # or a slice or in-place update of a host buffer (alone or as a fusion).
 _HOST_MOVES = frozenset({"copy", "fusion", "dynamic-slice", "dynamic-update-slice"})
 
 
-def host_transfer_bytes(instr: Instruction,
-                        operands: tuple[tuple[Array, int], ...] = ()) -> float:
-    """Bytes an instruction moves between host memory (HOST_MEMORY_SPACE) and the device: the
-    device side of it (the arrays of its shape, and `operands`, in any other memory space;
-    scalars such as indices and sync flags left out), when some array of it is in host memory
-    and some is not; else 0. A -start's shape holds both sides: (destination, source, flag),
-    or a fusion's (operands, result, flag)."""
-    arrays = [(a, space) for a, space in (*instr.memory_spaces, *operands) if a.dims]
-    if not any(space == HOST_MEMORY_SPACE for _, space in arrays):
-        return 0.0
-    return float(sum(a.nbytes for a, space in arrays if space != HOST_MEMORY_SPACE))
-
-
-# Elementwise operations the vector unit computes, one operation per element of the result.
-ELEMENTWISE_OPCODES = frozenset({
-    "add", "subtract", "multiply", "maximum", "minimum", "negate", "abs", "sign", "compare",
-    "select", "clamp", "and", "or", "xor", "not", "shift-left", "shift-right-logical",
-    "shift-right-arithmetic", "convert", "floor", "ceil", "round-nearest-afz",
-    "round-nearest-even", "is-finite", "remainder", "iota", "popcnt", "count-leading-zeros",
-    "real", "imag", "bitcast-convert", "reduce-precision",
-})
-# Elementwise operations that the vector unit evaluates as a sequence (a transcendental, or a
-# reciprocal and a multiply); each counts as VectorUnit.transcendental_ops operations.
-TRANSCENDENTAL_OPCODES = frozenset({
-    "exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic", "rsqrt",
-    "sqrt", "cbrt", "power", "divide", "sine", "cosine", "tan", "atan2", "erf",
-})
-
-
-def vector_work(module: HloModule, instr: Instruction,
-                names: dict[str, Instruction] | None = None, depth: int = 0
-                ) -> tuple[float, float, float]:
-    """(elementwise operations, transcendentals among them, elements reduced) of an
-    instruction that does no matmul: itself, or its fusion body's (nested fusions included).
-
-    Each elementwise operation (ELEMENTWISE_OPCODES, TRANSCENDENTAL_OPCODES) counts one per
-    element of its result; a reduction one per element it consumes, which are its reduced
-    elements too; a reduce-window that spans a whole dimension (a row's reduction broadcast
-    back) counts as a reduction of its operand, another reduce-window one per element of its
-    result per window tap. Broadcasts, reshapes, copies, slices and other moves count
-    nothing: their cost is their bytes. An instruction that does a matmul, a gather, a scatter
-    or a sort is not counted here (0, 0, 0). `names`: module.by_name(), where the caller has
-    it."""
-    names = module.by_name() if names is None else names
-    if instr.opcode == "fusion":
-        ops = transcendentals = reduced = 0.0
-        for i in module.called(instr):
-            if i.opcode in _NOT_VECTOR_PRICED:
-                return 0.0, 0.0, 0.0
-            if i.opcode == "fusion" and depth >= 8:
-                continue
-            o, t, r = vector_work(module, i, names, depth + 1)
-            ops, transcendentals, reduced = ops + o, transcendentals + t, reduced + r
-        return ops, transcendentals, reduced
-    if instr.opcode in _NOT_VECTOR_PRICED:
-        return 0.0, 0.0, 0.0
-    size = float(prod(instr.arrays[0].dims)) if instr.arrays else 0.0
-    if instr.opcode in ELEMENTWISE_OPCODES:
-        return size, 0.0, 0.0
-    if instr.opcode in TRANSCENDENTAL_OPCODES:
-        return size, size, 0.0
-    if instr.opcode in ("reduce", "reduce-window"):
-        inputs = instr.operands[:max(1, len(instr.operands) // 2)]
-        consumed = float(sum(prod(names[o].arrays[0].dims) for o in inputs
-                             if o in names and names[o].arrays))
-        if instr.opcode == "reduce-window" and not _spans_a_dimension(instr, names):
-            taps = prod(_window_sizes(instr))
-            return size * taps, 0.0, 0.0
-        return consumed, 0.0, consumed
-    return 0.0, 0.0, 0.0
-
-
-# Instructions whose fusions are priced by their FLOPs or bytes alone, not on the vector unit.
-_NOT_VECTOR_PRICED = frozenset({"dot", "convolution", "gather", "scatter", "sort", "custom-call",
-                                "all-reduce", "all-gather", "reduce-scatter", "all-to-all",
-                                "collective-permute", "while", "conditional", "call"})
-
-
-def _window_sizes(instr: Instruction) -> tuple[int, ...]:
-    m = re.search(r"\bsize=([\dx]+)", instr.attr("window") or "")
-    return ints(m.group(1)) if m else ()
-
-
-def _spans_a_dimension(instr: Instruction, names: dict[str, Instruction]) -> bool:
-    """Whether a reduce-window's window covers the whole of some dimension of its operand of
-    more than one element: each output reduces a whole row. `names`: module.by_name()."""
-    operand = names.get(instr.operands[0]) if instr.operands else None
-    if operand is None or not operand.arrays:
-        return False
-    dims = operand.arrays[0].dims
-    return any(w >= n > 1 for w, n in zip(_window_sizes(instr), dims, strict=False))
-
-
-def _users(body: list[Instruction]) -> dict[str, list[Instruction]]:
-    """Name -> the instructions of `body` that read it."""
-    users: dict[str, list[Instruction]] = {}
-    for i in body:
-        for o in i.operands:
-            users.setdefault(o, []).append(i)
-    return users
-
-
-def _params(body: list[Instruction]) -> dict[int, str]:
-    """Parameter number -> the name of the body's parameter instruction."""
-    return {int(i.operand_text): i.name for i in body
-            if i.opcode == "parameter" and i.operand_text.strip().isdigit()}
-
-
 # Free ops through which a collective's result is passed on without being read.
 _PASS_ON = frozenset({"get-tuple-element", "bitcast", "tuple"})
-
-
-# Ops that pass a buffer on unchanged in size: a dynamic-update-slice seen through them still
-# updates the buffer in place (the CPU backend wraps bf16 updates in converts).
-_SAME_BUFFER = frozenset({"convert", "bitcast", "copy", "reshape"})
-
-
-def _in_place_updates(body: list[Instruction], params: dict[int, str]
-                      ) -> dict[int, tuple[int, float]]:
-    """Fusion param index -> (result part, fraction rewritten) for each param that a
-    dynamic-update-slice of the body updates and the body returns: the buffer aliases the
-    result and only the update's share of it is written."""
-    by_name = {i.name: i for i in body}
-    root = next((i for i in body if i.is_root), None)
-    if root is None:
-        return {}
-    parts = root.operands if root.opcode == "tuple" else [root.name]
-    param_index = {name: k for k, name in params.items()}
-    out: dict[int, tuple[int, float]] = {}
-    for part, name in enumerate(parts):
-        instr = by_name.get(name)
-        while instr is not None and instr.opcode in _SAME_BUFFER and instr.operands:
-            instr = by_name.get(instr.operands[0])
-        if instr is None or instr.opcode != "dynamic-update-slice" or len(instr.operands) < 2:
-            continue
-        buffer, update = by_name.get(instr.operands[0]), by_name.get(instr.operands[1])
-        while buffer is not None and buffer.opcode in _SAME_BUFFER and buffer.operands:
-            buffer = by_name.get(buffer.operands[0])
-        if buffer is None or buffer.name not in param_index or update is None:
-            continue
-        whole = prod(instr.arrays[0].dims) if instr.arrays else 0
-        if whole:
-            out[param_index[buffer.name]] = (part, prod(update.arrays[0].dims) / whole)
-    return out
 
 
 def _json(text: str | None) -> dict:

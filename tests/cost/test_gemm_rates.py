@@ -17,7 +17,8 @@ from explorer.compile.gpu import gpu_plugin_installed
 from explorer.cost import gemm_rates
 from explorer.cost.gemm_rates import gemm_table, parse_tables, plugin_binary
 from explorer.cost.hardware import get_target
-from explorer.hlo.schedule import Dot, read_schedule, schedule_work
+from explorer.hlo.arithmetic import Dot
+from explorer.hlo.schedule import read_schedule, schedule_work
 from explorer.report.predict import with_target
 
 needs_plugin = pytest.mark.skipif(not gpu_plugin_installed(),

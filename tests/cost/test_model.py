@@ -637,7 +637,8 @@ def test_matmul_dtype_is_never_that_of_token_ids():
     from types import SimpleNamespace
 
     from explorer.cost.model import matmul_dtype
-    from explorer.hlo.schedule import Dot, Work
+    from explorer.hlo.arithmetic import Dot
+    from explorer.hlo.schedule import Work
 
     ids = SimpleNamespace(kind="input", dtype="int32", bytes_per_device=64 * 2**20)
     weights = SimpleNamespace(kind="input", dtype="bfloat16", bytes_per_device=2**20)

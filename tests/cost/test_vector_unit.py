@@ -24,7 +24,8 @@ from explorer.cost.model import (
     memory_seconds,
     vector_seconds,
 )
-from explorer.hlo.schedule import StepKind, read_schedule, schedule_work, vector_work
+from explorer.hlo.arithmetic import vector_work
+from explorer.hlo.schedule import StepKind, read_schedule, schedule_work
 
 RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "tpu-v5e-2026-12-06"
 NOMINAL_HBM = 819e9
