@@ -1,7 +1,17 @@
-"""The arithmetic an instruction does: the FLOPs of its dots and convolutions (a fusion's
-body's and a call's included), the GEMM shape of each dot, the bfloat16 passes a TPU makes for
-its float32 matmuls, and the vector-unit work of an instruction that does no matmul.
-explorer.hlo.schedule asks it for each Step's `flops`, `dots`, `passes` and vector work."""
+"""The arithmetic an instruction does: the FLOPs of its dots and convolutions, the GEMM shape
+of each dot, the bfloat16 passes a TPU makes for its float32 matmuls, and the vector-unit work
+of an instruction that does no matmul. explorer.hlo.schedule asks it for each Step's `flops`,
+`dots`, `passes` and vector work.
+
+Counting rules (docs/cost-model.md, "The predicted step trace"):
+
+- dot: 2 · prod(result dims) · prod(lhs contracting dims) (dot_flops); convolution:
+  2 · prod(result dims) · input features · window taps (convolution_flops). A fusion or a
+  call counts the dots and convolutions of the computation it runs, and of fusions nested in
+  it.
+- vector work, of an instruction that does no matmul: one operation per element of each
+  elementwise operation's result, and one per element a reduction consumes (vector_work).
+"""
 
 from __future__ import annotations
 
@@ -174,7 +184,7 @@ def vector_work(module: HloModule, instr: Instruction,
         inputs = instr.operands[:max(1, len(instr.operands) // 2)]
         consumed = float(sum(prod(names[o].arrays[0].dims) for o in inputs
                              if o in names and names[o].arrays))
-        if instr.opcode == "reduce-window" and not _spans_a_dimension(instr, names):
+        if instr.opcode == "reduce-window" and not spans_a_dimension(instr, names):
             taps = prod(_window_sizes(instr))
             return size * taps, 0.0, 0.0
         return consumed, 0.0, consumed
@@ -192,7 +202,7 @@ def _window_sizes(instr: Instruction) -> tuple[int, ...]:
     return ints(m.group(1)) if m else ()
 
 
-def _spans_a_dimension(instr: Instruction, names: dict[str, Instruction]) -> bool:
+def spans_a_dimension(instr: Instruction, names: dict[str, Instruction]) -> bool:
     """Whether a reduce-window's window covers the whole of some dimension of its operand of
     more than one element: each output reduces a whole row. `names`: module.by_name()."""
     operand = names.get(instr.operands[0]) if instr.operands else None

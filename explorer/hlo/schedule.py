@@ -4,17 +4,12 @@ XLA schedules a module before it emits code and prints `is_scheduled=true` in it
 such a module each computation lists its instructions in execution order (CPU compiles and TPU
 ahead-of-time compiles alike). This reader turns the entry computation into Steps: what each
 instruction is (free, compute, a synchronous collective, the start or done of an asynchronous
-one, a loop) and the numbers a cost model needs (FLOPs, bytes touched). It prices nothing:
+one, a loop) and the numbers a cost model needs: its FLOPs, dots and vector work, counted by
+explorer.hlo.arithmetic, and the bytes it moves, counted by explorer.hlo.traffic
+(docs/cost-model.md, "The predicted step trace"). Parameters, constants, tuples,
+get-tuple-element, bitcasts and ids cost nothing; so do asynchronous copies and slices
+(copy-start, slice-start: DMAs that run beside compute). It prices nothing:
 explorer/report/trace.py turns Steps into times on a target.
-
-Counting rules (docs/cost-model.md, "The predicted step trace"):
-
-- dot: 2 · prod(result dims) · prod(lhs contracting dims); convolution: 2 · prod(result dims)
-  · prod(kernel dims) / kernel output features. A fusion counts the dots and convolutions of
-  its `calls=` body (and of fusions nested in it).
-- bytes: every operand plus the result, as the instruction's shapes say.
-- parameters, constants, tuples, get-tuple-element, bitcasts and ids cost nothing; so do
-  asynchronous copies and slices (copy-start, slice-start: DMAs that run beside compute).
 
 Collectives that the TPU compiler runs in the background without a -start/-done pair are read
 as asynchronous, waited for by the first instruction that reads their result:
@@ -240,11 +235,12 @@ class _ScheduleReader:
         # A multi-slice TPU program's DCN legs (explorer.hlo.megascale): the send starts one,
         # named by the send, and the recv-done of the same rendezvous key waits for it.
         self.dcn_dones = dcn_recv_done_starts(module)
-        # What each computation computes and runs, read once: a fusion's body is asked for its
-        # FLOPs and collectives by several of the rules below.
+        # What an instruction computes and the bytes it moves, over the same names.
         self.arithmetic = Arithmetic(module, self.names)
-        self.computation_collectives: dict[str, tuple[str, ...]] = {}
         self.traffic = Traffic(module, self.names)
+        # The collectives each computation runs, read once: a fusion's body is asked for them
+        # by several of the rules below.
+        self.computation_collectives: dict[str, tuple[str, ...]] = {}
 
     def steps(self, computation: str) -> tuple[Step, ...]:
         out: list[Step] = []

@@ -1,14 +1,22 @@
-"""The bytes an instruction moves to and from memory: its operands and result, where a fusion
-reads only slices or gathered rows of an operand, updates a buffer in place, reads a row a
-second time for a whole-row reduce-window, or hands buffers to a collective that moves them
-over the links; and the bytes a transfer moves between host memory and the device.
-explorer.hlo.schedule asks it for each Step's `bytes` and `written`."""
+"""The bytes an instruction moves to and from memory, and those a transfer moves between host
+memory and the device. explorer.hlo.schedule asks it for each Step's `bytes` and `written`.
+
+Counting rules (docs/cost-model.md, "The predicted step trace"):
+
+- every operand plus the result, as the instruction's shapes say (touched);
+- a fusion: an operand its body only slices or gathers from counts as the slices or rows it
+  reads, a buffer it updates in place as the update, an operand of a whole-row reduce-window
+  twice (fusion_bytes, reread_bytes); what only a collective inside it reads or writes moves
+  over the links in the collective's time (collective_only_bytes);
+- a copy, slice or update between host memory and the device: its device side
+  (host_transfer_bytes).
+"""
 
 from __future__ import annotations
 
 from math import prod
 
-from explorer.hlo.arithmetic import _spans_a_dimension
+from explorer.hlo.arithmetic import spans_a_dimension
 from explorer.hlo.module import HOST_MEMORY_SPACE, Array, HloModule, Instruction
 
 
@@ -92,7 +100,7 @@ class Traffic:
         for i in self.module.computations.get(computation, []):
             if i.opcode == "fusion" and depth < 8:
                 out += self.whole_row_windows(i.callee(), depth + 1)
-            elif i.opcode == "reduce-window" and _spans_a_dimension(i, self.names):
+            elif i.opcode == "reduce-window" and spans_a_dimension(i, self.names):
                 out.append(i)
         return out
 
