@@ -589,7 +589,7 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
     if table is not None and not any(table.rate(d) for entry in dots for d in entry):
         table = None     # no dot of a dtype it measured (a float32 program)
     # A TPU runs a float32 matmul at precision high or highest as 3 or 6 bfloat16 passes
-    # (explorer.hlo.schedule.matmul_passes); a chip with a float32 peak of its own does not.
+    # (explorer.hlo.arithmetic.matmul_passes); a chip with a float32 peak of its own does not.
     passes = chip.float32_matmul_as is not None
     seconds = flops_bound = math_total = 0.0
     for k, (f, b, r) in enumerate(work):
