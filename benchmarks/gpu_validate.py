@@ -53,7 +53,7 @@ MAX_BATCH_BYTES = 4 * 2**30   # outputs kept alive per sample, per device
 DISPATCH_MARGIN = 1.5         # a collective under 1.5x the dispatch floor measures the host
 MAX_INNER = 200               # calls per sample at most; 1 in a CPU dry run (see time_call)
 
-# device_kind substring -> catalog GPU generation (explorer/_hardware.py). The catalog models
+# device_kind substring -> catalog GPU generation (explorer/cost/catalog/gpu.py). The catalog models
 # SXM parts in DGX nodes (NVLink switch); other form factors are compared against the same.
 GPU_KINDS = (("b200", "b200"), ("h200", "h200"), ("h100", "h100"), ("a100", "a100"))
 GPUS_PER_TARGET = (1, 2, 4, 8)
@@ -365,7 +365,7 @@ def predict_steps(cases: list[dict], target: str, extra=None) -> list[dict]:
 # ---------------------------------------------------------------------------------------------
 
 def pick_target(device_kind: str, count: int, override: str | None) -> tuple[str, int]:
-    from explorer.cost.hardware import get_target
+    from explorer.cost.catalog.names import get_target
 
     if override:
         t = get_target(override)

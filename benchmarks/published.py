@@ -30,8 +30,8 @@ import time
 from dataclasses import dataclass, field, replace
 
 import explorer
+from explorer.cost.catalog.names import get_target
 from explorer.cost.gemm_rates import gemm_table
-from explorer.cost.hardware import get_target
 from explorer.cost.model import roofline_seconds
 from explorer.hlo.schedule import MATH_KINDS, StepKind, read_schedule
 from explorer.report.predict import with_target

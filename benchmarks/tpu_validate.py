@@ -52,7 +52,7 @@ def cases() -> list[dict]:
 def predict(target: str, out: str) -> None:
     """Phase 1, in a process with jax on the CPU: the explorer's estimate of every case, and
     its memory verdict (libtpu's, for a program it compiled for the target)."""
-    from explorer.cost.hardware import get_target
+    from explorer.cost.catalog.names import get_target
     from explorer.report.predict import compiled_memory_fit
 
     def verdict(report) -> dict:

@@ -38,7 +38,8 @@ from explorer.api.workload import analyze_workload
 from explorer.compile.device_profile import MeasuredEvent
 from explorer.compile.pool import WorkerPool
 from explorer.compile.protocol import Partitioner
-from explorer.cost.hardware import Target, VectorUnit, get_target, targets
+from explorer.cost.catalog.names import get_target, targets
+from explorer.cost.catalog.types import Target, VectorUnit
 from explorer.cost.mapping import AxisMapping
 from explorer.cost.model import (
     Bound,

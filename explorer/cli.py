@@ -671,7 +671,7 @@ def _main(argv: list[str] | None) -> int:
             return serve(getattr(args, "port", None), getattr(args, "ip", "127.0.0.1"),
                          token=True if getattr(args, "token", False) else None)
         if args.command == "targets":
-            from explorer.cost.hardware import targets
+            from explorer.cost.catalog.names import targets
 
             print("\n".join(t.describe() for t in targets().values()))
             return 0

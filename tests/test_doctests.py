@@ -14,7 +14,7 @@ import pytest
 MODULES = ["explorer.api.analyze", "explorer.api.analysis_request", "explorer.api.session",
            "explorer.api.workload", "explorer.api.what_if",
            "explorer.report.report", "explorer.spec.mesh", "explorer.spec.tensor",
-           "explorer.cost.hardware"]
+           "explorer.cost.catalog.names"]
 
 
 @pytest.mark.parametrize("name", MODULES)

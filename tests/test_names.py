@@ -108,7 +108,7 @@ def test_the_scan_sees_what_it_checks():
     # public-face alias, and leaves an @overload stub and `main` out.
     where = _public_definitions()
     assert where["Request"] == {"explorer/api/analysis_request.py"}
-    assert where["targets"] == {"explorer/cost/hardware.py"}
+    assert where["targets"] == {"explorer/cost/catalog/names.py"}
     assert "main" not in where
     assert ("explorer/__init__.py", "load", "load_exploration") in _renaming_imports()
     tree = ast.parse("@overload\ndef f(x: int) -> int: ...\n@typing.overload\ndef g(): ...\n"

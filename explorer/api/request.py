@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from explorer.compile.pool import MAX_DEVICES
 from explorer.compile.protocol import Partitioner
 from explorer.compile.tpu import check_topology
-from explorer.cost.hardware import get_target
+from explorer.cost.catalog.names import get_target
 from explorer.cost.mapping import AxisMapping, check_mapping, default_mapping
 from explorer.errors import ExplorerError, InputError, TargetError, TensorError, choices
 from explorer.spec.bounds import (

@@ -19,15 +19,9 @@ from math import prod
 from explorer.compile.gpu import GPU_EXTRA_NOTE, GpuTopology, gpu_plugin_installed, gpu_topology
 from explorer.compile.protocol import Pong, WorkerKey
 from explorer.compile.tpu import libtpu_installed
-from explorer.cost.hardware import (
-    SLICE_AXIS,
-    Target,
-    TargetFamily,
-    get_target,
-    targets,
-    tpu_slices_of,
-    tpu_topology_of,
-)
+from explorer.cost.catalog.names import get_target, targets, tpu_slices_of, tpu_topology_of
+from explorer.cost.catalog.tpu import SLICE_AXIS
+from explorer.cost.catalog.types import Target, TargetFamily
 from explorer.cost.mapping import AxisMapping, default_mapping
 from explorer.errors import ExplorerError, InputError, choices
 from explorer.quiet_jax import accelerator_platform

@@ -7,17 +7,19 @@ returns devices of that GPU, built from a `GpuTargetConfigProto` in text form, a
 gemms, async collectives, the latency-hiding scheduler and buffer assignment) with no device.
 
 The device description is written here from facts about each chip, each with its source; the
-memory size and bandwidth are the hardware catalog's (explorer/cost/hardware.py), so the compiler
-and the cost model see one chip. explorer/api/targeting.py decides, before any worker starts,
-whether a request compiles here (the plugin installed, the target a GPU this module describes).
+memory size and bandwidth are the hardware catalog's (explorer/cost/catalog/gpu.py), so the
+compiler and the cost model see one chip. explorer/api/targeting.py decides, before any worker
+starts, whether a request compiles here (the plugin installed, the target a GPU this module
+describes).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from explorer.cost.catalog.names import get_target
+from explorer.cost.catalog.types import Target
 from explorer.cost.gemm_rates import plugin_binary
-from explorer.cost.hardware import Target, get_target
 from explorer.errors import TargetError, choices
 
 # Sources, cited by name below.
@@ -59,7 +61,7 @@ STATIC_SHARED_PER_BLOCK = 48 * KiB
 WARP = 32
 
 GPU_CHIPS: dict[str, GpuChip] = {
-    # The catalog's generation names (cost/hardware.py) -> chip.
+    # The catalog's generation names (cost/catalog/gpu.py) -> chip.
     "a100": GpuChip(
         "NVIDIA A100-SXM4-80GB", (8, 0),
         sms=108,                      # "The A100 GPU includes 108 SMs" NV_A100_ARCH

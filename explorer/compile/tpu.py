@@ -10,7 +10,7 @@ import importlib.util
 import re
 from math import prod
 
-from explorer.cost.hardware import tpu_generations
+from explorer.cost.catalog.tpu import tpu_generations
 from explorer.errors import InputError, MeshError, choices
 from explorer.spec.mesh import MeshSpec
 

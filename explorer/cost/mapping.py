@@ -14,14 +14,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from math import gcd, prod
 
-from explorer.cost.hardware import (
-    NODE_AXIS,
-    PhysicalAxis,
-    Target,
-    TargetFamily,
-    get_target,
-    targets_with_chips,
-)
+from explorer.cost.catalog.gpu import NODE_AXIS
+from explorer.cost.catalog.names import get_target, targets_with_chips
+from explorer.cost.catalog.types import PhysicalAxis, Target, TargetFamily
 from explorer.errors import MappingError, choices
 from explorer.spec.bounds import show
 

@@ -1,6 +1,6 @@
 """Predicted step time on real hardware, from plain numbers: the roofline and collective formulas.
 
-Pure functions over the hardware catalog (explorer/cost/hardware.py) and a mapping of mesh axes
+Pure functions over the hardware catalog (explorer/cost/catalog/) and a mapping of mesh axes
 onto its links (explorer/cost/mapping.py); no jax. Every formula names its source
 here and in docs/cost-model.md. V is always bytes per device in the program's dtype, as in
 Report's `Collective.program_bytes`:
@@ -24,17 +24,17 @@ from enum import StrEnum
 from math import prod
 from typing import Protocol
 
-from explorer.cost.gemm_rates import GemmTable, gemm_table
-from explorer.cost.hardware import (
-    CLOUD_BF16,
+from explorer.cost.catalog.names import get_target
+from explorer.cost.catalog.sources import CLOUD_BF16
+from explorer.cost.catalog.types import (
     Chip,
     Target,
     TargetFamily,
     VectorUnit,
     achievable,
     format_rate,
-    get_target,
 )
+from explorer.cost.gemm_rates import GemmTable, gemm_table
 from explorer.cost.mapping import AxisMapping, Segment, Tier, check_mapping, default_mapping
 from explorer.cost.tiling import reread_bytes
 from explorer.errors import InputError, MappingError, choices
@@ -849,7 +849,7 @@ def estimate(collectives: Sequence[PricedCollective], flops: float | None,
     it, compute is summed per instruction and a collective in a loop counts once per trip, so
     that the bounds bracket the step on the predicted timeline. `peak`: time with the vendors'
     nominal FLOP/s and link bandwidths; by default each is scaled by its published measured
-    fraction (explorer.cost.hardware.achievable), and the notes say which.
+    fraction (explorer.cost.catalog.types.achievable), and the notes say which.
     """
     target = get_target(target)
     notes: list[str] = []

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from explorer.cost.hardware import get_target
+from explorer.cost.catalog.names import get_target
 from explorer.errors import ExplorerError
 from explorer.layout_search import bounds
 from explorer.layout_search.confirm import (

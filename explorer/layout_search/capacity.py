@@ -37,7 +37,7 @@ from explorer.api.request import check_flag, check_mesh, check_target, check_tim
 from explorer.api.targeting import CompileFor, check_compile_for
 from explorer.api.workload import analyze_workload
 from explorer.compile.protocol import Partitioner
-from explorer.cost.hardware import get_target
+from explorer.cost.catalog.names import get_target
 from explorer.errors import InputError, WorkloadError, choices
 from explorer.layout_search.result import CompiledBy, Progress, SearchPhase
 from explorer.layout_search.state import CompileSettings

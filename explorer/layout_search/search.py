@@ -40,7 +40,7 @@ from explorer.api.request import (
 )
 from explorer.api.targeting import check_compile_for
 from explorer.compile.caller_context import CallerContext, bind_context
-from explorer.cost.hardware import get_target
+from explorer.cost.catalog.names import get_target
 from explorer.errors import InputError, TargetError, WorkloadError, choices
 from explorer.layout_search.branch_and_bound import BranchAndBound
 from explorer.layout_search.cluster import make_runner

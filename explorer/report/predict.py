@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from explorer.compile.tpu import tpu_backend
-from explorer.cost.hardware import Target, TargetFamily, get_target, tpu_slices_of
+from explorer.cost.catalog.names import get_target, tpu_slices_of
+from explorer.cost.catalog.types import Target, TargetFamily
 from explorer.cost.mapping import AxisMapping, crosses_nodes, placed_mapping
 from explorer.cost.model import Estimate, MemoryFit, estimate, matmul_dtype, memory_fit
 from explorer.hlo.schedule import Work, cached_schedule, schedule_work

@@ -4,7 +4,7 @@ are the target's own or an approximation."""
 from __future__ import annotations
 
 from explorer.compile.tpu import tpu_backend_slices
-from explorer.cost.hardware import get_target
+from explorer.cost.catalog.names import get_target
 from explorer.report.report import Report
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from explorer.cost.hardware import NODE_AXIS, get_target
+from explorer.cost.catalog.gpu import NODE_AXIS
+from explorer.cost.catalog.names import get_target
 from explorer.report.op_comparison import compare_ops, comparison_lines
 from explorer.report.provenance import provenance
 from explorer.report.report import Report, TensorRole

@@ -17,7 +17,7 @@ import time
 from explorer.api.exploration import Exploration
 from explorer.api.targeting import CompilePlan, compile_plan
 from explorer.compile.protocol import Backend
-from explorer.cost.hardware import get_target, tpu_slices_of
+from explorer.cost.catalog.names import get_target, tpu_slices_of
 from explorer.errors import ExplorerError
 from explorer.spec.mesh import parse_mesh
 

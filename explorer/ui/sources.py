@@ -31,7 +31,7 @@ from explorer.api.targeting import CompileFor
 from explorer.compile.caller_context import bind_context
 from explorer.compile.protocol import Partitioner
 from explorer.compile.sources import cell_name
-from explorer.cost.hardware import compute_dtypes
+from explorer.cost.catalog.names import compute_dtypes
 from explorer.errors import ExplorerError, InputError, RuleError, TensorError
 from explorer.report.memory import memory_kinds
 from explorer.report.report import Report, WorkloadInfo

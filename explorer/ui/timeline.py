@@ -13,8 +13,8 @@ import ipywidgets as w
 import plotly.graph_objects as go
 
 from explorer.compile.device_profile import MeasuredEvent
+from explorer.cost.catalog.names import get_target
 from explorer.cost.gemm_rates import gemm_table
-from explorer.cost.hardware import get_target
 from explorer.errors import ExplorerError
 from explorer.report.op_comparison import (
     SHOWN,

@@ -13,7 +13,7 @@ import plotly.colors as pc
 import plotly.graph_objects as go
 
 from explorer.api.request import check_target
-from explorer.cost.hardware import get_target, targets_with_chips
+from explorer.cost.catalog.names import get_target, targets_with_chips
 from explorer.errors import ExplorerError
 from explorer.hlo.groups import spanned_axes
 from explorer.report.dataflow import sliced_all_reduces

@@ -42,7 +42,7 @@ from explorer import (
     parse_spec,
 )
 from explorer.api.pytrees import is_array_like
-from explorer.cost.hardware import targets_with_chips
+from explorer.cost.catalog.names import targets_with_chips
 from explorer.spec.bounds import MAX_ELEMENTS, MAX_MESH_DEVICES, MAX_RANK
 from explorer.spec.tensor import DTYPE_ALIASES, DTYPE_BYTES
 from explorer.workloads.registry import WORKLOADS

@@ -8,7 +8,7 @@ from explorer.api import targeting
 from explorer.api.targeting import TPU_EXTRA_NOTE, CompileFor, compile_plan, tpu_topology_of
 from explorer.compile.gpu import GPU_EXTRA_NOTE
 from explorer.compile.protocol import Backend, WorkerKey
-from explorer.cost.hardware import get_target
+from explorer.cost.catalog.names import get_target
 from explorer.cost.mapping import check_mapping
 from explorer.errors import InputError
 from explorer.spec.mesh import parse_mesh

@@ -8,7 +8,7 @@ import pytest
 
 import explorer
 from explorer.compile.gpu import GPU_CHIPS, gpu_topology, target_config
-from explorer.cost.hardware import get_target
+from explorer.cost.catalog.names import get_target
 from explorer.errors import TargetError
 
 

@@ -23,7 +23,7 @@ import pytest
 
 import explorer
 from explorer import TensorSpec as T
-from explorer.cost.hardware import get_target
+from explorer.cost.catalog.names import get_target
 from explorer.report.predict import with_target
 from explorer.report.provenance import compiled_by
 

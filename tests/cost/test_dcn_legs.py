@@ -9,7 +9,7 @@ hop. No jax here."""
 
 import pytest
 
-from explorer.cost.hardware import get_target
+from explorer.cost.catalog.names import get_target
 from explorer.cost.mapping import Tier, check_mapping
 from explorer.cost.model import collective_time
 from explorer.hlo.collectives import CollectiveKind

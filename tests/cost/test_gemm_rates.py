@@ -15,8 +15,8 @@ import explorer
 from explorer import TensorSpec as T
 from explorer.compile.gpu import gpu_plugin_installed
 from explorer.cost import gemm_rates
+from explorer.cost.catalog.names import get_target
 from explorer.cost.gemm_rates import gemm_table, parse_tables, plugin_binary
-from explorer.cost.hardware import get_target
 from explorer.hlo.arithmetic import Dot
 from explorer.hlo.schedule import read_schedule, schedule_work
 from explorer.report.predict import with_target

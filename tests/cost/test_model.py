@@ -14,7 +14,9 @@ import pytest
 from explorer import TargetError
 from explorer.compile.tpu import topology_chips
 from explorer.cost import model
-from explorer.cost.hardware import LinkKind, TargetFamily, get_target, targets, tpu_generations
+from explorer.cost.catalog.names import get_target, targets
+from explorer.cost.catalog.tpu import tpu_generations
+from explorer.cost.catalog.types import LinkKind, TargetFamily
 from explorer.cost.mapping import AxisMapping, check_mapping, default_mapping, parse_mapping
 from explorer.cost.model import (
     Bound,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.cost.hardware import TPU_V5E
+from explorer.cost.catalog.tpu import TPU_V5E
 from explorer.cost.model import instruction_seconds, measured_read_bandwidth
 from explorer.cost.tiling import MatmulTiling, matmul_tiling, reread_bytes, window_traffic
 from explorer.hlo.module import parse_instruction

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.cost.hardware import TPU_V5E
+from explorer.cost.catalog.tpu import TPU_V5E
 from explorer.cost.model import (
     estimate,
     instruction_seconds,

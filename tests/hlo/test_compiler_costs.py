@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.cost.hardware import TPU_V5E
+from explorer.cost.catalog.tpu import TPU_V5E
 from explorer.cost.model import estimate
 from explorer.hlo.compiler_costs import UNCOSTABLE_CYCLES, kernel_cost, uncostable
 from explorer.hlo.module import parse_module

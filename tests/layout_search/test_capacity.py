@@ -12,7 +12,7 @@ import pytest
 import explorer
 from explorer.api.request import check_mesh
 from explorer.compile.gpu import gpu_plugin_installed
-from explorer.cost.hardware import get_target
+from explorer.cost.catalog.names import get_target
 from explorer.cost.model import memory_fit
 from explorer.errors import InputError, WorkloadError
 from explorer.layout_search import capacity as capacity_module

@@ -12,7 +12,7 @@ import pytest
 
 from explorer import TensorSpec, analyze, analyze_workload
 from explorer.compile.gpu import gpu_plugin_installed
-from explorer.cost.hardware import get_target
+from explorer.cost.catalog.names import get_target
 from explorer.cost.model import estimate
 from explorer.errors import TensorError, WorkloadError
 from explorer.hlo.module import entry_memory_spaces, parse_module, shape_memory_spaces

@@ -32,7 +32,7 @@ from explorer.api.request import (
 from explorer.api.targeting import CompileFor, compile_plan
 from explorer.compile.pool import DEFAULT_TIMEOUT_S
 from explorer.compile.protocol import Backend
-from explorer.cost.hardware import get_target, targets, targets_with_chips
+from explorer.cost.catalog.names import get_target, targets, targets_with_chips
 from explorer.errors import (
     ExplorerError,
     InputError,
@@ -120,7 +120,7 @@ def app_language(message: str) -> str:
 
 
 def target_options(devices: int, current: str = "") -> list[tuple[str, str]]:
-    """Every target with `devices` devices (explorer.cost.hardware.targets_with_chips: by
+    """Every target with `devices` devices (explorer.cost.catalog.names.targets_with_chips: by
     family, GPUs first where the count is whole nodes of 8), then the catalog's others of that
     count (the IPU machine), and `current` kept (marked) when it does not match, so that a
     selection is never lost."""

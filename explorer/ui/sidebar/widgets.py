@@ -18,7 +18,7 @@ from explorer.api.request import check_timeout
 from explorer.api.targeting import CompileFor, check_compile_for
 from explorer.compile.pool import DEFAULT_TIMEOUT_S
 from explorer.compile.protocol import Backend
-from explorer.cost.hardware import get_target
+from explorer.cost.catalog.names import get_target
 from explorer.errors import ExplorerError, WorkloadError
 from explorer.layout_search.result import Candidate
 from explorer.spec.mesh import MeshSpec
