@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import partial
 
+from explorer.api.analysis_request import Request
+from explorer.api.targeting import CompileFor
 from explorer.cost.catalog.names import get_target
 from explorer.errors import ExplorerError
 from explorer.layout_search import bounds
@@ -29,7 +32,7 @@ from explorer.layout_search.confirm import (
     to_confirm,
 )
 from explorer.layout_search.estimate_screen import EstimateScreen
-from explorer.layout_search.evaluate import Outcome
+from explorer.layout_search.evaluate import Outcome, candidate_request
 from explorer.layout_search.ranking import candidate_of, pareto, rank, rank_key, winner_comparison
 from explorer.layout_search.result import (
     Candidate,
@@ -41,7 +44,7 @@ from explorer.layout_search.result import (
     SearchStats,
 )
 from explorer.layout_search.space import Problem, SearchPoint, Space
-from explorer.layout_search.state import CompileSettings, SearchState
+from explorer.layout_search.state import SearchState, compiler_of
 from explorer.layout_search.surrogate import Surrogate, fits
 
 # Seconds between two progress reports of the estimate screen, which settles a candidate every
@@ -61,18 +64,20 @@ class Pruning:
 
 
 class BranchAndBound:
-    """One search over `found`; `run()` compiles, prunes and ranks, once."""
+    """One search over `found`, the space of `request`'s program; `run()` compiles, prunes and
+    ranks, once. Each candidate is compiled as a Request of its own (evaluate.py's
+    candidate_request)."""
 
-    def __init__(self, problem: Problem, space: SearchSpace, found: Space,
-                 settings: CompileSettings, state: SearchState, runner,
-                 screening: Screening | None = None):
+    def __init__(self, problem: Problem, space: SearchSpace, found: Space, request: Request,
+                 state: SearchState, runner, screening: Screening | None = None):
         self.problem, self.space, self.found = problem, space, found
-        self.settings, self.state, self.runner = settings, state, runner
+        self.request, self.state, self.runner = request, state, runner
         self.screening = screening
-        # The compiles of the search proper: the screen's on CPU devices, else the settings'.
-        self.searching = settings.on_cpu() if screening else settings
+        # The compiles of the search proper: the screen's on CPU devices, else the Request's.
+        self.searching = CompileFor.CPU if screening else request.compile_for
         self.compiled_by = (CompiledBy.CPU_PRICED if screening or not found.points
-                            else settings.compiled_by(found.points[0].layout.mesh))
+                            else compiler_of(found.points[0].layout.mesh, request.target,
+                                             request.compile_for))
         if screening:
             state.reserved_s = screening.reserve(state.budget_s)
         self.screened = self.confirmed = 0
@@ -86,7 +91,7 @@ class BranchAndBound:
         self.reference_confirmed: dict[int, Candidate] = {}
         self.points = found.points
         self.by_index = {p.index: p for p in self.points}
-        chip = get_target(settings.target).chip
+        chip = get_target(request.target).chip
         self.capacity, self.bandwidth = chip.capacity, chip.memory_bandwidth
         state.total = len(self.points)
         self.results: dict[int, Candidate] = {}
@@ -145,7 +150,7 @@ class BranchAndBound:
     def reference_by_target(self, ref: SearchPoint) -> Candidate | None:
         """The reference compiled by the target's compiler; None when the budget cut it short
         (the reference is then not evaluated)."""
-        self.submit(ref, self.settings)
+        self.submit(ref, self.request.compile_for)
         self.state.report(SearchPhase.CONFIRM, ref.layout.label())
         [(_, outcome)] = self.runner.next_done()
         if self.ran_out(outcome):
@@ -198,7 +203,8 @@ class BranchAndBound:
             self.screen_by_estimate(screen, own, why)
             return
         self.screen_skipped = f"{why}{untraced}, so every candidate compiles with {own.compiled_by}"
-        self.screening, self.searching, self.compiled_by = None, self.settings, own.compiled_by
+        self.screening, self.compiled_by = None, own.compiled_by
+        self.searching = self.request.compile_for
         self.state.reserved_s = 0.0
 
     def screen_by_estimate(self, screen: EstimateScreen, own: Candidate, why: str) -> None:
@@ -216,7 +222,7 @@ class BranchAndBound:
         traced, or the search was asked to compile every candidate (prune=False)."""
         if not self.state.prune:
             return None, " and prune=False asks for every candidate compiled"
-        screen = EstimateScreen(self.problem, self.settings.target, self.settings.mapping)
+        screen = EstimateScreen(self.problem, self.request.target, self.request.mapping)
         try:
             screen.trace(self.points[0].layout.mesh)
         except ExplorerError as e:
@@ -267,11 +273,13 @@ class BranchAndBound:
 
     # -- compiling -----------------------------------------------------------------------------
 
-    def submit(self, point: SearchPoint, settings: CompileSettings | None = None) -> None:
-        """Send `point` to the runner, compiled with the search's settings (or `settings`)."""
-        settings = settings or self.searching
-        timeout = self.state.compile_timeout(settings.timeout)
-        self.runner.submit(point.index, settings.request(self.problem, point.layout, timeout))
+    def submit(self, point: SearchPoint, compile_for: CompileFor | None = None) -> None:
+        """Send `point`'s Request to the runner, compiled for the search's compiler (or
+        `compile_for`), under what is left of the budget."""
+        timeout = self.state.compile_timeout(self.request.planned.timeout)
+        self.runner.send(point.index, partial(candidate_request, self.request, self.problem,
+                                              point.layout, timeout,
+                                              compile_for or self.searching))
 
     def submit_next(self) -> None:
         """Fill the runner's free slots with the next candidates, pruning by time first."""
@@ -377,7 +385,7 @@ class BranchAndBound:
                 if index in self.reference_confirmed:    # compiled so while weighing the screen
                     self.keep_confirmed(index, self.reference_confirmed[index])
                     continue
-                self.submit(self.by_index[index], self.settings)
+                self.submit(self.by_index[index], self.request.compile_for)
                 self.state.report(SearchPhase.CONFIRM, self.results[index].label)
             if not self.runner.pending():
                 break          # the budget or a cancel stopped it: the rest stay screened
@@ -459,5 +467,5 @@ class BranchAndBound:
             screen_skipped=self.screen_skipped,
             screened_by=CompiledBy.ESTIMATE if self.estimating else CompiledBy.CPU_PRICED,
             estimated=state.estimated)
-        return SearchResult(self.problem.name, self.space, self.settings.target, OBJECTIVE,
+        return SearchResult(self.problem.name, self.space, self.request.target, OBJECTIVE,
                             tuple(ranked), pareto(ranked), winner_comparison(ranked), stats)

@@ -36,11 +36,10 @@ from explorer.api.analysis_request import CompileForName, Request
 from explorer.api.request import check_flag, check_mesh, check_target, check_timeout
 from explorer.api.targeting import CompileFor, check_compile_for
 from explorer.api.workload import analyze_workload
-from explorer.compile.protocol import Partitioner
 from explorer.cost.catalog.names import get_target
 from explorer.errors import InputError, WorkloadError, choices
 from explorer.layout_search.result import CompiledBy, Progress, SearchPhase
-from explorer.layout_search.state import CompileSettings
+from explorer.layout_search.state import compiler_of
 from explorer.report.predict import compiled_memory_fit
 from explorer.report.provenance import compiled_by
 from explorer.report.report import Report
@@ -326,8 +325,7 @@ def largest_batch(workload: str | Request, mesh=None, target: str | None = None,
     mesh_spec = check_mesh(mesh)
     check_target(target, None, mesh_spec)
     compile_for = check_compile_for(compile_for)
-    compiler = CompileSettings(target, None, Partitioner.SHARDY, timeout,
-                               compile_for).compiled_by(mesh_spec)
+    compiler = compiler_of(mesh_spec, target, compile_for)
     step, top = _batch_range(w, params, resolved, mesh_spec, preset, rules, max_batch)
     capacity = get_target(target).chip.capacity
     if capacity is None:

@@ -1,12 +1,14 @@
 """Where candidates are compiled: this process's worker pool, or a Ray cluster.
 
-A runner takes requests and gives back outcomes as they finish. The local runner compiles one at
-a time on the explorer's own worker pool (one warm worker per device count). The Ray runner
-sends each request as a Ray task; the task runs explorer.layout_search.evaluate.compile_candidate on
-whichever node Ray picks, which compiles it on that node's own worker pool (each Ray worker
-process keeps its pool warm between tasks), and returns the compiled Report without its
-program texts. The connection, the explorer shipped to the nodes and the check that each node
-can compile are connect.py's.
+A runner takes each candidate's explorer Request, made where the search runs (`send`: its
+program traced and lowered there, evaluate.py's `candidate_request`), and gives back outcomes as
+they finish. The local runner compiles one at a time on the explorer's own worker pool (one warm
+worker per device count). The Ray runner sends each Request as a Ray task; the task runs
+explorer.layout_search.evaluate.compile_candidate on whichever node Ray picks, which compiles it
+on that node's own worker pool (each Ray worker process keeps its pool warm between tasks), and
+returns the compiled Report without its program texts. The connection, the explorer shipped to
+the nodes and the check that each node can compile are connect.py's. A candidate whose Request
+could not be made is answered as that candidate's failure, by either runner, without a compile.
 
 A task whose Ray worker or node is lost (killed, crashed, out of memory, the node gone) gave no
 verdict on its candidate, so the Ray runner sends it again, up to MAX_ATTEMPTS times in all, and
@@ -21,18 +23,19 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import replace
 
+from explorer.api.analysis_request import Request
 from explorer.errors import ExplorerError
 from explorer.layout_search.connect import (
     PROBE_TIMEOUT_S,
     ClusterSize,
-    check_address,
     check_nodes,
     connect,
     gist,
 )
-from explorer.layout_search.evaluate import CompileJob, Outcome, compile_candidate, planned_here
+from explorer.layout_search.evaluate import Outcome, compile_candidate
 
 INSTALL_HINT = "pip install 'sharding-explorer[cluster]' (or: pip install 'ray[default]>=2.9')"
 
@@ -40,27 +43,59 @@ INSTALL_HINT = "pip install 'sharding-explorer[cluster]' (or: pip install 'ray[d
 MAX_ATTEMPTS = 3
 
 
-class LocalRunner:
-    """Compiles on this process's worker pool, one request at a time."""
+class Runner:
+    """What both runners share: `send`, which makes a candidate's Request here and submits it,
+    and the candidates whose Request could not be made, which `next_done` answers first, each
+    as its failure. A runner's own `submit` takes a Request made already."""
+
+    def __init__(self):
+        self._refused: list[tuple[object, Outcome]] = []    # failed here, never submitted
+
+    def send(self, key, make: Callable[[], Request]) -> None:
+        """Make the Request of candidate `key` (`make()`: evaluate.candidate_request) in this
+        process, where the search runs, and submit it; an ExplorerError making it is the
+        candidate's failure, answered by next_done like a compile's."""
+        t0 = time.perf_counter()
+        try:
+            request = make()
+        except ExplorerError as e:
+            self._refused.append((key, Outcome.failed(e, t0)))
+            return
+        self.submit(key, request)
+
+    def submit(self, key, request: Request) -> None:
+        raise NotImplementedError
+
+    def _take_refused(self) -> list[tuple[object, Outcome]]:
+        out, self._refused = self._refused, []
+        return out
+
+
+class LocalRunner(Runner):
+    """Compiles on this process's worker pool, one Request at a time."""
 
     slots = 1
     address = None
     size: ClusterSize | None = None
 
     def __init__(self, pool=None):
+        super().__init__()
         self.pool = pool
-        self._queue: OrderedDict[object, CompileJob] = OrderedDict()
+        self._queue: OrderedDict[object, Request] = OrderedDict()
 
-    def submit(self, key, request: CompileJob) -> None:
+    def submit(self, key, request: Request) -> None:
         self._queue[key] = request
 
     def pending(self) -> int:
-        return len(self._queue)
+        return len(self._queue) + len(self._refused)
 
     def next_done(self) -> list[tuple[object, Outcome]]:
-        """The next request's outcome. A worker that died or was killed under it gave no
-        verdict, so it is compiled again on a fresh worker, up to MAX_ATTEMPTS times in all,
-        as the Ray runner sends a lost task again; the outcome counts the retries."""
+        """The next Request's outcome (first those refused before they were submitted). A
+        worker that died or was killed under it gave no verdict, so it is compiled again on a
+        fresh worker, up to MAX_ATTEMPTS times in all, as the Ray runner sends a lost task
+        again; the outcome counts the retries."""
+        if self._refused:
+            return self._take_refused()
         key, request = self._queue.popitem(last=False)
         outcome = compile_candidate(request, self.pool)
         retries = 0
@@ -70,7 +105,7 @@ class LocalRunner:
         return [(key, replace(outcome, retries=retries))]
 
     def cancel_all(self) -> list[object]:
-        keys = list(self._queue)
+        keys = list(self._queue) + [key for key, _ in self._take_refused()]
         self._queue.clear()
         return keys
 
@@ -78,8 +113,9 @@ class LocalRunner:
         pass
 
 
-def _compile_on_node(request: CompileJob) -> Outcome:
-    """The Ray task: run the request on the node's own worker pool."""
+def _compile_on_node(request: Request) -> Outcome:
+    """The Ray task: compile the Request (its program lowered where the search runs) on the
+    node's own worker pool."""
     return compile_candidate(request)
 
 
@@ -90,12 +126,13 @@ def _lost_errors(ray) -> tuple[type[Exception], ...]:
             x.OutOfMemoryError)
 
 
-class RayRunner:
-    """Compiles each request as a Ray task, `slots` at a time (default: the cluster's CPUs).
+class RayRunner(Runner):
+    """Compiles each Request as a Ray task, `slots` at a time (default: the cluster's CPUs).
     `node_timeout`: seconds the check of the nodes waits for their answers (connect.py)."""
 
     def __init__(self, address: str, slots: int | None = None,
                  node_timeout: float = PROBE_TIMEOUT_S):
+        super().__init__()
         try:
             import ray
         except ImportError:
@@ -114,20 +151,12 @@ class RayRunner:
         self._lost = _lost_errors(ray)
         self.slots = slots if slots is not None else max(1, self.size.cpus)
         self._refs: dict = {}                         # task -> key
-        self._requests: dict[object, CompileJob] = {}    # key -> what it compiles, to send again
+        self._requests: dict[object, Request] = {}    # key -> what it compiles, to send again
         self._retries: dict[object, int] = {}
-        self._refused: list[tuple[object, Outcome]] = []  # failed here, never sent
 
-    def submit(self, key, request: CompileJob) -> None:
-        t0 = time.perf_counter()
-        try:
-            # The program is traced and lowered here, where the search was called, under its
-            # contexts; the node compiles the module (explorer/compile/lowering.py).
-            request = planned_here(request)
-        except ExplorerError as e:
-            self._refused.append((key, Outcome(None, f"{type(e).__name__}: {e}",
-                                               time.perf_counter() - t0, type(e))))
-            return
+    def submit(self, key, request: Request) -> None:
+        # Pickled for the task with its program lowered here, where the search was called,
+        # under its contexts; the node compiles the module (explorer/compile/lowering.py).
         self._requests[key] = request
         self._refs[self._task.remote(request)] = key
 
@@ -138,8 +167,7 @@ class RayRunner:
         """The next outcomes (first those refused before they were sent); a task lost with
         its worker is sent again, and waited for."""
         if self._refused:
-            out, self._refused = self._refused, []
-            return out
+            return self._take_refused()
         out = []
         while not out:
             ready, _ = self.ray.wait(list(self._refs), num_returns=1)
@@ -170,8 +198,7 @@ class RayRunner:
         return replace(outcome, retries=self._retries.pop(key, 0))
 
     def cancel_all(self) -> list[object]:
-        keys = list(self._refs.values()) + [key for key, _ in self._refused]
-        self._refused.clear()
+        keys = list(self._refs.values()) + [key for key, _ in self._take_refused()]
         for ref in self._refs:
             self.ray.cancel(ref, force=True)
         self._refs.clear()
@@ -188,6 +215,8 @@ class RayRunner:
 
 def make_runner(cluster: str | None, pool=None, slots: int | None = None,
                 node_timeout: float = PROBE_TIMEOUT_S):
+    """The runner of a search: on `pool` here, or on the Ray cluster at `cluster` (an address
+    SearchOptions checked)."""
     if cluster is None:
         return LocalRunner(pool)
-    return RayRunner(check_address(cluster), slots, node_timeout)
+    return RayRunner(cluster, slots, node_timeout)

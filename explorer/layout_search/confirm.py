@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from explorer.api.analysis_request import Request
 from explorer.layout_search.result import Candidate, CandidateStatus, CompiledBy
-from explorer.layout_search.state import CompileSettings
-from explorer.spec.mesh import MeshSpec
+from explorer.layout_search.state import compiler_of
 
 # Screened candidates the target's compiler compiles again: the best that fit, by the screen.
 CONFIRM_BEST = 3
@@ -78,11 +78,11 @@ class Screening:
         return max(0.0, min(reserve, (1 - ESTIMATE_MIN_SHARE) * (budget_s - elapsed_s)))
 
 
-def screening_for(settings: CompileSettings, mesh: MeshSpec) -> Screening | None:
-    """A screen where the settings would compile every candidate with the target's own
-    compiler (compile_for="target" on a GPU or TPU target with its compiler installed); None
-    where they compile on CPU devices anyway."""
-    compiler = settings.compiled_by(mesh)
+def screening_for(request: Request) -> Screening | None:
+    """A screen where a search of `request` would compile every candidate with the target's
+    own compiler (compile_for="target" on a GPU or TPU target with its compiler installed);
+    None where they compile on CPU devices anyway."""
+    compiler = compiler_of(request.planned.mesh, request.target, request.compile_for)
     return Screening(compiler) if compiler.is_targets_own else None
 
 

@@ -1,47 +1,51 @@
-"""One candidate through the real compiler: a picklable request, and the function that answers
-it with explorer.analyze of its Request (cache on). The same function runs in this
-process, on the local worker pool, and in a Ray task on a cluster node, on that node's pool, so
-both ways give the same Report for the same request."""
+"""One candidate through the real compiler: its Request, made from the search's Request with the
+candidate's layout (`candidate_request`), and the function that answers it with explorer.analyze
+(cache on). The same function runs in this process, on the local worker pool, and in a Ray task
+on a cluster node, on that node's pool, so both ways give the same Report for the same Request.
+
+The Request is made where the search runs: the candidate's program is traced and lowered there,
+under the contexts of the search's Request (explorer/compile/lowering.py), and a Ray task gets
+the Request with its program lowered (pickling keeps the module, not the program), so a node
+compiles the module and never traces the program."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from explorer.api.analysis_request import Request
 from explorer.api.analyze import analyze
 from explorer.api.targeting import CompileFor
-from explorer.compile.caller_context import CallerContext
-from explorer.compile.protocol import Partitioner
 from explorer.errors import ExplorerError, WorkerError, WorkerLost
+from explorer.layout_search.space import Problem, SearchLayout, WorkloadProblem
 from explorer.report.report import Report
-from explorer.spec.mesh import MeshSpec
-from explorer.spec.tensor import Entry
 
 
-@dataclass(frozen=True)
-class CompileJob:
-    """What to compile: a workload with rules or specs, or a function with its arguments."""
+def candidate_request(request: Request, problem: Problem, layout: SearchLayout,
+                      timeout: float | None, compile_for: CompileFor,
+                      params: Mapping | None = None, rules: str | None = None) -> Request:
+    """The Request of one candidate of a search of `request`: its program (`problem`, read
+    from `request`) with `layout`'s mesh and layout, compiled for `compile_for` under
+    `timeout`, with `request`'s target, mapping, partitioner and contexts. A workload takes the
+    layout's rules and specs (or `params` and `rules` in their stead, for a pipeline plan); a
+    function takes its arguments with the layout's specs. What else `request` holds (its own
+    layout, donate, measure, origins ...) is not the search's: a candidate is compiled as
+    explorer.search has always compiled one.
 
-    mesh: MeshSpec
-    target: str
-    mapping: Any = None
-    partitioner: Partitioner = Partitioner.SHARDY
-    timeout: float | None = None
-    workload: str | None = None
-    params: Mapping[str, Any] | None = None
-    rules: str | None = None
-    specs: Mapping[str, tuple[Entry, ...]] | None = None
-    fn: Callable | None = None
-    args: tuple = ()
-    # The Request, made where the search runs (`planned_here`): its program traced and lowered
-    # there, under the caller's contexts. What a Ray task gets instead of the program.
-    planned: Request | None = None
-    compile_for: CompileFor = CompileFor.TARGET   # as explorer.analyze takes it
-    # The contexts the program is traced under: those where the search was called.
-    context: CallerContext | None = None
+    Raises:
+        ExplorerError: the Request's own errors, the program's failure to trace among them.
+    """
+    shared = dict(mesh=layout.mesh, target=request.target, mapping=request.mapping,
+                  partitioner=request.partitioner, timeout=timeout, compile_for=compile_for,
+                  context=request.context)
+    if isinstance(problem, WorkloadProblem):
+        return Request(workload=problem.name,
+                       params=dict(problem.params if params is None else params),
+                       rules=(layout.rules_text if rules is None else rules) or None,
+                       specs={n: s for n, s in layout.specs} or None, **shared)
+    specs = dict(problem.resolve(layout)[0])
+    return Request(fn=problem.fn, inputs=tuple(problem.args_with(specs)), **shared)
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,13 @@ class Outcome:
     seconds: float                       # wall time of the evaluation
     error_type: type[Exception] | None = None    # the class of the error `error` describes
     retries: int = 0                     # times it was sent again after a Ray worker was lost
+
+    @classmethod
+    def failed(cls, error: ExplorerError, started: float) -> Outcome:
+        """The outcome of a candidate that `error` stopped, `started` (time.perf_counter())
+        when its evaluation began."""
+        return cls(None, f"{type(error).__name__}: {error}", time.perf_counter() - started,
+                   type(error))
 
     @property
     def worker_lost(self) -> bool:
@@ -71,37 +82,12 @@ def compact(report: Report) -> Report:
     return replace(report, stablehlo="", propagated_hlo="", optimized_hlo="", trace=None)
 
 
-def planned_here(job: CompileJob) -> CompileJob:
-    """The job with its Request made in this process (the program traced and lowered here,
-    under the job's contexts, explorer/compile/lowering.py) in place of the program, for a
-    compile elsewhere: a Ray task compiles the module and never traces the program.
-
-    Raises:
-        ExplorerError: the request's own errors, the program's failure to trace among them.
-    """
-    if job.planned is not None:
-        return job
-    # The contexts stay here: the module carries what they meant, and they may hold meshes of
-    # this process's devices.
-    return replace(job, fn=None, args=(), workload=None, context=None, planned=_request(job))
-
-
-def _request(job: CompileJob) -> Request:
-    common = dict(mesh=job.mesh, target=job.target, mapping=job.mapping,
-                  partitioner=job.partitioner, timeout=job.timeout,
-                  compile_for=job.compile_for, context=job.context)
-    if job.workload is not None:
-        return Request(workload=job.workload, specs=job.specs, params=job.params,
-                       rules=job.rules or None, **common)
-    return Request(fn=job.fn, inputs=tuple(job.args), **common)
-
-
-def compile_candidate(request: CompileJob, pool=None) -> Outcome:
-    """Compile and predict one candidate. A failed compile (or any bad input the checks find)
-    comes back as an error, so that one candidate never stops a search."""
+def compile_candidate(request: Request, pool=None) -> Outcome:
+    """Compile and predict one candidate's Request. A failed compile comes back as an error,
+    so that one candidate never stops a search."""
     t0 = time.perf_counter()
     try:
-        report = analyze(planned_here(request).planned, pool=pool)
+        report = analyze(request, pool=pool)
     except ExplorerError as e:
-        return Outcome(None, f"{type(e).__name__}: {e}", time.perf_counter() - t0, type(e))
+        return Outcome.failed(e, t0)
     return Outcome(compact(report), "", time.perf_counter() - t0)

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import NamedTuple
 
+from explorer.api.analysis_request import Request
 from explorer.errors import WorkloadError
+from explorer.layout_search.evaluate import candidate_request
 from explorer.layout_search.pipeline import (
     DATA_AXIS,
     StagePlan,
@@ -32,8 +35,7 @@ from explorer.layout_search.result import (
     TimeSource,
 )
 from explorer.layout_search.space import SearchLayout, WorkloadProblem
-from explorer.layout_search.state import CompileSettings, SearchState
-from explorer.spec.mesh import MeshSpec
+from explorer.layout_search.state import SearchState, compiler_of
 
 PIPELINE_OBJECTIVE = ("the pipeline stage model, sum(t) + (microbatches - 1)·max(t), over "
                       "compiled per-layer costs (Alpa, arXiv:2201.12023, Eq. 2)")
@@ -94,17 +96,18 @@ def options(devices: int, layers: int, batch: int, limit: int) -> list[Option]:
 
 
 class PipelineSearch:
-    """One search of the pipeline workload on `mesh`'s devices; `run()` profiles, plans,
-    verifies and ranks, once."""
+    """One search of the pipeline workload of `request` on its mesh's devices; `run()`
+    profiles, plans, verifies and ranks, once. Each compile is a Request of its own
+    (evaluate.py's candidate_request)."""
 
-    def __init__(self, problem: WorkloadProblem, mesh: MeshSpec, settings: CompileSettings,
-                 state: SearchState, runner, limit: int, verify: int):
-        self.problem, self.mesh = problem, mesh
-        self.settings, self.state, self.runner = settings, state, runner
-        self.compiled_by = settings.compiled_by(mesh)
+    def __init__(self, problem: WorkloadProblem, request: Request, state: SearchState, runner,
+                 limit: int, verify: int):
+        self.problem, self.request, self.mesh = problem, request, request.planned.mesh
+        self.state, self.runner = state, runner
+        self.compiled_by = compiler_of(self.mesh, request.target, request.compile_for)
         self.verify_count = verify
         self.params = problem.params
-        self.devices = mesh.device_count
+        self.devices = self.mesh.device_count
         self.layers, self.batch = self.params["layers"], self.params["batch"]
         self.options = options(self.devices, self.layers, self.batch, limit)
         self.layer_cost: dict[Profile, float] = {}
@@ -122,9 +125,10 @@ class PipelineSearch:
         return self.result()
 
     def submit(self, key: int, layout: SearchLayout, params: Mapping, rules: str) -> None:
-        timeout = self.state.compile_timeout(self.settings.timeout)
-        self.runner.submit(key, self.settings.request(self.problem, layout, timeout, params,
-                                                      rules))
+        """Send the Request of the workload with `params` and `rules` on `layout`'s mesh."""
+        timeout = self.state.compile_timeout(self.request.planned.timeout)
+        self.runner.send(key, partial(candidate_request, self.request, self.problem, layout,
+                                      timeout, self.request.compile_for, params, rules))
 
     def profile(self) -> None:
         """Per-layer costs: one compile of the layer stack as one stage per (microbatch rows,
@@ -164,7 +168,7 @@ class PipelineSearch:
                 self.unplanned += count_plans(self.layers, s)
                 continue
             send = send_seconds(profile.rows, d_model, dtype, s, data,
-                                self.settings.target)
+                                self.request.target)
             plan = plan_stages([self.layer_cost[profile]] * self.layers, s, m, send)
             if plan is not None:
                 plans.append(plan)
@@ -235,8 +239,10 @@ class PipelineSearch:
                     status=CandidateStatus.ESTIMATED, seconds=plan.seconds,
                     time_source=TimeSource.PIPELINE_MODEL, extra=extra))
         for (rows, data), error in self.profile_error.items():
+            # On the mesh it was compiled on (the search's Request may be on another shape).
+            mesh = profile_mesh(self.devices, self.devices // data, self.mesh.axis_type)
             out.append(Candidate(label=f"profile of {rows} rows on {data} device(s)",
-                                 mesh=self.mesh, rules="", specs={}, params={},
+                                 mesh=mesh, rules="", specs={}, params={},
                                  status=CandidateStatus.FAILED, error=error))
         return out
 
@@ -253,6 +259,6 @@ class PipelineSearch:
             cluster=self.runner.address, cluster_size=self.runner.size, profiled=self.profiled,
             dominated=space - self.unplanned - len(self.plans), bound_violations=(),
             retried=sum(c.retries > 0 for c in ranked))
-        return SearchResult(self.problem.name, SearchSpace.PIPELINE, self.settings.target,
+        return SearchResult(self.problem.name, SearchSpace.PIPELINE, self.request.target,
                             PIPELINE_OBJECTIVE, tuple(ranked), pareto(ranked),
                             winner_comparison(ranked, pipeline=True), stats)

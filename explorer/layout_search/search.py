@@ -1,6 +1,9 @@
 """explorer.search: the best shardings of a program on a target, found with the real compiler.
 
-`search` checks its arguments, enumerates the space and hands it to one of two searches:
+`search` makes (or takes) the explorer Request of the program, which checks and plans it once,
+and its own options beside it (options.py); `search_request` then checks what the search adds
+(a target to rank on, a space the program has), enumerates the space and hands it to one of
+two searches, which compile each candidate as a Request of its own (evaluate.py):
 
 - rules or specs (space.py): the intra-operator branch and bound over the distinct candidates
   (branch_and_bound.py), which compiles the replicated reference first, skips candidates whose
@@ -20,7 +23,6 @@ cancels; a candidate that fails is recorded with its error.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -28,25 +30,15 @@ from functools import partial
 from typing import Any
 
 from explorer.api.analysis_request import CompileForName, PartitionerName, Request
-from explorer.api.pytrees import flat_call, named_inputs, tensor_leaves
-from explorer.api.request import (
-    check_flag,
-    check_function,
-    check_inputs,
-    check_mesh,
-    check_partitioner,
-    check_target,
-    check_timeout,
-)
-from explorer.api.targeting import check_compile_for
-from explorer.compile.caller_context import CallerContext, bind_context
+from explorer.api.pytrees import flat_call, tensor_leaves
+from explorer.api.request import check_function, check_mesh
 from explorer.cost.catalog.names import get_target
-from explorer.errors import InputError, TargetError, WorkloadError, choices
+from explorer.errors import InputError, TargetError, WorkloadError
 from explorer.layout_search.branch_and_bound import BranchAndBound
 from explorer.layout_search.cluster import make_runner
 from explorer.layout_search.confirm import screening_for
-from explorer.layout_search.connect import PROBE_TIMEOUT_S
-from explorer.layout_search.pipeline import DEFAULT_MAX_MICROBATCHES, MICROBATCHES
+from explorer.layout_search.options import SearchOptions
+from explorer.layout_search.pipeline import DEFAULT_MAX_MICROBATCHES, profile_mesh
 from explorer.layout_search.pipeline_search import PipelineSearch
 from explorer.layout_search.result import Progress, SearchPhase, SearchResult, SearchSpace
 from explorer.layout_search.space import (
@@ -59,9 +51,7 @@ from explorer.layout_search.space import (
     enumerate_space,
     mesh_factorisations,
 )
-from explorer.layout_search.state import CompileSettings, SearchState
-from explorer.spec.bounds import show
-from explorer.spec.mesh import MeshSpec
+from explorer.layout_search.state import SearchState
 from explorer.spec.tensor import TensorSpec
 from explorer.workloads.registry import get_workload
 
@@ -83,8 +73,12 @@ def search(program, *args, mesh=None, target: str | None = None, mapping=None,
             by its arguments as explorer.analyze takes them: TensorSpecs, arrays or
             ShapeDtypeStructs in any pytree (an Equinox module, an optax state), each named
             by its key path; or an explorer.Request, which gives the program, its params or
-            inputs, the mesh, target, mapping, partitioner, timeout and compile_for (its
-            layout is what the search varies, so its specs, preset and rules are not used).
+            inputs, the mesh, target, mapping, partitioner, timeout, compile_for and the
+            contexts its program is traced under (its layout is what the search varies, so its
+            specs, preset and rules are not used). Given keywords, the search makes that
+            Request of them; either way each candidate is a Request of its own, the search's
+            with the candidate's layout, and the search's own options sit beside it
+            (explorer.layout_search.options.SearchOptions).
         mesh: the mesh axes and sizes, e.g. "data=2,model=4".
         target: the hardware to predict on (see explorer.targets()); `mapping` places mesh
             axes on its links.
@@ -124,147 +118,165 @@ def search(program, *args, mesh=None, target: str | None = None, mapping=None,
         why the winner beats the runner-up, and the counts (docs/search.md).
     """
     started = time.perf_counter()
+    options = SearchOptions(space=space, names=names, tensors=tensors, mesh_shapes=mesh_shapes,
+                            budget_s=budget_s, prune=prune, patience=patience,
+                            progress=progress, cancel=cancel, cluster=cluster,
+                            node_timeout=node_timeout, pool=pool,
+                            max_microbatches=max_microbatches, verify=verify)
     if isinstance(program, Request):
-        program, args, mesh, target, mapping, params, partitioner, timeout, compile_for = (
-            _request_fields(program, args, mesh, target, mapping, params))
-    if callable(program) and not isinstance(program, str):
-        # Each candidate traces the function again: under the contexts of this call.
-        program = bind_context(program)
-    problem = _problem(program, args, params)
-    mesh_spec = check_mesh(mesh)
-    _check_target(target, mapping, mesh_spec)
-    partitioner = check_partitioner(partitioner)
-    node_timeout = _check_node_timeout(node_timeout, cluster)
-    settings = CompileSettings(target, mapping, partitioner, check_timeout(timeout),
-                               check_compile_for(compile_for), context=CallerContext.here())
-    prune = check_flag(prune, "prune")
-    mesh_shapes = check_flag(mesh_shapes, "mesh_shapes")
-    budget_s = _check_budget(budget_s)
-    _check_callbacks(cancel, progress)
-    chosen = _check_space(space, problem)
-    verify = _check_verify(verify)
-    state = SearchState(started, budget_s=budget_s, cancel=cancel, progress=progress,
-                        prune=prune, patience=_check_patience(patience))
-    where = partial(_runner, cluster, pool, node_timeout)
-    if chosen is SearchSpace.PIPELINE:
-        return _pipeline_search(problem, mesh_spec, settings, state, where, verify,
-                                max_microbatches, names=names, tensors=tensors, mapping=mapping)
-    return _branch_and_bound(problem, chosen, mesh_spec, settings, state, where, names, tensors,
-                             max_microbatches, vary_mesh=mesh_shapes and mapping is None)
+        if args or any(v is not None for v in (mesh, target, mapping, params)):
+            raise InputError("search(request, ...) takes the program, mesh, target and mapping "
+                             "from the Request; give only the search's own options")
+        request = program
+    else:
+        request = _request_of(program, args, options.space, mesh=mesh, params=params,
+                              target=target, mapping=mapping, partitioner=partitioner,
+                              timeout=timeout, compile_for=compile_for)
+    return search_request(request, options, started)
 
 
-def _request_fields(request: Request, args: tuple, mesh, target, mapping, params) -> tuple:
-    """What search takes from a Request in place of its arguments: the program and its
-    arguments (a workload's name, or a function and its inputs), params, mesh, target,
-    mapping, partitioner, timeout and compile_for; its layout is what the search varies."""
-    if args or any(v is not None for v in (mesh, target, mapping, params)):
-        raise InputError("search(request, ...) takes the program, mesh, target and mapping "
-                         "from the Request; give only the search's own options")
-    r = request
-    program, args = (r.workload, ()) if r.fn is None else (r.fn, r.planned.inputs)
-    params = r.params if r.fn is None else None
-    return (program, args, r.planned.mesh, r.target, r.mapping, params, r.partitioner,
-            r.timeout, r.compile_for)
+def search_request(request: Request, options: SearchOptions,
+                   started: float | None = None) -> SearchResult:
+    """explorer.search of `request`, whose layout is what varies, with the search's own
+    `options` beside it: each candidate is a Request of `request`'s program with the
+    candidate's layout (evaluate.py's candidate_request), made where the search runs and
+    shipped to the runner.
+
+    The Request was checked and planned when it was made, so what the search reads of it (the
+    program, its params or inputs, the mesh, target, mapping, partitioner, timeout,
+    compile_for and contexts) is not checked again; what the search adds is checked here: a
+    target it can rank on, a space the program has, the names or tensors searched. `started`
+    (time.perf_counter()) is when the search began, where that was before this call: its
+    budget counts from then."""
+    started = time.perf_counter() if started is None else started
+    _check_target(request.target)
+    problem = _problem(request)
+    space = _check_space(options.space, problem)
+    state = SearchState(started, budget_s=options.budget_s, cancel=options.cancel,
+                        progress=options.progress, prune=options.prune,
+                        patience=options.patience)
+    where = partial(_runner, options)
+    if space is SearchSpace.PIPELINE:
+        return _pipeline_search(problem, request, options, state, where)
+    return _branch_and_bound(problem, space, request, options, state, where)
+
+
+def _request_of(program, args: tuple, space: SearchSpace | None, *, mesh, params, target,
+                mapping, **compiling) -> Request:
+    """The Request that search(program, *args, ...) is of, checked as it is made: a built-in
+    workload by name (its params in `params`), or a function and its arguments (the specs they
+    carry), on `mesh`. The pipeline search chooses the stages, microbatches and cuts and the
+    mesh (stage x data over the mesh's devices) itself, so its Request is the pipeline at one
+    stage and one microbatch on all the mesh's devices, whatever the axes and params given."""
+    _needs_target(target)
+    if isinstance(program, str):
+        workload = get_workload(program)
+        if args:
+            raise WorkloadError(f"search of workload {program!r} takes no positional "
+                                f"arguments (got {len(args)}); give its params as params={{...}}")
+        if workload.name == "pipeline" and space in (None, SearchSpace.PIPELINE) and (
+                params is None or isinstance(params, Mapping)):
+            _check_pipeline_options(mapping=mapping)
+            given = check_mesh(mesh)
+            mesh = profile_mesh(given.device_count, 1, given.axis_type)
+            params = {**(params or {}), "stages": 1, "microbatches": 1, "cuts": ""}
+        return Request(workload=program, params=params, mesh=mesh, target=target,
+                       mapping=mapping, **compiling)
+    check_function(program)    # neither a workload's name nor a function (None included)
+    if params is not None:
+        raise InputError("params are a built-in workload's; a function's sizes are its "
+                         "TensorSpecs' shapes")
+    return Request(fn=program, inputs=args, mesh=mesh, target=target, mapping=mapping,
+                   **compiling)
 
 
 # Opens where the candidates compile (_runner), once every argument has been checked.
 _Where = Callable[[], AbstractContextManager[Any]]
 
 
-def _pipeline_search(problem: Problem, mesh: MeshSpec, settings: CompileSettings,
-                     state: SearchState, where: _Where, verify: int, max_microbatches,
-                     **intra_options) -> SearchResult:
+def _pipeline_search(problem: Problem, request: Request, options: SearchOptions,
+                     state: SearchState, where: _Where) -> SearchResult:
     """The inter-operator search of the pipeline workload (pipeline_search.py), which refuses
-    the options of the intra-operator searches (`intra_options`)."""
-    limit = _check_microbatches(max_microbatches)
-    _check_pipeline_options(**intra_options)
+    the options of the intra-operator searches."""
+    _check_pipeline_options(names=options.names, tensors=options.tensors,
+                            mapping=request.mapping)
+    limit = options.max_microbatches or DEFAULT_MAX_MICROBATCHES
+    assert isinstance(problem, WorkloadProblem)     # only the pipeline workload has the space
     with where() as runner:
-        return PipelineSearch(problem, mesh, settings, state, runner, limit, verify).run()
+        return PipelineSearch(problem, request, state, runner, limit, options.verify).run()
 
 
-def _branch_and_bound(problem: Problem, space: SearchSpace, mesh: MeshSpec,
-                      settings: CompileSettings, state: SearchState, where: _Where, names,
-                      tensors, max_microbatches, vary_mesh: bool) -> SearchResult:
+def _branch_and_bound(problem: Problem, space: SearchSpace, request: Request,
+                      options: SearchOptions, state: SearchState,
+                      where: _Where) -> SearchResult:
     """A rules or specs search: enumerate the candidates (over the other factorisations of the
-    mesh too, with `vary_mesh`), then the branch and bound over them (branch_and_bound.py)."""
-    if max_microbatches is not None:
+    mesh too, with `mesh_shapes` and no mapping), then the branch and bound over them
+    (branch_and_bound.py)."""
+    if options.max_microbatches is not None:
         raise InputError("max_microbatches applies to the pipeline search (space='pipeline')")
-    searched_names, searched_tensors = _searched(problem, space, names, tensors)
-    if isinstance(problem, FunctionProblem):
-        check_inputs(problem.inputs, mesh)
-    meshes = mesh_factorisations(mesh, vary_mesh)
+    searched_names, searched_tensors = _searched(problem, space, options.names, options.tensors)
+    meshes = mesh_factorisations(request.planned.mesh,
+                                 options.mesh_shapes and request.mapping is None)
     state.report(SearchPhase.ENUMERATE)
     found = enumerate_space(problem, meshes, space, searched_names, searched_tensors,
                             state.out_of_time)
     state.should_stop()       # records a cancel or a budget that cut the enumeration short
     with where() as runner:
-        return BranchAndBound(problem, space, found, settings, state, runner,
-                              screening_for(settings, mesh)).run()
+        return BranchAndBound(problem, space, found, request, state, runner,
+                              screening_for(request)).run()
 
 
 @contextmanager
-def _runner(cluster: str | None, pool, node_timeout: float):
+def _runner(options: SearchOptions):
     """Where the candidates compile (cluster.py), closed when the search ends."""
-    runner = make_runner(cluster, pool, node_timeout=node_timeout)
+    runner = make_runner(options.cluster, options.pool, node_timeout=options.probe_timeout)
     try:
         yield runner
     finally:
         runner.close()
 
 
+def _problem(request: Request) -> Problem:
+    """What is searched: the Request's built-in workload (its params resolved when the Request
+    was made), or its function and arguments."""
+    planned = request.planned
+    if planned.workload is not None:
+        return WorkloadProblem(planned.workload, dict(planned.params))
+    # The user's own pytree classes (an Equinox module) go flat, since the search rebuilds the
+    # inputs with new specs.
+    fn, args = flat_call(request.fn, planned.inputs)
+    check_replaceable(args)
+    return FunctionProblem(fn, args, tensor_leaves(args))
+
+
 # ---------------------------------------------------------------------------------------------
-# Checks.
+# The search's own checks: what it adds to the Request's.
 
-def _check_node_timeout(node_timeout, cluster: str | None) -> float:
-    checked = check_timeout(node_timeout, "node_timeout")
-    if checked is not None and cluster is None:
-        raise InputError(f"node_timeout={show(node_timeout)} applies to a search on a Ray "
-                         "cluster; give cluster= as well (e.g. cluster='127.0.0.1:6379'), or "
-                         "leave node_timeout out")
-    return PROBE_TIMEOUT_S if checked is None else checked
-
-
-def _check_target(target, mapping, mesh: MeshSpec) -> None:
+def _needs_target(target) -> None:
     if target is None:
         raise TargetError("a search ranks by predicted step time, which needs a target; "
                           "choose one of explorer.targets() (e.g. target='h100-8')")
-    check_target(target, mapping, mesh)
+
+
+def _check_target(target: str | None) -> None:
+    """A target the search can rank on: one (a Request may have none) with sourced speeds.
+    The Request checked that it is a target and that its mapping fits the mesh."""
+    _needs_target(target)
     if get_target(target).chip.peak_flops == {} or get_target(target).family == "cpu":
         raise TargetError(f"target {target!r} has no sourced speeds, so nothing can be "
                           "ranked on it; choose a GPU or TPU target (see explorer.targets())",
                           target=target)
 
 
-def _check_budget(budget_s) -> float | None:
-    if budget_s is None:
-        return None
-    if isinstance(budget_s, bool) or not isinstance(budget_s, int | float) \
-            or not math.isfinite(budget_s) or budget_s <= 0:
-        raise InputError(f"budget_s={show(budget_s)} is not a positive number of seconds; "
-                         "pass e.g. budget_s=60, or None for no limit")
-    return float(budget_s)
-
-
-def _check_microbatches(limit) -> int:
-    if limit is None:
-        return DEFAULT_MAX_MICROBATCHES
-    if isinstance(limit, bool) or not isinstance(limit, int) \
-            or not 1 <= limit <= MICROBATCHES.high:
-        raise InputError(f"max_microbatches={show(limit)} is not a whole number from 1 to "
-                         f"{MICROBATCHES.high}")
-    return limit
-
-
-def _check_space(space, problem: Problem) -> SearchSpace:
+def _check_space(space: SearchSpace | None, problem: Problem) -> SearchSpace:
+    """The space to search: `space` (SearchOptions checked its name) where the program has
+    it, else the program's own."""
     is_pipeline = isinstance(problem, WorkloadProblem) and problem.name == "pipeline"
     has_rules = isinstance(problem, WorkloadProblem) and bool(problem.logical)
     if space is None:
         if is_pipeline:
             return SearchSpace.PIPELINE
         return SearchSpace.RULES if has_rules else SearchSpace.SPECS
-    codes = [s.value for s in SearchSpace]
-    if not isinstance(space, str) or space not in codes:
-        raise InputError(f"space {show(space)} is not one of {choices(codes)}")
     if space == SearchSpace.PIPELINE and not is_pipeline:
         raise InputError(f"space 'pipeline' chooses the stages of workload 'pipeline', not of "
                          f"{problem.name!r}; use space 'rules' or 'specs'")
@@ -272,48 +284,6 @@ def _check_space(space, problem: Problem) -> SearchSpace:
         raise InputError(f"{problem.name!r} names no logical dimensions, so it has no rules "
                          "to search; use space 'specs'")
     return SearchSpace(space)
-
-
-def _problem(program, args: tuple, params: Mapping | None) -> Problem:
-    """What is searched: a built-in workload by name (its params resolved), or a function and
-    its arguments."""
-    if isinstance(program, str):
-        workload = get_workload(program)
-        if args:
-            raise WorkloadError(f"search of workload {program!r} takes no positional "
-                                f"arguments (got {len(args)}); give its params as params={{...}}")
-        return WorkloadProblem(workload, workload.resolve(params))
-    check_function(program)
-    if params is not None:
-        raise InputError("params are a built-in workload's; a function's sizes are its "
-                         "TensorSpecs' shapes")
-    # Arrays and ShapeDtypeStructs become named TensorSpecs; the user's own pytree classes
-    # (an Equinox module) go flat, since the search rebuilds the inputs with new specs.
-    program, args = flat_call(program, named_inputs(program, args))
-    check_replaceable(args)
-    return FunctionProblem(program, args, tensor_leaves(args))
-
-
-def _check_callbacks(cancel, progress) -> None:
-    if cancel is not None and not callable(getattr(cancel, "is_set", None)):
-        raise InputError(f"cancel {show(cancel)} is not a threading.Event (anything with "
-                         "is_set())")
-    if progress is not None and not callable(progress):
-        raise InputError(f"progress {show(progress)} is not a function of a Progress")
-
-
-def _check_verify(verify) -> int:
-    if isinstance(verify, bool) or not isinstance(verify, int) or not 1 <= verify <= 100:
-        raise InputError(f"verify={show(verify)} is not a whole number from 1 to 100")
-    return verify
-
-
-def _check_patience(patience) -> int | None:
-    if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int)
-                                 or patience < 1):
-        raise InputError(f"patience={show(patience)} is not a whole number >= 1 (compiles "
-                         "without improvement before the search stops), or None")
-    return patience
 
 
 def _check_pipeline_options(**options) -> None:

@@ -1,19 +1,18 @@
-"""What one running search keeps: the settings every compile shares, and the state of the run
-(its counts, its best so far, the stop rules of budget, patience and cancel, and the progress
-callback it reports to). Both searches (branch_and_bound.py, pipeline_search.py) use them."""
+"""What one running search keeps: the state of the run (its counts, its best so far, the stop
+rules of budget, patience and cancel, and the progress callback it reports to), and which
+compiler its candidates get (`compiler_of`). Both searches (branch_and_bound.py,
+pipeline_search.py) use them; what every compile shares is the search's Request."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from explorer.api.request import MAX_TIMEOUT
 from explorer.api.targeting import CompileFor, compile_plan
-from explorer.compile.caller_context import CallerContext
-from explorer.compile.protocol import Backend, Partitioner
-from explorer.layout_search.evaluate import CompileJob
+from explorer.compile.protocol import Backend
 from explorer.layout_search.result import (
     Candidate,
     CandidateStatus,
@@ -22,50 +21,18 @@ from explorer.layout_search.result import (
     SearchPhase,
     StopReason,
 )
-from explorer.layout_search.space import Problem, SearchLayout, WorkloadProblem
 from explorer.spec.mesh import MeshSpec
 
 _COMPILED_BY = {Backend.GPU_AOT: CompiledBy.GPU, Backend.TPU_AOT: CompiledBy.TPU}
 
 
-@dataclass(frozen=True)
-class CompileSettings:
-    """What the compile of every candidate shares, as the caller gave it."""
-
-    target: str
-    mapping: Any                     # mesh axes on the target's links, as analyze takes it
-    partitioner: Partitioner
-    timeout: float | None            # the time limit of one compile, seconds
-    compile_for: CompileFor = CompileFor.TARGET   # the target's own compiler, or CPU
-    # The contexts in force where the search was called, which every candidate is traced
-    # under, on whichever thread compiles it (explorer/compile/caller_context.py).
-    context: CallerContext | None = None
-
-    def compiled_by(self, mesh: MeshSpec) -> CompiledBy:
-        """The compiler these settings get on `mesh` (api/targeting.py's plan): the target's
-        own where installed and asked for, else fake CPU devices priced on the target."""
-        backend = compile_plan(mesh, self.target, self.compile_for).worker.backend
-        return _COMPILED_BY.get(backend, CompiledBy.CPU_PRICED)
-
-    def on_cpu(self) -> CompileSettings:
-        """The same compiles on fake CPU devices: the cheap screen of a search."""
-        return replace(self, compile_for=CompileFor.CPU)
-
-    def request(self, problem: Problem, layout: SearchLayout, timeout: float | None,
-                params: Mapping | None = None, rules: str | None = None) -> CompileJob:
-        """The compile of `layout` of `problem`, under `timeout`. A workload takes the layout's
-        rules and specs (or `params` and `rules` in their stead, for a pipeline plan); a
-        function takes its arguments with the layout's specs."""
-        base = dict(mesh=layout.mesh, target=self.target, mapping=self.mapping,
-                    partitioner=self.partitioner, timeout=timeout, compile_for=self.compile_for,
-                    context=self.context)
-        if isinstance(problem, WorkloadProblem):
-            return CompileJob(**base, workload=problem.name,
-                           params=dict(problem.params if params is None else params),
-                           rules=layout.rules_text if rules is None else rules,
-                           specs={n: s for n, s in layout.specs} or None)
-        specs = dict(problem.resolve(layout)[0])
-        return CompileJob(**base, fn=problem.fn, args=problem.args_with(specs))
+def compiler_of(mesh: MeshSpec, target: str, compile_for: CompileFor | str) -> CompiledBy:
+    """The compiler a candidate on `mesh`, for `target`, compiled for `compile_for`, gets (api/
+    targeting.py's plan): the target's own where installed and asked for, else fake CPU
+    devices priced on the target. Every candidate of a search has the mesh's device count, so
+    every one gets the same."""
+    backend = compile_plan(mesh, target, compile_for).worker.backend
+    return _COMPILED_BY.get(backend, CompiledBy.CPU_PRICED)
 
 
 @dataclass

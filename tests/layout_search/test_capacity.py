@@ -28,7 +28,7 @@ from explorer.layout_search.capacity import (
     policies_for,
 )
 from explorer.layout_search.result import CompiledBy, Progress, SearchPhase
-from explorer.layout_search.state import CompileSettings
+from explorer.layout_search.state import compiler_of
 
 GB = 10 ** 9
 
@@ -281,8 +281,7 @@ def test_largest_batch_asks_the_target_compiler_for_the_boundary_of_each_policy(
     none, full = result.policies
     assert (none.largest_batch, full.largest_batch) == (160, 808)
     assert (none.predicted_batch, full.predicted_batch) == (160, 808)
-    expected = CompileSettings("h100-8", None, "shardy", None, "target").compiled_by(
-        check_mesh("data=8"))
+    expected = compiler_of(check_mesh("data=8"), "h100-8", "target")
     assert result.compiles() == {expected: 8}
     assert result.best is full and full.tokens_per_second == 808 * 1024 / 0.5
     # The strategy search at the best batch is bounded, and says so as it goes.

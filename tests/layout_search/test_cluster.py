@@ -14,8 +14,7 @@ from explorer import TensorSpec
 from explorer.layout_search import cluster as cluster_module
 from explorer.layout_search.cluster import MAX_ATTEMPTS, RayRunner
 from explorer.layout_search.connect import ClusterSize, check_address
-from explorer.layout_search.evaluate import CompileJob, Outcome
-from explorer.spec.mesh import parse_mesh
+from explorer.layout_search.evaluate import Outcome
 
 ray = pytest.importorskip("ray")
 
@@ -36,11 +35,11 @@ class ScriptedRay:
         """ray.remote(...)(function): the task, whose .remote(request) sends it."""
         return lambda function: SimpleNamespace(remote=self.send)
 
-    def send(self, request: CompileJob):
+    def send(self, request: explorer.Request):
         """A send of the task; its ref is (the request's workload, which send of it). The
-        runner sends the Request it made (the program lowered here), not the workload's name."""
-        assert request.workload is None and request.planned is not None
-        name = request.planned.workload
+        runner sends the explorer Request the search made, not a description of one."""
+        assert isinstance(request, explorer.Request)
+        name = request.workload
         self.sent.append(name)
         return name, self.sent.count(name) - 1
 
@@ -68,9 +67,8 @@ def scripted(monkeypatch):
     return make
 
 
-def _request(name: str) -> CompileJob:
-    # A valid request: the runner makes it (traces and lowers its program) before it sends it.
-    return CompileJob(parse_mesh("data=4"), TARGET, workload=name)
+def _request(name: str) -> explorer.Request:
+    return explorer.Request(workload=name, mesh="data=4", target=TARGET)
 
 
 COMPILED = Outcome(None, "CompileError: refused", 0.5)
@@ -108,6 +106,20 @@ def test_a_task_that_raised_is_its_candidates_failure_and_is_not_sent_again(scri
     assert done["a"].error == ("the Ray task failed on the cluster: ModuleNotFoundError: No "
                                "module named 'jax'")
     assert done["a"].retries == done["b"].retries == 0
+
+
+def test_a_candidate_whose_request_cannot_be_made_fails_here_and_is_never_sent(scripted):
+    runner, fake = scripted({"matmul": [COMPILED]})
+    runner.send("a", lambda: explorer.Request(workload="mlp", mesh="data=4", target=TARGET,
+                                              partitioner="gpsmd"))
+    runner.send("b", lambda: _request("matmul"))
+    assert runner.pending() == 2
+    [(key, refused)] = runner.next_done()
+    assert key == "a" and refused.report is None and refused.error_type is explorer.InputError
+    assert refused.error == "InputError: partitioner 'gpsmd' is not one of 'shardy', 'gspmd'"
+    [(key, compiled)] = runner.next_done()
+    assert key == "b" and compiled.error == "CompileError: refused"
+    assert fake.sent == ["matmul"] and runner.pending() == 0
 
 
 def test_the_runner_keeps_as_many_tasks_in_flight_as_the_nodes_have_cpus(scripted):

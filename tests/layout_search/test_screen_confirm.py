@@ -44,7 +44,9 @@ class RecordingRunner(LocalRunner):
         key, request = self._queue.popitem(last=False)
         self.sleep(self.delay)
         limit = {} if self.sleep is time.sleep else {"timeout": None}
-        outcome = compile_candidate(replace(request, compile_for="cpu", **limit))
+        changes = {k: v for k, v in {"compile_for": "cpu", **limit}.items()
+                   if getattr(request, k) != v}
+        outcome = compile_candidate(replace(request, **changes) if changes else request)
         if request.compile_for == "target" and outcome.report is not None:
             r = outcome.report
             outcome = Outcome(replace(
@@ -52,7 +54,7 @@ class RecordingRunner(LocalRunner):
                                     * (1 + (request.rules or "").count("="))),
                 timing=replace(r.timing, compile_s=r.timing.compile_s * self.target_cost)),
                 "", outcome.seconds)
-        self.calls.append((key, request.compile_for, request.rules, _step(outcome)))
+        self.calls.append((key, request.compile_for, request.rules or "", _step(outcome)))
         return [(key, outcome)]
 
     def steps(self, compile_for: str) -> dict[object, float]:
@@ -92,7 +94,7 @@ def screened(recording, monkeypatch) -> Recording:
     """As `recording`, with the target's own compiler as the plan (as with the gpu extra), so
     that the search screens whether or not that compiler is installed."""
     monkeypatch.setattr(search_module, "screening_for",
-                        lambda settings, mesh: Screening(CompiledBy.GPU))
+                        lambda request: Screening(CompiledBy.GPU))
     return recording
 
 
@@ -385,7 +387,8 @@ def test_the_estimate_is_calibrated_on_the_targets_compile_of_the_reference():
     from explorer.layout_search.space import enumerate_space
     from explorer.spec.mesh import parse_mesh
 
-    problem = search_module._problem("mlp_train", (), {"batch": 512})
+    problem = search_module._problem(explorer.Request(workload="mlp_train", mesh="data=2,model=2",
+                                                      params={"batch": 512}))
     mesh = parse_mesh("data=2,model=2")
     found = enumerate_space(problem, [mesh], search_module.SearchSpace.RULES,
                             *search_module._searched(problem, search_module.SearchSpace.RULES,
@@ -409,7 +412,8 @@ def test_the_estimates_left_are_scaled_again_by_what_the_target_made_of_those_it
     from explorer.layout_search.space import enumerate_space
     from explorer.spec.mesh import parse_mesh
 
-    problem = search_module._problem("mlp_train", (), {"batch": 512})
+    problem = search_module._problem(explorer.Request(workload="mlp_train", mesh="data=2,model=2",
+                                                      params={"batch": 512}))
     mesh = parse_mesh("data=2,model=2")
     found = enumerate_space(problem, [mesh], search_module.SearchSpace.RULES,
                             *search_module._searched(problem, search_module.SearchSpace.RULES,

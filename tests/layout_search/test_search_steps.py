@@ -1,5 +1,5 @@
 """The steps of a search, each on a small input and without the compiler: the run's state and
-stop rules, the compile settings, a candidate from a failed compile, the ranking and the Pareto
+stop rules, each candidate's Request, a candidate from a failed compile, the ranking and the Pareto
 front, the bound checks, the branch and bound's pruning and order, and the pipeline search's
 options and plans. Compiles are answered by a runner that fails them, so that what the steps do
 with the outcomes is worked out by hand."""
@@ -11,11 +11,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from explorer.api.analysis_request import Request
 from explorer.errors import CompileError, WorkerError, WorkloadError
 from explorer.hlo.collectives import CollectiveKind
 from explorer.layout_search import bounds
 from explorer.layout_search.branch_and_bound import BranchAndBound
-from explorer.layout_search.evaluate import Outcome
+from explorer.layout_search.evaluate import Outcome, candidate_request
 from explorer.layout_search.pipeline_search import PipelineSearch, Profile, options
 from explorer.layout_search.ranking import candidate_of, groups, pareto, predicted_step, rank
 from explorer.layout_search.result import (
@@ -37,7 +38,7 @@ from explorer.layout_search.space import (
     enumerate_space,
     mesh_factorisations,
 )
-from explorer.layout_search.state import CompileSettings, SearchState
+from explorer.layout_search.state import SearchState
 from explorer.spec.mesh import MeshSpec, parse_mesh
 from explorer.spec.tensor import TensorSpec
 from explorer.workloads.registry import get_workload
@@ -47,8 +48,8 @@ H100_MEMORY = 84_942_979_072  # bytes an H100 80GB gives a program (79.11 GiB, a
 
 
 class FailingRunner:
-    """Compiles nothing: answers each request, in order, with the error `error_type` raised
-    by the compile, and keeps the requests."""
+    """Compiles nothing: answers each Request, in order, with the error `error_type` raised
+    by the compile, and keeps the Requests (made here, as a search's runner makes them)."""
 
     slots = 1
     address = None
@@ -58,6 +59,9 @@ class FailingRunner:
         self.error_type = error_type
         self.queue = []
         self.requests = []
+
+    def send(self, key, make):
+        self.submit(key, make())
 
     def submit(self, key, request):
         self.queue.append(key)
@@ -187,25 +191,36 @@ def _matmul() -> WorkloadProblem:
     return WorkloadProblem(w, w.resolve({"m": 4, "k": 8, "n": 2}))
 
 
-def test_a_workload_candidate_is_asked_for_by_its_rules():
-    settings = CompileSettings(TARGET, None, "shardy", 30.0)
+def _searched_request(**kw) -> Request:
+    """The Request a search of matmul on 4 devices is of (its layout is what varies)."""
+    return Request(workload="matmul", params={"m": 4, "k": 8, "n": 2}, mesh="data=4",
+                   target=TARGET, **kw)
+
+
+def test_a_workload_candidate_is_its_searchs_request_with_its_rules():
+    searched = _searched_request(partitioner="gspmd", timeout=30.0, preset=None)
     mesh = parse_mesh("data=2,model=2")
-    request = settings.request(_matmul(), SearchLayout(mesh, (("batch", "data"),)), 12.0)
+    request = candidate_request(searched, _matmul(), SearchLayout(mesh, (("batch", "data"),)),
+                                12.0, "cpu")
     assert (request.workload, request.rules, request.specs, request.timeout) == (
         "matmul", "batch=data", None, 12.0)
     assert (request.params["m"], request.params["k"], request.params["n"]) == (4, 8, 2)
-    assert (request.mesh, request.target, request.partitioner) == (mesh, TARGET, "shardy")
+    assert (request.mesh, request.target, request.partitioner) == (mesh, TARGET, "gspmd")
+    assert request.compile_for == "cpu" and request.context is searched.context
+    # batch=data on data=2: matmul's x (m=4 rows) split in two rows per device.
+    assert [(t.name, t.spec) for t in request.planned.leaves] == [
+        ("x", ("data", None)), ("w", ())]          # () is replicated
 
 
 def test_a_function_candidate_is_asked_for_with_its_arguments_respecified():
     x, w = TensorSpec("x", (8, 4)), TensorSpec("w", (4, 4))
-    problem = FunctionProblem(lambda x, w: x @ w, ([x, w],), [x, w])
-    settings = CompileSettings(TARGET, None, "shardy", None)
+    problem = FunctionProblem(lambda x, w: x @ w, (x, w), [x, w])
+    searched = Request(fn=problem.fn, inputs=problem.args, mesh="data=2", target="h100-2")
     layout = SearchLayout(parse_mesh("data=2"), specs=(("x", ("data", None)),))
-    request = settings.request(problem, layout, None)
-    (new_x, new_w), = request.args
+    request = candidate_request(searched, problem, layout, None, "target")
+    new_x, new_w = request.planned.inputs
     assert (new_x.spec, new_w.spec) == (("data", None), w.spec)
-    assert request.workload is None and request.fn is problem.fn
+    assert request.workload is None and request.timeout is None
 
 
 def test_a_failed_compile_is_a_failed_candidate_with_its_error_and_bounds():
@@ -316,9 +331,8 @@ def _branch_and_bound(state=None, runner=None) -> BranchAndBound:
     problem = _matmul()
     found = enumerate_space(problem, mesh_factorisations(parse_mesh("data=2,model=2")),
                             SearchSpace.RULES, ["batch"])
-    return BranchAndBound(problem, SearchSpace.RULES, found,
-                          CompileSettings(TARGET, None, "shardy", None), state or _state(),
-                          runner or FailingRunner())
+    return BranchAndBound(problem, SearchSpace.RULES, found, _searched_request(),
+                          state or _state(), runner or FailingRunner())
 
 
 def test_the_matmul_space_has_the_four_candidates_worked_out_above():
@@ -333,7 +347,7 @@ def test_the_reference_goes_first_then_each_new_mesh_shape_then_enumeration_orde
     runner = FailingRunner()
     result = _branch_and_bound(runner=runner).run()
     # A failed reference gives bounds of 0: ties, broken by the new shape, then the index.
-    assert [r.rules for r in runner.requests] == ["", "batch=data", "batch=data", "batch=model"]
+    assert [r.rules for r in runner.requests] == [None, "batch=data", "batch=data", "batch=model"]
     assert [r.mesh.sizes for r in runner.requests] == [(2, 2), (4, 1), (2, 2), (2, 2)]
     s = result.stats
     assert (s.distinct, s.compiled, s.failed, s.pruned_bound, s.not_evaluated) == (4, 0, 4, 0, 0)
@@ -434,12 +448,12 @@ def test_no_pipeline_on_devices_that_split_no_microbatch_is_an_error():
 
 def _pipeline(runner=None) -> PipelineSearch:
     # 2 devices, 3 layers: one stage only (2 does not divide 3), 1 or 2 microbatches.
-    w = get_workload("pipeline")
-    problem = WorkloadProblem(w, w.resolve({"layers": 3, "stages": 1, "microbatches": 1,
-                                            "batch": 4, "d_model": 8}))
-    return PipelineSearch(problem, parse_mesh("stage=2"), CompileSettings(TARGET, None,
-                                                                          "shardy", None),
-                          _state(), runner or FailingRunner(), limit=32, verify=3)
+    request = Request(workload="pipeline", mesh="stage=1,data=2", target="h100-2",
+                      params={"layers": 3, "stages": 1, "microbatches": 1, "batch": 4,
+                              "d_model": 8})
+    problem = WorkloadProblem(request.planned.workload, dict(request.planned.params))
+    return PipelineSearch(problem, request, _state(), runner or FailingRunner(), limit=32,
+                          verify=3)
 
 
 def test_one_profile_compile_per_microbatch_size_on_the_stages_devices():
