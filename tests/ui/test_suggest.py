@@ -341,7 +341,7 @@ def test_the_search_compiles_for_what_the_sidebar_compiles_for(mlp_app):
         mlp_app.cpu_w.value = cpu
         source, request = mlp_app._search_snapshot()
         job = make_job(source, request, "rules", (), False, None)
-        assert job.kwargs()["compile_for"] == want
+        assert job.analysis.compile_for == want
 
 
 def test_the_progress_says_when_the_target_compiler_confirms_the_screens_best():

@@ -1,18 +1,21 @@
 """What a search of the app's program is, from the Suggest tab's text: the budget and cluster
 boxes read (`parse_budget`, `parse_cluster`), the spaces and choices the program offers
 (`spaces_of`, `choices_of`), the search itself (`SearchJob`, made by `make_job` from the app's
-checked request at Start), and a candidate's layout read back: its specs (`candidate_specs`)
-and whether it is the app's layout now (`current_candidate`). No widgets."""
+checked request at Start: the explorer Request the app compiles, and the search's options
+beside it), and a candidate's layout read back: its specs (`candidate_specs`) and whether it is
+the app's layout now (`current_candidate`). No widgets."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
+from explorer.api.analysis_request import Request
 from explorer.errors import ExplorerError, InputError, TargetError, choices
 from explorer.layout_search.connect import check_address
-from explorer.layout_search.result import Candidate, SearchResult
+from explorer.layout_search.options import SearchOptions
+from explorer.layout_search.result import Candidate, SearchResult, SearchSpace
 from explorer.layout_search.space import WorkloadProblem
 from explorer.spec.bounds import show
 from explorer.spec.layout import tiling_from_spec
@@ -68,47 +71,42 @@ def choices_of(source: Source, space: str) -> list[str]:
 
 @dataclass(frozen=True)
 class SearchJob:
-    """One search: the program and the app's checked request at Start, and the tab's choices.
+    """One search the tab ran: the app's checked request at Start, whose explorer Request
+    (`analysis`, made by the sidebar) is what the search ships, its layout what varies; the
+    search's options beside it; and the program's title. No request of its own: it holds the
+    two the search takes (explorer.layout_search.search.search_request), and what the tab says
+    and Apply reads with them (the sidebar's Apply: the workload, the params the app had, the
+    space)."""
 
-    `program` is a workload's name or the user's function; `args` the function's arguments
-    with the specs the app had (tensors not searched keep them)."""
-
-    program: str | Callable
-    args: tuple
     request: AppRequest
-    space: str
-    chosen: tuple[str, ...]           # names (rules) or tensors (specs); () for all
-    mesh_shapes: bool
-    budget_s: float | None
+    options: SearchOptions
     title: str                        # the program as the app names it
-    cluster: str | None = None        # a Ray cluster's address; None: this machine's pool
+
+    @property
+    def analysis(self) -> Request:
+        """The explorer Request searched (make_job makes sure there is one)."""
+        assert self.request.analysis is not None
+        return self.request.analysis
 
     @property
     def workload(self) -> str | None:
-        return self.program if isinstance(self.program, str) else None
+        return self.analysis.workload
 
-    def kwargs(self) -> dict:
-        """explorer.search's keyword arguments for this job."""
-        r = self.request
-        kw = dict(mesh=r.mesh, target=r.target, mapping=r.mapping, partitioner=r.partitioner,
-                  space=self.space, mesh_shapes=self.mesh_shapes, budget_s=self.budget_s,
-                  cluster=self.cluster, compile_for=r.compile_for)
-        if self.workload is not None:
-            kw["params"] = dict(r.params)
-        if self.chosen:
-            kw["names" if self.space == "rules" else "tensors"] = list(self.chosen)
-        return kw
+    @property
+    def space(self) -> SearchSpace:
+        assert self.options.space is not None        # make_job chooses one
+        return self.options.space
 
     def describe(self) -> str:
-        r = self.request
+        r, o = self.request, self.options
         what = {"rules": "logical names", "specs": "tensors"}.get(self.space)
-        over = (f" over {', '.join(self.chosen) if self.chosen else 'all ' + what}" if what
-                else "")
+        chosen = o.names if self.space == "rules" else o.tensors
+        over = (f" over {', '.join(chosen) if chosen else 'all ' + what}" if what else "")
         shapes = (f" and the other shapes of its {r.mesh.device_count} devices"
-                  if self.mesh_shapes and self.space != "pipeline" else "")
-        budget = (f"budget {self.budget_s:g} s" if self.budget_s is not None
+                  if o.mesh_shapes and self.space != "pipeline" else "")
+        budget = (f"budget {o.budget_s:g} s" if o.budget_s is not None
                   else "no time budget")
-        where = (f"compiled on the Ray cluster at {self.cluster}" if self.cluster is not None
+        where = (f"compiled on the Ray cluster at {o.cluster}" if o.cluster is not None
                  else "compiled on this machine")
         return (f"{self.title}: {self.space}{over}, on mesh {r.mesh.text()}{shapes}, ranked "
                 f"for {r.target} ({r.partitioner}); {budget}; {where}")
@@ -127,15 +125,20 @@ def make_job(source: Source, request: AppRequest, space: str, chosen, mesh_shape
     if space not in offered:
         raise InputError(f"space {show(space)} is not one this program offers; choose "
                          f"{choices(offered)}")
-    chosen = tuple(chosen)
     if isinstance(source, WorkloadSource):
-        return SearchJob(source.workload_w.value, (), request, space, chosen, mesh_shapes,
-                         budget_s, source.title, cluster)
-    if isinstance(source, FunctionSource):
-        return SearchJob(source.fn, source.inputs(request.specs), request, space, chosen,
-                         mesh_shapes, budget_s, f"{source.title}()", cluster)
-    raise InputError(f"the Suggest tab searches built-in workloads and functions, not a "
-                     f"{type(source).__name__}")
+        title = source.title
+    elif isinstance(source, FunctionSource):
+        title = f"{source.title}()"
+    else:
+        raise InputError(f"the Suggest tab searches built-in workloads and functions, not a "
+                         f"{type(source).__name__}")
+    chosen = list(chosen) or None
+    options = SearchOptions(space=space, names=chosen if space == "rules" else None,
+                            tensors=chosen if space != "rules" else None,
+                            mesh_shapes=mesh_shapes, budget_s=budget_s, cluster=cluster)
+    if request.analysis is None:          # the sidebar makes one with every request it checks
+        request = replace(request, analysis=source.analysis(request))
+    return SearchJob(request, options, title)
 
 
 def candidate_specs(candidate: Candidate) -> dict[str, Spec]:

@@ -1,13 +1,16 @@
 """The Suggest tab: search the app's program for the fastest layout on its target, show the
 ranked candidates, and load one into the editors.
 
-The search is explorer.search, run on a thread of its own so that the kernel stays responsive;
-it reports through its progress callback and stops through its cancel event, and the widget
-updates it causes are handed to the kernel's event loop (where one runs; in plain Python they
-are made on the search's thread). A search runs against the app's request as it was when Start
-was pressed: edits made meanwhile change neither the search nor its results, and the tab says
-what was searched. Apply loads a candidate's mesh, rules or specs (and the workload params it
-was searched with) into the editors, which then recompile as after any edit.
+The search is explorer.search of the explorer Request the app compiles (its layout what varies,
+each compile under the sidebar's time limit), with the tab's choices as its options
+(explorer.layout_search.search.search_request), run on a thread of its own so that the kernel
+stays responsive; it reports through its progress callback and stops through its cancel event,
+and the widget updates it causes are handed to the kernel's event loop (where one runs; in
+plain Python they are made on the search's thread). A search runs against the app's request as
+it was when Start was pressed: edits made meanwhile change neither the search nor its results,
+and the tab says what was searched. Apply loads a candidate's mesh, rules or specs (and the
+workload params it was searched with) into the editors, which then recompile as after any
+edit.
 
 The candidates compile on this machine's worker pool, or, with an address in the cluster box, as
 Ray tasks on that cluster (explorer.search's `cluster=`, the same address rule and the same
@@ -19,13 +22,14 @@ from __future__ import annotations
 import html
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 
 import ipywidgets as w
 import plotly.graph_objects as go
 
 from explorer.errors import ExplorerError, InputError
 from explorer.layout_search.result import Candidate, CandidateStatus, Progress, SearchResult
-from explorer.layout_search.search import search
+from explorer.layout_search.search import search_request
 from explorer.ui.background import BackgroundTab
 from explorer.ui.sources import AppRequest, Source
 from explorer.ui.suggest.job import (
@@ -236,9 +240,9 @@ class SuggestView(BackgroundTab):
             return not cancel.is_set()
 
         try:
-            outcome: SearchResult | BaseException = search(
-                job.program, *job.args, progress=progress, cancel=cancel, pool=self.pool,
-                **job.kwargs())
+            outcome: SearchResult | BaseException = search_request(
+                job.analysis, replace(job.options, progress=progress, cancel=cancel,
+                                      pool=self.pool))
         except Exception as e:              # shown in the tab by _finish
             outcome = e
         self._post(lambda: self._finish(job, outcome))
