@@ -93,7 +93,8 @@ def ranking() -> None:
     compile_s = time.perf_counter() - t0
     steps = {c.label: c.seconds for c in compiled.candidates
              if c.status is CandidateStatus.OK and c.seconds is not None}
-    problem = search_module._problem("transformer_train", (), None)
+    problem = search_module._problem(explorer.Request(workload="transformer_train",
+                                                     mesh="data=2,model=4"))
     mesh = parse_mesh("data=2,model=4")
     found = enumerate_space(problem, mesh_factorisations(mesh), SearchSpace.RULES,
                             *search_module._searched(problem, SearchSpace.RULES, NAMES, None),

@@ -20,6 +20,7 @@ from explorer.layout_search import search as search_module
 from explorer.layout_search import state as state_module
 from explorer.layout_search.cluster import LocalRunner
 from explorer.layout_search.confirm import CONFIRM_BEST, Screening
+from explorer.layout_search.estimate_screen import EstimateScreen
 from explorer.layout_search.evaluate import Outcome, compile_candidate
 from explorer.layout_search.result import MIN_EVALUATED, CandidateStatus, CompiledBy
 
@@ -139,8 +140,13 @@ def test_the_screen_compiles_on_cpu_and_the_target_confirms_its_best_three(scree
 
 
 def test_where_the_cpu_compiles_no_faster_the_estimate_screens_and_the_target_confirms(
-        screened):
+        screened, monkeypatch):
     screened.target_cost = 1.0
+    factors = []           # what the confirmed made of the estimates left (recalibrate)
+    recalibrate = EstimateScreen.recalibrate
+    monkeypatch.setattr(EstimateScreen, "recalibrate",
+                        lambda self, pairs: factors.append(recalibrate(self, pairs))
+                        or factors[-1])
     result = explorer.search("mlp_train", **ARGS)
     runner = screened.runners[0]
     s = result.stats
@@ -158,8 +164,13 @@ def test_where_the_cpu_compiles_no_faster_the_estimate_screens_and_the_target_co
     estimated = [c for c in result.candidates if c.compiled_by is CompiledBy.ESTIMATE]
     confirmed = [c for c in result.candidates if c.screen_seconds is not None]
     assert len(confirmed) == CONFIRM_BEST
-    assert max(c.screen_seconds for c in confirmed) <= min(
-        c.seconds for c in estimated if c.status is CandidateStatus.ESTIMATED)
+    # Those left estimated had their compute scaled after the confirmations (by the factor
+    # recalibrate gave): as the screen weighed them, each was its compute before that scale
+    # plus its communication.
+    (factor,) = factors
+    screened_as = [c.seconds - c.compute_seconds + c.compute_seconds / factor
+                   for c in estimated if c.status is CandidateStatus.ESTIMATED]
+    assert max(c.screen_seconds for c in confirmed) <= min(screened_as) * (1 + 1e-9)
     # Compiled ones rank first; the rest say they were not compiled.
     assert all(c.compiled_by is CompiledBy.GPU for c in result.candidates[:CONFIRM_BEST + 1])
     assert all(c.status is not CandidateStatus.OK and c.time_source == "estimate, not compiled"
