@@ -536,6 +536,14 @@ def vector_seconds(ops: float, transcendentals: float, reduced: float,
     return max(weighted / unit.ops_per_second, reduced / unit.reduced_per_second)
 
 
+def step_math_seconds(step: Step, peak: float, table: GemmTable | None = None,
+                      float32_passes: bool = False) -> float:
+    """The FLOP side of one scheduled instruction (math_seconds); with `float32_passes` (a chip
+    that runs float32 matmuls as bfloat16 passes), each FLOP takes `step.passes` passes."""
+    return math_seconds(step.flops, peak, step.dots, table) * (
+        step.passes if float32_passes else 1.0)
+
+
 def instruction_seconds(step: Step, peak: float, bandwidth: float | None,
                         table: GemmTable | None = None, read_bandwidth: float | None = None,
                         unit: VectorUnit | None = None, float32_passes: bool = False) -> float:
@@ -543,11 +551,9 @@ def instruction_seconds(step: Step, peak: float, bandwidth: float | None,
     unit: max(FLOPs / peak (each dot at its measured rate where `table` has it), bytes at
     memory speed (memory_seconds: reads faster where the chip does; a TPU matmul's operand
     windows that libtpu's tiling fetches again, explorer.cost.tiling.reread_bytes, at
-    `bandwidth`, the copy rate), vector_seconds). With `float32_passes` (a chip that runs
-    float32 matmuls as bfloat16 passes), the FLOPs take `step.passes` passes each.
+    `bandwidth`, the copy rate), vector_seconds); the FLOPs as step_math_seconds prices them.
     The chip runs the three side by side; the slowest bounds the instruction."""
-    math = math_seconds(step.flops, peak, step.dots, table) * (
-        step.passes if float32_passes else 1.0)
+    math = step_math_seconds(step, peak, table, float32_passes)
     memory = memory_seconds(step.bytes, step.written, bandwidth, read_bandwidth)
     if bandwidth:
         memory += reread_bytes(step) / bandwidth
@@ -593,12 +599,12 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
     passes = chip.float32_matmul_as is not None
     seconds = flops_bound = math_total = 0.0
     for k, (f, b, r) in enumerate(work):
-        math = math_seconds(f, peak, dots[k] if k < len(dots) else (), table)
         if k < len(steps):
-            math *= steps[k].passes if passes else 1.0
+            math = step_math_seconds(steps[k], peak, table, passes)
             whole = instruction_seconds(steps[k], peak, bandwidth, table, read_bandwidth,
                                         vector_unit, passes)
         else:
+            math = math_seconds(f, peak, dots[k] if k < len(dots) else (), table)
             whole = max(math, b / bandwidth if bandwidth else 0.0)
         seconds += r * whole
         math_total += r * math
