@@ -1,10 +1,11 @@
 """The caller's contexts reach the program compiled and run on a TPU chip.
 
-    python benchmarks/tpu_caller_context.py [--out DIR]
+    python benchmarks/tpu_caller_context.py [--out DIR] [--precisions default high highest]
 
 A float32 matmul chain is given to `explorer.analyze(fn, x, w, mesh="data=1",
-target="tpu-v5e-1x1", measure=True)` twice: as written, and inside the caller's
-`jax.default_matmul_precision("highest")` (six bfloat16 passes instead of one on a TPU). The
+target="tpu-v5e-1x1", measure=True)` at each precision asked (default: as written, and inside
+the caller's `jax.default_matmul_precision("highest")`, six bfloat16 passes instead of one on a
+TPU; "high" is three). The
 explorer traces the function where it is called, so the second program is the one jax runs
 under that context. Plain jax's own jit of the same call, timed on the chip under the same
 context, is the ground truth. Writes DIR/caller_context.json.
@@ -21,6 +22,7 @@ import sys
 import time
 
 N = 4096
+PRECISIONS = {"default": None, "high": "high", "highest": "highest"}
 
 
 def _plain_seconds(fn, *args, repeats: int = 10) -> float:
@@ -39,6 +41,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=".")
     ap.add_argument("--plain", action="store_true", help="time plain jax's jit alone")
+    ap.add_argument("--precisions", nargs="*", default=["default", "highest"],
+                    choices=list(PRECISIONS))
     args = ap.parse_args()
     import jax
     import jax.numpy as jnp
@@ -51,7 +55,7 @@ def main() -> int:
     if args.plain:
         x = jnp.ones((N, N), jnp.float32)
         w = jnp.ones((N, N), jnp.float32) / N
-        for precision in (None, "highest"):
+        for precision in (PRECISIONS[p] for p in args.precisions):
             ctx = (jax.default_matmul_precision(precision) if precision
                    else contextlib.nullcontext())
             with ctx:
@@ -60,13 +64,14 @@ def main() -> int:
         return 0
     # Plain jax in a process of its own: one process at a time may hold the chip, and the
     # explorer's compile worker must hold it next.
-    plain = subprocess.run([sys.executable, __file__, "--plain"], capture_output=True,
+    plain = subprocess.run([sys.executable, __file__, "--plain", "--precisions",
+                            *args.precisions], capture_output=True,
                            text=True, check=True).stdout
     rows = [json.loads(line) for line in plain.splitlines() if line.startswith("{")]
     x_struct = jax.ShapeDtypeStruct((N, N), jnp.float32)
     out = {"jax": jax.__version__, "rows": rows}
     import explorer
-    for precision in (None, "highest"):
+    for precision in (PRECISIONS[p] for p in args.precisions):
         ctx = (jax.default_matmul_precision(precision) if precision
                else contextlib.nullcontext())
         with ctx:

@@ -90,10 +90,11 @@ def _predicted(precision: str | None, target: str) -> float:
 
 @pytest.mark.slow
 def test_the_chain_is_priced_as_the_chip_ran_it_at_each_precision():
-    measured = {r["precision"]: r["measured_device_s"] for r in json.loads(
-        (RUN / "caller-context" / "caller_context.json").read_text())["rows"]
-        if r["who"] == "explorer"}
-    for precision in ("default", "highest"):
+    measured = {r["precision"]: r["measured_device_s"]
+                for name in ("caller_context.json", "caller_context_high.json")
+                for r in json.loads((RUN / "caller-context" / name).read_text())["rows"]
+                if r["who"] == "explorer"}
+    for precision in ("default", "high", "highest"):
         predicted = _predicted(None if precision == "default" else precision, "tpu-v5e-1x1")
         assert predicted == pytest.approx(measured[precision], rel=0.05), precision
 
