@@ -20,11 +20,10 @@ from dataclasses import replace
 from math import prod
 from typing import Any, NamedTuple
 
-from explorer.compile.caller_context import legacy_mesh
 from explorer.compile.device_profile import profile_calls
 from explorer.compile.gpu import GpuTopology, gpu_devices
-from explorer.compile.ir_context import shared_ir_context
-from explorer.compile.lowering import LoweredProgram, OutputShape, key_impl
+from explorer.compile.lowering import LoweredProgram, OutputShape
+from explorer.compile.module_lowering import lowered_module
 from explorer.compile.multislice import hybrid_device_array
 from explorer.compile.protocol import CompileResult, Measurement, OutOfMemory, TensorLayout
 from explorer.compile.tpu import host_bounds, tpu_backend
@@ -186,15 +185,6 @@ def _devices(tpu_topology: str | None, gpu: GpuTopology | None, slices: int = 1)
     return None
 
 
-def _lower(jitted, structs, mesh):
-    """Lower the shell under both mesh contexts, jax.set_mesh and the legacy `with mesh:`, as
-    jax sets a compile up for a program written for either."""
-    import jax
-
-    with jax.set_mesh(mesh), legacy_mesh(mesh):
-        return jitted.lower(*structs)
-
-
 def compile_request(program: LoweredProgram, args, mesh_spec, partitioner: str,
                     tpu_topology: str | None = None, measure: bool = False,
                     measure_cap: int = 1 << 30, gpu: GpuTopology | None = None,
@@ -214,11 +204,6 @@ def compile_request(program: LoweredProgram, args, mesh_spec, partitioner: str,
     jax.config.update("jax_use_shardy_partitioner", partitioner == "shardy")
     structs = jax.tree.map(lambda s: _struct(s, mesh), args, is_leaf=_is_spec)
     notes += _offload_notes(leaves, mesh.devices.flat[0].platform)
-    # keep_unused so that HLO parameter i is always the i-th input tensor. Donated inputs
-    # (donate_argnums, positions in the flat `args`) may hold outputs: the CPU, and the GPU and
-    # TPU compilers ahead of time, all honour it in jax 0.10 (tests/compile/test_donation.py).
-    jitted = jax.jit(_shell(program.outputs), keep_unused=True,
-                     **({"donate_argnums": donate} if donate else {}))
     dump = tempfile.mkdtemp(prefix="explorer-dump-", dir="/dev/shm" if os.path.isdir(
         "/dev/shm") else None)
     # The module before the dtype promotions: only the CPU backend promotes collectives (a GPU
@@ -227,9 +212,12 @@ def compile_request(program: LoweredProgram, args, mesh_spec, partitioner: str,
     try:
         with _compiler_messages() as warnings, _donation_warnings(bool(donate)):
             t0 = time.perf_counter()
-            with shared_ir_context():
-                lowered = _lower(jitted, structs, mesh)
-            _put_module(lowered, program.stablehlo)
+            # HLO parameter i is the i-th input tensor (the caller lowered with keep_unused).
+            # Donated inputs (positions in the flat `args`) may hold outputs: the CPU, and the
+            # GPU and TPU compilers ahead of time, all honour it in jax 0.10
+            # (tests/compile/test_donation.py).
+            lowered = lowered_module(program.stablehlo, jax.tree.leaves(structs), program.outputs,
+                                     mesh, donate, program.platform)
             t1 = time.perf_counter()
             compiled, out_of_memory = _compile(lowered, dump, dump_options(
                 dump, origins, multislice=slices > 1, unpromoted=unpromoted))
@@ -287,41 +275,6 @@ def _unused_notes(names: list[str], unused: tuple[int, ...]) -> list[str]:
     return [f"the program never reads the input{'s' if len(left) > 1 else ''} {shown}: jax.jit "
             "would drop such inputs (its default, keep_unused=False); the explorer keeps every "
             f"input as a parameter, so {size} in the arguments' memory"]
-
-
-def _shell(outputs: tuple[OutputShape, ...]):
-    """A function of the flat inputs with the lowered program's outputs (their shapes and
-    dtypes, flat): what jax lowers in the worker to set up a compile over the mesh's devices
-    (the inputs' shardings, donation, the device assignment), before its module is replaced by
-    the caller's (`_put_module`). Its body is never compiled."""
-    def shell(*_inputs):
-        return tuple(_zeros(o) for o in outputs)
-
-    return shell
-
-
-def _zeros(output: OutputShape):
-    import jax
-    import jax.numpy as jnp
-
-    if output.dtype.startswith("key<"):
-        impl = key_impl(output.dtype)
-        return jax.random.wrap_key_data(
-            jnp.zeros(output.shape + tuple(impl.key_shape), jnp.uint32), impl=impl.name)
-    return jnp.zeros(output.shape, jnp.dtype(output.dtype))
-
-
-def _put_module(lowered, stablehlo: str) -> None:
-    """Make `lowered` (the shell's lowering over the mesh's devices) compile the caller's
-    module: the same parameters, in the same order, with the same shardings, and the same
-    results, so that everything jax set up for the compile holds for it. jax has no public way
-    to compile a module text for given devices; its lowering keeps the module it compiles in
-    `_hlo` (jax 0.10's pxla.MeshComputation), which is replaced here."""
-    from jax._src.lib.mlir import ir
-
-    computation = lowered._lowering
-    with computation._hlo.context:
-        computation._hlo = ir.Module.parse(stablehlo)
 
 
 def _compile(lowered, dump: str, options: dict) -> tuple[Any, OutOfMemory | None]:

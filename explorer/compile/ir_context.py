@@ -2,8 +2,8 @@
 
 jax makes a new MLIR context, with every dialect loaded, for each lowering (jax 0.10's
 `mlir.make_ir_context`): about 4-5 ms, a twentieth of a small program's whole analysis, paid
-twice per analysis (the caller's lowering of the program, explorer/compile/lowering.py, and the
-worker's lowering of the shell it compiles the program in, explorer/compile/backend.py). Inside
+by the caller's lowering of each program (explorer/compile/lowering.py) and by the worker's
+parse of its module (explorer/compile/module_lowering.py). Inside
 `shared_ir_context()`, the lowerings of the thread that entered it use one context of that
 thread's instead.
 

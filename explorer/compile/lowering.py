@@ -7,7 +7,7 @@ A function re-traced in another process loses them, and compiles as another prog
 word. So a user's function is traced here, on abstract inputs over an abstract mesh of the
 request's shape (no device, nothing allocated), and lowered to StableHLO for the platform the
 worker compiles for; the module text travels, never the function. The worker compiles that
-module for the target's devices (explorer/compile/backend.py, `compile_lowered`).
+module for the target's devices (explorer/compile/backend.py, `compile_request`).
 
 `lower_program` runs in the caller (it imports jax); `LoweredProgram` is plain data that both
 sides import.
