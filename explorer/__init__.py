@@ -47,6 +47,7 @@ from explorer.cost.model import (
     CollectiveTime,
     ComputeTime,
     Estimate,
+    Float32Matmuls,
     MemoryFit,
 )
 from explorer.errors import (
@@ -143,6 +144,7 @@ __all__ = [
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane", "VectorUnit",
+    "Float32Matmuls",
     # spec changes a compile confirmed would remove a collective
     "what_if", "WhatIf",
     # explorations that can be shared

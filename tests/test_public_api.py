@@ -24,6 +24,7 @@ PINNED = {
     "MemoryTimeline", "MemoryPoint", "BufferKind", "MeasuredEvent", "write_xprof", "XprofRun",
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane", "VectorUnit",
+    "Float32Matmuls",
     "what_if", "WhatIf",
     "Exploration", "AppState", "FunctionRef", "load_exploration",
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",

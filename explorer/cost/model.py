@@ -25,7 +25,7 @@ from math import prod
 from typing import Protocol
 
 from explorer.cost.catalog.names import get_target
-from explorer.cost.catalog.sources import CLOUD_BF16
+from explorer.cost.catalog.sources import CLOUD_BF16, JAX_LAX_PRECISION
 from explorer.cost.catalog.types import (
     Chip,
     Target,
@@ -403,8 +403,8 @@ class ComputeTime:
             None where no such rate applies (every byte at `memory_bandwidth`).
         vector_unit: the chip's measured vector-unit rates that priced instructions doing no
             matmul (Chip.vector_unit); None where none did.
-        float32_passes: each instruction's float32 matmuls were priced as `Step.passes`
-            bfloat16 passes (a TPU at precision high or highest).
+        float32_matmuls: how float32 matmuls at a raised precision were priced (TPU passes, or
+            a GPU's float32 peak in place of TF32); None where no such rule applied.
     """
 
     seconds: float | None
@@ -421,10 +421,59 @@ class ComputeTime:
     gemm_table: str = ""
     read_bandwidth: float | None = None
     vector_unit: VectorUnit | None = None
-    float32_passes: bool = False
+    float32_matmuls: Float32Matmuls | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+# The peak_flops key of a GPU's TF32 tensor-core rate: what jax runs float32 matmuls at there
+# by default.
+TF32 = "tf32"
+
+
+@dataclass(frozen=True)
+class Float32Matmuls:
+    """How a chip runs float32 matmuls at a raised precision (jax.lax.Precision): a TPU as 3
+    (high) or 6 (highest) bfloat16 passes (`passes`, Step.passes per FLOP); a GPU, which runs
+    them as TF32 by default and at high, on its float32 units at highest, `highest_slowdown`
+    times slower (its TF32 peak over its float32 one; Step.highest_share of the FLOPs)."""
+
+    passes: bool = False
+    highest_slowdown: float = 1.0
+
+    def factor(self, step: Step) -> float:
+        """How many times its matmul FLOPs take as at the default precision."""
+        if self.passes:
+            return step.passes
+        return 1.0 + step.highest_share * (self.highest_slowdown - 1.0)
+
+    def notes(self, chip: Chip, runs: Sequence[tuple[Step, int]]) -> list[str]:
+        """What the raised precisions of `runs` (each scheduled step and its runs) cost."""
+        if self.passes:
+            raised = [(r, s.passes) for s, r in runs if s.passes > 1]
+            if not raised:
+                return []
+            passes = "/".join(f"{p:g}" for p in sorted({p for _, p in raised}))
+            return [f"{sum(r for r, _ in raised)} matmul instruction run(s) at float32 "
+                    f"precision high or highest: {chip.name} makes {passes} bfloat16 passes "
+                    "for each of their FLOPs (jax.lax.Precision: 3 for high, 6 for highest)"]
+        highest = sum(r for s, r in runs if s.highest_share > 0)
+        if not highest:
+            return []
+        return [f"{highest} matmul instruction run(s) at float32 precision highest: "
+                f"{chip.name} runs them on its float32 units, {self.highest_slowdown:.1f}x "
+                "slower than TF32 (jax.lax.Precision: \"HIGHEST: ... On GPU: uses float32\")"]
+
+
+def float32_matmuls(chip: Chip, peak_dtype: str) -> Float32Matmuls | None:
+    """The rule for `chip`'s float32 matmuls at a raised precision, given the dtype whose peak
+    prices the program (matmul_peak); None where none applies (no float32 program)."""
+    if chip.float32_matmul_as is not None:
+        return Float32Matmuls(passes=True)
+    if peak_dtype == TF32 and chip.peak_flops.get("float32"):
+        return Float32Matmuls(highest_slowdown=chip.peak_flops[TF32] / chip.peak_flops["float32"])
+    return None
 
 
 def matmul_peak(chip: Chip, dtype: str) -> tuple[float | None, str, str]:
@@ -434,6 +483,14 @@ def matmul_peak(chip: Chip, dtype: str) -> tuple[float | None, str, str]:
     runs at that dtype's peak, and the note says so; otherwise a missing dtype has no peak.
     """
     dtype = normalize_dtype(dtype)
+    if dtype == "float32" and TF32 in chip.peak_flops:
+        peak = chip.peak_flops[TF32]
+        return peak, TF32, (
+            f"jax runs float32 matmuls on a {chip.name} as TF32 at its default precision ("
+            f"\"On GPU: uses tensorfloat32 if available (e.g. on A100 and H100 GPUs)\", "
+            f"{JAX_LAX_PRECISION}), so the TF32 peak {format_rate(peak, 'FLOP/s')} is used; one "
+            f"at precision highest runs at the float32 peak "
+            f"{format_rate(chip.peak_flops.get('float32', 0.0), 'FLOP/s')}")
     if dtype in chip.peak_flops:
         return chip.peak_flops[dtype], dtype, ""
     alias = chip.float32_matmul_as
@@ -537,23 +594,25 @@ def vector_seconds(ops: float, transcendentals: float, reduced: float,
 
 
 def step_math_seconds(step: Step, peak: float, table: GemmTable | None = None,
-                      float32_passes: bool = False) -> float:
-    """The FLOP side of one scheduled instruction (math_seconds); with `float32_passes` (a chip
-    that runs float32 matmuls as bfloat16 passes), each FLOP takes `step.passes` passes."""
+                      float32: Float32Matmuls | None = None) -> float:
+    """The FLOP side of one scheduled instruction (math_seconds); with `float32`
+    (Float32Matmuls), FLOPs of float32 matmuls at a raised precision take longer: as a TPU's
+    bfloat16 passes (`step.passes` each), or at a GPU's float32 peak in place of TF32."""
     return math_seconds(step.flops, peak, step.dots, table) * (
-        step.passes if float32_passes else 1.0)
+        float32.factor(step) if float32 else 1.0)
 
 
 def instruction_seconds(step: Step, peak: float, bandwidth: float | None,
                         table: GemmTable | None = None, read_bandwidth: float | None = None,
-                        unit: VectorUnit | None = None, float32_passes: bool = False) -> float:
+                        unit: VectorUnit | None = None,
+                        float32: Float32Matmuls | None = None) -> float:
     """One scheduled instruction on the roofline of the matrix unit, the memory and the vector
     unit: max(FLOPs / peak (each dot at its measured rate where `table` has it), bytes at
     memory speed (memory_seconds: reads faster where the chip does; a TPU matmul's operand
     windows that libtpu's tiling fetches again, explorer.cost.tiling.reread_bytes, at
     `bandwidth`, the copy rate), vector_seconds); the FLOPs as step_math_seconds prices them.
     The chip runs the three side by side; the slowest bounds the instruction."""
-    math = step_math_seconds(step, peak, table, float32_passes)
+    math = step_math_seconds(step, peak, table, float32)
     memory = memory_seconds(step.bytes, step.written, bandwidth, read_bandwidth)
     if bandwidth:
         memory += reread_bytes(step) / bandwidth
@@ -594,15 +653,13 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
                            None, dtype, tuple(notes), "", bandwidth)
     if table is not None and not any(table.rate(d) for entry in dots for d in entry):
         table = None     # no dot of a dtype it measured (a float32 program)
-    # A TPU runs a float32 matmul at precision high or highest as 3 or 6 bfloat16 passes
-    # (explorer.hlo.arithmetic.matmul_passes); a chip with a float32 peak of its own does not.
-    passes = chip.float32_matmul_as is not None
+    float32 = float32_matmuls(chip, peak_dtype)
     seconds = flops_bound = math_total = 0.0
     for k, (f, b, r) in enumerate(work):
         if k < len(steps):
-            math = step_math_seconds(steps[k], peak, table, passes)
+            math = step_math_seconds(steps[k], peak, table, float32)
             whole = instruction_seconds(steps[k], peak, bandwidth, table, read_bandwidth,
-                                        vector_unit, passes)
+                                        vector_unit, float32)
         else:
             math = math_seconds(f, peak, dots[k] if k < len(dots) else (), table)
             whole = max(math, b / bandwidth if bandwidth else 0.0)
@@ -625,13 +682,8 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
                      f"transcendental as {vector_unit.transcendental_ops:g} operations, "
                      f"{format_rate(vector_unit.reduced_per_second, 'element/s')} reduced "
                      f"({vector_unit.what})")
-    raised = [(r, s.passes) for s, (*_, r) in zip(steps, work, strict=False) if s.passes > 1]
-    if raised and passes:
-        notes.append(f"{sum(r for r, _ in raised)} matmul instruction run(s) at float32 "
-                     f"precision high or highest: {chip.name} makes "
-                     f"{'/'.join(f'{p:g}' for p in sorted({p for _, p in raised}))} bfloat16 "
-                     "passes for each of their FLOPs (jax.lax.Precision: 3 for high, 6 for "
-                     "highest)")
+    if float32 is not None:
+        notes += float32.notes(chip, [(s, r) for s, (*_, r) in zip(steps, work, strict=False)])
     reread = [(r, reread_bytes(s)) for s, (*_, r) in zip(steps, work, strict=False)]
     reread = [(r, b) for r, b in reread if b]
     if reread and bandwidth:
@@ -642,7 +694,7 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
     return ComputeTime(seconds, math_total, memory_s, bound, peak, dtype, tuple(notes),
                        peak_dtype, bandwidth, table.device if table is not None else "",
                        read_bandwidth if priced else None,
-                       vector_unit if priced else None, passes and priced)
+                       vector_unit if priced else None, float32 if priced else None)
 
 
 @dataclass(frozen=True)

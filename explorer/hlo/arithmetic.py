@@ -66,18 +66,30 @@ PRECISION_PASSES = {"high": 3, "highest": 6}
 _ALGORITHM_PASSES = re.compile(r"^dot_bf16_bf16_f32_x(\d+)$")
 
 
+def _float32_operands(instr: Instruction, names: dict[str, Instruction]) -> bool:
+    operands = (names.get(o) for o in instr.operands[:2])
+    return any(o is not None and o.arrays and o.arrays[0].dtype == "f32" for o in operands)
+
+
 def matmul_passes(instr: Instruction, names: dict[str, Instruction]) -> int:
     """How many bfloat16 passes a TPU makes for a dot or convolution: more than 1 only for
     float32 operands at precision high or highest (its operand_precision) or an explicit
     bf16 x3/x6/x9 algorithm; the default precision is one pass."""
-    operands = (names.get(o) for o in instr.operands[:2])
-    if not any(o is not None and o.arrays and o.arrays[0].dtype == "f32" for o in operands):
+    if not _float32_operands(instr, names):
         return 1
     algorithm = _ALGORITHM_PASSES.match(instr.attr("algorithm") or "")
     if algorithm:
         return int(algorithm.group(1))
     precisions = (instr.attr("operand_precision") or "").strip("{}").split(",")
     return max(PRECISION_PASSES.get(p.strip(), 1) for p in precisions)
+
+
+def at_highest(instr: Instruction, names: dict[str, Instruction]) -> bool:
+    """Whether a dot or convolution multiplies float32 operands at precision highest, which a
+    GPU runs on its float32 units instead of as TF32 ("HIGHEST: ... On GPU: uses float32",
+    jax.lax.Precision)."""
+    return _float32_operands(instr, names) and "highest" in (instr.attr("operand_precision")
+                                                             or "")
 
 
 def dot_flops(instr: Instruction, names: dict[str, Instruction]) -> float:
@@ -244,16 +256,23 @@ class Arithmetic:
 
     def passes(self, instr: Instruction) -> float:
         """Its matmuls' bfloat16 passes per FLOP (matmul_passes), weighted by their FLOPs."""
-        runs = list(self._matmul_passes(instr))
+        runs = [(self.flops(m), matmul_passes(m, self.names)) for m in self._matmuls(instr)]
         flops = sum(f for f, _ in runs)
         return sum(f * p for f, p in runs) / flops if flops else 1.0
 
-    def _matmul_passes(self, instr: Instruction) -> Iterator[tuple[float, int]]:
+    def highest_share(self, instr: Instruction) -> float:
+        """The share of its matmuls' FLOPs in float32 at precision highest (at_highest)."""
+        runs = [(self.flops(m), at_highest(m, self.names)) for m in self._matmuls(instr)]
+        flops = sum(f for f, _ in runs)
+        return sum(f for f, highest in runs if highest) / flops if flops else 0.0
+
+    def _matmuls(self, instr: Instruction) -> Iterator[Instruction]:
+        """Its dots and convolutions: itself, or those of the computations it calls."""
         if instr.opcode in ("dot", "convolution"):
-            yield self.flops(instr), matmul_passes(instr, self.names)
+            yield instr
         elif instr.opcode in ("fusion", "call", "async-start"):
             for i in self.module.computations.get(instr.callee("calls", "to_apply"), []):
-                yield from self._matmul_passes(i)
+                yield from self._matmuls(i)
 
     def flops_in(self, computation: str) -> float:
         if computation not in self.computation_flops:

@@ -131,6 +131,9 @@ class Step:
     # bfloat16 passes per FLOP of its float32 matmuls at a raised precision (matmul_passes),
     # weighted by their FLOPs: 1 at the default precision. A TPU makes them; a GPU does not.
     passes: float = 1.0
+    # The share of its matmuls' FLOPs in float32 at precision highest (at_highest): a GPU runs
+    # them at its float32 peak, the rest of its float32 matmuls as TF32.
+    highest_share: float = 0.0
     # A custom-call kernel (Pallas/Mosaic, Triton, cuDNN): `flops` and `bytes` are the
     # compiler's estimate of it where it has one (explorer.hlo.compiler_costs).
     kernel: KernelCost | None = None
@@ -383,7 +386,8 @@ class _ScheduleReader:
             step = replace(step, scatter=True)
         if step.flops:
             step = replace(step, dots=self.arithmetic.dots(instr),
-                           passes=self.arithmetic.passes(instr))
+                           passes=self.arithmetic.passes(instr),
+                           highest_share=self.arithmetic.highest_share(instr))
         # A collective fusion's own arithmetic may be kernel code too (the TPU fuses a
         # weight's all-gather with the attention's matmul).
         if step.kind in (StepKind.COMPUTE, StepKind.COLLECTIVE) and (step.flops or step.bytes) \

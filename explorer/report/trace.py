@@ -167,7 +167,7 @@ def step_trace(schedule: Schedule, collectives: Sequence, estimate: Estimate,
     # Reads and vector work priced as the estimate's compute was (instruction_seconds).
     timeline.read_bandwidth = estimate.compute.read_bandwidth
     timeline.vector_unit = estimate.compute.vector_unit
-    timeline.float32_passes = estimate.compute.float32_passes
+    timeline.float32_matmuls = estimate.compute.float32_matmuls
     timeline.run(schedule.steps, {})
     notes = list(dict.fromkeys(timeline.notes))
     if not schedule.scheduled:
@@ -192,7 +192,7 @@ class _Timeline:
         self.table = table                 # the measured GEMM rates the estimate used
         self.read_bandwidth: float | None = None   # ComputeTime.read_bandwidth
         self.vector_unit = None                    # ComputeTime.vector_unit
-        self.float32_passes = False                # ComputeTime.float32_passes
+        self.float32_matmuls = None                # ComputeTime.float32_matmuls
         self.host_bandwidth = host_bandwidth
         self.host_at = 0.0                 # the host link is free from here
         self.collectives = collectives
@@ -264,7 +264,7 @@ class _Timeline:
             return begin
         seconds = instruction_seconds(s, self.peak, self.bandwidth, self.table,
                                       self.read_bandwidth, self.vector_unit,
-                                      self.float32_passes)
+                                      self.float32_matmuls)
         op = s.instr.op_name.rsplit("/", 1)[-1] or s.instr.opcode
         self.emit(TraceEvent(op, TraceLane.COMPUTE, begin, seconds, s.instr.name,
                              self.source(s.instr),

@@ -197,8 +197,9 @@ def op_comparison_html(report: Report, shown: int = SHOWN) -> str:
 
 def compute_rate_text(report: Report) -> str:
     """The matmul rate the compute time was priced at, and where it comes from: `, matmuls at
-    53.8 TFLOP/s per device: H100 SXM's float32 peak, 67 TFLOP/s, × 0.80 measured` (the
-    fraction was measured on bf16 matmuls; it is applied to every dtype's peak); on a GPU
+    397 TFLOP/s per device: H100 SXM's tf32 peak, 494 TFLOP/s, × 0.80 measured (it runs float32
+    matmuls at that rate)` (the fraction was measured on bf16 matmuls; it is applied to every
+    dtype's peak); on a GPU
     whose GEMMs XLA measured, bf16 matmuls at those rates by shape."""
     est = report.estimate
     comp = est.compute

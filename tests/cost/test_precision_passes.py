@@ -1,4 +1,5 @@
-"""float32 matmuls at a raised precision on a TPU: 3 or 6 bfloat16 passes each.
+"""float32 matmuls at a raised precision: on a TPU 3 or 6 bfloat16 passes each, on a GPU its
+float32 units instead of TF32.
 
 jax.lax.Precision's documentation: "HIGH: ... On TPU: performs float32 computations in 3
 bfloat16 passes. HIGHEST: ... On TPU: performs float32 computations in 6 bfloat16 [passes]".
@@ -75,6 +76,19 @@ def test_a_fusions_passes_are_weighted_by_its_matmuls_flops():
     assert _passes(_module("f32", ", operand_precision={highest,highest}", "")) == 3.5
 
 
+def _highest_share(text: str) -> float:
+    (step,) = [s for s in read_schedule(text).steps if s.kind is StepKind.COMPUTE and s.flops]
+    return step.highest_share
+
+
+def test_the_share_of_flops_at_highest_is_of_float32_matmuls_alone():
+    highest, high = ", operand_precision={highest,highest}", ", operand_precision={high,high}"
+    assert _highest_share(_module("f32", highest)) == 1.0
+    assert _highest_share(_module("f32", highest, "")) == 0.5
+    assert _highest_share(_module("f32", high)) == 0.0
+    assert _highest_share(_module("bf16", highest)) == 0.0
+
+
 def _chain(x, w):
     for _ in range(4):
         x = jnp.tanh(x @ w)
@@ -99,8 +113,22 @@ def test_the_chain_is_priced_as_the_chip_ran_it_at_each_precision():
         assert predicted == pytest.approx(measured[precision], rel=0.05), precision
 
 
+# H100 SXM: "FP32 67 teraFLOPS", "TF32 Tensor Core 989 teraFLOPS" with sparsity, 494.5 dense
+# (nvidia.com/en-us/data-center/h100); both at the measured share of the bf16 peak, 794.5 of 989
+# TFLOP/s (ml-engineering's MAMF table), as every dtype's peak is.
+H100_TF32, H100_FP32, H100_MEASURED = 494.5e12, 67e12, 794.5 / 989
+CHAIN_FLOPS = 4 * 2 * 4096 ** 3
+
+
 @pytest.mark.slow
-def test_a_gpu_is_not_priced_in_passes():
-    # An H100 has a float32 peak of its own: "highest" is not six passes there.
-    assert _predicted("highest", "h100-1") == pytest.approx(_predicted(None, "h100-1"),
-                                                            rel=0.05)
+def test_a_gpu_runs_float32_as_tf32_and_highest_on_its_float32_units():
+    # "DEFAULT: ... On GPU: uses tensorfloat32 if available (e.g. on A100 and H100 GPUs)";
+    # "HIGH: ... On GPU: uses tensorfloat32 where available"; "HIGHEST: ... On GPU: uses
+    # float32" (jax.lax.Precision). What is not a matmul is priced the same at each precision,
+    # so the differences are the matmuls' FLOPs at the two rates.
+    default, high, highest = (_predicted(p, "h100-1") for p in (None, "high", "highest"))
+    assert high == pytest.approx(default, rel=1e-9)
+    expected = CHAIN_FLOPS * (1 / H100_FP32 - 1 / H100_TF32) / H100_MEASURED
+    assert highest - default == pytest.approx(expected, rel=0.02)
+    # The matmuls at the default are at the TF32 rate: at most what else the chain does above.
+    assert default >= CHAIN_FLOPS / (H100_TF32 * H100_MEASURED)

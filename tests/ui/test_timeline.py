@@ -119,31 +119,33 @@ def test_the_roof_is_labelled_with_its_two_rates_and_has_room_above_it():
     view = TimingView()
     view.update(r)
     roof, point = view.roofline.data
-    # H100 SXM float32 at the measured matmul fraction: 67 TFLOP/s (NV_H100) x 794.5/989
-    # (ml-engineering MAMF) = 53.8 TFLOP/s; HBM at its nominal 3.35 TB/s (NV_H100).
+    # jax runs an H100's float32 matmuls as TF32 (jax.lax.Precision): 989 TFLOP/s with
+    # sparsity, 494.5 dense (NV_H100), at the measured matmul fraction 794.5/989 (ml-engineering
+    # MAMF) = 397 TFLOP/s; HBM at its nominal 3.35 TB/s (NV_H100).
     labels = [t for t in roof.text if t]
-    assert labels == ["HBM 3.35 TB/s", "compute 53.8 TFLOP/s"]
+    assert labels == ["HBM 3.35 TB/s", "compute 397 TFLOP/s"]
     # Each label sits on its part of the roof: HBM on the slope (y = x * bandwidth), compute
     # on the flat part (y = peak).
     slope = roof.text.index("HBM 3.35 TB/s")
-    flat = roof.text.index("compute 53.8 TFLOP/s")
+    flat = roof.text.index("compute 397 TFLOP/s")
     assert roof.y[slope] == pytest.approx(roof.x[slope] * 3.35e12)
-    assert roof.y[flat] == pytest.approx(67e12 * 794.5 / 989)
+    assert roof.y[flat] == pytest.approx(494.5e12 * 794.5 / 989)
     # The y range (log10) reaches above the roof, so its label is inside the frame, and below
     # both the roof's start and the program's point.
     low, high = view.roofline.layout.yaxis.range
-    assert high > math.log10(67e12 * 794.5 / 989) + 0.3
+    assert high > math.log10(494.5e12 * 794.5 / 989) + 0.3
     assert low < math.log10(min(roof.y[0], point.y[0]))
 
 
 def test_the_timing_text_names_the_matmul_rate_the_time_was_priced_at():
     # Issue 22: a float32 program's text quoted the bf16 measurement only. The rate used is
-    # H100 SXM's float32 peak, 67 TFLOP/s, x 794.5/989 measured = 53.8 TFLOP/s.
+    # H100 SXM's TF32 peak (jax runs float32 matmuls as TF32 there), 494.5 TFLOP/s dense,
+    # x 794.5/989 measured = 397 TFLOP/s.
     r = analyze(matmul, T("x", (1024, 1024), spec="data,None"), T("w", (1024, 1024)),
                 mesh="data=8", target="h100-8")
     text = unescape(timing_html(r))
-    assert ("(compute-bound, float32, matmuls at 53.8 TFLOP/s per device: H100 SXM's float32 "
-            "peak, 67 TFLOP/s, × 0.80 measured)") in text
+    assert ("float32, matmuls at 397 TFLOP/s per device: H100 SXM's tf32 peak, 494 TFLOP/s, "
+            "× 0.80 measured (it runs float32 matmuls at that rate)") in text
     # A TPU has no float32 peak: it runs float32 matmuls at its bfloat16 rate, 197 TFLOP/s x
     # 0.97 as measured on a v5e chip = 191 TFLOP/s, and says so.
     r = analyze(matmul, T("x", (1024, 1024), spec="data,None"), T("w", (1024, 1024)),

@@ -74,7 +74,10 @@ _GPU = {
         Chip("A100 SXM 80GB", {
             "bfloat16": 312e12,   # FLOP/s dense; "BFLOAT16 Tensor Core 312 TFLOPS" NV_A100
             "float16": 312e12,    # FLOP/s dense; "FP16 Tensor Core 312 TFLOPS" NV_A100
-            "float32": 19.5e12,   # FLOP/s; "FP32 19.5 TFLOPS" NV_A100 (no TF32)
+            "float32": 19.5e12,   # FLOP/s; "FP32 19.5 TFLOPS" NV_A100
+            # FLOP/s dense; "Tensor Float 32 (TF32) 156 TFLOPS | 312 TFLOPS*" (* with
+            # sparsity) NV_A100: what jax runs float32 matmuls at by default (JAX_LAX_PRECISION)
+            "tf32": 156e12,
             "int8": 624e12,       # OP/s dense; "INT8 Tensor Core 624 TOPS" NV_A100
         },
             memory_bytes=80 * GiB,        # "GPU Memory 80GB HBM2e" NV_A100: 80 GiB (Units)
@@ -98,6 +101,7 @@ _GPU = {
             "float8_e4m3fn": 1979e12,  # FLOP/s dense; NV_H100 lists 3,958 with sparsity
             "float8_e5m2": 1979e12,
             "float32": 67e12,         # FLOP/s; "FP32 67 teraFLOPS" NV_H100
+            "tf32": 494.5e12,     # FLOP/s dense; NV_H100 lists TF32 989 with sparsity
             "int8": 1979e12,          # OP/s dense; NV_H100 lists 3,958 with sparsity
         },
             memory_bytes=80 * GiB,        # "GPU Memory 80GB" NV_H100 SXM: 80 GiB (Units)
@@ -122,6 +126,7 @@ _GPU = {
             "float8_e4m3fn": 1979e12,  # FLOP/s dense; NV_H200 lists 3,958 with sparsity
             "float8_e5m2": 1979e12,
             "float32": 67e12,         # FLOP/s; "FP32 67 TFLOPS" NV_H200
+            "tf32": 494.5e12,     # FLOP/s dense; NV_H200 lists TF32 989 with sparsity
             "int8": 1979e12,          # OP/s dense
         },
             # "GPU Memory 141GB" NV_H200 (DGX H200: 1,128 GB / 8): 141 GiB, what CUDA reports,
@@ -148,6 +153,7 @@ _GPU = {
             "float8_e5m2": 4.5e15,
             "int8": 4.5e15,
             "float32": 80e12,     # FLOP/s; "a B200 can perform 80TFLOPs/s of vector fp32" BOOK_GPUS
+            "tf32": 1.1e15,   # FLOP/s dense; NV_HGX: "TF32 Tensor Core 2.2 PFLOPS" sparse
         },
             # "8 x NVIDIA B200 GPUs that provide 1,440 GB" NV_DGX_B200: 180 GiB each (Units).
             memory_bytes=180 * GiB,

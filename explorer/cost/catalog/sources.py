@@ -38,12 +38,17 @@ CLOUD_V5P = "https://cloud.google.com/tpu/docs/v5p"
 CLOUD_V6E = "https://cloud.google.com/tpu/docs/v6e"
 CLOUD_BF16 = "https://cloud.google.com/tpu/docs/bfloat16"
 JAX_PRECISION = "https://docs.jax.dev/en/latest/201/precision.html"
+# jax.lax.Precision's documentation: what DEFAULT, HIGH and HIGHEST do on TPUs and GPUs.
+JAX_LAX_PRECISION = "https://docs.jax.dev/en/latest/_autosummary/jax.lax.Precision.html"
 NV_A100 = "https://www.nvidia.com/en-us/data-center/a100/"
 NV_H100 = "https://www.nvidia.com/en-us/data-center/h100/"
 NV_H200 = "https://www.nvidia.com/en-us/data-center/h200/"
 NV_DGX_A100 = "https://docs.nvidia.com/dgx/dgxa100-user-guide/introduction-to-dgxa100.html"
 NV_DGX_H = ("https://docs.nvidia.com/dgx-basepod/reference-architecture-infrastructure-"
             "foundation-enterprise-ai/latest/core-components.html")
+# HGX B200's per-GPU table: "TF32 Tensor Core 2.2 PFLOPS", with sparsity like its other tensor
+# figures ("FP16/BF16 Tensor Core 4.5 PFLOPS", twice the 2.25 dense the catalog uses).
+NV_HGX = "https://www.nvidia.com/en-us/data-center/hgx/"
 NV_DGX_B200 = "https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html"
 NCCL_TUNING = "https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc"
 BOW_2000 = "https://docs.graphcore.ai/projects/bow-2000-datasheet/en/latest/overview.html"
