@@ -707,7 +707,7 @@ def _predicted_seconds(report) -> float | None:
 
 
 def check_lean_layout(w1_spec, w2_spec, result, fn: Callable, inputs: Sequence,
-                      slower: float = 1.15, memory: float = 2 / 3) -> bool:
+                      slower: float = 1.30, memory: float = 2 / 3) -> bool:
     """A layout of w1 and w2 at most `slower` times the search's winner's predicted step and at
     most `memory` times its memory per device.
 
