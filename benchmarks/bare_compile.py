@@ -15,7 +15,7 @@ Run by hand (one JSON argument; prints one JSON line):
       "requests": [["base", {}], ["edit", {"tokens": "data,model"}]], "dump": ["base"]}'
 
 `requests`: (label, pinned specs) pairs, compiled in order in this one process. `dump`: the
-labels also compiled once more with the explorer worker's dump options (explorer/compile/
+labels also compiled once more with the explorer worker's dump options (explorer/_src/compile/
 backend.py's dump_options: the HLO text and protos of the passes it reads), so that the cost
 of the dumps alone shows. Times: `start_s` (this process's jax import and the target's devices),
 per request `lower_s` and `compile_s`; `peak_rss` (bytes, this process's high-water mark).
@@ -58,13 +58,13 @@ def main() -> None:
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from explorer.api.request import check_donate
-    from explorer.api.targeting import compile_plan
-    from explorer.compile.backend import build_mesh, dump_options, tpu_devices
-    from explorer.compile.gpu import gpu_devices
-    from explorer.spec.mesh import parse_mesh
-    from explorer.strategy.plan import plan
-    from explorer.workloads.registry import get_workload
+    from explorer._src.api.request import check_donate
+    from explorer._src.api.targeting import compile_plan
+    from explorer._src.compile.backend import build_mesh, dump_options, tpu_devices
+    from explorer._src.compile.gpu import gpu_devices
+    from explorer._src.spec.mesh import parse_mesh
+    from explorer._src.strategy.plan import plan
+    from explorer._src.workloads.registry import get_workload
 
     case = json.loads(sys.argv[1])
     mesh_spec = parse_mesh(case["mesh"])

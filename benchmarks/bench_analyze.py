@@ -32,8 +32,8 @@ from jax.sharding import AxisType, Mesh, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import explorer  # noqa: E402
-from explorer.compile.protocol import WorkerKey  # noqa: E402
-from explorer.workloads.registry import WORKLOADS  # noqa: E402
+from explorer._src.compile.protocol import WorkerKey  # noqa: E402
+from explorer._src.workloads.registry import WORKLOADS  # noqa: E402
 
 MESH = "data=2,model=4"
 TARGET = "h100-8"
@@ -160,7 +160,7 @@ def main():
             small_programs(args.repeats)
         else:
             workload_programs(args.workload, args.repeats)
-        explorer.compile.pool.default_pool().close()
+        explorer._src.compile.pool.default_pool().close()
         return 0
 
     # Warm both paths: jax loaded and one compile done, here and in the worker.
@@ -210,7 +210,7 @@ def main():
         tensors = w.tensors(params, {"x": ("data", None), "w1": ("fsdp", "model"),
                                      "w2": ("model", "fsdp")})
         t0 = time.perf_counter()
-        explorer.compile.pool.default_pool().warm(WorkerKey.fake_cpu(2048))
+        explorer._src.compile.pool.default_pool().warm(WorkerKey.fake_cpu(2048))
         start = time.perf_counter() - t0
         t0 = time.perf_counter()
         r = explorer.analyze(w.build(params), *tensors, mesh=mesh, use_cache=False)
@@ -219,7 +219,7 @@ def main():
         print(f"| mlp_train on {mesh} (2048 devices), warm worker, uncached (target < 5 s) | "
               f"{warm:.2f} s (compile {r.timing.compile_s:.2f} s, "
               f"{len(r.collectives)} collectives, {len(r.tensors)} tensors) |")
-    explorer.compile.pool.default_pool().close()
+    explorer._src.compile.pool.default_pool().close()
     return 0
 
 

@@ -82,12 +82,12 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 import explorer  # noqa: E402
-from explorer.compile.pool import default_pool  # noqa: E402
-from explorer.ui.app import App, Explorer  # noqa: E402
-from explorer.ui.grids import placement_grid  # noqa: E402
-from explorer.ui.serve import free_port, one_cell_notebook, voila_command  # noqa: E402
-from explorer.ui.views import collectives_html, tensor_options  # noqa: E402
-from explorer.units import format_bytes  # noqa: E402
+from explorer._src.compile.pool import default_pool  # noqa: E402
+from explorer._src.ui.app import App, Explorer  # noqa: E402
+from explorer._src.ui.grids import placement_grid  # noqa: E402
+from explorer._src.ui.serve import free_port, one_cell_notebook, voila_command  # noqa: E402
+from explorer._src.ui.views import collectives_html, tensor_options  # noqa: E402
+from explorer._src.units import format_bytes  # noqa: E402
 
 CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -620,19 +620,19 @@ from bare_compile import collective_ops  # noqa: E402
 LOOKUP = "cache lookup before compiling (Session._answer cache_only, event loop)"
 COMPILE_CALL = "the compile's whole call (Session._answer: executor thread, or the constructor)"
 SPAN_POINTS = [
-    ("explorer.ui.app", "App._request",
+    ("explorer._src.ui.app", "App._request",
      "check the sidebar, plan the layout (App._request, event loop)"),
-    ("explorer.ui.app", "App._session_for",
+    ("explorer._src.ui.app", "App._session_for",
      "make the analysis Request: check, plan, pickle (App._session_for, event loop)"),
     # Labelled by its cache_only argument (positional index 3 with self), see _span_label.
-    ("explorer.api.session", "Session._answer", (LOOKUP, COMPILE_CALL, 3)),
-    ("explorer.strategy.plan", "plan", "of those: plan the layout (strategy.plan, each call)"),
-    ("explorer.compile.pool", "WorkerPool.compile",
+    ("explorer._src.api.session", "Session._answer", (LOOKUP, COMPILE_CALL, 3)),
+    ("explorer._src.strategy.plan", "plan", "of those: plan the layout (strategy.plan, each call)"),
+    ("explorer._src.compile.pool", "WorkerPool.compile",
      "worker round trip (WorkerPool.compile: start, lower, compile, dumps read, transfer)"),
-    ("explorer.api.analyze", "build_report", "read the compiler's output (build_report)"),
-    ("explorer.report.predict", "with_target", "price it on the target (with_target)"),
-    ("explorer.report.memory", "with_workload", "memory by tensor kind (with_workload)"),
-    ("explorer.ui.app", "App._show", "draw the result (App._show, event loop)"),
+    ("explorer._src.api.analyze", "build_report", "read the compiler's output (build_report)"),
+    ("explorer._src.report.predict", "with_target", "price it on the target (with_target)"),
+    ("explorer._src.report.memory", "with_workload", "memory by tensor kind (with_workload)"),
+    ("explorer._src.ui.app", "App._show", "draw the result (App._show, event loop)"),
 ]
 
 
@@ -730,7 +730,7 @@ def worker_peak_rss() -> int | None:
     peaks = []
     for p in psutil.Process().children(recursive=True):
         try:
-            if "explorer.compile.worker" in " ".join(p.cmdline()):
+            if "explorer._src.compile.worker" in " ".join(p.cmdline()):
                 peaks.append(peak_rss_of(p.pid) or 0)
         except psutil.Error:
             continue
@@ -839,7 +839,7 @@ def big_rounds(keys: list[str], rounds: int, timeout_s: float) -> None:
     alternating order; each round a new `lr`, so no cache can answer."""
     import asyncio
 
-    from explorer.compile.pool import WorkerPool
+    from explorer._src.compile.pool import WorkerPool
 
     os.environ["EXPLORER_DISK_CACHE"] = "0"      # read when the cache is first used
     results: dict[str, list[dict]] = {k: [] for k in keys}

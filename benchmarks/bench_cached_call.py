@@ -7,7 +7,7 @@ processes are timed in turn: `python -c "import explorer"` (the baseline: what a
 and `sharding-explorer analyze --workload NAME ...` answered from that cache. The ratio of the
 medians is what a cached call costs beyond starting; it also says whether the call imported
 jax and traced the workload to find its entry (a cached call needs neither: the request is
-keyed by the workload's identity, explorer/api/analysis_request.py). Prints a markdown row.
+keyed by the workload's identity, explorer/_src/api/analysis_request.py). Prints a markdown row.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         env = {**os.environ, "EXPLORER_DISK_CACHE": "1", "EXPLORER_CACHE_DIR": folder,
                "PYTHONPATH": ROOT}
-        call = [sys.executable, "-m", "explorer.cli", "analyze", "--workload", args.workload,
+        call = [sys.executable, "-m", "explorer._src.cli", "analyze", "--workload", args.workload,
                 "--mesh", args.mesh, "--preset", args.preset]
         start = [sys.executable, "-c", "import explorer"]
         timed(call, env)                                   # compiles and fills the cache

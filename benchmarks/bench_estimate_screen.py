@@ -1,4 +1,4 @@
-"""The search's estimate screen (explorer/layout_search/estimate_screen.py): how much more a
+"""The search's estimate screen (explorer/_src/layout_search/estimate_screen.py): how much more a
 budgeted search on a GPU target sees with it, and how well its estimate ranks the candidates.
 
     .venv/bin/python benchmarks/bench_estimate_screen.py [--budget-s 60] [--skip-search]
@@ -34,12 +34,12 @@ os.environ["EXPLORER_DISK_CACHE"] = "0"     # every compile is a compile
 import numpy as np  # noqa: E402
 
 import explorer  # noqa: E402
-from explorer.errors import WorkloadError  # noqa: E402
-from explorer.layout_search import search as search_module  # noqa: E402
-from explorer.layout_search.estimate_screen import EstimateScreen  # noqa: E402
-from explorer.layout_search.result import CandidateStatus, SearchSpace  # noqa: E402
-from explorer.layout_search.space import enumerate_space, mesh_factorisations  # noqa: E402
-from explorer.spec.mesh import parse_mesh  # noqa: E402
+from explorer._src.errors import WorkloadError  # noqa: E402
+from explorer._src.layout_search import search as search_module  # noqa: E402
+from explorer._src.layout_search.estimate_screen import EstimateScreen  # noqa: E402
+from explorer._src.layout_search.result import CandidateStatus, SearchSpace  # noqa: E402
+from explorer._src.layout_search.space import enumerate_space, mesh_factorisations  # noqa: E402
+from explorer._src.spec.mesh import parse_mesh  # noqa: E402
 
 SEARCH = dict(mesh="data=2,model=4", target="h100-8", params={"dtype": "bfloat16"})
 NAMES = ["batch", "embed", "mlp", "heads"]

@@ -24,8 +24,8 @@ import time
 os.environ.setdefault("EXPLORER_DISK_CACHE", "0")
 
 import explorer  # noqa: E402
-from explorer.compile.gpu import gpu_plugin_installed  # noqa: E402
-from explorer.compile.pool import WorkerPool  # noqa: E402
+from explorer._src.compile.gpu import gpu_plugin_installed  # noqa: E402
+from explorer._src.compile.pool import WorkerPool  # noqa: E402
 
 MESH = "data=8,model=8"
 TARGET = "h100-8x8"
@@ -41,10 +41,10 @@ t0 = time.perf_counter()
 import jax, jax.numpy as jnp, numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 from jax.experimental import topologies
-from explorer.compile.gpu import gpu_topology
-from explorer.spec.mesh import parse_mesh
-from explorer.strategy.plan import plan
-from explorer.workloads.registry import get_workload
+from explorer._src.compile.gpu import gpu_topology
+from explorer._src.spec.mesh import parse_mesh
+from explorer._src.strategy.plan import plan
+from explorer._src.workloads.registry import get_workload
 import functools
 mesh_text, target, preset, params = json.loads(sys.argv[1])
 w = get_workload("transformer_train")

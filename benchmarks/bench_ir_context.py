@@ -1,5 +1,5 @@
 """Benchmark: the caller's lowering of a small program in one MLIR context per thread
-(explorer/compile/ir_context.py) against jax's new context per lowering, in the same run.
+(explorer/_src/compile/ir_context.py) against jax's new context per lowering, in the same run.
 
 Run by hand:  .venv/bin/python benchmarks/bench_ir_context.py [--rounds 40]
 Each round lowers the small MLP of bench_analyze.py --small (x 256 x 512, w1 512 x ~1100, w2
@@ -20,9 +20,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
 
-import explorer.compile.lowering as lowering  # noqa: E402
+import explorer._src.compile.lowering as lowering  # noqa: E402
 from explorer import TensorSpec  # noqa: E402
-from explorer.spec.mesh import parse_mesh  # noqa: E402
+from explorer._src.spec.mesh import parse_mesh  # noqa: E402
 
 MESH = parse_mesh("data=2,model=4")
 

@@ -3,10 +3,10 @@
 The origins come from Shardy's module after propagation, which it writes only when the dump's
 pass regex names `shardy-verbose` (its record of where each axis came from is kept while it
 propagates, then the module is written). Each round compiles one program twice in this process,
-as the worker does (`explorer.compile.backend.compile_request`, on the program lowered as the
-caller lowers it, `explorer.compile.lowering.lower_program`), with `origins=True` (the regex
+as the worker does (`explorer._src.compile.backend.compile_request`, on the program lowered as the
+caller lowers it, `explorer._src.compile.lowering.lower_program`), with `origins=True` (the regex
 with `shardy-verbose`) and without, and builds the Report from each
-(`explorer.report.build.build_report`, which reads the origins when the module is there); the
+(`explorer._src.report.build.build_report`, which reads the origins when the module is there); the
 order of the two alternates, and each round uses a new batch size so that no compile is
 answered from a cache. Each ratio is the median of the per-round ratios of (compile + build),
 in CPU time of this process and in wall time.
@@ -26,12 +26,12 @@ import time
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-from explorer.api.request import check_mesh  # noqa: E402
-from explorer.compile import backend  # noqa: E402
-from explorer.compile.lowering import lower_program  # noqa: E402
-from explorer.report.build import build_report  # noqa: E402
-from explorer.strategy.plan import plan  # noqa: E402
-from explorer.workloads.registry import get_workload  # noqa: E402
+from explorer._src.api.request import check_mesh  # noqa: E402
+from explorer._src.compile import backend  # noqa: E402
+from explorer._src.compile.lowering import lower_program  # noqa: E402
+from explorer._src.report.build import build_report  # noqa: E402
+from explorer._src.strategy.plan import plan  # noqa: E402
+from explorer._src.workloads.registry import get_workload  # noqa: E402
 
 WITH, WITHOUT = True, False
 CASES = (

@@ -18,15 +18,15 @@ it fetched. The variants add the cuts one at a time (docs/performance.md, "First
 page load"):
 
 - `stock`: Voila on notebooks/app.ipynb as before this work: each figure widget carries
-  plotly.js (`explorer.ui.figure` patched back to plotly's own FigureWidget in a copy of the
+  plotly.js (`explorer._src.ui.figure` patched back to plotly's own FigureWidget in a copy of the
   notebook), every JupyterLab extension is loaded, no persistent report cache;
 - `cache`: + the report cache on disk, filled beforehand by running the app notebook once;
-- `js`: + plotly.js sent once per page (explorer.ui.figure), and no jupyterlab-plotly
+- `js`: + plotly.js sent once per page (explorer._src.ui.figure), and no jupyterlab-plotly
   extension;
 - `preheat`: + one preheated kernel (what `sharding-explorer app` runs:
-  explorer.ui.serve.voila_command); each load waits until Voila has refilled its pool; the
+  explorer._src.ui.serve.voila_command); each load waits until Voila has refilled its pool; the
   figures' code is the app's plotly bundle (plotly's widget code with a plotly.js of the trace
-  types the app draws, explorer/ui/static/plotly_widget.js);
+  types the app draws, explorer/_src/ui/static/plotly_widget.js);
 - `preheat-plotly`: `preheat` with plotly's own widget bundle (every trace type, 5 MB) in place
   of the app's (`EXPLORER_PLOTLY_BUNDLE=plotly`), as `preheat` was before that bundle;
 - `binder`: Voila as Binder's server extension serves it: a Jupyter server with Voila's server
@@ -65,7 +65,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from explorer.ui.serve import (  # noqa: E402
+from explorer._src.ui.serve import (  # noqa: E402
     VOILA_LIMITS,
     VOILA_PREHEAT,
     free_port,
@@ -80,7 +80,7 @@ APP = ROOT / "notebooks" / "app.ipynb"
 VARIANTS = ("stock", "cache", "js", "preheat", "preheat-plotly", "binder", "binder-proxy")
 # Variants whose Voila keeps a preheated kernel: a load waits until it is there again.
 PREHEATED = ("preheat", "preheat-plotly", "binder-proxy")
-# The kernels such a pool keeps (explorer.ui.serve's --pool_size).
+# The kernels such a pool keeps (explorer._src.ui.serve's --pool_size).
 POOL_SIZE = int(next(a.split("=", 1)[1] for a in VOILA_PREHEAT if a.startswith("--pool_size=")))
 
 # Marks taken in the page: the first moment each condition holds, in ms since navigation start.
@@ -98,8 +98,8 @@ new MutationObserver(look).observe(document, {subtree: true, childList: true});
 # A first cell for the `stock` variant's copy of the app notebook: the figures as plotly ships
 # them, each carrying its own copy of plotly.js.
 STOCK_FIGURES = """import plotly.graph_objects as _go
-import explorer.ui.graph as _graph
-import explorer.ui.views as _views
+import explorer._src.ui.graph as _graph
+import explorer._src.ui.views as _views
 _views.FigureWidget = _graph.FigureWidget = _go.FigureWidget"""
 
 

@@ -3,7 +3,8 @@
 Run by hand:  .venv/bin/python benchmarks/bench_pages.py [--pages 1 4 8] [--idle 120]
 
 For each count it starts the app's Voila server as `sharding-explorer app` runs it
-(explorer.ui.serve.voila_command: one preheated kernel) on a free loopback port, with the report
+(explorer._src.ui.serve.voila_command: one preheated kernel) on a free loopback port, with the
+report
 cache off (EXPLORER_DISK_CACHE=0: every page compiles, the case where memory is highest) and the
 compile workers' idle timeout at `--idle` seconds (EXPLORER_WORKER_IDLE_S). It opens that many
 pages in headless Chromium, each in its own browser context, all loading at once, and measures
@@ -38,7 +39,7 @@ from bench_notebook_memory import tree_rss
 from bench_page_load import CHROMIUM, CHROMIUM_ARGS, ROOT, wait_http
 from playwright.sync_api import sync_playwright
 
-from explorer.ui.serve import free_port, stop_server, voila_command
+from explorer._src.ui.serve import free_port, stop_server, voila_command
 
 MIB = 2 ** 20
 WAIT_MS = 900_000         # eight kernels compiling at once on 2 cores take minutes

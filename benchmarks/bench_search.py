@@ -141,7 +141,7 @@ def throughput(repeats: int) -> int:
     import ray
     from loopback_cluster import LoopbackCluster
 
-    from explorer.layout_search.connect import reread_auth, runtime_env
+    from explorer._src.layout_search.connect import reread_auth, runtime_env
 
     t0 = time.perf_counter()
     with LoopbackCluster(nodes=2, cpus=1) as cluster:

@@ -6,7 +6,7 @@ Run it on a machine with GPUs and jax's CUDA plugin (`pip install -e . "jax[cuda
 
 1. Collectives: all-gather, all-reduce, reduce-scatter and all-to-all of several sizes over a 1-D
    mesh of the local GPUs (jax.shard_map with lax.all_gather / psum / psum_scatter /
-   all_to_all), against explorer.cost.model.collective_time on the matching catalog target
+   all_to_all), against explorer._src.cost.model.collective_time on the matching catalog target
    (h100-8, h200-4, ...) with the default mapping. V is the cost model's V: bytes per device of
    the gathered result (all-gather), the full operand (reduce-scatter), the buffer (all-reduce,
    all-to-all).
@@ -53,7 +53,8 @@ MAX_BATCH_BYTES = 4 * 2**30   # outputs kept alive per sample, per device
 DISPATCH_MARGIN = 1.5         # a collective under 1.5x the dispatch floor measures the host
 MAX_INNER = 200               # calls per sample at most; 1 in a CPU dry run (see time_call)
 
-# device_kind substring -> catalog GPU generation (explorer/cost/catalog/gpu.py). The catalog models
+# device_kind substring -> catalog GPU generation (explorer/_src/cost/catalog/gpu.py). The catalog
+# models
 # SXM parts in DGX nodes (NVLink switch); other form factors are compared against the same.
 GPU_KINDS = (("b200", "b200"), ("h200", "h200"), ("h100", "h100"), ("a100", "a100"))
 GPUS_PER_TARGET = (1, 2, 4, 8)
@@ -128,7 +129,7 @@ def error(predicted: float | None, measured: float) -> float | None:
 
 
 def fmt_s(s: float | None) -> str:
-    from explorer.cost.model import format_seconds
+    from explorer._src.cost.model import format_seconds
 
     return format_seconds(s)
 
@@ -138,7 +139,7 @@ def fmt_err(e: float | None) -> str:
 
 
 def fmt_bytes(n: float) -> str:
-    from explorer.units import format_bytes
+    from explorer._src.units import format_bytes
 
     return format_bytes(n)
 
@@ -183,8 +184,8 @@ def measure_collectives(devices, target: str, sizes, repeats: int) -> list[dict]
     from jax.sharding import AxisType, Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from explorer.cost.mapping import default_mapping
-    from explorer.cost.model import collective_time
+    from explorer._src.cost.mapping import default_mapping
+    from explorer._src.cost.model import collective_time
 
     k = len(devices)
     mesh = Mesh(np.array(devices), ("x",), axis_types=(AxisType.Auto,))
@@ -259,9 +260,9 @@ def step_cases(k: int, small: bool) -> list[dict]:
 
 def build_case(case: dict):
     """The function, its input TensorSpecs and the MeshSpec, as analyze_workload builds them."""
-    from explorer.spec.mesh import parse_mesh
-    from explorer.strategy.plan import plan
-    from explorer.workloads.registry import get_workload
+    from explorer._src.spec.mesh import parse_mesh
+    from explorer._src.strategy.plan import plan
+    from explorer._src.workloads.registry import get_workload
 
     workload = get_workload(case["workload"])
     params = workload.resolve(case["params"])
@@ -358,14 +359,14 @@ def predict_steps(cases: list[dict], target: str, extra=None) -> list[dict]:
                     "compute_s": est.compute.seconds, "comm_s": est.comm_seconds,
                     "cpu_collectives": [c.kind for c in report.collectives],
                     "notes": list(est.notes), **(extra(report) if extra else {})})
-    explorer.compile.pool.default_pool().close()
+    explorer._src.compile.pool.default_pool().close()
     return out
 
 
 # ---------------------------------------------------------------------------------------------
 
 def pick_target(device_kind: str, count: int, override: str | None) -> tuple[str, int]:
-    from explorer.cost.catalog.names import get_target
+    from explorer._src.cost.catalog.names import get_target
 
     if override:
         t = get_target(override)

@@ -30,14 +30,14 @@ import time
 from dataclasses import dataclass, field, replace
 
 import explorer
-from explorer.cost.catalog.names import get_target
-from explorer.cost.gemm_rates import gemm_table
-from explorer.cost.model import roofline_seconds
-from explorer.hlo.schedule import MATH_KINDS, StepKind, read_schedule
-from explorer.report.predict import with_target
-from explorer.report.provenance import compiled_by
-from explorer.units import format_bytes
-from explorer.workloads.models import TRANSFORMER_TRAIN
+from explorer._src.cost.catalog.names import get_target
+from explorer._src.cost.gemm_rates import gemm_table
+from explorer._src.cost.model import roofline_seconds
+from explorer._src.hlo.schedule import MATH_KINDS, StepKind, read_schedule
+from explorer._src.report.predict import with_target
+from explorer._src.report.provenance import compiled_by
+from explorer._src.units import format_bytes
+from explorer._src.workloads.models import TRANSFORMER_TRAIN
 
 MAXTEXT_COMMIT = "76bd53b0f"   # AI-Hypercomputer/maxtext, 2023-12-15: the tables and configs
 MAXTEXT = f"https://github.com/AI-Hypercomputer/maxtext/blob/{MAXTEXT_COMMIT}/MaxText/configs"

@@ -86,7 +86,7 @@ def main() -> int:
         print(json.dumps({k: v for k, v in row.items() if k != "notes"}), flush=True)
     with open(os.path.join(args.out, "caller_context.json"), "w") as f:
         json.dump(out, f, indent=1)
-    explorer.compile.pool.default_pool().close()
+    explorer._src.compile.pool.default_pool().close()
     return 0
 
 

@@ -37,7 +37,7 @@ def main() -> int:
     from user_programs import programs
 
     import explorer
-    from explorer.report.op_comparison import compare_ops, comparison_lines
+    from explorer._src.report.op_comparison import compare_ops, comparison_lines
 
     rows = []
     for program in programs():
@@ -69,7 +69,7 @@ def main() -> int:
         print("\n".join(row["comparison"] or [f"no comparison: {t.measure_note}"]), flush=True)
     with open(os.path.join(args.out, "explorer_on_chip.json"), "w") as f:
         json.dump(rows, f, indent=1)
-    explorer.compile.pool.default_pool().close()
+    explorer._src.compile.pool.default_pool().close()
     return 0
 
 

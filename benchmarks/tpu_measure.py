@@ -41,7 +41,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from user_programs import programs  # noqa: E402
 
-from explorer.compile.device_profile import profile_calls  # noqa: E402
+from explorer._src.compile.device_profile import profile_calls  # noqa: E402
 
 PROFILED_CALLS = 5
 WALL_SAMPLES = 7

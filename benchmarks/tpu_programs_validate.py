@@ -59,9 +59,9 @@ def predict_kept(name: str, folder: str, target: str) -> dict:
     """predict() from the chip's own optimized HLO of the program (DIR/hlo/NAME.hlo.txt.gz)."""
     import gzip
 
-    from explorer.cost.model import estimate
-    from explorer.hlo.schedule import read_schedule, schedule_work
-    from explorer.report.trace import step_trace
+    from explorer._src.cost.model import estimate
+    from explorer._src.hlo.schedule import read_schedule, schedule_work
+    from explorer._src.report.trace import step_trace
 
     with gzip.open(os.path.join(folder, "hlo", f"{name}.hlo.txt.gz"), "rt") as f:
         schedule = read_schedule(f.read())
@@ -146,7 +146,7 @@ def main() -> int:
             json.dump({"target": TARGET, "chip": chip["device_kind"], "rows": rows}, f, indent=1)
     if not args.kept_hlo:
         import explorer
-        explorer.compile.pool.default_pool().close()
+        explorer._src.compile.pool.default_pool().close()
     return 0
 
 

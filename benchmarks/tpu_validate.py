@@ -52,8 +52,8 @@ def cases() -> list[dict]:
 def predict(target: str, out: str) -> None:
     """Phase 1, in a process with jax on the CPU: the explorer's estimate of every case, and
     its memory verdict (libtpu's, for a program it compiled for the target)."""
-    from explorer.cost.catalog.names import get_target
-    from explorer.report.predict import compiled_memory_fit
+    from explorer._src.cost.catalog.names import get_target
+    from explorer._src.report.predict import compiled_memory_fit
 
     def verdict(report) -> dict:
         fit = compiled_memory_fit(report, get_target(target))

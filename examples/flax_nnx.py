@@ -31,7 +31,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 import explorer
-from explorer.report.summary import summary
+from explorer._src.report.summary import summary
 
 
 class Block(nnx.Module):

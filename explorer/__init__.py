@@ -20,28 +20,28 @@ The public surface is what this module lists in `__all__`: the functions, the re
 (TensorSpec, MeshSpec), the Report and every type a Report holds, and the errors. The code
 lives in one subpackage per stage of the pipeline (spec, hlo, cost, compile, workloads, report,
 strategy, api, layout_search); the core imports no UI library and returns plain data. `search` is
-the strategy search, re-exported with its types from the package explorer.layout_search (named
+the strategy search, re-exported with its types from the package explorer._src.layout_search (named
 apart from the function, so that explorer.search names the function alone). The interactive
-app is in explorer.ui.
+app is in explorer._src.ui.
 """
 
 # First, before anything can import jax: on a machine with no GPU or TPU, the user's jax on the CPU.
-from explorer import quiet_jax as _quiet_jax  # noqa: F401 - imported for what its import does
-from explorer.api.analysis_request import Request
-from explorer.api.analyze import analyze, clear_cache
-from explorer.api.exploration import AppState, Exploration, FunctionRef
-from explorer.api.exploration import load as load_exploration
-from explorer.api.request import PARTITIONERS
-from explorer.api.session import Edit, Result, Session, TimeSpent
-from explorer.api.what_if import WhatIf, what_if
-from explorer.api.workload import analyze_workload
-from explorer.compile.device_profile import MeasuredEvent
-from explorer.compile.pool import WorkerPool
-from explorer.compile.protocol import Partitioner
-from explorer.cost.catalog.names import get_target, targets
-from explorer.cost.catalog.types import Target, VectorUnit
-from explorer.cost.mapping import AxisMapping
-from explorer.cost.model import (
+from explorer._src import quiet_jax as _quiet_jax  # noqa: F401 - imported for what its import does
+from explorer._src.api.analysis_request import Request
+from explorer._src.api.analyze import analyze, clear_cache
+from explorer._src.api.exploration import AppState, Exploration, FunctionRef
+from explorer._src.api.exploration import load as load_exploration
+from explorer._src.api.request import PARTITIONERS
+from explorer._src.api.session import Edit, Result, Session, TimeSpent
+from explorer._src.api.what_if import WhatIf, what_if
+from explorer._src.api.workload import analyze_workload
+from explorer._src.compile.device_profile import MeasuredEvent
+from explorer._src.compile.pool import WorkerPool
+from explorer._src.compile.protocol import Partitioner
+from explorer._src.cost.catalog.names import get_target, targets
+from explorer._src.cost.catalog.types import Target, VectorUnit
+from explorer._src.cost.mapping import AxisMapping
+from explorer._src.cost.model import (
     Bound,
     CollectiveBound,
     CollectiveTime,
@@ -50,7 +50,7 @@ from explorer.cost.model import (
     Float32Matmuls,
     MemoryFit,
 )
-from explorer.errors import (
+from explorer._src.errors import (
     CompileError,
     DivisibilityError,
     DuplicateAxisError,
@@ -69,28 +69,32 @@ from explorer.errors import (
     WorkerLost,
     WorkloadError,
 )
-from explorer.hlo.collectives import CollectiveKind
-from explorer.hlo.groups import RingDirection
-from explorer.layout_search.capacity import BatchProbe as BatchProbe
-from explorer.layout_search.capacity import CapacityResult as CapacityResult
-from explorer.layout_search.capacity import PolicyCapacity as PolicyCapacity
-from explorer.layout_search.capacity import largest_batch as largest_batch
-from explorer.layout_search.connect import ClusterSize as ClusterSize
-from explorer.layout_search.result import Candidate as Candidate
-from explorer.layout_search.result import CandidateStatus as CandidateStatus
-from explorer.layout_search.result import CollectiveCost as CollectiveCost
-from explorer.layout_search.result import CollectiveGroup as CollectiveGroup
-from explorer.layout_search.result import Comparison as Comparison
-from explorer.layout_search.result import CompiledBy as CompiledBy
-from explorer.layout_search.result import Progress as Progress
-from explorer.layout_search.result import SearchPhase as SearchPhase
-from explorer.layout_search.result import SearchResult as SearchResult
-from explorer.layout_search.result import SearchSpace as SearchSpace
-from explorer.layout_search.result import SearchStats as SearchStats
-from explorer.layout_search.result import StopReason as StopReason
-from explorer.layout_search.result import TimeSource as TimeSource
-from explorer.layout_search.search import search as search
-from explorer.report.origins import (
+from explorer._src.hlo.collectives import CollectiveKind
+from explorer._src.hlo.groups import RingDirection
+from explorer._src.layout_search.capacity import (
+    BatchProbe,
+    CapacityResult,
+    PolicyCapacity,
+    largest_batch,
+)
+from explorer._src.layout_search.connect import ClusterSize
+from explorer._src.layout_search.result import (
+    Candidate,
+    CandidateStatus,
+    CollectiveCost,
+    CollectiveGroup,
+    Comparison,
+    CompiledBy,
+    Progress,
+    SearchPhase,
+    SearchResult,
+    SearchSpace,
+    SearchStats,
+    StopReason,
+    TimeSource,
+)
+from explorer._src.layout_search.search import search
+from explorer._src.report.origins import (
     AxisOrigin,
     DimOrigin,
     LayoutConflict,
@@ -98,7 +102,7 @@ from explorer.report.origins import (
     Origins,
     PathStep,
 )
-from explorer.report.report import (
+from explorer._src.report.report import (
     Buffer,
     BufferKind,
     Collective,
@@ -114,15 +118,15 @@ from explorer.report.report import (
     Timing,
     WorkloadInfo,
 )
-from explorer.report.trace import StepTrace, TraceEvent, TraceLane
-from explorer.report.why import Evidence, Operand, OperandRole, Reason, Why
-from explorer.report.xprof import XprofRun, write_xprof
-from explorer.spec.mesh import AxisType, MeshSpec, parse_mesh
-from explorer.spec.tensor import TensorSpec, parse_spec
-from explorer.strategy.presets import PRESETS, Preset, get_preset
-from explorer.strategy.rules import LOGICAL_NAMES, Rules, logical_spec, parse_rules
-from explorer.workloads.base import Workload
-from explorer.workloads.registry import WORKLOADS
+from explorer._src.report.trace import StepTrace, TraceEvent, TraceLane
+from explorer._src.report.why import Evidence, Operand, OperandRole, Reason, Why
+from explorer._src.report.xprof import XprofRun, write_xprof
+from explorer._src.spec.mesh import AxisType, MeshSpec, parse_mesh
+from explorer._src.spec.tensor import TensorSpec, parse_spec
+from explorer._src.strategy.presets import PRESETS, Preset, get_preset
+from explorer._src.strategy.rules import LOGICAL_NAMES, Rules, logical_spec, parse_rules
+from explorer._src.workloads.base import Workload
+from explorer._src.workloads.registry import WORKLOADS
 
 __all__ = [
     # analysis

@@ -6,10 +6,10 @@ import os
 # Must be set before jax is first imported in this process (it fixes the device count then).
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# The persistent report cache (explorer/api/diskcache.py) is off, so that every test compiles
+# The persistent report cache (explorer/_src/api/diskcache.py) is off, so that every test compiles
 # what it asks for and none reads or fills the user's ~/.cache; its own tests turn it on.
 os.environ.setdefault("EXPLORER_DISK_CACHE", "0")
-# A reader that raises (explorer/report/why/explain.py) fails the test instead of answering
+# A reader that raises (explorer/_src/report/why/explain.py) fails the test instead of answering
 # `unknown`, so that a crash cannot pass for "no rule fits".
 os.environ.setdefault("EXPLORER_STRICT", "1")
 
@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session", autouse=True)
 def _close_workers():
     yield
-    from explorer.compile.pool import default_pool
+    from explorer._src.compile.pool import default_pool
 
     default_pool().close()
 
@@ -30,16 +30,16 @@ def cpu_screen(monkeypatch):
     times. Which screen it takes depends on how much faster the CPU compiled the reference than
     the target's compiler (confirm.screen_skipped), which a loaded machine can change between
     two searches; a test that compares two searches needs both to take the same one."""
-    from explorer.layout_search import branch_and_bound
+    from explorer._src.layout_search import branch_and_bound
 
     monkeypatch.setattr(branch_and_bound, "screen_skipped", lambda screened, own: "")
 
 
 @pytest.fixture
 def cli(capsys):
-    """explorer.cli.main run in this process: `cli(argv)` gives (exit status, stdout, stderr),
+    """explorer._src.cli.main run in this process: `cli(argv)` gives (exit status, stdout, stderr),
     argparse's own errors (a SystemExit) included."""
-    from explorer.cli import main
+    from explorer._src.cli import main
 
     def run(argv: list[str]) -> tuple[int, str, str]:
         try:

@@ -1,5 +1,5 @@
 """binder/jupyter_server_config.py: the app at explorer-app/ on Binder is the standalone Voila
-of `sharding-explorer app` (explorer.ui.serve.voila_command), started and proxied by
+of `sharding-explorer app` (explorer._src.ui.serve.voila_command), started and proxied by
 jupyter-server-proxy. No server is started here."""
 
 import runpy
@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("voila")
 traitlets_config = pytest.importorskip("traitlets.config")
 
-from explorer.ui.serve import app_notebook, voila_command  # noqa: E402
+from explorer._src.ui.serve import app_notebook, voila_command  # noqa: E402
 
 BINDER = Path(__file__).resolve().parents[1] / "binder"
 CONFIG = BINDER / "jupyter_server_config.py"

@@ -12,7 +12,7 @@ import pytest
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "explorer.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "explorer._src.cli", *args], capture_output=True,
                           text=True, timeout=300)
 
 
@@ -56,7 +56,7 @@ def test_summary_is_readable():
     assert [r[:8] for r in rows] == [["1", "all-reduce", "model", "4", "float32[256,4096]",
                                       "4.0 MiB", "1", "partial-sum"]]
     # The source is the matmul of the built-in workload, shown with its code.
-    assert rows[0][8].startswith("explorer/workloads/mlp.py:") and rows[0][9] == "return x @ w"
+    assert rows[0][8].startswith("explorer/_src/workloads/mlp.py:") and rows[0][9] == "return x @ w"
     assert 256 * 4096 * 4 == 4 * 2 ** 20
     header, rows = _table(lines, "Tensors")
     assert {r[0]: r[3:] for r in rows} == {
@@ -198,7 +198,7 @@ def test_app_port_out_of_range(port, cli):
 
 
 def test_strict_json_writes_non_finite_numbers_as_null():
-    from explorer.cli import _strict_json
+    from explorer._src.cli import _strict_json
 
     text = _strict_json({"a": float("nan"), "b": [float("inf"), 1.5, (float("-inf"),)],
                          "c": {"d": 2}})
@@ -223,8 +223,8 @@ def test_json_output_parses_with_a_strict_parser(cli):
 
 @pytest.fixture
 def no_voila(monkeypatch):
-    """explorer.ui.serve with Voila's start replaced by a failure, and each name looked up."""
-    serve = pytest.importorskip("explorer.ui.serve")
+    """explorer._src.ui.serve with Voila's start replaced by a failure, and each name looked up."""
+    serve = pytest.importorskip("explorer._src.ui.serve")
 
     def start(*args, **kwargs):
         raise AssertionError("Voila was started")
@@ -298,12 +298,12 @@ def test_a_host_name_that_resolves_is_accepted(no_voila, monkeypatch):
 @pytest.fixture
 def no_compile(monkeypatch):
     """analyze_workload replaced by a failure: a --trace check must come before any compile."""
-    import explorer.api.workload
+    import explorer._src.api.workload
 
     def compile_(*args, **kwargs):
         raise AssertionError("the workload was compiled")
 
-    monkeypatch.setattr(explorer.api.workload, "analyze_workload", compile_)
+    monkeypatch.setattr(explorer._src.api.workload, "analyze_workload", compile_)
 
 
 TRACE_ARGS = ["analyze", "--workload", "mlp", "--mesh", "data=2,model=4", "--target", "h100-2"]
@@ -339,8 +339,8 @@ def test_a_trace_in_a_read_only_folder_exits_2_before_the_compile(no_compile, tm
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
 def test_a_trace_write_that_fails_is_one_input_error_naming_the_file():
-    from explorer.cli import _write_output
-    from explorer.errors import InputError
+    from explorer._src.cli import _write_output
+    from explorer._src.errors import InputError
 
     # /dev/full takes the open and refuses the write, as a full disk does.
     with pytest.raises(InputError) as caught:
@@ -354,7 +354,7 @@ def test_a_reader_that_stops_reading_gets_no_traceback(command):
     """`sharding-explorer targets | head -1`: the pipe's reader closes it before the command
     writes (here at once, before the child has even imported the package), so every write
     meets a closed pipe. It ended with a BrokenPipeError traceback."""
-    proc = subprocess.Popen([sys.executable, "-m", "explorer.cli", *command],
+    proc = subprocess.Popen([sys.executable, "-m", "explorer._src.cli", *command],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL)
     proc.stdout.close()

@@ -21,7 +21,7 @@ def test_the_confirmed_changes_follow_the_summary_as_spec_flags(cli):
     assert code == 0, err
     lines = out.splitlines()
     head = lines.index("What if: collective #1, all-gather over model, 2.0 MiB per device, at "
-                       "explorer/workloads/mlp.py:34: return h @ w2")
+                       "explorer/_src/workloads/mlp.py:34: return h @ w2")
     assert lines.index("Collectives") < head                    # after the usual summary
     assert "confirmed, best first:" in lines[head + 1]
     assert GATHER_BYTES == 2 * 2 ** 20 and REDUCE_BYTES == 512 * 2 ** 10
@@ -52,7 +52,7 @@ def test_a_collective_no_change_shrinks_says_how_many_were_tried(cli):
     assert code == 0, err
     assert out.splitlines()[-2:] == [
         "What if: collective #1, all-reduce over model, 512.0 KiB per device, at "
-        "explorer/workloads/mlp.py:34: return h @ w2",
+        "explorer/_src/workloads/mlp.py:34: return h @ w2",
         "  2 spec changes compiled; none was confirmed to move fewer bytes on this line"]
 
 
@@ -79,12 +79,12 @@ def test_a_number_that_is_no_whole_number_is_refused_by_the_parser(cli):
 
 
 def test_real_devices_are_refused_before_the_compile(monkeypatch, cli):
-    import explorer.api.workload
+    import explorer._src.api.workload
 
     def compile_(*args, **kwargs):
         raise AssertionError("the workload was compiled")
 
-    monkeypatch.setattr(explorer.api.workload, "analyze_workload", compile_)
+    monkeypatch.setattr(explorer._src.api.workload, "analyze_workload", compile_)
     code, out, err = cli([*GATHERED, "--what-if", "1", "--real-devices"])
     assert code == 2 and out == ""
     assert "--what-if compiles each change on the mesh's CPU devices" in err

@@ -11,10 +11,11 @@ import pytest
 # each); the Report's examples are then answered from this process's cache. what_if's compiles
 # an MLP and two changes of its layout. A Request's and a Session's examples check and plan
 # only: nothing compiles.
-MODULES = ["explorer.api.analyze", "explorer.api.analysis_request", "explorer.api.session",
-           "explorer.api.workload", "explorer.api.what_if",
-           "explorer.report.report", "explorer.spec.mesh", "explorer.spec.tensor",
-           "explorer.cost.catalog.names"]
+MODULES = ["explorer._src.api.analyze", "explorer._src.api.analysis_request",
+           "explorer._src.api.session",
+           "explorer._src.api.workload", "explorer._src.api.what_if",
+           "explorer._src.report.report", "explorer._src.spec.mesh", "explorer._src.spec.tensor",
+           "explorer._src.cost.catalog.names"]
 
 
 @pytest.mark.parametrize("name", MODULES)

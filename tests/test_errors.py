@@ -11,8 +11,8 @@ import pytest
 
 import explorer
 from explorer import TensorSpec
-from explorer.cli import _analyze, _key_values, _parser
-from explorer.errors import InputError, TargetError
+from explorer._src.cli import _analyze, _key_values, _parser
+from explorer._src.errors import InputError, TargetError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "explorer"
 
@@ -119,7 +119,7 @@ def test_a_trace_without_a_target_is_a_value_error_raised_before_any_compile():
 
 def test_the_suggest_tabs_budget_box_refuses_a_non_positive_number_as_a_value_error():
     pytest.importorskip("ipywidgets")
-    from explorer.ui.suggest.job import parse_budget
+    from explorer._src.ui.suggest.job import parse_budget
 
     for text in ("soon", "0", "-3", "inf"):
         with pytest.raises(ValueError, match=re.escape(f"budget {text!r} is not a positive")):
@@ -128,7 +128,7 @@ def test_the_suggest_tabs_budget_box_refuses_a_non_positive_number_as_a_value_er
 
 def test_a_function_source_of_something_not_callable_is_a_value_error():
     pytest.importorskip("ipywidgets")
-    from explorer.ui.sources import FunctionSource
+    from explorer._src.ui.sources import FunctionSource
 
     with pytest.raises(ValueError, match="42 is not a function"):
         FunctionSource(42, [])
@@ -136,9 +136,9 @@ def test_a_function_source_of_something_not_callable_is_a_value_error():
 
 def test_a_suggest_job_without_a_target_is_a_target_error():
     pytest.importorskip("ipywidgets")
-    from explorer.spec.mesh import parse_mesh
-    from explorer.ui.sources import AppRequest, FunctionSource, Placement
-    from explorer.ui.suggest.job import make_job
+    from explorer._src.spec.mesh import parse_mesh
+    from explorer._src.ui.sources import AppRequest, FunctionSource, Placement
+    from explorer._src.ui.suggest.job import make_job
 
     source = FunctionSource(lambda x: x, [TensorSpec("x", (8, 8))])
     request = AppRequest(mesh=parse_mesh("data=2,model=2"), specs={}, pinned={},

@@ -1,5 +1,5 @@
 """The package's shape, as docs/architecture.md draws it: one subpackage per pipeline stage,
-imports pointing one way down the pipeline, no cycles, UI libraries only in explorer.ui and jax
+imports pointing one way down the pipeline, no cycles, UI libraries only in explorer._src.ui and jax
 only where programs are compiled. Read from the source with `ast`, so lazy imports inside
 functions count too."""
 
@@ -129,7 +129,7 @@ def test_ui_libraries_only_in_the_ui(module):
         return
     named = _imports(module, MODULES[module])
     bad = sorted(m for m in named if m.split(".")[0] in UI_LIBRARIES)
-    assert bad == [], f"{module} imports UI libraries {bad}; only explorer.ui may"
+    assert bad == [], f"{module} imports UI libraries {bad}; only explorer._src.ui may"
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

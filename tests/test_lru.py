@@ -1,11 +1,11 @@
-"""explorer.lru.Lru: the least recent entry goes first, a get makes an entry recent, and
+"""explorer._src.lru.Lru: the least recent entry goes first, a get makes an entry recent, and
 threads that put at once leave exactly `size` entries."""
 
 import threading
 
 import pytest
 
-from explorer.lru import Lru
+from explorer._src.lru import Lru
 
 
 def test_the_least_recently_used_entry_is_forgotten_first():

@@ -107,8 +107,8 @@ def test_the_scan_sees_what_it_checks():
     # A scan that read nothing would pass: it finds names known to be defined once, a known
     # public-face alias, and leaves an @overload stub and `main` out.
     where = _public_definitions()
-    assert where["Request"] == {"explorer/api/analysis_request.py"}
-    assert where["targets"] == {"explorer/cost/catalog/names.py"}
+    assert where["Request"] == {"explorer/_src/api/analysis_request.py"}
+    assert where["targets"] == {"explorer/_src/cost/catalog/names.py"}
     assert "main" not in where
     assert ("explorer/__init__.py", "load", "load_exploration") in _renaming_imports()
     tree = ast.parse("@overload\ndef f(x: int) -> int: ...\n@typing.overload\ndef g(): ...\n"

@@ -72,7 +72,7 @@ def test_every_type_a_report_holds_is_public():
 
 
 def test_every_error_is_public_and_an_explorer_error():
-    import explorer.errors as errors
+    import explorer._src.errors as errors
 
     for name, obj in vars(errors).items():
         if isinstance(obj, type) and issubclass(obj, Exception) \
@@ -82,7 +82,7 @@ def test_every_error_is_public_and_an_explorer_error():
 
 
 def test_except_value_error_catches_bad_input_but_not_a_lost_worker():
-    from explorer.compile.protocol import WorkerKey
+    from explorer._src.compile.protocol import WorkerKey
 
     with pytest.raises(ValueError, match="size 0"):
         explorer.parse_mesh("data=0")

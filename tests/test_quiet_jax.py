@@ -1,5 +1,5 @@
 """After `import explorer`, the user's own jax runs quietly on the CPU where this machine has no
-GPU or TPU and the user chose no platform (explorer/quiet_jax.py). Before, with the gpu and tpu
+GPU or TPU and the user chose no platform (explorer/_src/quiet_jax.py). Before, with the gpu and tpu
 extras installed, the README's Equinox recipe (`jax.random.key(0)`) printed the CUDA plugin's
 "Jax plugin configuration error ... cuInit(0) failed: Unknown CUDA error 303" with a traceback
 and libtpu's "INVALID_ARGUMENT ... unexpected worker hostname".
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer import quiet_jax
+from explorer._src import quiet_jax
 
 ROOT = Path(__file__).resolve().parents[1]
 NOISE = ("cuInit", "Jax plugin configuration error", "worker hostname", "TPU_WORKER_HOSTNAMES",

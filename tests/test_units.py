@@ -1,9 +1,9 @@
-"""explorer.units.format_bytes and format_seconds, against values worked out by hand (1 KiB =
+"""explorer._src.units.format_bytes and format_seconds, against values worked out by hand (1 KiB =
 1024 B)."""
 
 import pytest
 
-from explorer.units import format_bytes, format_seconds, time_unit
+from explorer._src.units import format_bytes, format_seconds, time_unit
 
 
 @pytest.mark.parametrize(("n", "text"), [

@@ -86,7 +86,7 @@ def test_api_compiles_a_gpu_or_tpu_target_on_cpu_devices_and_says_so(target, ins
 @pytest.mark.parametrize("target, install", [("h100-8", GPU_INSTALL),
                                              ("tpu-v5e-2x4", TPU_INSTALL)])
 def test_cli_analyze_on_a_gpu_or_tpu_target(target, install):
-    out = run_without_extras(None, "-m", "explorer.cli", "analyze", "--workload", "mlp",
+    out = run_without_extras(None, "-m", "explorer._src.cli", "analyze", "--workload", "mlp",
                              "--mesh", "data=2,model=4", "--target", target)
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr
@@ -98,7 +98,7 @@ def test_cli_analyze_on_a_gpu_or_tpu_target(target, install):
 def test_app_on_the_readmes_default_target():
     out = run_without_extras(f"""
         import json
-        from explorer.app_page import app_page
+        from explorer._src.app_page import app_page
         page = app_page(workload="mlp", mesh="data=2,model=4", target="h100-8",
                         specs={MEGATRON!r}, debounce=None)
         app = page.app

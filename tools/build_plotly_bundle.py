@@ -1,4 +1,4 @@
-"""Build explorer/ui/static/plotly_widget.js: plotly.py's FigureWidget code with a plotly.js of
+"""Build explorer/_src/ui/static/plotly_widget.js: plotly.py's FigureWidget code with a plotly.js of
 only the trace types the app draws.
 
 Run by hand, with node and npm on the PATH (nothing else needs them):
@@ -24,7 +24,7 @@ that changes that file fails the check; then update the pins (plotly.js: the ver
 widgetbundle.js's `src/version.js`) and, where plotly.py changed it, widget.ts.
 
 The written file starts with a comment holding the plotly version it was built for and the trace
-types it draws; explorer/ui/figure.py reads it and sends plotly's own bundle instead where the
+types it draws; explorer/_src/ui/figure.py reads it and sends plotly's own bundle instead where the
 installed plotly is another version or a figure draws another trace type.
 """
 
@@ -41,8 +41,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = ROOT / "tools" / "plotly_widget"
-OUT = ROOT / "explorer" / "ui" / "static" / "plotly_widget.js"
-# The trace types the app draws (explorer/ui/*.py: go.Heatmap, add_scatter, add_bar); scatter is
+OUT = ROOT / "explorer" / "_src" / "ui" / "static" / "plotly_widget.js"
+# The trace types the app draws (explorer/_src/ui/*.py: go.Heatmap, add_scatter, add_bar); scatter
+# is
 # in plotly.js's core.
 TRACES = ("bar", "heatmap", "scatter")
 HEADER = "/* sharding-explorer plotly widget bundle {} */\n"

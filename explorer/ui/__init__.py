@@ -1,12 +1,12 @@
-"""The interactive explorer (ipywidgets + plotly). The only part of the package that imports
-UI libraries; install them with the `app` extra.
+"""The interactive explorer (ipywidgets + plotly), the app's public face; install its
+libraries with the `app` extra.
 
 `Explorer` opens the app on a built-in workload; `explore(fn, *args)` on the user's own
-function of TensorSpecs, `explore_module(model, *inputs)` on a Flax NNX module."""
+function of TensorSpecs, `explore_module(model, *inputs)` on a Flax NNX module;
+`watch_kernel()` shows, in a notebook, when its kernel stopped."""
 
-from explorer.ui.app import App as App
-from explorer.ui.app import Explorer as Explorer
-from explorer.ui.explore import explore as explore
-from explorer.ui.explore import explore_module as explore_module
+from explorer._src.ui.app import App, Explorer
+from explorer._src.ui.explore import explore, explore_module
+from explorer._src.ui.kernel_watch import watch_kernel
 
-__all__ = ["App", "Explorer", "explore", "explore_module"]
+__all__ = ["App", "Explorer", "explore", "explore_module", "watch_kernel"]

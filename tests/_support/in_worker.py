@@ -2,10 +2,10 @@
 a program does there (a crash, a hang, a thread left running, a child in a session of its own).
 
 No analysis runs a program there: a user's function and a built-in workload's program are both
-traced and lowered in the caller's process (explorer/compile/lowering.py), and the worker only
+traced and lowered in the caller's process (explorer/_src/compile/lowering.py), and the worker only
 compiles the module. So the program travels in a test-only message, `RunInWorker`: the function
 pickled by value with its own file names (source_pickle.py), which this module, the worker's
-test hook (explorer/compile/worker.py, HOOK_VARIABLE), unpickles, traces and lowers inside the
+test hook (explorer/_src/compile/worker.py, HOOK_VARIABLE), unpickles, traces and lowers inside the
 worker as the caller would, then compiles through the worker's own `compile_request`, answering
 the CompileResult any analysis gets. The worker treats it as it treats a CompileRequest: an
 error is a Failure, and a program that leaves a thread or a process running retires it.
@@ -24,13 +24,13 @@ from dataclasses import dataclass
 import worker_faults
 from source_pickle import pickle_function
 
-from explorer.compile.pool import WorkerPool
-from explorer.compile.protocol import Partitioner, Reply, WorkerKey
-from explorer.compile.worker import HOOK_VARIABLE
-from explorer.report.build import build_report
-from explorer.report.report import Report
-from explorer.spec.mesh import MeshSpec, parse_mesh
-from explorer.spec.tensor import TensorSpec
+from explorer._src.compile.pool import WorkerPool
+from explorer._src.compile.protocol import Partitioner, Reply, WorkerKey
+from explorer._src.compile.worker import HOOK_VARIABLE
+from explorer._src.report.build import build_report
+from explorer._src.report.report import Report
+from explorer._src.spec.mesh import MeshSpec, parse_mesh
+from explorer._src.spec.tensor import TensorSpec
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,8 @@ def answer(message) -> Reply | None:
     import cloudpickle
     import jax
 
-    from explorer.compile.backend import compile_request
-    from explorer.compile.lowering import trace_and_lower
+    from explorer._src.compile.backend import compile_request
+    from explorer._src.compile.lowering import trace_and_lower
 
     for path in message.sys_path:
         if path not in sys.path:

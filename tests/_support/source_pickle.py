@@ -1,6 +1,6 @@
 """A function pickled by value with its own file names, for a program that the tests run inside
 a compile worker (tests/_support/in_worker.py). No analysis ships a function: every program is
-traced where it is asked for (explorer/compile/lowering.py).
+traced where it is asked for (explorer/_src/compile/lowering.py).
 
 cloudpickle pickles a function by value when it cannot be imported by name (one defined inside
 another function, `__main__` or a cell) and then sets every code object's `co_filename` to

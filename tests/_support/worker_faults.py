@@ -1,6 +1,6 @@
 """Messages that make a compile worker crash or hang, for the tests of crash and time-limit
-recovery and of busy workers. They are no part of the protocol (explorer/compile/protocol.py):
-a worker answers them only where this module is its test hook (explorer/compile/worker.py,
+recovery and of busy workers. They are no part of the protocol (explorer/_src/compile/protocol.py):
+a worker answers them only where this module is its test hook (explorer/_src/compile/worker.py,
 HOOK_VARIABLE), which `answer_faults` sets for the workers a test starts. They travel pickled,
 as any message does; the worker imports this module by the name the test imported it under,
 from its PYTHONPATH, which the pool makes of the test process's sys.path."""
@@ -11,7 +11,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from explorer.compile.protocol import Pong
+from explorer._src.compile.protocol import Pong
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,6 @@ def answer(message) -> Pong | None:
 def answer_faults(monkeypatch) -> None:
     """Have the workers the test starts from now on answer Crash and Sleep (those started
     before it answer them with a Failure)."""
-    from explorer.compile.worker import HOOK_VARIABLE
+    from explorer._src.compile.worker import HOOK_VARIABLE
 
     monkeypatch.setenv(HOOK_VARIABLE, __name__)

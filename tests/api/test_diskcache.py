@@ -19,9 +19,9 @@ import pytest
 
 import explorer
 from explorer import TensorSpec
-from explorer.api import diskcache
-from explorer.api.diskcache import DiskCache
-from explorer.compile.gpu import gpu_plugin_installed
+from explorer._src.api import diskcache
+from explorer._src.api.diskcache import DiskCache
+from explorer._src.compile.gpu import gpu_plugin_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 MLP = dict(specs={"x": "data,None", "w1": "None,model", "w2": "model,None"})
@@ -69,7 +69,7 @@ CHILD = textwrap.dedent("""
     if len(sys.argv) > 2:
         import jax          # as a notebook that used jax before asking does
     import explorer
-    from explorer.compile.pool import default_pool
+    from explorer._src.compile.pool import default_pool
     r = explorer.analyze_workload("mlp", "data=2,model=4", **json.loads(sys.argv[1]))
     print(json.dumps({
         "cached": r.timing.cached,
@@ -251,7 +251,7 @@ def test_the_key_depends_on_the_environment(tmp_path, monkeypatch):
 HAMMER = textwrap.dedent("""
     import pickle, sys
     from dataclasses import replace
-    from explorer.api.diskcache import DiskCache
+    from explorer._src.api.diskcache import DiskCache
     folder, report_file, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with open(report_file, "rb") as f:
         report = pickle.load(f)

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 import explorer
-from explorer.api.exploration import (
+from explorer._src.api.exploration import (
     APP_TABS,
     MAX_FILE_BYTES,
     AppState,
@@ -24,7 +24,7 @@ from explorer.api.exploration import (
 
 def without_timing(report) -> dict:
     """The Report as the CLI's --json writes it (lists, NaN as null), less its timings."""
-    from explorer.cli import _strict_json
+    from explorer._src.cli import _strict_json
 
     d = json.loads(_strict_json(report.to_dict()))
     d.pop("timing")
@@ -182,7 +182,7 @@ def test_a_function_is_imported_only_when_asked(tmp_path, monkeypatch):
 
 def test_the_app_tabs_are_the_apps():
     pytest.importorskip("ipywidgets")
-    from explorer.ui.app import TAB_TITLES
+    from explorer._src.ui.app import TAB_TITLES
 
     assert tuple(TAB_TITLES) == APP_TABS
 

@@ -1,7 +1,7 @@
 """Property test of the whole input surface: random meshes, shapes, dtypes, specs, params,
 mappings, timeouts and targets, valid and invalid, through the API (TensorSpec, parse_mesh,
 parse_spec, parse_rules, analyze, analyze_workload) and the CLI's argument handling
-(explorer.cli.main in this process).
+(explorer._src.cli.main in this process).
 
 The property: every case ends in a result (a TensorSpec, a MeshSpec, a Report, or None for a
 cache_only miss) or in one explorer error with a non-empty message, within a time bound. A raw
@@ -41,11 +41,11 @@ from explorer import (
     parse_rules,
     parse_spec,
 )
-from explorer.api.pytrees import is_array_like
-from explorer.cost.catalog.names import targets_with_chips
-from explorer.spec.bounds import MAX_ELEMENTS, MAX_MESH_DEVICES, MAX_RANK
-from explorer.spec.tensor import DTYPE_ALIASES, DTYPE_BYTES
-from explorer.workloads.registry import WORKLOADS
+from explorer._src.api.pytrees import is_array_like
+from explorer._src.cost.catalog.names import targets_with_chips
+from explorer._src.spec.bounds import MAX_ELEMENTS, MAX_MESH_DEVICES, MAX_RANK
+from explorer._src.spec.tensor import DTYPE_ALIASES, DTYPE_BYTES
+from explorer._src.workloads.registry import WORKLOADS
 
 # Thousands of cases: CI runs them all; the inner loop skips them.
 pytestmark = pytest.mark.slow
@@ -493,7 +493,7 @@ def _reject_constant(name):
 @cases(400)
 @given(argv=argvs())
 def test_cli_arguments(argv):
-    from explorer.cli import main
+    from explorer._src.cli import main
 
     assume(argv[0] != "app" or "-h" not in argv)
     out, err = io.StringIO(), io.StringIO()

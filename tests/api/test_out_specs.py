@@ -1,5 +1,5 @@
 """`out_specs` pins a function's outputs as jax.jit's `out_shardings` does
-(explorer/api/output_specs.py).
+(explorer/_src/api/output_specs.py).
 
 Plain jax is the ground truth: the same step compiled in this process on 8 fake CPU devices
 (tests/conftest.py) with `out_shardings`, its collectives read from the optimized HLO by opcode

@@ -26,12 +26,12 @@ def test_megatron_mlp_has_one_all_reduce_over_model():
     # V = batch/|data| × d_model × 4 bytes = 128 × 1024 × 4 = 524288
     assert c.bytes == batch // 2 * d_model * F32 == 524288
     assert c.shape == (128, 1024) and c.dtype == "float32"
-    # The all-reduce is caused by the second matmul, `h @ w2`, in explorer/workloads/mlp.py.
+    # The all-reduce is caused by the second matmul, `h @ w2`, in explorer/_src/workloads/mlp.py.
     src_file, line = c.source.rsplit(":", 1)
-    assert src_file == "explorer/workloads/mlp.py"
+    assert src_file == "explorer/_src/workloads/mlp.py"
     import inspect
 
-    from explorer.workloads import mlp as _workloads
+    from explorer._src.workloads import mlp as _workloads
     lines, start = inspect.getsourcelines(_workloads.mlp)
     assert lines[int(line) - start].strip() == "return h @ w2"
     # Groups: devices sharing a data index, i.e. rows of arange(8).reshape(2, 4).
@@ -62,7 +62,7 @@ def test_megatron_layouts_memory_and_placement():
     h = [t for t in r.tensors if t.kind == "intermediate" and t.op_name.endswith("dot_general")
          and t.shape == (256, 4096)]
     assert h and h[0].spec == ("data", "model") and h[0].shard_shape == (128, 1024)
-    assert h[0].source.startswith("explorer/workloads/mlp.py:")
+    assert h[0].source.startswith("explorer/_src/workloads/mlp.py:")
     out = r.tensor("out")
     assert out.shape == (256, 1024) and out.spec == ("data", None)
     # Arguments per device: x 128×1024 + w1 1024×1024 + w2 1024×1024 floats.

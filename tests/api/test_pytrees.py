@@ -15,8 +15,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import explorer
-from explorer.api.pytrees import leaf_name, named_inputs, tensor_leaves
-from explorer.spec.tensor import TensorSpec
+from explorer._src.api.pytrees import leaf_name, named_inputs, tensor_leaves
+from explorer._src.spec.tensor import TensorSpec
 
 
 class TwoLayer(eqx.Module):

@@ -10,8 +10,8 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import explorer
-from explorer.compile.gpu import gpu_plugin_installed
-from explorer.report.why.reason import Reason
+from explorer._src.compile.gpu import gpu_plugin_installed
+from explorer._src.report.why.reason import Reason
 
 T = explorer.TensorSpec
 EXPERTS, TOKENS, D = 8, 64, 16

@@ -1,4 +1,4 @@
-"""Request validation (explorer/api/request.py and the checks at the top of analyze and
+"""Request validation (explorer/_src/api/request.py and the checks at the top of analyze and
 analyze_workload): every malformed value is one explorer error that names it, raised before any
 compile. Nothing here compiles: every call that passes validation uses cache_only=True."""
 
@@ -8,9 +8,9 @@ import pytest
 
 import explorer
 from explorer import TensorSpec, analyze, analyze_workload, parse_mesh
-from explorer.api.pytrees import tensor_leaves
-from explorer.api.request import MAX_TIMEOUT, check_inputs, check_target, check_timeout
-from explorer.spec.bounds import MAX_PYTREE_DEPTH
+from explorer._src.api.pytrees import tensor_leaves
+from explorer._src.api.request import MAX_TIMEOUT, check_inputs, check_target, check_timeout
+from explorer._src.spec.bounds import MAX_PYTREE_DEPTH
 
 
 def ident(x):

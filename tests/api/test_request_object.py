@@ -11,7 +11,7 @@ import pytest
 
 import explorer
 from explorer import Request, TensorSpec
-from explorer.api import analysis_request
+from explorer._src.api import analysis_request
 
 MESH = "data=2,model=4"
 
@@ -157,8 +157,8 @@ def test_search_takes_a_request():
 def test_a_misspelt_or_positional_field_is_an_input_error_naming_the_fields():
     # Issue 43: Request(nope=1) raised Python's TypeError where Session.edit(nope=1) gives an
     # InputError.
-    from explorer.api.analysis_request import Request
-    from explorer.errors import InputError
+    from explorer._src.api.analysis_request import Request
+    from explorer._src.errors import InputError
 
     with pytest.raises(InputError, match=r"'nope' is not a field of a Request; the fields are "
                                          r".*'workload'"):

@@ -6,9 +6,9 @@ the assertions are on growth, not on time."""
 import pytest
 
 import explorer
-from explorer.api.analyze import CACHE_SIZE
-from explorer.compile.pool import RECYCLE_AFTER, WorkerPool
-from explorer.compile.protocol import WorkerKey
+from explorer._src.api.analyze import CACHE_SIZE
+from explorer._src.compile.pool import RECYCLE_AFTER, WorkerPool
+from explorer._src.compile.protocol import WorkerKey
 
 psutil = pytest.importorskip("psutil")
 

@@ -1,4 +1,4 @@
-"""When the app's compiles run (explorer.api.scheduler), with a stand-in compile that waits for
+"""When the app's compiles run (explorer._src.api.scheduler), with a stand-in compile that waits for
 the test to release it, on a real asyncio loop: no widgets and no jax."""
 
 import asyncio
@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from explorer.api.scheduler import CompileScheduler
+from explorer._src.api.scheduler import CompileScheduler
 
 
 class Harness:

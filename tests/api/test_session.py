@@ -11,7 +11,7 @@ import pytest
 
 import explorer
 from explorer import Session
-from explorer.api import session as session_module
+from explorer._src.api import session as session_module
 
 MESH = "data=2,model=4"
 HAND_SET = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
@@ -102,7 +102,7 @@ def test_the_time_breakdown_adds_up_to_the_wall_time():
 
 
 class FakeCompiles:
-    """Stands in for explorer.api.analyze.run: a cache that knows `cached` requests, and
+    """Stands in for explorer._src.api.analyze.run: a cache that knows `cached` requests, and
     compiles that block until released, counted by request."""
 
     def __init__(self, cached=()):

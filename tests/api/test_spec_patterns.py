@@ -8,7 +8,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from explorer import RankError, SpecError, TensorSpec, analyze
-from explorer.api.patterns import apply_spec_patterns, match_spec_patterns
+from explorer._src.api.patterns import apply_spec_patterns, match_spec_patterns
 
 T = TensorSpec
 

@@ -1,17 +1,17 @@
-"""Which compiler a request gets (explorer/api/targeting.py): decided before any worker starts,
+"""Which compiler a request gets (explorer/_src/api/targeting.py): decided before any worker starts,
 from the target, the switch and what is installed."""
 
 import pytest
 
 import explorer
-from explorer.api import targeting
-from explorer.api.targeting import TPU_EXTRA_NOTE, CompileFor, compile_plan, tpu_topology_of
-from explorer.compile.gpu import GPU_EXTRA_NOTE
-from explorer.compile.protocol import Backend, WorkerKey
-from explorer.cost.catalog.names import get_target
-from explorer.cost.mapping import check_mapping
-from explorer.errors import InputError
-from explorer.spec.mesh import parse_mesh
+from explorer._src.api import targeting
+from explorer._src.api.targeting import TPU_EXTRA_NOTE, CompileFor, compile_plan, tpu_topology_of
+from explorer._src.compile.gpu import GPU_EXTRA_NOTE
+from explorer._src.compile.protocol import Backend, WorkerKey
+from explorer._src.cost.catalog.names import get_target
+from explorer._src.cost.mapping import check_mapping
+from explorer._src.errors import InputError
+from explorer._src.spec.mesh import parse_mesh
 
 MESH8 = parse_mesh("data=2,model=4")
 
@@ -112,7 +112,7 @@ def test_without_libtpu_a_multi_slice_target_compiles_on_the_cpu_and_says_what_t
     ("TPU v5 lite", 3, None),                 # no slice of 3 chips
 ])
 def test_the_target_a_measured_run_ran_on(kind, count, expected):
-    from explorer.api.targeting import target_of_devices
+    from explorer._src.api.targeting import target_of_devices
 
     assert target_of_devices(kind, count) == expected
 
@@ -122,8 +122,8 @@ def test_the_target_a_measured_run_ran_on(kind, count, expected):
 def _machine_with(monkeypatch, platform: str, devices: int, kind: str):
     """This machine as one whose accelerators are `devices` of `kind` on `platform`, as a
     worker on them answers (no worker starts: the probe is answered here)."""
-    from explorer.api import analysis_request
-    from explorer.compile.protocol import Pong
+    from explorer._src.api import analysis_request
+    from explorer._src.compile.protocol import Pong
 
     monkeypatch.setattr(targeting, "accelerator_platform", lambda: platform)
     monkeypatch.setattr(analysis_request, "accelerator_platform", lambda: platform)
@@ -173,6 +173,6 @@ def test_otherwise_the_target_is_compiled_for_ahead_of_time(monkeypatch, platfor
 
 
 def analysis_request_module():
-    from explorer.api import analysis_request
+    from explorer._src.api import analysis_request
 
     return analysis_request

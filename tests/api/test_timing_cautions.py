@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import pytest
 
 import explorer
-from explorer.ui.timeline import timing_html
+from explorer._src.ui.timeline import timing_html
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,5 @@
 """A user's function is traced where it is called, under the caller's contexts, and compiled in
-the worker (explorer/compile/lowering.py): the program the explorer compiles is the program
+the worker (explorer/_src/compile/lowering.py): the program the explorer compiles is the program
 plain jax compiles in the user's process.
 
 Plain jax is the ground truth: the same function compiled in this process, on 8 fake CPU devices
@@ -338,7 +338,7 @@ def test_the_same_call_is_not_traced_again_and_another_context_is():
 
 def test_a_flat_call_around_a_bound_function_keeps_its_contexts():
     # A search calls the app's function flat (FlatCall) and traces it on its own thread.
-    from explorer.api.pytrees import FlatCall
+    from explorer._src.api.pytrees import FlatCall
 
     step, params, x = linen_step()
     with nn_partitioning.axis_rules(RULES):

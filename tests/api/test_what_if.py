@@ -199,7 +199,7 @@ def test_a_session_offers_the_what_ifs_of_its_current_result():
 def test_a_requests_variant_keeps_its_other_fields_and_places_every_input_itself():
     # A function's request placed by patterns: the variant replicates w1, which the pattern
     # splits, and keeps every other input's spec, its timeout and its out_specs.
-    from explorer.api.what_if import changed_request
+    from explorer._src.api.what_if import changed_request
 
     request = explorer.Request(fn=mlp, inputs=(T("x", (256, 1024)), T("w1", (1024, 4096)),
                                                T("w2", (4096, 1024))),

@@ -1,5 +1,5 @@
 """A built-in workload's program is traced where it is asked for, under the caller's contexts,
-as a user's function is (explorer/compile/lowering.py): a `with` block around
+as a user's function is (explorer/_src/compile/lowering.py): a `with` block around
 `analyze_workload`, a Session's edit or a search reaches the compiled program.
 
 The ground truth is jax's own lowering: `jax.default_matmul_precision("highest")` writes
@@ -16,7 +16,7 @@ import jax
 import pytest
 
 import explorer
-from explorer.layout_search import evaluate
+from explorer._src.layout_search import evaluate
 
 MESH = "data=2,model=4"
 HIGHEST = "precision = [HIGHEST, HIGHEST]"
@@ -32,7 +32,7 @@ def test_the_callers_matmul_precision_reaches_a_workloads_program():
 
 
 def test_the_same_workload_request_is_not_traced_again():
-    from explorer.compile import lowering
+    from explorer._src.compile import lowering
 
     explorer.clear_cache()        # forgets the lowered programs kept, as at a fresh start
     first = explorer.Request(workload="mlp", mesh=MESH, params={"batch": 96})

@@ -67,7 +67,7 @@ def reference(name: str) -> dict:
     import numpy as np
     from jax.sharding import AxisType, Mesh, NamedSharding
 
-    from explorer.compile.gpu import gpu_devices, gpu_topology
+    from explorer._src.compile.gpu import gpu_devices, gpu_topology
 
     fn, axes, target, inputs = PROGRAMS[name]
     devices = gpu_devices(gpu_topology(target))

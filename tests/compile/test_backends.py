@@ -47,7 +47,7 @@ class _Chip:
 
 
 def test_a_run_on_an_accelerator_is_bounded_by_its_own_memory_not_the_cpu_cap():
-    from explorer.compile.backend import _run_cap
+    from explorer._src.compile.backend import _run_cap
 
     # A v5e chip's runtime reports 15.75 GiB; the CPU cap of 1 GiB must not apply there.
     hbm = 16_909_336_576
@@ -61,7 +61,7 @@ def test_a_run_out_of_device_memory_is_a_note_not_a_failure():
     import numpy as np
     from jax.sharding import Mesh
 
-    from explorer.compile.backend import _measure
+    from explorer._src.compile.backend import _measure
 
     def refused(*_):
         raise RuntimeError("RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to "
@@ -124,7 +124,7 @@ def test_full_v4_pod_train_step_compiles():
 
 
 def test_without_libtpu_the_error_says_how_to_install_it(monkeypatch):
-    from explorer.compile import tpu as _tpu
+    from explorer._src.compile import tpu as _tpu
 
     monkeypatch.setattr(_tpu.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(explorer.ExplorerError, match=r"pip install 'sharding-explorer\[tpu\]'"):

@@ -3,7 +3,7 @@
 libtpu refuses, ahead of time, a program over a chip's HBM with "the total memory required for
 HLO temporaries (37.25G) exceeds available HBM (15.75G)": sizes in tsl's 1024-based units, so
 40e9 bytes read 37.25G, not 40.00G. Each generation's "available HBM" is the catalog's
-`memory_available` (explorer/cost/catalog/tpu.py), and it is more than the vendor's figure read
+`memory_available` (explorer/_src/cost/catalog/tpu.py), and it is more than the vendor's figure read
 as decimal GB (15.75 GiB = 16.9e9 bytes against the v5e's "16 GB"): the capacities are binary.
 
 For GPUs the compiler is told what CUDA reports (XLA's own device descriptions): an H100's
@@ -17,12 +17,12 @@ import pytest
 
 import explorer
 from explorer import TensorSpec as T
-from explorer.compile.gpu import target_config
-from explorer.cost.catalog.names import get_target
-from explorer.cost.catalog.sources import GiB
-from explorer.cost.model import memory_fit
-from explorer.report.predict import with_target
-from explorer.ui.memory import memory_html
+from explorer._src.compile.gpu import target_config
+from explorer._src.cost.catalog.names import get_target
+from explorer._src.cost.catalog.sources import GiB
+from explorer._src.cost.model import memory_fit
+from explorer._src.report.predict import with_target
+from explorer._src.ui.memory import memory_html
 
 needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
                                   reason="libtpu (the tpu extra) is not installed")

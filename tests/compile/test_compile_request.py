@@ -1,4 +1,4 @@
-"""The jax side of a compile (explorer.compile.backend): shardings, the Report built from its
+"""The jax side of a compile (explorer._src.compile.backend): shardings, the Report built from its
 result, and what XLA prints while compiling."""
 
 import inspect
@@ -12,16 +12,16 @@ import pytest
 from jax.sharding import AxisType, NamedSharding, PartitionSpec
 
 from explorer import TensorSpec, analyze
-from explorer.compile.backend import (
+from explorer._src.compile.backend import (
     FIRST_PROMOTION,
     _hlo_sharding_text,
     compile_request,
     compiler_messages,
     dump_options,
 )
-from explorer.compile.lowering import lower_program
-from explorer.report.build import build_report
-from explorer.spec.mesh import parse_mesh
+from explorer._src.compile.lowering import lower_program
+from explorer._src.report.build import build_report
+from explorer._src.spec.mesh import parse_mesh
 
 
 class _NoHloForm:
@@ -104,7 +104,7 @@ def test_involuntary_rematerialization_reaches_report_warnings(partitioner):
     assert warning.source == f"{os.path.relpath(__file__)}:{line}"
     assert warning.source_text == lines[line - start].strip()
     assert r.to_dict()["warnings"][0]["text"] == warning.text
-    from explorer.report.summary import summary
+    from explorer._src.report.summary import summary
 
     assert f"warning: {warning.text} (at {warning.source})" in summary(r).splitlines()
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.compile.device_profile import instruction_name, read_device_profile
+from explorer._src.compile.device_profile import instruction_name, read_device_profile
 
 RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "tpu-v5e-2026-12-06"
 PROGRAMS = {p["name"]: p for p in json.loads((RUN / "programs.json").read_text())["programs"]}
@@ -80,7 +80,7 @@ def test_one_call_is_laid_out_in_time_as_the_chip_ran_it(profiles, name):
 def test_a_cpu_run_has_no_device_plane_to_read():
     # In a process of its own: the profiler is one per process.
     code = ("import jax, jax.numpy as jnp\n"
-            "from explorer.compile.device_profile import profile_calls\n"
+            "from explorer._src.compile.device_profile import profile_calls\n"
             "f = jax.jit(lambda x: (x @ x).sum()); x = jnp.ones((64, 64))\n"
             "f(x).block_until_ready()\n"
             "print(profile_calls(lambda: f(x), 2))\n")
@@ -96,7 +96,7 @@ def test_a_trace_for_the_tpu_worker_leaves_the_chip_to_it():
     device, which starts every platform. In a process whose jax has not started, the caller
     is set to the CPU first and says so; for other platforms nothing changes."""
     code = ("import jax\n"
-            "from explorer.compile.lowering import leave_the_chip_to_the_worker as leave\n"
+            "from explorer._src.compile.lowering import leave_the_chip_to_the_worker as leave\n"
             "assert leave('cuda') == '' and leave('cpu') == ''\n"
             "note = leave('tpu')\n"
             "print(jax.config.jax_platforms, 'libtpu lets one process' in note)\n")
@@ -110,8 +110,8 @@ def test_a_trace_for_the_tpu_worker_leaves_the_chip_to_it():
 def test_a_caller_that_holds_the_tpu_is_told_what_to_do(monkeypatch):
     from jax._src import xla_bridge
 
-    from explorer.compile.lowering import leave_the_chip_to_the_worker
-    from explorer.errors import CompileError
+    from explorer._src.compile.lowering import leave_the_chip_to_the_worker
+    from explorer._src.errors import CompileError
 
     monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: True)
     monkeypatch.setattr(xla_bridge, "backends", lambda: {"tpu": object(), "cpu": object()})

@@ -14,8 +14,8 @@ import pytest
 
 import explorer
 from explorer import TensorSpec as T
-from explorer.compile.gpu import gpu_plugin_installed
-from explorer.hlo.module import input_output_aliases
+from explorer._src.compile.gpu import gpu_plugin_installed
+from explorer._src.hlo.module import input_output_aliases
 
 needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
                                   reason="libtpu (the tpu extra) is not installed")

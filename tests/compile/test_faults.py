@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from explorer import TensorSpec, WorkerError, WorkerPool
-from explorer.compile import pool as pool_module
-from explorer.compile.protocol import Ping, WorkerKey
-from explorer.errors import WorkerLost
+from explorer._src.compile import pool as pool_module
+from explorer._src.compile.protocol import Ping, WorkerKey
+from explorer._src.errors import WorkerLost
 
 SUPPORT = str(Path(__file__).resolve().parents[1] / "_support")
 sys.path.insert(0, SUPPORT)

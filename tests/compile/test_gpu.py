@@ -7,9 +7,9 @@ import re
 import pytest
 
 import explorer
-from explorer.compile.gpu import GPU_CHIPS, gpu_topology, target_config
-from explorer.cost.catalog.names import get_target
-from explorer.errors import TargetError
+from explorer._src.compile.gpu import GPU_CHIPS, gpu_topology, target_config
+from explorer._src.cost.catalog.names import get_target
+from explorer._src.errors import TargetError
 
 
 def _field(config: str, name: str) -> str:

@@ -17,7 +17,7 @@ import pytest
 
 import explorer
 from explorer import TensorSpec as T
-from explorer.compile.gpu import gpu_plugin_installed
+from explorer._src.compile.gpu import gpu_plugin_installed
 
 HERE = Path(__file__).parent
 _spec = importlib.util.spec_from_file_location("gpu_programs", HERE / "gpu_programs.py")

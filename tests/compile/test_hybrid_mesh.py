@@ -1,4 +1,4 @@
-"""The hybrid mesh of several TPU slices (explorer/compile/multislice.py), on stand-in devices:
+"""The hybrid mesh of several TPU slices (explorer/_src/compile/multislice.py), on stand-in devices:
 each slice fills one block, the slices numbered row-major over the mesh axes' slice counts
 (as jax's create_hybrid_device_mesh numbers its granules), its chips in their order inside.
 No jax: tests/compile/test_multislice.py compiles on the real MegaScale devices."""
@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import pytest
 
-from explorer.compile.multislice import hybrid_device_array, ici_shape
+from explorer._src.compile.multislice import hybrid_device_array, ici_shape
 
 
 class Chip(NamedTuple):

@@ -1,4 +1,5 @@
-"""One MLIR context per thread for the explorer's lowerings (explorer/compile/ir_context.py): the
+"""One MLIR context per thread for the explorer's lowerings (explorer/_src/compile/ir_context.py):
+the
 text a lowering gives is the same as with jax's new context each time (the cache keys are that
 text), the lowerings share the context only in the block and only within the thread that
 entered it, and the context is renewed after USES programs."""
@@ -14,8 +15,8 @@ import pytest
 from jax._src import config as jax_config
 from jax._src.interpreters import mlir
 
-from explorer.compile import ir_context
-from explorer.compile.ir_context import USES, shared_ir_context
+from explorer._src.compile import ir_context
+from explorer._src.compile.ir_context import USES, shared_ir_context
 
 
 def _lowered(n: int):
@@ -24,7 +25,7 @@ def _lowered(n: int):
 
 def _texts(shared: bool) -> list[str]:
     """Three lowerings' texts with their locations, each op's innermost frame only (as the
-    explorer lowers: explorer/compile/lowering.py), so that where this is called from is not
+    explorer lowers: explorer/_src/compile/lowering.py), so that where this is called from is not
     in them."""
     with jax_config.traceback_in_locations_limit(1), \
             shared_ir_context() if shared else contextlib.nullcontext():

@@ -1,4 +1,4 @@
-"""explorer.compile.jaxpr_graph: a program traced once into plain data.
+"""explorer._src.compile.jaxpr_graph: a program traced once into plain data.
 
 Expectations are the programs' own shapes and structure, written out by hand; jax is only the
 thing traced."""
@@ -15,11 +15,11 @@ import jax.numpy as jnp
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from explorer.compile.jaxpr_graph import JaxprOp, Program, Var, trace_program
-from explorer.errors import CompileError, ExplorerError
-from explorer.spec.mesh import parse_mesh
-from explorer.spec.tensor import TensorSpec
-from explorer.workloads.registry import get_workload
+from explorer._src.compile.jaxpr_graph import JaxprOp, Program, Var, trace_program
+from explorer._src.errors import CompileError, ExplorerError
+from explorer._src.spec.mesh import parse_mesh
+from explorer._src.spec.tensor import TensorSpec
+from explorer._src.workloads.registry import get_workload
 
 MESH = parse_mesh("data=2,model=4")
 

@@ -1,5 +1,5 @@
 """The worker compiles the caller's module as jax compiles the same program itself, and lowers
-nothing a second time (explorer/compile/module_lowering.py).
+nothing a second time (explorer/_src/compile/module_lowering.py).
 
 Ground truth is plain jax: `jax.jit(f, donate_argnums=...).lower(*structs).compile()` of the
 same function on the same 8 CPU devices, in this process."""
@@ -14,11 +14,11 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from explorer import TensorSpec
-from explorer.compile import backend
-from explorer.compile.lowering import lower_program
-from explorer.compile.module_lowering import lowered_module
-from explorer.spec.mesh import parse_mesh
-from explorer.spec.tensor import KeyDataSpec
+from explorer._src.compile import backend
+from explorer._src.compile.lowering import lower_program
+from explorer._src.compile.module_lowering import lowered_module
+from explorer._src.spec.mesh import parse_mesh
+from explorer._src.spec.tensor import KeyDataSpec
 
 
 def step(w, x, key):

@@ -23,9 +23,9 @@ import pytest
 
 import explorer
 from explorer import TensorSpec as T
-from explorer.cost.catalog.names import get_target
-from explorer.report.predict import with_target
-from explorer.report.provenance import compiled_by
+from explorer._src.cost.catalog.names import get_target
+from explorer._src.report.predict import with_target
+from explorer._src.report.provenance import compiled_by
 
 pytestmark = [pytest.mark.tpu, pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
                                                   reason="libtpu (the tpu extra) is not "

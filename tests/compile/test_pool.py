@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from explorer import TensorSpec, WorkerError, WorkerPool, analyze
-from explorer.compile.protocol import Ping, WorkerKey
+from explorer._src.compile.protocol import Ping, WorkerKey
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
 from in_worker import analyze_in_worker, run_in_workers  # noqa: E402
@@ -68,7 +68,7 @@ def test_a_compile_past_the_time_limit_is_stopped(pool, monkeypatch):
 @pytest.mark.slow
 def test_a_worker_without_the_test_hook_answers_no_fault_message(pool, monkeypatch):
     from explorer import CompileError
-    from explorer.compile.worker import HOOK_VARIABLE
+    from explorer._src.compile.worker import HOOK_VARIABLE
 
     monkeypatch.delenv(HOOK_VARIABLE, raising=False)
     with pytest.raises(CompileError, match="got a Crash, which is no message it knows"):

@@ -11,12 +11,12 @@ import psutil
 import pytest
 
 from explorer import InputError, TensorSpec, WorkerPool, analyze
-from explorer.compile.pool import (
+from explorer._src.compile.pool import (
     DEFAULT_IDLE_TIMEOUT_S,
     IDLE_TIMEOUT_VARIABLE,
     idle_timeout_from_environment,
 )
-from explorer.compile.protocol import WorkerKey
+from explorer._src.compile.protocol import WorkerKey
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
 from in_worker import analyze_in_worker, run_in_workers  # noqa: E402

@@ -1,5 +1,6 @@
 """The user's own file and line reach the Report: a function traced where it is called names
-its file, a script or a notebook cell ("In [3]", explorer.compile.sources). (A program the tests
+its file, a script or a notebook cell ("In [3]", explorer._src.compile.sources). (A program the
+tests
 run inside a worker keeps its file names too: test_source_pickle.py.)"""
 
 import inspect

@@ -12,8 +12,8 @@ import re
 import pytest
 
 import explorer
-from explorer.compile.tpu import host_bounds
-from explorer.errors import InputError
+from explorer._src.compile.tpu import host_bounds
+from explorer._src.errors import InputError
 
 needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
                                   reason="needs libtpu (the tpu extra)")

@@ -3,7 +3,7 @@
 points, and used by the estimate and the trace for the GPUs XLA measured.
 
 The expected rates are read from the plugin's binary by a separate, plain regex over its bytes
-(not by explorer.cost.gemm_rates), or come from a table written here by hand."""
+(not by explorer._src.cost.gemm_rates), or come from a table written here by hand."""
 
 import functools
 import math
@@ -13,13 +13,13 @@ import pytest
 
 import explorer
 from explorer import TensorSpec as T
-from explorer.compile.gpu import gpu_plugin_installed
-from explorer.cost import gemm_rates
-from explorer.cost.catalog.names import get_target
-from explorer.cost.gemm_rates import gemm_table, parse_tables, plugin_binary
-from explorer.hlo.arithmetic import Dot
-from explorer.hlo.schedule import read_schedule, schedule_work
-from explorer.report.predict import with_target
+from explorer._src.compile.gpu import gpu_plugin_installed
+from explorer._src.cost import gemm_rates
+from explorer._src.cost.catalog.names import get_target
+from explorer._src.cost.gemm_rates import gemm_table, parse_tables, plugin_binary
+from explorer._src.hlo.arithmetic import Dot
+from explorer._src.hlo.schedule import read_schedule, schedule_work
+from explorer._src.report.predict import with_target
 
 needs_plugin = pytest.mark.skipif(not gpu_plugin_installed(),
                                   reason="jax's CUDA plugin (the gpu extra) is not installed")
@@ -174,7 +174,7 @@ def test_without_the_plugins_table_or_at_the_peak_every_matmul_takes_the_flat_ra
 def test_the_timing_text_says_bf16_matmuls_took_xlas_measured_rates_by_shape():
     from html import unescape
 
-    from explorer.ui.timeline import timing_html
+    from explorer._src.ui.timeline import timing_html
 
     report = explorer.analyze(matmul, T("x", (1024, 1024), "bfloat16"),
                               T("w", (1024, 1024), "bfloat16"), mesh="data=8", target="h100-8")

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from explorer.cost.catalog.gpu import GPUS_PER_NODE
-from explorer.cost.catalog.names import get_target, targets, targets_with_chips
-from explorer.cost.catalog.sources import GB, gbit_per_s
-from explorer.cost.catalog.types import Link, TargetFamily, achievable, format_rate
-from explorer.errors import TargetError
+from explorer._src.cost.catalog.gpu import GPUS_PER_NODE
+from explorer._src.cost.catalog.names import get_target, targets, targets_with_chips
+from explorer._src.cost.catalog.sources import GB, gbit_per_s
+from explorer._src.cost.catalog.types import Link, TargetFamily, achievable, format_rate
+from explorer._src.errors import TargetError
 
 CATALOG = targets()
 ACCELERATORS = {n: t for n, t in CATALOG.items() if t.family is not TargetFamily.CPU}
@@ -214,7 +214,7 @@ def test_v5e_measured_fractions_are_what_the_chip_run_recorded():
     """The catalog's v5e fractions against the raw run kept in the repository: the median
     device-time rate of the large bf16 matmuls over 197 TFLOP/s, and of the large copies, adds,
     writes and transposes over 819 GB/s (each measured case: FLOPs or bytes over its time)."""
-    from explorer.cost.catalog.tpu import TPU_V5E, TPU_V5E_RUN
+    from explorer._src.cost.catalog.tpu import TPU_V5E, TPU_V5E_RUN
 
     rates = json.loads((REPO / TPU_V5E_RUN).read_text())["rates"]
     timed = [r for r in rates if r.get("module_ns")]

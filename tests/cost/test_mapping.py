@@ -7,8 +7,8 @@ tests/cost/test_model.py.)"""
 
 import pytest
 
-from explorer.cost.mapping import MAX_FACTOR, check_mapping, default_mapping, parse_mapping
-from explorer.errors import MappingError
+from explorer._src.cost.mapping import MAX_FACTOR, check_mapping, default_mapping, parse_mapping
+from explorer._src.errors import MappingError
 
 
 def placement(mapping):

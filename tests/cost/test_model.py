@@ -12,13 +12,13 @@ from types import SimpleNamespace
 import pytest
 
 from explorer import TargetError
-from explorer.compile.tpu import topology_chips
-from explorer.cost import model
-from explorer.cost.catalog.names import get_target, targets
-from explorer.cost.catalog.tpu import tpu_generations
-from explorer.cost.catalog.types import LinkKind, TargetFamily
-from explorer.cost.mapping import AxisMapping, check_mapping, default_mapping, parse_mapping
-from explorer.cost.model import (
+from explorer._src.compile.tpu import topology_chips
+from explorer._src.cost import model
+from explorer._src.cost.catalog.names import get_target, targets
+from explorer._src.cost.catalog.tpu import tpu_generations
+from explorer._src.cost.catalog.types import LinkKind, TargetFamily
+from explorer._src.cost.mapping import AxisMapping, check_mapping, default_mapping, parse_mapping
+from explorer._src.cost.model import (
     Bound,
     CollectiveBound,
     collective_time,
@@ -26,15 +26,15 @@ from explorer.cost.model import (
     estimate,
     memory_fit,
 )
-from explorer.errors import ExplorerError, MappingError
-from explorer.hlo.collectives import CollectiveKind
-from explorer.hlo.groups import RingDirection
-from explorer.report.predict import estimate_report
+from explorer._src.errors import ExplorerError, MappingError
+from explorer._src.hlo.collectives import CollectiveKind
+from explorer._src.hlo.groups import RingDirection
+from explorer._src.report.predict import estimate_report
 
 
 def coll(kind, nbytes, *axes, group_size=None, groups=()):
     """A stand-in for Report's Collective: what the cost model reads of one
-    (explorer.cost.model.PricedCollective), on no ring and every tier, run once."""
+    (explorer._src.cost.model.PricedCollective), on no ring and every tier, run once."""
     return SimpleNamespace(kind=kind, axes=tuple(axes), program_bytes=nbytes,
                            group_size=group_size, groups=groups, direction="", tier="",
                            hlo_name="", runs=1)
@@ -638,9 +638,9 @@ def test_matmul_dtype_is_never_that_of_token_ids():
     input decides, not the dots: a CPU compile upcasts bf16 dots to f32."""
     from types import SimpleNamespace
 
-    from explorer.cost.model import matmul_dtype
-    from explorer.hlo.arithmetic import Dot
-    from explorer.hlo.schedule import Work
+    from explorer._src.cost.model import matmul_dtype
+    from explorer._src.hlo.arithmetic import Dot
+    from explorer._src.hlo.schedule import Work
 
     ids = SimpleNamespace(kind="input", dtype="int32", bytes_per_device=64 * 2**20)
     weights = SimpleNamespace(kind="input", dtype="bfloat16", bytes_per_device=2**20)

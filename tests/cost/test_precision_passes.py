@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import pytest
 
 import explorer
-from explorer.hlo.schedule import StepKind, read_schedule
+from explorer._src.hlo.schedule import StepKind, read_schedule
 
 RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "tpu-v5e-2026-12-06"
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from explorer.cost.catalog.tpu import TPU_V5E
-from explorer.cost.model import instruction_seconds, measured_read_bandwidth
-from explorer.cost.tiling import MatmulTiling, matmul_tiling, reread_bytes, window_traffic
-from explorer.hlo.module import parse_instruction
-from explorer.hlo.schedule import Step, StepKind, read_schedule, schedule_work
+from explorer._src.cost.catalog.tpu import TPU_V5E
+from explorer._src.cost.model import instruction_seconds, measured_read_bandwidth
+from explorer._src.cost.tiling import MatmulTiling, matmul_tiling, reread_bytes, window_traffic
+from explorer._src.hlo.module import parse_instruction
+from explorer._src.hlo.schedule import Step, StepKind, read_schedule, schedule_work
 
 RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "tpu-v5e-2026-12-06"
 NOMINAL_HBM = 819e9

@@ -16,16 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from explorer.cost.catalog.tpu import TPU_V5E
-from explorer.cost.model import (
+from explorer._src.cost.catalog.tpu import TPU_V5E
+from explorer._src.cost.model import (
     estimate,
     instruction_seconds,
     measured_read_bandwidth,
     memory_seconds,
     vector_seconds,
 )
-from explorer.hlo.arithmetic import vector_work
-from explorer.hlo.schedule import StepKind, read_schedule, schedule_work
+from explorer._src.hlo.arithmetic import vector_work
+from explorer._src.hlo.schedule import StepKind, read_schedule, schedule_work
 
 RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "tpu-v5e-2026-12-06"
 NOMINAL_HBM = 819e9

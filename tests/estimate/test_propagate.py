@@ -1,4 +1,4 @@
-"""explorer.estimate.propagate against hand-computed shards and against XLA itself.
+"""explorer._src.estimate.propagate against hand-computed shards and against XLA itself.
 
 Every case is checked two ways that do not depend on the code under test: the shard shapes and
 bytes written out by hand, and the same program compiled by jax on the test process's 8 fake
@@ -31,15 +31,15 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from explorer.compile.jaxpr_graph import trace_program
-from explorer.cost.model import estimate
-from explorer.errors import RankError, UnknownAxisError
-from explorer.estimate.propagate import ImpliedCost, implied_cost
-from explorer.hlo.collectives import CollectiveKind
-from explorer.spec.mesh import parse_mesh
-from explorer.spec.tensor import TensorSpec
-from explorer.strategy.plan import plan
-from explorer.workloads.registry import get_workload
+from explorer._src.compile.jaxpr_graph import trace_program
+from explorer._src.cost.model import estimate
+from explorer._src.errors import RankError, UnknownAxisError
+from explorer._src.estimate.propagate import ImpliedCost, implied_cost
+from explorer._src.hlo.collectives import CollectiveKind
+from explorer._src.spec.mesh import parse_mesh
+from explorer._src.spec.tensor import TensorSpec
+from explorer._src.strategy.plan import plan
+from explorer._src.workloads.registry import get_workload
 
 MESH = parse_mesh("data=2,model=4")
 NAMES, SIZES = MESH.names, MESH.sizes

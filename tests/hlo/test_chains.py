@@ -3,13 +3,13 @@
 collectives' channel ids, their synchronisation flags and the dataflow between the fusions.
 
 The modules are small hand-written ones in the form the TPU compiler prints (see
-explorer/hlo/chains.py's docstring, and tests/report/test_trace.py for the timing of a chain):
+explorer/_src/hlo/chains.py's docstring, and tests/report/test_trace.py for the timing of a chain):
 `start` begins an all-gather, `cont` continues it beside arithmetic of its own, `done` waits."""
 
 import pytest
 
-from explorer.hlo.chains import collective_chains, flagged
-from explorer.hlo.module import parse_module
+from explorer._src.hlo.chains import collective_chains, flagged
+from explorer._src.hlo.module import parse_module
 
 
 def gather(name: str, flag: str | None, channel: str | None = "7") -> str:

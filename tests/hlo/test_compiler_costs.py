@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from explorer.cost.catalog.tpu import TPU_V5E
-from explorer.cost.model import estimate
-from explorer.hlo.compiler_costs import UNCOSTABLE_CYCLES, kernel_cost, uncostable
-from explorer.hlo.module import parse_module
-from explorer.hlo.schedule import read_schedule, schedule_work
-from explorer.report.warnings import uncostable_warnings
+from explorer._src.cost.catalog.tpu import TPU_V5E
+from explorer._src.cost.model import estimate
+from explorer._src.hlo.compiler_costs import UNCOSTABLE_CYCLES, kernel_cost, uncostable
+from explorer._src.hlo.module import parse_module
+from explorer._src.hlo.schedule import read_schedule, schedule_work
+from explorer._src.report.warnings import uncostable_warnings
 
 RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "tpu-v5e-2026-12-06"
 PROGRAMS = {p["name"]: p for p in json.loads((RUN / "programs.json").read_text())["programs"]}

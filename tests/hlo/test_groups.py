@@ -1,4 +1,4 @@
-"""Tests for explorer.hlo.groups: replica-group parsing and mesh-axis identification.
+"""Tests for explorer._src.hlo.groups: replica-group parsing and mesh-axis identification.
 
 The "real" lines below were captured from `jax.jit(f).lower(x).compile().as_text()` with jax 0.10.2
 on CPU (`--xla_force_host_platform_device_count`), for programs whose collective axes are known
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.hlo.groups import (
+from explorer._src.hlo.groups import (
     axes_of_groups,
     axes_of_pairs,
     device_groups,

@@ -1,4 +1,4 @@
-"""The reader of MegaScale's DCN legs (explorer/hlo/megascale.py) on libtpu's own text.
+"""The reader of MegaScale's DCN legs (explorer/_src/hlo/megascale.py) on libtpu's own text.
 
 tests/hlo/data/megascale_*.hlo are the optimized module, the module before libtpu's
 cross-slice rewrites and the module before SPMD partitioning of one compile by libtpu 0.0.42.1
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from explorer.hlo.collectives import CollectiveKind
-from explorer.hlo.megascale import (
+from explorer._src.hlo.collectives import CollectiveKind
+from explorer._src.hlo.megascale import (
     SliceLayout,
     dcn_recv_done_starts,
     dcn_transfers,
@@ -32,8 +32,8 @@ from explorer.hlo.megascale import (
     rendezvous_key,
     target_devices,
 )
-from explorer.hlo.module import parse_module
-from explorer.hlo.schedule import StepKind, read_schedule
+from explorer._src.hlo.module import parse_module
+from explorer._src.hlo.schedule import StepKind, read_schedule
 
 DATA = Path(__file__).parent / "data"
 OPTIMIZED = (DATA / "megascale_optimized.hlo").read_text()

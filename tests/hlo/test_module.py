@@ -1,6 +1,6 @@
 """The HLO module reader on captured text: instructions, integer lists, called computations."""
 
-from explorer.hlo.module import ints, parse_instruction, parse_module
+from explorer._src.hlo.module import ints, parse_instruction, parse_module
 
 _MODULE = """HloModule m, entry_computation_layout={(f32[8,4]{1,0})->f32[8,4]{1,0}}
 

@@ -4,10 +4,10 @@ the chains of fusions that run one collective, the schedule of a module's text."
 import gc
 import weakref
 
-from explorer.hlo.chains import collective_chains
-from explorer.hlo.collectives import CollectiveKind, collective_kind
-from explorer.hlo.module import parse_module
-from explorer.hlo.schedule import SCHEDULES_KEPT, StepKind, cached_schedule
+from explorer._src.hlo.chains import collective_chains
+from explorer._src.hlo.collectives import CollectiveKind, collective_kind
+from explorer._src.hlo.module import parse_module
+from explorer._src.hlo.schedule import SCHEDULES_KEPT, StepKind, cached_schedule
 
 
 def _gather(name: str, operand: str, flag: str) -> str:

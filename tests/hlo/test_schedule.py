@@ -6,9 +6,9 @@ backend config or from the loop's condition.
 Modules marked "captured" are excerpts of `explorer.analyze(...).optimized_hlo` on jax 0.10.2's
 CPU backend (stack frames dropped); the others are written by hand in the same text form."""
 
-from explorer.hlo.arithmetic import dot_flops
-from explorer.hlo.module import parse_module
-from explorer.hlo.schedule import StepKind, read_schedule, schedule_work, trip_count
+from explorer._src.hlo.arithmetic import dot_flops
+from explorer._src.hlo.module import parse_module
+from explorer._src.hlo.schedule import StepKind, read_schedule, schedule_work, trip_count
 
 # Captured: `x @ w` with x f32[64,16] replicated and w f32[16,64] split on its rows over
 # data=8. Each device gathers w (2 rows each) and runs the whole matmul in one fusion.

@@ -2,7 +2,7 @@
 """The schedule reader's counts on instructions seen in real compiles of scanned training steps:
 batched matmuls as the TPU compiler writes them, and in-place updates of a stacked buffer."""
 
-from explorer.hlo.schedule import read_schedule
+from explorer._src.hlo.schedule import read_schedule
 
 # q·k of attention, [b=4, s=16, h=2, k=8] x [b, t=16, h, k] -> [b, h, s, t]: the batch dims b
 # and h are spatial dims of a window of their size, with lhs_dilate of the same size, so each

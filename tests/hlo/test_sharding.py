@@ -1,4 +1,4 @@
-"""explorer.hlo.sharding: HLO sharding text read into Tilings, checked by hand and against
+"""explorer._src.hlo.sharding: HLO sharding text read into Tilings, checked by hand and against
 XLA's own HloSharding parser (jax._src.lib.xla_client) on forms jax does not emit."""
 
 import math
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.hlo.sharding import tiling_from_hlo
-from explorer.spec.layout import Tiling, shard_ranges, spec_from_tiling, tiling_from_spec
+from explorer._src.hlo.sharding import tiling_from_hlo
+from explorer._src.spec.layout import Tiling, shard_ranges, spec_from_tiling, tiling_from_spec
 
 try:
     from jax._src.lib import xla_client as _xc

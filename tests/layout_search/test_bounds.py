@@ -3,7 +3,7 @@
 import pytest
 
 import explorer
-from explorer.layout_search.result import CandidateStatus
+from explorer._src.layout_search.result import CandidateStatus
 
 
 def _transformer_train_params() -> int:

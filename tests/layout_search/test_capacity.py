@@ -10,14 +10,14 @@ from types import SimpleNamespace
 import pytest
 
 import explorer
-from explorer.api.request import check_mesh
-from explorer.compile.gpu import gpu_plugin_installed
-from explorer.cost.catalog.names import get_target
-from explorer.cost.model import memory_fit
-from explorer.errors import InputError, WorkloadError
-from explorer.layout_search import capacity as capacity_module
-from explorer.layout_search import search as search_module
-from explorer.layout_search.capacity import (
+from explorer._src.api.request import check_mesh
+from explorer._src.compile.gpu import gpu_plugin_installed
+from explorer._src.cost.catalog.names import get_target
+from explorer._src.cost.model import memory_fit
+from explorer._src.errors import InputError, WorkloadError
+from explorer._src.layout_search import capacity as capacity_module
+from explorer._src.layout_search import search as search_module
+from explorer._src.layout_search.capacity import (
     SEARCH_BUDGET_S,
     BatchProbe,
     ProbeReason,
@@ -27,8 +27,8 @@ from explorer.layout_search.capacity import (
     largest_batch,
     policies_for,
 )
-from explorer.layout_search.result import CompiledBy, Progress, SearchPhase
-from explorer.layout_search.state import compiler_of
+from explorer._src.layout_search.result import CompiledBy, Progress, SearchPhase
+from explorer._src.layout_search.state import compiler_of
 
 GB = 10 ** 9
 
@@ -217,7 +217,7 @@ def test_on_eight_h100s_the_batch_found_fits_the_next_does_not_and_remat_fits_mo
 
 
 def test_the_cli_refuses_an_unknown_remat_naming_the_choices(capsys):
-    from explorer.cli import main
+    from explorer._src.cli import main
 
     assert main(["capacity", "--mesh", "data=8", "--target", "h100-8", "--remat",
                  "sometimes", "--quiet"]) == 2
@@ -227,7 +227,7 @@ def test_the_cli_refuses_an_unknown_remat_naming_the_choices(capsys):
 
 @pytest.mark.slow
 def test_the_cli_prints_each_policy_and_the_best_as_the_compiler_judged_it(capsys):
-    from explorer.cli import main
+    from explorer._src.cli import main
 
     # On fake CPU devices priced on an H100 (fast, approximate): the table and the best line.
     assert main(["capacity", "--mesh", "data=8", "--target", "h100-8", "--remat", "none,full",

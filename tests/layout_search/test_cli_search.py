@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from explorer.cli import main
-from explorer.layout_search import branch_and_bound
+from explorer._src.cli import main
+from explorer._src.layout_search import branch_and_bound
 
 ARGS = ["search", "--workload", "mlp_train", "--mesh", "data=2,model=2", "--target", "h100-4",
         "--param", "batch=512", "--names", "batch,mlp"]
@@ -86,8 +86,8 @@ def test_bad_input_exits_2(extra, match, capsys):
 def test_the_progress_bar_counts_estimated_candidates_apart_from_compiled_ones():
     import io
 
-    from explorer.cli import _ProgressBar
-    from explorer.layout_search.result import Progress, SearchPhase
+    from explorer._src.cli import _ProgressBar
+    from explorer._src.layout_search.result import Progress, SearchPhase
 
     out = io.StringIO()
     bar = _ProgressBar(out)

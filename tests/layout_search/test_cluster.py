@@ -11,10 +11,10 @@ import pytest
 
 import explorer
 from explorer import TensorSpec
-from explorer.layout_search import cluster as cluster_module
-from explorer.layout_search.cluster import MAX_ATTEMPTS, RayRunner
-from explorer.layout_search.connect import ClusterSize, check_address
-from explorer.layout_search.evaluate import Outcome
+from explorer._src.layout_search import cluster as cluster_module
+from explorer._src.layout_search.cluster import MAX_ATTEMPTS, RayRunner
+from explorer._src.layout_search.connect import ClusterSize, check_address
+from explorer._src.layout_search.evaluate import Outcome
 
 ray = pytest.importorskip("ray")
 

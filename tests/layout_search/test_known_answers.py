@@ -3,7 +3,7 @@ pruned search against the exhaustive one over the same space.
 
 Target h100-8: 8 GPUs behind NVLink; an all-reduce of V bytes over n of them costs
 max(2·V·(n-1)/(n·W), 2·(n-1)·α) (the scaling book's and NCCL's ring formula with its latency
-floor; explorer/cost/model.py), compute max(FLOPs/peak, bytes/HBM bandwidth) per instruction.
+floor; explorer/_src/cost/model.py), compute max(FLOPs/peak, bytes/HBM bandwidth) per instruction.
 
 The workload is `mlp_train`, one SGD step of y = gelu(x @ w1) @ w2 on the loss mean(y**2), with
 x [B, d], w1 [d, f], w2 [f, d], float32:
@@ -35,7 +35,7 @@ import pytest
 
 import explorer
 from explorer import parse_spec
-from explorer.layout_search.result import CandidateStatus
+from explorer._src.layout_search.result import CandidateStatus
 
 # Each case is a whole search, pruned and exhaustive, compiling dozens of candidates.
 pytestmark = pytest.mark.slow

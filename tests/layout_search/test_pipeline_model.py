@@ -7,14 +7,14 @@ import random
 
 import pytest
 
-from explorer.layout_search.pipeline import (
+from explorer._src.layout_search.pipeline import (
     count_plans,
     microbatch_counts,
     pipeline_time,
     plan_stages,
     stage_counts,
 )
-from explorer.workloads.pipeline import schedule
+from explorer._src.workloads.pipeline import schedule
 
 
 def _brute_force(costs, stages, microbatches, send=0.0):

@@ -6,7 +6,7 @@ import itertools
 import pytest
 
 import explorer
-from explorer.layout_search.result import CandidateStatus
+from explorer._src.layout_search.result import CandidateStatus
 
 # Compiles per-layer costs and the best plans of every (stages, microbatches).
 pytestmark = pytest.mark.slow

@@ -28,8 +28,8 @@ import pytest
 
 import explorer
 from explorer import CandidateStatus, SearchPhase, StopReason, TensorSpec
-from explorer.errors import ExplorerError
-from explorer.layout_search.connect import reread_auth
+from explorer._src.errors import ExplorerError
+from explorer._src.layout_search.connect import reread_auth
 
 ray = pytest.importorskip("ray")
 
@@ -97,8 +97,8 @@ def suggest_tab():
     """The app's Suggest tab on the small MLP, shown."""
     pytest.importorskip("ipywidgets")
     pytest.importorskip("plotly")
+    from explorer._src.ui.app import TAB_TITLES
     from explorer.ui import Explorer
-    from explorer.ui.app import TAB_TITLES
 
     app = Explorer(workload="mlp", debounce=None, **TAB)
     app.tabs.selected_index = TAB_TITLES.index("Suggest")

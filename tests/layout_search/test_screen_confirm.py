@@ -1,5 +1,6 @@
 """A search on a GPU or TPU target screens on CPU devices and confirms with the target's compiler
-(explorer/layout_search/confirm.py): the screen compiles on CPU, exactly the screen's best 3 that
+(explorer/_src/layout_search/confirm.py): the screen compiles on CPU, exactly the screen's best 3
+that
 fit are compiled again with compile_for="target", the winner is a confirmed one ranked by its
 confirmed numbers, the counts say so, and a search cut short names no best from a handful.
 
@@ -15,14 +16,14 @@ from dataclasses import replace
 import pytest
 
 import explorer
-from explorer.compile.gpu import gpu_plugin_installed
-from explorer.layout_search import search as search_module
-from explorer.layout_search import state as state_module
-from explorer.layout_search.cluster import LocalRunner
-from explorer.layout_search.confirm import CONFIRM_BEST, Screening
-from explorer.layout_search.estimate_screen import EstimateScreen
-from explorer.layout_search.evaluate import Outcome, compile_candidate
-from explorer.layout_search.result import MIN_EVALUATED, CandidateStatus, CompiledBy
+from explorer._src.compile.gpu import gpu_plugin_installed
+from explorer._src.layout_search import search as search_module
+from explorer._src.layout_search import state as state_module
+from explorer._src.layout_search.cluster import LocalRunner
+from explorer._src.layout_search.confirm import CONFIRM_BEST, Screening
+from explorer._src.layout_search.estimate_screen import EstimateScreen
+from explorer._src.layout_search.evaluate import Outcome, compile_candidate
+from explorer._src.layout_search.result import MIN_EVALUATED, CandidateStatus, CompiledBy
 
 ARGS = dict(mesh="data=2,model=2", target="h100-4", params={"batch": 512},
             names=["batch", "mlp", "embed"], mesh_shapes=False)
@@ -280,8 +281,8 @@ def test_under_a_budget_the_cpu_cannot_screen_in_the_estimate_screens_every_cand
 
 def _untraceable(monkeypatch) -> None:
     """Programs that cannot be traced for an estimate."""
-    from explorer.errors import WorkloadError
-    from explorer.layout_search.estimate_screen import EstimateScreen
+    from explorer._src.errors import WorkloadError
+    from explorer._src.layout_search.estimate_screen import EstimateScreen
 
     def untraceable(self, mesh):
         raise WorkloadError("no jaxpr here")
@@ -394,9 +395,9 @@ def test_with_budget_left_the_estimates_next_best_are_confirmed_until_three_do_n
 
 
 def test_the_estimate_is_calibrated_on_the_targets_compile_of_the_reference():
-    from explorer.layout_search.estimate_screen import EstimateScreen
-    from explorer.layout_search.space import enumerate_space
-    from explorer.spec.mesh import parse_mesh
+    from explorer._src.layout_search.estimate_screen import EstimateScreen
+    from explorer._src.layout_search.space import enumerate_space
+    from explorer._src.spec.mesh import parse_mesh
 
     problem = search_module._problem(explorer.Request(workload="mlp_train", mesh="data=2,model=2",
                                                       params={"batch": 512}))
@@ -419,9 +420,9 @@ def test_the_estimate_is_calibrated_on_the_targets_compile_of_the_reference():
 
 
 def test_the_estimates_left_are_scaled_again_by_what_the_target_made_of_those_it_confirmed():
-    from explorer.layout_search.estimate_screen import EstimateScreen
-    from explorer.layout_search.space import enumerate_space
-    from explorer.spec.mesh import parse_mesh
+    from explorer._src.layout_search.estimate_screen import EstimateScreen
+    from explorer._src.layout_search.space import enumerate_space
+    from explorer._src.spec.mesh import parse_mesh
 
     problem = search_module._problem(explorer.Request(workload="mlp_train", mesh="data=2,model=2",
                                                       params={"batch": 512}))

@@ -7,7 +7,7 @@ import pytest
 
 import explorer
 from explorer import TensorSpec, parse_spec
-from explorer.layout_search.result import CandidateStatus
+from explorer._src.layout_search.result import CandidateStatus
 
 # 4 devices: the h100-4 target (4 GPUs behind NVLink).
 TARGET = "h100-4"
@@ -170,7 +170,7 @@ def test_every_type_a_search_result_holds_is_public():
             while stack:
                 h = stack.pop()
                 stack.extend(typing.get_args(h))
-                if isinstance(h, type) and h.__module__.startswith("explorer.layout_search"):
+                if isinstance(h, type) and h.__module__.startswith("explorer._src.layout_search"):
                     if dataclasses.is_dataclass(h):
                         walk(h)
                     elif issubclass(h, enum.Enum):

@@ -11,15 +11,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from explorer.api.analysis_request import Request
-from explorer.errors import CompileError, WorkerError, WorkloadError
-from explorer.hlo.collectives import CollectiveKind
-from explorer.layout_search import bounds
-from explorer.layout_search.branch_and_bound import BranchAndBound
-from explorer.layout_search.evaluate import Outcome, candidate_request
-from explorer.layout_search.pipeline_search import PipelineSearch, Profile, options
-from explorer.layout_search.ranking import candidate_of, groups, pareto, predicted_step, rank
-from explorer.layout_search.result import (
+from explorer._src.api.analysis_request import Request
+from explorer._src.errors import CompileError, WorkerError, WorkloadError
+from explorer._src.hlo.collectives import CollectiveKind
+from explorer._src.layout_search import bounds
+from explorer._src.layout_search.branch_and_bound import BranchAndBound
+from explorer._src.layout_search.evaluate import Outcome, candidate_request
+from explorer._src.layout_search.pipeline_search import PipelineSearch, Profile, options
+from explorer._src.layout_search.ranking import candidate_of, groups, pareto, predicted_step, rank
+from explorer._src.layout_search.result import (
     Candidate,
     CandidateStatus,
     CollectiveCost,
@@ -30,18 +30,18 @@ from explorer.layout_search.result import (
     StopReason,
     TimeSource,
 )
-from explorer.layout_search.search import _check_space
-from explorer.layout_search.space import (
+from explorer._src.layout_search.search import _check_space
+from explorer._src.layout_search.space import (
     FunctionProblem,
     SearchLayout,
     WorkloadProblem,
     enumerate_space,
     mesh_factorisations,
 )
-from explorer.layout_search.state import SearchState
-from explorer.spec.mesh import MeshSpec, parse_mesh
-from explorer.spec.tensor import TensorSpec
-from explorer.workloads.registry import get_workload
+from explorer._src.layout_search.state import SearchState
+from explorer._src.spec.mesh import MeshSpec, parse_mesh
+from explorer._src.spec.tensor import TensorSpec
+from explorer._src.workloads.registry import get_workload
 
 TARGET = "h100-4"
 H100_MEMORY = 84_942_979_072  # bytes an H100 80GB gives a program (79.11 GiB, as CUDA reports)
@@ -121,7 +121,7 @@ def test_a_compile_without_a_budget_keeps_the_callers_time_limit():
 def test_a_budget_of_days_never_hands_a_compile_a_limit_it_refuses():
     # Issue 43: search(budget_s=100000) failed every candidate: the 100,000 s left became each
     # compile's limit, which check_timeout refuses above a day (86,400 s).
-    from explorer.api.request import check_timeout
+    from explorer._src.api.request import check_timeout
 
     state = _state(budget_s=100_000.0)
     for limit in (None, 30.0):
@@ -517,7 +517,7 @@ def test_the_enumeration_looks_for_a_cancel_within_a_mesh_shape():
     names = problem.names()
     partial = enumerate_space(problem, [mesh], SearchSpace.RULES, names, (), cancelled)
     assert len(looks) == 4                    # polled inside the one shape, then stopped
-    from explorer.layout_search.space import STOP_CHECK_EVERY
+    from explorer._src.layout_search.space import STOP_CHECK_EVERY
     assert len(partial.points) <= 3 * STOP_CHECK_EVERY
     assert partial.space > 1000               # the shape held far more
 
@@ -535,8 +535,8 @@ def test_the_local_runner_compiles_again_when_its_worker_was_lost(monkeypatch):
     """Issue 43: a compile worker killed during a local search left its candidate failed for
     good, where a Ray runner sends a lost task again. A death (WorkerLost) is compiled again on
     a fresh worker, up to MAX_ATTEMPTS in all; a time limit (WorkerError) is not."""
-    from explorer.errors import WorkerLost
-    from explorer.layout_search import cluster
+    from explorer._src.errors import WorkerLost
+    from explorer._src.layout_search import cluster
 
     answers = []
 

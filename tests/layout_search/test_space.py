@@ -9,18 +9,18 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from explorer.errors import ExplorerError, SpecError
-from explorer.layout_search.result import SearchSpace
-from explorer.layout_search.space import (
+from explorer._src.errors import ExplorerError, SpecError
+from explorer._src.layout_search.result import SearchSpace
+from explorer._src.layout_search.space import (
     WorkloadProblem,
     enumerate_space,
     mesh_factorisations,
     tensor_specs,
 )
-from explorer.spec.mesh import MeshSpec, parse_mesh
-from explorer.spec.tensor import TensorSpec, check_spec
-from explorer.strategy.plan import plan
-from explorer.workloads.registry import get_workload
+from explorer._src.spec.mesh import MeshSpec, parse_mesh
+from explorer._src.spec.tensor import TensorSpec, check_spec
+from explorer._src.strategy.plan import plan
+from explorer._src.workloads.registry import get_workload
 
 
 def test_mesh_shapes_are_the_factorisations_of_the_device_count():

@@ -15,9 +15,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from explorer.errors import ExplorerError
-from explorer.layout_search import connect as connect_module
-from explorer.layout_search.connect import (
+from explorer._src.errors import ExplorerError
+from explorer._src.layout_search import connect as connect_module
+from explorer._src.layout_search.connect import (
     CONNECT_TIMEOUT_S,
     CONNECT_WINDOW_S,
     REFUSED_WINDOW_S,
@@ -84,7 +84,7 @@ def test_an_unreachable_address_fails_as_fast_after_an_earlier_connection():
     pytest.importorskip("ray")
     before = """
     import ray
-    from explorer.layout_search.connect import connect
+    from explorer._src.layout_search.connect import connect
     assert connect(ray, "local")
     ray.shutdown()
     """

@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (HLO instruction lines are long)
-"""The largest buffers live at the memory peak (explorer/report/buffers.py) and the verdict of
-a program that does not fit the device's memory (explorer/report/oom.py).
+"""The largest buffers live at the memory peak (explorer/_src/report/buffers.py) and the verdict of
+a program that does not fit the device's memory (explorer/_src/report/oom.py).
 
 Compiled programs are defined here; their buffers are sized by hand and checked against XLA's
 own memory_analysis() where it gives one."""
@@ -12,11 +12,16 @@ import jax.numpy as jnp
 import pytest
 
 from explorer import TensorSpec, analyze
-from explorer.compile.backend import is_out_of_memory, peak_section, root_shardings, value_lines
-from explorer.hlo.module import parse_module, subshape
-from explorer.report.buffers import peak_entries, top_buffers
-from explorer.report.oom import memory_verdict
-from explorer.report.summary import summary
+from explorer._src.compile.backend import (
+    is_out_of_memory,
+    peak_section,
+    root_shardings,
+    value_lines,
+)
+from explorer._src.hlo.module import parse_module, subshape
+from explorer._src.report.buffers import peak_entries, top_buffers
+from explorer._src.report.oom import memory_verdict
+from explorer._src.report.summary import summary
 
 F32, BF16 = 4, 2
 GiB = 1 << 30

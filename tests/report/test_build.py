@@ -1,8 +1,8 @@
 """The readers on hand-written HLO text: async pairs, combined collectives, permutes, sources."""
 
-from explorer.hlo.module import parse_module
-from explorer.report.build import read_collectives
-from explorer.spec.mesh import parse_mesh
+from explorer._src.hlo.module import parse_module
+from explorer._src.report.build import read_collectives
+from explorer._src.spec.mesh import parse_mesh
 
 MESH = parse_mesh("data=2,model=4")
 
@@ -81,7 +81,7 @@ def test_ring_permute_runs_over_model():
 
 
 def test_a_truncated_instruction_line_is_skipped_not_misread():
-    from explorer.hlo.module import parse_instruction
+    from explorer._src.hlo.module import parse_instruction
 
     assert parse_instruction("  %ar = f32[8]{0} all-reduce(%a, %b") is None
     full = parse_instruction("  %ar = f32[8]{0} all-reduce(%a, %b), channel_id=1")
@@ -108,7 +108,7 @@ def test_source_text_is_the_line_read_from_the_absolute_path(tmp_path):
 
 
 def test_intermediates_carry_their_source_text(tmp_path):
-    from explorer.report.build import read_intermediates
+    from explorer._src.report.build import read_intermediates
 
     src = tmp_path / "f.py"
     src.write_text("def f(x):\n    return x * 2\n")

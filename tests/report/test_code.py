@@ -170,7 +170,7 @@ def test_pairs_are_written_as_given_with_the_mesh_axes_the_mesh_lacks_named():
     # No compile: the rules section from a planned request's WorkloadInfo.
     from types import SimpleNamespace
 
-    from explorer.report.code import _rules
+    from explorer._src.report.code import _rules
     pairs = [("embed", ("fsdp", "model")), ("embed", "data"), ("mlp", "model")]
     r = explorer.Request(workload="transformer_train", mesh="data=2,model=4", rules=pairs)
     info = r.planned.workload_info("transformer_train", None)

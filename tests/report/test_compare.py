@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from explorer.report.compare import Metric, Unit, compare
-from explorer.report.report import Collective, Cost, Memory, Report, Timing, WorkloadInfo
-from explorer.spec.mesh import MeshSpec
+from explorer._src.report.compare import Metric, Unit, compare
+from explorer._src.report.report import Collective, Cost, Memory, Report, Timing, WorkloadInfo
+from explorer._src.spec.mesh import MeshSpec
 
 
 def test_megatron_vs_replicated(megatron, replicated):

@@ -1,4 +1,4 @@
-"""A multi-slice TPU program read into a Report (explorer/report/cross_slice.py, build.py) from
+"""A multi-slice TPU program read into a Report (explorer/_src/report/cross_slice.py, build.py) from
 libtpu's own texts, with no libtpu: tests/hlo/data/megascale_*.hlo (tests/hlo/test_megascale.py
 says how they were compiled; the program's lines 8, 9 and 10 are `jnp.sum(x @ w)`, the
 sharding constraint that gathers x over data, and `jnp.sum(x)`).
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from explorer.compile.protocol import CompileResult, TensorLayout
-from explorer.report.build import build_report
-from explorer.report.predict import with_target
-from explorer.report.summary import collectives_table
-from explorer.spec.mesh import parse_mesh
+from explorer._src.compile.protocol import CompileResult, TensorLayout
+from explorer._src.report.build import build_report
+from explorer._src.report.predict import with_target
+from explorer._src.report.summary import collectives_table
+from explorer._src.spec.mesh import parse_mesh
 
 DATA = Path(__file__).resolve().parents[1] / "hlo" / "data"
 MESH = parse_mesh("data=2,model=4")

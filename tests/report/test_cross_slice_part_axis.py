@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from explorer.compile.protocol import CompileResult, TensorLayout
-from explorer.report.build import build_report
-from explorer.report.predict import with_target
-from explorer.spec.mesh import parse_mesh
+from explorer._src.compile.protocol import CompileResult, TensorLayout
+from explorer._src.report.build import build_report
+from explorer._src.report.predict import with_target
+from explorer._src.spec.mesh import parse_mesh
 
 DATA = Path(__file__).resolve().parents[1] / "hlo" / "data"
 MESH = parse_mesh("data=4,model=2")

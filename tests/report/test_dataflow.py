@@ -6,7 +6,7 @@ import json
 import pytest
 
 import explorer
-from explorer.report.dataflow import (
+from explorer._src.report.dataflow import (
     NodeRole,
     collapsed,
     dataflow,
@@ -14,10 +14,10 @@ from explorer.report.dataflow import (
     layers,
     sliced_all_reduces,
 )
-from explorer.report.report import Collective, Cost, Report, Timing
-from explorer.spec.mesh import MeshSpec
-from explorer.spec.tensor import entry_axes
-from explorer.workloads.registry import get_workload
+from explorer._src.report.report import Collective, Cost, Report, Timing
+from explorer._src.spec.mesh import MeshSpec
+from explorer._src.spec.tensor import entry_axes
+from explorer._src.workloads.registry import get_workload
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (HLO instruction lines are long)
 """The program's own dtype of each collective, read from the module before the CPU backend's
-dtype promotions (explorer/report/dtypes.py), on programs defined here and compiled for real,
+dtype promotions (explorer/_src/report/dtypes.py), on programs defined here and compiled for real,
 and on hand-written modules for the matching rules.
 
 The three compiled cases are the ones the old guess (a convert feeding the collective) got
@@ -15,10 +15,10 @@ import jax.numpy as jnp
 import pytest
 
 from explorer import TensorSpec, analyze
-from explorer.hlo.module import parse_module
-from explorer.report.build import read_collectives
-from explorer.report.dtypes import collectives_of, program_dtypes
-from explorer.spec.mesh import parse_mesh
+from explorer._src.hlo.module import parse_module
+from explorer._src.report.build import read_collectives
+from explorer._src.report.dtypes import collectives_of, program_dtypes
+from explorer._src.spec.mesh import parse_mesh
 
 BF16, F32 = 2, 4
 needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,

@@ -1,6 +1,6 @@
 """Memory per device by tensor kind, against sizes worked out by hand from the workloads' shapes.
 
-transformer_train's defaults (explorer/workloads/models.py): batch 8, seq 32, vocab 256,
+transformer_train's defaults (explorer/_src/workloads/models.py): batch 8, seq 32, vocab 256,
 d_model 64, heads 4, d_head 16, d_ff 256, 2 layers, float32. Its parameters:
   embed [256,64]                                    16384
   per layer: ln1 [64], ln2 [64]                       128
@@ -91,8 +91,8 @@ def test_a_user_function_is_all_other_and_in_the_json():
 
 
 def test_the_summary_prints_memory_by_kind():
-    from explorer.report.summary import summary
-    from explorer.units import format_bytes
+    from explorer._src.report.summary import summary
+    from explorer._src.units import format_bytes
 
     r = explorer.analyze_workload("mlp_train", "data=8", specs={"x": "data,None"})
     [line] = [x for x in summary(r).splitlines() if x.startswith("memory by kind")]

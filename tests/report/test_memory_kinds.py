@@ -3,9 +3,9 @@ and outputs count as params, optimizer state or other, where the gradients are f
 they are said to be not located. (tests/report/test_memory.py checks the split on compiled
 workloads.)"""
 
-from explorer.report.memory import gradients, memory_kinds
-from explorer.report.report import Cost, Memory, Report, TensorInfo, TensorRole, Timing
-from explorer.spec.mesh import parse_mesh
+from explorer._src.report.memory import gradients, memory_kinds
+from explorer._src.report.report import Cost, Memory, Report, TensorInfo, TensorRole, Timing
+from explorer._src.spec.mesh import parse_mesh
 
 KiB = 1024
 

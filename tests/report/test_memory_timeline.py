@@ -1,5 +1,6 @@
 # ruff: noqa: E501  (dump and HLO lines are kept verbatim)
-"""Memory over the program (explorer/report/memory_timeline.py): the bytes live on one device at
+"""Memory over the program (explorer/_src/report/memory_timeline.py): the bytes live on one device
+at
 each step of the schedule, worked out by hand from a hand-written dump and from the shapes of
 programs compiled here, and related to XLA's own memory analysis."""
 
@@ -8,10 +9,10 @@ import pytest
 
 import explorer
 from explorer import BufferKind, TensorSpec
-from explorer.compile.backend import schedule_sections, value_lines
-from explorer.hlo.module import parse_module
-from explorer.report.buffers import assigned
-from explorer.report.memory_timeline import memory_timeline, read_live_ranges
+from explorer._src.compile.backend import schedule_sections, value_lines
+from explorer._src.hlo.module import parse_module
+from explorer._src.report.buffers import assigned
+from explorer._src.report.memory_timeline import memory_timeline, read_live_ranges
 
 KiB = 1024
 
@@ -98,7 +99,7 @@ def test_the_schedule_and_live_ranges_are_kept_without_the_peak_section():
     assert "Live ranges at" not in kept and "Stack trace" not in kept
     sequence, ranges = read_live_ranges(kept)
     assert sequence == ["p0", "p1", "scratch", "a", "ar", "ar.1", "gte", "gte.1", "out"]
-    # Values are named as explorer.report.buffers names them: "p0{}" is "p0", a tuple's table
+    # Values are named as explorer._src.report.buffers names them: "p0{}" is "p0", a tuple's table
     # "ar.1{}" is "ar.1", its parts keep their index.
     assert ranges[0] == ("p0", 0, 9) and ("ar.1", 5, 7) in ranges and ("ar.1{0}", 5, 8) in ranges
 

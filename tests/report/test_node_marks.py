@@ -1,5 +1,5 @@
 """Collectives of a multi-node GPU target that cross nodes: Collective.crosses_nodes, set when a
-Report is priced on the target (explorer/report/predict.py), the CLI table's " [across nodes]"
+Report is priced on the target (explorer/_src/report/predict.py), the CLI table's " [across nodes]"
 mark and its legend, and the app's Collectives table.
 
 h100-8x8 is 8 nodes of 8 H100s. On `data=8,model=8` the default mapping puts model on a node's
@@ -10,10 +10,10 @@ from itertools import product
 
 import pytest
 
-from explorer.report.predict import with_target
-from explorer.report.report import Collective, Cost, Report, Timing
-from explorer.report.summary import collectives_table, marks_legend, summary
-from explorer.spec.mesh import parse_mesh
+from explorer._src.report.predict import with_target
+from explorer._src.report.report import Collective, Cost, Report, Timing
+from explorer._src.report.summary import collectives_table, marks_legend, summary
+from explorer._src.spec.mesh import parse_mesh
 
 MESH = parse_mesh("data=8,model=8")
 GPUS_PER_NODE = 8
@@ -104,7 +104,7 @@ def test_the_mark_is_in_the_reports_data():
 def test_the_apps_collectives_table_marks_them_with_the_legend():
     import re
 
-    from explorer.ui.views import collectives_html
+    from explorer._src.ui.views import collectives_html
 
     table = collectives_html(_report())
     kinds = re.findall(r"<td class='explorer-kind'>([^<]*)</td>", table)

@@ -11,16 +11,16 @@ import importlib.util
 import pytest
 
 from explorer import TensorSpec, analyze, analyze_workload
-from explorer.compile.gpu import gpu_plugin_installed
-from explorer.cost.catalog.names import get_target
-from explorer.cost.model import estimate
-from explorer.errors import TensorError, WorkloadError
-from explorer.hlo.module import entry_memory_spaces, parse_module, shape_memory_spaces
-from explorer.hlo.schedule import StepKind, read_schedule, schedule_work
-from explorer.report.build import read_collectives
-from explorer.report.summary import memory_lines
-from explorer.report.trace import TraceLane, step_trace
-from explorer.spec.mesh import parse_mesh
+from explorer._src.compile.gpu import gpu_plugin_installed
+from explorer._src.cost.catalog.names import get_target
+from explorer._src.cost.model import estimate
+from explorer._src.errors import TensorError, WorkloadError
+from explorer._src.hlo.module import entry_memory_spaces, parse_module, shape_memory_spaces
+from explorer._src.hlo.schedule import StepKind, read_schedule, schedule_work
+from explorer._src.report.build import read_collectives
+from explorer._src.report.summary import memory_lines
+from explorer._src.report.trace import TraceLane, step_trace
+from explorer._src.spec.mesh import parse_mesh
 
 MiB = 2 ** 20
 

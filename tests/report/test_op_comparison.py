@@ -17,9 +17,9 @@ import jax.numpy as jnp
 import pytest
 
 import explorer
-from explorer.compile.device_profile import read_device_profile
-from explorer.report.op_comparison import compare_ops, comparison_lines, signed_seconds
-from explorer.ui.timeline import timing_html
+from explorer._src.compile.device_profile import read_device_profile
+from explorer._src.report.op_comparison import compare_ops, comparison_lines, signed_seconds
+from explorer._src.ui.timeline import timing_html
 
 RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "tpu-v5e-2026-12-06"
 B, S, H, D = 2, 8192, 8, 128
@@ -64,8 +64,8 @@ def test_the_uncostable_softmax_is_where_prediction_and_chip_part(chip_run):
 
 
 def test_the_measured_lane_puts_overlapping_flights_on_rows_of_their_own():
-    from explorer.compile.device_profile import MeasuredEvent
-    from explorer.report.op_comparison import IN_FLIGHT_ROW, MEASURED_ROW, measured_rows
+    from explorer._src.compile.device_profile import MeasuredEvent
+    from explorer._src.report.op_comparison import IN_FLIGHT_ROW, MEASURED_ROW, measured_rows
 
     M = MeasuredEvent
     events = [M("fusion.1", 0.0, 5.0), M("copy-start.1", 1.0, 4.0, True),
@@ -83,8 +83,8 @@ def test_the_measured_lane_puts_overlapping_flights_on_rows_of_their_own():
 def test_the_trace_and_the_timeline_show_the_chips_run_beside_the_prediction(chip_run):
     import re
 
-    from explorer.report.op_comparison import MEASURED_ROW, chrome_trace
-    from explorer.ui.timeline import trace_figure
+    from explorer._src.report.op_comparison import MEASURED_ROW, chrome_trace
+    from explorer._src.ui.timeline import trace_figure
 
     report, profile, chip = chip_run
     doc = json.loads(json.dumps(chrome_trace(report)))

@@ -13,10 +13,10 @@ import pytest
 import explorer
 from explorer import OriginKind
 from explorer import TensorSpec as T
-from explorer.cli import main
-from explorer.hlo.module import parse_module
-from explorer.report.origins import GSPMD_NOTE, NOT_ASKED, read_origins
-from explorer.report.why import Reason
+from explorer._src.cli import main
+from explorer._src.hlo.module import parse_module
+from explorer._src.report.origins import GSPMD_NOTE, NOT_ASKED, read_origins
+from explorer._src.report.why import Reason
 
 HERE = os.path.abspath(__file__)
 with open(HERE) as _f:
@@ -342,7 +342,7 @@ def test_the_cli_refuses_a_tensor_the_report_does_not_have(capsys):
 
 @pytest.mark.parametrize("text", ["", "module {\n}\n"])
 def test_a_module_with_no_entry_function_is_said_and_leaves_origins_out(text):
-    from explorer.report.origins import origins_by_tensor
+    from explorer._src.report.origins import origins_by_tensor
 
     hlo = parse_module("HloModule m\n\nENTRY %main (p: f32[2]) -> f32[2] {\n"
                        "  ROOT %p = f32[2]{0} parameter(0)\n}\n")

@@ -3,7 +3,7 @@ the shared Megatron MLP report with its backend fields set as each kind of compi
 
 from dataclasses import replace
 
-from explorer.report.provenance import compiled_by, provenance
+from explorer._src.report.provenance import compiled_by, provenance
 
 
 def test_a_gpu_compile_ahead_of_time_names_the_gpus_and_the_compiler(megatron):

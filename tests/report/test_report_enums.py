@@ -5,11 +5,11 @@ by hand from what the validators and readers return."""
 import json
 
 from explorer import AxisType, Partitioner, RingDirection
-from explorer.api.request import check_partitioner
-from explorer.hlo.collectives import CollectiveKind
-from explorer.hlo.groups import ring_direction
-from explorer.report.report import Collective, Cost, Report, Timing
-from explorer.spec.mesh import parse_mesh
+from explorer._src.api.request import check_partitioner
+from explorer._src.hlo.collectives import CollectiveKind
+from explorer._src.hlo.groups import ring_direction
+from explorer._src.report.report import Collective, Cost, Report, Timing
+from explorer._src.spec.mesh import parse_mesh
 
 
 def _permute(pairs, mesh):

@@ -1,10 +1,10 @@
 """A Report priced again (another target, or loaded from the disk cache) reuses the schedule
 read from its optimized module instead of parsing the module each time."""
 
-import explorer.hlo.schedule as schedule
+import explorer._src.hlo.schedule as schedule
 from explorer import analyze_workload
-from explorer.lru import Lru
-from explorer.report.predict import with_target
+from explorer._src.lru import Lru
+from explorer._src.report.predict import with_target
 
 MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
 

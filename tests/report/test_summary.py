@@ -6,7 +6,7 @@ compiled programs.)"""
 import pytest
 
 from explorer import Reason, Why
-from explorer.report.report import (
+from explorer._src.report.report import (
     Buffer,
     Collective,
     Cost,
@@ -17,15 +17,15 @@ from explorer.report.report import (
     TensorRole,
     Timing,
 )
-from explorer.report.summary import (
+from explorer._src.report.summary import (
     collectives_table,
     memory_lines,
     summary,
     tensors_table,
     why_lines,
 )
-from explorer.spec.mesh import parse_mesh
-from explorer.units import format_bytes
+from explorer._src.spec.mesh import parse_mesh
+from explorer._src.units import format_bytes
 
 MiB = 2**20
 

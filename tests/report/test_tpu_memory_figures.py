@@ -24,8 +24,8 @@ import importlib.util
 
 import pytest
 
-from explorer.report.memory import allocated_bytes, memory_kinds, outside_kinds, peak_note
-from explorer.report.report import (
+from explorer._src.report.memory import allocated_bytes, memory_kinds, outside_kinds, peak_note
+from explorer._src.report.report import (
     Buffer,
     BufferKind,
     Cost,
@@ -37,8 +37,8 @@ from explorer.report.report import (
     TensorRole,
     Timing,
 )
-from explorer.spec.mesh import parse_mesh
-from explorer.units import format_bytes
+from explorer._src.spec.mesh import parse_mesh
+from explorer._src.units import format_bytes
 
 KiB = 1024
 
@@ -228,7 +228,7 @@ def test_the_peak_above_the_total_is_explained_by_constants_and_temporaries(tpu_
 @needs_libtpu
 def test_the_memory_view_shows_figures_that_add_up_and_says_why_the_peak_is_above(tpu_report):
     pytest.importorskip("ipywidgets")
-    from explorer.ui.memory import OUTSIDE_LABEL, MemoryView, memory_html
+    from explorer._src.ui.memory import OUTSIDE_LABEL, MemoryView, memory_html
 
     text = memory_html(tpu_report)
     total = format_bytes(tpu_report.memory.total)

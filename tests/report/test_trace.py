@@ -16,14 +16,14 @@ import json
 import pytest
 
 from explorer import TensorSpec, analyze, analyze_workload
-from explorer.cli import main
-from explorer.compile.gpu import gpu_plugin_installed
-from explorer.cost.model import estimate
-from explorer.hlo.module import parse_module
-from explorer.hlo.schedule import StepKind, read_schedule, schedule_work, trip_count
-from explorer.report.build import read_collectives
-from explorer.report.trace import TraceLane, step_trace
-from explorer.spec.mesh import parse_mesh
+from explorer._src.cli import main
+from explorer._src.compile.gpu import gpu_plugin_installed
+from explorer._src.cost.model import estimate
+from explorer._src.hlo.module import parse_module
+from explorer._src.hlo.schedule import StepKind, read_schedule, schedule_work, trip_count
+from explorer._src.report.build import read_collectives
+from explorer._src.report.trace import TraceLane, step_trace
+from explorer._src.spec.mesh import parse_mesh
 
 PEAK = 989e12      # FLOP/s, H100 SXM bf16 dense
 HBM = 3.35e12      # bytes/s
@@ -469,7 +469,7 @@ def test_tpu_chains_are_the_compilers_own_start_and_done_pairs():
     # libtpu names the first and last fusions of a collective it splits over several
     # `async-collective-start.N` and `async-collective-done.N`; the chains read from dataflow and
     # channel ids must be exactly those pairs, and the collective list must hold each once.
-    from explorer.hlo.chains import collective_chains
+    from explorer._src.hlo.chains import collective_chains
     params = {"d_model": 1024, "d_ff": 4096, "heads": 8, "d_head": 128, "layers": 4, "seq": 512,
               "batch": 32, "compute_dtype": "bfloat16", "remat": "full"}
     # The pool's 120 s default was passed once at a load of 38 (a CI dry run beside other
@@ -760,7 +760,7 @@ ENTRY %main (shard: bf16[256,4096], a: bf16[1024,2048], b: bf16[2048,1024], w: b
 
 
 def test_a_collective_run_across_a_chain_of_fusions_counts_once_and_runs_in_the_background():
-    from explorer.hlo.chains import collective_chains
+    from explorer._src.hlo.chains import collective_chains
 
     [chain] = collective_chains(parse_module(CHAIN))
     assert (chain.head, chain.collective, chain.done) == ("start", "ag.0", "done")
@@ -813,7 +813,7 @@ ENTRY %main (shard: bf16[256,4096], a: bf16[1024,2048], b: bf16[2048,1024], w: b
 
 
 def test_a_chain_carried_through_a_loop_counts_once():
-    from explorer.hlo.chains import collective_chains
+    from explorer._src.hlo.chains import collective_chains
 
     [chain] = collective_chains(parse_module(LOOP_CHAIN))
     assert (chain.head, chain.members, chain.done, chain.carried) == (

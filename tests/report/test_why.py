@@ -13,9 +13,9 @@ import pytest
 
 import explorer
 from explorer import TensorSpec as T
-from explorer.hlo.module import parse_module
-from explorer.report.why import Reason, dim_axes, explain_collectives
-from explorer.spec.mesh import parse_mesh
+from explorer._src.hlo.module import parse_module
+from explorer._src.report.why import Reason, dim_axes, explain_collectives
+from explorer._src.spec.mesh import parse_mesh
 
 HERE = os.path.abspath(__file__)
 with open(HERE) as _f:
@@ -264,7 +264,7 @@ def test_every_why_names_only_mesh_axes_and_known_codes():
 
 
 def test_the_summary_shows_the_code_and_the_reason_of_each_collective():
-    from explorer.report.summary import summary
+    from explorer._src.report.summary import summary
 
     r = explorer.analyze(megatron_mlp, T("x", (16, 64), "float32", "data,None"),
                          T("w1", (64, 256), "float32", "None,model"),
@@ -308,7 +308,7 @@ def test_a_gather_done_in_two_steps_is_explained_once_for_both():
 
 
 def test_tuple_shardings_split_into_their_elements():
-    from explorer.hlo.sharding import tuple_parts
+    from explorer._src.hlo.sharding import tuple_parts
 
     assert tuple_parts("{{devices=[2,1,4,1]<=[8]}, {devices=[2,4,1,1]<=[8]}, "
                        "/*index=2*/{replicated}}") == [

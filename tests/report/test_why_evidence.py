@@ -8,7 +8,7 @@ import dataclasses
 import explorer
 from explorer import Operand, OperandRole, Reason
 from explorer import TensorSpec as T
-from explorer.api.what_if import candidates, evidence_layouts, involved_inputs, why_untried
+from explorer._src.api.what_if import candidates, evidence_layouts, involved_inputs, why_untried
 
 
 def matmul(x, w):

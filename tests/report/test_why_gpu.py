@@ -16,12 +16,12 @@ import pytest
 
 import explorer
 from explorer import TensorSpec as T
-from explorer.compile.gpu import gpu_plugin_installed
-from explorer.hlo.module import parse_module
-from explorer.report.why import Reason, explain_collectives
-from explorer.report.why.context import Context
-from explorer.report.why.targets import targets_to_explain
-from explorer.spec.mesh import parse_mesh
+from explorer._src.compile.gpu import gpu_plugin_installed
+from explorer._src.hlo.module import parse_module
+from explorer._src.report.why import Reason, explain_collectives
+from explorer._src.report.why.context import Context
+from explorer._src.report.why.targets import targets_to_explain
+from explorer._src.spec.mesh import parse_mesh
 
 ADD = """
 %add.clone (x.3: bf16[], y.1: bf16[]) -> bf16[] {

@@ -10,18 +10,18 @@ on data=4, `{devices=[4,1]<=[4]}` splits dimension 0 over `data` (`data,None`) a
 
 import pytest
 
-from explorer.hlo.collectives import CollectiveKind
-from explorer.hlo.module import parse_module
-from explorer.report.why import Reason, explain_collectives
-from explorer.report.why.context import Context
-from explorer.report.why.rules import RULES
-from explorer.report.why.rules.explicit import explicit
-from explorer.report.why.rules.gather import gather, gather_exact
-from explorer.report.why.rules.indexing import indexing
-from explorer.report.why.rules.partial_sum import partial_sum
-from explorer.report.why.rules.reshard import reshard_operand, reshard_result
-from explorer.report.why.targets import CollectiveToExplain, targets_to_explain
-from explorer.spec.mesh import parse_mesh
+from explorer._src.hlo.collectives import CollectiveKind
+from explorer._src.hlo.module import parse_module
+from explorer._src.report.why import Reason, explain_collectives
+from explorer._src.report.why.context import Context
+from explorer._src.report.why.rules import RULES
+from explorer._src.report.why.rules.explicit import explicit
+from explorer._src.report.why.rules.gather import gather, gather_exact
+from explorer._src.report.why.rules.indexing import indexing
+from explorer._src.report.why.rules.partial_sum import partial_sum
+from explorer._src.report.why.rules.reshard import reshard_operand, reshard_result
+from explorer._src.report.why.targets import CollectiveToExplain, targets_to_explain
+from explorer._src.spec.mesh import parse_mesh
 
 SUM = """
 %sum (a: f32[], b: f32[]) -> f32[] {

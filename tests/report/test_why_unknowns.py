@@ -8,9 +8,9 @@ import pytest
 
 import explorer
 from explorer import TensorSpec as T
-from explorer.report.why import Reason
-from explorer.strategy.presets import PRESETS
-from explorer.workloads.registry import WORKLOADS
+from explorer._src.report.why import Reason
+from explorer._src.strategy.presets import PRESETS
+from explorer._src.workloads.registry import WORKLOADS
 
 
 def shuffle_rows_2024(rng, inputs):

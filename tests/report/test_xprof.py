@@ -1,4 +1,5 @@
-"""A Report opened in XProf (explorer/report/xprof.py, explorer/report/xplane.py): the files are
+"""A Report opened in XProf (explorer/_src/report/xprof.py, explorer/_src/report/xplane.py): the
+files are
 read back with a protobuf reader written here, and a real `xprof` server started on loopback
 lists the run, its tools and its module, and serves its memory viewer, graph viewer and trace
 viewer for the written files, with no hardware run."""
@@ -23,10 +24,10 @@ import pytest
 
 import explorer
 from explorer import InputError, TensorSpec, write_xprof
-from explorer.report.report import Cost, Report, Timing
-from explorer.report.trace import StepTrace, TraceEvent, TraceLane
-from explorer.report.xplane import Event, Line, Plane, xspace
-from explorer.spec.mesh import parse_mesh
+from explorer._src.report.report import Cost, Report, Timing
+from explorer._src.report.trace import StepTrace, TraceEvent, TraceLane
+from explorer._src.report.xplane import Event, Line, Plane, xspace
+from explorer._src.spec.mesh import parse_mesh
 
 needs_xprof = pytest.mark.skipif(importlib.util.find_spec("xprof") is None,
                                  reason="xprof (the xprof extra) is not installed")
@@ -185,7 +186,7 @@ def test_a_bad_run_name_is_one_input_error_naming_it(tmp_path, name):
 
 
 def test_cli_xprof_naming_a_file_exits_2_before_compiling(tmp_path, capsys):
-    from explorer.cli import main
+    from explorer._src.cli import main
 
     (tmp_path / "f").write_text("")
     code = main(["analyze", "--workload", "mlp_train", "--mesh", "data=2",
@@ -196,7 +197,7 @@ def test_cli_xprof_naming_a_file_exits_2_before_compiling(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_cli_xprof_writes_a_run_of_the_log_folder(tmp_path, capsys):
-    from explorer.cli import main
+    from explorer._src.cli import main
 
     code = main(["analyze", "--workload", "mlp_train", "--mesh", "data=2",
                  "--xprof", str(tmp_path / "new" / "logs")])

@@ -5,7 +5,7 @@ tests/api/test_request.py.)"""
 
 import pytest
 
-from explorer.spec.bounds import (
+from explorer._src.spec.bounds import (
     MAX_ELEMENTS,
     MAX_MESH_DEVICES,
     MAX_RANK,
@@ -14,7 +14,7 @@ from explorer.spec.bounds import (
     power_text,
     show,
 )
-from explorer.spec.tensor import DTYPE_BYTES
+from explorer._src.spec.tensor import DTYPE_BYTES
 
 INT64_MAX = 2**63 - 1
 
@@ -73,8 +73,8 @@ def test_show_names_the_type_of_an_object_whose_repr_fails():
                                   "x" * 50_000 + "=0"])
 def test_a_huge_mesh_text_gives_a_short_error(mesh):
     # Issue 43: a mesh string of N characters gave an error of 2N (200 KB for 100,000).
-    from explorer.errors import MeshError
-    from explorer.spec.mesh import parse_mesh
+    from explorer._src.errors import MeshError
+    from explorer._src.spec.mesh import parse_mesh
 
     with pytest.raises(MeshError) as e:
         parse_mesh(mesh)

@@ -1,4 +1,4 @@
-"""explorer.spec.layout against jax as the oracle, plus hand-computed cases.
+"""explorer._src.spec.layout against jax as the oracle, plus hand-computed cases.
 
 jax's NamedSharding.devices_indices_map and _to_xla_hlo_sharding give an
 independent answer for where every shard lives. The HLO text reader has its own
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from explorer.hlo.sharding import tiling_from_hlo
-from explorer.spec.layout import (
+from explorer._src.hlo.sharding import tiling_from_hlo
+from explorer._src.spec.layout import (
     Tiling,
     shard_ranges,
     shard_shape,

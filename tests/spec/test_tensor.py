@@ -18,8 +18,8 @@ from explorer import (
     parse_mesh,
     parse_spec,
 )
-from explorer.spec.bounds import MAX_ELEMENTS, MAX_MESH_DEVICES, MAX_RANK, show
-from explorer.spec.tensor import check_spec, format_spec
+from explorer._src.spec.bounds import MAX_ELEMENTS, MAX_MESH_DEVICES, MAX_RANK, show
+from explorer._src.spec.tensor import check_spec, format_spec
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -265,7 +265,7 @@ def test_largest_mesh_passes():
 
 
 def test_format_spec_text_reads_back_and_reserved_words_are_not_axis_names():
-    from explorer.spec.tensor import format_spec, parse_spec
+    from explorer._src.spec.tensor import format_spec, parse_spec
     for spec in [(), ("data", None), (("data", "model"), None), (None, None)]:
         assert parse_spec(format_spec(spec)) == (spec if any(spec) else ())
     assert format_spec(()) == "replicated" and parse_spec(" replicated ") == ()

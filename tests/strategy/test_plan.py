@@ -2,16 +2,16 @@
 one workload, with the origin of every spec, and the errors that say where a bad spec came from.
 Nothing is compiled: a plan is the request's layout before any work.
 
-The mlp workload (explorer/workloads/mlp.py): x [256,1024] (batch, embed) an input, w1
+The mlp workload (explorer/_src/workloads/mlp.py): x [256,1024] (batch, embed) an input, w1
 [1024,4096] (embed, mlp) and w2 [4096,1024] (mlp, embed) params, and one constraint point,
 `hidden` [256,4096] (batch, mlp), an activation."""
 
 import pytest
 
-from explorer.errors import PresetError, RuleError, SpecError, WorkloadError
-from explorer.spec.mesh import parse_mesh
-from explorer.strategy.plan import check_planned, plan
-from explorer.workloads.registry import get_workload
+from explorer._src.errors import PresetError, RuleError, SpecError, WorkloadError
+from explorer._src.spec.mesh import parse_mesh
+from explorer._src.strategy.plan import check_planned, plan
+from explorer._src.workloads.registry import get_workload
 
 MLP = get_workload("mlp")
 PARAMS = MLP.resolve({})

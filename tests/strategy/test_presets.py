@@ -19,8 +19,8 @@ import pytest
 
 import explorer
 from explorer import analyze_workload
-from explorer.spec.tensor import entry_axes
-from explorer.workloads import models as _models
+from explorer._src.spec.tensor import entry_axes
+from explorer._src.workloads import models as _models
 
 F32 = 4
 PSI = 82112 * F32             # transformer_train(layers=1) parameter bytes, see above
@@ -29,10 +29,10 @@ TRAIN = {"layers": 1, "scan_layers": False}
 
 
 def line_of(fn, text: str) -> str:
-    """`explorer/workloads/models.py:N` of the line of `fn` that contains `text`."""
+    """`explorer/_src/workloads/models.py:N` of the line of `fn` that contains `text`."""
     lines, start = inspect.getsourcelines(fn)
     [i] = [i for i, line in enumerate(lines) if text in line]
-    return f"explorer/workloads/models.py:{start + i}"
+    return f"explorer/_src/workloads/models.py:{start + i}"
 
 
 def kinds(report, axes=None):
@@ -288,7 +288,7 @@ def test_ep_with_only_the_expert_view_pinned_gathers_instead():
 @pytest.mark.slow
 def test_pp_moves_activations_between_stages():
     if "pipeline" not in explorer.WORKLOADS:
-        pytest.skip("the pipeline workload (explorer/workloads/pipeline.py) is not available")
+        pytest.skip("the pipeline workload (explorer/_src/workloads/pipeline.py) is not available")
     r = analyze_workload("pipeline", "stage=4", preset="pp")
     assert r.tensor("w").spec == ("stage", None, None)
     # GPipe, S=4 stages, M=8 microbatches of batch/M = 64/8 = 8 rows: a forward send at each of
@@ -322,7 +322,7 @@ def test_unknown_preset_lists_choices():
 
 
 def test_pp_is_bound_to_the_pipeline_workload(monkeypatch):
-    from explorer.workloads import registry as _workloads
+    from explorer._src.workloads import registry as _workloads
 
     if "pipeline" in _workloads.WORKLOADS:
         with pytest.raises(explorer.PresetError, match="applies only to workload.*'pipeline', "

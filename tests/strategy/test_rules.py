@@ -6,9 +6,9 @@ tests/workloads/test_workloads.py.)"""
 
 import pytest
 
-from explorer.errors import RuleError
-from explorer.spec.mesh import parse_mesh
-from explorer.strategy.rules import Rule, logical_spec, parse_rules
+from explorer._src.errors import RuleError
+from explorer._src.spec.mesh import parse_mesh
+from explorer._src.strategy.rules import Rule, logical_spec, parse_rules
 
 
 def test_a_mapping_of_rules_drops_none_entries_from_tuples_and_keeps_kind_scopes():

@@ -47,7 +47,7 @@ def artifacts() -> Path:
 def voila_server(artifacts):
     """voila_server(notebook=None): a context manager running Voila on `notebook` (the app
     notebook by default) on a free loopback port; it yields the URL and stops the server."""
-    from explorer.ui.serve import free_port, stop_server, voila_command, wait_until_serving
+    from explorer._src.ui.serve import free_port, stop_server, voila_command, wait_until_serving
 
     @contextlib.contextmanager
     def serve(notebook=None):
@@ -77,7 +77,7 @@ def voila_server(artifacts):
 
 def _pick(page, tensor: str, dim: int, axes: list[str]) -> None:
     """Set a dimension's mesh axes as a user does: remove its tags, then type each axis."""
-    from explorer.ui.editors import css_name
+    from explorer._src.ui.editors import css_name
 
     picker = page.locator(f".explorer-spec-{css_name(tensor)} .explorer-dim-{dim}")
     close = picker.locator(".jupyter-widget-tag-close")

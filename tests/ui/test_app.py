@@ -8,16 +8,16 @@ import pytest
 from traitlets import TraitError
 
 import explorer
-from explorer.compile.gpu import gpu_plugin_installed
+from explorer._src.compile.gpu import gpu_plugin_installed
 
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-import explorer.ui.app as app_module  # noqa: E402
-from explorer.report.compare import Metric  # noqa: E402
+import explorer._src.ui.app as app_module  # noqa: E402
+from explorer._src.report.compare import Metric  # noqa: E402
+from explorer._src.ui.app import TAB_TITLES  # noqa: E402
+from explorer._src.workloads import models  # noqa: E402
 from explorer.ui import Explorer
-from explorer.ui.app import TAB_TITLES  # noqa: E402
-from explorer.workloads import models  # noqa: E402
 
 MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
 
@@ -227,7 +227,7 @@ def test_memory_and_timing_views(app):
 
 @pytest.mark.slow
 def test_memory_axis_reads_in_binary_units_and_a_far_limit_is_named_not_drawn():
-    from explorer.ui.memory import binary_ticks
+    from explorer._src.ui.memory import binary_ticks
 
     # 0..10 MiB in 5 steps: 2 MiB apart.
     assert binary_ticks(10 * 2**20) == [k * 2 * 2**20 for k in range(6)]
@@ -257,7 +257,7 @@ def test_memory_axis_reads_in_binary_units_and_a_far_limit_is_named_not_drawn():
 def test_collectives_table_marks_latency_and_the_cpu_reduce_scatter():
     import re
 
-    from explorer.report.dataflow import sliced_all_reduces
+    from explorer._src.report.dataflow import sliced_all_reduces
 
     app = Explorer(workload="transformer_train", mesh="data=2,model=4", preset="fsdp_tp",
                    params={"scan_layers": "false"},
@@ -283,7 +283,7 @@ def test_collectives_table_marks_latency_and_the_cpu_reduce_scatter():
         # The rms_norm line of the model (its all-reduce of the squared sum over model).
         lines, start = inspect.getsourcelines(models.rms_norm)
         line = start + next(i for i, text in enumerate(lines) if "rsqrt" in text)
-        where = f"explorer/workloads/models.py:{line}"
+        where = f"explorer/_src/workloads/models.py:{line}"
         assert f"<code title='{where}'>models.py:{line}</code>" in table
         assert table.count("<th>") == 7 and "explorer-table-wrap" in table
     finally:
@@ -408,7 +408,7 @@ def test_hlo_tab_draws_the_dataflow_graph_and_compare_tab_diffs_a_pin(app):
 
 def test_rank_3_tensors_are_drawn_as_small_multiples():
     from explorer import TensorSpec, analyze
-    from explorer.ui.grids import placement_grid
+    from explorer._src.ui.grids import placement_grid
 
     # x[8,4,16] split over data on dim 0 and model on dim 2: two panels (dim-0 blocks 0:4 and
     # 4:8), each one row of 4 column blocks; devices are row-major over data=2 × model=4, so
@@ -440,7 +440,7 @@ def test_rank_3_tensors_are_drawn_as_small_multiples():
 
 def counted_compiles(monkeypatch) -> list:
     """The requests the app's session compiles (cache lookups left out), as they start."""
-    from explorer.api import session as session_module
+    from explorer._src.api import session as session_module
 
     compiles, real = [], session_module.run
 
@@ -488,8 +488,8 @@ def test_an_isolated_edit_compiles_at_once_and_edits_during_a_compile_become_one
 def test_an_edit_that_needs_a_new_worker_waits_and_undone_at_once_starts_none(monkeypatch):
     import asyncio
 
-    from explorer.compile.pool import WorkerPool
-    from explorer.compile.protocol import WorkerKey
+    from explorer._src.compile.pool import WorkerPool
+    from explorer._src.compile.protocol import WorkerKey
 
     async def scenario():
         pool = WorkerPool()
@@ -604,8 +604,8 @@ def test_an_axis_name_holding_mesh_text_is_rejected_not_parsed(app):
 
 @pytest.mark.slow
 def test_the_axis_count_is_bounded_and_pickers_grow_linearly():
-    from explorer.errors import MeshError
-    from explorer.ui.editors import MAX_AXES
+    from explorer._src.errors import MeshError
+    from explorer._src.ui.editors import MAX_AXES
 
     eight = ",".join(f"a{i}=1" for i in range(MAX_AXES))
     app = Explorer(workload="mlp", mesh=eight, debounce=None)
@@ -677,7 +677,7 @@ def test_a_target_that_does_not_fit_the_mesh_still_compiles_without_a_prediction
 
 
 def test_bad_initial_specs_are_refused_naming_the_tensor():
-    from explorer.errors import RankError, UnknownAxisError
+    from explorer._src.errors import RankError, UnknownAxisError
 
     with pytest.raises(UnknownAxisError, match="'w1' names mesh axis 'tp'.*'data', 'model'"):
         Explorer(workload="mlp", mesh="data=2,model=4", specs={"w1": "None,tp"}, debounce=None)
@@ -687,7 +687,7 @@ def test_bad_initial_specs_are_refused_naming_the_tensor():
 
 
 def test_errors_speak_of_widgets_not_cli_flags():
-    from explorer.ui.sidebar.checks import app_language
+    from explorer._src.ui.sidebar.checks import app_language
 
     app = Explorer(workload="mlp", mesh="data=2,model=4", debounce=None)
     try:
@@ -764,7 +764,7 @@ def test_a_target_too_small_for_the_mesh_is_explained_in_collectives_and_fixed_i
 
 
 def test_the_target_offered_for_a_mesh_has_its_device_count_and_the_same_chip():
-    from explorer.ui.views import matching_target
+    from explorer._src.ui.views import matching_target
     assert matching_target("h100-8", 16) == "h100-8x2"
     assert matching_target("tpu-v5e-2x4", 16) == "tpu-v5e-4x4"
     assert matching_target("tpu-v4-2x2x2", 32) == "tpu-v4-2x4x4"
@@ -807,7 +807,7 @@ def test_closed_set_params_are_pickers_of_their_values_and_labels_are_whole():
 
 
 def test_a_value_outside_a_closed_set_is_refused_naming_the_choices():
-    from explorer.errors import WorkloadError
+    from explorer._src.errors import WorkloadError
 
     with pytest.raises(WorkloadError, match="'gelu', 'relu', 'swiglu'"):
         Explorer(workload="transformer_train", params={"mlp": "tanh"}, debounce=None)
@@ -833,7 +833,7 @@ def test_the_visible_tab_is_redrawn_in_place_without_going_blank(app):
 
 
 def test_the_target_list_offers_every_size_by_family_gpus_first_for_whole_nodes():
-    from explorer.ui.sidebar.checks import target_options
+    from explorer._src.ui.sidebar.checks import target_options
 
     # data=8,model=8: 8 DGX nodes of each GPU first, then the TPU slices of 64 chips and the
     # multi-slice ones (two v5e 4x8 slices over DCN, ...).

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("voila")
 playwright = pytest.importorskip("playwright.sync_api")
 
-from explorer.ui.serve import one_cell_notebook  # noqa: E402
+from explorer._src.ui.serve import one_cell_notebook  # noqa: E402
 
 pytestmark = pytest.mark.browser
 

@@ -10,8 +10,8 @@ pytest.importorskip("ipywidgets")
 
 import explorer  # noqa: E402
 from explorer import AppState, Exploration, InputError, TensorSpec  # noqa: E402
+from explorer._src.ui.app import TAB_TITLES  # noqa: E402
 from explorer.ui import Explorer  # noqa: E402
-from explorer.ui.app import TAB_TITLES  # noqa: E402
 
 
 def two_layers(x, w1, w2):

@@ -1,7 +1,7 @@
-"""The app notebook's cell (explorer.app_page.app_page): a page that cannot be built shows the
+"""The app notebook's cell (explorer._src.app_page.app_page): a page that cannot be built shows the
 explorer's own message, what failed and what to do, never Voila's generic cell error."""
 
-from explorer.app_page import APP_EXTRA, FailedPage, app_page, page_or_failure
+from explorer._src.app_page import APP_EXTRA, FailedPage, app_page, page_or_failure
 
 
 def test_a_bad_default_names_the_value_and_the_choices():

@@ -5,9 +5,9 @@ import pytest
 
 playwright = pytest.importorskip("playwright.sync_api")
 
-from explorer.ui.serve import one_cell_notebook  # noqa: E402
+from explorer._src.ui.serve import one_cell_notebook  # noqa: E402
 
-CELL = """from explorer.app_page import app_page
+CELL = """from explorer._src.app_page import app_page
 
 app_page(workload="mlpp", mesh="data=2,model=4")
 """

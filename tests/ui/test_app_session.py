@@ -45,7 +45,7 @@ def test_the_widgets_edit_the_session_and_show_its_result():
 
 def test_the_timing_tab_says_where_the_wait_went_when_it_is_the_tab_shown():
     # Drawn while visible, the tab's text was rewritten without the split of the wait.
-    from explorer.ui.tabs import TAB_TITLES
+    from explorer._src.ui.tabs import TAB_TITLES
 
     app = Explorer(workload="mlp", mesh="data=2,model=4", params=SMALL, specs=HAND_SET,
                    debounce=None)

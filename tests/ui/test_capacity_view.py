@@ -9,10 +9,10 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 import explorer  # noqa: E402
-from explorer.compile.gpu import gpu_plugin_installed  # noqa: E402
-from explorer.layout_search.capacity import BatchProbe, CapacityResult, PolicyCapacity  # noqa: E402
+from explorer._src.compile.gpu import gpu_plugin_installed  # noqa: E402
+from explorer._src.layout_search.capacity import BatchProbe, CapacityResult, PolicyCapacity  # noqa: E402
+from explorer._src.ui.capacity import capacity_html  # noqa: E402
 from explorer.ui import Explorer, explore  # noqa: E402
-from explorer.ui.capacity import capacity_html  # noqa: E402
 
 GB = 10 ** 9
 

@@ -5,8 +5,8 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
+from explorer._src.ui.app import TAB_TITLES  # noqa: E402
 from explorer.ui import Explorer  # noqa: E402
-from explorer.ui.app import TAB_TITLES  # noqa: E402
 
 
 @pytest.mark.slow

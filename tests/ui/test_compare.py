@@ -5,8 +5,8 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-from explorer.report.compare import compare  # noqa: E402
-from explorer.ui.compare import CompareView, comparison_html  # noqa: E402
+from explorer._src.report.compare import compare  # noqa: E402
+from explorer._src.ui.compare import CompareView, comparison_html  # noqa: E402
 
 
 def test_comparison_html_colours_rows_and_indents_parts(megatron, replicated):

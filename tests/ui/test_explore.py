@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 from explorer import CompilerWarning, RuleError, TensorSpec  # noqa: E402
+from explorer._src.ui.app import TAB_TITLES  # noqa: E402
 from explorer.ui import explore, explore_module  # noqa: E402
-from explorer.ui.app import TAB_TITLES  # noqa: E402
 
 T = TensorSpec
 MEGATRON = {"^w1$": "None,model", "^w2$": "model,None"}

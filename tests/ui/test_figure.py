@@ -1,6 +1,6 @@
-"""plotly.js once per page (explorer/ui/figure.py): a figure's widget state names the shared
+"""plotly.js once per page (explorer/_src/ui/figure.py): a figure's widget state names the shared
 bundle widget instead of carrying plotly.js itself, and that bundle is the app's
-(explorer/ui/static/plotly_widget.js: plotly's widget code with a plotly.js of the trace types
+(explorer/_src/ui/static/plotly_widget.js: plotly's widget code with a plotly.js of the trace types
 the app draws), or plotly's own where the app's cannot draw a figure. (That the page draws from
 it is tests/ui/test_app_browser.py's business: every heatmap there is such a figure; that it
 draws as plotly's own bundle does, tests/ui/test_figure_bundle_browser.py's.)"""
@@ -16,8 +16,8 @@ import plotly
 import plotly.graph_objects as go
 import pytest
 
-from explorer.ui import figure
-from explorer.ui.figure import APP_BUNDLE_FILE, FigureWidget, plotly_bundle
+from explorer._src.ui import figure
+from explorer._src.ui.figure import APP_BUNDLE_FILE, FigureWidget, plotly_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDGET_BUNDLE = Path(plotly.__file__).parent / "package_data" / "widgetbundle.js"
@@ -50,7 +50,7 @@ def app_trace_types() -> set[str]:
     traces = {n: c._path_str for n, c in classes.items()
               if isinstance(c, type) and issubclass(c, BaseTraceType)}
     types = set()
-    for path in (ROOT / "explorer" / "ui").glob("*.py"):
+    for path in (ROOT / "explorer" / "_src" / "ui").glob("*.py"):
         text = path.read_text(encoding="utf-8")
         types |= {traces[n] for n in re.findall(r"\bgo\.(\w+)\(", text) if n in traces}
         types |= {m for m in re.findall(r"\.add_(\w+)\(", text) if m in traces.values()}
@@ -123,10 +123,10 @@ def test_a_closed_bundle_widget_is_replaced():
 
 def test_the_app_builds_its_figures_from_the_shared_bundle():
     pytest.importorskip("voila")
-    from explorer.ui.grids import Grid
-    from explorer.ui.memory import MemoryView
-    from explorer.ui.timeline import schedule_figure
-    from explorer.ui.views import grid_figure
+    from explorer._src.ui.grids import Grid
+    from explorer._src.ui.memory import MemoryView
+    from explorer._src.ui.timeline import schedule_figure
+    from explorer._src.ui.views import grid_figure
 
     # Figures are made when their tab is drawn; each is made from the shared bundle.
     assert isinstance(MemoryView._new_figure(), FigureWidget)
@@ -142,7 +142,7 @@ def test_the_app_imports_without_nbformat_and_plotly_can_still_show_a_figure():
     """Importing the app skips nbformat (and its slow jsonschema import); plotly's own
     `fig.show()` with a mime renderer still finds nbformat when it needs it."""
     code = (
-        "import sys, explorer.ui\n"
+        "import sys, explorer._src.ui\n"
         "assert 'jsonschema' not in sys.modules and 'nbformat' not in sys.modules\n"
         "import plotly.graph_objects as go, plotly.io as pio\n"
         "shown = []\n"
@@ -159,7 +159,7 @@ def test_the_app_imports_without_nbformat_and_plotly_can_still_show_a_figure():
 
 
 def test_a_slot_shows_each_drawing_as_a_new_figure_stamped_with_its_result():
-    from explorer.ui.figure import FigureSlot, drawn_result
+    from explorer._src.ui.figure import FigureSlot, drawn_result
 
     slot = FigureSlot()
     assert slot.result is None and slot.box.layout.display == "none"

@@ -1,4 +1,5 @@
-"""The app's plotly bundle (explorer/ui/static/plotly_widget.js) draws the app's kinds of figure as
+"""The app's plotly bundle (explorer/_src/ui/static/plotly_widget.js) draws the app's kinds of
+figure as
 plotly's own bundle does: in headless Chromium (Debian's /usr/bin/chromium), each figure is drawn
 through each bundle's widget code (plotly's FigureWidget view, given a stand-in for the widget
 model), and the two drawings' DOM must be the same, but for plotly's random plot id."""
@@ -13,7 +14,7 @@ import pytest
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
 
-from explorer.ui.figure import APP_BUNDLE_FILE, PLOTLY_BUNDLE_FILE, FigureWidget  # noqa: E402
+from explorer._src.ui.figure import APP_BUNDLE_FILE, PLOTLY_BUNDLE_FILE, FigureWidget  # noqa: E402
 
 # Imports both bundles into the page once (as two modules, as a page holding figures of both
 # does) and draws one figure with `draw(bundle, figure)`: its DOM and its traces as drawn.
@@ -55,9 +56,9 @@ DRAWN = {"heatmap": '<g class="hm">', "bar": 'class="point"', "scatter": 'class=
 def figures() -> dict[str, go.FigureWidget]:
     """The app's kinds of figure: its own where they need no compile, and the trace features
     the others use (explorer/ui: views, memory, timeline, graph, suggest)."""
-    from explorer.ui.grids import Grid
-    from explorer.ui.timeline import schedule_figure
-    from explorer.ui.views import grid_figure
+    from explorer._src.ui.grids import Grid
+    from explorer._src.ui.timeline import schedule_figure
+    from explorer._src.ui.views import grid_figure
 
     out = {}
     out["placement heatmap"] = grid_figure(

@@ -23,7 +23,7 @@ import pytest
 
 playwright = pytest.importorskip("playwright.sync_api")
 
-from explorer.ui.serve import wait_until_serving  # noqa: E402
+from explorer._src.ui.serve import wait_until_serving  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
+from explorer._src.ui.app import TAB_TITLES  # noqa: E402
 from explorer.ui import Explorer  # noqa: E402
-from explorer.ui.app import TAB_TITLES  # noqa: E402
 
 pytestmark = pytest.mark.slow      # compiles a train step and runs a search
 SMALL = {"batch": 64, "d_model": 64, "d_ff": 256}

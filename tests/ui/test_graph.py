@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("plotly")
 
 import explorer  # noqa: E402
-from explorer.api.request import check_target  # noqa: E402
-from explorer.report.dataflow import (  # noqa: E402
+from explorer._src.api.request import check_target  # noqa: E402
+from explorer._src.report.dataflow import (  # noqa: E402
     Graph,
     Node,
     NodeRole,
@@ -20,10 +20,10 @@ from explorer.report.dataflow import (  # noqa: E402
     layers,
     origin_path,
 )
-from explorer.spec.mesh import parse_mesh  # noqa: E402
-from explorer.ui.app import Explorer  # noqa: E402
-from explorer.ui.graph import _MAX_WIDTH, _WIDTH, LAYERS_FROM, GraphView, draw  # noqa: E402
-from explorer.ui.views import hlo_html, mapping_placeholder  # noqa: E402
+from explorer._src.spec.mesh import parse_mesh  # noqa: E402
+from explorer._src.ui.app import Explorer  # noqa: E402
+from explorer._src.ui.graph import _MAX_WIDTH, _WIDTH, LAYERS_FROM, GraphView, draw  # noqa: E402
+from explorer._src.ui.views import hlo_html, mapping_placeholder  # noqa: E402
 
 
 def test_drawing_keeps_row_order_and_room_for_captions(megatron):

@@ -15,7 +15,7 @@ pytest.importorskip("jupyterlab")
 pytest.importorskip("flax")
 playwright = pytest.importorskip("playwright.sync_api")
 
-from explorer.ui.serve import free_port, stop_server, wait_until_serving  # noqa: E402
+from explorer._src.ui.serve import free_port, stop_server, wait_until_serving  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

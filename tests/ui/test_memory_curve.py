@@ -8,16 +8,16 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 from explorer import TensorSpec  # noqa: E402
-from explorer.report.report import Buffer, BufferKind, MemoryPoint, MemoryTimeline  # noqa: E402
-from explorer.ui import explore  # noqa: E402
-from explorer.ui.app import TAB_TITLES  # noqa: E402
-from explorer.ui.memory import (  # noqa: E402
+from explorer._src.report.report import Buffer, BufferKind, MemoryPoint, MemoryTimeline  # noqa: E402
+from explorer._src.ui.app import TAB_TITLES  # noqa: E402
+from explorer._src.ui.memory import (  # noqa: E402
     BUFFER_KIND_COLOURS,
     LIVE_TRACE,
     PEAK_TRACE,
     peak_buffers_figure,
     timeline_figure,
 )
+from explorer.ui import explore  # noqa: E402
 
 T = TensorSpec
 MIB = 1024 * 1024
@@ -86,7 +86,7 @@ def test_the_figures_follow_a_timeline_worked_out_by_hand():
 def test_a_peak_buffer_is_labelled_by_what_it_holds_and_one_kind_still_has_its_legend():
     point = MemoryPoint(0, "while", 4 * MIB, 4 * MIB)
     buffers = (Buffer("while.85{2}", 4 * MIB, (12, 256, 1024), "bfloat16", "while",
-                      source="explorer/workloads/models.py:142", kind=BufferKind.TEMPORARY),)
+                      source="explorer/_src/workloads/models.py:142", kind=BufferKind.TEMPORARY),)
     t = MemoryTimeline(points=(point,), arguments=0, outputs=0, constants=0, peak=point,
                        peak_buffers=buffers)
     fig = peak_buffers_figure(t)

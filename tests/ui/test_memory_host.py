@@ -2,9 +2,9 @@
 from the device's, which inputs are offloaded, and the compiler's note where it could not
 offload what was asked."""
 
-from explorer.report.report import Cost, Memory, Report, TensorInfo, TensorRole, Timing
-from explorer.spec.mesh import parse_mesh
-from explorer.ui.memory import memory_html
+from explorer._src.report.report import Cost, Memory, Report, TensorInfo, TensorRole, Timing
+from explorer._src.spec.mesh import parse_mesh
+from explorer._src.ui.memory import memory_html
 
 MiB = 2 ** 20
 

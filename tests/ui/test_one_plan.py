@@ -1,6 +1,7 @@
 """One edit, one plan: the sidebar makes the explorer Request the session compiles, and a
-workload's layout is planned by that Request alone (explorer/ui/sidebar/checks.py). Counted, not
-timed: every call of the planner (explorer.strategy.plan.plan, wherever it is imported) and of
+workload's layout is planned by that Request alone (explorer/_src/ui/sidebar/checks.py). Counted,
+not
+timed: every call of the planner (explorer._src.strategy.plan.plan, wherever it is imported) and of
 `Workload.resolve` between an edit and its result, on a small MLP whose compiles are fast."""
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-import explorer.api.analysis_request as analysis_request  # noqa: E402
+import explorer._src.api.analysis_request as analysis_request  # noqa: E402
+from explorer._src.workloads.base import Workload  # noqa: E402
 from explorer.ui import Explorer  # noqa: E402
-from explorer.workloads.base import Workload  # noqa: E402
 
 SMALL = {"batch": 64, "d_model": 64, "d_ff": 128}
 
@@ -34,7 +35,7 @@ def counted(monkeypatch):
 
     monkeypatch.setattr(analysis_request, "plan", counting_plan)
     monkeypatch.setattr(Workload, "resolve", counting_resolve)
-    import explorer.strategy.plan as planner
+    import explorer._src.strategy.plan as planner
     monkeypatch.setattr(planner, "plan", counting_plan)     # any caller of the module's plan
     return calls
 

@@ -90,7 +90,7 @@ def test_under_gspmd_the_note_says_origins_need_shardy():
 
 @pytest.mark.slow
 def test_show_on_graph_draws_the_picked_tensors_path_on_the_hlo_tabs_graph():
-    from explorer.ui.app import TAB_TITLES
+    from explorer._src.ui.app import TAB_TITLES
 
     app = two_layers_app()
     try:

@@ -10,12 +10,12 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-from explorer.api.exploration import AppState, Exploration, from_link  # noqa: E402
-from explorer.api.targeting import CompilePlan  # noqa: E402
-from explorer.compile.gpu import GpuTopology  # noqa: E402
-from explorer.compile.protocol import WorkerKey  # noqa: E402
-from explorer.ui.opening import Opening, compiler_words, exploration_words  # noqa: E402
-from explorer.ui.page import AppPage  # noqa: E402
+from explorer._src.api.exploration import AppState, Exploration, from_link  # noqa: E402
+from explorer._src.api.targeting import CompilePlan  # noqa: E402
+from explorer._src.compile.gpu import GpuTopology  # noqa: E402
+from explorer._src.compile.protocol import WorkerKey  # noqa: E402
+from explorer._src.ui.opening import Opening, compiler_words, exploration_words  # noqa: E402
+from explorer._src.ui.page import AppPage  # noqa: E402
 
 DEFAULT = dict(workload="mlp", mesh="data=2,model=4", params={"batch": 64, "d_model": 64,
                                                                "d_ff": 256},

@@ -11,7 +11,7 @@ pytest.importorskip("voila")
 pytest.importorskip("playwright.sync_api")
 
 from explorer import AppState, Exploration  # noqa: E402
-from explorer.api.exploration import from_link  # noqa: E402
+from explorer._src.api.exploration import from_link  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 WAIT_MS = 300_000          # a page load and a compile on the loaded 2-core machine

@@ -15,8 +15,8 @@ pytest.importorskip("voila")
 playwright = pytest.importorskip("playwright.sync_api")
 psutil = pytest.importorskip("psutil")
 
-from explorer.ui.kernel_watch import BANNER_CLASS, KERNEL_STOPPED  # noqa: E402
-from explorer.ui.serve import one_cell_notebook  # noqa: E402
+from explorer._src.ui.kernel_watch import BANNER_CLASS, KERNEL_STOPPED  # noqa: E402
+from explorer._src.ui.serve import one_cell_notebook  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -164,10 +164,10 @@ import sys
 
 sys.path.insert(0, {support!r})
 from explorer import TensorSpec as T
-from explorer.compile.pool import WorkerPool
-from explorer.compile.worker import HOOK_VARIABLE
+from explorer._src.compile.pool import WorkerPool
+from explorer._src.compile.worker import HOOK_VARIABLE
 from explorer.ui import explore
-from explorer.ui.kernel_watch import watch_kernel
+from explorer._src.ui.kernel_watch import watch_kernel
 from worker_faults import Sleep
 
 os.environ[HOOK_VARIABLE] = "worker_faults"
@@ -213,7 +213,7 @@ def compile_workers(kernel, devices: int) -> list:
             cmd = q.cmdline()
         except psutil.NoSuchProcess:
             continue
-        if "explorer.compile.worker" in cmd and cmd[-1] == str(devices):
+        if "explorer._src.compile.worker" in cmd and cmd[-1] == str(devices):
             found.append(q)
     return found
 

@@ -14,7 +14,7 @@ import pytest
 psutil = pytest.importorskip("psutil")
 pytest.importorskip("voila")
 
-from explorer.ui.serve import DEFAULT_PORT, is_loopback  # noqa: E402
+from explorer._src.ui.serve import DEFAULT_PORT, is_loopback  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,7 @@ def _free_port() -> int:
 
 def _start(*extra: str):
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "explorer.cli", "app", "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "explorer._src.cli", "app", "--port", str(port),
                              *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True)
     url = proc.stdout.readline().strip().removeprefix("sharding-explorer app: ")
@@ -66,10 +66,10 @@ def test_sigterm_stops_voila_its_kernel_and_the_compile_workers():
         while True:       # the kernel runs the app notebook, whose first compile starts a worker
             tree = psutil.Process(proc.pid).children(recursive=True)
             names = " ".join(" ".join(p.cmdline()) for p in tree if p.is_running())
-            if "explorer.compile.worker" in names or time.time() > deadline:
+            if "explorer._src.compile.worker" in names or time.time() > deadline:
                 break
             time.sleep(1)
-        assert "voila" in names and "ipykernel" in names and "explorer.compile.worker" in names
+        assert "voila" in names and "ipykernel" in names and "explorer._src.compile.worker" in names
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
         gone, alive = psutil.wait_procs(tree, timeout=30)
@@ -99,7 +99,7 @@ def test_loopback_is_recognised():
 
 
 def test_the_default_port_falls_back_to_a_free_one_when_taken():
-    from explorer.ui.serve import port_is_free
+    from explorer._src.ui.serve import port_is_free
 
     with socket.socket() as s:
         try:

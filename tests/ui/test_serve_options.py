@@ -1,4 +1,4 @@
-"""Voila's serving options for the first result on a page load (explorer/ui/serve.py)."""
+"""Voila's serving options for the first result on a page load (explorer/_src/ui/serve.py)."""
 
 import asyncio
 
@@ -6,14 +6,14 @@ import pytest
 
 pytest.importorskip("voila")
 
-from explorer.ui.serve import PoolSparingKernelManager, voila_command  # noqa: E402
+from explorer._src.ui.serve import PoolSparingKernelManager, voila_command  # noqa: E402
 
 
 def test_the_app_is_served_with_a_preheated_kernel_and_no_plotly_lab_extension():
     cmd = voila_command(8866)
     assert "--preheat_kernel=True" in cmd and "--pool_size=2" in cmd
     assert ("--VoilaConfiguration.multi_kernel_manager_class="
-            "explorer.ui.serve.PoolSparingKernelManager") in cmd
+            "explorer._src.ui.serve.PoolSparingKernelManager") in cmd
     assert "--VoilaConfiguration.extension_denylist=jupyterlab-plotly" in cmd
     assert "--VoilaKernelManager.fill_delay=5" in cmd
     # The culler still stops idle page kernels, which hold compile workers.

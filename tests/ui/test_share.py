@@ -1,5 +1,5 @@
 """Explorations shared by a link (issue 21 item 3): the app's Share section offers the result
-shown as a link and a file, and the Voila page (explorer.ui.page.AppPage) opens the link it
+shown as a link and a file, and the Voila page (explorer._src.ui.page.AppPage) opens the link it
 made on the same request, tab and tensor; a link that cannot be opened leaves the default app
 working under one error line."""
 
@@ -13,11 +13,11 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 from explorer import FunctionRef, TensorSpec  # noqa: E402
-from explorer.api.exploration import Exploration, loads  # noqa: E402
+from explorer._src.api.exploration import Exploration, loads  # noqa: E402
+from explorer._src.ui.app import TAB_TITLES  # noqa: E402
+from explorer._src.ui.page import AppPage, linked_exploration  # noqa: E402
+from explorer._src.ui.share import file_name, page_path  # noqa: E402
 from explorer.ui import Explorer, explore  # noqa: E402
-from explorer.ui.app import TAB_TITLES  # noqa: E402
-from explorer.ui.page import AppPage, linked_exploration  # noqa: E402
-from explorer.ui.share import file_name, page_path  # noqa: E402
 
 # A small MLP as the page's default app: every compile a fraction of a second.
 DEFAULT = dict(workload="mlp", mesh="data=2,model=4", params={"batch": 64, "d_model": 64,
@@ -100,7 +100,7 @@ def test_the_apps_link_opens_the_same_workload_params_mesh_specs_preset_tab_and_
     finally:
         first.close()
     default = page.app
-    # What the page's browser sends once it has drawn the page (explorer.ui.location).
+    # What the page's browser sends once it has drawn the page (explorer._src.ui.location).
     page.location.set_state({"path": "/shared/app/", "query": f"?exploration={link}"})
     opened = page.app
     assert opened is not default

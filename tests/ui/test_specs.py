@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-from explorer.errors import SpecError  # noqa: E402
-from explorer.ui.sources import InputTensor  # noqa: E402
-from explorer.ui.specs import (  # noqa: E402
+from explorer._src.errors import SpecError  # noqa: E402
+from explorer._src.ui.sources import InputTensor  # noqa: E402
+from explorer._src.ui.specs import (  # noqa: E402
     SpecsEditor,
     carried_renames,
     layer_prefix,
@@ -153,7 +153,7 @@ def test_a_spec_given_from_outside_the_editor_keeps_an_axis_the_mesh_never_had()
 
 
 def test_a_rank_3_row_puts_its_label_and_three_pickers_on_one_line():
-    from explorer.ui.editors import SpecRow
+    from explorer._src.ui.editors import SpecRow
 
     row = SpecRow("layers.w1", (12, 256, 1024), ("data", "model"), (None, "data", "model"),
                   lambda: None)

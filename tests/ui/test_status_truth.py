@@ -15,13 +15,13 @@ import jax  # noqa: E402
 
 import explorer  # noqa: E402
 from explorer import TensorSpec as T  # noqa: E402
-from explorer.compile.gpu import gpu_plugin_installed  # noqa: E402
-from explorer.compile.pool import WorkerPool  # noqa: E402
-from explorer.compile.protocol import WorkerKey  # noqa: E402
-from explorer.report.report import Timing  # noqa: E402
+from explorer._src.compile.gpu import gpu_plugin_installed  # noqa: E402
+from explorer._src.compile.pool import WorkerPool  # noqa: E402
+from explorer._src.compile.protocol import WorkerKey  # noqa: E402
+from explorer._src.report.report import Timing  # noqa: E402
+from explorer._src.ui.app import TAB_TITLES  # noqa: E402
+from explorer._src.ui.status import status_text  # noqa: E402
 from explorer.ui import Explorer  # noqa: E402
-from explorer.ui.app import TAB_TITLES  # noqa: E402
-from explorer.ui.status import status_text  # noqa: E402
 
 MEGATRON = {"x": "data,None", "w1": "None,model", "w2": "model,None"}
 SMALL = {"batch": 64, "d_model": 64, "d_ff": 136}      # d_ff of this file's own: no cache hit

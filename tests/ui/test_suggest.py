@@ -16,11 +16,11 @@ from explorer import TensorSpec as T
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-from explorer.cost.model import format_seconds  # noqa: E402
-from explorer.spec.tensor import entry_axes, normalize_spec  # noqa: E402
+from explorer._src.cost.model import format_seconds  # noqa: E402
+from explorer._src.spec.tensor import entry_axes, normalize_spec  # noqa: E402
+from explorer._src.ui.app import TAB_TITLES  # noqa: E402
+from explorer._src.units import format_bytes  # noqa: E402
 from explorer.ui import Explorer, explore  # noqa: E402
-from explorer.ui.app import TAB_TITLES  # noqa: E402
-from explorer.units import format_bytes  # noqa: E402
 
 # A small MLP: every compile takes a fraction of a second on 8 fake devices.
 SMALL = {"batch": 64, "d_model": 64, "d_ff": 256}
@@ -286,9 +286,14 @@ def test_a_cluster_box_that_is_not_a_ray_address_gives_one_message_and_no_search
 
 
 def test_a_failed_candidate_is_a_row_with_its_error():
-    from explorer.layout_search.result import Candidate, CandidateStatus, SearchResult, SearchStats
-    from explorer.spec.mesh import parse_mesh
-    from explorer.ui.suggest.tables import results_html
+    from explorer._src.layout_search.result import (
+        Candidate,
+        CandidateStatus,
+        SearchResult,
+        SearchStats,
+    )
+    from explorer._src.spec.mesh import parse_mesh
+    from explorer._src.ui.suggest.tables import results_html
 
     mesh = parse_mesh("data=2,model=4")
     ok = Candidate("data=2,model=4: batch=data", mesh, "batch=data", {}, {}, CandidateStatus.OK,
@@ -314,10 +319,15 @@ def test_a_failed_candidate_is_a_row_with_its_error():
 def test_a_search_on_a_cluster_says_where_and_which_candidates_were_sent_again():
     from dataclasses import replace
 
-    from explorer.layout_search.connect import ClusterSize
-    from explorer.layout_search.result import Candidate, CandidateStatus, SearchResult, SearchStats
-    from explorer.spec.mesh import parse_mesh
-    from explorer.ui.suggest.tables import results_html
+    from explorer._src.layout_search.connect import ClusterSize
+    from explorer._src.layout_search.result import (
+        Candidate,
+        CandidateStatus,
+        SearchResult,
+        SearchStats,
+    )
+    from explorer._src.spec.mesh import parse_mesh
+    from explorer._src.ui.suggest.tables import results_html
 
     mesh = parse_mesh("data=2,model=4")
     once = Candidate("data=2,model=4: batch=data", mesh, "batch=data", {}, {},
@@ -336,7 +346,7 @@ def test_a_search_on_a_cluster_says_where_and_which_candidates_were_sent_again()
 def test_the_search_compiles_for_what_the_sidebar_compiles_for(mlp_app):
     # The sidebar's "compile on CPU devices" switch is the one explicit switch away from the
     # target's own compiler; the tab's search must follow it like every other compile.
-    from explorer.ui.suggest.job import make_job
+    from explorer._src.ui.suggest.job import make_job
     for cpu, want in ((False, "target"), (True, "cpu")):
         mlp_app.cpu_w.value = cpu
         source, request = mlp_app._search_snapshot()
@@ -345,8 +355,8 @@ def test_the_search_compiles_for_what_the_sidebar_compiles_for(mlp_app):
 
 
 def test_the_progress_says_when_the_target_compiler_confirms_the_screens_best():
-    from explorer.layout_search.result import Progress, SearchPhase
-    from explorer.ui.suggest.tables import progress_text
+    from explorer._src.layout_search.result import Progress, SearchPhase
+    from explorer._src.ui.suggest.tables import progress_text
 
     screening = Progress(SearchPhase.COMPILE, 3, 40, 3, 0, 0, 0.25, "data=8: batch=data",
                          "data=8: mlp=data", 12.0)

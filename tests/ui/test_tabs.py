@@ -1,4 +1,4 @@
-"""The tab registry: one Tab class per title of AppTab (explorer/api/exploration.py, the one
+"""The tab registry: one Tab class per title of AppTab (explorer/_src/api/exploration.py, the one
 list of the titles), in its order, and a registry that misses a title or names one twice is
 refused when it is built, not when a tab is drawn."""
 
@@ -6,9 +6,9 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-from explorer.api.exploration import APP_TABS, AppTab  # noqa: E402
-from explorer.ui.app import TAB_TITLES  # noqa: E402
-from explorer.ui.tabs import (  # noqa: E402
+from explorer._src.api.exploration import APP_TABS, AppTab  # noqa: E402
+from explorer._src.ui.app import TAB_TITLES  # noqa: E402
+from explorer._src.ui.tabs import (  # noqa: E402
     REGISTRY,
     MemoryTab,
     _in_app_order,

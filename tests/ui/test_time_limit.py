@@ -6,16 +6,16 @@ import pytest
 
 pytest.importorskip("ipywidgets")
 
-from explorer.api.exploration import Exploration, loads  # noqa: E402
-from explorer.api.request import MAX_TIMEOUT  # noqa: E402
-from explorer.compile.protocol import Backend  # noqa: E402
-from explorer.errors import InputError  # noqa: E402
+from explorer._src.api.exploration import Exploration, loads  # noqa: E402
+from explorer._src.api.request import MAX_TIMEOUT  # noqa: E402
+from explorer._src.compile.protocol import Backend  # noqa: E402
+from explorer._src.errors import InputError  # noqa: E402
+from explorer._src.ui.share import shown_exploration  # noqa: E402
+from explorer._src.ui.sidebar.checks import default_timeout, parse_timeout  # noqa: E402
+from explorer._src.ui.status import larger_limit, running_text, stopped_at_limit  # noqa: E402
 from explorer.ui import Explorer  # noqa: E402
-from explorer.ui.share import shown_exploration  # noqa: E402
-from explorer.ui.sidebar.checks import default_timeout, parse_timeout  # noqa: E402
-from explorer.ui.status import larger_limit, running_text, stopped_at_limit  # noqa: E402
 
-# What explorer.compile.pool says of a compile it stopped at its limit.
+# What explorer._src.compile.pool says of a compile it stopped at its limit.
 STOPPED = ("compile took longer than the 0.5 s limit on 8 devices and its worker was stopped; "
            "simplify the program, shrink the mesh or raise the timeout")
 

@@ -10,11 +10,10 @@ import pytest
 pytest.importorskip("plotly")
 
 from explorer import TensorSpec, analyze, get_target  # noqa: E402
-from explorer.report.trace import StepTrace, TraceEvent, TraceLane  # noqa: E402
-from explorer.ui import explore  # noqa: E402
-from explorer.ui.app import TAB_TITLES  # noqa: E402
-from explorer.ui.graph import KIND_COLOURS  # noqa: E402
-from explorer.ui.timeline import (  # noqa: E402
+from explorer._src.report.trace import StepTrace, TraceEvent, TraceLane  # noqa: E402
+from explorer._src.ui.app import TAB_TITLES  # noqa: E402
+from explorer._src.ui.graph import KIND_COLOURS  # noqa: E402
+from explorer._src.ui.timeline import (  # noqa: E402
     COMPUTE_COLOUR,
     TimingView,
     roofline_point,
@@ -24,6 +23,7 @@ from explorer.ui.timeline import (  # noqa: E402
     timing_html,
     top_ops,
 )
+from explorer.ui import explore  # noqa: E402
 
 T = TensorSpec
 C, M = TraceLane.COMPUTE, TraceLane.COMMUNICATION

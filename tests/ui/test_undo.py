@@ -10,8 +10,8 @@ pytest.importorskip("ipywidgets")
 
 import explorer  # noqa: E402
 from explorer import TensorSpec  # noqa: E402
+from explorer._src.ui.sidebar.checks import target_options  # noqa: E402
 from explorer.ui import Explorer, explore  # noqa: E402
-from explorer.ui.sidebar.checks import target_options  # noqa: E402
 
 SMALL = {"batch": 64, "d_model": 64, "d_ff": 128}
 W1_BY_MODEL = {"w1": "None,model"}

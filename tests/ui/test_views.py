@@ -4,8 +4,8 @@ import pytest
 
 pytest.importorskip("plotly")
 
-from explorer.ui.grids import Grid  # noqa: E402
-from explorer.ui.views import _heatmap, draw_grid, fitted_text  # noqa: E402
+from explorer._src.ui.grids import Grid  # noqa: E402
+from explorer._src.ui.views import _heatmap, draw_grid, fitted_text  # noqa: E402
 
 # A 1-D tensor over 4 devices groups of 4 (the why panel's "before" of an all-gather of a
 # [256] vector split over data=4 on a 4x4 mesh): one row, four blocks.
@@ -48,7 +48,7 @@ def test_a_combined_collective_expands_to_its_parts():
     import re
 
     from explorer import analyze_workload
-    from explorer.ui.views import collectives_html
+    from explorer._src.ui.views import collectives_html
     r = analyze_workload("mlp_train", "data=8", preset="dp")
     [c] = r.collectives
     assert c.parts == 2 and sorted(c.part_shapes) == [(1024, 4096), (4096, 1024)]
@@ -66,7 +66,7 @@ def test_the_collectives_table_marks_a_multi_slice_programs_dcn_legs():
     import re
 
     import explorer
-    from explorer.ui.views import collectives_html
+    from explorer._src.ui.views import collectives_html
 
     if importlib.util.find_spec("libtpu") is None:
         pytest.skip("needs libtpu (the tpu extra)")

@@ -12,11 +12,11 @@ pytest.importorskip("ipywidgets")
 
 import explorer  # noqa: E402
 from explorer import TensorSpec, analyze  # noqa: E402
-from explorer.report.dataflow import layer_pattern, matching  # noqa: E402
-from explorer.report.report import TensorRole  # noqa: E402
+from explorer._src.report.dataflow import layer_pattern, matching  # noqa: E402
+from explorer._src.report.report import TensorRole  # noqa: E402
+from explorer._src.ui.app import TAB_TITLES  # noqa: E402
+from explorer._src.ui.why import across_layers, candidates, confirm, repeats  # noqa: E402
 from explorer.ui import explore  # noqa: E402
-from explorer.ui.app import TAB_TITLES  # noqa: E402
-from explorer.ui.why import across_layers, candidates, confirm, repeats  # noqa: E402
 
 T = TensorSpec
 MESH = "data=2,model=4"

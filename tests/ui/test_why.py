@@ -13,10 +13,10 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 from explorer import TensorSpec, analyze  # noqa: E402
-from explorer.spec.tensor import format_spec  # noqa: E402
+from explorer._src.spec.tensor import format_spec  # noqa: E402
+from explorer._src.ui.app import TAB_TITLES  # noqa: E402
+from explorer._src.ui.why import candidates, line_bytes  # noqa: E402
 from explorer.ui import explore  # noqa: E402
-from explorer.ui.app import TAB_TITLES  # noqa: E402
-from explorer.ui.why import candidates, line_bytes  # noqa: E402
 
 T = TensorSpec
 
@@ -128,11 +128,11 @@ def test_offers_are_confirmed_by_a_compile_and_one_click_applies_them(app):
 
 
 def test_the_app_and_the_api_compile_the_same_variants(app, monkeypatch):
-    # The why panel's search is its session's (explorer.api.what_if.ChangeSearch): the
+    # The why panel's search is its session's (explorer._src.api.what_if.ChangeSearch): the
     # variants it compiles are those explorer.what_if compiles of the session's Request, key for
     # key, and an offer applied is one of them (so its result comes from the cache).
     import explorer
-    from explorer.api import what_if
+    from explorer._src.api import what_if
 
     keys, made = [], what_if.changed_request
 
@@ -176,7 +176,7 @@ def test_a_newer_edit_stops_a_background_search_between_its_compiles(monkeypatch
     # moot from then on, compiles none of the others and offers nothing.
     import threading
 
-    from explorer.api import what_if
+    from explorer._src.api import what_if
 
     started, edited, made = [], threading.Event(), what_if.changed_request
 
@@ -212,7 +212,7 @@ def test_a_newer_edit_stops_a_background_search_between_its_compiles(monkeypatch
 def test_a_notebook_cells_line_is_read_from_the_kernels_history(monkeypatch):
     import IPython
 
-    from explorer.ui.why import source_line
+    from explorer._src.ui.why import source_line
 
     class Shell:
         user_ns = {"_ih": ["", "import jax\n", "def f(x, w):\n    return x @ w\n"]}

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from explorer.workloads import flash
+from explorer._src.workloads import flash
 
 
 def plain_attention(q, k, v):

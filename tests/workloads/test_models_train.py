@@ -13,8 +13,14 @@ import pytest
 
 import explorer
 from explorer import analyze_workload
-from explorer.hlo.schedule import read_schedule, schedule_work
-from explorer.workloads.models import TRANSFORMER_TRAIN, attention, block, feed_forward, train_arch
+from explorer._src.hlo.schedule import read_schedule, schedule_work
+from explorer._src.workloads.models import (
+    TRANSFORMER_TRAIN,
+    attention,
+    block,
+    feed_forward,
+    train_arch,
+)
 
 F32 = 4
 
@@ -115,7 +121,7 @@ def test_swiglu_is_silu_gate_times_linear():
 def test_parallel_block_adds_attention_and_mlp_of_one_norm():
     import jax
 
-    from explorer.workloads.models import Arch, rms_norm
+    from explorer._src.workloads.models import Arch, rms_norm
 
     D, H, K, F = 8, 2, 4, 16
     keys = jax.random.split(jax.random.key(2), 8)
@@ -344,7 +350,7 @@ def test_fused_attention_is_computed_and_timed_as_a_flash_kernel(extra):
     # compiled program never holds the [seq, seq] scores, found here by shape (seq 1024 is no
     # other dimension of the model), where the plain program does. It moves the same
     # collectives, and its arithmetic, timed as one causal kernel, is counted by hand below.
-    from explorer.hlo.schedule import StepKind, read_schedule
+    from explorer._src.hlo.schedule import StepKind, read_schedule
     seq = 1024
     base = {**extra, "seq": seq, "batch": 4}
     # Both on the CPU, whose compiler combines the same collectives for both programs (the

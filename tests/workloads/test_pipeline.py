@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from explorer import WorkloadError, analyze, analyze_workload, parse_mesh
-from explorer.workloads.pipeline import (
+from explorer._src.workloads.pipeline import (
     PIPELINE,
     bubble_fraction,
     in_flight,
@@ -271,8 +271,8 @@ W_STAGE = {"w": ("stage", None, None)}   # the `pp` preset's spec
 
 def _analyze(mesh, specs, params, **kwargs):
     """Through analyze_workload when `pipeline` is registered, else the same by hand."""
-    from explorer.api import workload as _api
-    from explorer.workloads import registry as _workloads
+    from explorer._src.api import workload as _api
+    from explorer._src.workloads import registry as _workloads
 
     if "pipeline" in _workloads.WORKLOADS:
         return _api.analyze_workload("pipeline", mesh, specs=specs, params=params,
@@ -310,7 +310,7 @@ def test_gpipe_compiles_to_collective_permutes_of_one_microbatch_over_stage():
     # once each way: 2·M·(S-1) = 48 sends.
     assert len(r.collectives) == 2 * (M + S - 2) == 20
     assert sum(_pairs(c) for c in r.collectives) == 2 * M * (S - 1) == 48
-    assert r.collectives[0].source.startswith("explorer/workloads/pipeline.py:")
+    assert r.collectives[0].source.startswith("explorer/_src/workloads/pipeline.py:")
     # The step returns the updated w, still split over stage; arguments per device are x (whole)
     # and one layer: (64·256 + 256·256) × 4 = 327680 bytes.
     assert r.tensor("out").spec == ("stage", None, None)

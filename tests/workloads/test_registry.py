@@ -8,10 +8,10 @@ import pkgutil
 import pytest
 
 import explorer
-import explorer.workloads
-from explorer.errors import WorkloadError
-from explorer.workloads.base import Workload
-from explorer.workloads.registry import WORKLOADS, get_workload
+import explorer._src.workloads
+from explorer._src.errors import WorkloadError
+from explorer._src.workloads.base import Workload
+from explorer._src.workloads.registry import WORKLOADS, get_workload
 
 # The built-in workloads, in listing order (docs/architecture.md, README).
 NAMES = ["matmul", "mlp", "mlp_train", "transformer", "transformer_train", "moe", "pipeline"]
@@ -20,10 +20,10 @@ NAMES = ["matmul", "mlp", "mlp_train", "transformer", "transformer_train", "moe"
 def defined_in_the_package() -> dict[str, Workload]:
     """Every Workload a module of explorer/workloads defines at its top level, by name."""
     found = {}
-    for info in pkgutil.iter_modules(explorer.workloads.__path__):
+    for info in pkgutil.iter_modules(explorer._src.workloads.__path__):
         if info.name == "registry":
             continue
-        module = importlib.import_module(f"explorer.workloads.{info.name}")
+        module = importlib.import_module(f"explorer._src.workloads.{info.name}")
         found.update({w.name: w for w in vars(module).values() if isinstance(w, Workload)})
     return found
 

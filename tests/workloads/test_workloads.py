@@ -13,9 +13,9 @@ import pytest
 
 import explorer
 from explorer import analyze_workload, logical_spec, parse_rules
-from explorer.strategy.plan import plan
-from explorer.strategy.rules import LOGICAL_NAMES, Rule, Rules
-from explorer.workloads.models import MOE, TRANSFORMER, TRANSFORMER_TRAIN, expert_capacity
+from explorer._src.strategy.plan import plan
+from explorer._src.strategy.rules import LOGICAL_NAMES, Rule, Rules
+from explorer._src.workloads.models import MOE, TRANSFORMER, TRANSFORMER_TRAIN, expert_capacity
 
 ROOT = Path(__file__).parents[2]
 F32 = 4
@@ -94,7 +94,7 @@ def test_every_numeric_param_has_bounds_that_hold_at_the_ends(name):
 
 
 def test_a_workload_must_bound_every_numeric_param():
-    from explorer.workloads.base import Range, Workload
+    from explorer._src.workloads.base import Range, Workload
 
     with pytest.raises(explorer.WorkloadError, match="param 'n' has no bounds"):
         Workload("w", "", {"n": 8}, lambda p: {}, lambda p: abs)
@@ -181,7 +181,7 @@ def test_real_model_configs_fit_the_bounds():
 # --- the math, run in this process on tiny arrays ---------------------------------------------
 
 def test_top_k_routing_fills_buffers_in_order_and_drops_overflow():
-    from explorer.workloads.models import top_k_combine
+    from explorer._src.workloads.models import top_k_combine
 
     # One group of 3 tokens, 2 experts, capacity 1, top-1: tokens 0 and 1 both choose expert 0;
     # token 0 takes its only slot, token 1 is dropped; token 2 takes expert 1's slot.
@@ -207,7 +207,7 @@ def test_transformer_block_is_causal():
     import jax
     import jax.numpy as jnp
 
-    from explorer.workloads.models import transformer
+    from explorer._src.workloads.models import transformer
 
     p = TRANSFORMER.resolve({"batch": 1, "seq": 6, "d_model": 8, "heads": 2, "d_head": 4,
                              "d_ff": 16})
@@ -344,7 +344,7 @@ def test_rules_naming_a_missing_axis_or_a_workload_without_names():
     with pytest.raises(explorer.RuleError, match="rule 'batch=fsdp' names mesh axis 'fsdp', "
                        "which mesh 'data=8' lacks; mesh axes: 'data'"):
         analyze_workload("mlp", "data=8", rules="batch=fsdp")
-    from explorer.workloads.base import Range, Workload
+    from explorer._src.workloads.base import Range, Workload
 
     bare = Workload("bare", "no logical names", {"n": 8}, lambda p: {"x": (p["n"],)},
                     lambda p: abs, bounds={"n": Range(1, 64)})
@@ -387,7 +387,7 @@ def test_bad_activation_input_names_the_point():
 # --- the command line --------------------------------------------------------------------------
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "explorer.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "explorer._src.cli", *args], capture_output=True,
                           text=True, timeout=300, cwd=ROOT)
 
 

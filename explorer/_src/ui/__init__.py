@@ -1,0 +1,1 @@
+"""The app's implementation (ipywidgets + plotly); its public face is explorer.ui."""

@@ -1,0 +1,287 @@
+"""Start Voila on the app notebook: what `sharding-explorer app` runs.
+
+Voila runs in its own process group, so that SIGTERM or Ctrl-C to `sharding-explorer app`
+stops Voila and its kernels (each kernel's compile workers exit when their kernel's socket
+closes). Bound beyond loopback, the app asks for a token, printed in its URL.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
+
+from explorer._src.errors import InputError
+
+# Voila's own default port; when it is taken, a free one is used and printed.
+DEFAULT_PORT = 8866
+
+# Idle kernels (each holds compile workers) are culled; a cell that hangs is stopped. A kernel
+# whose page is open is never culled (cull_connected stays False). A closed page's kernel should
+# be shut down by the page, but Voila refuses that request ("'_xsrf' argument missing", voila
+# issue 1458), so the culler is what frees it: after 10 idle minutes, which on Binder's 2 GB is
+# the difference between one abandoned tab and several.
+VOILA_LIMITS = [
+    "--MappingKernelManager.cull_idle_timeout=600",    # seconds without activity
+    "--MappingKernelManager.cull_interval=120",
+    "--VoilaExecutor.timeout=300",                     # seconds per notebook cell
+    # Seconds to wait, after a cell's reply, for the outputs it sent. nbclient's default, 4 s,
+    # is short on a loaded machine (several pages' kernels starting at once on 2 cores): the
+    # app cell's widget output then came late, was skipped, and its page never showed the app.
+    "--VoilaExecutor.iopub_timeout=120",
+    "--VoilaConfiguration.show_tracebacks=False",
+]
+
+# The first result on a page load (docs/performance.md, "First result on a page load"):
+# - two preheated kernels wait with the app notebook already executed, so a page load skips
+#   the kernel start, the imports and the first result (Voila refills the pool after each use).
+#   Two, not one: a reload (or a second visitor) within seconds of a load found the pool empty
+#   until its refill had started and run the notebook, and waited for a cold kernel (measured:
+#   14.7 s where a warm load took 4.1 s, 3 s after it; docs/performance.md, "Reloads in quick
+#   succession"). The spare costs one idle kernel's memory;
+# - the culler spares the waiting kernels (they have no page connected, so the stock culler would
+#   stop it after cull_idle_timeout and leave the pool empty until the next load);
+# - the pool is refilled 5 s after a page takes its kernel, not 1 s: the refill (a kernel start
+#   and a run of the notebook) then no longer competes for the CPU with the page drawing its
+#   first figures (measured: 1 s of the 4 s to the first heatmap on 2 cores);
+# - the page loads no JupyterLab extension it does not use: the app draws plotly figures as
+#   widgets (explorer._src.ui.figure), so the 4.8 MB jupyterlab-plotly renderer is left out.
+VOILA_PREHEAT = [
+    "--preheat_kernel=True",
+    "--pool_size=2",
+    "--VoilaConfiguration.multi_kernel_manager_class="
+    "explorer._src.ui.serve.PoolSparingKernelManager",
+    "--VoilaKernelManager.fill_delay=5",      # the class Voila's factory builds on the above
+]
+# The lab extensions a Voila page of the app never uses, denied item by item (a list): the
+# plotly renderer (above); jupyter-server-proxy's launcher (a JupyterLab panel; its module fails
+# to load in Voila anyway) and the pygments theme (Voila styles its own code cells).
+VOILA_PAGE = [f"--VoilaConfiguration.extension_denylist={name}" for name in (
+    "jupyterlab-plotly", "@jupyterhub/jupyter-server-proxy", "jupyterlab_pygments")]
+
+
+class PoolSparingKernelManager(AsyncMappingKernelManager):
+    """The stock kernel manager, except that the culler leaves Voila's preheated kernels
+    (`_pools`, added by Voila's kernel manager factory on top of this class) alone."""
+
+    async def cull_kernel_if_idle(self, kernel_id):
+        for pool in getattr(self, "_pools", {}).values():
+            for task in pool:
+                if task.done() and not task.cancelled() and task.exception() is None \
+                        and task.result().get("kernel_id") == kernel_id:
+                    return None
+        return await super().cull_kernel_if_idle(kernel_id)
+
+
+def app_notebook() -> Path:
+    """notebooks/app.ipynb of a source checkout, or the copy shipped inside the wheel."""
+    here = Path(__file__).resolve()
+    for candidate in (here.parents[3] / "notebooks" / "app.ipynb", here.parent / "app.ipynb"):
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError("the app notebook is missing from this installation")
+
+
+def one_cell_notebook(source: str, path: Path) -> Path:
+    """Write a notebook of one code cell holding `source` to `path`, for Voila to serve (the
+    app on a user's own code, in the browser tests, the benchmarks and the screenshots)."""
+    path.write_text(json.dumps({
+        "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {},
+                   "outputs": [], "source": source.splitlines(keepends=True)}],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                    "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5}))
+    return path
+
+
+def is_loopback(ip: str) -> bool:
+    if ip == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:
+        return False
+
+
+# A host name as RFC 1123 writes one: dot-separated labels of letters, digits and inner hyphens.
+_HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
+
+# Seconds a host name gets to resolve. getaddrinfo has no timeout of its own and, for a name
+# that is not in /etc/hosts, asks DNS, which on a machine without a network can wait for its
+# resolver's full retry schedule (30 s and more); a name that takes longer than this is refused.
+RESOLVE_TIMEOUT_S = 2.0
+
+
+def check_listen_address(ip: str) -> str:
+    """`ip` if Voila can listen on it: an IPv4 or IPv6 address, `localhost`, or a host name
+    this machine resolves within RESOLVE_TIMEOUT_S; else an InputError naming it (tornado's
+    own failure is a socket.gaierror traceback from inside Voila's process)."""
+    if ip == "localhost":
+        return ip
+    try:
+        ipaddress.ip_address(ip)
+        return ip
+    except ValueError:
+        pass
+    if len(ip) <= 253 and _HOST_NAME.fullmatch(ip) and _resolves(ip):
+        return ip
+    raise InputError(f"--ip {ip!r} is not an IP address or a host name this machine resolves; "
+                     "e.g. 127.0.0.1, 0.0.0.0 or ::1")
+
+
+def _resolves(name: str) -> bool:
+    """Whether getaddrinfo finds `name` within RESOLVE_TIMEOUT_S. The lookup runs on a daemon
+    thread so that a stuck one is abandoned (it cannot be cancelled) and never delays exit."""
+    found: list[bool] = []
+
+    def look_up():
+        try:
+            found.append(bool(socket.getaddrinfo(name, None)))
+        except OSError:                 # socket.gaierror: not found
+            found.append(False)
+
+    thread = threading.Thread(target=look_up, name=f"resolve {name}", daemon=True)
+    thread.start()
+    thread.join(RESOLVE_TIMEOUT_S)
+    return bool(found and found[0])
+
+
+def port_is_free(port: int, ip: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((ip, port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_serving(url: str, proc: subprocess.Popen, timeout: float = 240) -> None:
+    """Return once `url` answers over HTTP, with any status (the server is up). RuntimeError
+    when `proc`, the server's process, exits first or `timeout` seconds pass (a loaded 2-core
+    machine can take minutes to start Voila)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=5)
+            return
+        except urllib.error.HTTPError:      # any HTTP answer means the server is up
+            return
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the server exited ({proc.returncode}) before {url} "
+                                   "answered") from None
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url} did not answer within {timeout:.0f} s") from None
+            time.sleep(0.3)
+
+
+def stop_server(proc: subprocess.Popen, timeout: float = 20) -> None:
+    """Stop a server started by a test or a benchmark: SIGTERM, so that it shuts its kernels
+    down, and SIGKILL if it has not exited within `timeout` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def voila_command(port: int, ip: str = "127.0.0.1", token: str | None = None,
+                  notebook: Path | None = None, preheat: bool = True,
+                  base_url: str | None = None) -> list[str]:
+    """Voila serving `notebook` (the app notebook by default), asking for `token` if given;
+    `preheat=False` leaves out the preheated kernel (each page load then starts its own, as
+    Voila's server extension on Binder does). `base_url`: the path Voila serves under, for a
+    proxy that forwards the full path (binder/jupyter_server_config.py); `/` when None."""
+    access = [f"--Voila.token={token}"] if token else []
+    prefix = [f"--Voila.base_url={base_url}"] if base_url else []
+    return [sys.executable, "-m", "voila", str(notebook or app_notebook()), "--no-browser",
+            f"--port={port}", f"--Voila.ip={ip}", *prefix, *access, *VOILA_LIMITS,
+            *VOILA_PAGE, *(VOILA_PREHEAT if preheat else [])]
+
+
+def serve(port: int | None = None, ip: str = "127.0.0.1", token: bool | None = None) -> int:
+    """Run Voila until it exits, or until this process gets SIGTERM or SIGINT (Ctrl-C), which
+    stop Voila's whole process group. Returns Voila's exit status (0 when stopped).
+
+    `port`: None for DEFAULT_PORT, or a free port when that one is taken. `token`: require a
+    token in the URL; None means "only when bound beyond loopback". An `ip` Voila cannot
+    listen on is an InputError, raised before anything starts."""
+    check_listen_address(ip)
+    if port is None:
+        port = DEFAULT_PORT if port_is_free(DEFAULT_PORT, ip) else free_port()
+    secret = secrets.token_urlsafe(24) if (token or (token is None and not is_loopback(ip))) \
+        else None
+    query = f"?token={secret}" if secret else ""
+    print(f"sharding-explorer app: http://{ip}:{port}/{query}", flush=True)
+    proc = subprocess.Popen(voila_command(port, ip, secret), start_new_session=True,
+                            preexec_fn=_die_with_parent)
+    stop_requested: list[float] = []
+
+    def stop(signum, frame):
+        # Only signal here: waiting inside a handler that interrupted proc.wait() would
+        # deadlock on Popen's wait lock. The loop below escalates if Voila lingers.
+        if not stop_requested:
+            stop_requested.append(time.monotonic())
+            _signal_group(proc.pid, signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while True:
+            try:
+                code = proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if stop_requested and time.monotonic() - stop_requested[0] > STOP_GRACE_S:
+                    _signal_group(proc.pid, signal.SIGKILL)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if proc.poll() is None:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+        # Kernels Voila left behind share its process group: stop them too.
+        _signal_group(proc.pid, signal.SIGKILL)
+    return 0 if stop_requested or code in (-signal.SIGTERM, -signal.SIGINT) else code
+
+
+# Seconds Voila gets to stop its kernels after SIGTERM before its group is killed.
+STOP_GRACE_S = 10.0
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _die_with_parent() -> None:
+    """In the Voila child, before exec: SIGTERM when `sharding-explorer app` dies, even by
+    SIGKILL, so that no Voila outlives the command that started it (Linux only)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)          # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass

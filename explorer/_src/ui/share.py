@@ -1,0 +1,180 @@
+"""Share: the exploration shown (its request, its target, the visible tab and picked tensor) as a
+link to the app and as a file to download, in a small section of the app's sidebar.
+
+The link is the page's own path with `?exploration=...` (explorer._src.api.exploration's
+`to_link`), which the Voila app opens (explorer._src.ui.page). The app's page learns its path from
+the browser (explorer._src.ui.location); an app in another notebook served by Voila finds it in the
+kernel's environment (`SCRIPT_NAME`, `PATH_INFO`); elsewhere (JupyterLab) the section shows the
+query to append to the app's URL. The file is a data: URI with a `download` attribute, so it
+needs no server.
+
+A user's function and its inputs are not carried by a link: for one, the section offers the
+file (its specs, and its module path where importable) and says so in a line. The section is
+stamped with the id of the result it was made from, like every view, and made again for each
+new result, tab and tensor (and its `followers` told, so that the page's address names the
+exploration shown); while the tabs are greyed (an edit in error, or waiting for Apply)
+it is greyed with them and says that it is the shown result's.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+import re
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Protocol
+
+import ipywidgets as w
+
+from explorer._src.api.exploration import APP_TABS, AppState, Exploration, from_link
+from explorer._src.api.targeting import CompileFor
+from explorer._src.errors import ExplorerError
+from explorer._src.ui.views import stamped
+from explorer._src.workloads.registry import WORKLOADS, get_workload
+
+if TYPE_CHECKING:
+    from explorer._src.report.report import Report
+    from explorer._src.ui.sources import AppRequest, Source
+    from explorer._src.ui.views import PlacementView
+
+QUERY_KEY = "exploration"
+STALE = "explorer-stale"          # the class the app puts on its tabs while they are greyed
+
+
+class Shown(Protocol):
+    """What the section reads from the app (explorer._src.ui.app.App)."""
+
+    report: Report | None
+    request: AppRequest | None
+    source: Source
+    result_id: int
+    tabs: w.Tab
+    placement: PlacementView
+
+
+def page_path(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The path of the Voila page this kernel serves (`SCRIPT_NAME` and `PATH_INFO`, which
+    Voila puts in the kernel's environment with `SERVER_SOFTWARE` ``voila/...``), or None
+    outside Voila or before a page has taken a preheated kernel."""
+    if not environ.get("SERVER_SOFTWARE", "").startswith("voila/"):
+        return None
+    path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
+    return path or "/"
+
+
+def shown_exploration(app: Shown) -> Exploration | None:
+    """The exploration of the result the app shows: its request and target, the visible tab
+    and the picked tensor; a workload's params only where they differ from its defaults (the
+    link stays short, and a file says what was chosen). None before the first result."""
+    if app.report is None:
+        return None
+    tab = APP_TABS[app.tabs.selected_index or 0]
+    compile_for = app.request.compile_for if app.request is not None else CompileFor.TARGET
+    e = Exploration.from_report(app.report, getattr(app.source, "fn", None),
+                                compile_for=str(compile_for),
+                                app=AppState(tab, app.placement.tensor.value))
+    if app.request is not None and app.request.timeout_given:     # else the target's default
+        e = replace(e, timeout=app.request.timeout)
+    if e.workload in WORKLOADS:
+        defaults = get_workload(e.workload).resolve({})
+        e = replace(e, params={k: v for k, v in e.params.items() if defaults.get(k) != v})
+    return e
+
+
+def file_name(e: Exploration) -> str:
+    """A download's file name: the workload (or function) and the mesh, in safe characters."""
+    what = e.workload or (e.function.qualname if e.function is not None else "function")
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{what}-{e.mesh}").strip("-") + ".json"
+
+
+def share_html(e: Exploration, path: str | None) -> str:
+    """The section's HTML for exploration `e`, its link on page `path` (None: not under
+    Voila, so the query to append to the app's URL is shown instead)."""
+    data = base64.b64encode(e.to_json().encode()).decode()
+    download = (f"<a class='explorer-share-download' download='{html.escape(file_name(e))}' "
+                f"href='data:application/json;base64,{data}'>⬇ Download exploration "
+                "(.json)</a>")
+    if e.workload is None:
+        what = (f"your function <code>{html.escape(e.function.text())}</code>"
+                if e.function is not None else "your function")
+        return (f"<div class='explorer-share-head'><b>Share</b> · {download}</div>"
+                f"<div class='explorer-note explorer-share-function'>A link does not carry "
+                f"{what} or its inputs: the file keeps their specs; open it with "
+                "<code>explorer.load_exploration(path).analyze(fn, *inputs)</code>.</div>")
+    # Plain text, no element of its own around a name: a page's tab or tensor is found by its
+    # exact text (a tab title in <b> would be a second "Memory" on the page).
+    tensor = f", with {html.escape(e.app.tensor)} picked in Placement" if e.app.tensor else ""
+    opens = (f"<div class='explorer-note'>Opens the app on this request and target, on its "
+             f"{html.escape(e.app.tab)} tab{tensor}.</div>")
+    query = f"?{QUERY_KEY}={e.to_link()}"
+    if path is None:
+        link, text = "", query
+        how = "Append to the Voila app's URL (<code>sharding-explorer app</code>):"
+    else:
+        text = urllib.parse.quote(path, safe="/") + query
+        link = (f"<a class='explorer-share-link' href='{html.escape(text, quote=True)}' "
+                "target='_blank'>Link to this exploration</a> · ")
+        how = "Copy the link's address (right-click it), or this path after the server's address:"
+    return (f"<div class='explorer-share-head'><b>Share</b> · {link}{download}</div>"
+            f"<div class='explorer-note'>{how}</div>"
+            f"<code class='explorer-share-url'>{html.escape(text)}</code>{opens}")
+
+
+SHARE_STYLE = """<style>
+.explorer-share { font-size: 12px; border-top: 1px solid #ddd; padding-top: 4px;
+  margin-top: 4px; }
+.explorer-share .widget-html-content { line-height: 1.4; }
+.explorer-share a { color: #1d4ed8; text-decoration: underline; }
+.explorer-share code.explorer-share-url { display: block; user-select: all; font-size: 11px;
+  line-height: 1.3; word-break: break-all; max-height: 5.3em; overflow-y: auto;
+  background: #f6f8fa; padding: 2px 4px; }
+.explorer-share .explorer-share-stale { color: #92400e; }
+</style>"""
+
+
+class SharePanel:
+    """The Share section of the app's sidebar, kept to the result shown."""
+
+    def __init__(self, app: Shown, guard: Callable[[Callable], Callable]):
+        self._app = app
+        self.exploration: Exploration | None = None      # what the section shows now
+        self.result: int | None = None                   # the result it was made from
+        # The page's path as its browser told it (explorer._src.ui.page); None: Voila's request
+        # environment, where a kernel that was not preheated has it (page_path).
+        self.path: str | None = None
+        self.widget = w.HTML()
+        self.widget.add_class("explorer-share")
+        # Called with each exploration a link can carry as the section is made for it: the
+        # page's address follows them (explorer._src.ui.page).
+        self.followers: list[Callable[[Exploration], None]] = []
+        again = guard(lambda _: self.update())
+        app.tabs.observe(again, "selected_index")
+        app.tabs.observe(again, "_dom_classes")          # greyed and back
+        app.placement.tensor.observe(again, "value")
+
+    def update(self) -> None:
+        """Make the section again from the app's result, tab and tensor now."""
+        app = self._app
+        e = shown_exploration(app)
+        self.exploration, self.result = e, app.result_id
+        if e is None:
+            self.widget.value = ""
+            return
+        try:
+            if e.workload is not None:
+                from_link(e.to_link())        # a link the app offers always opens
+        except ExplorerError as error:
+            body = (f"<div class='explorer-error'>This exploration cannot be shared: "
+                    f"{html.escape(str(error))}</div>")
+        else:
+            body = share_html(e, self.path if self.path is not None else page_path())
+            if e.workload is not None:
+                for follow in self.followers:
+                    follow(e)
+        if STALE in app.tabs._dom_classes:
+            body += ("<div class='explorer-share-stale'>Of the result shown (greyed), not of "
+                     "the edits since.</div>")
+        self.widget.value = SHARE_STYLE + stamped(body, app.result_id)

@@ -1,3 +1,0 @@
-"""The request's vocabulary: meshes, tensor specs, dtypes, the text grammar, and the
-geometry of a spec over a mesh. Imports only explorer.errors; no jax.
-"""
