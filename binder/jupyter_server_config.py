@@ -1,7 +1,7 @@
 """Jupyter server settings on Binder (binder/postBuild copies this file to ~/.jupyter/).
 
 The app at `<server>/explorer-app/`: on the first request to that path, jupyter-server-proxy
-starts the standalone Voila that `sharding-explorer app` runs (explorer.ui.serve.voila_command:
+starts the standalone Voila that `sharding-explorer app` runs (explorer._src.ui.serve.voila_command:
 one preheated kernel with the app notebook already executed, refilled 5 s after a page takes
 it, the idle-kernel culler that spares it, no unused JupyterLab extension), then forwards every
 request and websocket to it behind the Jupyter server's own login. Later page loads take the
@@ -37,7 +37,7 @@ def voila_app_command(port: int, base_url: str) -> list[str]:
     path itself (`absolute_url` below), so that the links in its pages carry the prefix."""
     # Imported on the first request, not at server start: the import (ipywidgets, plotly) costs
     # the server 0.7 s and 30 MB, which a learner who opens only the tutorials need not pay.
-    from explorer.ui.serve import voila_command
+    from explorer._src.ui.serve import voila_command
 
     return [*voila_command(port, base_url=f"{base_url}{APP_PATH}/"), VOILA_COOKIE]
 

@@ -31,7 +31,6 @@ import jax.numpy as jnp
 from flax import nnx
 
 import explorer
-from explorer._src.report.summary import summary
 
 
 class Block(nnx.Module):
@@ -117,7 +116,7 @@ def main(argv: list[str] | None = None) -> explorer.Report:
     step = functools.partial(train_step, graphdef=graphdef, lr=0.1)
     report = explorer.analyze(step, params, x, mesh=mesh)
     print(f"rules {rules.text()}\n")
-    print(summary(report))
+    print(explorer.summary(report))
     return report
 
 

@@ -17,12 +17,11 @@ compile on fake CPU devices in a worker process.
   fault, the rule and the choices.
 
 The public surface is what this module lists in `__all__`: the functions, the request types
-(TensorSpec, MeshSpec), the Report and every type a Report holds, and the errors. The code
-lives in one subpackage per stage of the pipeline (spec, hlo, cost, compile, workloads, report,
-strategy, api, layout_search); the core imports no UI library and returns plain data. `search` is
-the strategy search, re-exported with its types from the package explorer._src.layout_search (named
-apart from the function, so that explorer.search names the function alone). The interactive
-app is in explorer._src.ui.
+(TensorSpec, MeshSpec), the Report and every type a Report holds, and the errors. Everything is
+defined in the private package explorer._src (one subpackage per stage of the pipeline: spec,
+hlo, cost, compile, workloads, report, strategy, api, layout_search), free to change between
+releases; this module, explorer.ui (the app) and explorer.cli (the command line) are its public
+faces, and only re-export. The core imports no UI library and returns plain data.
 """
 
 # First, before anything can import jax: on a machine with no GPU or TPU, the user's jax on the CPU.
@@ -94,6 +93,7 @@ from explorer._src.layout_search.result import (
     TimeSource,
 )
 from explorer._src.layout_search.search import search
+from explorer._src.report.compare import ReportComparison, compare
 from explorer._src.report.origins import (
     AxisOrigin,
     DimOrigin,
@@ -118,6 +118,7 @@ from explorer._src.report.report import (
     Timing,
     WorkloadInfo,
 )
+from explorer._src.report.summary import summary
 from explorer._src.report.trace import StepTrace, TraceEvent, TraceLane
 from explorer._src.report.why import Evidence, Operand, OperandRole, Reason, Why
 from explorer._src.report.xprof import XprofRun, write_xprof
@@ -143,6 +144,8 @@ __all__ = [
     "Why", "Reason", "Evidence", "Operand", "OperandRole", "RingDirection",
     "Origins", "DimOrigin", "AxisOrigin", "OriginKind", "PathStep", "LayoutConflict",
     "MemoryTimeline", "MemoryPoint", "BufferKind", "MeasuredEvent",
+    # a Report as text, and two Reports compared
+    "summary", "compare", "ReportComparison",
     # open in XProf or TensorBoard
     "write_xprof", "XprofRun",
     # predictions

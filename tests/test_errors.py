@@ -14,7 +14,7 @@ from explorer import TensorSpec
 from explorer._src.cli import _analyze, _key_values, _parser
 from explorer._src.errors import InputError, TargetError
 
-PACKAGE = Path(__file__).resolve().parents[1] / "explorer"
+PACKAGE = Path(__file__).resolve().parents[1] / "explorer" / "_src"
 
 # The modules whose bad-input errors are InputErrors: the search, the app, the command line
 # and the built-in workloads and strategies.

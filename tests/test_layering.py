@@ -1,7 +1,8 @@
-"""The package's shape, as docs/architecture.md draws it: one subpackage per pipeline stage,
-imports pointing one way down the pipeline, no cycles, UI libraries only in explorer._src.ui and jax
-only where programs are compiled. Read from the source with `ast`, so lazy imports inside
-functions count too."""
+"""The package's shape, as docs/architecture.md draws it: the implementation private under
+explorer/_src, one subpackage per pipeline stage, imports pointing one way down the pipeline,
+no cycles, UI libraries only in explorer._src.ui and jax only where programs are compiled; the
+public faces (explorer, explorer.ui, explorer.cli) only re-export. Read from the source with
+`ast`, so lazy imports inside functions count too."""
 
 import ast
 from pathlib import Path
@@ -22,8 +23,10 @@ RANKS = {
     "layout_search": 7,
     "ui": 8,
     "cli": 9, "app_page": 9,
-    "__init__": 10,
+    "face": 10,
 }
+# The public faces: every other module is private, under explorer/_src.
+FACES = {"explorer", "explorer.ui", "explorer.cli"}
 UI_LIBRARIES = ("ipywidgets", "plotly", "IPython", "voila", "anywidget")
 # jax is imported where programs are built and compiled: the compile package (the caller's
 # trace and lowering, the workers' compile), the workload programs, and the API's flattening
@@ -68,16 +71,36 @@ GRAPH = {name: {m for m in _imports(name, path) if m in MODULES and m not in (na
 
 
 def _stage(module: str) -> str:
+    """A private module's stage (explorer._src.<stage>...); "face" for the public faces."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
+    if parts[1:2] == ["_src"]:
+        return parts[2] if len(parts) > 2 else "errors"   # explorer._src itself: a docstring
+    return "face"
+
+
+def test_every_module_but_the_faces_is_private():
+    public = {m for m in MODULES if m.split(".")[1:2] != ["_src"]}
+    assert public == FACES
+
+
+@pytest.mark.parametrize("face", sorted(FACES))
+def test_a_face_only_re_exports(face):
+    """A face imports names from the private modules and defines nothing of its own."""
+    tree = ast.parse(MODULES[face].read_text())
+    defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
+    assert defined == []
+    imported = {n.module for n in tree.body if isinstance(n, ast.ImportFrom)}
+    assert imported and all(m.startswith("explorer._src") for m in imported), imported
 
 
 def test_every_stage_is_ranked_and_documented():
     stages = {_stage(m) for m in MODULES}
     assert stages <= set(RANKS), f"unranked stages: {stages - set(RANKS)}"
-    for package in (p for p in PACKAGE.iterdir() if (p / "__init__.py").exists()):
+    packages = [p for p in [PACKAGE, *PACKAGE.iterdir(), *(PACKAGE / "_src").iterdir()]
+                if (p / "__init__.py").exists()]
+    for package in packages:
         doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text()))
-        assert doc, f"explorer/{package.name}/__init__.py needs a docstring saying what it owns"
+        assert doc, f"{package}/__init__.py needs a docstring saying what it owns"
 
 
 def test_no_import_cycle():
@@ -113,8 +136,8 @@ def test_no_import_cycle():
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_point_down_the_pipeline(module):
-    if module == "explorer":
-        return                      # the public surface re-exports every stage
+    if module in FACES:
+        return                      # a public face re-exports the stages (tested above)
     rank = RANKS[_stage(module)]
     upward = sorted(m for m in GRAPH[module]
                     if m != "explorer" and RANKS[_stage(m)] > rank)
@@ -143,7 +166,6 @@ def test_jax_only_where_programs_are_compiled(module):
 
 def test_the_test_folders_mirror_the_packages():
     tests = Path(__file__).resolve().parent
-    # A private package (explorer._name) would be tested in a folder named without the underscore.
-    packages = {p.name.lstrip("_") for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    packages = {p.name for p in (PACKAGE / "_src").iterdir() if (p / "__init__.py").exists()}
     folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
     assert folders <= packages, f"test folders with no package: {folders - packages}"

@@ -4,8 +4,10 @@ need a private import to name what the API returns."""
 
 import dataclasses
 import enum
+import inspect
 import types
 import typing
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +24,7 @@ PINNED = {
     "Why", "Reason", "Evidence", "Operand", "OperandRole", "RingDirection",
     "Origins", "DimOrigin", "AxisOrigin", "OriginKind", "PathStep", "LayoutConflict",
     "MemoryTimeline", "MemoryPoint", "BufferKind", "MeasuredEvent", "write_xprof", "XprofRun",
+    "summary", "compare", "ReportComparison",
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane", "VectorUnit",
     "Float32Matmuls",
@@ -76,7 +79,7 @@ def test_every_error_is_public_and_an_explorer_error():
 
     for name, obj in vars(errors).items():
         if isinstance(obj, type) and issubclass(obj, Exception) \
-                and obj.__module__ == errors.__name__:
+                and obj.__module__ == "explorer":
             assert issubclass(obj, explorer.ExplorerError)
             assert getattr(explorer, name) is obj, f"{name} is not exported"
 
@@ -102,3 +105,24 @@ def test_except_value_error_catches_bad_input_but_not_a_lost_worker():
 
 def test_no_module_objects_leak_into_the_surface():
     assert not [n for n in explorer.__all__ if isinstance(getattr(explorer, n), types.ModuleType)]
+
+
+ROOT = Path(__file__).resolve().parents[1]
+# What a user reads: the README, the tutorials (not the app's own page, notebooks/app.ipynb,
+# which is the app's code) and the examples.
+USER_FILES = [ROOT / "README.md",
+              *(p for p in sorted((ROOT / "notebooks").glob("*.ipynb")) if p.name != "app.ipynb"),
+              *sorted((ROOT / "examples").glob("*.py"))]
+
+
+@pytest.mark.parametrize("path", USER_FILES, ids=lambda p: p.name)
+def test_what_users_read_imports_nothing_private(path):
+    assert "explorer._src" not in path.read_text()
+
+
+def test_the_public_names_docstrings_send_users_to_no_private_module():
+    import explorer.ui
+
+    sent = [(face.__name__, name) for face in (explorer, explorer.ui) for name in face.__all__
+            if "explorer._src" in (inspect.getdoc(getattr(face, name)) or "")]
+    assert sent == []

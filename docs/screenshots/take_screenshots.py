@@ -23,8 +23,8 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 from explorer import AppState, Exploration
-from explorer.ui.editors import css_name
-from explorer.ui.serve import free_port, one_cell_notebook, voila_command
+from explorer._src.ui.editors import css_name
+from explorer._src.ui.serve import free_port, one_cell_notebook, voila_command
 
 HERE = Path(__file__).resolve().parent
 CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")

@@ -137,3 +137,11 @@ def choices(values) -> str:
     """Valid choices as a short, quoted, comma-separated list for messages; an enum member is
     quoted as its value ('auto', not <AxisType.AUTO: 'auto'>), as the user writes it."""
     return ", ".join(repr(v.value if isinstance(v, Enum) else v) for v in values) or "(none)"
+
+
+# Each error is raised, printed in a traceback and pickled under its public name
+# (explorer.InputError), not under this private module's.
+for _error in [v for v in list(globals().values())
+               if isinstance(v, type) and issubclass(v, ExplorerError)]:
+    _error.__module__ = "explorer"
+del _error

@@ -191,7 +191,7 @@ class Request:
         >>> explorer.Request(workload="mlp", mesh="data=2,model=4", partitioner="gpsmd")
         Traceback (most recent call last):
         ...
-        explorer._src.errors.InputError: partitioner 'gpsmd' is not one of 'shardy', 'gspmd'
+        explorer.InputError: partitioner 'gpsmd' is not one of 'shardy', 'gspmd'
     """
 
     mesh: MeshLike

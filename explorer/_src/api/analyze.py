@@ -84,7 +84,7 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
     Args:
         fn: the function to compile, called as ``fn(*args)``. It is traced and lowered here,
             in this process and under the caller's contexts (flax's logical axis rules, a mesh
-            context, the matmul precision; explorer/_src/compile/lowering.py); only the lowered
+            context, the matmul precision); only the lowered
             module goes to the worker, which compiles it. Leaves of `args` that are not arrays
             are held fixed, as a closure would hold them.
         *args: each an explorer.TensorSpec, an array-like (a jax.ShapeDtypeStruct, a jax or
@@ -94,7 +94,7 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             is named by its key path inside its argument, dotted (``layers.0.w1``; a whole
             argument by the function's parameter name, and every such name prefixed by its
             argument's where two would clash), and keeps the PartitionSpec of a NamedSharding
-            it carries (explorer._src.api.pytrees.named_inputs).
+            it carries.
         mesh: text like ``"data=2,model=4"``, a mapping ``{"data": 2, "model": 4}`` or a
             MeshSpec. Devices are numbered row-major over it; fake CPU devices allow at most
             2048.
@@ -346,8 +346,8 @@ def _remember(key: str, report: Report) -> None:
 
 def clear_cache() -> None:
     """Forget the Reports held in this process, and the functions' lowered programs kept for
-    an unchanged request (explorer/_src/compile/lowering.py). The persistent cache on disk is kept
-    (it is shared with other processes); `explorer._src.api.diskcache.default_cache().clear()`
+    an unchanged request. The persistent cache on disk is kept (it is shared with other
+    processes): removing its folder ($EXPLORER_CACHE_DIR, else ~/.cache/sharding-explorer)
     empties it, and EXPLORER_DISK_CACHE=0 turns it off."""
     _cache.clear()
     forget_lowered()

@@ -158,8 +158,7 @@ class Exploration:
         mapping: the mesh axes on the target's links, as text; None for the default.
         peak: predicted at the vendors' peak rates.
         timeout: the seconds a compile may take (explorer.analyze's ``timeout``); None for
-            the default (the app's follows the target,
-            explorer._src.ui.sidebar.checks.default_timeout).
+            the default (the app's follows the target).
         app: the app's state.
     """
 

@@ -36,7 +36,7 @@ class SearchOptions:
         >>> SearchOptions(verify=0)
         Traceback (most recent call last):
         ...
-        explorer._src.errors.InputError: verify=0 is not a whole number from 1 to 100
+        explorer.InputError: verify=0 is not a whole number from 1 to 100
     """
 
     space: SearchSpace | None = None     # None: the program's own (search.py's _check_space)

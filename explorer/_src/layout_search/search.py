@@ -77,8 +77,8 @@ def search(program, *args, mesh=None, target: str | None = None, mapping=None,
             contexts its program is traced under (its layout is what the search varies, so its
             specs, preset and rules are not used). Given keywords, the search makes that
             Request of them; either way each candidate is a Request of its own, the search's
-            with the candidate's layout, and the search's own options sit beside it
-            (explorer._src.layout_search.options.SearchOptions).
+            with the candidate's layout, and the search's own options (the keywords below)
+            sit beside it.
         mesh: the mesh axes and sizes, e.g. "data=2,model=4".
         target: the hardware to predict on (see explorer.targets()); `mapping` places mesh
             axes on its links.

@@ -63,17 +63,15 @@ class Collective:
             sends to the next) or ``-`` (to the previous); empty otherwise.
         tier: in a program libtpu compiled over several TPU slices, which links it uses:
             ``"inside"`` each slice (ICI) or ``"across"`` them (its DCN leg); ``""``
-            elsewhere, where it uses every link its mesh axes are mapped onto
-            (explorer._src.cost.mapping.Tier).
+            elsewhere, where it uses every link its mesh axes are mapped onto.
         dcn_key: for a DCN leg, libtpu's MegaScale rendezvous key (its
             MegascaleRendezvousKeyName, e.g. ``"all-reduce.3_0"``); `hlo_name` is then its
             send; "" for any other collective.
         leg_of: for a DCN leg, the `hlo_name` of the collective inside each slice that is
             the other part of the same collective of the program; "" where there is none.
         crosses_nodes: on the Report's GPU target of several nodes, its device groups span
-            more than one node under the axis mapping (explorer._src.cost.mapping.crosses_nodes),
-            so it runs over the network between nodes (InfiniBand), not NVLink alone; False
-            elsewhere and without a target.
+            more than one node under the axis mapping, so it runs over the network between
+            nodes (InfiniBand), not NVLink alone; False elsewhere and without a target.
     """
 
     kind: CollectiveKind
@@ -191,7 +189,7 @@ MEMORY_KINDS = ("params", "grads", "optimizer", "activations", "other")
 class Memory:
     """Per-device bytes from XLA's memory_analysis() of the per-device program.
 
-    `kinds` splits them by what the tensors are (explorer/_src/report/memory.py), where that is
+    `kinds` splits them by what the tensors are, where that is
     known: for a built-in workload, from its tensor kinds and gradient constraint points; None
     for a user function, whose bytes are then all `other`.
 
@@ -303,7 +301,7 @@ class MemoryPoint:
 @dataclass(frozen=True)
 class MemoryTimeline:
     """Memory over the program: the bytes live on one device at every step of the schedule,
-    from XLA's buffer assignment and live ranges (explorer/_src/report/memory_timeline.py), as
+    from XLA's buffer assignment and live ranges, as
     XProf's memory viewer draws it from the compiled module.
 
     Attributes:
@@ -427,7 +425,7 @@ class Timing:
         measured_ops: on an accelerator, each HLO instruction's seconds per call on the
             device, from the same profile; empty elsewhere.
         measured_events: on an accelerator, the instructions of the profile's median call in
-            time (explorer._src.compile.device_profile.MeasuredEvent), for a timeline beside the
+            time (explorer.MeasuredEvent), for a timeline beside the
             predicted step; empty elsewhere.
     """
 
@@ -627,7 +625,7 @@ class Report:
             >>> report.tensor("w3")  # doctest: +ELLIPSIS
             Traceback (most recent call last):
             ...
-            explorer._src.errors.TensorError: no tensor named 'w3' in this report; tensors: 'x', ...
+            explorer.TensorError: no tensor named 'w3' in this report; tensors: 'x', ...
         """
         for t in self.tensors:
             if t.name == name:

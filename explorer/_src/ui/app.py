@@ -164,7 +164,8 @@ _log = logging.getLogger(__name__)
 class App:
     """An interactive view of what the partitioner did to one program.
 
-    `source` says what is compiled (explorer._src.ui.sources). Display it in a notebook cell;
+    `source` says what is compiled (a built-in workload, or the user's function or
+    Flax module). Display it in a notebook cell;
     `App.widget` is the ipywidgets AppLayout, `App.result` the session's Result shown and
     `App.report` its Report. With
     `debounce=None`, or when no event loop runs (plain Python, tests), edits compile at once.

@@ -54,7 +54,7 @@ class VectorUnit:
     """What a chip's vector unit (the elementwise and reduction work outside the matrix unit)
     was measured to do: an instruction that does no matmul takes at least its elementwise
     operations over `ops_per_second` and its reduced elements over `reduced_per_second`, beside
-    its bytes at HBM speed (explorer._src.cost.model.instruction_seconds).
+    its bytes at HBM speed (docs/cost-model.md).
 
     Attributes:
         ops_per_second: elementwise HLO operations per second, one per element of an
