@@ -742,8 +742,8 @@ def check_lean_layout(w1_spec, w2_spec, result, fn: Callable, inputs: Sequence,
     shards = {name: report.tensor(name).shard_shape for name in ("w1", "w2")}
     pays = "; ".join(f"{c.kind.value} over {','.join(c.axes)} ({c.bytes} bytes)"
                      for c in report.collectives) or "no collective"
-    said = (f"your layout: {seconds * 1e6:.0f} us ({time_ratio:.0%} of the winner's time), "
-            f"{held / 1e6:.0f} MB per device ({memory_ratio:.0%} of its memory); each device "
+    said = (f"your layout: {seconds * 1e6:.0f} µs ({time_ratio:.0%} of the winner's time), "
+            f"{held / 2 ** 20:.0f} MiB per device ({memory_ratio:.0%} of its memory); each device "
             f"holds w1 {shards['w1']} and w2 {shards['w2']}, and pays {pays}")
     if memory_ratio > memory:
         return _verdict(False, "", f"{said}. That is more than {memory:.0%} of the winner's "
