@@ -14,7 +14,7 @@ class CliHelp(SphinxDirective):
     optional_arguments = 1
 
     def run(self):
-        from explorer.cli import _parser
+        from explorer._src.cli import _parser
 
         parser = _parser()
         if self.arguments:

@@ -142,7 +142,7 @@ def test_the_app_imports_without_nbformat_and_plotly_can_still_show_a_figure():
     """Importing the app skips nbformat (and its slow jsonschema import); plotly's own
     `fig.show()` with a mime renderer still finds nbformat when it needs it."""
     code = (
-        "import sys, explorer._src.ui\n"
+        "import sys, explorer.ui\n"
         "assert 'jsonschema' not in sys.modules and 'nbformat' not in sys.modules\n"
         "import plotly.graph_objects as go, plotly.io as pio\n"
         "shown = []\n"

@@ -69,6 +69,11 @@ VOILA_PREHEAT = [
 # The lab extensions a Voila page of the app never uses, denied item by item (a list): the
 # plotly renderer (above); jupyter-server-proxy's launcher (a JupyterLab panel; its module fails
 # to load in Voila anyway) and the pygments theme (Voila styles its own code cells).
+# Kernels talk to Voila over Unix sockets, not TCP ports: a port jupyter_client picked for a
+# kernel could be taken by another process before the kernel bound it (two servers' kernels
+# starting at once on one machine: a kernel's heartbeat died with "Address already in use" and
+# its page never loaded). zmq has no Unix sockets on Windows: TCP there.
+VOILA_KERNELS = [] if os.name == "nt" else ["--KernelManager.transport=ipc"]
 VOILA_PAGE = [f"--VoilaConfiguration.extension_denylist={name}" for name in (
     "jupyterlab-plotly", "@jupyterhub/jupyter-server-proxy", "jupyterlab_pygments")]
 
@@ -215,7 +220,7 @@ def voila_command(port: int, ip: str = "127.0.0.1", token: str | None = None,
     access = [f"--Voila.token={token}"] if token else []
     prefix = [f"--Voila.base_url={base_url}"] if base_url else []
     return [sys.executable, "-m", "voila", str(notebook or app_notebook()), "--no-browser",
-            f"--port={port}", f"--Voila.ip={ip}", *prefix, *access, *VOILA_LIMITS,
+            f"--port={port}", f"--Voila.ip={ip}", *prefix, *access, *VOILA_LIMITS, *VOILA_KERNELS,
             *VOILA_PAGE, *(VOILA_PREHEAT if preheat else [])]
 
 
