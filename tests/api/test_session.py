@@ -94,7 +94,10 @@ def test_the_time_breakdown_adds_up_to_the_wall_time():
              spent.read_s, spent.price_s)
     assert all(p >= 0 for p in parts)
     assert spent.total_s == pytest.approx(sum(parts)) and spent.total_s <= wall
-    assert "lowering" in spent.text() and "compile" in spent.text()
+    # Each part is named where it took 5 ms or more (TimeSpent.text): whether the lowering
+    # does depends on the machine, so the rule is checked, not the speed.
+    for name, seconds in (("lowering", spent.lower_s), ("compile", spent.compile_s)):
+        assert (name in spent.text()) == (seconds >= 0.005), (name, seconds, spent.text())
     again = s.analyze()
     assert again.spent.cached and again.spent.compile_s == 0
     s.drawn(s.generation, 0.25)
