@@ -149,6 +149,11 @@ def _strict_json(obj) -> str:
     return json.dumps(finite(obj), allow_nan=False)
 
 
+# explorer.analyze's timeout=None: the compile pool's own limit (compile/pool.py's
+# DEFAULT_TIMEOUT_S), written here so that `--help` imports no compile machinery;
+# tests/test_cli_help.py checks that the two agree.
+_DEFAULT_TIMEOUT = "120 s"
+
 _PARAM_HELP = "a workload size param, e.g. batch=512 (see `workloads`)"
 
 
@@ -233,7 +238,7 @@ def _analyze_parser(sub) -> None:
                    "needed); cpu: on fake CPU devices, priced on the target (approximate)")
     a.add_argument("--partitioner", choices=["shardy", "gspmd"], help="default: shardy")
     a.add_argument("--axis-type", choices=["auto", "explicit"], help="default: auto")
-    _add_run_flags(a, timeout_help="compile time limit, seconds",
+    _add_run_flags(a, timeout_help=f"compile time limit, seconds (default {_DEFAULT_TIMEOUT})",
                    json_help="one JSON object on stdout")
     a.add_argument("--hlo", choices=["optimized", "propagated", "stablehlo"],
                    help="also print this program text")
@@ -303,8 +308,11 @@ def _capacity_parser(sub) -> None:
                    help="the largest global batch to consider")
     c.add_argument("--no-strategy", action="store_true",
                    help="skip ranking the strategies at the best batch")
-    c.add_argument("--compile-for", default="target", choices=["target", "cpu"])
-    _add_run_flags(c, timeout_help="time limit of one compile, seconds",
+    c.add_argument("--compile-for", default="target", choices=["target", "cpu"],
+                   help="target (the default): each probe compiled by the target's compiler; "
+                   "cpu: on CPU devices, priced on the target")
+    _add_run_flags(c, timeout_help="time limit of one compile, seconds (default "
+                   f"{_DEFAULT_TIMEOUT})",
                    json_help="one JSON object on stdout", quiet_help="no progress lines on stderr")
 
 
@@ -369,7 +377,8 @@ def _search_parser(sub) -> None:
     s.add_argument("--fixed-mesh", action="store_true",
                    help="search only the mesh shape given, not its other factorisations")
     s.add_argument("--budget-s", type=_budget, default=None, metavar="N",
-                   help="stop starting compiles after N seconds (default: no limit)")
+                   help="stop starting compiles after N seconds (default: none, the search "
+                   "runs to its end)")
     s.add_argument("--patience", type=_count, default=None, metavar="N",
                    help="stop after N compiles in a row that do not improve the best (a "
                    "heuristic stop; default: none)")
@@ -389,12 +398,14 @@ def _search_parser(sub) -> None:
                    default=None, metavar="SECONDS",
                    help="with --ray-address: seconds each node gets to answer the check "
                    "before the search (default 120)")
-    s.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"])
+    s.add_argument("--partitioner", default="shardy", choices=["shardy", "gspmd"],
+                   help="the partitioner every candidate is compiled with (default shardy)")
     s.add_argument("--compile-for", default="target", choices=["target", "cpu"],
                    help="target (the default): on a GPU or TPU --target with its compiler "
                    "installed, screen on CPU devices and confirm the best 3 with that compiler; "
                    "cpu: every candidate on CPU devices, priced on the target, no confirmation")
-    _add_run_flags(s, timeout_help="time limit of one compile, seconds",
+    _add_run_flags(s, timeout_help="time limit of one compile, seconds (default "
+                   f"{_DEFAULT_TIMEOUT})",
                    json_help="one JSON object on stdout: candidates (best first), pareto, "
                    "comparison, stats", quiet_help="no progress bar on stderr")
 

@@ -191,10 +191,24 @@ def test_rates_are_written_with_three_digits_and_a_prefix():
 
 
 def test_a_listing_line_names_the_count_chip_rates_and_links():
-    # H100 SXM: 989 TFLOP/s bf16, 80 GiB HBM at 3.35 TB/s, NVLink 450 GB/s one way per GPU.
+    # H100 SXM: 989 TFLOP/s bf16, 80 GiB HBM at 3.35 TB/s, NVLink 450 GB/s one way per GPU; of
+    # the 80 GiB, CUDA gives a program 79.1 GiB, what a memory verdict compares with.
     assert get_target("h100-8").describe() == (
-        "h100-8: 8 x H100 SXM, 8 GPUs of one NVLink node, 989 TFLOP/s bf16, 80.0 GiB HBM at "
+        "h100-8: 8 x H100 SXM, 8 GPUs of one NVLink node, 989 TFLOP/s bf16, 79.1 GiB HBM at "
         "3.35 TB/s, NVLink 450 GB/s per device one way")
+
+
+def test_the_listing_and_the_memory_verdict_give_a_chip_the_same_memory():
+    """`targets` said 16.0 GiB for a v5e where analyze's verdict said 15.8 GiB: both now give
+    what libtpu lets a program hold, 15.75 GiB (issue 53)."""
+    from explorer._src.cost.model import memory_fit
+    from explorer._src.units import format_bytes
+
+    v5e = get_target("tpu-v5e-2x2")
+    assert v5e.chip.capacity == 15.75 * 2**30
+    fit = memory_fit(2**30, v5e)
+    assert format_bytes(fit.capacity) == "15.8 GiB"
+    assert ", 15.8 GiB HBM at " in v5e.describe() and "16.0 GiB" not in v5e.describe()
 
 
 def test_achievable_rates_scale_each_rate_by_its_measured_fraction_only():

@@ -141,3 +141,13 @@ def test_the_summary_puts_the_mesh_tables_bytes_cost_and_times_in_order():
     assert lines[-1] == "lower 12 ms, compile 346 ms"
     order = [lines.index(h) for h in ("Tensors", "Collectives", "Why each collective exists")]
     assert order == sorted(order)
+
+
+def test_the_summary_writes_every_time_of_its_compile_line_in_one_style():
+    """A 51 s compile read "compile 51313 ms" beside other lines' "51.3 s": every time of the
+    line goes through format_seconds (issue 53)."""
+    from dataclasses import replace
+
+    r = report((ALL_REDUCE,))
+    slow = replace(r, timing=replace(r.timing, lower_s=0.0123, compile_s=51.313))
+    assert summary(slow).splitlines()[-1] == "lower 12.3 ms, compile 51.3 s"

@@ -9,7 +9,7 @@ from explorer._src.cost.catalog.names import get_target
 from explorer._src.report.op_comparison import compare_ops, comparison_lines
 from explorer._src.report.provenance import provenance
 from explorer._src.report.report import Report, TensorRole
-from explorer._src.units import format_bytes
+from explorer._src.units import format_bytes, format_seconds
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -159,10 +159,10 @@ def summary(report: Report) -> str:
     if report.warnings:
         lines += ["", f"The compiler warned ({len(report.warnings)})"]
         lines += [f"warning: {w}" for w in report.warnings]
-    lines.append(f"lower {t.lower_s * 1e3:.0f} ms, compile {t.compile_s * 1e3:.0f} ms"
+    lines.append(f"lower {format_seconds(t.lower_s)}, compile {format_seconds(t.compile_s)}"
                  + (" (cached)" if t.cached else ""))
     if t.measured_s is not None:
-        lines.append(f"measured: {t.measured_s * 1e3:.2f} ms per step on {t.measured_on} "
+        lines.append(f"measured: {format_seconds(t.measured_s)} per step on {t.measured_on} "
                      "(median of runs after warm-up; this machine, not a prediction)")
     elif t.measure_note:
         lines.append(t.measure_note)

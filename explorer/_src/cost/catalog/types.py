@@ -208,7 +208,9 @@ class Target:
             dt = "bf16" if "bfloat16" in chip.peak_flops else "fp16"
             parts.append(f"{format_rate(peak, 'FLOP/s')} {dt}")
         if chip.memory_bytes:
-            mem = f"{format_bytes(chip.memory_bytes)} {chip.memory_kind}"
+            # What a program may hold (a v5e's 15.75 GiB, not its 16), as analyze's memory
+            # verdict compares with.
+            mem = f"{format_bytes(chip.capacity)} {chip.memory_kind}"
             if chip.memory_bandwidth:
                 mem += f" at {format_rate(chip.memory_bandwidth, 'B/s')}"
             parts.append(mem)
