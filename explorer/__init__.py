@@ -55,6 +55,7 @@ from explorer._src.errors import (
     DuplicateAxisError,
     ExplorerError,
     InputError,
+    JaxVersionError,
     MappingError,
     MeshError,
     PresetError,
@@ -164,6 +165,7 @@ __all__ = [
     "largest_batch", "CapacityResult", "PolicyCapacity", "BatchProbe",
     # errors
     "ExplorerError", "InputError", "CompileError", "DivisibilityError", "DuplicateAxisError",
+    "JaxVersionError",
     "MappingError", "MeshError", "PresetError", "RankError", "RuleError", "SpecError",
     "TargetError",
     "TensorError", "UnknownAxisError", "WorkerError", "WorkerLost", "WorkloadError",

@@ -164,6 +164,20 @@ def test_jax_only_where_programs_are_compiled(module):
     assert bad == [], f"{module} imports {bad}; only {JAX_ALLOWED} may touch jax"
 
 
+# jax's private modules (jax._src, the old jax.interpreters.pxla and jax.lib) are reached from
+# one module, which checks them against the installed jax when imported.
+JAX_PRIVATE_HOME = "explorer._src.compile.jax_private"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_private_jax_only_in_its_one_module(module):
+    if module == JAX_PRIVATE_HOME:
+        return
+    named = _imports(module, MODULES[module])
+    bad = sorted(m for m in named if m.startswith(("jax._src", "jax.interpreters", "jax.lib")))
+    assert bad == [], f"{module} imports {bad}; private jax goes through {JAX_PRIVATE_HOME}"
+
+
 def test_the_test_folders_mirror_the_packages():
     tests = Path(__file__).resolve().parent
     packages = {p.name for p in (PACKAGE / "_src").iterdir() if (p / "__init__.py").exists()}

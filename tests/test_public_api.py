@@ -35,7 +35,8 @@ PINNED = {
     "SearchPhase", "StopReason", "TimeSource", "CompiledBy",
     "largest_batch", "CapacityResult", "PolicyCapacity", "BatchProbe",
     "ExplorerError", "InputError", "CompileError", "DivisibilityError", "DuplicateAxisError",
-    "MappingError", "MeshError", "PresetError", "RankError", "RuleError", "SpecError",
+    "JaxVersionError", "MappingError", "MeshError", "PresetError", "RankError", "RuleError",
+    "SpecError",
     "TargetError",
     "TensorError", "UnknownAxisError", "WorkerError", "WorkerLost", "WorkloadError",
 }

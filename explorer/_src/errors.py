@@ -133,6 +133,12 @@ class WorkerLost(WorkerError):
     no verdict on the program, so the same request may be sent again to a fresh worker."""
 
 
+class JaxVersionError(ExplorerError, RuntimeError):
+    """The installed jax is older than the explorer supports, or lacks a private piece its
+    compile needs (a release newer than the newest tested may move one); the message names
+    the version, the supported range and each missing piece."""
+
+
 def choices(values) -> str:
     """Valid choices as a short, quoted, comma-separated list for messages; an enum member is
     quoted as its value ('auto', not <AxisType.AUTO: 'auto'>), as the user writes it."""

@@ -1,5 +1,5 @@
 """The worker compiles the caller's module as jax compiles the same program itself, and lowers
-nothing a second time (explorer/_src/compile/module_lowering.py).
+nothing a second time (explorer/_src/compile/jax_private.py's lowered_module).
 
 Ground truth is plain jax: `jax.jit(f, donate_argnums=...).lower(*structs).compile()` of the
 same function on the same 8 CPU devices, in this process."""
@@ -15,8 +15,8 @@ from jax.sharding import PartitionSpec as P
 
 from explorer import TensorSpec
 from explorer._src.compile import backend
+from explorer._src.compile.jax_private import lowered_module, new_ir_context
 from explorer._src.compile.lowering import lower_program
-from explorer._src.compile.module_lowering import lowered_module
 from explorer._src.spec.mesh import parse_mesh
 from explorer._src.spec.tensor import KeyDataSpec
 
@@ -99,11 +99,43 @@ def test_a_measured_run_computes_what_plain_jax_computes(seed):
     mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("data", "model"))
     structs = [jax.ShapeDtypeStruct(t.shape, jnp.dtype(t.dtype),
                                     sharding=NamedSharding(mesh, P(*t.spec))) for t in INPUTS]
-    compiled = lowered_module(program.stablehlo, structs, program.outputs, mesh, (),
-                              "cpu").compile()
+    compiled = lowered_module(program.stablehlo, new_ir_context(), structs, program.outputs,
+                              mesh, (), "cpu").compile()
     rng = np.random.default_rng(seed)
     w, x = (jax.device_put(rng.standard_normal(t.shape, np.float32), s.sharding)
             for t, s in zip(INPUTS, structs, strict=True))
     (ours,) = compiled(w, x)
     np.testing.assert_allclose(np.asarray(ours), np.asarray(x) @ np.asarray(w),
                                rtol=1e-5, atol=1e-4)
+
+
+def test_the_lowering_holds_what_plain_jax_s_lowering_holds():
+    """The fields of the MeshComputation built for the caller's module are the ones plain jax's
+    `jit(...).lower(...)` fills, with the same values where they do not name the module's own
+    objects: on every tested jax, so that a release that adds or renames a field fails here,
+    not in a user's compile."""
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("data", "model"),
+                axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    structs = [jax.ShapeDtypeStruct(t.shape, jnp.dtype(t.dtype),
+                                    sharding=NamedSharding(mesh, P(*t.spec))) for t in INPUTS]
+
+    def f(w, x):
+        return x @ w, (x @ w).sum()
+
+    plain = jax.jit(f, donate_argnums=(0,), keep_unused=True).lower(*structs)._lowering
+    program = lower_program(f, INPUTS, MESH, "cpu", "shardy", donated=(0,))
+    ours = lowered_module(program.stablehlo, new_ir_context(), structs, program.outputs, mesh,
+                          (0,), "cpu")._lowering
+    assert sorted(ours.compile_args) == sorted(plain.compile_args)
+    # Not compared: the backend client and the avals' debug info (the same objects by other
+    # names), the context mesh (jax's is empty outside a set_mesh; the worker's is the mesh it
+    # compiles over), the shape-polymorphism state (none in a module lowered elsewhere).
+    same = ("committed", "num_devices", "in_layouts", "out_layouts", "kept_var_idx",
+            "tuple_args", "host_callbacks", "keepalive", "ordered_effects",
+            "unordered_effects", "intermediate_shardings", "mut", "pgle_profiler",
+            "global_in_avals", "global_out_avals", "in_shardings")
+    for field in same:
+        assert ours.compile_args[field] == plain.compile_args[field], field
+    assert ours._donated_invars == plain._donated_invars == (True, False)
+    assert ours._platforms == plain._platforms
+    assert tuple(ours._device_list) == tuple(plain._device_list)

@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 
 from explorer._src.compile.device_profile import profile_calls
 from explorer._src.compile.gpu import GpuTopology, gpu_devices
+from explorer._src.compile.ir_context import shared_ir_context
 from explorer._src.compile.lowering import LoweredProgram, OutputShape
-from explorer._src.compile.module_lowering import lowered_module
 from explorer._src.compile.multislice import hybrid_device_array
 from explorer._src.compile.protocol import CompileResult, Measurement, OutOfMemory, TensorLayout
 from explorer._src.compile.tpu import host_bounds, tpu_backend
@@ -195,6 +195,8 @@ def compile_request(program: LoweredProgram, args, mesh_spec, partitioner: str,
     `slices_per_axis`: several slices of `tpu_topology`, as CompileRequest says."""
     import jax
 
+    from explorer._src.compile import jax_private
+
     ahead_of_time = bool(tpu_topology) or gpu is not None
     slices = prod(slices_per_axis) if tpu_topology and slices_per_axis else 1
     mesh = build_mesh(mesh_spec, _devices(tpu_topology, gpu, slices),
@@ -216,8 +218,11 @@ def compile_request(program: LoweredProgram, args, mesh_spec, partitioner: str,
             # Donated inputs (positions in the flat `args`) may hold outputs: the CPU, and the
             # GPU and TPU compilers ahead of time, all honour it in jax 0.10
             # (tests/compile/test_donation.py).
-            lowered = lowered_module(program.stablehlo, jax.tree.leaves(structs), program.outputs,
-                                     mesh, donate, program.platform)
+            with shared_ir_context():
+                context = jax_private.new_ir_context()
+            lowered = jax_private.lowered_module(program.stablehlo, context,
+                                                 jax.tree.leaves(structs), program.outputs,
+                                                 mesh, donate, program.platform)
             t1 = time.perf_counter()
             compiled, out_of_memory = _compile(lowered, dump, dump_options(
                 dump, origins, multislice=slices > 1, unpromoted=unpromoted))

@@ -43,16 +43,14 @@ class CallerContext:
         context of jax's, nor flax's, which imports it, can have been entered)."""
         if "jax" not in sys.modules:
             return cls()
-        from jax._src import config as jax_config
-        from jax._src import mesh as mesh_lib
+        import jax
 
-        config = tuple((name, state.get_local()) for name, state in
-                       jax_config.config_states.items()
-                       if state.get_local() is not jax_config.config_ext.unset)
-        legacy = mesh_lib.thread_resources.env.physical_mesh
-        concrete, abstract = mesh_lib.get_concrete_mesh(), mesh_lib.get_abstract_mesh()
+        from explorer._src.compile import jax_private
+
+        concrete, abstract = jax.sharding.get_mesh(), jax.sharding.get_abstract_mesh()
         mesh = concrete if not concrete.empty else abstract if not abstract.empty else None
-        return cls(config=config, mesh=mesh, legacy_mesh=None if legacy.empty else legacy,
+        return cls(config=jax_private.thread_config(), mesh=mesh,
+                   legacy_mesh=jax_private.legacy_context_mesh(),
                    axis_rules=_flax_axis_rules())
 
     @property
@@ -64,11 +62,12 @@ class CallerContext:
     def entered(self) -> Iterator[None]:
         """These contexts, entered again (in this thread) for the duration of the block."""
         import jax
-        from jax._src import config as jax_config
+
+        from explorer._src.compile import jax_private
 
         with ExitStack() as stack:
             for name, value in self.config:
-                stack.enter_context(jax_config.config_states[name](value))
+                stack.enter_context(jax_private.config_context(name, value))
             if isinstance(self.mesh, jax.sharding.Mesh):
                 stack.enter_context(jax.set_mesh(self.mesh))
             elif self.mesh is not None:

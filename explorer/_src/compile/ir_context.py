@@ -3,7 +3,7 @@
 jax makes a new MLIR context, with every dialect loaded, for each lowering (jax 0.10's
 `mlir.make_ir_context`): about 4-5 ms, a twentieth of a small program's whole analysis, paid
 by the caller's lowering of each program (explorer/_src/compile/lowering.py) and by the worker's
-parse of its module (explorer/_src/compile/module_lowering.py). Inside
+parse of its module (explorer/_src/compile/jax_private.py). Inside
 `shared_ir_context()`, the lowerings of the thread that entered it use one context of that
 thread's instead.
 
@@ -34,9 +34,9 @@ def _jax_make_ir_context() -> Callable[[], Any]:
     block its held context (done once per process)."""
     with _lock:
         if not _installed:
-            from jax._src.interpreters import mlir
+            from explorer._src.compile import jax_private
 
-            original = mlir.make_ir_context
+            original = jax_private.ir_context_maker()
 
             def make_ir_context():
                 if getattr(_held, "depth", 0) > 0:
@@ -44,7 +44,7 @@ def _jax_make_ir_context() -> Callable[[], Any]:
                 return original()
 
             make_ir_context.__doc__ = original.__doc__
-            mlir.make_ir_context = make_ir_context
+            jax_private.replace_ir_context_maker(make_ir_context)
             _installed.append(original)
         return _installed[0]
 

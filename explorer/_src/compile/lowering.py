@@ -36,11 +36,14 @@ from explorer._src.spec.tensor import KeyDataSpec, TensorSpec
 @dataclass(frozen=True)
 class OutputShape:
     """One flat output of a lowered program: its name (``out['w1']``, as jax's key path of the
-    output pytree reads), global shape and dtype (jax's name: ``float32``, ``key<fry>``)."""
+    output pytree reads), global shape and dtype (jax's name: ``float32``, ``key<fry>``), and
+    the PartitionSpec entries its type carries (jax's abstract value's sharding: the layout an
+    Explicit mesh axis puts in the type, all None over Auto axes)."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str
+    spec: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,8 @@ def trace_and_lower(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platfor
             it, or it has a bug); the message names the function and carries the error.
     """
     import jax
-    from jax._src import config as jax_config
+
+    from explorer._src.compile import jax_private
 
     abstract = abstract_mesh(mesh)
     program, structs, donate_argnums = _jittable(fn, args, abstract, tuple(donated))
@@ -159,8 +163,9 @@ def trace_and_lower(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platfor
         # not the whole stack up to the caller's call: the same program called from two
         # places lowers to the same text, and so the same cache key.
         with context.entered() if context is not None else nullcontext(), \
-                jax_config.use_shardy_partitioner(partitioner == "shardy"), \
-                jax_config.traceback_in_locations_limit(1):
+                jax_private.config_context("jax_use_shardy_partitioner",
+                                           partitioner == "shardy"), \
+                jax_private.config_context("jax_traceback_in_locations_limit", 1):
             try:
                 with jax.sharding.use_abstract_mesh(abstract):
                     traced = jitted.trace(*structs)
@@ -183,11 +188,12 @@ def trace_and_lower(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platfor
     lower_s = time.perf_counter() - t0
     out_paths = jax.tree_util.tree_flatten_with_path(lowered.out_info)[0]
     outputs = tuple(OutputShape("out" + jax.tree_util.keystr(path), tuple(info.shape),
-                                str(info.dtype)) for path, info in out_paths)
+                                str(info.dtype), jax_private.spec_in_type(aval))
+                    for (path, info), aval in zip(out_paths, traced.jaxpr.out_avals,
+                                                  strict=True))
     return LoweredProgram(stablehlo=text, platform=platform, outputs=outputs,
-                          lower_s=lower_s, unused=_unused_inputs(traced.jaxpr),
-                          notes=tuple(notes),
-                          calls_back=bool(lowered._lowering.compile_args.get("host_callbacks")))
+                          lower_s=lower_s, unused=jax_private.unused_inputs(traced.jaxpr),
+                          notes=tuple(notes), calls_back=jax_private.calls_back(lowered))
 
 
 def _jittable(fn, args: tuple, mesh, donated: tuple[int, ...]):
@@ -270,7 +276,7 @@ def _exclude_this_file() -> None:
     """Ops the wrapper of `_jittable` makes are located at the user's call,
     not in this file: jax excludes it from source locations as it excludes its own files
     (once: jax keeps a list, which every frame is checked against)."""
-    from jax._src import source_info_util
+    from jax.extend import source_info_util
 
     source_info_util.register_exclusion(__file__)
 
@@ -315,19 +321,9 @@ def key_impl(dtype):
     name = str(dtype)
     if not (name.startswith("key<") and name.endswith(">")):
         return None       # not a key: no need to ask jax
-    from jax._src.random import prng  # jax 0.10 has no public lookup of an implementation
+    from explorer._src.compile import jax_private  # jax has no public lookup by the tag
 
-    tag = name[len("key<"):-1]
-    return next((impl for impl in prng.prngs.values() if impl.tag == tag), None)
-
-
-def _unused_inputs(jaxpr) -> tuple[int, ...]:
-    """The positions of the inputs the traced program never reads, as jax.jit would find them
-    when it drops unused inputs (dead code eliminated first)."""
-    from jax._src.interpreters import partial_eval as pe
-
-    _, used = pe.dce_jaxpr(jaxpr.jaxpr, [True] * len(jaxpr.jaxpr.outvars))
-    return tuple(i for i, u in enumerate(used) if not u)
+    return jax_private.key_impl_of_tag(name[len("key<"):-1])
 
 
 def argument_names(fn: Callable[..., Any], count: int) -> list[str]:
@@ -374,10 +370,12 @@ def leave_the_chip_to_the_worker(platform: str) -> str:
     if platform != "tpu":
         return ""
     import jax
-    from jax._src import xla_bridge
 
-    if xla_bridge.backends_are_initialized():
-        if "tpu" in xla_bridge.backends():
+    from explorer._src.compile import jax_private
+
+    started = jax_private.backends_started()
+    if started:
+        if "tpu" in started:
             raise CompileError(CHIP_IS_HELD)
         return ""
     jax.config.update("jax_platforms", "cpu")

@@ -19,7 +19,7 @@ def _exclude_flax_frames() -> None:
         import os
 
         import flax
-        from jax._src import source_info_util
+        from jax.extend import source_info_util
 
         source_info_util.register_exclusion(os.path.dirname(flax.__file__))
     except (ImportError, AttributeError):
