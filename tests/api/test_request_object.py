@@ -21,7 +21,8 @@ MESH = "data=2,model=4"
                                                      "'shardy', 'gspmd'"),
     (dict(compile_for="gpu"), explorer.InputError, "compile_for='gpu' is not one of "
                                                    "'target', 'cpu'"),
-    (dict(axis_type="manual"), explorer.MeshError, "manual"),
+    (dict(axis_type="implicit"), explorer.MeshError, "'implicit' is not one of 'auto', "
+                                                     "'explicit', 'manual'"),
     (dict(target="h100-9"), explorer.TargetError, "h100-9"),
     (dict(workload="mpl"), explorer.WorkloadError, "is unknown; choose one of 'matmul'"),
     (dict(preset="megatorn"), explorer.PresetError, "megatorn"),

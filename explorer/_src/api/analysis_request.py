@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from explorer._src.api.mesh_source import MeshChoice, choose_mesh
 from explorer._src.api.output_specs import OutputSpecs, check_out_specs
 from explorer._src.api.patterns import apply_spec_patterns, unmatched
 from explorer._src.api.pytrees import named_inputs, tensor_leaves
@@ -67,10 +68,12 @@ from explorer._src.workloads.base import Workload, WorkloadProgram
 from explorer._src.workloads.registry import get_workload
 
 if TYPE_CHECKING:
+    import jax
     from jax.sharding import PartitionSpec
 
-# What a request accepts for the mesh, a target mapping and a spec.
-MeshLike: TypeAlias = str | Mapping[str, int] | MeshSpec
+# What a request accepts for the mesh, a target mapping and a spec; a jax.sharding.Mesh (or
+# AbstractMesh) too, with its own axis types.
+MeshLike: TypeAlias = "str | Mapping[str, int] | MeshSpec | jax.sharding.Mesh"
 # Values: a physical axis name, "name:k", (name, k) or a sequence of those.
 MappingLike: TypeAlias = str | Mapping[str, Any] | AxisMapping
 # Quoted: jax is imported only inside the functions that flatten pytrees.
@@ -84,7 +87,7 @@ SpecPatterns: TypeAlias = "Mapping[str, SpecLike] | Sequence[tuple[str, SpecLike
 RulesLike: TypeAlias = str | Mapping[str, Any] | Sequence[tuple[str, Any]] | Rules
 # The closed sets, as their enums or the names users write.
 PartitionerName: TypeAlias = Partitioner | Literal["shardy", "gspmd"]
-AxisTypeName: TypeAlias = AxisType | Literal["auto", "explicit"]
+AxisTypeName: TypeAlias = AxisType | Literal["auto", "explicit", "manual"] | tuple
 CompileForName: TypeAlias = CompileFor | Literal["target", "cpu"]
 
 # The fields that only a workload's request has, and those only a function's has.
@@ -194,7 +197,8 @@ class Request:
         explorer.InputError: partitioner 'gpsmd' is not one of 'shardy', 'gspmd'
     """
 
-    mesh: MeshLike
+    #: None: the mesh the inputs' NamedShardings, or the caller's jax.set_mesh, name
+    mesh: MeshLike | None = None
     workload: str | None = None
     params: Mapping[str, Any] | None = None
     fn: Callable[..., Any] | None = None
@@ -269,7 +273,8 @@ class Request:
                                     "e.g. {'x': 'data,None'}")
         timeout = check_timeout(self.timeout)
         params = workload.resolve(self.params)
-        mesh = self._mesh()
+        chosen = self._mesh()
+        mesh = chosen.spec
         placed = check_target(self.target, self.mapping, mesh)
         if workload.check is not None:
             workload.check(params, mesh)
@@ -288,7 +293,7 @@ class Request:
         # force: the workload's identity names its program without a trace.
         identity = (_workload_identity(workload.name, params, layout.constraints)
                     if "jax" not in sys.modules else None)
-        return self._finish(program, tuple(tensors), mesh, placed, timeout, donate,
+        return self._finish(program, tuple(tensors), chosen, placed, timeout, donate,
                             identity=identity, workload=workload, params=params,
                             layout=layout)
 
@@ -303,25 +308,30 @@ class Request:
             args = apply_spec_patterns(args, self.specs)
             idle = unmatched([t.name for t in tensor_leaves(args)], self.specs)
         timeout = check_timeout(self.timeout)
-        mesh = self._mesh()
+        chosen = self._mesh()
+        mesh = chosen.spec
         placed = check_target(self.target, self.mapping, mesh)
         pinned = check_out_specs(self.out_specs, mesh)
         fn = self.fn
-        return self._finish(lambda: fn, args, mesh, placed, timeout, self.donate,
+        return self._finish(lambda: fn, args, chosen, placed, timeout, self.donate,
                             out_specs=pinned, idle_patterns=tuple(idle))
 
-    def _mesh(self) -> MeshSpec:
+    def _mesh(self) -> MeshChoice:
+        """The mesh: `mesh=`, or where it is None, the one the inputs and the caller's mesh
+        context name (explorer/_src/api/mesh_source.py), checked against what compiles it."""
         for name in ("measure", "peak", "origins"):
             check_flag(getattr(self, name), name)
-        return check_mesh(self.mesh, self.axis_type, tpu_topology=self.tpu_topology,
-                          real_devices=self.real_devices)
+        chosen = choose_mesh(self.mesh, self.axis_type, self.fn, self.inputs, self.context)
+        check_mesh(chosen.spec, tpu_topology=self.tpu_topology, real_devices=self.real_devices)
+        return chosen
 
-    def _finish(self, program: Callable[[], Callable], args: tuple, mesh: MeshSpec, placed,
-                timeout, donate, identity: bytes | None = None,
+    def _finish(self, program: Callable[[], Callable], args: tuple, chosen: MeshChoice,
+                placed, timeout, donate, identity: bytes | None = None,
                 out_specs: OutputSpecs | None = None, **planned) -> Planned:
         """The checks every request shares, then the program (made by `program()`) traced and
         lowered here, under the request's contexts (explorer/_src/compile/lowering.py), and the key
         made; where a workload's `identity` keys it, the trace waits until it is needed."""
+        mesh = chosen.spec
         compile_for = check_compile_for(self.compile_for)
         # measure=True with the target this machine's accelerators are: compiled and run on
         # them, as real_devices=True would, and priced for the target asked.
@@ -338,11 +348,12 @@ class Request:
         platform = platform_of(compiled.worker.backend.value, accelerator_platform)
         held = (leave_the_chip_to_the_worker(platform)
                 if compiled.worker.backend is Backend.REAL else "")
-        notes = tuple(filter(None, (here, held)))
+        notes = tuple(filter(None, (here, held, chosen.note)))
 
         def lower() -> LoweredProgram:
             lowered = lower_program(program(), inputs, mesh, platform, partitioner.value,
-                                    donated, out_specs)
+                                    donated, out_specs, over=chosen.trace,
+                                    in_force=chosen.in_force)
             return replace(lowered, notes=(*lowered.notes, *notes)) if notes else lowered
 
         made = Planned(mesh=mesh, partitioner=partitioner, compile_plan=compiled,

@@ -28,6 +28,7 @@ from explorer._src.errors import CompileError, InputError
 from explorer._src.lru import Lru
 from explorer._src.report.build import build_report
 from explorer._src.report.report import Report
+from explorer._src.report.value_types import with_value_types
 
 __all__ = ["CACHE_SIZE", "MappingLike", "MeshLike", "Request", "SpecLike", "SpecPatterns",
            "analyze", "clear_cache", "run"]
@@ -95,12 +96,19 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             argument by the function's parameter name, and every such name prefixed by its
             argument's where two would clash), and keeps the PartitionSpec of a NamedSharding
             it carries.
-        mesh: text like ``"data=2,model=4"``, a mapping ``{"data": 2, "model": 4}`` or a
-            MeshSpec. Devices are numbered row-major over it; fake CPU devices allow at most
-            2048.
+        mesh: text like ``"data=2,model=4"`` (an axis may name its own type:
+            ``"data=2:explicit,model=4"``), a mapping ``{"data": 2, "model": 4}``, a MeshSpec,
+            or a ``jax.sharding.Mesh``, which keeps its axis types and is in force while `fn`
+            is traced (``jax.set_mesh`` and the legacy ``with mesh:``). None (omitted): the
+            mesh the inputs' NamedShardings name, or the caller's ``jax.set_mesh`` (or ``with
+            mesh:``), with its own axis types, as ``jax.jit(fn).lower(*args)`` takes it; an
+            InputError where none names one or two differ. Devices are numbered row-major over
+            it; fake CPU devices allow at most 2048.
         partitioner: ``"shardy"`` or ``"gspmd"`` (explorer.PARTITIONERS).
-        axis_type: ``"auto"`` lets the partitioner propagate shardings; ``"explicit"`` makes
-            jax's sharding-in-types check every op. A MeshSpec `mesh` keeps its own.
+        axis_type: the type of the axes whose text names none: ``"auto"`` lets the
+            partitioner propagate shardings; ``"explicit"`` makes jax's sharding-in-types check
+            every op; ``"manual"``; or a tuple of one per axis. A MeshSpec or jax `mesh`, or
+            one taken from the inputs, keeps its own.
         timeout: seconds the compile may take (more than 0, at most a day); None for the
             pool's default (120 s for the default pool).
         pool: the WorkerPool that compiles; None for this process's shared one.
@@ -217,9 +225,6 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
                           tpu_topology, real_devices, specs, peak, compile_for, origins,
                           donate, out_specs)
         return run(fn, pool=pool, use_cache=use_cache, cache_only=cache_only)
-    if mesh is None:
-        raise InputError("mesh= is missing: give the device mesh, e.g. mesh='data=2,model=4', "
-                         "or pass an explorer.Request")
     request = Request(fn=fn, inputs=args, mesh=mesh, partitioner=partitioner,
                       axis_type=axis_type, timeout=timeout, target=target, mapping=mapping,
                       measure=measure, tpu_topology=tpu_topology, real_devices=real_devices,
@@ -326,6 +331,9 @@ def _compiled(request: Request, pool, use_cache: bool, cache_only: bool, spent) 
         raise CompileError(instead) from None
     t0 = time.perf_counter()
     report = build_report(result, p.mesh, p.partitioner, {t.name: t.spec for t in p.leaves})
+    report = with_value_types(
+        report, dict(zip((t.name for t in p.leaves), p.lowered.input_types, strict=False)),
+        {o.name: o.spec for o in p.lowered.outputs})
     if p.donated:
         report = replace(report, donated=tuple(p.leaves[i].name for i in p.donated))
     if spent is not None:

@@ -139,7 +139,8 @@ class Exploration:
     """One exploration: what was analysed, on which mesh and target, and what the app showed.
 
     Attributes:
-        mesh: the mesh text, e.g. ``"data=2,model=4"``.
+        mesh: the mesh text, e.g. ``"data=2,model=4"``; an axis may name its own type
+            (``"data=2:explicit,model=4"``), as a mesh of mixed axis types is written.
         workload: a built-in workload's name; None for a user's function.
         params: the workload's params (over its defaults).
         function: where the user's function can be imported from; None for a workload, or a
@@ -151,7 +152,8 @@ class Exploration:
         activations: constraint point -> spec text, or ``"free"`` to leave it to propagation.
         donate: a user's function's inputs donated to the compile, by name (a workload's
             donation is its ``donate_state`` param).
-        axis_type: ``"auto"`` or ``"explicit"``.
+        axis_type: ``"auto"``, ``"explicit"`` or ``"manual"``: the type of the mesh's axes
+            whose text names none.
         partitioner: ``"shardy"`` or ``"gspmd"``.
         compile_for: ``"target"`` or ``"cpu"``.
         target: the hardware target's name; None for none.
@@ -305,7 +307,10 @@ class Exploration:
         estimate = report.estimate
         target = estimate.target if estimate is not None else None
         mapping = _mapping_text(target, estimate.mapping, report) if estimate else None
-        common = dict(mesh=report.mesh.text(), axis_type=str(report.mesh.axis_type),
+        # A mesh of mixed types names each axis's type in its text; one of one type is given
+        # beside it, as `axis_type`.
+        kind = "auto" if report.mesh.mixed else str(report.mesh.axis_type)
+        common = dict(mesh=report.mesh.text(), axis_type=kind,
                       partitioner=str(report.partitioner), compile_for=compile_for,
                       target=target, mapping=mapping,
                       peak=bool(estimate.peak) if estimate else False, app=app or AppState())

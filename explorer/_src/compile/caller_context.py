@@ -93,6 +93,20 @@ def legacy_mesh(mesh) -> Iterator[None]:
             yield
 
 
+@contextmanager
+def mesh_in_force(mesh) -> Iterator[None]:
+    """A jax Mesh in force in both forms libraries read: `jax.set_mesh` (what jax's own
+    shard_map and sharding-in-types read) and the legacy `with mesh:` (what model libraries'
+    constraint helpers read, EasyDeL's among them); nothing for None."""
+    if mesh is None:
+        yield
+        return
+    import jax
+
+    with jax.set_mesh(mesh), legacy_mesh(mesh):
+        yield
+
+
 def _flax_axis_rules() -> tuple:
     """flax linen's logical axis rules in force, where flax is imported (never imported here:
     a caller that has not imported it has set none)."""

@@ -24,12 +24,12 @@ from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from explorer._src.compile.caller_context import CallerContext, context_of
+from explorer._src.compile.caller_context import CallerContext, context_of, mesh_in_force
 from explorer._src.compile.ir_context import shared_ir_context
 from explorer._src.compile.sources import cell_name
 from explorer._src.errors import CompileError
 from explorer._src.lru import Lru
-from explorer._src.spec.mesh import MeshSpec
+from explorer._src.spec.mesh import JAX_AXIS_TYPE_NAMES, MeshSpec
 from explorer._src.spec.tensor import KeyDataSpec, TensorSpec
 
 
@@ -64,6 +64,8 @@ class LoweredProgram:
     # The program calls back into the process that traced it (jax.debug.print, pure_callback,
     # io_callback): it compiles anywhere, but only that process could run it.
     calls_back: bool = False
+    # The PartitionSpec entries each input's type carries, in order (as OutputShape.spec).
+    input_types: tuple[tuple, ...] = ()
 
 
 # What jax 0.10 raises when a shard_map's own mesh is not the context mesh.
@@ -91,15 +93,18 @@ class PinnedOutputs(Protocol):
 
 def lower_program(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platform: str,
                   partitioner: str, donated: Sequence[int] = (),
-                  out_specs: PinnedOutputs | None = None) -> LoweredProgram:
+                  out_specs: PinnedOutputs | None = None, over=None,
+                  in_force=None) -> LoweredProgram:
     """`fn` traced and lowered (`trace_and_lower`), or the same program lowered before under
     the same contexts (a memo of the last LOWERED_MEMO_SIZE)."""
-    key = _memo_key(fn, args, mesh, platform, partitioner, tuple(donated), out_specs)
+    key = _memo_key(fn, args, mesh, platform, partitioner, tuple(donated), out_specs,
+                    (over, in_force))
     known = _LOWERED.get(key) if key is not None else None
     if known is not None:
         # Nothing was traced this time: no lowering time is spent.
         return replace(known, lower_s=0.0)
-    lowered = trace_and_lower(fn, args, mesh, platform, partitioner, donated, out_specs)
+    lowered = trace_and_lower(fn, args, mesh, platform, partitioner, donated, out_specs,
+                              over=over, in_force=in_force)
     if key is not None:
         _LOWERED.put(key, lowered)
     return lowered
@@ -111,7 +116,8 @@ def forget_lowered() -> None:
 
 
 def _memo_key(fn, args: tuple, mesh: MeshSpec, platform: str, partitioner: str,
-              donated: tuple[int, ...], out_specs: PinnedOutputs | None) -> Hashable | None:
+              donated: tuple[int, ...], out_specs: PinnedOutputs | None,
+              meshes: tuple) -> Hashable | None:
     """Everything a lowering reads: the function (and the contexts it was bound to), the
     arguments' structure, inputs and fixed leaves, the mesh, platform, partitioner, donation,
     pinned outputs, and the contexts in force here; None where any of it cannot be hashed (a
@@ -120,7 +126,7 @@ def _memo_key(fn, args: tuple, mesh: MeshSpec, platform: str, partitioner: str,
 
     leaves, treedef = jax.tree.flatten(args, is_leaf=_is_spec)
     key = (fn, treedef, tuple(leaves), mesh, platform, partitioner, donated, out_specs,
-           CallerContext.here())
+           meshes, CallerContext.here())
     try:
         hash(key)
     except (TypeError, ValueError):
@@ -130,7 +136,8 @@ def _memo_key(fn, args: tuple, mesh: MeshSpec, platform: str, partitioner: str,
 
 def trace_and_lower(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platform: str,
                     partitioner: str, donated: Sequence[int] = (),
-                    out_specs: PinnedOutputs | None = None) -> LoweredProgram:
+                    out_specs: PinnedOutputs | None = None, over=None,
+                    in_force=None) -> LoweredProgram:
     """Trace `fn` on `args` (a tuple of argument pytrees whose array leaves are TensorSpecs;
     other leaves are held fixed, as a closure would hold them) sharded over an abstract `mesh`,
     in this process and under its contexts (and those `fn` was bound to where it was handed
@@ -139,7 +146,10 @@ def trace_and_lower(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platfor
     `donated` are positions among the TensorSpecs in jax's order (as jax.jit's donate_argnums
     would name whole arguments); a KeyDataSpec is traced as the typed PRNG key array the
     function was given. `out_specs` pins the outputs' layout, as jax.jit's
-    `out_shardings` does.
+    `out_shardings` does. `over` is the user's own jax mesh equal to `mesh` (its abstract
+    mesh), traced over in place of one made from `mesh`'s axes, so that a `shard_map` the
+    program gives that mesh finds it is the context's; `in_force`, a jax Mesh the caller gave
+    as the mesh, is set (jax.set_mesh and the legacy `with mesh:`) while the program is traced.
 
     Raises:
         CompileError: the function raised while it was traced or lowered here (jax refused
@@ -149,7 +159,7 @@ def trace_and_lower(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platfor
 
     from explorer._src.compile import jax_private
 
-    abstract = abstract_mesh(mesh)
+    abstract = over if over is not None else abstract_mesh(mesh)
     program, structs, donate_argnums = _jittable(fn, args, abstract, tuple(donated))
     jitted = jax.jit(program, keep_unused=True,
                      **({"donate_argnums": donate_argnums} if donate_argnums else {}),
@@ -163,6 +173,7 @@ def trace_and_lower(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platfor
         # not the whole stack up to the caller's call: the same program called from two
         # places lowers to the same text, and so the same cache key.
         with context.entered() if context is not None else nullcontext(), \
+                mesh_in_force(in_force), \
                 jax_private.config_context("jax_use_shardy_partitioner",
                                            partitioner == "shardy"), \
                 jax_private.config_context("jax_traceback_in_locations_limit", 1):
@@ -174,10 +185,14 @@ def trace_and_lower(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platfor
                     raise
                 # A shard_map over a mesh of its own (an expert mesh) is refused under another
                 # context mesh; it is traced under the caller's contexts alone, as it runs.
-                notes.append("a shard_map in the program runs over a mesh of its own, which "
-                             "jax refuses under the explored mesh's context; the program was "
-                             "traced under the caller's own mesh context alone")
                 traced = jitted.trace(*structs)
+                own = [m for m in shard_map_meshes(traced.jaxpr.jaxpr)
+                       if (tuple(m.axis_names), tuple(m.axis_sizes)) != (mesh.names, mesh.sizes)]
+                if own:
+                    notes.append(f"a shard_map in the program runs over a mesh of its own "
+                                 f"({_mesh_text(own[0])}), which jax refuses under the "
+                                 "explored mesh's context; the program was traced under the "
+                                 "caller's own mesh context alone")
             with shared_ir_context():        # jax's new context per lowering: 4-5 ms
                 lowered = traced.lower(lowering_platforms=(platform,))
             text = _cells_named(lowered.as_text(debug_info=True))
@@ -193,7 +208,28 @@ def trace_and_lower(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platfor
                                                   strict=True))
     return LoweredProgram(stablehlo=text, platform=platform, outputs=outputs,
                           lower_s=lower_s, unused=jax_private.unused_inputs(traced.jaxpr),
-                          notes=tuple(notes), calls_back=jax_private.calls_back(lowered))
+                          notes=tuple(notes), calls_back=jax_private.calls_back(lowered),
+                          input_types=tuple(map(jax_private.spec_in_type,
+                                                traced.jaxpr.in_avals)))
+
+
+def shard_map_meshes(jaxpr) -> list:
+    """The meshes of the shard_maps in `jaxpr` (a jax core Jaxpr), those of nested ones
+    included."""
+    found = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "shard_map":
+            found.append(eqn.params["mesh"])
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, tuple | list) else (value,):
+                inner = getattr(sub, "jaxpr", sub)     # a ClosedJaxpr's, or a Jaxpr
+                if hasattr(inner, "eqns"):
+                    found.extend(shard_map_meshes(inner))
+    return found
+
+
+def _mesh_text(mesh) -> str:
+    return ",".join(f"{n}={s}" for n, s in zip(mesh.axis_names, mesh.axis_sizes, strict=True))
 
 
 def _jittable(fn, args: tuple, mesh, donated: tuple[int, ...]):
@@ -283,10 +319,16 @@ def _exclude_this_file() -> None:
 
 def abstract_mesh(mesh: MeshSpec):
     """jax's AbstractMesh of the request's mesh: its axes, sizes and axis types, no devices."""
-    from jax.sharding import AbstractMesh, AxisType
+    from jax.sharding import AbstractMesh
 
-    kind = AxisType.Explicit if mesh.axis_type == "explicit" else AxisType.Auto
-    return AbstractMesh(mesh.sizes, mesh.names, axis_types=(kind,) * len(mesh.names))
+    return AbstractMesh(mesh.sizes, mesh.names, axis_types=jax_axis_types(mesh))
+
+
+def jax_axis_types(mesh: MeshSpec) -> tuple:
+    """The mesh's axis types as jax's (jax.sharding.AxisType), one per axis."""
+    from jax.sharding import AxisType
+
+    return tuple(getattr(AxisType, JAX_AXIS_TYPE_NAMES[t]) for t in mesh.axis_types)
 
 
 def _struct(spec: TensorSpec, mesh):

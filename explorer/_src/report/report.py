@@ -150,6 +150,10 @@ class TensorInfo:
             dimension is whole (Shardy only; under GSPMD its `note` says why there are none).
         memory_kind: ``"device"``, or ``"pinned_host"`` for an input or output the program keeps
             in host memory (offloaded); intermediates read ``"device"``.
+        typed_spec: for an input or output on a mesh with Explicit axes, the sharding jax put
+            in its type (``jax.typeof(x).sharding``: over the Explicit axes only, the layout
+            the program's code sees and the compiler keeps), one entry per dimension; None
+            otherwise (no Explicit axis, or an intermediate).
     """
 
     name: str
@@ -169,6 +173,8 @@ class TensorInfo:
     # Where an input or output lives: "device", or "pinned_host" (offloaded to host memory), as
     # the compiled program's entry layout says.
     memory_kind: str = "device"
+    # The sharding in its type under Explicit axes (explorer/_src/report/value_types.py).
+    typed_spec: tuple[Entry, ...] | None = None
 
     @property
     def spec_text(self) -> str:
@@ -179,6 +185,10 @@ class TensorInfo:
         d = asdict(self)
         d["spec_text"] = self.spec_text
         d["origins"] = self.origins.to_dict()
+        if self.typed_spec is None:
+            del d["typed_spec"]          # no Explicit axis: the JSON is as it was
+        else:
+            d["typed_spec_text"] = format_spec(self.typed_spec)
         return d
 
 
@@ -551,6 +561,11 @@ class Report:
             XProf (`explorer.write_xprof`); b"" where the compiler wrote none.
         donated: the inputs donated to the compile (explorer.analyze's ``donate=``, a
             workload's state), by name in argument order; () for none.
+        jax_version: the jax that lowered and compiled the program, e.g. ``"0.10.2"``; ""
+            in a Report saved before it was recorded.
+        compiler: the package whose compiler wrote the program, with its version:
+            ``"jaxlib 0.10.2"`` (XLA's CPU compiler), ``"libtpu 0.0.42.1"``,
+            ``"jax-cuda12-plugin 0.10.2"`` (XLA's GPU compiler); "" where not recorded.
     """
 
     mesh: MeshSpec
@@ -598,6 +613,9 @@ class Report:
     # The inputs donated to the compile (analyze's donate=), by name in argument order, so
     # that the code written from the Report donates them too (explorer/_src/report/code.py).
     donated: tuple[str, ...] = ()
+    # What compiled it: the jax version, and the compiler's package with its version.
+    jax_version: str = ""
+    compiler: str = ""
 
     def tensor(self, name: str) -> TensorInfo:
         """The tensor called `name`: an input, an output (``out``) or an intermediate.
@@ -700,7 +718,9 @@ class Report:
                      **({"device_kind": self.device_kind}
                         if self.device_kind not in ("", self.backend) else {}),
                      **({"ahead_of_time": True} if self.ahead_of_time else {}),
-                     **({"approximation": self.approximation} if self.approximation else {})},
+                     **({"approximation": self.approximation} if self.approximation else {}),
+                     **({"jax": self.jax_version} if self.jax_version else {}),
+                     **({"compiler": self.compiler} if self.compiler else {})},
             "tensors": [t.to_dict() for t in self.tensors],
             **({"donated": list(self.donated)} if self.donated else {}),
             "collectives": [c.to_dict() for c in self.collectives],

@@ -18,13 +18,17 @@ from explorer._src.spec.bounds import MAX_MESH_AXES, MAX_MESH_DEVICES, power_tex
 
 
 class AxisType(StrEnum):
-    """How jax treats the mesh axes (jax.sharding.AxisType, by the names users write)."""
+    """How jax treats a mesh axis (jax.sharding.AxisType, by the names users write)."""
 
     AUTO = "auto"            # GSPMD/Shardy propagate shardings
     EXPLICIT = "explicit"    # sharding in types: jax checks every op
+    MANUAL = "manual"        # the program itself splits the data (as inside a shard_map)
 
 
 AXIS_TYPES = tuple(AxisType)
+# jax's name of each type (jax.sharding.AxisType.Explicit), for text that users copy into jax.
+JAX_AXIS_TYPE_NAMES = {AxisType.AUTO: "Auto", AxisType.EXPLICIT: "Explicit",
+                       AxisType.MANUAL: "Manual"}
 
 # Words that spec text gives a meaning of its own (explorer._src.spec.tensor.parse_spec).
 RESERVED_AXIS_NAMES = {"None": "a dimension that is not split",
@@ -35,9 +39,11 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 @dataclass(frozen=True)
 class MeshSpec:
-    """An N-d device mesh. `axis_type` "auto" lets GSPMD/Shardy propagate shardings; "explicit"
-    makes jax's sharding-in-types check every op (jax.make_mesh's default, which rejects e.g. a
-    contracting-dim-sharded matmul, so it is opt-in here).
+    """An N-d device mesh. An axis of type "auto" lets GSPMD/Shardy propagate shardings;
+    "explicit" makes jax's sharding-in-types check every op over it (jax.make_mesh's default,
+    which rejects e.g. a contracting-dim-sharded matmul, so it is opt-in here); "manual" is an
+    axis the program splits itself. Each axis has its own type, as jax's meshes do
+    (``axis_types=(AxisType.Explicit, AxisType.Auto)``).
 
     Logical device ids are row-major positions in the mesh: on ``data=2,model=4`` device 5 is
     at ``data=1, model=1``. Build one with parse_mesh; the constructor checks every field.
@@ -46,7 +52,9 @@ class MeshSpec:
         names: the axis names, outermost first; identifiers, unique, none of the words spec
             text reserves (``None``, ``_``, ``replicated``).
         sizes: the number of devices along each axis, each at least 1.
-        axis_type: ``"auto"`` or ``"explicit"``, for every axis.
+        axis_type: one type for every axis (``"auto"``, ``"explicit"`` or ``"manual"``), or a
+            tuple of one per axis; a tuple of one type throughout is kept as that one type, so
+            that a mesh has one form (and one cache key). `axis_types` is always per axis.
 
     Raises:
         MeshError: names and sizes of different lengths, no axes or too many, a name that is
@@ -56,7 +64,10 @@ class MeshSpec:
 
     names: tuple[str, ...]
     sizes: tuple[int, ...]
-    axis_type: AxisType = AxisType.AUTO     # the text "auto" or "explicit" is read as one
+    # One type for all axes, or (a mesh of mixed types only) a tuple of one per axis. Kept in
+    # this one field, not a second one, so that a mesh of one type pickles, and keys the cache
+    # on disk, as it did before axes had types of their own.
+    axis_type: AxisType | tuple[AxisType, ...] = AxisType.AUTO
 
     def __post_init__(self):
         if not isinstance(self.names, tuple) or not isinstance(self.sizes, tuple):
@@ -84,6 +95,7 @@ class MeshSpec:
                 raise MeshError(f"mesh axis {show(name)} has size {show(size)}, more devices than "
                                 f"any machine has; the limit is {power_text(MAX_MESH_DEVICES)}",
                                 axis=name)
+        object.__setattr__(self, "axis_type", self._checked_axis_type())   # frozen: set once
         seen = set()
         for name in self.names:
             if name in seen:
@@ -93,10 +105,42 @@ class MeshSpec:
         if self.device_count > MAX_MESH_DEVICES:
             raise MeshError(f"mesh {show(self.text())} has {self.device_count} devices, more "
                             f"than any machine has; the limit is {power_text(MAX_MESH_DEVICES)}")
-        if not isinstance(self.axis_type, str) or self.axis_type not in AXIS_TYPES:
-            raise MeshError(f"axis type {show(self.axis_type)} is not one of "
-                            f"{choices(AXIS_TYPES)}")
-        object.__setattr__(self, "axis_type", AxisType(self.axis_type))   # frozen: set once
+
+    def _checked_axis_type(self) -> AxisType | tuple[AxisType, ...]:
+        """The axis type field as one AxisType, or a tuple of one per axis where they differ."""
+        given = self.axis_type
+        if isinstance(given, tuple):
+            if len(given) != len(self.names):
+                raise MeshError(f"mesh {show(self.names)} has {len(self.names)} axes but "
+                                f"{len(given)} axis types {show(tuple(given))}; give one per "
+                                "axis, or one for all")
+            kinds = tuple(check_axis_type(t, axis=n) for t, n in zip(given, self.names,
+                                                                     strict=True))
+            return kinds[0] if len(set(kinds)) == 1 else kinds
+        return check_axis_type(given)
+
+    @property
+    def axis_types(self) -> tuple[AxisType, ...]:
+        """Each axis's type, in mesh order."""
+        if isinstance(self.axis_type, tuple):
+            return self.axis_type
+        return (self.axis_type,) * len(self.names)
+
+    @property
+    def mixed(self) -> bool:
+        """The axes are not all of one type."""
+        return isinstance(self.axis_type, tuple)
+
+    def axes_of_type(self, kind: AxisType | str) -> tuple[str, ...]:
+        """The names of the axes of type `kind`, in mesh order."""
+        return tuple(n for n, t in zip(self.names, self.axis_types, strict=True) if t == kind)
+
+    def types_text(self) -> str:
+        """The axis types as people read them: ``auto``, or per axis where they differ
+        (``data explicit, model auto``)."""
+        if not self.mixed:
+            return str(self.axis_type)
+        return ", ".join(f"{n} {t}" for n, t in zip(self.names, self.axis_types, strict=True))
 
     @property
     def device_count(self) -> int:
@@ -112,11 +156,18 @@ class MeshSpec:
         return self.shape[axis]
 
     def text(self) -> str:
-        """The mesh as parse_mesh reads it, e.g. ``data=2,model=4``."""
-        return ",".join(f"{n}={s}" for n, s in zip(self.names, self.sizes, strict=True))
+        """The mesh as parse_mesh reads it, e.g. ``data=2,model=4``; a mesh of mixed types
+        names every axis's type (``data=2:explicit,model=4:auto``), one of one type none (its
+        type is given beside it, as `axis_type`)."""
+        if not self.mixed:
+            return ",".join(f"{n}={s}" for n, s in zip(self.names, self.sizes, strict=True))
+        return ",".join(f"{n}={s}:{t}" for n, s, t in zip(self.names, self.sizes,
+                                                          self.axis_types, strict=True))
 
     def to_dict(self) -> dict:
-        return {"axes": self.shape, "devices": self.device_count, "axis_type": self.axis_type}
+        kinds = ({"axis_types": dict(zip(self.names, map(str, self.axis_types), strict=True))}
+                 if self.mixed else {"axis_type": self.axis_type})
+        return {"axes": self.shape, "devices": self.device_count, **kinds}
 
     def check_device_limit(self, limit: int) -> None:
         if self.device_count > limit:
@@ -125,14 +176,28 @@ class MeshSpec:
                 f"{limit} fake CPU devices (the CPU backend fails beyond 2048); shrink an axis")
 
 
+def check_axis_type(kind, axis: str | None = None) -> AxisType:
+    """`kind` as an AxisType: one, or its name (``"explicit"``)."""
+    if not isinstance(kind, str) or kind not in AXIS_TYPES:
+        where = f" of mesh axis {show(axis)}" if axis is not None else ""
+        raise MeshError(f"axis type {show(kind)}{where} is not one of {choices(AXIS_TYPES)}",
+                        **({"axis": axis} if axis is not None else {}))
+    return AxisType(kind)
+
+
 def parse_mesh(mesh: str | Mapping[str, int] | MeshSpec,
-               axis_type: AxisType | str = AxisType.AUTO) -> MeshSpec:
+               axis_type: AxisType | str | tuple = AxisType.AUTO) -> MeshSpec:
     """A MeshSpec from `'data=2,model=4'`, `{'data': 2, 'model': 4}` or a MeshSpec.
 
+    In text an axis may name its own type after a colon: ``data=2:explicit,model=4`` is an
+    explicit `data` axis and a `model` axis of `axis_type`.
+
     Args:
-        mesh: text of comma-separated ``name=size`` pairs, a mapping of axis name to size (in
-            mesh order), or a MeshSpec, returned as it is (its own axis type kept).
-        axis_type: ``"auto"`` or ``"explicit"``, for a mesh given as text or a mapping.
+        mesh: text of comma-separated ``name=size`` or ``name=size:type`` entries, a mapping of
+            axis name to size (in mesh order), or a MeshSpec, returned as it is (its own axis
+            types kept).
+        axis_type: ``"auto"``, ``"explicit"`` or ``"manual"`` (or a tuple of one per axis), for
+            the axes of a mesh given as text or a mapping that name no type of their own.
 
     Returns:
         The checked MeshSpec.
@@ -148,6 +213,8 @@ def parse_mesh(mesh: str | Mapping[str, int] | MeshSpec,
         (('data', 'model'), (2, 4), 8)
         >>> parse_mesh({"data": 2, "model": 4}) == mesh
         True
+        >>> [str(t) for t in parse_mesh("data=2:explicit,model=4").axis_types]
+        ['explicit', 'auto']
     """
     if isinstance(mesh, MeshSpec):
         return mesh
@@ -158,7 +225,7 @@ def parse_mesh(mesh: str | Mapping[str, int] | MeshSpec,
     if not isinstance(mesh, str):
         raise MeshError(f"mesh {show(mesh)} is neither text like 'data=2,model=4' nor a "
                         "mapping")
-    names, sizes = [], []
+    names, sizes, kinds = [], [], []
     for part in mesh.split(","):
         part = part.strip()
         if not part:
@@ -166,7 +233,9 @@ def parse_mesh(mesh: str | Mapping[str, int] | MeshSpec,
         name, eq, size = (p.strip() for p in part.partition("="))
         if not eq:
             raise MeshError(f"mesh entry {show(part)} in {show(mesh)} has no '='; write name=size, "
-                            "e.g. 'data=2,model=4'")
+                            "e.g. 'data=2,model=4' (or name=size:type, 'data=2:explicit')")
+        size, colon, kind = (p.strip() for p in size.partition(":"))
+        kinds.append(check_axis_type(kind, axis=name) if colon else None)
         if not re.fullmatch(r"[+-]?\d+", size):
             raise MeshError(f"mesh axis {show(name)} has size {show(size)}, which is not a whole "
                             "number", axis=name)
@@ -176,4 +245,9 @@ def parse_mesh(mesh: str | Mapping[str, int] | MeshSpec,
                             axis=name)
         names.append(name)
         sizes.append(int(size))
-    return MeshSpec(tuple(names), tuple(sizes), axis_type)
+    if all(k is None for k in kinds):
+        return MeshSpec(tuple(names), tuple(sizes), axis_type)
+    # Some axes name their type: the others take `axis_type`'s.
+    default = MeshSpec(tuple(names), tuple(sizes), axis_type).axis_types
+    return MeshSpec(tuple(names), tuple(sizes),
+                    tuple(k or d for k, d in zip(kinds, default, strict=True)))
