@@ -1,16 +1,21 @@
 """The sentence that says which compiler wrote a Report's program (report/provenance.py), on
-the shared Megatron MLP report with its backend fields set as each kind of compile sets them."""
+the shared Megatron MLP report with its backend fields set as each kind of compile sets them;
+and the jax and compiler versions a real compile records."""
 
 from dataclasses import replace
+from importlib import metadata
 
-from explorer._src.report.provenance import compiled_by, provenance
+import jax
+
+from explorer._src.report.provenance import compiled_by, compiled_with, provenance
 
 
 def test_a_gpu_compile_ahead_of_time_names_the_gpus_and_the_compiler(megatron):
     r = replace(megatron, backend="gpu", device_kind="NVIDIA H100 80GB HBM3", ahead_of_time=True,
-                approximation="")
+                approximation="", jax_version="0.12.0.1", compiler="jax-cuda12-plugin 0.12.0.1")
     assert provenance(r) == ("compiled for 8 × NVIDIA H100 80GB HBM3 by XLA's GPU compiler "
                              "(no GPU needed)")
+    assert compiled_with(r) == "jax 0.12.0.1, compiler jax-cuda12-plugin 0.12.0.1"
 
 
 def test_a_tpu_compile_ahead_of_time_names_the_slice(megatron):
@@ -36,3 +41,16 @@ def test_a_cpu_compile_priced_on_a_gpu_is_marked_approximate_with_the_reason(meg
 
 def test_without_a_reason_a_cpu_compile_is_just_that(megatron):
     assert provenance(replace(megatron, approximation="")) == "compiled for 8 CPU devices"
+
+
+def test_a_compile_records_the_jax_and_the_compiler_that_wrote_it(megatron):
+    # This process's jax lowered it and a worker of the same environment compiled it with
+    # XLA's CPU compiler, which ships in jaxlib.
+    assert megatron.jax_version == jax.__version__
+    assert megatron.compiler == f"jaxlib {metadata.version('jaxlib')}"
+    assert compiled_with(megatron) == (f"jax {jax.__version__}, compiler jaxlib "
+                                       f"{metadata.version('jaxlib')}")
+    assert compiled_with(replace(megatron, jax_version="", compiler="")) == ""
+    mesh = megatron.to_dict()["mesh"]
+    assert (mesh["jax"], mesh["compiler"]) == (jax.__version__,
+                                               f"jaxlib {metadata.version('jaxlib')}")

@@ -151,3 +151,9 @@ def test_the_summary_writes_every_time_of_its_compile_line_in_one_style():
     r = report((ALL_REDUCE,))
     slow = replace(r, timing=replace(r.timing, lower_s=0.0123, compile_s=51.313))
     assert summary(slow).splitlines()[-1] == "lower 12.3 ms, compile 51.3 s"
+
+
+def test_the_summary_names_the_jax_and_the_compiler_that_wrote_the_program():
+    lines = summary(report(jax_version="0.12.0.1", compiler="libtpu 0.0.50.1")).splitlines()
+    assert lines[0] == ("mesh data=2,model=4 (8 devices, auto axes), partitioner shardy, "
+                        "backend cpu (jax 0.12.0.1, compiler libtpu 0.0.50.1)")

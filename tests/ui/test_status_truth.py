@@ -193,3 +193,13 @@ def test_the_measure_box_is_offered_only_where_the_program_runs_here():
         assert app.report.timing.measured_s is None and app.report.timing.measure_note == ""
     finally:
         app.close()
+
+
+def test_the_status_names_the_jax_and_the_compiler_that_wrote_the_program(report):
+    from importlib import metadata
+
+    from explorer._src.ui.status import compiled_for_html
+
+    text = unescape(re.sub(r"<[^>]+>", "", compiled_for_html(report)))
+    assert text == (f"compiled for 8 CPU devices (jax {jax.__version__}, compiler jaxlib "
+                    f"{metadata.version('jaxlib')})")

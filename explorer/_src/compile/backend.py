@@ -233,6 +233,7 @@ def compile_request(program: LoweredProgram, args, mesh_spec, partitioner: str,
         shutil.rmtree(dump, ignore_errors=True)
 
     notes += _unaliased_notes([leaves[i].name for i in donate], donate, dumped.optimized)
+    notes += [n for n in (jax_private.jax_note(jax.__version__),) if n]
     inputs, outputs = _layouts(leaves, structs, lowered.out_info, compiled, dumped.propagated,
                                notes, program.outputs)
     # Said only when a run was asked: the note is the answer to `measure`.
@@ -264,8 +265,22 @@ def compile_request(program: LoweredProgram, args, mesh_spec, partitioner: str,
         live_ranges=dumped.live_ranges,
         hlo_proto=dumped.hlo_proto,
         out_of_memory=out_of_memory,
+        jax_version=jax.__version__,
+        compiler=compiler_package(bool(tpu_topology), gpu is not None),
         **(_slice_layout(mesh, dumped.before_slicing) if slices > 1 else {}),
     )
+
+
+def compiler_package(tpu: bool, gpu: bool) -> str:
+    """The package whose compiler wrote the program, with its version: libtpu for a TPU
+    slice, jax's CUDA plugin for NVIDIA GPUs, jaxlib (XLA's CPU compiler) otherwise."""
+    from importlib import metadata
+
+    dist = "libtpu" if tpu else "jax-cuda12-plugin" if gpu else "jaxlib"
+    try:
+        return f"{dist} {metadata.version(dist)}"
+    except metadata.PackageNotFoundError:
+        return dist
 
 
 def _unused_notes(names: list[str], unused: tuple[int, ...]) -> list[str]:

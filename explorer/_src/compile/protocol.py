@@ -225,6 +225,11 @@ class CompileResult:
     slice_of: tuple[int, ...] = ()
     device_ids: tuple[int, ...] = ()
     before_slicing: str = ""
+    # The worker's jax (`jax.__version__`) and the compiler that wrote the program, by its
+    # package and version: "jaxlib 0.10.2" (XLA's CPU compiler ships in jaxlib), "libtpu
+    # 0.0.42.1", "jax-cuda12-plugin 0.10.2" (XLA's GPU compiler).
+    jax_version: str = ""
+    compiler: str = ""
 
 
 @dataclass(frozen=True)

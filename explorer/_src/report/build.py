@@ -122,6 +122,8 @@ def build_report(raw: CompileResult, mesh: MeshSpec, partitioner: Partitioner,
         notes=tuple(unread) + raw.notes,
         device_kind=raw.device_kind,
         ahead_of_time=raw.ahead_of_time,
+        jax_version=raw.jax_version,
+        compiler=raw.compiler,
         warnings=tuple(link_warning(w, propagated, optimized) for w in raw.warnings)
         + uncostable_warnings(optimized),
         top_buffers=(top_buffers(raw.peak_live, optimized, raw.buffer_values, _input_names(raw))

@@ -28,10 +28,18 @@ def compiled_by(report: Report) -> str:
     return f"compiled for this machine's {n} {kind} device{'s' if n != 1 else ''}"
 
 
+def compiled_with(report: Report) -> str:
+    """"jax 0.10.2, compiler libtpu 0.0.42.1": the jax that lowered the program and the
+    compiler's package that wrote it, with their versions; "" for a Report saved before they
+    were recorded."""
+    return ", ".join(p for p in (f"jax {report.jax_version}" if report.jax_version else "",
+                                 f"compiler {report.compiler}" if report.compiler else "") if p)
+
+
 def provenance(report: Report) -> str:
     """One sentence for the app's status and the CLI: what compiled the program and, when it
     is priced on hardware its compiler did not write it for, that the numbers are approximate
-    and why."""
+    and why (`compiled_with` says with which versions)."""
     text = compiled_by(report)
     if not report.approximation or report.estimate is None:
         return text

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from explorer._src.cost.catalog.gpu import NODE_AXIS
 from explorer._src.cost.catalog.names import get_target
 from explorer._src.report.op_comparison import compare_ops, comparison_lines
-from explorer._src.report.provenance import provenance
+from explorer._src.report.provenance import compiled_with, provenance
 from explorer._src.report.report import Report, TensorRole
 from explorer._src.units import format_bytes, format_seconds
 
@@ -140,9 +140,11 @@ def tensors_table(report: Report, kinds=(TensorRole.INPUT, TensorRole.OUTPUT)) -
 def summary(report: Report) -> str:
     c, t = report.cost, report.timing
     n_inter = sum(1 for x in report.tensors if x.kind == TensorRole.INTERMEDIATE)
+    versions = compiled_with(report)
     lines = [f"mesh {report.mesh.text()} ({report.mesh.device_count} devices, "
              f"{report.mesh.axis_type} axes), partitioner {report.partitioner}, backend "
-             f"{report.backend}", provenance(report), "", "Tensors"]
+             f"{report.backend}" + (f" ({versions})" if versions else ""),
+             provenance(report), "", "Tensors"]
     lines += tensors_table(report)
     lines += [f"(+ {n_inter} intermediates; --json lists them)", "", "Collectives"]
     lines += collectives_table(report) + marks_legend(report)

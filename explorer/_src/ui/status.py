@@ -23,7 +23,7 @@ import ipywidgets as w
 from explorer._src.api.request import MAX_TIMEOUT
 from explorer._src.api.session import Session
 from explorer._src.compile.pool import WorkerPool, default_pool
-from explorer._src.report.provenance import provenance
+from explorer._src.report.provenance import compiled_with, provenance
 from explorer._src.report.report import Report
 from explorer._src.ui.background import running_loop
 
@@ -113,11 +113,14 @@ def status_text(report: Report, waited_s: float, unavailable: str | None = None)
 
 
 def compiled_for_html(report: Report) -> str:
-    """What compiled the program shown, one line under the status; an approximate one (a CPU
-    compile priced on a GPU or TPU) is marked so."""
+    """What compiled the program shown, one line under the status, and with which jax and
+    compiler (in grey after it); an approximate one (a CPU compile priced on a GPU or TPU) is
+    marked so."""
     text = html.escape(provenance(report))
     mark = "⚠ " if report.approximation else ""
-    return f"<div>{mark}{text}</div>"
+    versions = compiled_with(report)
+    tail = (f' <span style="color:#666">({html.escape(versions)})</span>' if versions else "")
+    return f"<div>{mark}{text}{tail}</div>"
 
 
 def warnings_html(report: Report) -> str:
