@@ -203,7 +203,7 @@ def test_a_folder_others_may_write_to_is_not_used(tmp_path, monkeypatch):
     folder = tmp_path / "shared"
     folder.mkdir()
     folder.chmod(0o777)
-    with pytest.raises(PermissionError, match="chmod 700"):
+    with pytest.raises(PermissionError, match="every user may write to .*chmod o-w"):
         DiskCache(folder)
     monkeypatch.setenv("EXPLORER_DISK_CACHE", "1")
     monkeypatch.setenv("EXPLORER_CACHE_DIR", str(folder))

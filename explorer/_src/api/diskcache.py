@@ -11,8 +11,9 @@ from it (explorer._src.report.predict), so the cache never holds a stale predict
 
 Safety. Entries are pickles, so nothing is read that this cache did not write:
 
-- the folder is created private (0700) and used only while it belongs to this user and no one
-  else may write to it;
+- the folder is created private (0700, whatever the umask) and used only while it belongs to
+  this user and no one outside its group may write to it (group write, as umask 002 leaves a
+  folder made by hand, is allowed: the key below is what an entry is checked against);
 - each entry carries an HMAC-SHA256 of its bytes under a random key kept in the folder (0600):
   a file written by anyone or anything else, or cut short, fails the check and is a miss;
 - the unpickler builds only the explorer's own dataclasses and enums (nothing else can be
@@ -117,7 +118,10 @@ class DiskCache:
         self.directory = Path(directory)
         self.max_bytes = max_bytes
         self.entries = self.directory / "reports"
-        self.entries.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Each folder made here is made 0700 itself: mkdir(parents=True) would make the cache's
+        # own folder with the umask's mode (0775 under umask 002).
+        for folder in (self.directory, self.entries):
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._check_private(self.directory)
         self._check_private(self.entries)
         self._key = self._load_key()
@@ -126,11 +130,18 @@ class DiskCache:
 
     @staticmethod
     def _check_private(path: Path) -> None:
+        """A folder this user owns, which no one outside its group may write to. Group write
+        (a folder made under umask 002, the group often the user's own) is allowed: a group
+        member can remove entries or the key (a miss, or the cache off), but cannot forge an
+        entry without the key, which is this user's alone (0600, checked by `_load_key`)."""
         st = path.stat()
-        if st.st_uid != os.getuid() or st.st_mode & 0o022:
-            raise PermissionError(f"{path} belongs to another user or others may write to it "
-                                  f"(mode {st.st_mode & 0o777:o}); the report cache needs a "
-                                  "private folder (chmod 700, or set EXPLORER_CACHE_DIR)")
+        if st.st_uid != os.getuid():
+            raise PermissionError(f"{path} belongs to another user (uid {st.st_uid}); the report "
+                                  "cache needs a folder of this user's (set EXPLORER_CACHE_DIR)")
+        if st.st_mode & 0o002:
+            raise PermissionError(f"every user may write to {path} (mode "
+                                  f"{st.st_mode & 0o777:o}); the report cache needs a folder "
+                                  "others cannot write to (chmod o-w, or set EXPLORER_CACHE_DIR)")
 
     def _load_key(self) -> bytes:
         path = self.directory / "key"

@@ -22,7 +22,7 @@ from explorer._src.errors import (
     UnknownAxisError,
     choices,
 )
-from explorer._src.spec.bounds import MAX_ELEMENTS, MAX_RANK, power_text, show
+from explorer._src.spec.bounds import MAX_ELEMENTS, MAX_RANK, SHOWN, power_text, show
 from explorer._src.spec.mesh import MeshSpec
 from explorer._src.spec.tokens import tokenize
 
@@ -215,8 +215,8 @@ def normalize_spec(spec, tensor: str | None = None) -> tuple[Entry, ...]:
 
 def _tokens(text: str, tensor: str | None):
     def fail(rest):
-        raise SpecError(f"cannot read spec {text!r} at {rest!r}: expected an axis name, None, "
-                        "_, '(' ,')' or ','", tensor=tensor)
+        raise SpecError(f"cannot read spec {show(text, SHOWN)} at {show(rest)}: expected an axis "
+                        "name, None, _, '(' ,')' or ','", tensor=tensor)
 
     toks = tokenize(text, fail)
     bad = next((v for k, v in toks if k == "punct" and v in "=:"), None)
@@ -260,13 +260,14 @@ def parse_spec(text: str, tensor: str | None = None) -> tuple[Entry, ...]:
     if len(toks) >= 2 and toks[0] in (("name", "P"), ("name", "PartitionSpec")) \
             and toks[1] == ("punct", "("):
         if toks[-1] != ("punct", ")"):
-            raise SpecError(f"spec {text!r} opens P( but does not close it", tensor=tensor)
+            raise SpecError(f"spec {show(text, SHOWN)} opens P( but does not close it",
+                            tensor=tensor)
         toks = toks[2:-1]
     entries: list[Entry] = []
     i = 0
 
     def fail(msg):
-        raise SpecError(f"cannot read spec {text!r}: {msg}", tensor=tensor)
+        raise SpecError(f"cannot read spec {show(text, SHOWN)}: {msg}", tensor=tensor)
 
     while i < len(toks):
         kind, val = toks[i]
@@ -277,7 +278,7 @@ def parse_spec(text: str, tensor: str | None = None) -> tuple[Entry, ...]:
                 if k == "quoted" or (k == "name" and v not in ("None", "_")):
                     names.append(v)
                 elif toks[i] != ("punct", ","):
-                    fail(f"unexpected {v!r} inside a tuple of axis names")
+                    fail(f"unexpected {show(v)} inside a tuple of axis names")
                 i += 1
             if i == len(toks):
                 fail("a '(' is not closed")
@@ -290,10 +291,10 @@ def parse_spec(text: str, tensor: str | None = None) -> tuple[Entry, ...]:
             entries.append(val)
             i += 1
         else:
-            fail(f"unexpected {val!r} where an entry should be")
+            fail(f"unexpected {show(val)} where an entry should be")
         if i < len(toks):
             if toks[i] != ("punct", ","):
-                fail(f"expected ',' between entries, found {toks[i][1]!r}")
+                fail(f"expected ',' between entries, found {show(toks[i][1])}")
             i += 1
     return tuple(entries)
 
@@ -323,15 +324,15 @@ def check_spec(tensor: TensorSpec, mesh: MeshSpec) -> None:
     name, spec, shape = tensor.name, tensor.spec, tensor.shape
     if spec and len(spec) != len(shape):
         raise RankError(
-            f"spec {format_spec(spec)!r} of tensor {name!r} has {len(spec)} entries but the "
-            f"tensor has rank {len(shape)} (shape {shape}); give one entry per dimension, "
-            "None for a dimension that is not split", tensor=name, mesh=mesh)
+            f"spec {show(format_spec(spec), SHOWN)} of tensor {name!r} has {len(spec)} entries "
+            f"but the tensor has rank {len(shape)} (shape {shape}); give one entry per "
+            "dimension, None for a dimension that is not split", tensor=name, mesh=mesh)
     used: dict[str, int] = {}
     for dim, entry in enumerate(spec):
         for axis in entry_axes(entry):
             if axis not in mesh.shape:
                 raise UnknownAxisError(
-                    f"axis {axis!r} in the spec of tensor {name!r} is not found in mesh "
+                    f"axis {show(axis)} in the spec of tensor {name!r} is not found in mesh "
                     f"{mesh.text()!r}; valid axes: {choices(mesh.names)}",
                     tensor=name, axis=axis, mesh=mesh)
             if axis in used:

@@ -43,7 +43,7 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from explorer._src.errors import RuleError, choices
-from explorer._src.spec.bounds import show
+from explorer._src.spec.bounds import SHOWN, show
 from explorer._src.spec.mesh import MeshSpec
 from explorer._src.spec.tensor import Entry, entry_axes, format_entry
 from explorer._src.spec.tokens import tokenize
@@ -134,8 +134,9 @@ class Rules:
 
 def _tokens(text: str) -> list[tuple[str, str]]:
     def fail(rest):
-        raise RuleError(f"cannot read rules {text!r} at {rest!r}: expected NAME=AXES items or "
-                        "(NAME,AXES) pairs separated by ',' (e.g. batch=data,mlp=model)")
+        raise RuleError(f"cannot read rules {show(text, SHOWN)} at {show(rest)}: expected "
+                        "NAME=AXES items or (NAME,AXES) pairs separated by ',' (e.g. "
+                        "batch=data,mlp=model)")
 
     # A quoted axis is still a name here.
     return [("name" if k == "quoted" else k, v) for k, v in tokenize(text, fail, brackets=True)]
@@ -144,8 +145,8 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 def _check_kind(kind: str | None, text: str, where: str | None = None) -> TensorKind | None:
     """The rule's scope as the TensorKind its text names; None for a rule of every kind."""
     if kind is not None and kind not in KINDS:
-        raise RuleError(f"{where or f'rule {text!r}'} is scoped to tensor kind {kind!r}, which is "
-                        f"unknown; kinds: {choices(KINDS)}", rule=text)
+        raise RuleError(f"{where or f'rule {show(text, SHOWN)}'} is scoped to tensor kind "
+                        f"{show(kind)}, which is unknown; kinds: {choices(KINDS)}", rule=text)
     return None if kind is None else TensorKind(kind)
 
 
@@ -154,8 +155,8 @@ def _check_name(name: str, kind: str | None, known: Iterable[str], text: str
     """`_check_kind`'s TensorKind, once `name` is known to be a logical dimension name."""
     known = tuple(known)
     if name not in known:
-        raise RuleError(f"rule {text!r} names logical dimension {name!r}, which is unknown; "
-                        f"logical names: {choices(known)}", rule=text)
+        raise RuleError(f"rule {show(text, SHOWN)} names logical dimension {show(name)}, which "
+                        f"is unknown; logical names: {choices(known)}", rule=text)
     return _check_kind(kind, text)
 
 
@@ -265,9 +266,9 @@ def _parse_text(text: str, known: tuple[str, ...]) -> Rules:
     i = 0
 
     def fail(msg):
-        raise RuleError(f"cannot read rules {text!r}: {msg}; write NAME=AXES items separated by "
-                        "',', e.g. batch=data,mlp=model,embed=None or opt:embed=data, or "
-                        "(NAME,AXES) pairs, e.g. (embed,fsdp),(embed,tensor)")
+        raise RuleError(f"cannot read rules {show(text, SHOWN)}: {msg}; write NAME=AXES items "
+                        "separated by ',', e.g. batch=data,mlp=model,embed=None or "
+                        "opt:embed=data, or (NAME,AXES) pairs, e.g. (embed,fsdp),(embed,tensor)")
 
     def at(j):
         return toks[j] if j < len(toks) else ("end", "")
@@ -275,14 +276,14 @@ def _parse_text(text: str, known: tuple[str, ...]) -> Rules:
     def take(punct, what):
         nonlocal i
         if at(i) != ("punct", punct):
-            fail(f"expected {what}" + (f", found {toks[i][1]!r}" if i < len(toks) else
+            fail(f"expected {what}" + (f", found {show(toks[i][1])}" if i < len(toks) else
                                        " at the end"))
         i += 1
 
     def take_name(what):
         nonlocal i
         if at(i)[0] != "name":
-            fail(f"expected {what}" + (f", found {toks[i][1]!r}" if i < len(toks) else
+            fail(f"expected {what}" + (f", found {show(toks[i][1])}" if i < len(toks) else
                                        " at the end"))
         i += 1
         return toks[i - 1][1]
@@ -305,7 +306,7 @@ def _parse_text(text: str, known: tuple[str, ...]) -> Rules:
             if toks[i][0] == "name":
                 axes.append(toks[i][1])
             elif toks[i] != ("punct", ","):
-                fail(f"unexpected {toks[i][1]!r} inside a tuple of mesh axes")
+                fail(f"unexpected {show(toks[i][1])} inside a tuple of mesh axes")
             i += 1
         if i == len(toks):
             fail(f"a {opener!r} is not closed")
@@ -324,16 +325,16 @@ def _parse_text(text: str, known: tuple[str, ...]) -> Rules:
         if opener in _CLOSE:            # a (NAME, AXES) pair
             i += 1
             scope, name = take_scoped_name()
-            take(",", f"',' after {name!r} in a (NAME,AXES) pair")
+            take(",", f"',' after {show(name)} in a (NAME,AXES) pair")
             value = take_axes(f"({name},")
-            take(_CLOSE[opener], f"{_CLOSE[opener]!r} closing the pair for {name!r}")
+            take(_CLOSE[opener], f"{_CLOSE[opener]!r} closing the pair for {show(name)}")
             rule_text = "".join(t[1] for t in toks[start:i])
             kind = _check_kind(scope, rule_text)
             out.append(Rule(kind, name, _entry(value, rule_text), first_fit=True))
         else:
             scope, name = take_scoped_name()
             if at(i) != ("punct", "="):
-                fail(f"expected '=' after {name!r}")
+                fail(f"expected '=' after {show(name)}")
             i += 1
             value = take_axes(f"{name}=")
             rule_text = "".join(t[1] for t in toks[start:i])
@@ -341,7 +342,7 @@ def _parse_text(text: str, known: tuple[str, ...]) -> Rules:
             out.append(Rule(kind, name, _entry(value, rule_text)))
         if i < len(toks):
             if toks[i] != ("punct", ","):
-                fail(f"expected ',' between rules, found {toks[i][1]!r}")
+                fail(f"expected ',' between rules, found {show(toks[i][1])}")
             i += 1
     _check_pairs(out, known)
     return Rules(tuple(out))
