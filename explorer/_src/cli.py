@@ -237,7 +237,8 @@ def _analyze_parser(sub) -> None:
                    "hardware where its compiler is installed (the gpu or tpu extra, no device "
                    "needed); cpu: on fake CPU devices, priced on the target (approximate)")
     a.add_argument("--partitioner", choices=["shardy", "gspmd"], help="default: shardy")
-    a.add_argument("--axis-type", choices=["auto", "explicit"], help="default: auto")
+    a.add_argument("--axis-type", choices=["auto", "explicit", "manual"],
+                   help="the type of the mesh axes that name none (default: auto)")
     _add_run_flags(a, timeout_help=f"compile time limit, seconds (default {_DEFAULT_TIMEOUT})",
                    json_help="one JSON object on stdout")
     a.add_argument("--hlo", choices=["optimized", "propagated", "stablehlo"],
@@ -263,8 +264,8 @@ def _add_workload_flags(a: argparse.ArgumentParser) -> None:
     a.add_argument("--workload", help=f"one of: {', '.join(WORKLOADS)} (required without "
                    "--from)")
     _add_param(a)
-    a.add_argument("--mesh", help="axes and sizes, e.g. data=2,model=4 (required without "
-                   "--from)")
+    a.add_argument("--mesh", help="axes and sizes, e.g. data=2,model=4; an axis may name its "
+                   "type, e.g. data=2:explicit,model=4 (required without --from)")
     a.add_argument("--spec", action="append", default=[], metavar="TENSOR=ENTRIES",
                    help="e.g. w1=None,model or \"x=P('data', None)\"; others are replicated "
                    "(or placed by --preset/--rules; a --spec wins over them)")

@@ -1,4 +1,5 @@
-"""Sidebar editors: the mesh (add, remove, rename axes, set sizes) and one spec row per tensor.
+"""Sidebar editors: the mesh (add, remove, rename axes, set sizes and types) and one spec row
+per tensor.
 
 Each editor owns its widgets and reports edits through one callback; it never compiles. Both
 hold structured values (axis names and sizes; per dimension, a tuple of mesh axes), so nothing
@@ -13,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 import ipywidgets as w
 
 from explorer._src.errors import MeshError, RankError, UnknownAxisError, choices
-from explorer._src.spec.mesh import MeshSpec
+from explorer._src.spec.mesh import AXIS_TYPES, AxisType, MeshSpec
 from explorer._src.spec.tensor import Entry, entry_axes
 
 # The app edits meshes of at most this many axes: each axis is a row here and a choice in every
@@ -32,22 +33,30 @@ def css_name(tensor: str) -> str:
 
 
 class AxisRow:
-    """One mesh axis: its name, its size, a remove button and the row's own error."""
+    """One mesh axis: its name, its size, its type (jax's per-axis AxisType: auto, explicit,
+    manual), a remove button and the row's own error."""
 
     def __init__(self, name: str, size: int, on_change: Callable[[], None],
-                 on_remove: Callable[[AxisRow], None]):
+                 on_remove: Callable[[AxisRow], None], kind: AxisType | str = AxisType.AUTO):
         self.name_w = w.Text(value=name, layout=w.Layout(width="90px"), continuous_update=False)
         self.size_w = w.IntText(value=size, layout=w.Layout(width="70px"))
+        # A closed set: a dropdown, so no text is parsed.
+        self.type_w = w.Dropdown(options=[str(t) for t in AXIS_TYPES], value=str(kind),
+                                 layout=w.Layout(width="92px"),
+                                 tooltip="how jax treats this axis: auto (the partitioner "
+                                 "propagates), explicit (sharding in types), manual")
         self.remove = w.Button(description="✕", layout=w.Layout(width="36px"),
                                tooltip="remove this axis")
         self.error = w.HTML()
         self.error.add_class("explorer-error")
         # The name this row had in the last valid mesh: a rename carries spec picks over.
         self.committed: str | None = None
-        self.widget = w.VBox([w.HBox([self.name_w, self.size_w, self.remove]), self.error])
+        self.widget = w.VBox([w.HBox([self.name_w, self.size_w, self.type_w, self.remove]),
+                              self.error])
         self.widget.add_class("explorer-mesh-axis")
         self.name_w.observe(lambda _: on_change(), "value")
         self.size_w.observe(lambda _: on_change(), "value")
+        self.type_w.observe(lambda _: on_change(), "value")
         self.remove.on_click(lambda _: on_remove(self))
 
     @property
@@ -57,6 +66,10 @@ class AxisRow:
     @property
     def size(self) -> int:
         return self.size_w.value
+
+    @property
+    def kind(self) -> AxisType:
+        return AxisType(self.type_w.value)
 
     def check(self) -> None:
         """This row alone: a valid axis name and size (MeshSpec's own rule), shown on the row."""
@@ -69,9 +82,10 @@ class AxisRow:
 
 
 class MeshEditor:
-    """Rows of (name, size, remove) and an add button, up to MAX_AXES rows."""
+    """Rows of (name, size, type, remove) and an add button, up to MAX_AXES rows."""
 
-    def __init__(self, axes: Sequence[tuple[str, int]], on_change: Callable[[], None]):
+    def __init__(self, axes: Sequence[tuple[str, int]], on_change: Callable[[], None],
+                 types: Sequence[AxisType | str] | None = None):
         self._on_change = on_change
         self.rows: list[AxisRow] = []
         self.box = w.VBox()
@@ -81,16 +95,20 @@ class MeshEditor:
         self.add.on_click(lambda _: self._add())
         self.error = w.HTML()
         self.error.add_class("explorer-error")
-        self.widget = w.VBox([w.HTML("<b>Mesh</b> (axis name, size)"), self.box,
+        self.widget = w.VBox([w.HTML("<b>Mesh</b> (axis name, size, type)"), self.box,
                               w.HBox([self.add, self.count]), self.error])
         self.widget.add_class("explorer-mesh")
-        self.set_axes(axes)
+        self.set_axes(axes, types)
 
-    def set_axes(self, axes: Sequence[tuple[str, int]]) -> None:
+    def set_axes(self, axes: Sequence[tuple[str, int]],
+                 types: Sequence[AxisType | str] | None = None) -> None:
+        """Rows for `axes` ((name, size) pairs), of `types` (one per axis; auto where None)."""
         if len(axes) > MAX_AXES:
             raise MeshError(f"the app edits meshes of at most {MAX_AXES} axes; this one has "
                             f"{len(axes)}. Merge axes, or use explorer.analyze for more")
-        self.rows = [AxisRow(n, s, self._changed, self._remove) for n, s in axes]
+        kinds = list(types) if types is not None else [AxisType.AUTO] * len(axes)
+        self.rows = [AxisRow(n, s, self._changed, self._remove, k)
+                     for (n, s), k in zip(axes, kinds, strict=True)]
         self._layout()
 
     def _layout(self) -> None:
@@ -121,11 +139,17 @@ class MeshEditor:
     def axes(self) -> list[tuple[str, int]]:
         return [(r.name, r.size) for r in self.rows]
 
+    @property
+    def types(self) -> list[AxisType]:
+        """Each row's axis type, in order."""
+        return [r.kind for r in self.rows]
+
     def row(self, name: str) -> AxisRow:
         return next(r for r in self.rows if r.name == name)
 
     def mesh(self) -> MeshSpec:
-        """The mesh of the rows, built from their names and sizes; a bad row gets the error."""
+        """The mesh of the rows, built from their names, sizes and types; a bad row gets the
+        error."""
         self.error.value = ""
         failed = None
         for r in self.rows:
@@ -143,7 +167,8 @@ class MeshEditor:
                 raise MeshError(message, axis=r.name)
             seen.add(r.name)
         try:
-            return MeshSpec(tuple(r.name for r in self.rows), tuple(r.size for r in self.rows))
+            return MeshSpec(tuple(r.name for r in self.rows), tuple(r.size for r in self.rows),
+                            tuple(r.kind for r in self.rows))
         except MeshError as e:          # no rows at all
             self.error.value = html.escape(str(e))
             raise

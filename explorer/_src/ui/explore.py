@@ -13,6 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from explorer._src.api.analyze import MeshLike, SpecPatterns
+from explorer._src.api.mesh_source import is_jax_mesh, spec_of
+from explorer._src.compile.caller_context import mesh_in_force
 from explorer._src.compile.pool import WorkerPool
 from explorer._src.errors import RuleError
 from explorer._src.spec.mesh import parse_mesh
@@ -34,8 +36,11 @@ def explore(fn: Callable[..., Any], *args: Any, mesh: MeshLike = "data=2,model=4
         fn: the function, called as ``fn(*args)``.
         *args: each a TensorSpec or a pytree of them; the sidebar groups the inputs by
             argument and starts each at its TensorSpec's spec.
-        mesh: the mesh the app opens with: text like ``"data=2,model=4"``, a mapping or a
-            MeshSpec.
+        mesh: the mesh the app opens with: text like ``"data=2,model=4"`` (an axis may name
+            its type: ``"data=2:explicit,model=4"``), a mapping, a MeshSpec, or a
+            ``jax.sharding.Mesh``, which keeps its axis types and is in force while `fn` is
+            traced (jax.set_mesh and the legacy ``with mesh:``), as model libraries'
+            constraint helpers read it.
         specs: partition rules, as MaxText, t5x and model zoos write them: regular
             expression -> spec (``{r"up.*kernel": "None,model"}``, or a sequence of
             ``(regex, spec)`` pairs), searched in the input names joined with '.' or '/', the
@@ -66,14 +71,26 @@ def explore(fn: Callable[..., Any], *args: Any, mesh: MeshLike = "data=2,model=4
         ExplorerError: `fn` is not callable, or the inputs, specs or mesh are invalid (the
             errors explorer.analyze raises for them).
     """
-    source = FunctionSource(fn, args, specs=specs, out_specs=out_specs)
-    if rules and not source.uses_rules:
-        raise RuleError(f"rules={rules!r}: rules map logical dimension names to mesh axes, and "
-                        "the TensorSpecs of a plain function carry none; give specs instead "
-                        "(specs={pattern: spec}, or each TensorSpec's spec)")
-    return App(source, mesh, partitioner=partitioner, target=target, mapping=mapping,
-               rules=rules, debounce=debounce, pool=pool, compile_for=compile_for,
-               timeout=timeout)
+    mesh, in_force = _mesh_given(mesh)
+    # The source keeps the contexts in force where it is made (explorer/_src/compile/
+    # caller_context.py): a jax Mesh given is in force at every trace, as analyze's is.
+    with mesh_in_force(in_force):
+        source = FunctionSource(fn, args, specs=specs, out_specs=out_specs)
+        if rules and not source.uses_rules:
+            raise RuleError(f"rules={rules!r}: rules map logical dimension names to mesh axes, "
+                            "and the TensorSpecs of a plain function carry none; give specs "
+                            "instead (specs={pattern: spec}, or each TensorSpec's spec)")
+        return App(source, mesh, partitioner=partitioner, target=target, mapping=mapping,
+                   rules=rules, debounce=debounce, pool=pool, compile_for=compile_for,
+                   timeout=timeout)
+
+
+def _mesh_given(mesh) -> tuple[Any, Any]:
+    """(the mesh the app opens with, a jax Mesh to keep in force where the program is traced:
+    the one given as mesh=, or None): a jax mesh opens as its axes, sizes and types."""
+    if not is_jax_mesh(mesh):
+        return mesh, None
+    return spec_of(mesh), (mesh if hasattr(mesh, "devices") else None)
 
 
 def explore_module(model: nnx.Module, *inputs: Any, mesh: MeshLike = "data=2,model=4",
@@ -103,7 +120,8 @@ def explore_module(model: nnx.Module, *inputs: Any, mesh: MeshLike = "data=2,mod
         rules: logical-axis rules for the parameters' logical names, e.g.
             ``"embed=data,mlp=model"``.
         mesh, target, mapping, partitioner, debounce, pool, compile_for, timeout, out_specs:
-            as explore takes them.
+            as explore takes them (a jax Mesh as `mesh` is in force while the program is
+            traced: jax.set_mesh and the legacy ``with mesh:``).
 
     Returns:
         The app: ``.widget`` is what a notebook cell displays, ``.report`` the current Report.
@@ -114,8 +132,10 @@ def explore_module(model: nnx.Module, *inputs: Any, mesh: MeshLike = "data=2,mod
     """
     from explorer._src.ui.module import module_source
 
-    source = module_source(model, inputs, parse_mesh(mesh), specs=specs, fn=fn,
-                           out_specs=out_specs)
-    return App(source, mesh, partitioner=partitioner, target=target, mapping=mapping,
-               rules=rules, debounce=debounce, pool=pool, compile_for=compile_for,
-               timeout=timeout)
+    mesh, in_force = _mesh_given(mesh)
+    with mesh_in_force(in_force):
+        source = module_source(model, inputs, parse_mesh(mesh), specs=specs, fn=fn,
+                               out_specs=out_specs)
+        return App(source, mesh, partitioner=partitioner, target=target, mapping=mapping,
+                   rules=rules, debounce=debounce, pool=pool, compile_for=compile_for,
+                   timeout=timeout)

@@ -141,8 +141,9 @@ class EditHistory:
         """The mesh's rows; the pickers offer its axes. A new mesh, not a rename: an axis the
         last one had and this one lacks counts as removed for the specs the source gives."""
         axes = list(zip(mesh.names, mesh.sizes, strict=True))
-        if self.sidebar.mesh_editor.axes != axes:
-            self.sidebar.mesh_editor.set_axes(axes)
+        editor = self.sidebar.mesh_editor
+        if editor.axes != axes or tuple(editor.types) != mesh.axis_types:
+            editor.set_axes(axes, mesh.axis_types)
         self.sidebar.mesh_editor.commit()
         sidebar = self.sidebar
         if mesh.names != sidebar.axis_names:

@@ -91,7 +91,7 @@ class Sidebar(SidebarChecks):
         self.default_timeout_s = DEFAULT_TIMEOUT_S   # the last request's target's default
 
         self.mesh_editor = MeshEditor(list(zip(mesh.names, mesh.sizes, strict=True)),
-                                      guard(edit))
+                                      guard(edit), mesh.axis_types)
         self.mesh_editor.commit()
         self.specs_editor = SpecsEditor(guard(self._picked), guard)
         if preset:
@@ -238,7 +238,8 @@ class Sidebar(SidebarChecks):
                     if key in params and wid.value != params[key]:
                         wid.value = params[key]
                 self.load_tensors()
-            self.mesh_editor.set_axes(list(zip(mesh.names, mesh.sizes, strict=True)))
+            self.mesh_editor.set_axes(list(zip(mesh.names, mesh.sizes, strict=True)),
+                                      mesh.axis_types)
             self.mesh_editor.commit()
             self.specs_editor.set_axes(mesh.names, {})
             self.axis_names = mesh.names

@@ -1,0 +1,196 @@
+"""Where a request's mesh comes from (explorer/_src/api/mesh_source.py), each axis's type
+(explorer/_src/spec/mesh.py), and a jax Mesh given as mesh= in force while the program is traced.
+
+Ground truth is plain jax where a compile is compared: the same function jitted and compiled on
+the same 8 CPU devices of this process (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import explorer
+from explorer import Request, TensorSpec, parse_mesh
+from explorer._src.api.exploration import Exploration, from_link
+
+E, A = AxisType.Explicit, AxisType.Auto
+
+
+def _struct(shape, mesh, spec):
+    return jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, spec))
+
+
+def matmul(x, w):
+    return x @ w
+
+
+# ----------------------------------------------------------------------- the mesh's sources
+
+
+def test_two_meshes_that_differ_are_refused_naming_both():
+    """The inputs on one mesh, the caller's jax.set_mesh on another: nothing is guessed."""
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(A, A))
+    other = jax.make_mesh((4, 2), ("data", "model"), axis_types=(A, A))
+    x = _struct((8, 16), mesh, P("data", None))
+    with jax.set_mesh(other), pytest.raises(explorer.InputError) as e:
+        explorer.analyze(lambda a: a * 2, x)
+    message = str(e.value)
+    assert "input 'a' is on data=2,model=4 (auto axes)" in message
+    assert "the caller's jax.set_mesh on data=4,model=2 (auto axes)" in message
+    assert "mesh=" in message
+
+
+def test_two_inputs_on_meshes_of_other_axis_types_are_refused():
+    explicit = jax.make_mesh((2, 4), ("data", "model"), axis_types=(E, E))
+    auto = jax.make_mesh((2, 4), ("data", "model"), axis_types=(A, A))
+    with pytest.raises(explorer.InputError, match=r"input 'x' is on data=2,model=4 \(explicit "
+                                                  r"axes\), input 'w' on data=2,model=4 "
+                                                  r"\(auto axes\)"):
+        explorer.Request(fn=matmul, inputs=(_struct((8, 16), explicit, P("data", None)),
+                                            _struct((16, 4), auto, P())))
+
+
+def test_no_mesh_anywhere_is_refused_as_before():
+    with pytest.raises(explorer.InputError, match="mesh= is missing.*no input carries a "
+                                                  "NamedSharding"):
+        explorer.analyze(matmul, TensorSpec("x", (8, 8)), TensorSpec("w", (8, 8)))
+
+
+def test_the_caller_s_set_mesh_is_the_mesh_of_inputs_without_shardings():
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(E, A))
+    with jax.set_mesh(mesh):
+        request = Request(fn=matmul, inputs=(TensorSpec("x", (8, 16), spec="data,None"),
+                                             TensorSpec("w", (16, 4))))
+    assert request.planned.mesh == parse_mesh("data=2:explicit,model=4:auto")
+
+
+def test_mesh_given_wins_over_the_inputs_mesh_and_keeps_their_specs():
+    """mesh= given: the inputs' PartitionSpecs are placed on it, as before."""
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(A, A))
+    request = Request(fn=matmul, inputs=(_struct((8, 16), mesh, P("data", None)),
+                                         _struct((16, 4), mesh, P())), mesh="data=4,model=2")
+    assert request.planned.mesh.sizes == (4, 2)
+    assert request.planned.leaves[0].spec == ("data", None)
+
+
+# ----------------------------------------------------------------- a jax Mesh as mesh=
+
+
+def _legacy_mesh():
+    """The legacy `with mesh:` mesh, read as model libraries read it (jax deprecates it)."""
+    from jax.interpreters import pxla
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return pxla.thread_resources.env.physical_mesh
+
+
+def _reads_the_legacy_mesh(x):
+    """As EasyDeL's constraint helper does: the legacy `with mesh:` mesh must be there."""
+    physical = _legacy_mesh()
+    assert not physical.empty, "No mesh found under this context manager"
+    assert jax.sharding.get_abstract_mesh().axis_names == physical.axis_names
+    return jax.lax.with_sharding_constraint(x * 2, NamedSharding(physical, P("data", None)))
+
+
+def test_a_jax_mesh_given_is_in_force_while_the_program_is_traced():
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(A, A))
+    x = TensorSpec("x", (8, 16))
+    report = explorer.analyze(_reads_the_legacy_mesh, x, mesh=mesh)
+    assert report.mesh == parse_mesh("data=2,model=4")
+    # As plain jax compiles it under the same mesh, in both forms.
+    with jax.set_mesh(mesh), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with mesh:
+            plain = jax.jit(_reads_the_legacy_mesh).lower(
+                jax.ShapeDtypeStruct((8, 16), jnp.float32, sharding=NamedSharding(mesh, P()))
+            ).compile()
+    [out] = [t for t in report.tensors if str(t.kind) == "output"]
+    [plain_out] = jax.tree.leaves(plain.output_shardings)
+    assert out.sharding == str(plain_out._to_xla_hlo_sharding(2))
+    # Outside the call, nothing is left in force.
+    assert _legacy_mesh().empty
+
+
+def test_a_jax_mesh_keeps_its_axis_types():
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(E, A))
+    request = Request(fn=matmul, inputs=(TensorSpec("x", (8, 16), spec="data,None"),
+                                         TensorSpec("w", (16, 4))), mesh=mesh)
+    assert [str(t) for t in request.planned.mesh.axis_types] == ["explicit", "auto"]
+
+
+# ------------------------------------------------------------------- per-axis types
+
+
+def test_mixed_axis_types_through_the_api_compile_as_plain_jax():
+    """`data=2:explicit,model=4` is jax's mesh with axis_types=(Explicit, Auto): the same
+    program as plain jax's under that mesh."""
+    x, w = TensorSpec("x", (8, 16), spec="data,None"), TensorSpec("w", (16, 32))
+    report = explorer.analyze(matmul, x, w, mesh="data=2:explicit,model=4")
+    assert report.mesh.axis_types == ("explicit", "auto")
+    assert report.mesh.to_dict()["axis_types"] == {"data": "explicit", "model": "auto"}
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(E, A))
+    with jax.set_mesh(mesh):
+        plain = jax.jit(matmul).lower(_struct((8, 16), mesh, P("data", None)),
+                                      _struct((16, 32), mesh, P())).compile()
+    # The type of the output carries the Explicit axis only, as plain jax's trace types it.
+    [out] = [t for t in report.tensors if str(t.kind) == "output"]
+    assert out.typed_spec == ("data", None)
+    assert out.sharding == str(jax.tree.leaves(plain.output_shardings)[0]
+                               ._to_xla_hlo_sharding(2))
+    memory = plain.memory_analysis()
+    assert report.memory.temporaries == memory.temp_size_in_bytes
+    assert report.memory.outputs == memory.output_size_in_bytes
+
+
+@pytest.mark.parametrize("text, types", [
+    ("data=2:explicit,model=4", ("explicit", "auto")),
+    ("data=2, model=4:explicit", ("auto", "explicit")),
+    ("data=2:manual,model=4:explicit", ("manual", "explicit")),
+    ("data=2:explicit,model=4:explicit", ("explicit", "explicit")),
+])
+def test_the_mesh_grammar_takes_a_type_per_axis(text, types):
+    mesh = parse_mesh(text)
+    assert mesh.axis_types == types
+    assert parse_mesh(mesh.text(), mesh.axis_types[0]) == mesh    # text reads back
+
+
+def test_a_mesh_of_one_type_is_the_mesh_it_was():
+    """One type throughout is that one type (one mesh, one cache key), and a bad type is
+    named with its axis and the choices."""
+    assert parse_mesh("data=2:explicit,model=4:explicit") == parse_mesh("data=2,model=4",
+                                                                         "explicit")
+    assert parse_mesh("x=8").axis_type == "auto"
+    with pytest.raises(explorer.MeshError, match="axis type 'explict' of mesh axis 'data' is "
+                                                 "not one of 'auto', 'explicit', 'manual'"):
+        parse_mesh("data=2:explict,model=4")
+    with pytest.raises(explorer.MeshError, match="2 axes but 3 axis types"):
+        explorer.MeshSpec(("a", "b"), (2, 4), ("auto", "auto", "explicit"))
+
+
+def test_the_cli_takes_a_type_per_axis(cli):
+    code, out, err = cli(["analyze", "--workload", "mlp", "--mesh", "data=2:explicit,model=4",
+                          "--json"])
+    assert code == 0, err
+    assert json.loads(out)["mesh"]["axis_types"] == {"data": "explicit", "model": "auto"}
+    code, out, err = cli(["analyze", "--workload", "mlp", "--mesh", "data=2:sideways,model=4"])
+    assert code != 0 and "'sideways'" in err and "'auto', 'explicit', 'manual'" in err
+
+
+def test_a_saved_exploration_keeps_each_axis_s_type(tmp_path):
+    x, w = TensorSpec("x", (8, 16), spec="data,None"), TensorSpec("w", (16, 32))
+    report = explorer.analyze(matmul, x, w, mesh="data=2:explicit,model=4")
+    saved = Exploration.from_report(report, matmul)
+    assert saved.mesh == "data=2:explicit,model=4:auto"
+    path = tmp_path / "mixed.json"
+    saved.save(path)
+    for loaded in (explorer.load_exploration(path), from_link(saved.to_link())):
+        assert loaded == saved
+        again = loaded.analyze(matmul, x, w)
+        assert again.mesh == report.mesh
