@@ -277,12 +277,21 @@ def test_bad_input_gives_one_message_in_the_tab(mlp_app):
     assert unescape(view.message.value) == "no candidate to apply: run a search first"
 
 
-def test_a_cluster_box_that_is_not_a_ray_address_gives_one_message_and_no_search(mlp_app):
-    view = open_tab(mlp_app)
+def test_a_malformed_cluster_list_offers_this_machine_and_says_what_is_wrong(mlp_app,
+                                                                             monkeypatch):
+    """The clusters come from the server's EXPLORER_CLUSTERS (tests/ui/test_security.py); an
+    entry that is not a Ray address is named under the choice, and only this machine is
+    offered."""
     for text in ("head", "head:port", "127.0.0.2:0", "127.0.0.2:70000", "two words:6379"):
-        assert refused(view, view.cluster_w, text) == (
-            f"cluster {text!r} is not a Ray address: give 'HOST:PORT', 'ray://HOST:PORT', "
-            "'auto' or 'local', or leave the box empty to compile on this machine")
+        monkeypatch.setenv("EXPLORER_CLUSTERS", f"127.0.0.2:6390,{text}")
+        view = open_tab(mlp_app)
+        view.refresh()
+        assert list(view.cluster_w.options) == [("this machine", None)]
+        assert view.cluster_w.disabled
+        assert unescape(view.cluster_note.value) == (
+            f"<span class='explorer-note'>cluster {text!r} is not a Ray address: give "
+            "'HOST:PORT', 'ray://HOST:PORT', 'auto' or 'local', or remove it from "
+            "EXPLORER_CLUSTERS</span>")
 
 
 def test_a_failed_candidate_is_a_row_with_its_error():

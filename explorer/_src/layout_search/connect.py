@@ -17,9 +17,11 @@ that does not answer in time (PROBE_TIMEOUT_S by default) fails it too, instead 
 waiting on it.
 
 The address is checked before any of this (`check_address`), with the same rule for the API's
-`cluster=` and the app's cluster box; and before Ray is asked to connect to it, something must
-accept a TCP connection there (`probe_address`), because Ray's GCS client retries an address
-where nothing listens for many minutes, past any `budget_s`, and holds up a SIGTERM meanwhile.
+`cluster=` and the addresses a served app offers its pages (`configured_clusters`: the
+server's configuration, never a page's text); and before Ray is asked to connect to it,
+something must accept a TCP connection there (`probe_address`), because Ray's GCS client
+retries an address where nothing listens for many minutes, past any `budget_s`, and holds up a
+SIGTERM meanwhile.
 
 Ray is imported by the caller (cluster.py) and passed in, only when a cluster is asked for.
 """
@@ -33,6 +35,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,6 +116,23 @@ def check_address(value, instead: str = "None for this machine's worker pool") -
         raise InputError(f"cluster {show(value)} is not a Ray address: give {ADDRESS_FORMS}, "
                          f"or {instead}")
     return text
+
+
+# The Ray clusters a served app offers its pages (the Suggest tab's cluster choice): set by the
+# server's operator, comma-separated, e.g. EXPLORER_CLUSTERS=ray://head:10001,10.0.0.5:6379
+# (`sharding-explorer app --cluster ADDR` sets it for the app's kernels). A page never names an
+# address: Ray's client unpickles what its server sends, so a page that could point the kernel
+# at a server of its own could run code as the server's user.
+CLUSTERS_ENV = "EXPLORER_CLUSTERS"
+
+
+def configured_clusters(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The addresses CLUSTERS_ENV lists, each checked by `check_address`, in order, without
+    repeats; () when it is unset or empty. A malformed entry is an InputError naming it."""
+    text = (os.environ if environ is None else environ).get(CLUSTERS_ENV, "")
+    found = [check_address(item, instead=f"remove it from {CLUSTERS_ENV}")
+             for item in text.split(",") if item.strip()]
+    return tuple(dict.fromkeys(found))
 
 
 def runtime_env() -> dict[str, Any]:

@@ -1,9 +1,10 @@
-"""What a search of the app's program is, from the Suggest tab's text: the budget and cluster
-boxes read (`parse_budget`, `parse_cluster`), the spaces and choices the program offers
-(`spaces_of`, `choices_of`), the search itself (`SearchJob`, made by `make_job` from the app's
-checked request at Start: the explorer Request the app compiles, and the search's options
-beside it), and a candidate's layout read back: its specs (`candidate_specs`) and whether it is
-the app's layout now (`current_candidate`). No widgets."""
+"""What a search of the app's program is, from the Suggest tab's controls: the budget box read
+(`parse_budget`), the clusters the server offers (`cluster_options`, `chosen_cluster`), the
+spaces and choices the program offers (`spaces_of`, `choices_of`), the search itself
+(`SearchJob`, made by `make_job` from the app's checked request at Start: the explorer Request
+the app compiles, and the search's options beside it), and a candidate's layout read back: its
+specs (`candidate_specs`) and whether it is the app's layout now (`current_candidate`). No
+widgets."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from explorer._src.api.analysis_request import Request
 from explorer._src.errors import ExplorerError, InputError, TargetError, choices
-from explorer._src.layout_search.connect import check_address
+from explorer._src.layout_search.connect import CLUSTERS_ENV, configured_clusters
 from explorer._src.layout_search.options import SearchOptions
 from explorer._src.layout_search.result import Candidate, SearchResult, SearchSpace
 from explorer._src.layout_search.space import WorkloadProblem
@@ -40,12 +41,28 @@ def parse_budget(text: str) -> float | None:
     return value
 
 
-def parse_cluster(text: str) -> str | None:
-    """The cluster box's text as explorer.search's `cluster=`: empty means this machine's
-    worker pool; anything else must be a Ray address (one InputError naming it otherwise)."""
-    if not text.strip():
+THIS_MACHINE = "this machine"
+
+
+def cluster_options() -> list[tuple[str, str | None]]:
+    """The cluster choice's options: this machine's worker pool (None), then each Ray cluster
+    the server's configuration lists (`configured_clusters`, CLUSTERS_ENV). A page picks
+    among them and never types an address."""
+    return [(THIS_MACHINE, None), *((address, address) for address in configured_clusters())]
+
+
+def chosen_cluster(value: str | None) -> str | None:
+    """The choice's value as explorer.search's `cluster=`, checked again against the server's
+    list at Start (the list may have changed, and a value from a page is never trusted): an
+    address the server does not offer is an InputError naming it and the choices."""
+    if value is None:
         return None
-    return check_address(text, instead="leave the box empty to compile on this machine")
+    offered = configured_clusters()
+    if value not in offered:
+        raise InputError(f"cluster {show(value)} is not one this server offers; choose "
+                         f"{choices((THIS_MACHINE, *offered))} (the server's operator lists "
+                         f"clusters in {CLUSTERS_ENV})")
+    return value
 
 def spaces_of(source: Source) -> list[str]:
     """The spaces explorer.search offers for the source's program."""

@@ -12,9 +12,12 @@ and the tab says what was searched. Apply loads a candidate's mesh, rules or spe
 workload params it was searched with) into the editors, which then recompile as after any
 edit.
 
-The candidates compile on this machine's worker pool, or, with an address in the cluster box, as
-Ray tasks on that cluster (explorer.search's `cluster=`, the same address rule and the same
-search); progress and cancel work alike on both, and the results say where they were compiled.
+The candidates compile on this machine's worker pool, or, where the server's configuration lists
+Ray clusters (EXPLORER_CLUSTERS, `sharding-explorer app --cluster`), as Ray tasks on the one
+chosen (explorer.search's `cluster=`, the same search); progress and cancel work alike on both,
+and the results say where they were compiled. A page chooses among the listed clusters and
+cannot name one: Ray's client unpickles its server's replies, so an address from a page would
+let its user run code on this server.
 """
 
 from __future__ import annotations
@@ -34,12 +37,14 @@ from explorer._src.ui.background import BackgroundTab
 from explorer._src.ui.sources import AppRequest, Source
 from explorer._src.ui.suggest.job import (
     DEFAULT_BUDGET_S,
+    THIS_MACHINE,
     SearchJob,
     choices_of,
+    chosen_cluster,
+    cluster_options,
     current_candidate,
     make_job,
     parse_budget,
-    parse_cluster,
     spaces_of,
 )
 from explorer._src.ui.suggest.pareto import pareto_figure
@@ -91,14 +96,10 @@ class SuggestView(BackgroundTab):
         self.budget_w = w.Text(value=DEFAULT_BUDGET_S, description="budget (s)",
                                placeholder="empty: no limit", continuous_update=False,
                                layout=w.Layout(width="190px"))
-        self.cluster_w = w.Text(value="", description="cluster",
-                                placeholder="empty: this machine", continuous_update=False,
-                                layout=w.Layout(width="300px"))
-        cluster_note = w.HTML(
-            "<span class='explorer-note'>or a Ray cluster's address: the HOST:PORT "
-            "<code>ray start --head</code> printed, ray://HOST:PORT, auto (the cluster this "
-            "machine is in) or local; its nodes need jax and the cluster extra "
-            "(docs/search.md)</span>")
+        self.cluster_w = w.Dropdown(options=[], description="compile on",
+                                    layout=w.Layout(width="300px"))
+        self.cluster_note = cluster_note = w.HTML()
+        self._offer_clusters()
         self.start_w = w.Button(description="Start search", icon="play", button_style="primary",
                                 layout=w.Layout(width="140px"))
         self.cancel_w = w.Button(description="Cancel", icon="stop", disabled=True,
@@ -148,9 +149,31 @@ class SuggestView(BackgroundTab):
 
     # ------------------------------------------------------------------ controls
 
+    def _offer_clusters(self) -> None:
+        """Offer this machine and the Ray clusters the server's configuration lists now; a
+        malformed list offers this machine only and says what is wrong with it."""
+        try:
+            options = cluster_options()
+            problem = ""
+        except InputError as e:
+            options, problem = [(THIS_MACHINE, None)], str(e)
+        if list(self.cluster_w.options) != options:
+            keep = self.cluster_w.value
+            self.cluster_w.options = options
+            self.cluster_w.value = keep if keep in [v for _, v in options] else None
+        self.cluster_w.disabled = len(options) == 1
+        self.cluster_note.value = (
+            f"<span class='explorer-note'>{html.escape(problem)}</span>" if problem else
+            "<span class='explorer-note'>or a Ray cluster this server offers (its operator "
+            "lists them in EXPLORER_CLUSTERS; docs/search.md)</span>" if len(options) > 1 else
+            "<span class='explorer-note'>no Ray cluster is offered on this server (its operator "
+            "lists them in EXPLORER_CLUSTERS; docs/search.md)</span>")
+
     def refresh(self) -> None:
         """Offer the spaces and choices of the app's program now (its workload may have
-        changed); the running search and the shown result are left alone."""
+        changed), and the clusters the server lists; the running search and the shown result
+        are left alone."""
+        self._offer_clusters()
         try:
             source = self._source()
             spaces = spaces_of(source)
@@ -199,7 +222,7 @@ class SuggestView(BackgroundTab):
             return
         self._say("")
         budget = parse_budget(self.budget_w.value)
-        cluster = parse_cluster(self.cluster_w.value)
+        cluster = chosen_cluster(self.cluster_w.value)
         try:
             source, request = self._snapshot()
         except ExplorerError as e:
