@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import math
 import os
@@ -41,7 +42,13 @@ from typing import TYPE_CHECKING, Any
 from explorer._src.api.request import check_mesh, check_partitioner, check_target, check_timeout
 from explorer._src.api.targeting import check_compile_for
 from explorer._src.errors import InputError, choices
-from explorer._src.spec.bounds import MAX_TENSORS, MAX_TEXT, show
+from explorer._src.spec.bounds import (
+    MAX_TENSORS,
+    MAX_TEXT,
+    check_served,
+    served_limits,
+    show,
+)
 from explorer._src.spec.tensor import TensorRole, parse_spec
 from explorer._src.strategy.plan import check_planned, plan
 from explorer._src.strategy.presets import get_preset
@@ -396,7 +403,26 @@ def from_link(text: str) -> Exploration:
         data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError):
         raise InputError(f"exploration link text {show(text)} is not base64url") from None
-    return loads(data, where="the exploration link")
+    return _capped(loads(data, where="the exploration link"))
+
+
+def _capped(exploration: Exploration) -> Exploration:
+    """A link's exploration held to the served app's limits (spec/bounds.py's `served_limits`;
+    none where the app is not served): its compile time limit lowered to the server's most, a
+    program larger than the server allows refused (an InputError naming the size)."""
+    limits = served_limits()
+    if limits is None:
+        return exploration
+    devices = check_mesh(exploration.mesh, exploration.axis_type).device_count
+    tensors = layers = None
+    if exploration.workload is not None:
+        workload = get_workload(exploration.workload)
+        resolved = workload.resolve(exploration.params)
+        tensors, layers = len(workload.shapes(resolved)), resolved.get("layers")
+    check_served("the exploration link", tensors=tensors, layers=layers, devices=devices)
+    if exploration.timeout is not None and exploration.timeout > limits.timeout_s:
+        return dataclasses.replace(exploration, timeout=limits.timeout_s)
+    return exploration
 
 
 def loads(data: bytes | str, where: str = "the exploration") -> Exploration:

@@ -45,6 +45,7 @@ from explorer._src.errors import (
     WorkloadError,
     choices,
 )
+from explorer._src.spec.bounds import check_served, served_timeout
 from explorer._src.spec.mesh import MeshSpec
 from explorer._src.spec.tensor import Spec, TensorSpec, normalize_spec
 from explorer._src.strategy.rules import LOGICAL_NAMES, Rules, parse_rules
@@ -278,6 +279,7 @@ class SidebarChecks:
         self.default_timeout_s = default_timeout(backend)
         try:
             given = parse_timeout(self.timeout_w.value)
+            check_served("the time limit", timeout_s=given)       # a served app's most
         except InputError as e:
             raise self._put(self.timeout_error, e) from None
         made = AppRequest(mesh=mesh, specs=dict(placement.specs) if placement else {},
@@ -286,10 +288,15 @@ class SidebarChecks:
                           preset=preset, rules=rules, partitioner=partitioner, target=target,
                           mapping=mapping, measure=self.measure_w.value and measurable,
                           unavailable=self.prediction_note, compile_for=compile_for,
-                          origins=origins, timeout=given or default_timeout(backend),
+                          origins=origins,
+                          timeout=served_timeout(given, default_timeout(backend)),
                           timeout_given=given is not None)
         try:
             analysis = self.source.analysis(made)
+            planned = analysis.planned            # a served app's most (spec/bounds.py)
+            check_served("this program", tensors=len(planned.leaves),
+                         layers=planned.params.get("layers"),
+                         devices=planned.mesh.device_count)
         except InputError as e:
             raise self._at_fault(e) from None
         if not plans_itself:
