@@ -194,3 +194,14 @@ def test_a_saved_exploration_keeps_each_axis_s_type(tmp_path):
         assert loaded == saved
         again = loaded.analyze(matmul, x, w)
         assert again.mesh == report.mesh
+
+
+def test_the_report_s_code_makes_the_mesh_with_each_axis_s_type():
+    x, w = TensorSpec("x", (8, 16), spec="data,None"), TensorSpec("w", (16, 32))
+    report = explorer.analyze(matmul, x, w, mesh="data=2:explicit,model=4")
+    lines = report.to_code().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("mesh = jax.make_mesh("))
+    namespace = {"jax": jax, "AxisType": AxisType}
+    exec("\n".join(lines[start:start + 2]), namespace)      # the code's own two lines
+    assert namespace["mesh"].axis_types == (E, A)
+    assert namespace["mesh"].axis_names == ("data", "model")

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from explorer._src.errors import RuleError
-from explorer._src.spec.mesh import MeshSpec
+from explorer._src.spec.mesh import JAX_AXIS_TYPE_NAMES, MeshSpec
 from explorer._src.spec.tensor import Entry, TensorRole, entry_axes, parse_spec
 from explorer._src.strategy.rules import LOGICAL_NAMES, Rule, Rules, logical_spec, parse_rules
 from explorer._src.workloads.base import STATE_KINDS, Workload, kind_of
@@ -79,11 +79,14 @@ def _header(report: _Layout, info) -> list[str]:
 
 
 def _mesh(mesh: MeshSpec, partitioner: str) -> list[str]:
-    kind = "Explicit" if mesh.axis_type == "explicit" else "Auto"
+    kinds = [f"AxisType.{JAX_AXIS_TYPE_NAMES[t]}" for t in mesh.axis_types]
+    # One type throughout as `(T,) * n`, as before; a mesh of mixed types names each axis's.
+    types = (f"({kinds[0]},) * {len(kinds)}" if not mesh.mixed
+             else "(" + ", ".join(kinds) + ")")
     return [f"jax.config.update('jax_use_shardy_partitioner', {partitioner == 'shardy'})"
             f"  # {_comment(partitioner)}",
             f"mesh = jax.make_mesh({tuple(mesh.sizes)!r}, {tuple(mesh.names)!r},",
-            f"                     axis_types=(AxisType.{kind},) * {len(mesh.names)})"]
+            f"                     axis_types={types})"]
 
 
 def spec_code(spec: Sequence[Entry]) -> str:
