@@ -147,6 +147,12 @@ def test_mixed_axis_types_through_the_api_compile_as_plain_jax():
     memory = plain.memory_analysis()
     assert report.memory.temporaries == memory.temp_size_in_bytes
     assert report.memory.outputs == memory.output_size_in_bytes
+    # The summary says each axis's type, and the sharding in each value's type.
+    text = explorer.summary(report)
+    assert "(8 devices, data explicit, model auto axes)" in text
+    header = next(line for line in text.splitlines() if "tensor" in line and "kind" in line)
+    assert "in type" in header
+    assert report.to_dict()["tensors"][0]["typed_spec_text"] == "data,None"
 
 
 @pytest.mark.parametrize("text, types", [

@@ -180,7 +180,9 @@ class Request:
     `rules`, `activations`) or `fn` with its `inputs` (TensorSpecs, array-likes or pytrees of
     them; `specs` then are partition rules: regular expression -> spec). The other fields are
     explorer.analyze's keywords, with the same meaning; `donate=None` for a workload is the
-    workload's own donation (a training step donates its state).
+    workload's own donation (a training step donates its state). `mesh=None` is the mesh the
+    inputs' NamedShardings or the caller's jax.set_mesh name, with its own axis types
+    (explorer.analyze's `mesh`).
 
     Raises on construction (InputError and its subclasses), naming the field and the choices:
     a malformed or too large mesh, an unknown workload, param, preset, rule, target, mapping,

@@ -9,6 +9,7 @@ from explorer._src.cost.catalog.names import get_target
 from explorer._src.report.op_comparison import compare_ops, comparison_lines
 from explorer._src.report.provenance import compiled_with, provenance
 from explorer._src.report.report import Report, TensorRole
+from explorer._src.spec.tensor import format_spec
 from explorer._src.units import format_bytes, format_seconds
 
 
@@ -128,12 +129,17 @@ def memory_lines(report: Report) -> list[str]:
 
 
 def tensors_table(report: Report, kinds=(TensorRole.INPUT, TensorRole.OUTPUT)) -> list[str]:
-    rows = [["tensor", "kind", "shape", "spec", "shard", "replicas", "bytes/device"]]
-    for t in report.tensors:
-        if t.kind in kinds:
-            rows.append([t.name, t.kind, f"{t.dtype}[{','.join(map(str, t.shape))}]",
-                         t.spec_text, f"[{','.join(map(str, t.shard_shape))}]", str(t.replicas),
-                         format_bytes(t.bytes_per_device)])
+    shown = [t for t in report.tensors if t.kind in kinds]
+    # Under Explicit axes, the sharding in each value's type beside the compiler's layout.
+    typed = any(t.typed_spec is not None for t in shown)
+    rows = [["tensor", "kind", "shape", "spec", *(["in type"] if typed else []), "shard",
+             "replicas", "bytes/device"]]
+    for t in shown:
+        in_type = ([format_spec(t.typed_spec) if t.typed_spec is not None else "-"]
+                   if typed else [])
+        rows.append([t.name, t.kind, f"{t.dtype}[{','.join(map(str, t.shape))}]",
+                     t.spec_text, *in_type, f"[{','.join(map(str, t.shard_shape))}]",
+                     str(t.replicas), format_bytes(t.bytes_per_device)])
     return _table(rows)
 
 
@@ -142,7 +148,7 @@ def summary(report: Report) -> str:
     n_inter = sum(1 for x in report.tensors if x.kind == TensorRole.INTERMEDIATE)
     versions = compiled_with(report)
     lines = [f"mesh {report.mesh.text()} ({report.mesh.device_count} devices, "
-             f"{report.mesh.axis_type} axes), partitioner {report.partitioner}, backend "
+             f"{report.mesh.types_text()} axes), partitioner {report.partitioner}, backend "
              f"{report.backend}" + (f" ({versions})" if versions else ""),
              provenance(report), "", "Tensors"]
     lines += tensors_table(report)
