@@ -39,6 +39,7 @@ from explorer._src.compile.pool import WorkerPool
 from explorer._src.compile.protocol import Partitioner
 from explorer._src.cost.catalog.names import get_target, targets
 from explorer._src.cost.catalog.types import Target, VectorUnit
+from explorer._src.cost.coverage import TimeBasis
 from explorer._src.cost.mapping import AxisMapping
 from explorer._src.cost.model import (
     Bound,
@@ -49,6 +50,7 @@ from explorer._src.cost.model import (
     Float32Matmuls,
     MemoryFit,
 )
+from explorer._src.cost.ranges import RangePart, StepRange
 from explorer._src.errors import (
     CompileError,
     DivisibilityError,
@@ -152,7 +154,7 @@ __all__ = [
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane", "VectorUnit",
-    "Float32Matmuls",
+    "Float32Matmuls", "StepRange", "RangePart", "TimeBasis",
     # spec changes a compile confirmed would remove a collective
     "what_if", "WhatIf",
     # explorations that can be shared

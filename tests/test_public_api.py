@@ -27,7 +27,7 @@ PINNED = {
     "summary", "compare", "ReportComparison",
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane", "VectorUnit",
-    "Float32Matmuls",
+    "Float32Matmuls", "StepRange", "RangePart", "TimeBasis",
     "what_if", "WhatIf",
     "Exploration", "AppState", "FunctionRef", "load_exploration",
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",

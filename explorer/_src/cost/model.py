@@ -34,8 +34,10 @@ from explorer._src.cost.catalog.types import (
     achievable,
     format_rate,
 )
+from explorer._src.cost.coverage import kernel_efficiency
 from explorer._src.cost.gemm_rates import GemmTable, gemm_table
 from explorer._src.cost.mapping import AxisMapping, Segment, Tier, check_mapping, default_mapping
+from explorer._src.cost.ranges import StepRange
 from explorer._src.cost.tiling import reread_bytes
 from explorer._src.errors import InputError, MappingError, choices
 from explorer._src.hlo.arithmetic import Dot
@@ -624,7 +626,8 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
                            target: str | Target, dots: Sequence[Sequence[Dot]] = (),
                            table: GemmTable | None = None, steps: Sequence[Step] = (),
                            read_bandwidth: float | None = None,
-                           vector_unit: VectorUnit | None = None) -> ComputeTime:
+                           vector_unit: VectorUnit | None = None,
+                           efficiency: Callable[[Step], float] | None = None) -> ComputeTime:
     """Compute over a schedule: each instruction on its own roofline, summed.
 
     `work` holds (FLOPs, bytes, runs) per scheduled instruction. XLA runs the instructions of
@@ -636,7 +639,8 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
     `steps`: each entry's Step (Work.compute_steps); with them, an entry is priced by
     instruction_seconds, its reads at `read_bandwidth` and its vector work on `vector_unit`
     where those are given, and a TPU matmul's operand windows that libtpu's tiling reads again
-    (explorer._src.cost.tiling) at `bandwidth`.
+    (explorer._src.cost.tiling) at `bandwidth`. `efficiency`: the measured fraction of its
+    roofline a step runs at (a kernel's, explorer._src.cost.coverage.kernel_efficiency).
     """
     target = get_target(target)
     chip = target.chip
@@ -657,9 +661,10 @@ def scheduled_compute_time(work: Sequence[tuple[float, float, int]], dtype: str,
     seconds = flops_bound = math_total = 0.0
     for k, (f, b, r) in enumerate(work):
         if k < len(steps):
-            math = step_math_seconds(steps[k], peak, table, float32)
+            slow = efficiency(steps[k]) if efficiency is not None else 1.0
+            math = step_math_seconds(steps[k], peak, table, float32) / slow
             whole = instruction_seconds(steps[k], peak, bandwidth, table, read_bandwidth,
-                                        vector_unit, float32)
+                                        vector_unit, float32) / slow
         else:
             math = math_seconds(f, peak, dots[k] if k < len(dots) else (), table)
             whole = max(math, b / bandwidth if bandwidth else 0.0)
@@ -778,6 +783,10 @@ class Estimate:
             where asynchronous collectives overlap the compute scheduled between their start
             and done; None without a schedule.
         peak: True for the vendors' nominal rates, False for the measured achievable ones.
+        cautions: what may make the step far slower than predicted.
+        step_range: the step as a range low..high, from where each instruction's time comes
+            from (measured on the chip for its kind, or not; docs/cost-model.md, "Provenance
+            and ranges"); None without a predicted trace.
     """
 
     target: str
@@ -799,6 +808,9 @@ class Estimate:
     # What the prediction cannot see and that may make the step far slower than predicted:
     # fusions the compiler could not cost, kernels it cannot look inside (see `cautions`).
     cautions: tuple[str, ...] = ()
+    # The step as a range, from where each instruction's time comes from
+    # (explorer._src.cost.ranges); None without a predicted trace.
+    step_range: StepRange | None = None
 
     @property
     def compute_seconds(self) -> float | None:
@@ -815,6 +827,7 @@ class Estimate:
             "step_trace_seconds": self.step_trace_seconds, "peak": self.peak,
             "memory": self.memory.to_dict() if self.memory else None,
             "notes": list(self.notes), "cautions": list(self.cautions),
+            "step_range": self.step_range.to_dict() if self.step_range else None,
         }
 
     def text(self) -> str:
@@ -846,6 +859,8 @@ class Estimate:
         if self.step_trace_seconds is not None:
             lines.append(f"trace    {format_seconds(self.step_trace_seconds)} on the predicted "
                          "timeline of the compiled schedule")
+        if self.step_range is not None:
+            lines.append(f"range    {self.step_range.text()}")
         lines += [f"caution  {c}" for c in self.cautions]
         if self.memory:
             lines.append(f"memory   {self.memory.text}")
@@ -937,7 +952,7 @@ def estimate(collectives: Sequence[PricedCollective], flops: float | None,
         notes.append(f"{len(unplaced)} collective(s) could not be timed "
                      f"({unplaced[0].note}); communication time counts only the others")
     comp = _compute(flops, bytes_accessed, dtype, target, work, table, notes, read_bandwidth,
-                    unit)
+                    unit, peak)
     fit = memory_fit(memory_bytes, target)
     if memory_bytes is None:
         notes.append("no per-device memory figure, so no memory verdict")
@@ -991,15 +1006,20 @@ def measured_read_bandwidth(chip: Chip) -> float | None:
 def _compute(flops: float | None, bytes_accessed: float | None, dtype: str, target: Target,
              work: Work | None, table: GemmTable | None, notes: list[str],
              read_bandwidth: float | None = None,
-             vector_unit: VectorUnit | None = None) -> ComputeTime:
+             vector_unit: VectorUnit | None = None, peak: bool = False) -> ComputeTime:
     """The step's compute: on one roofline from XLA's whole-program counts, or summed per
     scheduled instruction (`work`, dots at the GEMM `table`'s rates where it has them, reads at
-    `read_bandwidth`, vector work on `vector_unit`); `notes` gets how it was counted."""
+    `read_bandwidth`, vector work on `vector_unit`, kernels at their measured efficiency but
+    at the vendors' `peak`); `notes` gets how it was counted."""
     if work is None:
         comp = compute_time(flops, bytes_accessed, dtype, target)
     else:
+        # A kernel runs at the fraction of its cost estimate measured on the chip, where one
+        # was (not at the vendors' peak, where nothing measured applies).
+        chip = target.chip.name
         comp = scheduled_compute_time(work.compute, dtype, target, work.dots, table,
-                                      work.compute_steps, read_bandwidth, vector_unit)
+                                      work.compute_steps, read_bandwidth, vector_unit,
+                                      None if peak else (lambda s: kernel_efficiency(s, chip)))
         notes += [f"loop {name!r}: its trip count could not be read, so its body is counted "
                   "once" for name in work.uncounted_loops]
         if work.fused_kernel_runs:

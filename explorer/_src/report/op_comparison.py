@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from explorer._src.compile.device_profile import MeasuredEvent
+from explorer._src.cost.coverage import TimeBasis
 from explorer._src.hlo.schedule import StepKind, cached_schedule
 from explorer._src.report.report import Report
 from explorer._src.report.trace import StepTrace
@@ -34,6 +35,9 @@ class OpTime:
     source: str                 # file:line of the user code, "" if unknown
     predicted_s: float | None
     measured_s: float | None
+    # Where its predicted time comes from (a kind measured on the chip, or not); None for a
+    # collective or an instruction the prediction does not time.
+    basis: TimeBasis | None = None
 
     @property
     def gap_s(self) -> float:
@@ -76,6 +80,7 @@ class PredictedOp:
     what: str
     source: str
     seconds: float
+    basis: TimeBasis | None = None
 
 
 def predicted_ops(trace: StepTrace) -> dict[str, PredictedOp]:
@@ -83,7 +88,7 @@ def predicted_ops(trace: StepTrace) -> dict[str, PredictedOp]:
     out: dict[str, PredictedOp] = {}
     for e in trace.events:
         known = out.get(e.hlo)
-        out[e.hlo] = (PredictedOp(e.name, e.source, e.duration) if known is None
+        out[e.hlo] = (PredictedOp(e.name, e.source, e.duration, e.basis) if known is None
                       else replace(known, seconds=known.seconds + e.duration))
     return out
 
@@ -97,7 +102,8 @@ def compare_ops(report: Report) -> OpComparison | None:
     predicted = predicted_ops(report.trace)
     containers = _containers(report.optimized_hlo)
     names = [n for n in {**predicted, **measured} if n not in containers]
-    rows = [OpTime(n, p.what, p.source, p.seconds, measured.get(n)) if (p := predicted.get(n))
+    rows = [OpTime(n, p.what, p.source, p.seconds, measured.get(n), p.basis)
+            if (p := predicted.get(n))
             else OpTime(n, "", "", None, measured.get(n)) for n in names]
     rows.sort(key=lambda r: -abs(r.gap_s))
     return OpComparison(tuple(rows), report.trace.seconds, report.timing.measured_device_s,
@@ -133,9 +139,37 @@ def worth_listing(cmp: OpComparison, shown: int = SHOWN) -> tuple[OpTime, ...]:
     return tuple(r for r in cmp.rows[:shown] if abs(r.gap_s) >= floor)
 
 
+def unmeasured_mark(r: OpTime) -> str:
+    """` [unmeasured: sort]` for an instruction whose kind was never held against the chip, ``
+    otherwise."""
+    return f" [unmeasured: {r.basis.kind}]" if r.basis and not r.basis.measured else ""
+
+
+def kernel_rows(cmp: OpComparison) -> tuple[OpTime, ...]:
+    """The custom-call kernels (Pallas, Mosaic, Triton), in step order of their gaps: each
+    predicted from its cost estimate (at a measured efficiency where the chip has one) beside
+    its measured time."""
+    return tuple(r for r in cmp.rows if r.basis and r.basis.kind.startswith("kernel "))
+
+
+def kernel_lines(cmp: OpComparison) -> list[str]:
+    """One line per custom-call kernel: predicted, how, and measured."""
+    out = []
+    for r in kernel_rows(cmp):
+        how = (f"its estimate at {r.basis.efficiency:.2f} of the roofline, measured"
+               if r.basis.efficiency != 1.0 else
+               "its estimate at the roofline, never measured" if not r.basis.measured
+               else "its estimate, measured")
+        out.append(f"kernel {r.instruction} ({r.basis.kind.split(' ', 2)[-1]}): predicted "
+                   f"{format_seconds(r.predicted_s)} ({how}), measured "
+                   f"{format_seconds(r.measured_s)}" + (f"  {r.source}" if r.source else ""))
+    return out
+
+
 def comparison_lines(cmp: OpComparison, shown: int = SHOWN) -> list[str]:
     """The comparison as plain-text lines: the step, then the instructions with the largest
-    gaps, measured minus predicted (the CLI prints these)."""
+    gaps, measured minus predicted, those of kinds never measured on the chip marked; then
+    each custom-call kernel's prediction beside its measurement (the CLI prints these)."""
     err = cmp.error
     lines = [f"step: predicted {format_seconds(cmp.predicted_s)}, measured "
              f"{format_seconds(cmp.measured_s)} on the device ({cmp.measured_on})"
@@ -145,12 +179,12 @@ def comparison_lines(cmp: OpComparison, shown: int = SHOWN) -> list[str]:
     for r in listed:
         lines.append(f"{r.instruction[:30]:30} {format_seconds(r.predicted_s):>10} "
                      f"{format_seconds(r.measured_s):>10} {signed_seconds(r.gap_s):>10}  "
-                     f"{r.source}")
+                     f"{r.source}{unmeasured_mark(r)}")
     rest = cmp.rows[len(listed):]
     if rest:
         gaps = format_seconds(sum(abs(r.gap_s) for r in rest))
         lines.append(f"... and {len(rest)} more instructions, {gaps} of gaps between them")
-    return lines
+    return lines + kernel_lines(cmp)
 
 
 # The measured lane's rows: the device's instructions one after another, and its asynchronous

@@ -15,6 +15,7 @@ from explorer._src.cost.catalog.names import get_target, tpu_slices_of
 from explorer._src.cost.catalog.types import Target, TargetFamily
 from explorer._src.cost.mapping import AxisMapping, crosses_nodes, placed_mapping
 from explorer._src.cost.model import Estimate, MemoryFit, estimate, matmul_dtype, memory_fit
+from explorer._src.cost.ranges import step_range
 from explorer._src.hlo.schedule import Work, cached_schedule, schedule_work
 from explorer._src.report.report import Report
 from explorer._src.report.trace import step_trace
@@ -47,7 +48,11 @@ def with_target(report: Report, target: str, mapping=None, dtype: str | None = N
     trace = (step_trace(schedule, report.collectives, est, host)
              if work is not None else None)
     if trace is not None:
-        est = replace(est, step_trace_seconds=trace.seconds)
+        # The step as a range where some instruction's kind was never measured on the chip,
+        # or ran slower than the model there; a caution where it could double.
+        rng = step_range(trace, schedule, target.chip.name, est.compute.memory_bandwidth)
+        est = replace(est, step_trace_seconds=trace.seconds, step_range=rng,
+                      cautions=est.cautions + (rng.cautions if rng is not None else ()))
     # Each over the axes it was timed over: its own, or those that hold a split-off part.
     collectives = tuple(replace(c, est_seconds=t.seconds,
                                 crosses_nodes=crosses_nodes(placed, t.axes))

@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from explorer._src.cost.catalog.names import get_target
+from explorer._src.cost.coverage import TimeBasis, time_basis
 from explorer._src.cost.gemm_rates import GemmTable, gemm_table
 from explorer._src.cost.model import (
     LINK_DIRECTIONS,
@@ -72,6 +74,9 @@ class TraceEvent:
         hlo: the HLO instruction.
         source: ``file.py:12`` of the user code; "" if unknown.
         args: JSON-able details (a permute's ``ring_direction`` among them).
+        basis: where a compute event's time comes from: a rate measured on the chip for its
+            kind, or a roofline never held against it (docs/cost-model.md, "Provenance and
+            ranges"); None for a collective or a host transfer, timed by their formulas.
     """
 
     name: str                    # what it does: the op name's last part, or the collective
@@ -81,6 +86,7 @@ class TraceEvent:
     hlo: str                     # the HLO instruction
     source: str = ""             # file:line of the user code, "" if unknown
     args: Mapping[str, Any] = field(default_factory=dict)   # JSON-able details
+    basis: TimeBasis | None = None
 
     @property
     def end(self) -> float:
@@ -138,7 +144,8 @@ class StepTrace:
                   "args": {"name": row}} for row, tid in tids.items()]
         events = [{"name": e.name, "cat": str(e.lane), "ph": "X", "ts": e.start * 1e6,
                    "dur": e.duration * 1e6, "pid": 1, "tid": tids[e.row],
-                   "args": {"hlo": e.hlo, "source": e.source, **e.args}}
+                   "args": {"hlo": e.hlo, "source": e.source, **e.args,
+                            **({"time_from": e.basis.text} if e.basis else {})}}
                   for e in self.events]
         return {"traceEvents": meta + events, "displayTimeUnit": "ns",
                 "otherData": {"target": self.target, "step_seconds": self.seconds,
@@ -168,6 +175,10 @@ def step_trace(schedule: Schedule, collectives: Sequence, estimate: Estimate,
     timeline.read_bandwidth = estimate.compute.read_bandwidth
     timeline.vector_unit = estimate.compute.vector_unit
     timeline.float32_matmuls = estimate.compute.float32_matmuls
+    # Where each instruction's time comes from on the chip, and a kernel's measured efficiency
+    # (none at the vendors' peak).
+    timeline.chip = get_target(estimate.target).chip.name
+    timeline.measured_rates = not estimate.peak
     timeline.run(schedule.steps, {})
     notes = list(dict.fromkeys(timeline.notes))
     if not schedule.scheduled:
@@ -193,6 +204,8 @@ class _Timeline:
         self.read_bandwidth: float | None = None   # ComputeTime.read_bandwidth
         self.vector_unit = None                    # ComputeTime.vector_unit
         self.float32_matmuls = None                # ComputeTime.float32_matmuls
+        self.chip = ""                             # the chip whose measurements apply
+        self.measured_rates = True                 # False at the vendors' peak
         self.host_bandwidth = host_bandwidth
         self.host_at = 0.0                 # the host link is free from here
         self.collectives = collectives
@@ -205,6 +218,7 @@ class _Timeline:
         self.dropped = 0
         self.notes: list[str] = []
         self.seen: set[str] = set()
+        self.bases: dict[str, TimeBasis] = {}
 
     def end(self) -> float:
         return max([self.compute_at, self.host_at, *self.link_at.values(),
@@ -262,15 +276,27 @@ class _Timeline:
         """Run the step's own arithmetic from `begin` on the compute lane; when it ends."""
         if not (s.flops or s.bytes):
             return begin
+        basis = self.basis(s)
         seconds = instruction_seconds(s, self.peak, self.bandwidth, self.table,
                                       self.read_bandwidth, self.vector_unit,
-                                      self.float32_matmuls)
+                                      self.float32_matmuls) / basis.efficiency
         op = s.instr.op_name.rsplit("/", 1)[-1] or s.instr.opcode
         self.emit(TraceEvent(op, TraceLane.COMPUTE, begin, seconds, s.instr.name,
                              self.source(s.instr),
                              {"opcode": s.instr.opcode, "flops": s.flops, "bytes": s.bytes,
-                              "op_name": s.instr.op_name, **where}))
+                              "op_name": s.instr.op_name, **where}, basis))
         return begin + seconds
+
+    def basis(self, s: Step) -> TimeBasis:
+        """Where the step's time comes from (time_basis, kept per instruction: a loop's body
+        is asked every trip); at the vendors' peak no measured efficiency applies."""
+        known = self.bases.get(s.instr.name)
+        if known is None:
+            known = time_basis(s, self.chip, self.module)
+            if not self.measured_rates and known.efficiency != 1.0:
+                known = replace(known, efficiency=1.0)
+            self.bases[s.instr.name] = known
+        return known
 
     def communicate(self, s: Step, ready: float, where: dict[str, Any]) -> tuple[float, float]:
         """Run the step's collectives one after another, the first from `ready` or when the

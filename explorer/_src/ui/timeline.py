@@ -19,9 +19,11 @@ from explorer._src.errors import ExplorerError
 from explorer._src.report.op_comparison import (
     SHOWN,
     compare_ops,
+    kernel_lines,
     measured_rows,
     predicted_ops,
     signed_seconds,
+    unmeasured_mark,
     worth_listing,
 )
 from explorer._src.report.provenance import compiled_by
@@ -147,10 +149,45 @@ def timing_html(report: Report, unavailable: str | None = None) -> str:
             f"{format_seconds(comp.seconds)} ({comp.bound or 'unknown'}-bound, {comp.dtype}"
             f"{compute_rate_text(report)}), communication {format_seconds(est.comm_seconds)}."
             f"{on_trace}</p>")
+        parts.append(range_html(report))
         parts.append(cautions_html(report))
         parts.append(op_comparison_html(report))
         notes += "".join(f"<li>{html.escape(n)}</li>" for n in est.notes)
     return f"<div class='explorer-timing-body'>{''.join(parts)}<ul>{notes}</ul></div>"
+
+
+# How many of the instructions that widen the range the tab lists.
+RANGE_ROWS = 8
+
+
+def range_html(report: Report) -> str:
+    """The predicted step as a range (Estimate.step_range), with the instructions that widen
+    it at their lines: each of a kind never measured on the chip, or measured slower than the
+    model, and what it may take."""
+    est = report.estimate
+    rng = est.step_range if est is not None else None
+    if rng is None:
+        return ""
+    if not rng.widened:
+        return (f"<p class='explorer-range'><b>Measured kinds only</b>: every instruction of "
+                f"the step is of a kind measured on a {html.escape(rng.chip)}, so the step is "
+                f"one number, {format_seconds(rng.seconds)}.</p>")
+    e = html.escape
+    rows = "".join(
+        f"<tr><td><code>{e(p.hlo)}</code></td><td>{e(p.kind)}</td>"
+        f"<td>{'measured slower' if p.measured else '<b>unmeasured</b>'}</td>"
+        f"<td><code title='{e(p.source, quote=True)}'>{e(short_source(p.source)) or '—'}"
+        f"</code></td><td class='explorer-num'>{format_seconds(p.predicted_s)}</td>"
+        f"<td class='explorer-num'>{format_seconds(p.low_s)} .. {format_seconds(p.high_s)}"
+        f"</td></tr>" for p in rng.parts[:RANGE_ROWS])
+    more = (f"<p class='explorer-section-note'>… and {len(rng.parts) - RANGE_ROWS} more.</p>"
+            if len(rng.parts) > RANGE_ROWS else "")
+    return (f"<p class='explorer-range'><b>Step range on {e(est.target)}</b>: "
+            f"{e(rng.text())}. Where the prediction has not been measured (docs/cost-model.md, "
+            "\"Provenance and ranges\"):</p><div class='explorer-table-wrap'><table "
+            "class='explorer-table explorer-range-parts'><tr><th>instruction</th><th>kind</th>"
+            "<th>its time</th><th>source</th><th>predicted</th><th>may take</th></tr>"
+            f"{rows}</table></div>{more}")
 
 
 def cautions_html(report: Report) -> str:
@@ -182,8 +219,10 @@ def op_comparison_html(report: Report, shown: int = SHOWN) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(r.instruction)}</td><td>{html.escape(r.what)}</td>"
         f"<td>{format_seconds(r.predicted_s)}</td><td>{format_seconds(r.measured_s)}</td>"
-        f"<td>{signed_seconds(r.gap_s)}</td><td>{html.escape(r.source)}</td></tr>"
+        f"<td>{signed_seconds(r.gap_s)}</td><td>{html.escape(r.source)}"
+        f"{html.escape(unmeasured_mark(r))}</td></tr>"
         for r in listed)
+    kernels = "".join(f"<li>{html.escape(line)}</li>" for line in kernel_lines(cmp))
     more = (f"<p class='explorer-section-note'>… and {len(cmp.rows) - len(listed)} more "
             "instructions, with smaller gaps.</p>" if len(cmp.rows) > len(listed) else "")
     return (f"<p><b>Predicted against measured</b>: step {format_seconds(cmp.predicted_s)} "
@@ -192,7 +231,9 @@ def op_comparison_html(report: Report, shown: int = SHOWN) -> str:
             "(gap: measured minus predicted):</p>"
             "<table class='explorer-table'><tr><th>instruction</th><th>op</th>"
             "<th>predicted</th><th>measured</th><th>gap</th><th>source</th></tr>"
-            f"{rows}</table>{more}")
+            f"{rows}</table>{more}"
+            + (f"<p><b>Custom-call kernels</b>, predicted beside measured:</p><ul>{kernels}"
+               "</ul>" if kernels else ""))
 
 
 def compute_rate_text(report: Report) -> str:
@@ -270,10 +311,12 @@ def trace_figure(trace: StepTrace,
             y=[e.row for e in es],
             base=[e.start / scale for e in es], x=[e.duration / scale for e in es],
             customdata=[[e.name, e.hlo, short_source(e.source) or "(source unknown)",
-                         format_seconds(e.duration), format_seconds(e.start)] for e in es],
+                         format_seconds(e.duration), format_seconds(e.start),
+                         e.basis.text if e.basis else "the collective's formula"]
+                        for e in es],
             hovertemplate=("<b>%{customdata[0]}</b><br>HLO: %{customdata[1]}<br>"
                            "source: %{customdata[2]}<br>%{customdata[3]} from "
-                           "%{customdata[4]}<extra></extra>"))
+                           "%{customdata[4]}<br>time: %{customdata[5]}<extra></extra>"))
     rows = trace.rows()
     if measured:
         rows += _add_measured(fig, trace, measured, scale)

@@ -1,0 +1,113 @@
+"""Programs of kinds the cost model has not been held against, predicted and measured on a chip.
+
+    python benchmarks/tpu_unmeasured.py --out DIR [--only NAME ...]
+
+Each program is given to `explorer.analyze(fn, *args, mesh="data=1", target="tpu-v5e-1x1",
+measure=True)` on a machine with one TPU v5e chip, as a TPU-VM user would: the explorer compiles
+and runs it on the chip and prices the same compiled program. Writes DIR/unmeasured.json (per
+program: the predicted step, its range and cautions where the explorer gives them, the measured
+step, each instruction's predicted and measured time) and DIR/NAME.hlo.txt.gz, the optimized
+HLO the chip ran, so that the range can be priced again with no chip
+(docs/cost-model.md, "Provenance and ranges").
+
+The programs: Pallas kernels (jax's TPU flash attention at a shape and mask other than the one
+measured before, and its blocked matmul, a kernel never measured), an embedding gradient's
+scatter-add, and kinds never measured on the chip (a sort, a cumulative sum, a top-k).
+Integer inputs are random 0 or 1, so a scatter's rows pile onto two rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import sys
+import time
+import traceback
+
+
+def programs():
+    import jax
+    import jax.numpy as jnp
+
+    bf16, f32, i32 = jnp.bfloat16, jnp.float32, jnp.int32
+
+    def sds(shape, dtype):
+        return jax.ShapeDtypeStruct(tuple(shape), dtype)
+
+    def flash(causal):
+        def attention(q, k, v):
+            from jax.experimental.pallas.ops.tpu.flash_attention import flash_attention
+            return flash_attention(q, k, v, causal=causal, sm_scale=1 / math.sqrt(128))
+        return attention
+
+    def pallas_matmul(a, b):
+        from jax.experimental.pallas.ops.tpu.matmul import matmul
+        return matmul(a, b, block_shape=(512, 512))
+
+    def embedding_grad(table, ids, g):
+        return jnp.zeros_like(table).at[ids].add(g)
+
+    qkv = sds((2, 8, 8192, 128), bf16)
+    qkv4 = sds((4, 16, 4096, 128), bf16)
+    return [
+        ("flash_causal_8k", flash(True), (qkv, qkv, qkv)),
+        ("flash_full_4k", flash(False), (qkv4, qkv4, qkv4)),
+        ("pallas_matmul_4096", pallas_matmul, (sds((4096, 4096), bf16), sds((4096, 4096), bf16))),
+        ("embedding_scatter_add", embedding_grad,
+         (sds((32000, 1024), f32), sds((16384,), i32), sds((16384, 1024), f32))),
+        ("sort_16m", lambda x: jnp.sort(x), (sds((1 << 24,), f32),)),
+        ("cumsum_rows", lambda x: jnp.cumsum(x, axis=1), (sds((4096, 8192), f32),)),
+        ("top_k_rows", lambda x: jax.lax.top_k(x, 64)[0], (sds((8192, 32000), f32),)),
+    ]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--only", nargs="*", default=[])
+    args = ap.parse_args()
+
+    import explorer
+
+    rows = []
+    for name, fn, shapes in programs():
+        if args.only and name not in args.only:
+            continue
+        t0 = time.perf_counter()
+        try:
+            report = explorer.analyze(fn, *shapes, mesh="data=1", target="tpu-v5e-1x1",
+                                      measure=True)
+        except Exception as e:  # noqa: BLE001 - a check on a machine records what failed
+            rows.append({"name": name, "error": repr(e)[:2000],
+                         "traceback": traceback.format_exc()[-3000:]})
+            print(name, "failed:", repr(e)[:500], flush=True)
+            continue
+        est, t = report.estimate, report.timing
+        rng = getattr(est, "step_range", None) if est else None
+        ops: dict[str, float] = {}
+        for e in report.trace.events if report.trace is not None else ():
+            ops[e.hlo] = ops.get(e.hlo, 0.0) + e.duration
+        row = {"name": name, "seconds": time.perf_counter() - t0,
+               "device_kind": report.device_kind, "ahead_of_time": report.ahead_of_time,
+               "predicted_s": est.step_trace_seconds if est else None,
+               "range": rng.to_dict() if rng is not None else None,
+               "cautions": list(est.cautions) if est else [],
+               "measured_device_s": t.measured_device_s, "measured_s": t.measured_s,
+               "measure_note": t.measure_note, "measured_ops": dict(t.measured_ops),
+               "predicted_ops": ops}
+        rows.append(row)
+        with gzip.open(os.path.join(args.out, f"{name}.hlo.txt.gz"), "wt") as f:
+            f.write(report.optimized_hlo)
+        print(f"== {name}: predicted {row['predicted_s']}, measured {t.measured_device_s}, "
+              f"range {row['range']}, {len(row['cautions'])} caution(s)", flush=True)
+    with open(os.path.join(args.out, "unmeasured.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    explorer._src.compile.pool.default_pool().close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
