@@ -26,7 +26,7 @@ MAX_MESH_DEVICES = 2 ** 20    # above any machine: TPU v5p pods have 8960 chips,
 MAX_TEXT = 4096               # characters of a text param (e.g. pipeline cut points)
 # Characters of a user's text (a rules or spec text) an error message quotes: enough to show a
 # real one whole, so that a 100,000-character value gives a message of a few hundred characters.
-SHOWN = 200
+TEXT_SHOWN = 200
 
 
 def power_text(n: int) -> str:

@@ -22,7 +22,7 @@ from explorer._src.errors import (
     UnknownAxisError,
     choices,
 )
-from explorer._src.spec.bounds import MAX_ELEMENTS, MAX_RANK, SHOWN, power_text, show
+from explorer._src.spec.bounds import MAX_ELEMENTS, MAX_RANK, TEXT_SHOWN, power_text, show
 from explorer._src.spec.mesh import MeshSpec
 from explorer._src.spec.tokens import tokenize
 
@@ -215,8 +215,8 @@ def normalize_spec(spec, tensor: str | None = None) -> tuple[Entry, ...]:
 
 def _tokens(text: str, tensor: str | None):
     def fail(rest):
-        raise SpecError(f"cannot read spec {show(text, SHOWN)} at {show(rest)}: expected an axis "
-                        "name, None, _, '(' ,')' or ','", tensor=tensor)
+        raise SpecError(f"cannot read spec {show(text, TEXT_SHOWN)} at {show(rest)}: expected "
+                        "an axis name, None, _, '(' ,')' or ','", tensor=tensor)
 
     toks = tokenize(text, fail)
     bad = next((v for k, v in toks if k == "punct" and v in "=:"), None)
@@ -260,14 +260,14 @@ def parse_spec(text: str, tensor: str | None = None) -> tuple[Entry, ...]:
     if len(toks) >= 2 and toks[0] in (("name", "P"), ("name", "PartitionSpec")) \
             and toks[1] == ("punct", "("):
         if toks[-1] != ("punct", ")"):
-            raise SpecError(f"spec {show(text, SHOWN)} opens P( but does not close it",
+            raise SpecError(f"spec {show(text, TEXT_SHOWN)} opens P( but does not close it",
                             tensor=tensor)
         toks = toks[2:-1]
     entries: list[Entry] = []
     i = 0
 
     def fail(msg):
-        raise SpecError(f"cannot read spec {show(text, SHOWN)}: {msg}", tensor=tensor)
+        raise SpecError(f"cannot read spec {show(text, TEXT_SHOWN)}: {msg}", tensor=tensor)
 
     while i < len(toks):
         kind, val = toks[i]
@@ -324,8 +324,8 @@ def check_spec(tensor: TensorSpec, mesh: MeshSpec) -> None:
     name, spec, shape = tensor.name, tensor.spec, tensor.shape
     if spec and len(spec) != len(shape):
         raise RankError(
-            f"spec {show(format_spec(spec), SHOWN)} of tensor {name!r} has {len(spec)} entries "
-            f"but the tensor has rank {len(shape)} (shape {shape}); give one entry per "
+            f"spec {show(format_spec(spec), TEXT_SHOWN)} of tensor {name!r} has {len(spec)} "
+            f"entries but the tensor has rank {len(shape)} (shape {shape}); give one entry per "
             "dimension, None for a dimension that is not split", tensor=name, mesh=mesh)
     used: dict[str, int] = {}
     for dim, entry in enumerate(spec):

@@ -43,7 +43,7 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from explorer._src.errors import RuleError, choices
-from explorer._src.spec.bounds import SHOWN, show
+from explorer._src.spec.bounds import TEXT_SHOWN, show
 from explorer._src.spec.mesh import MeshSpec
 from explorer._src.spec.tensor import Entry, entry_axes, format_entry
 from explorer._src.spec.tokens import tokenize
@@ -134,7 +134,7 @@ class Rules:
 
 def _tokens(text: str) -> list[tuple[str, str]]:
     def fail(rest):
-        raise RuleError(f"cannot read rules {show(text, SHOWN)} at {show(rest)}: expected "
+        raise RuleError(f"cannot read rules {show(text, TEXT_SHOWN)} at {show(rest)}: expected "
                         "NAME=AXES items or (NAME,AXES) pairs separated by ',' (e.g. "
                         "batch=data,mlp=model)")
 
@@ -145,7 +145,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 def _check_kind(kind: str | None, text: str, where: str | None = None) -> TensorKind | None:
     """The rule's scope as the TensorKind its text names; None for a rule of every kind."""
     if kind is not None and kind not in KINDS:
-        raise RuleError(f"{where or f'rule {show(text, SHOWN)}'} is scoped to tensor kind "
+        raise RuleError(f"{where or f'rule {show(text, TEXT_SHOWN)}'} is scoped to tensor kind "
                         f"{show(kind)}, which is unknown; kinds: {choices(KINDS)}", rule=text)
     return None if kind is None else TensorKind(kind)
 
@@ -155,8 +155,8 @@ def _check_name(name: str, kind: str | None, known: Iterable[str], text: str
     """`_check_kind`'s TensorKind, once `name` is known to be a logical dimension name."""
     known = tuple(known)
     if name not in known:
-        raise RuleError(f"rule {show(text, SHOWN)} names logical dimension {show(name)}, which "
-                        f"is unknown; logical names: {choices(known)}", rule=text)
+        raise RuleError(f"rule {show(text, TEXT_SHOWN)} names logical dimension {show(name)}, "
+                        f"which is unknown; logical names: {choices(known)}", rule=text)
     return _check_kind(kind, text)
 
 
@@ -266,7 +266,7 @@ def _parse_text(text: str, known: tuple[str, ...]) -> Rules:
     i = 0
 
     def fail(msg):
-        raise RuleError(f"cannot read rules {show(text, SHOWN)}: {msg}; write NAME=AXES items "
+        raise RuleError(f"cannot read rules {show(text, TEXT_SHOWN)}: {msg}; write NAME=AXES items "
                         "separated by ',', e.g. batch=data,mlp=model,embed=None or "
                         "opt:embed=data, or (NAME,AXES) pairs, e.g. (embed,fsdp),(embed,tensor)")
 
