@@ -211,3 +211,17 @@ def test_the_report_s_code_makes_the_mesh_with_each_axis_s_type():
     exec("\n".join(lines[start:start + 2]), namespace)      # the code's own two lines
     assert namespace["mesh"].axis_types == (E, A)
     assert namespace["mesh"].axis_names == ("data", "model")
+
+
+def test_a_request_on_the_user_s_jax_mesh_pickles():
+    """A Request travels (to a Ray task) without the jax meshes it was made with, whose
+    devices do not pickle, and compiles there as here."""
+    import pickle
+
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(E, A))
+    request = Request(fn=matmul, inputs=(_struct((8, 16), mesh, P("data", None)),
+                                         _struct((16, 32), mesh, P())), mesh=mesh)
+    here = explorer.analyze(request)
+    there = pickle.loads(pickle.dumps(request))
+    assert there.planned.mesh == request.planned.mesh
+    assert explorer.analyze(there, use_cache=False).collectives == here.collectives

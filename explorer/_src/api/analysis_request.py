@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from explorer._src.api.mesh_source import MeshChoice, choose_mesh
+from explorer._src.api.mesh_source import MeshChoice, choose_mesh, is_jax_mesh
 from explorer._src.api.output_specs import OutputSpecs, check_out_specs
 from explorer._src.api.patterns import apply_spec_patterns, unmatched
 from explorer._src.api.pytrees import named_inputs, tensor_leaves
@@ -255,8 +255,12 @@ class Request:
     def __getstate__(self) -> dict:
         """What pickling keeps: everything but the function and the contexts it was traced
         under, which nothing after the lowering (`planned.lowered`) needs; so that a request
-        can travel to a Ray task, whatever the function and the caller's meshes hold."""
-        return {**self.__dict__, "fn": None, "context": None}
+        can travel to a Ray task, whatever the function and the caller's meshes hold. A jax
+        mesh (a device holds no pickle) travels as its MeshSpec, and a function's inputs as
+        the TensorSpecs they were read as (their NamedShardings hold a jax mesh)."""
+        return {**self.__dict__, "fn": None, "context": None,
+                "mesh": self.planned.mesh if is_jax_mesh(self.mesh) else self.mesh,
+                "inputs": self.planned.inputs if self.fn is not None else self.inputs}
 
     @property
     def device_count(self) -> int:
