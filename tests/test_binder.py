@@ -33,12 +33,16 @@ COOKIE = "--IdentityProvider.cookie_name=sharding-explorer-app"
 def test_the_proxy_starts_the_command_of_sharding_explorer_app_under_the_proxied_path():
     app = servers()["explorer-app"]
     command = app["command"](PORT, BASE_URL)
-    assert command == [*voila_command(PORT, base_url=f"{BASE_URL}explorer-app/"), COOKIE]
+    assert command == [*voila_command(PORT, base_url=f"{BASE_URL}explorer-app/",
+                                      behind_proxy=True), COOKIE]
     # The same Voila as `sharding-explorer app` (which passes no base_url), plus the prefix and
-    # the cookie: the preheated kernel, its refill delay, the culler that spares it, the app
-    # notebook.
+    # the cookie, and with Voila's Host check off (the Jupyter server in front checks Host,
+    # Origin and its login; the proxy forwards the public Host): the preheated kernel, its
+    # refill delay, the culler that spares it, the app notebook.
     prefix = f"--Voila.base_url={BASE_URL}explorer-app/"
-    assert [arg for arg in command if arg not in (prefix, COOKIE)] == voila_command(PORT)
+    remote = "--ServedVoila.allow_remote_access=True"
+    assert remote in command and remote not in voila_command(PORT)
+    assert [arg for arg in command if arg not in (prefix, COOKIE, remote)] == voila_command(PORT)
     assert prefix in command and f"--port={PORT}" in command
     assert {"--preheat_kernel=True", "--pool_size=2", "--VoilaKernelManager.fill_delay=5"} \
         <= set(command)
@@ -66,7 +70,29 @@ def test_jupyter_server_proxy_accepts_the_entry_and_routes_explorer_app():
 
     assert call_with_asked_args(process.command, {"port": PORT, "base_url": BASE_URL,
                                                   "unix_socket": ""}) \
-        == [*voila_command(PORT, base_url=f"{BASE_URL}explorer-app/"), COOKIE]
+        == [*voila_command(PORT, base_url=f"{BASE_URL}explorer-app/", behind_proxy=True),
+            COOKIE]
+
+
+def test_the_proxied_voila_gets_the_served_limits_and_the_kernels_settings(monkeypatch,
+                                                                           tmp_path):
+    """As `sharding-explorer app` gives its Voila: the limits a page or a link is held to, and
+    the kernels' IPython folder whose settings keep a comm error's traceback off the page."""
+    import json
+    import tempfile
+
+    from explorer._src.spec.bounds import SERVED_DEFAULTS, SERVED_LIMITS_ENV
+    from explorer._src.ui.serve import KERNEL_CONFIG
+
+    for env in SERVED_LIMITS_ENV.values():
+        monkeypatch.delenv(env, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))     # its folder made in tmp_path
+    environment = servers()["explorer-app"]["environment"]()
+    assert Path(environment["IPYTHONDIR"]).parent == tmp_path
+    assert {k: v for k, v in environment.items() if k != "IPYTHONDIR"} \
+        == SERVED_DEFAULTS.environment()
+    config = Path(environment["IPYTHONDIR"]) / "profile_default" / "ipython_kernel_config.json"
+    assert json.loads(config.read_text()) == KERNEL_CONFIG
 
 
 def test_postbuild_installs_the_config_where_the_jupyter_server_reads_it():

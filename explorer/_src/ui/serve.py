@@ -2,7 +2,13 @@
 
 Voila runs in its own process group, so that SIGTERM or Ctrl-C to `sharding-explorer app`
 stops Voila and its kernels (each kernel's compile workers exit when their kernel's socket
-closes). Bound beyond loopback, the app asks for a token, printed in its URL.
+closes).
+
+Access (docs/reliability.md, "Serving to a room"): bound beyond loopback, the app asks for a
+token, printed in its URL; on loopback it serves only requests whose Host is the machine's own
+name (served_voila.py: no DNS rebinding), and a websocket only from its own pages' Origin. The
+kernels keep their own errors off the pages (KERNEL_CONFIG), and a page or a link is held to
+the served limits (explorer/_src/spec/bounds.py) that `voila_environment` sets.
 """
 
 from __future__ import annotations
@@ -12,19 +18,23 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
 
 from explorer._src.errors import InputError
+from explorer._src.spec.bounds import SERVED_DEFAULTS
 
 # Voila's own default port; when it is taken, a free one is used and printed.
 DEFAULT_PORT = 8866
@@ -76,6 +86,43 @@ VOILA_PREHEAT = [
 VOILA_KERNELS = [] if os.name == "nt" else ["--KernelManager.transport=ipc"]
 VOILA_PAGE = [f"--VoilaConfiguration.extension_denylist={name}" for name in (
     "jupyterlab-plotly", "@jupyterhub/jupyter-server-proxy", "jupyterlab_pygments")]
+
+
+# The served kernels' IPython settings (kernel_profile). ipykernel logs a comm it could not
+# open ("Exception opening comm with target", with the traceback) to the kernel's stderr, which
+# it sends to every page on the kernel: a page that forged a comm_open got the kernel's
+# traceback. Here that log goes to the kernel's own stderr, Voila's log, and not to the page:
+# the comm loggers write to sys.__stderr__, and fd-level output is not captured (had it been,
+# sys.__stderr__ too would reach the page). The app's compiles print in their workers, whose
+# output the compile pool reads; nothing the app shows comes from the kernel's file descriptors.
+_KERNEL_LOG = {"class": "logging.StreamHandler", "stream": "ext://sys.__stderr__"}
+KERNEL_CONFIG = {"IPKernelApp": {
+    "capture_fd_output": False,
+    "logging_config": {
+        "handlers": {"served_kernel_log": _KERNEL_LOG},
+        "loggers": {name: {"handlers": ["served_kernel_log"], "propagate": False}
+                    for name in ("ipykernel.comm", "comm", "ipywidgets")}}}}
+
+
+def kernel_profile(folder: Path) -> Path:
+    """`folder` made the served kernels' IPython directory (their IPYTHONDIR): KERNEL_CONFIG
+    as its default profile's ipython_kernel_config.json. Returns `folder`."""
+    profile = folder / "profile_default"
+    profile.mkdir(parents=True, exist_ok=True)
+    (profile / "ipython_kernel_config.json").write_text(json.dumps(KERNEL_CONFIG, indent=1))
+    return folder
+
+
+def voila_environment(ipython_dir: Path, environ: Mapping[str, str] | None = None
+                      ) -> dict[str, str]:
+    """What the served app's Voila and kernels get in their environment besides this
+    process's: the kernels' IPython directory (`kernel_profile`) and the served limits a page
+    or a link is held to (spec/bounds.py; SERVED_DEFAULTS for each the operator did not set in
+    `environ`). The Ray clusters the Suggest tab offers come from the operator's own
+    EXPLORER_CLUSTERS, passed on as it is."""
+    environ = os.environ if environ is None else environ
+    return {"IPYTHONDIR": str(ipython_dir),
+            **{k: v for k, v in SERVED_DEFAULTS.environment().items() if k not in environ}}
 
 
 class PoolSparingKernelManager(AsyncMappingKernelManager):
@@ -212,15 +259,23 @@ def stop_server(proc: subprocess.Popen, timeout: float = 20) -> None:
 
 def voila_command(port: int, ip: str = "127.0.0.1", token: str | None = None,
                   notebook: Path | None = None, preheat: bool = True,
-                  base_url: str | None = None) -> list[str]:
+                  base_url: str | None = None, behind_proxy: bool = False) -> list[str]:
     """Voila serving `notebook` (the app notebook by default), asking for `token` if given;
     `preheat=False` leaves out the preheated kernel (each page load then starts its own, as
     Voila's server extension on Binder does). `base_url`: the path Voila serves under, for a
-    proxy that forwards the full path (binder/jupyter_server_config.py); `/` when None."""
+    proxy that forwards the full path (binder/jupyter_server_config.py); `/` when None.
+
+    Voila runs as `served_voila.ServedVoila`, which checks each request's Host header: on
+    loopback without a token only 127.0.0.1, ::1 and localhost are served (no DNS rebinding).
+    The check is off where the app is reached under other names: with a token (bound beyond
+    loopback, where serve() always sets one) and `behind_proxy` (jupyter-server-proxy, which
+    forwards the public Host; the Jupyter server in front checks Host, Origin and its login)."""
     access = [f"--Voila.token={token}"] if token else []
     prefix = [f"--Voila.base_url={base_url}"] if base_url else []
-    return [sys.executable, "-m", "voila", str(notebook or app_notebook()), "--no-browser",
-            f"--port={port}", f"--Voila.ip={ip}", *prefix, *access, *VOILA_LIMITS, *VOILA_KERNELS,
+    remote = ["--ServedVoila.allow_remote_access=True"] if token or behind_proxy else []
+    return [sys.executable, "-m", "explorer._src.ui.served_voila",
+            str(notebook or app_notebook()), "--no-browser", f"--port={port}",
+            f"--Voila.ip={ip}", *prefix, *access, *remote, *VOILA_LIMITS, *VOILA_KERNELS,
             *VOILA_PAGE, *(VOILA_PREHEAT if preheat else [])]
 
 
@@ -238,8 +293,10 @@ def serve(port: int | None = None, ip: str = "127.0.0.1", token: bool | None = N
         else None
     query = f"?token={secret}" if secret else ""
     print(f"sharding-explorer app: http://{ip}:{port}/{query}", flush=True)
+    kernels = Path(tempfile.mkdtemp(prefix="sharding-explorer-app-"))
     proc = subprocess.Popen(voila_command(port, ip, secret), start_new_session=True,
-                            preexec_fn=_die_with_parent)
+                            preexec_fn=_die_with_parent,
+                            env={**os.environ, **voila_environment(kernel_profile(kernels))})
     stop_requested: list[float] = []
 
     def stop(signum, frame):
@@ -266,6 +323,7 @@ def serve(port: int | None = None, ip: str = "127.0.0.1", token: bool | None = N
             proc.wait()
         # Kernels Voila left behind share its process group: stop them too.
         _signal_group(proc.pid, signal.SIGKILL)
+        shutil.rmtree(kernels, ignore_errors=True)
     return 0 if stop_requested or code in (-signal.SIGTERM, -signal.SIGINT) else code
 
 
