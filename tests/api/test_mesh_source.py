@@ -95,7 +95,6 @@ def _reads_the_legacy_mesh(x):
     """As EasyDeL's constraint helper does: the legacy `with mesh:` mesh must be there."""
     physical = _legacy_mesh()
     assert not physical.empty, "No mesh found under this context manager"
-    assert jax.sharding.get_abstract_mesh().axis_names == physical.axis_names
     return jax.lax.with_sharding_constraint(x * 2, NamedSharding(physical, P("data", None)))
 
 
@@ -225,3 +224,37 @@ def test_a_request_on_the_user_s_jax_mesh_pickles():
     there = pickle.loads(pickle.dumps(request))
     assert there.planned.mesh == request.planned.mesh
     assert explorer.analyze(there, use_cache=False).collectives == here.collectives
+
+
+def test_the_legacy_with_mesh_names_the_mesh_and_is_in_force_while_tracing():
+    """Inside the legacy `with mesh:` with no mesh=, the mesh is that one, and the program
+    reads it while it is traced, as it would under plain jax."""
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(A, A))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with mesh:
+            report = explorer.analyze(_reads_the_legacy_mesh, TensorSpec("x", (8, 16)))
+            plain = jax.jit(_reads_the_legacy_mesh).lower(
+                _struct((8, 16), mesh, P())).compile()
+    assert report.mesh == parse_mesh("data=2,model=4")
+    [out] = [t for t in report.tensors if str(t.kind) == "output"]
+    assert out.sharding == str(jax.tree.leaves(plain.output_shardings)[0]
+                               ._to_xla_hlo_sharding(2))
+
+
+def test_a_jax_mesh_given_is_the_mesh_jax_s_own_readers_see():
+    """Inside the trace, jax.sharding.get_abstract_mesh() is the given mesh's own (its device
+    kind included), as under jax.set_mesh(mesh), so that a shard_map over it matches."""
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(A, A))
+    seen = []
+
+    def f(x):
+        seen.append(jax.sharding.get_abstract_mesh())
+        return jax.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("data"),
+                             out_specs=P("data"))(x)
+
+    report = explorer.analyze(f, TensorSpec("x", (8, 16)), mesh=mesh)
+    with jax.set_mesh(mesh):
+        jax.jit(f).trace(_struct((8, 16), mesh, P()))
+    assert seen[0] == seen[1] == mesh.abstract_mesh
+    assert not [n for n in report.notes if "mesh of its own" in n]

@@ -57,3 +57,17 @@ def test_a_jax_mesh_given_to_the_app_is_in_force_at_every_trace():
         assert app.report.workload.specs["x"] == "None,model"
     finally:
         app.close()
+
+
+def test_the_app_opens_a_saved_exploration_with_each_axis_s_type():
+    from explorer import Exploration
+    from explorer.ui import Explorer
+
+    saved = Exploration(workload="mlp", mesh="data=2:explicit,model=4:auto",
+                        specs={"x": "data,None"})
+    app = Explorer.from_exploration(saved, debounce=None)
+    try:
+        assert app.mesh_editor.types == ["explicit", "auto"]
+        assert app.report.mesh == parse_mesh("data=2:explicit,model=4")
+    finally:
+        app.close()
