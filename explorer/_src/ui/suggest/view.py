@@ -13,11 +13,11 @@ workload params it was searched with) into the editors, which then recompile as 
 edit.
 
 The candidates compile on this machine's worker pool, or, where the server's configuration lists
-Ray clusters (EXPLORER_CLUSTERS, `sharding-explorer app --cluster`), as Ray tasks on the one
-chosen (explorer.search's `cluster=`, the same search); progress and cancel work alike on both,
-and the results say where they were compiled. A page chooses among the listed clusters and
-cannot name one: Ray's client unpickles its server's replies, so an address from a page would
-let its user run code on this server.
+Ray clusters (EXPLORER_CLUSTERS, in the environment `sharding-explorer app` or the Jupyter
+server starts with), as Ray tasks on the one chosen (explorer.search's `cluster=`, the same
+search); progress and cancel work alike on both, and the results say where they were compiled.
+A page chooses among the listed clusters and cannot name one: Ray's client unpickles its
+server's replies, so an address from a page would let its user run code on this server.
 """
 
 from __future__ import annotations
