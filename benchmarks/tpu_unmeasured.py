@@ -1,6 +1,6 @@
 """Programs of kinds the cost model has not been held against, predicted and measured on a chip.
 
-    python benchmarks/tpu_unmeasured.py --out DIR [--only NAME ...]
+    python benchmarks/tpu_unmeasured.py --out DIR [--only NAME ...] [--no-hlo]
 
 Each program is given to `explorer.analyze(fn, *args, mesh="data=1", target="tpu-v5e-1x1",
 measure=True)` on a machine with one TPU v5e chip, as a TPU-VM user would: the explorer compiles
@@ -53,6 +53,7 @@ def programs():
     qkv = sds((2, 8, 8192, 128), bf16)
     qkv4 = sds((4, 16, 4096, 128), bf16)
     return [
+        ("flash_causal_4k", flash(True), (qkv4, qkv4, qkv4)),
         ("flash_causal_8k", flash(True), (qkv, qkv, qkv)),
         ("flash_full_4k", flash(False), (qkv4, qkv4, qkv4)),
         ("pallas_matmul_4096", pallas_matmul, (sds((4096, 4096), bf16), sds((4096, 4096), bf16))),
@@ -68,9 +69,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=".")
     ap.add_argument("--only", nargs="*", default=[])
+    ap.add_argument("--no-hlo", action="store_true", help="keep no HLO files")
     args = ap.parse_args()
 
     import explorer
+    from explorer._src.report.op_comparison import compare_ops, comparison_lines
 
     rows = []
     for name, fn, shapes in programs():
@@ -97,12 +100,18 @@ def main() -> int:
                "cautions": list(est.cautions) if est else [],
                "measured_device_s": t.measured_device_s, "measured_s": t.measured_s,
                "measure_note": t.measure_note, "measured_ops": dict(t.measured_ops),
-               "predicted_ops": ops}
+               "predicted_ops": ops, "estimate_text": est.text() if est else None}
+        cmp = compare_ops(report)
+        row["comparison"] = comparison_lines(cmp) if cmp is not None else None
         rows.append(row)
-        with gzip.open(os.path.join(args.out, f"{name}.hlo.txt.gz"), "wt") as f:
-            f.write(report.optimized_hlo)
+        if not args.no_hlo:
+            with gzip.open(os.path.join(args.out, f"{name}.hlo.txt.gz"), "wt") as f:
+                f.write(report.optimized_hlo)
         print(f"== {name}: predicted {row['predicted_s']}, measured {t.measured_device_s}, "
-              f"range {row['range']}, {len(row['cautions'])} caution(s)", flush=True)
+              f"{len(row['cautions'])} caution(s)", flush=True)
+        print("\n".join(line for line in (row["estimate_text"] or "").splitlines()
+                        if line.startswith(("range", "caution"))), flush=True)
+        print("\n".join(row["comparison"] or []), flush=True)
     with open(os.path.join(args.out, "unmeasured.json"), "w") as f:
         json.dump(rows, f, indent=1)
     explorer._src.compile.pool.default_pool().close()

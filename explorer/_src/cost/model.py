@@ -970,7 +970,8 @@ def estimate(collectives: Sequence[PricedCollective], flops: float | None,
         bound = comp.bound if comp.seconds >= both_ways else Bound.COMMUNICATION
     return Estimate(target.name, placed.to_dict(), comp.dtype, times, comp, comm, lower, upper,
                     bound, fit, tuple(notes), peak=peak,
-                    cautions=cautions(work) if work is not None else ())
+                    cautions=cautions(work, "" if peak else target.chip.name)
+                    if work is not None else ())
 
 
 def _collective_times(collectives: Sequence[PricedCollective], target: Target, placed: AxisMapping,
@@ -1052,21 +1053,23 @@ KERNEL_SEEN_SLOWER = 7
 SCATTER_SEEN_SLOWER = "4 to 5"
 
 
-def cautions(work: Work) -> tuple[str, ...]:
+def cautions(work: Work, chip: str = "") -> tuple[str, ...]:
     """What the priced schedule cannot see and that may make the step far slower: the fusions
     libtpu marked uncostable, the custom-call kernels priced from the compiler's estimate of
-    their work (or, with none, from their bytes alone), and scatters priced by their bytes."""
+    their work (or, with none, from their bytes alone) but those priced at the efficiency
+    measured for them on `chip`, and scatters priced by their bytes."""
     out = []
+    kernels = [s for s in work.kernels if kernel_efficiency(s, chip) == 1.0]
     if work.uncostable:
         names = ", ".join(s.instr.name for s in work.uncostable[:3])
         out.append(f"libtpu could not estimate the cost of {len(work.uncostable)} fusion(s) "
                    f"({names}); such a fusion can run far slower than its roofline (one ran "
                    f"{UNCOSTABLE_SEEN_SLOWER}x slower on a TPU v5e), so the step may be far slower "
                    "than predicted: see the compiler warnings for the line and what helps")
-    if work.kernels:
-        names = ", ".join(s.instr.name for s in work.kernels[:3])
-        blind = [s.instr.name for s in work.kernels if not s.kernel.estimated]
-        out.append(f"{len(work.kernels)} custom-call kernel(s) ({names}) are priced from the "
+    if kernels:
+        names = ", ".join(s.instr.name for s in kernels[:3])
+        blind = [s.instr.name for s in kernels if not s.kernel.estimated]
+        out.append(f"{len(kernels)} custom-call kernel(s) ({names}) are priced from the "
                    "compiler's estimate of their work, FLOPs at the matmul rate and bytes at "
                    "HBM speed; the compiler cannot see inside a kernel, and its run can be far "
                    f"slower (a causal Pallas flash attention ran {KERNEL_SEEN_SLOWER}x slower "
