@@ -258,3 +258,17 @@ def test_a_jax_mesh_given_is_the_mesh_jax_s_own_readers_see():
         jax.jit(f).trace(_struct((8, 16), mesh, P()))
     assert seen[0] == seen[1] == mesh.abstract_mesh
     assert not [n for n in report.notes if "mesh of its own" in n]
+
+
+def test_a_what_if_of_a_request_without_mesh_keeps_the_inputs_mesh():
+    """A what-if's variants replace the inputs with TensorSpecs, which name no mesh: the
+    Request keeps the one its inputs named (their abstract mesh), so the variants compile on
+    it, axis types included."""
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(A, A))
+    request = Request(fn=matmul, inputs=(_struct((8, 16), mesh, P("data", "model")),
+                                         _struct((16, 32), mesh, P("model", None))))
+    assert request.mesh == mesh.abstract_mesh
+    report = explorer.analyze(request)
+    [reduce] = [i for i, c in enumerate(report.collectives) if str(c.kind) == "all-reduce"]
+    found = explorer.what_if(request, reduce)
+    assert found and all(w.report.mesh == report.mesh for w in found)

@@ -182,7 +182,7 @@ class Request:
     explorer.analyze's keywords, with the same meaning; `donate=None` for a workload is the
     workload's own donation (a training step donates its state). `mesh=None` is the mesh the
     inputs' NamedShardings or the caller's jax.set_mesh name, with its own axis types
-    (explorer.analyze's `mesh`).
+    (explorer.analyze's `mesh`), which the Request then holds as its AbstractMesh.
 
     Raises on construction (InputError and its subclasses), naming the field and the choices:
     a malformed or too large mesh, an unknown workload, param, preset, rule, target, mapping,
@@ -329,6 +329,10 @@ class Request:
             check_flag(getattr(self, name), name)
         chosen = choose_mesh(self.mesh, self.axis_type, self.fn, self.inputs, self.context)
         check_mesh(chosen.spec, tpu_topology=self.tpu_topology, real_devices=self.real_devices)
+        if self.mesh is None:
+            # Kept as the mesh found (its abstract mesh: nothing put in force), so that an edit
+            # whose inputs name no mesh (a what-if's TensorSpecs) stays on it.
+            object.__setattr__(self, "mesh", chosen.trace)
         return chosen
 
     def _finish(self, program: Callable[[], Callable], args: tuple, chosen: MeshChoice,
@@ -354,7 +358,7 @@ class Request:
         platform = platform_of(compiled.worker.backend.value, accelerator_platform)
         held = (leave_the_chip_to_the_worker(platform)
                 if compiled.worker.backend is Backend.REAL else "")
-        notes = tuple(filter(None, (here, held, chosen.note)))
+        notes = tuple(filter(None, (here, held)))
 
         def lower() -> LoweredProgram:
             lowered = lower_program(program(), inputs, mesh, platform, partitioner.value,

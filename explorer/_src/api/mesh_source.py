@@ -42,7 +42,6 @@ class MeshChoice:
     # A jax Mesh given as mesh=, put in force (jax.set_mesh and the legacy `with mesh:`) while
     # the program is traced, as it would be where the program runs under it.
     in_force: Any = None
-    note: str = ""
 
 
 def is_jax_mesh(mesh) -> bool:
@@ -53,6 +52,15 @@ def is_jax_mesh(mesh) -> bool:
     from jax.sharding import AbstractMesh, Mesh
 
     return isinstance(mesh, Mesh | AbstractMesh)
+
+
+def is_concrete(mesh) -> bool:
+    """A jax.sharding.Mesh, of devices (not an AbstractMesh)."""
+    if "jax" not in sys.modules:
+        return False
+    from jax.sharding import Mesh
+
+    return isinstance(mesh, Mesh)
 
 
 def spec_of(mesh) -> MeshSpec:
@@ -85,12 +93,11 @@ def choose_mesh(given, axis_type: AxisType | str, fn, inputs: tuple,
                     f"mesh= is missing, and the meshes that name one differ: {first_where} is "
                     f"on {_described(spec)}, {where} on {_described(other)}; put them on one "
                     "mesh, or choose one with mesh=")
-        return MeshChoice(spec, trace=_abstract(first), note=_order_note(first))
+        return MeshChoice(spec, trace=_abstract(first))
     if is_jax_mesh(given):
         spec = spec_of(given)
-        concrete = None if _abstract(given) is given else given
-        return MeshChoice(spec, trace=_abstract(given), in_force=concrete,
-                          note=_order_note(given))
+        return MeshChoice(spec, trace=_abstract(given),
+                          in_force=given if is_concrete(given) else None)
     spec = parse_mesh(given, axis_type)
     same = next((m for _, m in found if spec_of(m) == spec), None)
     return MeshChoice(spec, trace=None if same is None else _abstract(same))
@@ -102,22 +109,7 @@ def _described(spec: MeshSpec) -> str:
 
 def _abstract(mesh):
     """A jax mesh's abstract mesh (an AbstractMesh is its own)."""
-    return getattr(mesh, "abstract_mesh", mesh)
-
-
-def _order_note(mesh) -> str:
-    """A note where a concrete mesh does not hold its devices in row-major order of their ids,
-    as the explorer numbers them: its replica groups then name other devices than the user's
-    own run would (the same collectives, over the same mesh axes)."""
-    devices = getattr(mesh, "devices", None)
-    if devices is None or not hasattr(devices, "flat"):
-        return ""
-    ids = [d.id for d in devices.flat]
-    if ids == sorted(ids):
-        return ""
-    return ("the mesh holds its devices in another order than their ids; the explorer numbers "
-            "a mesh's devices in row-major order, so its device groups name the mesh "
-            "positions, not your devices' ids")
+    return mesh.abstract_mesh if is_concrete(mesh) else mesh
 
 
 def _meshes_found(fn, inputs: tuple, context: CallerContext) -> list[tuple[str, Any]]:

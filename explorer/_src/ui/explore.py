@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from explorer._src.api.analyze import MeshLike, SpecPatterns
-from explorer._src.api.mesh_source import is_jax_mesh, spec_of
+from explorer._src.api.mesh_source import is_concrete, is_jax_mesh, spec_of
 from explorer._src.compile.caller_context import mesh_in_force
 from explorer._src.compile.pool import WorkerPool
 from explorer._src.errors import RuleError
@@ -90,7 +90,7 @@ def _mesh_given(mesh) -> tuple[Any, Any]:
     the one given as mesh=, or None): a jax mesh opens as its axes, sizes and types."""
     if not is_jax_mesh(mesh):
         return mesh, None
-    return spec_of(mesh), (mesh if hasattr(mesh, "devices") else None)
+    return spec_of(mesh), (mesh if is_concrete(mesh) else None)
 
 
 def explore_module(model: nnx.Module, *inputs: Any, mesh: MeshLike = "data=2,model=4",
