@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from explorer._src.cost.catalog.sources import ML_ENG_MAMF
 from explorer._src.hlo.compiler_costs import UNCOSTABLE_SEEN_SLOWER
 from explorer._src.hlo.module import HloModule, Instruction
 from explorer._src.hlo.schedule import Step
@@ -57,7 +58,8 @@ class Coverage:
         worst: measured over predicted, the largest among its instructions predicted at
             10 us or more (benchmarks/kind_coverage.py prints it from the kept results).
         what: what was measured, in a few words.
-        source: the kept result file that measured it.
+        source: the kept result file that measured it (a published measurement's address
+            where the project measured none).
         efficiency: a kernel's cost-estimate roofline over its measured time: the fraction of
             that roofline it ran at, applied to its predicted time (1: none).
         best: measured over predicted (before `efficiency`), the smallest: a kernel's range
@@ -132,7 +134,14 @@ COVERAGE: tuple[Coverage, ...] = (
              "jax's Pallas TPU flash attention, bf16, three shapes causal and not: 7.1x to "
              "11.0x its cost estimate at the measured matmul rate", V5E_KERNELS,
              efficiency=2.90 / 21.09, best=7.0),
-)
+) + tuple(
+    # Published, not the project's: the largest bf16 matmuls a sweep ran on each GPU, whose
+    # fraction of the peak the catalog applies (cost/catalog/gpu.py); smaller GEMMs run slower,
+    # which XLA's measured rates by shape cover on the H100, H200 and B200 (cost/gemm_rates.py).
+    Coverage(gpu, "matmul bf16", 1.0,
+             "the largest bf16 matmuls of a sweep (ml-engineering's MAMF table), at the "
+             "fraction of the peak the catalog applies", ML_ENG_MAMF)
+    for gpu in ("A100 SXM 80GB", "H100 SXM", "H200 SXM", "B200"))
 
 
 def coverage_for(chip: str, kind: str) -> Coverage | None:
