@@ -166,6 +166,15 @@ def test_the_mesh_grammar_takes_a_type_per_axis(text, types):
     assert parse_mesh(mesh.text(), mesh.axis_types[0]) == mesh    # text reads back
 
 
+def test_jax_s_own_axis_types_are_read_by_their_names():
+    """axis_type= as the docs write axis_types=: jax's AxisType members."""
+    request = Request(fn=matmul, inputs=(TensorSpec("x", (8, 16), spec="data,None"),
+                                         TensorSpec("w", (16, 4))),
+                      mesh="data=2,model=4", axis_type=(E, A))
+    assert request.planned.mesh == parse_mesh("data=2:explicit,model=4")
+    assert parse_mesh("x=8", E).axis_type == "explicit"
+
+
 def test_a_mesh_of_one_type_is_the_mesh_it_was():
     """One type throughout is that one type (one mesh, one cache key), and a bad type is
     named with its axis and the choices."""

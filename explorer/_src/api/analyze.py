@@ -107,8 +107,9 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
         partitioner: ``"shardy"`` or ``"gspmd"`` (explorer.PARTITIONERS).
         axis_type: the type of the axes whose text names none: ``"auto"`` lets the
             partitioner propagate shardings; ``"explicit"`` makes jax's sharding-in-types check
-            every op; ``"manual"``; or a tuple of one per axis. A MeshSpec or jax `mesh`, or
-            one taken from the inputs, keeps its own.
+            every op; ``"manual"``; or a tuple of one per axis (jax's ``AxisType.Explicit``
+            and the like are read by their names). A MeshSpec or jax `mesh`, or one taken from
+            the inputs, keeps its own.
         timeout: seconds the compile may take (more than 0, at most a day); None for the
             pool's default (120 s for the default pool).
         pool: the WorkerPool that compiles; None for this process's shared one.

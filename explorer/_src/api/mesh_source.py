@@ -65,7 +65,7 @@ def is_concrete(mesh) -> bool:
 
 def spec_of(mesh) -> MeshSpec:
     """A jax mesh as a MeshSpec: its axis names, sizes and each axis's type."""
-    kinds = tuple(check_axis_type(t.name.lower()) for t in mesh.axis_types)
+    kinds = tuple(check_axis_type(t) for t in mesh.axis_types)
     return MeshSpec(tuple(mesh.axis_names), tuple(int(s) for s in mesh.axis_sizes), kinds)
 
 

@@ -177,7 +177,11 @@ class MeshSpec:
 
 
 def check_axis_type(kind, axis: str | None = None) -> AxisType:
-    """`kind` as an AxisType: one, or its name (``"explicit"``)."""
+    """`kind` as an AxisType: one, its name (``"explicit"``), or jax's own
+    (``jax.sharding.AxisType.Explicit``, read by its name, as the docs' meshes write it)."""
+    name = getattr(kind, "name", None)
+    if not isinstance(kind, str) and isinstance(name, str) and name.lower() in AXIS_TYPES:
+        kind = name.lower()
     if not isinstance(kind, str) or kind not in AXIS_TYPES:
         where = f" of mesh axis {show(axis)}" if axis is not None else ""
         raise MeshError(f"axis type {show(kind)}{where} is not one of {choices(AXIS_TYPES)}",
