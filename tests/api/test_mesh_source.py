@@ -7,7 +7,9 @@ the same 8 CPU devices of this process (tests/conftest.py)."""
 from __future__ import annotations
 
 import json
+import sys
 import warnings
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +20,9 @@ from jax.sharding import PartitionSpec as P
 import explorer
 from explorer import Request, TensorSpec, parse_mesh
 from explorer._src.api.exploration import Exploration, from_link
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
+from legacy_mesh import legacy_mesh, reads_the_legacy_mesh  # noqa: E402
 
 E, A = AxisType.Explicit, AxisType.Auto
 
@@ -82,39 +87,23 @@ def test_mesh_given_wins_over_the_inputs_mesh_and_keeps_their_specs():
 # ----------------------------------------------------------------- a jax Mesh as mesh=
 
 
-def _legacy_mesh():
-    """The legacy `with mesh:` mesh, read as model libraries read it (jax deprecates it)."""
-    from jax.interpreters import pxla
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return pxla.thread_resources.env.physical_mesh
-
-
-def _reads_the_legacy_mesh(x):
-    """As EasyDeL's constraint helper does: the legacy `with mesh:` mesh must be there."""
-    physical = _legacy_mesh()
-    assert not physical.empty, "No mesh found under this context manager"
-    return jax.lax.with_sharding_constraint(x * 2, NamedSharding(physical, P("data", None)))
-
-
 def test_a_jax_mesh_given_is_in_force_while_the_program_is_traced():
     mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(A, A))
     x = TensorSpec("x", (8, 16))
-    report = explorer.analyze(_reads_the_legacy_mesh, x, mesh=mesh)
+    report = explorer.analyze(reads_the_legacy_mesh, x, mesh=mesh)
     assert report.mesh == parse_mesh("data=2,model=4")
     # As plain jax compiles it under the same mesh, in both forms.
     with jax.set_mesh(mesh), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         with mesh:
-            plain = jax.jit(_reads_the_legacy_mesh).lower(
+            plain = jax.jit(reads_the_legacy_mesh).lower(
                 jax.ShapeDtypeStruct((8, 16), jnp.float32, sharding=NamedSharding(mesh, P()))
             ).compile()
     [out] = [t for t in report.tensors if str(t.kind) == "output"]
     [plain_out] = jax.tree.leaves(plain.output_shardings)
     assert out.sharding == str(plain_out._to_xla_hlo_sharding(2))
     # Outside the call, nothing is left in force.
-    assert _legacy_mesh().empty
+    assert legacy_mesh().empty
 
 
 def test_a_jax_mesh_keeps_its_axis_types():
@@ -242,8 +231,8 @@ def test_the_legacy_with_mesh_names_the_mesh_and_is_in_force_while_tracing():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         with mesh:
-            report = explorer.analyze(_reads_the_legacy_mesh, TensorSpec("x", (8, 16)))
-            plain = jax.jit(_reads_the_legacy_mesh).lower(
+            report = explorer.analyze(reads_the_legacy_mesh, TensorSpec("x", (8, 16)))
+            plain = jax.jit(reads_the_legacy_mesh).lower(
                 _struct((8, 16), mesh, P())).compile()
     assert report.mesh == parse_mesh("data=2,model=4")
     [out] = [t for t in report.tensors if str(t.kind) == "output"]

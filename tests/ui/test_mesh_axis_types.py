@@ -1,18 +1,21 @@
 """The mesh editor's axis types, one per axis (explorer/_src/ui/editors.py), and a jax Mesh given
 to the app, in force while the program is traced. Edits compile at once (no event loop)."""
 
-import warnings
+import sys
+from pathlib import Path
 
 import jax
 import pytest
-from jax.sharding import AxisType, NamedSharding
-from jax.sharding import PartitionSpec as P
+from jax.sharding import AxisType
 
 pytest.importorskip("ipywidgets")
 
 from explorer import TensorSpec as T  # noqa: E402
 from explorer import parse_mesh  # noqa: E402
 from explorer.ui import explore  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
+from legacy_mesh import reads_the_legacy_mesh  # noqa: E402
 
 
 def matmul(x, w):
@@ -36,20 +39,9 @@ def test_the_mesh_editor_takes_a_type_per_axis():
         app.close()
 
 
-def _reads_the_legacy_mesh(x):
-    """As EasyDeL's constraint helper does: the legacy `with mesh:` mesh must be there."""
-    from jax.interpreters import pxla
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        physical = pxla.thread_resources.env.physical_mesh
-    assert not physical.empty, "No mesh found under this context manager"
-    return jax.lax.with_sharding_constraint(x * 2, NamedSharding(physical, P("data", None)))
-
-
 def test_a_jax_mesh_given_to_the_app_is_in_force_at_every_trace():
     mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
-    app = explore(_reads_the_legacy_mesh, T("x", (8, 16)), mesh=mesh, debounce=None)
+    app = explore(reads_the_legacy_mesh, T("x", (8, 16)), mesh=mesh, debounce=None)
     try:
         assert app.error is None and app.report.mesh == parse_mesh("data=2,model=4")
         app.spec_rows["x"].pickers[1].value = ["model"]         # an edit traces it again
