@@ -48,6 +48,9 @@ def test_a_scatter_widens_the_step_and_the_cli_and_the_timeline_name_its_line():
     assert scatter.source.endswith(where)
     text = summary(report)
     assert "range    " in text and f"{where}, predicted" in text
+    table = text.split("What widens the step's range on a TPU v5e", 1)[1]
+    row = next(line for line in table.splitlines() if line.startswith("scatter"))
+    assert "measured slower" in row and row.rstrip().endswith(where)
     html = unescape(timing_html(report))
     assert "Step range on tpu-v5e-1x1" in html and where in html
 

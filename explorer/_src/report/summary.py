@@ -143,6 +143,27 @@ def tensors_table(report: Report, kinds=(TensorRole.INPUT, TensorRole.OUTPUT)) -
     return _table(rows)
 
 
+# Instructions the summary lists among those that widen the step's range.
+RANGE_LISTED = 8
+
+
+def range_lines(report: Report) -> list[str]:
+    """The instructions that widen the predicted step's range (Estimate.step_range), each at its
+    line of code: its kind, whether the chip measured it, its prediction and what it may take."""
+    rng = report.estimate.step_range if report.estimate is not None else None
+    if rng is None or not rng.parts:
+        return []
+    rows = [["instruction", "kind", "its time", "predicted", "may take", "source"]]
+    for p in rng.parts[:RANGE_LISTED]:
+        rows.append([p.hlo, p.kind, "measured slower" if p.measured else "unmeasured",
+                     format_seconds(p.predicted_s),
+                     f"{format_seconds(p.low_s)} .. {format_seconds(p.high_s)}", p.source or "-"])
+    more = len(rng.parts) - RANGE_LISTED
+    return (["", f"What widens the step's range on a {rng.chip}: kinds never measured there, or "
+                 "measured slower than the model"]
+            + _table(rows) + ([f"... and {more} more"] if more > 0 else []))
+
+
 def summary(report: Report) -> str:
     c, t = report.cost, report.timing
     n_inter = sum(1 for x in report.tensors if x.kind == TensorRole.INTERMEDIATE)
@@ -179,6 +200,7 @@ def summary(report: Report) -> str:
                      f"{c.xla_optimal_seconds * 1e6:.1f} us per step (optimal_seconds)")
     if report.estimate is not None:
         lines += ["", "Predicted (analytical model, not a measurement)", report.estimate.text()]
+        lines += range_lines(report)
     compared = compare_ops(report)
     if compared is not None:
         lines += ["", "Predicted against measured, op by op (largest gaps first)"]

@@ -183,8 +183,9 @@ def range_html(report: Report) -> str:
     more = (f"<p class='explorer-section-note'>… and {len(rng.parts) - RANGE_ROWS} more.</p>"
             if len(rng.parts) > RANGE_ROWS else "")
     return (f"<p class='explorer-range'><b>Step range on {e(est.target)}</b>: "
-            f"{e(rng.text())}. Where the prediction has not been measured (docs/cost-model.md, "
-            "\"Provenance and ranges\"):</p><div class='explorer-table-wrap'><table "
+            f"{e(rng.text())}. What widens it: kinds never measured on the chip, or measured "
+            "slower than the model (docs/cost-model.md, \"Provenance and ranges\"):</p>"
+            "<div class='explorer-table-wrap'><table "
             "class='explorer-table explorer-range-parts'><tr><th>instruction</th><th>kind</th>"
             "<th>its time</th><th>source</th><th>predicted</th><th>may take</th></tr>"
             f"{rows}</table></div>{more}")
