@@ -215,3 +215,52 @@ def test_listed_forms_match_xla(text, rank):
     assert tiling_from_hlo(text, rank, 8) == _xla_tiling(text, rank, 8)
 
 
+
+
+# XLA's named form (the XLA of jax 0.12 prints every propagated sharding so), each beside the
+# classic form of the same placement, worked out by hand from the mesh's row-major device
+# array: a dimension over axes a then b takes a major, b minor; what no dimension is over is
+# replicated; a sub-axis 'model':(p)n is the part of size n after the major part of size p.
+NAMED = [
+    ("{mesh['data'=2,'model'=4], [{'data'}, {}]}", 2,
+     "{devices=[2,1,4]<=[8] last_tile_dim_replicate}"),
+    ("{mesh['data'=2,'model'=4], [{}, {'model'}]}", 2,
+     "{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}"),
+    ("{mesh['data'=2,'model'=4], [{'data'}, {'model'}]}", 2, "{devices=[2,4]<=[8]}"),
+    ("{mesh['data'=2,'model'=4], [{'model'}, {'data'}]}", 2, "{devices=[4,2]<=[2,4]T(1,0)}"),
+    ("{mesh['data'=2,'model'=4], [{'data', 'model'}, {}]}", 2, "{devices=[8,1]<=[8]}"),
+    ("{mesh['data'=2,'model'=4], [{'model', 'data'}, {}]}", 2,
+     "{devices=[8,1]<=[2,4]T(1,0)}"),
+    ("{mesh[], replicated}", 2, "{replicated}"),
+    ("{mesh['data'=2,'model'=4], manual}", 1, "{manual}"),
+    # model=4 cut in two halves: devices [data, model_major, model_minor] = arange(8).
+    ("{mesh['data'=2,'model'=4], [{'model':(1)2}, {'model':(2)2}, {}]}", 3,
+     "{devices=[2,2,1,2]<=[2,2,2]T(1,2,0) last_tile_dim_replicate}"),
+    ("{mesh['data'=2,'model'=4], [{'data', ?}, {?}]}", 2,
+     "{devices=[2,1,4]<=[8] last_tile_dim_replicate}"),
+    ("{mesh['data'=2,'model'=4], [{}, {}], unreduced={'model'}}", 2,
+     "{devices=[1,1,4,2]<=[2,4]T(1,0) last_tile_dims={unreduced, replicated}}"),
+    ("{mesh['data'=2,'model'=4], [{}], replicated={'data'}}", 1,
+     "{replicated}"),
+    # devices [[0,4],[1,5],[2,6],[3,7]] transposed: the mesh is [[0,2,4,6],[1,3,5,7]].
+    ("{mesh['data'=2,'model'=4], device_ids=([4,2]T(1,0)), [{'data'}, {}]}", 2,
+     "{devices=[2,1,4]0,2,4,6,1,3,5,7 last_tile_dim_replicate}"),
+]
+
+
+@pytest.mark.parametrize(("named", "rank", "classic"), NAMED)
+def test_the_named_form_is_the_placement_its_classic_form_is(named, rank, classic):
+    assert tiling_from_hlo(named, rank, 8) == tiling_from_hlo(classic, rank, 8)
+
+
+@pytest.mark.parametrize(("text", "rank"), [
+    ("{mesh['data'=2,'model'=4], [{'data'}]}", 2),                 # one dim of two
+    ("{mesh['data'=2,'model'=4], [{'expert'}, {}]}", 2),           # no such axis
+    ("{mesh['data'=2,'model'=4], [{'data'}, {'data'}]}", 2),       # an axis twice
+    ("{mesh['data'=2,'model'=4], [{'model':(1)3}, {}]}", 2),       # 3 does not divide 4
+    ("{mesh['data'=2,'model'=2], [{'data'}, {}]}", 2),             # 4 devices, not 8
+    ("{mesh['data'=2,'model'=4], [{'data'}, {}], frobnicate}", 2),
+])
+def test_a_named_form_that_does_not_fit_raises(text, rank):
+    with pytest.raises(ValueError):
+        tiling_from_hlo(text, rank, 8)

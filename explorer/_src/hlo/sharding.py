@@ -23,12 +23,22 @@ HLO sharding text forms handled by :func:`tiling_from_hlo`
                                      not decided yet, so there is nothing to draw
 tuple ``{{..}, {..}}``               rejected (one sharding per array)
 
-Anything else (including XLA's experimental named-sharding text, which
-starts with a mesh) raises ``ValueError`` rather than being guessed at.
+XLA's named form, which the XLA of jax 0.12 prints (each dimension's mesh axes, major first):
+
+``{mesh['data'=2,'model'=4], [{'data'}, {}]}``   dim 0 over data; model replicated
+``{mesh[...], device_ids=(...), [...]}``         the mesh's devices in another order
+``{'model':(2)2}``                               a sub-axis: the part of size 2 after
+                                                 the major part of size 2
+``{'data', ?}``, ``{?}``                         open: the same placement
+``replicated={...}``, ``unreduced={...}``        axes held as copies, or as partial sums
+``{mesh[], replicated}``, ``{mesh[...], manual}`` the whole-tensor forms
+
+Anything else raises ``ValueError`` rather than being guessed at.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -160,6 +170,8 @@ def tiling_from_hlo(text: str, rank: int, num_devices: int) -> Tiling:
             raise ValueError(f"device {dev} out of range for {num_devices} devices in {text!r}")
         return Tiling((1,) * rank, 1, (dev,))
 
+    if head.startswith("mesh["):
+        return _named_tiling(body, rank, num_devices, text)
     if not head.startswith("devices="):
         raise ValueError(f"unsupported HLO sharding {text!r}")
     dims, devs = _tile_assignment(head)
@@ -174,6 +186,112 @@ def tiling_from_hlo(text: str, rank: int, num_devices: int) -> Tiling:
     if flat.min() < 0 or flat.max() >= num_devices:
         raise ValueError(f"device ids in {text!r} fall outside 0..{num_devices - 1}")
     return _canonical_tiling(dims, devs, types, rank)
+
+
+_MESH_AXIS = re.compile(r"'([^']*)'=(\d+)")
+_AXIS_REF = re.compile(r"'([^']*)'(?::\((\d+)\)(\d+))?")
+
+
+def _named_tiling(body: str, rank: int, num_devices: int, text: str) -> Tiling:
+    """The Tiling of XLA's named form (see the module doc): the mesh's device array, each
+    mesh axis cut at the sub-axes any entry names, then the parts each dimension is split
+    over in order, the unreduced parts, and the rest as copies."""
+    parts = _scan_top_level(body, ",")
+    mesh = re.fullmatch(r"mesh\[(.*)\]", parts[0], re.S)
+    if mesh is None:
+        raise ValueError(f"cannot parse the mesh of {text!r}")
+    axes = _MESH_AXIS.findall(mesh.group(1))
+    names, sizes = [a for a, _ in axes], [int(n) for _, n in axes]
+    devices, dims, unreduced = None, None, []
+    for part in parts[1:]:
+        if part == "replicated":
+            return _whole(rank, num_devices)
+        if part == "manual":
+            return _whole(rank, num_devices, manual=num_devices)
+        if part.startswith("device_ids="):
+            devices = _mesh_devices(part[len("device_ids="):].strip(), sizes, text)
+        elif part.startswith("["):
+            dims = [_axis_refs(d, names, sizes, text)
+                    for d in _scan_top_level(part[1:-1], ",")]
+        elif part.startswith("unreduced="):
+            unreduced = _axis_refs(part[len("unreduced="):], names, sizes, text)
+        elif part.startswith("replicated=") or part.startswith("metadata="):
+            pass              # copies are what no dimension and no partial sum is over
+        else:
+            raise ValueError(f"unsupported part {part!r} of the named sharding {text!r}")
+    if dims is None or len(dims) != rank:
+        raise ValueError(f"{text!r} does not shard the {rank} dims of its tensor")
+    if math.prod(sizes) != num_devices:
+        raise ValueError(f"{text!r} has a mesh of {math.prod(sizes)} devices, not "
+                         f"{num_devices}")
+    if devices is None:
+        devices = np.arange(num_devices).reshape(sizes)
+    # Cut each axis at every sub-axis boundary any entry names (a part of pre-size p and size
+    # n spans [p, p*n) of the axis's major-to-minor cumulative sizes).
+    cuts = [{1, size} for size in sizes]
+    for axis, pre, size in (r for refs in dims + [unreduced] for r in refs):
+        cuts[axis] |= {pre, pre * size}
+    bounds = [sorted(c) for c in cuts]
+    fine = [(axis, lo) for axis, b in enumerate(bounds) for lo in b[:-1]]
+    devices = devices.reshape([hi // lo for b in bounds for lo, hi in itertools.pairwise(b)])
+
+    def parts_of(refs) -> list[int]:
+        return [i for axis, pre, size in refs for i, (a, lo) in enumerate(fine)
+                if a == axis and pre <= lo < pre * size]
+
+    tiled = [parts_of(refs) for refs in dims]
+    summed = parts_of(unreduced)
+    used = {i for group in tiled for i in group} | set(summed)
+    if len(used) != sum(map(len, tiled)) + len(summed):
+        raise ValueError(f"{text!r} uses a mesh axis twice")
+    copies = [i for i in range(len(fine)) if i not in used]
+    order = [i for group in tiled for i in group] + summed + copies
+    shape = [math.prod(devices.shape[i] for i in group) for group in tiled]
+    shape += [math.prod(devices.shape[i] for i in summed),
+              math.prod(devices.shape[i] for i in copies)]
+    return _canonical_tiling(shape, devices.transpose(order).reshape(shape),
+                             ["unreduced", "replicated"], rank)
+
+
+def _axis_refs(text: str, names: list[str], sizes: list[int],
+               whole: str) -> list[tuple[int, int, int]]:
+    """``{'data', 'model':(2)2, ?}`` as (axis index, pre-size, size) per entry, major first;
+    an open dimension's ``?`` places nothing."""
+    inner = text.strip()
+    if not (inner.startswith("{") and inner.endswith("}")):
+        raise ValueError(f"cannot parse the axes {text!r} of {whole!r}")
+    refs = []
+    for entry in _scan_top_level(inner[1:-1], ","):
+        if entry == "?":
+            continue
+        m = _AXIS_REF.fullmatch(entry)
+        if m is None or m.group(1) not in names:
+            raise ValueError(f"unknown mesh axis {entry!r} in {whole!r}")
+        axis = names.index(m.group(1))
+        pre, size = (int(m.group(2)), int(m.group(3))) if m.group(2) else (1, sizes[axis])
+        if sizes[axis] % (pre * size):
+            raise ValueError(f"sub-axis {entry!r} does not divide its axis in {whole!r}")
+        refs.append((axis, pre, size))
+    return refs
+
+
+def _mesh_devices(text: str, sizes: list[int], whole: str) -> np.ndarray:
+    """A named mesh's ``device_ids=(...)``: an iota (``[8,4]T(1,0)``) or an explicit list, in
+    the mesh's shape."""
+    inner = text[1:-1].strip() if text.startswith("(") and text.endswith(")") else text
+    total = math.prod(sizes)
+    iota = re.fullmatch(r"\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?", inner)
+    if iota:
+        reshape = ints(iota.group(1))
+        perm = ints(iota.group(2)) if iota.group(2) else list(range(len(reshape)))
+        flat = np.arange(total).reshape(reshape).transpose(perm).ravel()
+    elif _EXPLICIT.fullmatch(inner.replace(" ", "")):
+        flat = np.asarray(ints(inner), dtype=np.int64)
+    else:
+        raise ValueError(f"cannot parse device_ids {text!r} in {whole!r}")
+    if flat.size != total:
+        raise ValueError(f"{whole!r} lists {flat.size} devices for a mesh of {total}")
+    return flat.reshape(sizes)
 
 
 def _placement_tokens(tokens: list[str]) -> list[str]:
