@@ -28,6 +28,7 @@ from explorer._src.hlo.module import (
     HLO_TO_NUMPY,
     HOST_MEMORY_SPACE,
     HloModule,
+    Instruction,
     entry_memory_spaces,
     parse_module,
 )
@@ -162,6 +163,36 @@ def with_reasons(collectives, optimized: HloModule, propagated: HloModule | None
     return tuple(replace(c, why=whys.get(c.hlo_name)) for c in collectives)
 
 
+def _users(module: HloModule) -> dict[str, list[Instruction]]:
+    """Each instruction's users in the module, by name."""
+    users: dict[str, list[Instruction]] = {}
+    for instr in module.instructions():
+        for name in instr.operands:
+            users.setdefault(name, []).append(instr)
+    return users
+
+
+def _located(module: HloModule, instr: Instruction,
+             users: Mapping[str, list[Instruction]]) -> Instruction:
+    """The instruction whose line of code a collective is shown at: its own where its
+    metadata has one; else the nearest user that has one (through a -done, tuple elements
+    and fusions), the op it was made for. The XLA of jax 0.12 gives a collective that moves
+    an input that input's metadata (op_name="w1", no line), where 0.10's gave the
+    consumer's."""
+    if module.source(instr):
+        return instr
+    todo, seen = list(users.get(instr.name, ())), {instr.name}
+    while todo and len(seen) < 32:
+        user = todo.pop(0)
+        if user.name in seen:
+            continue
+        seen.add(user.name)
+        if module.source(user):
+            return user
+        todo += users.get(user.name, ())
+    return instr
+
+
 def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None = None,
                      unpromoted: HloModule | None = None,
                      slices: SliceLayout | None = None) -> list[Collective]:
@@ -178,8 +209,10 @@ def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None
     names = module.by_name()
     placed = collectives_of(module)
     dtypes = program_dtypes(placed, unpromoted)
+    users = _users(module)
     out = []
     for instr, kind, is_async, result in placed:
+        located = _located(module, instr, users)
         operands = [names[o] for o in instr.operands if o in names]
         if kind is CollectiveKind.RAGGED_ALL_TO_ALL:
             # Its other operands are the output buffer it writes into and the offsets and
@@ -228,8 +261,8 @@ def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None
             parts=len(result),
             is_async=is_async,
             op_name=instr.op_name,
-            source=source_of(module, instr),
-            source_text=line_of_code(module, instr),
+            source=source_of(module, located),
+            source_text=line_of_code(module, located),
             hlo_name=instr.name,
             computation=instr.computation,
             operand_dtype=HLO_TO_NUMPY.get(narrowest, narrowest),

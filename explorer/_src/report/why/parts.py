@@ -74,9 +74,20 @@ def collective_parts(ctx: Context, instr: Instruction) -> list[Part]:
     first = chain[0] if chain else instr
     operand = ctx.opt_names.get(first.operands[0]) if first.operands else None
     own = (Name(instr.op_name, location(ctx.optimized, instr)),) if instr.op_name else ()
-    return [Part(operand, result[0].dims if result else (),
-                 _unique(own + _names(ctx, instr, 0, operands[0] if operands else None,
-                                      None)))]
+    made_for = _names(ctx, instr, 0, operands[0] if operands else None, None)
+    if own and _names_only_inputs(ctx, instr.op_name):
+        # The XLA of jax 0.12 gives a collective it inserts to move an input that input's
+        # metadata (op_name="w1"), where 0.10's gave it the consumer's: what the move was
+        # made for is what uses it, so those names come first.
+        return [Part(operand, result[0].dims if result else (), _unique(made_for + own))]
+    return [Part(operand, result[0].dims if result else (), _unique(own + made_for))]
+
+
+def _names_only_inputs(ctx: Context, op_name: str) -> bool:
+    """Whether `op_name` is the metadata of the program's inputs alone (parameters of the
+    propagated module), not of an op the program runs."""
+    named = ctx.by_op_name.get(op_name, ())
+    return bool(named) and all(i.opcode == "parameter" for i in named)
 
 
 def _dims(i: Instruction | None) -> tuple[int, ...]:
