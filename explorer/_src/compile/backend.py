@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from explorer._src.compile.device_profile import profile_calls
 from explorer._src.compile.gpu import GpuTopology, gpu_devices
 from explorer._src.compile.ir_context import shared_ir_context
-from explorer._src.compile.lowering import LoweredProgram, OutputShape
+from explorer._src.compile.lowering import LoweredProgram, OutputShape, jax_axis_types
 from explorer._src.compile.multislice import hybrid_device_array
 from explorer._src.compile.protocol import CompileResult, Measurement, OutOfMemory, TensorLayout
 from explorer._src.compile.tpu import host_bounds, tpu_backend
@@ -115,19 +115,19 @@ def build_mesh(mesh_spec, devices=None, slices_per_axis: tuple[int, ...] = ()):
     explorer/_src/compile/multislice.py."""
     import jax
     import numpy as np
-    from jax.sharding import AxisType, Mesh
+    from jax.sharding import Mesh
 
     devices = jax.devices() if devices is None else devices
     if len(devices) < mesh_spec.device_count:
         raise RuntimeError(f"mesh {mesh_spec.text()!r} needs {mesh_spec.device_count} devices "
                            f"but this worker has {len(devices)} ({devices[0].platform}); "
                            "make the mesh match the machine's devices")
-    kind = AxisType.Explicit if mesh_spec.axis_type == "explicit" else AxisType.Auto
     if slices_per_axis:
         array = hybrid_device_array(devices, mesh_spec.sizes, slices_per_axis)
     else:
         array = np.array(devices[:mesh_spec.device_count]).reshape(mesh_spec.sizes)
-    return Mesh(array, mesh_spec.names, axis_types=(kind,) * len(mesh_spec.names))
+    # Each axis of the type the caller traced it with (a mixed mesh's too).
+    return Mesh(array, mesh_spec.names, axis_types=jax_axis_types(mesh_spec))
 
 
 def _struct(spec: TensorSpec, mesh):
