@@ -62,12 +62,13 @@ def test_the_report_comes_from_the_gpu_compiler_and_names_the_device(pair):
 
 
 @pytest.mark.slow
-def test_the_collectives_are_the_ones_jax_compiled_each_async(pair):
+def test_the_collectives_are_the_ones_jax_compiled_async_where_jax_s_are(pair):
     _, report, ref = pair
-    # Every GPU collective here is a -start/-done pair; a combined one is one line of jax's.
-    kinds = sorted(c.kind.value + "-start" for c in report.collectives)
+    # A GPU collective is a -start/-done pair where XLA runs it asynchronously; a combined one
+    # is one line of jax's. (jax 0.10.2's XLA keeps every one here async; 0.12's makes one
+    # that nothing overlaps synchronous again, `is_sync`, written without -start.)
+    kinds = sorted(c.kind.value + ("-start" if c.is_async else "") for c in report.collectives)
     assert kinds == sorted(ref["collectives"])
-    assert all(c.is_async for c in report.collectives)
 
 
 @pytest.mark.slow
