@@ -1,6 +1,6 @@
 """Programs of kinds the cost model has not been held against, predicted and measured on a chip.
 
-    python benchmarks/tpu_unmeasured.py --out DIR [--only NAME ...] [--no-hlo]
+    python benchmarks/tpu_unmeasured.py --out DIR [--only NAME ...] [--no-hlo] [--more]
 
 Each program is given to `explorer.analyze(fn, *args, mesh="data=1", target="tpu-v5e-1x1",
 measure=True)` on a machine with one TPU v5e chip, as a TPU-VM user would: the explorer compiles
@@ -13,17 +13,20 @@ HLO the chip ran, so that the range can be priced again with no chip
 The programs: Pallas kernels (jax's TPU flash attention at a shape and mask other than the one
 measured before, and its blocked matmul, a kernel never measured), an embedding gradient's
 scatter-add, and kinds never measured on the chip (a sort, a cumulative sum, a top-k).
-Integer inputs are random 0 or 1, so a scatter's rows pile onto two rows.
+Integer inputs are random 0 or 1, so a scatter's rows pile onto two rows. With --more, other
+kinds instead (`more_programs`), their HLO in one DIR/hlo.tar.gz.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import io
 import json
 import math
 import os
 import sys
+import tarfile
 import time
 import traceback
 
@@ -65,18 +68,60 @@ def programs():
     ]
 
 
+def more_programs():
+    """Kinds none of the coverage table's entries came from: an FFT, a Cholesky factorisation,
+    a triangular solve, a searchsorted, an argsort, a segment sum, random numbers, a gather of
+    rows, and a loop of a thousand small in-place updates."""
+    import jax
+    import jax.numpy as jnp
+
+    f32, i32 = jnp.float32, jnp.int32
+
+    def sds(shape, dtype):
+        return jax.ShapeDtypeStruct(tuple(shape), dtype)
+
+    def spd(a):
+        return a @ a.T + 4096 * jnp.eye(a.shape[0], dtype=a.dtype)
+
+    def decode_loop(cache, x):
+        def body(i, c):
+            return jax.lax.dynamic_update_slice(c, x[None] * i.astype(f32), (i, 0))
+        return jax.lax.fori_loop(0, 1024, body, cache)
+
+    return [
+        ("fft_rows", lambda x: jnp.abs(jnp.fft.fft(x.astype(jnp.complex64), axis=-1)),
+         (sds((4096, 4096), f32),)),
+        ("cholesky_4096", lambda a: jnp.linalg.cholesky(spd(a)), (sds((4096, 4096), f32),)),
+        ("triangular_solve", lambda a, b: jax.scipy.linalg.solve_triangular(
+            jnp.tril(a) + 4096 * jnp.eye(4096, dtype=f32), b, lower=True),
+         (sds((4096, 4096), f32), sds((4096, 1024), f32))),
+        ("searchsorted_1m", lambda s, q: jnp.searchsorted(jnp.sort(s), q),
+         (sds((1 << 20,), f32), sds((1 << 20,), f32))),
+        ("argsort_4m", lambda x: jnp.argsort(x), (sds((1 << 22,), f32),)),
+        ("segment_sum", lambda d, ids: jax.ops.segment_sum(d, ids, num_segments=4096),
+         (sds((1 << 20, 64), f32), sds((1 << 20,), i32))),
+        ("random_normal", lambda k: jax.random.normal(jax.random.wrap_key_data(k), (8192, 8192)),
+         (sds((2,), jnp.uint32),)),
+        ("gather_rows", lambda t, ids: jnp.take(t, ids, axis=0),
+         (sds((32000, 1024), f32), sds((65536,), i32))),
+        ("small_updates_loop", decode_loop, (sds((1024, 256), f32), sds((256,), f32))),
+    ]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=".")
     ap.add_argument("--only", nargs="*", default=[])
     ap.add_argument("--no-hlo", action="store_true", help="keep no HLO files")
+    ap.add_argument("--more", action="store_true", help="more_programs, HLO in one tar")
     args = ap.parse_args()
+    tar = tarfile.open(os.path.join(args.out, "hlo.tar.gz"), "w:gz") if args.more else None
 
     import explorer
     from explorer._src.report.op_comparison import compare_ops, comparison_lines
 
     rows = []
-    for name, fn, shapes in programs():
+    for name, fn, shapes in (more_programs() if args.more else programs()):
         if args.only and name not in args.only:
             continue
         t0 = time.perf_counter()
@@ -104,7 +149,12 @@ def main() -> int:
         cmp = compare_ops(report)
         row["comparison"] = comparison_lines(cmp) if cmp is not None else None
         rows.append(row)
-        if not args.no_hlo:
+        if tar is not None:
+            data = report.optimized_hlo.encode()
+            info = tarfile.TarInfo(f"{name}.hlo.txt")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        elif not args.no_hlo:
             with gzip.open(os.path.join(args.out, f"{name}.hlo.txt.gz"), "wt") as f:
                 f.write(report.optimized_hlo)
         print(f"== {name}: predicted {row['predicted_s']}, measured {t.measured_device_s}, "
@@ -112,6 +162,8 @@ def main() -> int:
         print("\n".join(line for line in (row["estimate_text"] or "").splitlines()
                         if line.startswith(("range", "caution"))), flush=True)
         print("\n".join(row["comparison"] or []), flush=True)
+    if tar is not None:
+        tar.close()
     with open(os.path.join(args.out, "unmeasured.json"), "w") as f:
         json.dump(rows, f, indent=1)
     explorer._src.compile.pool.default_pool().close()
