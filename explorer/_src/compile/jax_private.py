@@ -6,7 +6,11 @@ lowered in another process for given devices, to re-enter a thread's config cont
 to read the legacy `with mesh:` context, or to find a PRNG implementation by its dtype's tag. The
 explorer needs each, so it reaches into `jax._src` for them here, and nowhere else
 (`tests/test_layering.py` holds every other module to that): a jax release that moves a piece
-breaks this module only.
+breaks this module only. The public stages are used wherever they give the same program: the
+caller traces and lowers with `jax.jit(...).trace(...).lower(...)`, and the worker compiles with
+`Lowered.compile()`. `jax.export` is not the way across: an export over an abstract mesh keeps
+no input shardings (jax 0.10.2), and calling an Exported inside a `jit` over the worker's
+devices lowers the program a second time, the cost `lowered_module` removes.
 
 The explorer supports jax from OLDEST_JAX on, and is tested on the oldest and on
 NEWEST_TESTED_JAX (the README says which). On import, every piece in PIECES is looked up in the
