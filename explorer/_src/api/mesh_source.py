@@ -123,8 +123,14 @@ def _meshes_found(fn, inputs: tuple, context: CallerContext) -> list[tuple[str, 
         from explorer._src.api.pytrees import leaf_name
 
         params = argument_names(fn, len(inputs)) if fn is not None else []
-        for path, leaf in jax.tree_util.tree_flatten_with_path(
-                inputs, is_leaf=lambda x: isinstance(x, TensorSpec))[0]:
+        try:
+            leaves = jax.tree_util.tree_flatten_with_path(
+                inputs, is_leaf=lambda x: isinstance(x, TensorSpec))[0]
+        except (TypeError, ValueError):
+            # Inputs jax cannot flatten (a dict with keys of mixed types) name no mesh; the
+            # inputs' own checks say what is wrong with them, after the mesh is chosen.
+            leaves = []
+        for path, leaf in leaves:
             sharding = getattr(leaf, "sharding", None)
             if isinstance(sharding, NamedSharding) and is_jax_mesh(sharding.mesh):
                 name = ".".join(p for p in (params[path[0].idx], leaf_name(path[1:])) if p)
