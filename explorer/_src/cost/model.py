@@ -839,9 +839,10 @@ class Estimate:
             lines.append("compute  unknown")
         else:
             mem = f", HBM {format_seconds(c.memory_seconds)}" if c.memory_seconds else ""
-            lines.append(f"compute  {format_seconds(c.seconds)} ({c.bound}-bound: FLOPs at "
-                         f"{format_rate(c.peak_flops, 'FLOP/s')} {c.peak_dtype} "
-                         f"{format_seconds(c.flops_seconds)}{mem})")
+            rate = (f"FLOPs at {format_rate(c.peak_flops, 'FLOP/s')} {c.peak_dtype} "
+                    f"{format_seconds(c.flops_seconds)}" if c.peak_flops is not None
+                    else f"no {c.dtype} matrix peak")
+            lines.append(f"compute  {format_seconds(c.seconds)} ({c.bound}-bound: {rate}{mem})")
         lines.append(f"comm     {format_seconds(self.comm_seconds)} in "
                      f"{len(self.collectives)} collective(s)")
         for t in self.collectives:

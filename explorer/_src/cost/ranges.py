@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from math import prod
 
-from explorer._src.cost.coverage import TimeBasis, coverage_for
+from explorer._src.cost.coverage import TimeBasis, coverage_for, instruction_body
+from explorer._src.hlo.module import HloModule, shape_memory_spaces
 from explorer._src.hlo.schedule import Schedule, Step, StepKind
 from explorer._src.units import format_seconds
 
@@ -35,6 +37,8 @@ from explorer._src.units import format_seconds
 CAUTION_AT = 2.0
 # Instructions a caution names.
 NAMED = 3
+# The memory space of on-chip memory in a layout (`S(1)`: XLA's alternate memory, VMEM).
+ON_CHIP_SPACE = 1
 
 
 @dataclass(frozen=True)
@@ -142,12 +146,44 @@ def sort_bound_seconds(step: Step, kind: str, bandwidth: float | None) -> float:
     return step.bytes * passes * (passes + 1) / 2 / bandwidth
 
 
+# What one index of a gather or scatter may cost: element gathers of 2^20 indices (a
+# searchsorted's, 21 trips in 152 ms) and a segment sum's 2^20 updates (7.05 ms) took 6.9 and
+# 6.7 ns per index on a TPU v5e (tpu-v5e-2026-12-07/more-kinds), rounded up.
+INDEX_SECONDS = 10e-9
+_INDEXED = {"gather": "gather", "scatter": "scatter"}
+
+
+def index_bound_seconds(step: Step, kind: str, module: HloModule | None) -> float:
+    """The most a gather or scatter may take by its index count: INDEX_SECONDS for each element
+    of the index operands of the gathers or scatters it runs. 0 for any other kind."""
+    op = _INDEXED.get(kind)
+    if op is None or module is None:
+        return 0.0
+    names = {i.name: i for i in instruction_body(step.instr, module)}
+    indices = 0
+    for i in names.values():
+        if i.opcode == op and len(i.operands) > 1 and i.operands[1] in names:
+            indices += sum(prod(a.dims) for a in names[i.operands[1]].arrays)
+    return indices * INDEX_SECONDS
+
+
+def on_chip(step: Step) -> bool:
+    """Whether the instruction's result lies in on-chip memory (memory space 1, `S(1)`: VMEM
+    on a TPU), whose bytes the model charges at HBM speed."""
+    return any(space == ON_CHIP_SPACE for _, space in shape_memory_spaces(step.instr.shape))
+
+
 def instruction_bounds(step: Step, basis: TimeBasis, predicted: float, chip: str,
-                       bandwidth: float | None) -> tuple[float, float]:
+                       bandwidth: float | None,
+                       module: HloModule | None = None) -> tuple[float, float]:
     """(low, high) seconds for one run of `step` predicted at `predicted` seconds."""
     high = max(predicted * basis.slowdown,
-               0.0 if basis.measured else sort_bound_seconds(step, basis.kind, bandwidth))
-    low = predicted
+               0.0 if basis.measured else sort_bound_seconds(step, basis.kind, bandwidth),
+               index_bound_seconds(step, basis.kind, module))
+    # An in-place update of a buffer in on-chip memory: its bytes may never touch HBM, as
+    # little as nothing (a loop's updates of a buffer in S(1) ran 57 us where their bytes at
+    # HBM speed give 3.2 ms, tpu-v5e-2026-12-07/more-kinds).
+    low = 0.0 if basis.kind == "in-place update" and on_chip(step) else predicted
     if basis.efficiency != 1.0:
         entry = coverage_for(chip, basis.kind)
         if entry is not None:
@@ -172,7 +208,8 @@ def step_range(trace, schedule: Schedule, chip: str,
             continue
         if not basis.measured:
             unmeasured += e.duration
-        low, high = instruction_bounds(step, basis, e.duration, chip, bandwidth)
+        low, high = instruction_bounds(step, basis, e.duration, chip, bandwidth,
+                                       schedule.module)
         if low == e.duration and high == e.duration:
             continue
         part = parts.setdefault(e.hlo, [basis, e.source, 0.0, 0.0, 0.0])
@@ -191,16 +228,27 @@ def step_range(trace, schedule: Schedule, chip: str,
 
 def range_cautions(rng: StepRange) -> tuple[str, ...]:
     """A caution where the step could take CAUTION_AT times its prediction or more, naming the
-    instructions that could make it so, each at its line of code."""
-    if not rng.seconds or rng.high_seconds < CAUTION_AT * rng.seconds:
+    instructions that could make it so, each at its line of code; one where it could take
+    1/CAUTION_AT of it or less."""
+    if not rng.seconds:
         return ()
+    out = ()
+    if rng.low_seconds <= rng.seconds / CAUTION_AT:
+        fast = [p for p in rng.parts if p.low_s < p.predicted_s][:NAMED]
+        out = (f"the step could take as little as {format_seconds(rng.low_seconds)}: "
+               + "; ".join(f"{p.hlo} ({p.kind})" + (f" at {p.source}" if p.source else "")
+                           + f", predicted {format_seconds(p.predicted_s)}, updates a buffer "
+                           "in on-chip memory (S(1)) whose bytes may never touch HBM"
+                           for p in fast),)
+    if rng.high_seconds < CAUTION_AT * rng.seconds:
+        return out
     named = "; ".join(
         f"{p.hlo} ({'measured slower' if p.measured else 'unmeasured'}: {p.kind})"
         + (f" at {p.source}" if p.source else "")
         + f", predicted {format_seconds(p.predicted_s)}, could take {format_seconds(p.high_s)}"
         for p in rng.parts[:NAMED])
     more = f" and {len(rng.parts) - NAMED} more" if len(rng.parts) > NAMED else ""
-    return (f"the step could take up to {format_seconds(rng.high_seconds)}, "
+    return out + (f"the step could take up to {format_seconds(rng.high_seconds)}, "
             f"{rng.high_seconds / rng.seconds:.3g}x the {format_seconds(rng.seconds)} "
             f"predicted, where instructions of kinds never measured on a {rng.chip}, or "
             f"measured slower than the model, run as slowly as such kinds have: {named}{more}",)
