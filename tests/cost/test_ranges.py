@@ -250,3 +250,67 @@ def test_no_program_the_chip_ran_is_off_by_2x_with_no_word(name, path, measured)
         return
     assert rng.low_seconds <= measured <= rng.high_seconds, (name, ratio, rng.text())
     assert rng.cautions, (name, ratio)
+
+
+GATHER = """HloModule m, is_scheduled=true
+
+ENTRY %main (t: f32[4096,1], i: s32[1048576,1]) -> f32[1048576,1] {
+  %t = f32[4096,1]{1,0} parameter(0)
+  %i = s32[1048576,1]{1,0} parameter(1)
+  ROOT %gather.1 = f32[1048576,1]{1,0} gather(f32[4096,1]{1,0} %t, s32[1048576,1]{1,0} %i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,1}, metadata={op_name="jit(g)/gather" source_file="/src/g.py" source_line=9}
+}
+"""  # noqa: E501
+
+BITS = """HloModule m, is_scheduled=true
+
+%bits (p: u32[4096,4096]) -> u32[4096,4096] {
+  %p = u32[4096,4096]{1,0} parameter(0)
+  %c = u32[] constant(13)
+  %b = u32[4096,4096]{1,0} broadcast(u32[] %c), dimensions={}
+  %s = u32[4096,4096]{1,0} shift-left(u32[4096,4096]{1,0} %p, u32[4096,4096]{1,0} %b)
+  ROOT %x = u32[4096,4096]{1,0} xor(u32[4096,4096]{1,0} %s, u32[4096,4096]{1,0} %p)
+}
+
+ENTRY %main (k: u32[4096,4096]) -> u32[4096,4096] {
+  %k = u32[4096,4096]{1,0} parameter(0)
+  ROOT %fusion.1 = u32[4096,4096]{1,0} fusion(u32[4096,4096]{1,0} %k), kind=kLoop, calls=%bits, metadata={op_name="jit(r)/xor" source_file="/src/r.py" source_line=4}
+}
+"""  # noqa: E501
+
+ON_CHIP = """HloModule m, is_scheduled=true
+
+ENTRY %main (c: f32[1024,256], u: f32[1,256], i: s32[]) -> f32[1024,256] {
+  %c = f32[1024,256]{1,0} parameter(0)
+  %u = f32[1,256]{1,0} parameter(1)
+  %i = s32[] parameter(2)
+  %z = s32[] constant(0)
+  ROOT %dynamic-update-slice.1 = f32[1024,256]{1,0:T(8,128)S(1)} dynamic-update-slice(f32[1024,256]{1,0} %c, f32[1,256]{1,0} %u, s32[] %i, s32[] %z), metadata={op_name="jit(l)/dynamic_update_slice" source_file="/src/l.py" source_line=6}
+}
+"""  # noqa: E501
+
+
+def test_a_gather_may_take_10_ns_an_index():
+    _, _, trace, rng = priced(GATHER)
+    (event,) = trace.events
+    assert event.basis.measured and event.basis.kind == "gather"
+    # 2^20 indices at 10 ns each: 10.5 ms, far more than 2.92x its bytes' time.
+    assert 2.92 * event.duration < 1048576 * 10e-9
+    assert rng.high_seconds == pytest.approx(1048576 * 10e-9)
+    assert rng.cautions and "gather.1 (measured slower: gather) at /src/g.py:9" in rng.cautions[0]
+
+
+def test_bit_operations_are_a_kind_never_measured():
+    _, _, trace, rng = priced(BITS)
+    (event,) = trace.events
+    assert event.basis.kind == "bitwise" and not event.basis.measured
+    assert rng.high_seconds == pytest.approx(34 * event.duration)
+
+
+def test_an_in_place_update_of_an_on_chip_buffer_may_take_nothing():
+    _, _, trace, rng = priced(ON_CHIP)
+    (event,) = trace.events
+    assert event.basis.kind == "in-place update" and event.basis.measured
+    assert rng.low_seconds == 0.0 and rng.high_seconds == pytest.approx(event.duration)
+    (caution,) = rng.cautions
+    assert caution.startswith("the step could take as little as 0 s")
+    assert "dynamic-update-slice.1 (in-place update) at /src/l.py:6" in caution

@@ -159,11 +159,15 @@ def index_bound_seconds(step: Step, kind: str, module: HloModule | None) -> floa
     op = _INDEXED.get(kind)
     if op is None or module is None:
         return 0.0
-    names = {i.name: i for i in instruction_body(step.instr, module)}
     indices = 0
-    for i in names.values():
-        if i.opcode == op and len(i.operands) > 1 and i.operands[1] in names:
-            indices += sum(prod(a.dims) for a in names[i.operands[1]].arrays)
+    for i in instruction_body(step.instr, module):
+        if i.opcode != op or len(i.operands) < 2:
+            continue
+        # Its index operand, in the computation it is in (a fusion's body, or the entry's).
+        operand = next((x for x in module.computations.get(i.computation, [])
+                        if x.name == i.operands[1]), None)
+        if operand is not None:
+            indices += sum(prod(a.dims) for a in operand.arrays)
     return indices * INDEX_SECONDS
 
 
