@@ -1,8 +1,9 @@
 """MaxText's own model, handed to the explorer exactly as MaxText holds it, and held against plain
 jax's compile of the same program.
 
-MaxText (PyPI `maxtext`, 0.2.5) needs Python >= 3.12; run this in an environment that has it
-(tests/workloads/test_maxtext.py makes one from tests/_support/maxtext-requirements.txt):
+MaxText (PyPI `maxtext`, 0.2.5) needs Python >= 3.12; run this in the environment that
+docs/from-maxtext.md's install step makes (MaxText's own requirements resolved with the
+explorer's):
 
     python examples/maxtext_model.py            # prints the comparison as JSON
 
@@ -10,7 +11,8 @@ The model is MaxText's Mixtral-style MoE decoder (`decoder_block=mixtral`), tiny
 d_model 256, 4 experts top-2, vocab 1024, sequence 128, batch 8, on its own 12-axis mesh
 (fsdp=2 x expert=4) over 8 fake CPU devices, with its own `logical_axis_rules` and its AdamW
 train step as `train_compile.py` builds it. The MoE layer uses dense matmuls
-(`sparse_matmul=False`): the CPU cannot compile MaxText's ragged all-to-all.
+(`sparse_matmul=False`, `megablox=False`): the CPU cannot compile MaxText's ragged all-to-all;
+`capacity_factor=1.0` gives it GShard's capacity-limited dispatch, as docs/from-maxtext.md does.
 
 The two lines that take a MaxText config to the explorer are the last `with` block: MaxText's
 mesh and logical-axis-rules contexts around `explorer.analyze`, as MaxText traces its step.
@@ -27,12 +29,6 @@ os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
-from jax.experimental import xla_metadata  # noqa: E402
-
-if not hasattr(xla_metadata, "must_fuse_call"):
-    # MaxText 0.2.5 imports it from a newer jax; only its flash kernel calls it.
-    xla_metadata.must_fuse_call = lambda f, *args, **kwargs: f
-
 import maxtext.configs  # noqa: E402
 from flax.linen.partitioning import axis_rules  # noqa: E402
 from maxtext.configs import pyconfig  # noqa: E402
