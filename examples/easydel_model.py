@@ -1,8 +1,9 @@
 """EasyDeL's own model, handed to the explorer exactly as EasyDeL holds it, and held against plain
 jax's compile of the same program.
 
-EasyDeL (PyPI `easydel`, 0.3.0) needs Python >= 3.12; run this in an environment that has it
-(tests/workloads/test_easydel.py makes one from tests/_support/easydel-requirements.txt):
+EasyDeL (PyPI `easydel`, 0.3.0) needs Python >= 3.12; run this in the environment that
+docs/from-easydel.md's install step makes (EasyDeL's own requirements resolved with the
+explorer's, jax at the explorer's floor):
 
     python examples/easydel_model.py            # prints the comparison as JSON
 
@@ -12,8 +13,9 @@ The model is EasyDeL's Llama (`ed.LlamaConfig` through `ed.AutoEasyDeLModelForCa
 by its own partition rules and its optimizer state (AdamW) made as its Trainer makes them, and
 its Trainer's own `training_step` jitted as `Trainer.configure_functions` jits it.
 
-The lines that take an EasyDeL model to the explorer are the last `with` block: EasyDeL's mesh
-around `explorer.analyze`, as its Trainer calls its step.
+The lines that take an EasyDeL model to the explorer are the two `explorer.analyze` calls:
+EasyDeL's own mesh given as `mesh=`, held in force while the step is traced, as the Trainer
+calls its step under it.
 """
 
 from __future__ import annotations
@@ -95,13 +97,12 @@ def main() -> dict:
     layouts = {explorer_name(path): padded(s.spec, len(leaf.shape))
                for (path, s), leaf in zip(placed, kept_inputs(args, compiled), strict=True)}
 
-    # The explorer: the same step and state, under EasyDeL's mesh.
-    mesh_text = ",".join(f"{name}={size}" for name, size in mesh.shape.items())
-    with mesh:
-        report = explorer.analyze(step, *args, mesh=mesh_text, donate=DONATE)
-        # And as the Trainer pins it: its out_shardings given as out_specs.
-        pinned = explorer.analyze(step, *args, mesh=mesh_text, donate=DONATE,
-                                  out_specs=(state.shardings, replicated))
+    # The explorer: the same step and state, on EasyDeL's mesh, which the explorer holds in
+    # force while it traces (jax.set_mesh and the legacy `with mesh:` EasyDeL's helpers read).
+    report = explorer.analyze(step, *args, mesh=mesh, donate=DONATE)
+    # And as the Trainer pins it: its out_shardings given as out_specs.
+    pinned = explorer.analyze(step, *args, mesh=mesh, donate=DONATE,
+                              out_specs=(state.shardings, replicated))
 
     inputs = {t.name: trimmed(t.spec) for t in report.tensors if t.kind == "input"}
     differ = sorted(n for n, spec in layouts.items() if inputs.get(n) != trimmed(spec))
