@@ -314,3 +314,21 @@ def test_an_in_place_update_of_an_on_chip_buffer_may_take_nothing():
     (caution,) = rng.cautions
     assert caution.startswith("the step could take as little as 0 s")
     assert "dynamic-update-slice.1 (in-place update) at /src/l.py:6" in caution
+
+
+def test_a_kind_held_against_another_chip_takes_that_chips_bound_not_the_unseen_one():
+    """On an H100, only bf16 matmuls were held against the chip. A scatter was held against a
+    TPU v5e (4.25x there): on the H100 it may take that, at least MEASURED_WITHIN (2) times,
+    not the 34 of a kind no chip ever ran; a bitwise op, measured nowhere, takes the 34."""
+    from explorer._src.cost.coverage import MEASURED_WITHIN, time_basis
+
+    schedule = read_schedule(KERNEL_AND_SCATTER)
+    scatter = next(s for s in schedule.steps if s.instr.opcode == "scatter")
+    basis = time_basis(scatter, "H100 SXM", schedule.module)
+    assert (basis.kind, basis.measured, basis.slowdown) == ("scatter", False, 4.25)
+    assert "measured on a TPU v5e, never on a H100 SXM" in basis.text
+    bits = read_schedule(BITS)
+    (op,) = [s for s in bits.steps if s.kind.value == "compute"]
+    assert time_basis(op, "H100 SXM", bits.module).slowdown == UNMEASURED_SLOWDOWN
+    assert MEASURED_WITHIN == 2.0
+    assert coverage_for("TPU v5e", "elementwise").slowdown == 1.0

@@ -12,9 +12,12 @@ on a chip, which it is:
   model, or ran slower by a measured factor (`Coverage.slowdown`, the high end of its range)
   or at a measured fraction of a kernel's own cost estimate (`Coverage.efficiency`, applied
   to its time);
-- **unmeasured**: a roofline never held against this chip. Its time could be far longer:
-  `UNMEASURED_SLOWDOWN` times, the worst any kind the model did not see into ran against its
-  roofline on a TPU v5e (explorer/_src/cost/ranges.py turns these into the step's range).
+- **unmeasured**: a roofline never held against this chip. Where its kind was held against
+  another chip (a GPU's elementwise fusion, which a TPU v5e measured), it may take that chip's
+  worst ratio, and at least `MEASURED_WITHIN` times; a kind never held against any chip could
+  take far longer: `UNMEASURED_SLOWDOWN` times, the worst any kind the model did not see into
+  ran against its roofline on a TPU v5e (explorer/_src/cost/ranges.py turns these into the
+  step's range).
 
 Pure data and lookups; no jax. docs/cost-model.md, "Provenance and ranges", has the table.
 """
@@ -150,6 +153,11 @@ def coverage_for(chip: str, kind: str) -> Coverage | None:
     """The table's entry for `kind` on the chip named `chip`; None where it was never held
     against that chip."""
     return _BY_KEY.get((chip, kind))
+
+
+def held_elsewhere(kind: str) -> list[Coverage]:
+    """The table's entries for `kind` on every chip it was held against."""
+    return [c for c in COVERAGE if c.kind == kind]
 
 
 _BY_KEY = {(c.chip, c.kind): c for c in COVERAGE}
@@ -299,8 +307,17 @@ def time_basis(step: Step, chip: str, module: HloModule | None = None) -> TimeBa
     kind = instruction_kind(step, module)
     entry = coverage_for(chip, kind)
     if entry is None:
+        elsewhere = held_elsewhere(kind)
+        if elsewhere:
+            # The model's roofline for this kind was held against another chip: not this
+            # one's measurement, but not a kind the model never saw run either.
+            slowdown = max([MEASURED_WITHIN] + [e.slowdown for e in elsewhere])
+            others = ", ".join(sorted({e.chip for e in elsewhere}))
+            return TimeBasis(kind, False, slowdown, text=(
+                f"{kind}: measured on a {others}, never on a {chip}; may take up to "
+                f"{slowdown:g}x as long"))
         return TimeBasis(kind, False, UNMEASURED_SLOWDOWN, text=(
-            f"{kind}: a roofline never held against a {chip}; may take up to "
+            f"{kind}: a roofline never held against any chip; may take up to "
             f"{UNMEASURED_SLOWDOWN:g}x as long"))
     if entry.efficiency != 1.0:
         text = (f"{kind}: its cost estimate at {entry.efficiency:.2f} of the roofline, as "
