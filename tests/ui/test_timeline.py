@@ -154,6 +154,18 @@ def test_the_timing_text_names_the_matmul_rate_the_time_was_priced_at():
             "measured (it runs float32 matmuls at that rate)") in unescape(timing_html(r))
 
 
+def test_the_compile_breakdown_writes_each_time_in_one_unit_as_the_status_does():
+    # A 51.3 s compile after a 2.5 s worker start was "compile 51313 ms ... after 2.5 s".
+    from dataclasses import replace
+
+    r = analyze(matmul, T("x", (64, 64), spec="data,None"), T("w", (64, 64)), mesh="data=8")
+    slow = replace(r, timing=replace(r.timing, lower_s=0.0123, compile_s=51.313,
+                                     worker_start_s=2.5, cached=False))
+    text = unescape(timing_html(slow))
+    assert ("lower 12.3 ms, compile 51.3 s, after 2.5 s starting the compile worker"
+            in text), text
+
+
 def test_si_prefixes():
     assert si(53.82e12, "FLOP/s") == "53.8 TFLOP/s"
     assert si(3.35e12, "B/s") == "3.35 TB/s"

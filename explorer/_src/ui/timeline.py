@@ -117,13 +117,13 @@ def timing_html(report: Report, unavailable: str | None = None) -> str:
     t, c, est = report.timing, report.cost, report.estimate
     flops = "not reported" if c.flops is None else f"{c.flops:.3g}"
     cached = " (answered from the cache)" if t.cached else ""
-    started = (f", after {t.worker_start_s:.1f} s starting the compile worker"
+    started = (f", after {format_seconds(t.worker_start_s)} starting the compile worker"
                if t.worker_start_s >= 0.05 and not t.cached else "")
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in c.notes)
     counted = ("summed from the scheduled instructions: XLA's cost_analysis() gave none"
                if c.from_schedule else "XLA's cost_analysis()")
     parts = [f"<p><b>Compile</b> (timed on this machine, {html.escape(compiled_by(report))}): "
-             f"lower {t.lower_s * 1e3:.0f} ms, compile {t.compile_s * 1e3:.0f} ms"
+             f"lower {format_seconds(t.lower_s)}, compile {format_seconds(t.compile_s)}"
              f"{started}{cached}.</p>",
              _measured_html(t),
              f"<p><b>Cost per device</b> ({counted}): "
@@ -272,7 +272,7 @@ def _measured_html(t) -> str:
         # machine's own accelerators it is the hardware the prediction below is priced for.
         whose = ("this machine's devices" if t.measured_device_s is not None
                  else "this machine, not the target")
-        return (f"<p class='explorer-measured'><b>Measured</b>: {t.measured_s * 1e3:.2f} ms per "
+        return (f"<p class='explorer-measured'><b>Measured</b>: {format_seconds(t.measured_s)} per "
                 f"step on {html.escape(t.measured_on)} (median after warm-up; {whose}).</p>")
     if t.measure_note:
         return f"<p class='explorer-measured'>{html.escape(t.measure_note)}</p>"
