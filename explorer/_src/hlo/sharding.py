@@ -109,22 +109,25 @@ def _tile_assignment(spec: str) -> tuple[list[int], np.ndarray]:
     dims, rest = list(ints(m.group(1))), m.group(2).strip()
     if not dims:
         raise ValueError(f"empty tile assignment dims in {spec!r}")
-    total = math.prod(dims)
-    iota = _IOTA.fullmatch(rest)
+    return dims, _device_list(rest, math.prod(dims), spec).reshape(dims)
+
+
+def _device_list(text: str, total: int, whole: str) -> np.ndarray:
+    """`total` device ids, flat, written as an iota (``<=[2,4]T(1,0)``) or listed
+    (``0,2,1,3``)."""
+    iota = _IOTA.fullmatch(text)
     if iota:
         reshape = ints(iota.group(1))
         perm = ints(iota.group(2)) if iota.group(2) else list(range(len(reshape)))
         if math.prod(reshape) != total or sorted(perm) != list(range(len(reshape))):
-            raise ValueError(f"inconsistent iota tile assignment {spec!r}")
-        devs = np.arange(total).reshape(reshape).transpose(perm).reshape(dims)
-    elif _EXPLICIT.fullmatch(rest):
-        flat = ints(rest)
-        if len(flat) != total:
-            raise ValueError(f"{spec!r} lists {len(flat)} devices for dims {dims}")
-        devs = np.asarray(flat, dtype=np.int64).reshape(dims)
-    else:
-        raise ValueError(f"cannot parse device list {rest!r} in {spec!r}")
-    return dims, devs
+            raise ValueError(f"inconsistent iota device assignment in {whole!r}")
+        return np.arange(total).reshape(reshape).transpose(perm).ravel()
+    if _EXPLICIT.fullmatch(text):
+        flat = np.asarray(ints(text), dtype=np.int64)
+        if flat.size != total:
+            raise ValueError(f"{whole!r} lists {flat.size} devices for {total}")
+        return flat
+    raise ValueError(f"cannot parse device list {text!r} in {whole!r}")
 
 
 def _whole(rank: int, n: int, **kind: int) -> Tiling:
@@ -279,19 +282,10 @@ def _mesh_devices(text: str, sizes: list[int], whole: str) -> np.ndarray:
     """A named mesh's ``device_ids=(...)``: an iota (``[8,4]T(1,0)``) or an explicit list, in
     the mesh's shape."""
     inner = text[1:-1].strip() if text.startswith("(") and text.endswith(")") else text
-    total = math.prod(sizes)
-    iota = re.fullmatch(r"\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?", inner)
-    if iota:
-        reshape = ints(iota.group(1))
-        perm = ints(iota.group(2)) if iota.group(2) else list(range(len(reshape)))
-        flat = np.arange(total).reshape(reshape).transpose(perm).ravel()
-    elif _EXPLICIT.fullmatch(inner.replace(" ", "")):
-        flat = np.asarray(ints(inner), dtype=np.int64)
-    else:
-        raise ValueError(f"cannot parse device_ids {text!r} in {whole!r}")
-    if flat.size != total:
-        raise ValueError(f"{whole!r} lists {flat.size} devices for a mesh of {total}")
-    return flat.reshape(sizes)
+    inner = inner.replace(" ", "")
+    # An iota is written here without the `<=` of a tile assignment's.
+    written = "<=" + inner if inner.startswith("[") else inner
+    return _device_list(written, math.prod(sizes), whole).reshape(sizes)
 
 
 def _placement_tokens(tokens: list[str]) -> list[str]:
