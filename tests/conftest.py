@@ -12,6 +12,11 @@ os.environ.setdefault("EXPLORER_DISK_CACHE", "0")
 # A reader that raises (explorer/_src/report/why/explain.py) fails the test instead of answering
 # `unknown`, so that a crash cannot pass for "no rule fits".
 os.environ.setdefault("EXPLORER_STRICT", "1")
+# Tests that compare with plain jax's deviceless TPU compile load libtpu in their own process,
+# while another test process (the other xdist worker, the newest-jax compatibility run) may
+# hold it: libtpu lets several processes load it only when each asks, as the compile workers do
+# (explorer/_src/compile/pool.py).
+os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 
 import pytest  # noqa: E402
 
