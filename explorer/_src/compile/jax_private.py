@@ -108,7 +108,10 @@ def missing_pieces(lookup: Callable[[str], Any] = importlib.import_module) -> li
             missing.append(f"{piece.path} ({piece.used_for})")
             continue
         if piece.parameters:
-            accepted = inspect.signature(obj).parameters
+            try:
+                accepted = inspect.signature(obj).parameters
+            except (TypeError, ValueError):     # no signature to read (a compiled callable)
+                continue
             absent = [p for p in piece.parameters if p not in accepted]
             if absent:
                 missing.append(f"{piece.path} with parameters {', '.join(absent)} "
