@@ -277,10 +277,7 @@ def in_slice_partner(module: HloModule, transfer: DcnTransfer) -> str | None:
     each slice first, then across slices), or the recv's result is its operand (across slices
     first). Its name (an async pair's start), or None where the data meets no collective."""
     names = module.by_name()
-    users: dict[str, list[Instruction]] = {}
-    for instr in module.instructions():
-        for o in instr.operands:
-            users.setdefault(o, []).append(instr)
+    users = module.users
     at = names.get(transfer.send.operands[0]) if transfer.send.operands else None
     for _ in range(8):
         if at is None:

@@ -341,6 +341,16 @@ class HloModule:
         return {name: tuple(i for i in instrs if collective_kind(i.opcode)[0] is not None)
                 for name, instrs in self.computations.items()}
 
+    @cached_property
+    def users(self) -> dict[str, tuple[Instruction, ...]]:
+        """Instruction name -> the instructions that use it (name it as an operand), in module
+        order; read once, for the several readers that walk a value forward."""
+        users: dict[str, list[Instruction]] = {}
+        for instr in self.instructions():
+            for name in instr.operands:
+                users.setdefault(name, []).append(instr)
+        return {name: tuple(found) for name, found in users.items()}
+
     def called(self, instr: Instruction, *keys: str) -> list[Instruction]:
         """The instructions of the computation `instr` calls (see `Instruction.callee`); [] when
         it calls none or the module lacks it."""

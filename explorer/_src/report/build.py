@@ -163,17 +163,7 @@ def with_reasons(collectives, optimized: HloModule, propagated: HloModule | None
     return tuple(replace(c, why=whys.get(c.hlo_name)) for c in collectives)
 
 
-def _users(module: HloModule) -> dict[str, list[Instruction]]:
-    """Each instruction's users in the module, by name."""
-    users: dict[str, list[Instruction]] = {}
-    for instr in module.instructions():
-        for name in instr.operands:
-            users.setdefault(name, []).append(instr)
-    return users
-
-
-def _located(module: HloModule, instr: Instruction,
-             users: Mapping[str, list[Instruction]]) -> Instruction:
+def _located(module: HloModule, instr: Instruction) -> Instruction:
     """The instruction whose line of code a collective is shown at: its own where its
     metadata has one; else the nearest user that has one (through a -done, tuple elements
     and fusions), the op it was made for. The XLA of jax 0.12 gives a collective that moves
@@ -181,6 +171,7 @@ def _located(module: HloModule, instr: Instruction,
     consumer's."""
     if module.source(instr):
         return instr
+    users = module.users
     todo, seen = list(users.get(instr.name, ())), {instr.name}
     while todo and len(seen) < 32:
         user = todo.pop(0)
@@ -209,10 +200,9 @@ def read_collectives(module: HloModule, mesh: MeshSpec, unread: list[str] | None
     names = module.by_name()
     placed = collectives_of(module)
     dtypes = program_dtypes(placed, unpromoted)
-    users = _users(module)
     out = []
     for instr, kind, is_async, result in placed:
-        located = _located(module, instr, users)
+        located = _located(module, instr)
         operands = [names[o] for o in instr.operands if o in names]
         if kind is CollectiveKind.RAGGED_ALL_TO_ALL:
             # Its other operands are the output buffer it writes into and the offsets and

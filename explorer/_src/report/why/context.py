@@ -47,15 +47,6 @@ def renames(module: HloModule, i: Instruction) -> bool:
     return bool(body) and all(x.opcode in RENAMING or x.opcode == "parameter" for x in body)
 
 
-def _users(module: HloModule) -> dict[str, tuple[Instruction, ...]]:
-    """Instruction name -> the instructions of `module` that use it."""
-    users: dict[str, list[Instruction]] = {}
-    for instr in module.instructions():
-        for o in instr.operands:
-            users.setdefault(o, []).append(instr)
-    return {k: tuple(v) for k, v in users.items()}
-
-
 @dataclass(frozen=True)
 class Context:
     """The two modules of one compile and their indexes. `inputs` are the program's input
@@ -101,8 +92,8 @@ class Context:
         return cls(optimized, propagated, mesh, tuple(inputs), opt_names,
                    propagated.by_name() if propagated is not None else {},
                    {k: tuple(v) for k, v in by_op_name.items()},
-                   _users(propagated) if propagated is not None else {},
-                   _users(optimized), find_chains(optimized, opt_names), origins or {},
+                   propagated.users if propagated is not None else {},
+                   optimized.users, find_chains(optimized, opt_names), origins or {},
                    tuple(cuts))
 
     # -- layouts -----------------------------------------------------------------------------
