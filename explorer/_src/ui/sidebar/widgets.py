@@ -33,7 +33,7 @@ from explorer._src.ui.sidebar.checks import (
     timeout_placeholder,
 )
 from explorer._src.ui.sources import Source, WorkloadSource
-from explorer._src.ui.specs import KeptPicks, SpecsEditor
+from explorer._src.ui.specs import KeptPicks, SpecsEditor, renamed_spec
 from explorer._src.ui.suggest.job import SearchJob, candidate_specs
 from explorer._src.ui.views import TargetOffer, mapping_placeholder
 
@@ -89,6 +89,9 @@ class Sidebar(SidebarChecks):
         self.matching_target: str | None = None      # then, a target that would fit
         self.applied_rules: str | None = None        # the rules the Suggest tab's Apply loaded
         self.default_timeout_s = DEFAULT_TIMEOUT_S   # the last request's target's default
+        # The specs the app was opened with, by the program they were given for: a workload
+        # switched away from and back to comes back with them (`forget_picks`).
+        self.opening_specs: dict[str, dict] = {}
 
         self.mesh_editor = MeshEditor(list(zip(mesh.names, mesh.sizes, strict=True)),
                                       guard(edit), mesh.axis_types)
@@ -176,7 +179,10 @@ class Sidebar(SidebarChecks):
     # ------------------------------------------------------------------ the tensors and picks
 
     def load_tensors(self, pinned: Mapping | None = None) -> None:
-        """The editor's rows for the source's tensors now; `pinned` specs are set as picks."""
+        """The editor's rows for the source's tensors now; `pinned` specs are set as picks (the
+        first ones given for a program are its opening specs)."""
+        if pinned:
+            self.opening_specs.setdefault(self.source.title, dict(pinned))
         with self._muted:
             try:
                 tensors = self.source.tensors()
@@ -218,7 +224,15 @@ class Sidebar(SidebarChecks):
         self.applied_rules = None
         self.specs_editor.release()
         self.specs_editor.set_tensors([], self.axis_names)
-        self.load_tensors()
+        self.load_tensors(self._opening_specs_now())
+
+    def _opening_specs_now(self) -> dict:
+        """The specs the app was opened with for the source's program (a workload switched
+        back to), on the mesh as it is now: a renamed axis under its new name, a removed one
+        left out (as a spec the source gives follows them, `carry_renames`)."""
+        renames = {a: b for a, b in self.carried.items() if b is not None}
+        return {n: renamed_spec(spec, self.axis_names, renames)
+                for n, spec in self.opening_specs.get(self.source.title, {}).items()}
 
     def use_target(self, name: str) -> None:
         """Pick `name` (a target offered because it fits the mesh); the pick recompiles."""
