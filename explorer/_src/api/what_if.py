@@ -20,8 +20,7 @@ changes to try from a Report, before any compile, and `run` compiles them throug
 was given and keeps the confirmed ones. explorer.what_if and the command line give it a compile
 of the Report's program (`_program`); explorer.Session, and through it the app's why panel
 (explorer._src.ui.what_ifs), a compile of the variant of the result's Request (`changed_request`),
-so
-that the API and the app compile the same variants under the same cache keys.
+so that the API and the app compile the same variants under the same cache keys.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
-"""Inside a compile worker: lower and compile one request with jax, return raw text and numbers.
+"""Inside a compile worker: compile one request with jax, return raw text and numbers.
 
-This is the only module that touches jax objects. It returns plain data (strings, numbers,
-tuples) so that everything after it, the readers and the Report, is pure and testable.
+The caller traced and lowered the program (explorer/_src/compile/lowering.py); here its
+StableHLO is compiled over the request's mesh of real or topology-described devices, the
+compiler's dumps are read, and, where asked, it runs on a chip to be measured. It returns plain
+data (strings, numbers, tuples) so that everything after it, the readers and the Report, is
+pure and testable.
 """
 
 from __future__ import annotations

@@ -5,8 +5,7 @@ program traced and lowered there, evaluate.py's `candidate_request`), and gives 
 they finish. The local runner compiles one at a time on the explorer's own worker pool (one warm
 worker per device count). The Ray runner sends each Request as a Ray task; the task runs
 explorer._src.layout_search.evaluate.compile_candidate on whichever node Ray picks, which compiles
-it
-on that node's own worker pool (each Ray worker process keeps its pool warm between tasks), and
+it on that node's own worker pool (each Ray worker process keeps its pool warm between tasks), and
 returns the compiled Report without its program texts. The connection, the explorer shipped to
 the nodes and the check that each node can compile are connect.py's. A candidate whose Request
 could not be made is answered as that candidate's failure, by either runner, without a compile.

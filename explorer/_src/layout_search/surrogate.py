@@ -2,8 +2,7 @@
 compiled so far.
 
 The bounds (explorer._src.layout_search.bounds) decide what may be skipped; they do not say which of
-the
-candidates left is likely best, and on a small model they prune little. The order does matter
+the candidates left is likely best, and on a small model they prune little. The order does matter
 as soon as the search is cut short by its budget or its patience, and it decides how soon the
 bounds can prune. So the search compiles, after the reference:
 

@@ -3,8 +3,7 @@
 The views need to draw two kinds of sharding the same way: ones the user is
 still designing (a PartitionSpec over a mesh that was never compiled) and ones
 read back from compiled HLO text (explorer._src.hlo.sharding).  Both are reduced to one small value,
-a
-:class:`Tiling`, and everything drawn is computed from that.
+a :class:`Tiling`, and everything drawn is computed from that.
 
 Only numpy and the standard library are imported, on purpose: the layout
 arithmetic must work (and be testable) where jax is not importable or not yet

@@ -18,8 +18,7 @@ restored and its result shown, with no edit recorded (explorer._src.ui.history).
 The result on screen is the session's (`App.result`, an explorer._src.api.session.Result: the
 Report the session holds is the one the app shows, a function's named by its source's
 `describe`), and the what-ifs of the why panel are the session's too (explorer._src.ui.what_ifs).
-The
-app keeps its own count of edits (`generation`) only because it counts what the session never
+The app keeps its own count of edits (`generation`) only because it counts what the session never
 sees: an edit the sidebar refused, one held for Apply with live updates off, one that asks what
 the current request asks; an answer to an earlier edit than the app's latest is dropped.
 
@@ -164,8 +163,10 @@ _log = logging.getLogger(__name__)
 class App:
     """An interactive view of what the partitioner did to one program.
 
-    `source` says what is compiled (a built-in workload, or the user's function or
-    Flax module). Display it in a notebook cell;
+    `source` says what is compiled: a built-in workload's name (explorer.WORKLOADS), as
+    `Explorer` takes it; the app on the user's function or Flax module is made by
+    explorer.ui.explore and explore_module, which pass their own source. Display it in a
+    notebook cell;
     `App.widget` is the ipywidgets AppLayout, `App.result` the session's Result shown and
     `App.report` its Report. With
     `debounce=None`, or when no event loop runs (plain Python, tests), edits compile at once.
@@ -173,12 +174,12 @@ class App:
     the kernel, and the next edit starts afresh.
     """
 
-    def __init__(self, source: Source, mesh="data=2,model=4", *, specs=None,
+    def __init__(self, source: str | Source, mesh="data=2,model=4", *, specs=None,
                  partitioner: str = "shardy", target: str = "", mapping: str = "",
                  preset: str = "", rules: RulesLike = "", debounce: float | None = 0.3, pool=None,
                  compile_for: str = "target", timeout: float | None = None,
                  wait: bool = True):
-        self.source = source
+        self.source = source = WorkloadSource(source) if isinstance(source, str) else source
         self.debounce, self.pool = debounce, pool
         # The session's Result shown (the last one while a later edit is refused, compiles or
         # waits for Apply); `report` is its Report.
@@ -329,8 +330,8 @@ class App:
         self.generation += 1
         self._edited_at = time.perf_counter()      # the status says how long the answer took
         self.limit_offer.offer(None)
-        # Said before any work: validating, planning and the cache lookup of a large model take
-        # seconds, and a widget's new value reaches the page as soon as it is set.
+        # Said before any work (the checks, the plan and the cache lookup), so that the status
+        # changes as soon as a widget's new value reaches the page.
         self._set_status(WORKING)
         with self._muted:      # the sidebar's checks set the spec pickers
             try:

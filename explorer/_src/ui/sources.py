@@ -4,8 +4,7 @@ A source owns the top of the sidebar (the workload picker and its params, or the
 name and inputs), lists the input tensors, places the ones the user has not pinned, checks what
 only it knows, and compiles a checked request. The app owns the rest: the mesh, the spec
 pickers, the partitioner and target (explorer._src.ui.sidebar), and every view
-(explorer._src.ui.tabs). A
-Flax NNX module is a function source built by explorer._src.ui.module.
+(explorer._src.ui.tabs). A Flax NNX module is a function source built by explorer._src.ui.module.
 """
 
 from __future__ import annotations

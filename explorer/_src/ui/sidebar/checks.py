@@ -1,7 +1,6 @@
 """The sidebar's checks at the edge: what its editors hold (explorer._src.ui.sidebar.widgets builds
 them) turned into a checked request (explorer._src.ui.sources.AppRequest, from which the source
-makes
-the explorer.Request the session compiles), and each error mapped to the widget at fault.
+makes the explorer.Request the session compiles), and each error mapped to the widget at fault.
 
 The checks are the API's own (explorer._src.api.request), run as each edit is made: every error is
 shown next to the widget at fault, in the app's words rather than the CLI's flags
