@@ -72,6 +72,7 @@ def test_a_workloads_code_with_a_pinned_activation_compiles_to_the_reports_progr
     assert collections.Counter(str(c.kind) for c in report.collectives) == {
         "all-gather": 1, "all-reduce": 1}
     code = report.to_code()
+    assert "_src" not in code                  # users' code names only explorer's public faces
     assert "jax.lax.with_sharding_constraint" in code
     assert "'hidden': NamedSharding(mesh, P('data', None))" in code
     ran = run_emitted(code, 8)
@@ -93,6 +94,7 @@ def test_a_train_steps_code_keeps_its_state_layout_and_gives_each_kind_its_rule_
         params={"batch": 8, "seq": 16, "vocab": 64, "d_model": 32, "heads": 2, "d_head": 16,
                 "d_ff": 64, "layers": 2})
     code = report.to_code()
+    assert "_src" not in code
     ran = run_emitted(code, 8)
     assert {k: ran[k] for k in ("inputs", "outputs", "collectives")} == expected(report)
     # The state (every input but the tokens and targets) is donated, as the analysis donated
@@ -186,3 +188,26 @@ def test_pairs_are_written_as_given_with_the_mesh_axes_the_mesh_lacks_named():
     namespace: dict = {}
     exec("\n".join(lines), namespace)                # plain literals, as the snippet holds them
     assert list(namespace["logical_axis_rules"]) == pairs
+
+
+def test_a_workloads_code_imports_only_jax_and_explorers_public_names():
+    # No compile: the snippet of a planned request's layout, read as Python. Every import is of
+    # jax, functools or explorer itself, and every explorer.<name> it uses is in explorer.__all__.
+    from types import SimpleNamespace
+
+    from explorer._src.report.code import to_code
+    r = explorer.Request(workload="mlp", mesh="data=2,model=4", preset="megatron")
+    layout = SimpleNamespace(
+        mesh=r.planned.mesh, partitioner="shardy", donated=(),
+        workload=r.planned.workload_info("mlp", None),
+        tensors=[SimpleNamespace(name=t.name, kind="input", shape=t.shape, dtype=t.dtype,
+                                 spec=tuple(t.spec)) for t in r.planned.leaves])
+    code = to_code(layout)
+    assert "_src" not in code
+    tree = ast.parse(code)
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imported == {"jax", "jax.sharding", "functools", "explorer"}
+    used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name) and n.value.id == "explorer"}
+    assert used == {"WORKLOADS"} and used <= set(explorer.__all__)

@@ -5,9 +5,10 @@ the activations the exploration pinned, and `jit_with_layout(f, *args)`: `jax.ji
 in and out shardings, donating the inputs the analysis donated (`donate_argnums`, so that the
 memory is the Report's). Where the tensors have logical dimension names (the built-in workloads),
 the same layout is also written as `logical_axis_rules` pairs, the form flax.linen and MaxText
-take. A built-in workload's snippet ends by compiling the workload's own program (explorer's
-code) with the same constraints; a user's function is not in the Report, so its snippet ends
-with how to call `jit_with_layout` on it.
+take. A built-in workload's snippet ends by compiling the workload's own program with the same
+constraints, reached through the public `explorer.WORKLOADS` (the snippet imports only `jax`,
+`functools` and `explorer`, never a private module); a user's function is not in the Report, so
+its snippet ends with how to call `jit_with_layout` on it.
 
 Every value written into the code is a Python literal made by `repr` (names come from the
 user's pytrees and could hold any text), and comments carry only escaped text.
@@ -259,9 +260,9 @@ def _workload_program(info, workload: Workload, inputs: Sequence[Any],
         "# pinned, compiled with this layout:",
         "import functools",
         "",
-        "from explorer._src.workloads.registry import get_workload",
+        "import explorer",
         "",
-        f"workload = get_workload({info.name!r})",
+        f"workload = explorer.WORKLOADS[{info.name!r}]",
         f"f = workload.build(workload.resolve({dict(info.params)!r}))",
         *([f"f = functools.partial(f, constraints=({table},))"] if constraints else []),
         f"args = ({args},)",
