@@ -26,22 +26,17 @@ def _free_port() -> int:
 
 
 def _start(*extra: str):
+    """`sharding-explorer app` on a free port, once it has printed its URL; the server must
+    take a connection at once (one try: the URL is printed when the server answers)."""
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "explorer._src.cli", "app", "--port", str(port),
                              *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True)
-    url = proc.stdout.readline().strip().removeprefix("sharding-explorer app: ")
-    deadline = time.time() + 120
-    while True:                                    # until Voila answers on its port
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/voila/static/", timeout=2)
-            break
-        except urllib.error.HTTPError:
-            break
-        except OSError:
-            assert time.time() < deadline and proc.poll() is None, "Voila did not start"
-            time.sleep(0.5)
-    return proc, port, url
+    line = proc.stdout.readline().strip()
+    assert line.startswith("sharding-explorer app: http://"), (line, proc.poll())
+    with socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass
+    return proc, port, line.removeprefix("sharding-explorer app: ")
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -88,6 +83,18 @@ def test_a_token_is_required_when_asked_for():
         assert _status(base) in (302, 401, 403)
         assert _status(f"{base}?token={token}") == 200
         assert _status(f"{base}?token=wrong{token}") in (302, 401, 403)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def test_the_printed_url_answers_at_once_with_the_app_page():
+    # The URL is printed once Voila serves and its preheated kernels have run the notebook:
+    # its first request is answered (no retry), with the page.
+    proc, port, url = _start()
+    try:
+        with urllib.request.urlopen(url, timeout=240) as page:
+            assert page.status == 200 and b"explorer" in page.read().lower()
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)

@@ -259,7 +259,8 @@ def stop_server(proc: subprocess.Popen, timeout: float = 20) -> None:
 
 def voila_command(port: int, ip: str = "127.0.0.1", token: str | None = None,
                   notebook: Path | None = None, preheat: bool = True,
-                  base_url: str | None = None, behind_proxy: bool = False) -> list[str]:
+                  base_url: str | None = None, behind_proxy: bool = False,
+                  ready_file: Path | None = None) -> list[str]:
     """Voila serving `notebook` (the app notebook by default), asking for `token` if given;
     `preheat=False` leaves out the preheated kernel (each page load then starts its own, as
     Voila's server extension on Binder does). `base_url`: the path Voila serves under, for a
@@ -269,13 +270,16 @@ def voila_command(port: int, ip: str = "127.0.0.1", token: str | None = None,
     loopback without a token only 127.0.0.1, ::1 and localhost are served (no DNS rebinding).
     The check is off where the app is reached under other names: with a token (bound beyond
     loopback, where serve() always sets one) and `behind_proxy` (jupyter-server-proxy, which
-    forwards the public Host; the Jupyter server in front checks Host, Origin and its login)."""
+    forwards the public Host; the Jupyter server in front checks Host, Origin and its login).
+    `ready_file`: written once Voila listens and its preheated kernels have run the notebook
+    (served_voila.ServedVoila.ready_file)."""
+    ready = [f"--ServedVoila.ready_file={ready_file}"] if ready_file else []
     access = [f"--Voila.token={token}"] if token else []
     prefix = [f"--Voila.base_url={base_url}"] if base_url else []
     remote = ["--ServedVoila.allow_remote_access=True"] if token or behind_proxy else []
     return [sys.executable, "-m", "explorer._src.ui.served_voila",
             str(notebook or app_notebook()), "--no-browser", f"--port={port}",
-            f"--Voila.ip={ip}", *prefix, *access, *remote, *VOILA_LIMITS, *VOILA_KERNELS,
+            f"--Voila.ip={ip}", *prefix, *access, *remote, *ready, *VOILA_LIMITS, *VOILA_KERNELS,
             *VOILA_PAGE, *(VOILA_PREHEAT if preheat else [])]
 
 
@@ -285,19 +289,27 @@ def serve(port: int | None = None, ip: str = "127.0.0.1", token: bool | None = N
 
     `port`: None for DEFAULT_PORT, or a free port when that one is taken. `token`: require a
     token in the URL; None means "only when bound beyond loopback". An `ip` Voila cannot
-    listen on is an InputError, raised before anything starts."""
+    listen on is an InputError, raised before anything starts.
+
+    The URL is printed (the first line on stdout) once the server answers on its port and its
+    preheated kernels have run the app notebook (`wait_for_ready`), so that the page it names
+    loads at once; meanwhile stderr says the app is starting."""
     check_listen_address(ip)
     if port is None:
         port = DEFAULT_PORT if port_is_free(DEFAULT_PORT, ip) else free_port()
     secret = secrets.token_urlsafe(24) if (token or (token is None and not is_loopback(ip))) \
         else None
     query = f"?token={secret}" if secret else ""
-    print(f"sharding-explorer app: http://{ip}:{port}/{query}", flush=True)
+    print(f"sharding-explorer app: starting on port {port} (the address follows once the "
+          "first page is ready)", file=sys.stderr, flush=True)
     kernels = Path(tempfile.mkdtemp(prefix="sharding-explorer-app-"))
-    proc = subprocess.Popen(voila_command(port, ip, secret), start_new_session=True,
-                            preexec_fn=_die_with_parent,
+    ready = kernels / "ready"
+    proc = subprocess.Popen(voila_command(port, ip, secret, ready_file=ready),
+                            start_new_session=True, preexec_fn=_die_with_parent,
                             env={**os.environ, **voila_environment(kernel_profile(kernels))})
     stop_requested: list[float] = []
+    announced = False
+    started = time.monotonic()
 
     def stop(signum, frame):
         # Only signal here: waiting inside a handler that interrupted proc.wait() would
@@ -310,9 +322,13 @@ def serve(port: int | None = None, ip: str = "127.0.0.1", token: bool | None = N
     try:
         while True:
             try:
-                code = proc.wait(timeout=0.5)
+                code = proc.wait(timeout=0.5 if announced else READY_POLL_S)
                 break
             except subprocess.TimeoutExpired:
+                if not announced and not stop_requested and is_ready(
+                        ready, ip, port, time.monotonic() - started):
+                    announced = True
+                    print(f"sharding-explorer app: http://{ip}:{port}/{query}", flush=True)
                 if stop_requested and time.monotonic() - stop_requested[0] > STOP_GRACE_S:
                     _signal_group(proc.pid, signal.SIGKILL)
     finally:
@@ -325,6 +341,32 @@ def serve(port: int | None = None, ip: str = "127.0.0.1", token: bool | None = N
         _signal_group(proc.pid, signal.SIGKILL)
         shutil.rmtree(kernels, ignore_errors=True)
     return 0 if stop_requested or code in (-signal.SIGTERM, -signal.SIGINT) else code
+
+
+# How often `serve` looks whether the server is ready, until it prints the URL.
+READY_POLL_S = 0.1
+# A server whose preheated kernels have not run the notebook after this long (a kernel that
+# died, a machine under heavy load) has its URL printed anyway once it answers on its port: a
+# page then starts its own kernel, slowly, which beats no address at all.
+PREHEAT_WAIT_S = 300.0
+
+
+def is_ready(ready_file: Path, ip: str, port: int, waited_s: float) -> bool:
+    """Whether the app's URL may be printed: the server accepts a connection on `port`, and it
+    has written `ready_file` (its preheated kernels have run the notebook) or `waited_s` is
+    past PREHEAT_WAIT_S."""
+    return (ready_file.exists() or waited_s > PREHEAT_WAIT_S) and accepts(ip, port)
+
+
+def accepts(ip: str, port: int) -> bool:
+    """Whether a server listening on `ip` takes a TCP connection on `port` (an unspecified
+    address, 0.0.0.0 or ::, is reached on loopback)."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(ip, ip)
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
 
 
 # Seconds Voila gets to stop its kernels after SIGTERM before its group is killed.
