@@ -111,6 +111,7 @@ from explorer._src.report.report import (
     Collective,
     CompilerWarning,
     Cost,
+    Extrapolation,
     Memory,
     MemoryPoint,
     MemoryTimeline,
@@ -146,7 +147,7 @@ __all__ = [
     "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "CompilerWarning",
     "Why", "Reason", "Evidence", "Operand", "OperandRole", "RingDirection",
     "Origins", "DimOrigin", "AxisOrigin", "OriginKind", "PathStep", "LayoutConflict",
-    "MemoryTimeline", "MemoryPoint", "BufferKind", "MeasuredEvent",
+    "MemoryTimeline", "MemoryPoint", "BufferKind", "MeasuredEvent", "Extrapolation",
     # a Report as text, and two Reports compared
     "summary", "compare", "ReportComparison",
     # open in XProf or TensorBoard

@@ -255,6 +255,13 @@ def _analyze_parser(sub) -> None:
                    "(its number in the Collectives table, 1 for the first) and print those a "
                    "compile confirmed moves fewer bytes on its line, with the bytes before "
                    "and after (explorer.what_if; with --json, under the key what_if)")
+    a.add_argument("--extrapolate-layers", nargs="?", const=True, default=None,
+                   metavar="A,B|auto",
+                   help="compile the workload's stack of layers at two small layer counts "
+                   "(2 and 3, or A,B) and carry the collectives, memory, cost and predicted "
+                   "times on linearly to its own `layers` (explorer.analyze's extrapolate; "
+                   "the output says EXTRAPOLATED first); auto (or auto:A,B): only where the full "
+                   "compile's estimated time passes --timeout")
 
 
 def _add_workload_flags(a: argparse.ArgumentParser) -> None:
@@ -569,7 +576,9 @@ def _analyze(args) -> int:
     run = dict(timeout=args.timeout, measure=args.measure, tpu_topology=args.tpu_topology,
                real_devices=args.real_devices,
                origins=bool(args.origins or args.why_layout))
-    if exploration is not None:
+    if args.extrapolate_layers is not None:
+        report = _extrapolated(args, exploration, run)
+    elif exploration is not None:
         report = exploration.analyze(**run)
     else:
         report = analyze_workload(args.workload, args.mesh,
@@ -592,6 +601,8 @@ def _analyze(args) -> int:
             out["what_if"] = _what_ifs(report, what_if, args, exploration).to_dict()
         print(_strict_json(out))
         return 0
+    if report.extrapolated is not None:
+        print(report.extrapolated.text() + "\n")
     if args.why_layout:
         print(_why_layout_text(report, args.why_layout))
     else:
@@ -605,6 +616,28 @@ def _analyze(args) -> int:
         sys.stdout.flush()          # the summary shows while the changes compile
         print("\n" + _what_if_text(_what_ifs(report, what_if, args, exploration)))
     return 0
+
+
+def _extrapolated(args, exploration, run: dict):
+    """analyze --extrapolate-layers: the request (the file's, or the flags') compiled at two
+    small layer counts and carried on linearly (explorer.analyze's extrapolate)."""
+    from explorer._src.api.analysis_request import Request
+    from explorer._src.api.analyze import analyze
+
+    if args.save:
+        raise InputError("--extrapolate-layers and --save: --save writes the request, which "
+                         "compiles in full; save it in a run without --extrapolate-layers")
+    if exploration is not None:
+        request = exploration.request(**{k: v for k, v in run.items() if v})
+    else:
+        request = Request(
+            workload=args.workload, mesh=args.mesh, specs=_key_values(args.spec, "--spec"),
+            params=_key_values(args.param, "--param"), preset=args.preset, rules=args.rules,
+            activations=_key_values(args.activation, "--activation"),
+            partitioner=args.partitioner or "shardy", axis_type=args.axis_type or "auto",
+            target=args.target, mapping=args.mapping, peak=args.peak,
+            compile_for=args.compile_for or "target", **run)
+    return analyze(request, extrapolate=args.extrapolate_layers)
 
 
 def _check_analyze_flags(args, target: str | None) -> None:

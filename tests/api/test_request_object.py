@@ -1,6 +1,7 @@
-"""explorer.Request: one validated, planned analysis. It checks every field when it is made
-(an InputError naming the field and the choices), plans the layout once, and explorer.analyze
-runs it without checking or planning again. The expected shard shapes and bytes are worked out
+"""explorer.Request: one checked analysis. It checks every field when it is made (an
+InputError naming the field and the choices), plans the layout once, when `plan()` is first
+asked (explorer.analyze asks it), and explorer.analyze runs it without checking or planning
+again. The expected shard shapes and bytes are worked out
 by hand from the shapes and the mesh."""
 
 import dataclasses
@@ -12,6 +13,7 @@ import pytest
 import explorer
 from explorer import Request, TensorSpec
 from explorer._src.api import analysis_request
+from explorer._src.lru import Lru
 
 MESH = "data=2,model=4"
 
@@ -49,7 +51,10 @@ def test_a_function_request_refuses_a_workload_s_fields_and_a_second_program():
         Request(fn=matmul, workload="mlp", inputs=(x, x), mesh=MESH)
 
 
-def test_the_layout_is_planned_once_and_analyze_does_not_check_or_plan_again(monkeypatch):
+def test_a_request_is_checked_when_made_planned_once_and_analyze_plans_nothing_again(
+        monkeypatch):
+    # Layouts planned by earlier tests are not reused here.
+    monkeypatch.setattr(analysis_request, "_LAYOUTS", Lru(analysis_request.LAYOUTS_KEPT))
     calls = {"plan": 0, "check_mesh": 0}
     for name in calls:
         real = getattr(analysis_request, name)
@@ -59,6 +64,9 @@ def test_the_layout_is_planned_once_and_analyze_does_not_check_or_plan_again(mon
             return _real(*a, **k)
         monkeypatch.setattr(analysis_request, name, counted)
     request = Request(workload="mlp", mesh=MESH, preset="megatron")
+    assert calls == {"plan": 0, "check_mesh": 1}            # made: checked, not planned
+    planned = request.plan()
+    assert request.plan() is planned and request.planned is planned
     assert calls == {"plan": 1, "check_mesh": 1}
     # The megatron MLP by hand: x (256, 1024) split by rows over data, w1 (1024, 4096) by
     # columns and w2 (4096, 1024) by rows over model.
@@ -113,8 +121,13 @@ def test_analyze_takes_a_request_alone():
 
 def test_replace_checks_the_edit_and_the_request_is_frozen():
     request = Request(workload="mlp", mesh=MESH)
+    # A spec that does not fit the mesh needs the layout planned: refused by plan(), which
+    # explorer.analyze calls first, so that analyze raises the same one error.
+    edited = dataclasses.replace(request, mesh="data=3,model=4", preset="megatron")
     with pytest.raises(explorer.DivisibilityError, match="not divisible by data=3"):
-        dataclasses.replace(request, mesh="data=3,model=4", preset="megatron")
+        edited.plan()
+    with pytest.raises(explorer.DivisibilityError, match="not divisible by data=3"):
+        explorer.analyze(edited)
     with pytest.raises(dataclasses.FrozenInstanceError):
         request.mesh = "data=8"
     bigger = dataclasses.replace(request, params={"batch": 512}, preset="dp")

@@ -114,3 +114,10 @@ def test_a_size_one_axis_the_user_named_stays_in_the_reported_spec_and_the_code(
     assert t.spec == (("fsdp", "sp"), "tp")
     assert t.shard_shape == (64 // 4, 32 // 2)
     assert "P(('fsdp', 'sp'), 'tp')" in r.to_code()
+
+
+def test_a_short_pattern_spec_leaves_the_rest_unsplit_as_jax_reads_it():
+    # Libraries' tables give P('data') to token arrays of any rank; jax pads it with None.
+    placed = apply_spec_patterns((T("tokens", (16, 1024)), T("ids", (16,))),
+                                 {"tokens|ids": P("data")})
+    assert placed[0].spec == ("data", None) and placed[1].spec == ("data",)

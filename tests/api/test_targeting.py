@@ -151,6 +151,7 @@ def test_measure_with_the_target_this_machine_is_compiles_and_runs_on_its_chips(
                         lambda platform: "")
     r = explorer.Request(fn=matmul, inputs=ARGS, mesh="data=1", target="tpu-v5e-1x1",
                          measure=True)
+    r.plan()                                # where it runs is asked when it is planned
     assert asked == [WorkerKey.real()]
     assert r.planned.compile_plan.worker.backend is Backend.REAL
     assert r.planned.lowered.platform == "tpu"

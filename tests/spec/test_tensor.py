@@ -117,9 +117,22 @@ def test_axis_used_twice():
 def test_entry_count_must_match_rank():
     with pytest.raises(RankError, match="3 entries but the tensor has rank 2"):
         check_spec(TensorSpec("w", (8, 8), spec="data,None,None"), MESH)
-    with pytest.raises(RankError, match="1 entries but the tensor has rank 2"):
-        check_spec(TensorSpec("w", (8, 8), spec="data"), MESH)
     check_spec(TensorSpec("w", (8, 8), spec=""), MESH)   # empty = replicated, any rank
+
+
+def test_a_short_spec_leaves_the_rest_unsplit_as_jax_reads_it():
+    # jax pads a PartitionSpec shorter than the array's rank with None: the shard shape of
+    # P('data') on an (8, 6, 4) array is plain jax's own.
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    t = TensorSpec("x", (8, 6, 4), spec=P("data"))
+    assert t.spec == ("data", None, None)
+    mesh = Mesh(np.array(jax.devices()[:2]), ("data",))
+    assert NamedSharding(mesh, P("data")).shard_shape((8, 6, 4)) == (4, 6, 4)
+    assert TensorSpec("x", (8, 6, 4), spec="data").spec == t.spec
 
 
 def test_divisibility_names_dim_and_axes():

@@ -18,6 +18,7 @@ from explorer._src.api.analysis_request import (
     SpecLike,
     SpecPatterns,
 )
+from explorer._src.api.extrapolate import ExtrapolateLike, check_extrapolate, run_extrapolated
 from explorer._src.api.patterns import unmatched_note
 from explorer._src.api.request import check_flag
 from explorer._src.api.targeting import cpu_refusal, target_of_devices
@@ -47,7 +48,8 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             tpu_topology: str | None = ..., real_devices: bool = ...,
             specs: SpecPatterns | None = ..., peak: bool = ...,
             compile_for: CompileForName = ..., origins: bool = ...,
-            donate: str | Sequence[str] | None = ..., out_specs: Any = ...) -> Report: ...
+            donate: str | Sequence[str] | None = ..., out_specs: Any = ...,
+            extrapolate: ExtrapolateLike = ...) -> Report: ...
 
 
 @overload
@@ -59,8 +61,8 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             tpu_topology: str | None = ..., real_devices: bool = ...,
             specs: SpecPatterns | None = ..., peak: bool = ...,
             compile_for: CompileForName = ..., origins: bool = ...,
-            donate: str | Sequence[str] | None = ..., out_specs: Any = ...
-            ) -> Report | None: ...
+            donate: str | Sequence[str] | None = ..., out_specs: Any = ...,
+            extrapolate: ExtrapolateLike = ...) -> Report | None: ...
 
 
 def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None = None,
@@ -72,7 +74,7 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             real_devices: bool = False, specs: SpecPatterns | None = None,
             peak: bool = False, compile_for: CompileForName = "target",
             origins: bool = False, donate: str | Sequence[str] | None = None,
-            out_specs: Any = None) -> Report | None:
+            out_specs: Any = None, extrapolate: ExtrapolateLike = False) -> Report | None:
     """Compile `fn` on abstract inputs sharded over `mesh` and report what the partitioner did.
 
     Nothing is allocated: `fn` is traced on abstract arrays of the inputs' shapes, then lowered
@@ -167,6 +169,13 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             training step pinning its new state to the old state's layout): a pytree prefix
             of ``fn``'s output whose leaves are spec text, a PartitionSpec or a NamedSharding,
             None leaving that part to the partitioner (the default for the whole output).
+        extrapolate: for a built-in workload's stack of identical layers (a ``layers``
+            param), compile it at two small layer counts and carry the collectives' runs and
+            bytes, the memory, the cost and the predicted times on linearly to its own count
+            (``Report.extrapolated`` says so, with the method's measured error): ``True``;
+            ``"auto"`` only where the full compile's time, estimated the same way, would pass
+            `timeout`; the two counts as ``(2, 4)``, ``"2,4"`` or ``"auto:2,4"`` (default 2
+            and 3). Also with a Request.
 
     Returns:
         The Report; from a cache, with ``timing.cached`` True. None only with `cache_only`,
@@ -225,12 +234,16 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
         _only_run_options(args, mesh, partitioner, axis_type, timeout, target, mapping, measure,
                           tpu_topology, real_devices, specs, peak, compile_for, origins,
                           donate, out_specs)
-        return run(fn, pool=pool, use_cache=use_cache, cache_only=cache_only)
-    request = Request(fn=fn, inputs=args, mesh=mesh, partitioner=partitioner,
-                      axis_type=axis_type, timeout=timeout, target=target, mapping=mapping,
-                      measure=measure, tpu_topology=tpu_topology, real_devices=real_devices,
-                      specs=specs, peak=peak, compile_for=compile_for, origins=origins,
-                      donate=donate, out_specs=out_specs)
+        request = fn
+    else:
+        request = Request(fn=fn, inputs=args, mesh=mesh, partitioner=partitioner,
+                          axis_type=axis_type, timeout=timeout, target=target, mapping=mapping,
+                          measure=measure, tpu_topology=tpu_topology, real_devices=real_devices,
+                          specs=specs, peak=peak, compile_for=compile_for, origins=origins,
+                          donate=donate, out_specs=out_specs)
+    if check_extrapolate(extrapolate) is not None and not cache_only:
+        return run_extrapolated(request, extrapolate, lambda r: run(r, pool=pool,
+                                                                     use_cache=use_cache))
     return run(request, pool=pool, use_cache=use_cache, cache_only=cache_only)
 
 

@@ -122,12 +122,14 @@ def apply_spec_patterns(args: tuple[Any, ...], specs: Any) -> tuple[Any, ...]:
         found = next((p for p in patterns if p.finds(t.name)), None)
         if found is None:
             return t
-        if found.spec and len(found.spec) != t.rank:
+        if len(found.spec) > t.rank:
             raise RankError(
                 f"spec pattern {found.text!r} gives {format_spec(found.spec)!r} "
                 f"({len(found.spec)} entries) to tensor {t.name!r} of rank {t.rank} "
-                f"{list(t.shape)}; narrow the pattern or give one entry per dimension",
+                f"{list(t.shape)}; narrow the pattern or give at most one entry per dimension",
                 tensor=t.name)
-        return replace(t, spec=found.spec)
+        # A shorter spec leaves the remaining dimensions unsplit, as jax reads it.
+        return replace(t, spec=found.spec + (None,) * (t.rank - len(found.spec))
+                       if found.spec else ())
 
     return map_tensor_leaves(args, place)

@@ -1,8 +1,9 @@
 """explorer.Session: the state behind an exploration, with no widgets.
 
 A Session holds one current `Request` and the edits that led to it. `edit(**changes)` applies
-one edit, checked as a whole (`dataclasses.replace` makes a new Request, which validates and
-plans itself) or refused with the Request's InputError, in which case nothing changes; `undo()`
+one edit, checked and planned as a whole (`dataclasses.replace` makes a new Request, checked as
+it is made, then `plan()`: an edit refused for a spec that does not fit is refused here, not at
+its compile) or refused with the Request's InputError, in which case nothing changes; `undo()`
 and `redo()` step through the edits, each restoring the exact earlier Request. Specs set by
 hand are the user's: `set_spec` keeps every other hand-set spec, rules and presets only place
 the tensors no hand-set spec names (strategy/plan.py: a tensor's own spec wins), and
@@ -169,6 +170,7 @@ class Session:
             request = replace(request, **fields)
         if not isinstance(request, Request):
             raise InputError(f"{show(request)} is not an explorer.Request")
+        request.plan()
         self.pool = pool
         self._edits: list[Edit] = [Edit({}, request)]
         self._at = 0                                # the current edit's index
@@ -229,6 +231,7 @@ class Session:
                for k in _PROGRAM_FIELDS):
             changes = {**{k: None for k in _PER_PROGRAM}, **changes}
         new = replace(self.request, **changes)      # raises; nothing is changed then
+        new.plan()                                  # likewise
         if same_request(new, self.request):
             return self.request
         self._record(changes, new)
@@ -240,6 +243,7 @@ class Session:
         current request changes nothing."""
         if not isinstance(request, Request):
             raise InputError(f"{show(request)} is not an explorer.Request")
+        request.plan()                  # raises what needs the inputs placed; nothing changes
         if same_request(request, self.request):
             return self.request
         changes = {k: getattr(request, k) for k in _FIELDS

@@ -8,6 +8,7 @@ from typing import Any, Literal, overload
 
 from explorer._src.api.analysis_request import MeshLike, Request, RulesLike, SpecLike
 from explorer._src.api.analyze import run
+from explorer._src.api.extrapolate import check_extrapolate, run_extrapolated
 from explorer._src.report.report import Report
 
 
@@ -62,10 +63,10 @@ def analyze_workload(name: str, mesh: MeshLike, specs: Mapping[str, SpecLike] | 
         cache_only: answer only from the caches, never compile: None on a miss.
         **kwargs: passed on to explorer.analyze: ``partitioner``, ``axis_type``, ``timeout``,
             ``pool``, ``use_cache``, ``target``, ``mapping``, ``measure``, ``tpu_topology``,
-            ``real_devices``, ``peak``, ``origins``, ``donate``. Without ``donate``, a
-            workload that returns its state (``mlp_train``, ``transformer_train``,
-            ``pipeline``) donates it, as a training loop does (`Workload.donates`), unless its
-            param ``donate_state`` is ``false``.
+            ``real_devices``, ``peak``, ``origins``, ``donate``, ``extrapolate``. Without
+            ``donate``, a workload that returns its state (``mlp_train``,
+            ``transformer_train``, ``pipeline``) donates it, as a training loop does
+            (`Workload.donates`), unless its param ``donate_state`` is ``false``.
 
     Returns:
         The Report, its ``workload`` saying what was analysed and where each spec came from,
@@ -100,6 +101,9 @@ def analyze_workload(name: str, mesh: MeshLike, specs: Mapping[str, SpecLike] | 
         True
     """
     run_options = {k: kwargs.pop(k) for k in ("pool", "use_cache") if k in kwargs}
+    extrapolate = kwargs.pop("extrapolate", False)
     request = Request(workload=name, mesh=mesh, specs=specs, params=params, preset=preset,
                       rules=rules, activations=activations, **kwargs)
+    if check_extrapolate(extrapolate) is not None and not cache_only:
+        return run_extrapolated(request, extrapolate, lambda r: run(r, **run_options))
     return run(request, cache_only=cache_only, **run_options)

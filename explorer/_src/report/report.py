@@ -512,6 +512,43 @@ class WorkloadInfo:
 
 
 @dataclass(frozen=True)
+class Extrapolation:
+    """How a Report was made when it was not compiled at its own layer count: a stack of
+    identical layers compiled at two smaller counts, its numbers carried on linearly, total(L) =
+    base + L * per_layer (explorer/_src/report/layer_extrapolation.py).
+
+    Attributes:
+        param: the workload param that counts the layers, e.g. ``"layers"``.
+        layers: the layer count the Report stands for.
+        from_layers: the two layer counts compiled, (a, b), a < b.
+        error: the method's error as measured against full compiles, in words
+            (docs/cost-model.md, "Extrapolated layers").
+        compile_s: the two small compiles' times, seconds.
+        estimated_compile_s: the full compile's time, extrapolated from those two the same
+            way; None where it was not estimated.
+        reason: why it was extrapolated: asked for, or the full compile's estimated time past
+            the time limit.
+    """
+
+    param: str
+    layers: int
+    from_layers: tuple[int, int]
+    error: str
+    compile_s: tuple[float, float] = (0.0, 0.0)
+    estimated_compile_s: float | None = None
+    reason: str = ""
+
+    def text(self) -> str:
+        """One line for the CLI's first lines and the app's status."""
+        a, b = self.from_layers
+        return (f"EXTRAPOLATED: {self.param}={self.layers} carried on linearly from compiles "
+                f"at {self.param}={a} and {b} ({self.reason}); {self.error}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Report:
     """What the partitioner did to one program, read from the compiler's texts.
 
@@ -566,6 +603,9 @@ class Report:
         compiler: the package whose compiler wrote the program, with its version:
             ``"jaxlib 0.10.2"`` (XLA's CPU compiler), ``"libtpu 0.0.42.1"``,
             ``"jax-cuda12-plugin 0.10.2"`` (XLA's GPU compiler); "" where not recorded.
+        extrapolated: set where the Report was not compiled at its own layer count but
+            extrapolated from two compiles of fewer layers (its numbers then carry that
+            method's error); None for a compiled Report.
     """
 
     mesh: MeshSpec
@@ -616,6 +656,9 @@ class Report:
     # What compiled it: the jax version, and the compiler's package with its version.
     jax_version: str = ""
     compiler: str = ""
+    # Set when the Report's numbers were extrapolated from two compiles of fewer layers
+    # rather than compiled (explorer/_src/api/extrapolate.py).
+    extrapolated: Extrapolation | None = None
 
     def tensor(self, name: str) -> TensorInfo:
         """The tensor called `name`: an input, an output (``out``) or an intermediate.
@@ -734,6 +777,8 @@ class Report:
             est = self.estimate.to_dict()
             est.pop("collectives")          # each collective carries its own est_seconds
             d["cost"]["estimate"] = est
+        if self.extrapolated is not None:
+            d["extrapolated"] = self.extrapolated.to_dict()
         if self.notes:
             d["notes"] = list(self.notes)
         if self.warnings:

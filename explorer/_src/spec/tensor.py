@@ -88,8 +88,10 @@ class TensorSpec:
         dtype: a numpy name (``"bfloat16"``), an alias (``"bf16"``), a numpy or jax dtype;
             stored as the numpy name.
         spec: one entry per dimension: None (not split), a mesh axis name, or a tuple of axis
-            names (split over their product, major to minor); () or None for replicated.
-            Checked against the mesh when analysed.
+            names (split over their product, major to minor); () or None for replicated. A
+            spec with fewer entries than dimensions leaves the rest unsplit, as jax reads a
+            short PartitionSpec; one with more is refused. Checked against the mesh when
+            analysed.
         memory_kind: where the input lives, one of MEMORY_SPACES: ``"device"`` (the default)
             or ``"pinned_host"`` (host memory, offloaded); its shards are laid out by `spec`
             either way.
@@ -116,7 +118,12 @@ class TensorSpec:
             raise TensorError(f"tensor name {show(self.name)} must be a non-empty string")
         object.__setattr__(self, "shape", _check_shape(self.name, self.shape))
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
-        object.__setattr__(self, "spec", normalize_spec(self.spec, tensor=self.name))
+        spec = normalize_spec(self.spec, tensor=self.name)
+        if 0 < len(spec) < len(self.shape):
+            # As jax reads a PartitionSpec shorter than the array's rank: the dimensions it
+            # does not name are not split (P('data') on a [batch, seq] array).
+            spec = spec + (None,) * (len(self.shape) - len(spec))
+        object.__setattr__(self, "spec", spec)
         if self.memory_kind not in MEMORY_SPACES:
             raise TensorError(f"tensor {self.name!r} has memory_kind {show(self.memory_kind)}; "
                               f"choose one of {choices(MEMORY_SPACES)}", tensor=self.name)

@@ -1,0 +1,258 @@
+"""A stack of identical layers' Report carried on linearly from two compiles of fewer layers.
+
+Two Reports of one program at layer counts a < b give every number a line through the layer
+count, total(L) = base + L * per_layer, with per_layer = (r(b) - r(a)) / (b - a) and base =
+r(a) - a * per_layer: each collective's runs and bytes, the memory, the cost and the predicted
+times. Everything else (the collectives' list, the placement, the why, the HLO texts) is the
+larger compile's. Counts (a collective's runs, its bytes, a shape) must fall on their line
+exactly, else the two compiles differ by more than repeated layers and nothing is extrapolated
+(`InputError`). Pure functions over Reports: nothing here compiles.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
+from fractions import Fraction
+
+from explorer._src.cost.model import CollectiveTime, Estimate, memory_fit
+from explorer._src.errors import InputError
+from explorer._src.report.report import (
+    Collective,
+    Cost,
+    Extrapolation,
+    Memory,
+    Report,
+    TensorInfo,
+    TensorRole,
+    Timing,
+)
+
+__all__ = ["extrapolate_layers"]
+
+
+class _Line:
+    """The line through (a, r(a)) and (b, r(b)), read at L."""
+
+    def __init__(self, a: int, b: int, layers: int):
+        if not 0 < a < b:
+            raise InputError(f"extrapolation needs two layer counts 0 < a < b; got {a} and {b}")
+        self.a, self.b, self.layers = a, b, layers
+
+    def value(self, ra: float | None, rb: float | None) -> float | None:
+        if ra is None or rb is None:
+            return None
+        per_layer = (rb - ra) / (self.b - self.a)
+        return ra + (self.layers - self.a) * per_layer
+
+    def size(self, ra: int, rb: int) -> int:
+        """A byte count the compiler rounds (padding, buffer reuse): the nearest whole number,
+        never below zero."""
+        return max(0, round(self.value(ra, rb)))
+
+    def count(self, ra: int, rb: int, what: str) -> int:
+        """A count that must be linear in the layers exactly: runs, bytes, a dimension."""
+        per_layer = Fraction(rb - ra, self.b - self.a)
+        total = ra + (self.layers - self.a) * per_layer
+        if total.denominator != 1 or total < 0:
+            raise InputError(
+                f"cannot extrapolate: {what} is {ra} at {self.a} layers and {rb} at {self.b}, "
+                f"which gives {float(total):g} at {self.layers}, not a whole count; the two "
+                "compiles differ by more than repeated layers (compile the full model, or "
+                "extrapolate from other layer counts)")
+        return int(total)
+
+    def counts(self, ra: Sequence[int], rb: Sequence[int], what: str) -> tuple[int, ...]:
+        if len(ra) != len(rb):
+            raise InputError(f"cannot extrapolate: {what} has rank {len(ra)} at {self.a} "
+                             f"layers and {len(rb)} at {self.b}")
+        return tuple(self.count(x, y, what) for x, y in zip(ra, rb, strict=True))
+
+
+def _key(c: Collective) -> tuple:
+    """What names one collective of the program in both compiles: not its HLO name or
+    computation, which the compiler numbers anew in each."""
+    return (c.kind, c.axes, c.group_size, c.dtype, c.op_name, c.source, c.tier, c.parts,
+            c.is_async, c.direction)
+
+
+def _by_key(collectives: Sequence[Collective]) -> dict[tuple, list[int]]:
+    out: dict[tuple, list[int]] = defaultdict(list)
+    for i, c in enumerate(collectives):
+        out[_key(c)].append(i)
+    return out
+
+
+def _describe(c: Collective) -> str:
+    return f"the {c.kind} over {','.join(c.axes) or '-'} of {c.op_name or c.hlo_name}"
+
+
+def _collectives(ra: Report, rb: Report, line: _Line
+                 ) -> list[tuple[Collective, int | None, int]]:
+    """The extrapolated collectives in the larger compile's order, each with the indices of
+    its counterpart in each small compile (None in the smaller where a repeated group was
+    merged into one line: an unrolled stack)."""
+    in_a, in_b = _by_key(ra.collectives), _by_key(rb.collectives)
+    for key, idx in in_a.items():
+        if key not in in_b:
+            raise InputError(f"cannot extrapolate: {_describe(ra.collectives[idx[0]])} is in "
+                             f"the compile at {line.a} layers but not at {line.b}")
+    out: list[tuple[Collective, int | None, int]] = []
+    done: set[tuple] = set()
+    for ib, cb in enumerate(rb.collectives):
+        key = _key(cb)
+        if key in done:
+            continue
+        ia_list, ib_list = in_a.get(key, []), in_b[key]
+        if not ia_list:
+            raise InputError(f"cannot extrapolate: {_describe(cb)} is in the compile at "
+                             f"{line.b} layers but not at {line.a}")
+        what = _describe(cb)
+        if len(ia_list) == len(ib_list):
+            # The same collectives in both (a scanned stack: the loop's trip count grows):
+            # each keeps its line, its runs and sizes carried on.
+            for ia, jb in zip(ia_list, ib_list, strict=True):
+                out.append((_carried(ra.collectives[ia], rb.collectives[jb], line, what), ia, jb))
+            done.add(key)
+            continue
+        # An unrolled stack: one copy per layer. The copies are one line whose runs count
+        # them all; they must be alike, or which copy grows would be a guess.
+        copies = [ra.collectives[i] for i in ia_list] + [rb.collectives[i] for i in ib_list]
+        if len({(c.shape, c.bytes) for c in copies}) != 1:
+            raise InputError(f"cannot extrapolate: {what} has {len(ia_list)} copies at "
+                             f"{line.a} layers and {len(ib_list)} at {line.b}, not all alike")
+        runs = line.count(sum(ra.collectives[i].runs for i in ia_list),
+                          sum(rb.collectives[i].runs for i in ib_list), f"the runs of {what}")
+        out.append((replace(cb, runs=runs), None, ib))
+        done.add(key)
+    return out
+
+
+def _carried(ca: Collective, cb: Collective, line: _Line, what: str) -> Collective:
+    return replace(
+        cb, runs=line.count(ca.runs, cb.runs, f"the runs of {what}"),
+        bytes=line.count(ca.bytes, cb.bytes, f"the bytes of {what}"),
+        shape=line.counts(ca.shape, cb.shape, f"the shape of {what}"),
+        program_part_bytes=line.counts(ca.program_part_bytes, cb.program_part_bytes,
+                                       f"the part bytes of {what}"),
+        part_shapes=tuple(line.counts(x, y, f"a part's shape of {what}") for x, y in zip(
+            ca.part_shapes, cb.part_shapes, strict=True)) if len(ca.part_shapes) == len(
+            cb.part_shapes) else cb.part_shapes)
+
+
+def _memory(ma: Memory | None, mb: Memory | None, line: _Line) -> Memory | None:
+    if ma is None or mb is None:
+        return None
+    kinds = None
+    if ma.kinds is not None and mb.kinds is not None:
+        kinds = {k: (None if v is None or ma.kinds.get(k) is None
+                     else line.size(ma.kinds[k], v)) for k, v in mb.kinds.items()}
+    fields = ("arguments", "outputs", "aliased", "temporaries", "generated_code",
+              "host_arguments", "host_outputs", "host_temporaries")
+    return replace(mb, kinds=kinds, **{f: line.size(getattr(ma, f), getattr(mb, f))
+                                       for f in fields})
+
+
+def _cost(ca: Cost, cb: Cost, collectives: Sequence[Collective], line: _Line) -> Cost:
+    return replace(cb, flops=line.value(ca.flops, cb.flops),
+                   bytes_accessed=line.value(ca.bytes_accessed, cb.bytes_accessed),
+                   transcendentals=line.value(ca.transcendentals, cb.transcendentals),
+                   # each collective's V times its runs, summed, as the compile's reader counts
+                   # it: quadratic in the layers where a looped collective's V grows with them
+                   collective_bytes=sum(c.bytes * c.runs for c in collectives),
+                   xla_optimal_seconds=line.value(ca.xla_optimal_seconds,
+                                                  cb.xla_optimal_seconds))
+
+
+def _tensors(ra: Report, rb: Report, line: _Line) -> tuple[TensorInfo, ...]:
+    """The larger compile's tensors, each input and output found in both compiles carried on
+    (a scanned stack's weights are [layers, ...]); intermediates as the larger compile has
+    them."""
+    in_a = {t.name: t for t in ra.tensors if t.kind != TensorRole.INTERMEDIATE}
+    out = []
+    for t in rb.tensors:
+        ta = in_a.get(t.name)
+        if ta is None or ta.shape == t.shape:
+            out.append(t)
+            continue
+        out.append(replace(
+            t, shape=line.counts(ta.shape, t.shape, f"the shape of {t.name}"),
+            shard_shape=line.counts(ta.shard_shape, t.shard_shape,
+                                    f"the block of {t.name}"),
+            bytes_per_device=line.count(ta.bytes_per_device, t.bytes_per_device,
+                                        f"the bytes per device of {t.name}")))
+    return tuple(out)
+
+
+def _collective_time(ta: CollectiveTime | None, tb: CollectiveTime, c: Collective,
+                     line: _Line) -> CollectiveTime:
+    if ta is None:                   # a merged unrolled group: one copy's time, all its runs
+        return replace(tb, runs=c.runs)
+    return replace(tb, runs=c.runs, bytes=c.program_bytes,
+                   seconds=line.value(ta.seconds, tb.seconds),
+                   bandwidth_seconds=line.value(ta.bandwidth_seconds, tb.bandwidth_seconds),
+                   latency_seconds=line.value(ta.latency_seconds, tb.latency_seconds))
+
+
+def _estimate(ea: Estimate | None, eb: Estimate | None, memory: Memory | None,
+              carried: list[tuple[Collective, int | None, int]], line: _Line
+              ) -> Estimate | None:
+    if ea is None or eb is None:
+        return None
+    times = tuple(_collective_time(None if ia is None else ea.collectives[ia],
+                                   eb.collectives[ib], c, line) for c, ia, ib in carried)
+    compute = replace(eb.compute, seconds=line.value(ea.compute.seconds, eb.compute.seconds),
+                      flops_seconds=line.value(ea.compute.flops_seconds,
+                                               eb.compute.flops_seconds),
+                      memory_seconds=line.value(ea.compute.memory_seconds,
+                                                eb.compute.memory_seconds))
+    step_range = eb.step_range
+    if ea.step_range is not None and step_range is not None:
+        sa = ea.step_range
+        step_range = replace(
+            step_range, low_seconds=line.value(sa.low_seconds, step_range.low_seconds),
+            seconds=line.value(sa.seconds, step_range.seconds),
+            high_seconds=line.value(sa.high_seconds, step_range.high_seconds),
+            unmeasured_seconds=line.value(sa.unmeasured_seconds, step_range.unmeasured_seconds))
+    return replace(
+        eb, collectives=times, compute=compute,
+        comm_seconds=line.value(ea.comm_seconds, eb.comm_seconds),
+        step_lower_seconds=line.value(ea.step_lower_seconds, eb.step_lower_seconds),
+        step_upper_seconds=line.value(ea.step_upper_seconds, eb.step_upper_seconds),
+        step_trace_seconds=line.value(ea.step_trace_seconds, eb.step_trace_seconds),
+        step_range=step_range,
+        # The small program passed the compiler's memory check; the large one is held
+        # against the chip's capacity by its extrapolated bytes.
+        memory=memory_fit(memory.total, eb.target) if memory is not None else None,
+        notes=(*eb.notes, f"times extrapolated linearly from {line.a} and {line.b} layers"))
+
+
+def extrapolate_layers(ra: Report, rb: Report, extrapolation: Extrapolation) -> Report:
+    """The Report of `extrapolation.layers` layers, from the Reports `ra` and `rb` of the same
+    program compiled (and priced, where they were) at `extrapolation.from_layers`.
+
+    Raises:
+        InputError: a count that does not fall on its line (a collective in one compile and
+            not the other, runs or bytes that do not grow by whole steps): the two compiles
+            differ by more than repeated layers."""
+    a, b = extrapolation.from_layers
+    line = _Line(a, b, extrapolation.layers)
+    carried = _collectives(ra, rb, line)
+    memory = _memory(ra.memory, rb.memory, line)
+    collectives = tuple(c for c, _, _ in carried)
+    ta, tb = ra.timing, rb.timing
+    timing = Timing(lower_s=ta.lower_s + tb.lower_s, compile_s=ta.compile_s + tb.compile_s,
+                    cached=ta.cached and tb.cached, worker_start_s=ta.worker_start_s
+                    + tb.worker_start_s)
+    note = (f"extrapolated to {extrapolation.param}={extrapolation.layers} from compiles at "
+            f"{a} and {b}: the collectives' runs and bytes, the memory, the cost and the "
+            "predicted times are carried on linearly; the collectives' list, the layouts, the "
+            f"why and the HLO texts are the compile at {b}'s; its memory timeline, largest "
+            "buffers and predicted timeline are left out")
+    return replace(
+        rb, collectives=collectives, tensors=_tensors(ra, rb, line), memory=memory,
+        cost=_cost(ra.cost, rb.cost, collectives, line), timing=timing,
+        estimate=_estimate(ra.estimate, rb.estimate, memory, carried, line), trace=None,
+        top_buffers=(), memory_timeline=None, notes=(*rb.notes, note),
+        extrapolated=extrapolation)
