@@ -16,6 +16,9 @@ share (the Suggest tab's search, the what-ifs), and its result still fills the c
 drops it on arrival when a newer edit has been made (`done` is told which edit it answers).
 
 Everything here runs on the kernel's event loop, but the compile, which runs on `executor`.
+Each compile's phases (tracing, the worker's start, the compile, reading the result) are
+recorded as they start in `phases` (explorer/_src/compile/pool.py's `Phases`), which the status
+reads while it runs and the Result's time spent is made from.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Generic, TypeVar
+
+from explorer._src.compile.pool import Phases, recording
 
 RequestT = TypeVar("RequestT")
 
@@ -47,6 +52,7 @@ class CompileScheduler(Generic[RequestT]):
         self._next_quiet = 0.0                               # its quiet period (submit)
         self._last_submit = 0.0
         self.busy = False                # a compile is in flight
+        self.phases: Phases | None = None    # the phases of the compile in flight (or the last)
 
     @property
     def waiting(self) -> bool:
@@ -89,9 +95,15 @@ class CompileScheduler(Generic[RequestT]):
             return
         (edit, request), self._next = self._next, None
         self.busy = True
+        self.phases = phases = Phases()
         self._started(edit)
-        future = self._loop.run_in_executor(self._executor, self._compile, request)
+        future = self._loop.run_in_executor(self._executor, self._recorded, phases, request)
         future.add_done_callback(lambda f: self._finished(edit, request, f))
+
+    def _recorded(self, phases: Phases, request: RequestT) -> object:
+        """`compile(request)` on the executor's thread, its phases recorded in `phases`."""
+        with recording(phases):
+            return self._compile(request)
 
     def _finished(self, edit: int, request: RequestT, future: asyncio.Future) -> None:
         self.busy = False

@@ -48,7 +48,17 @@ from explorer._src.api.what_if import (
     check_collective,
     compile_changed,
 )
-from explorer._src.compile.pool import WorkerPool, default_pool
+from explorer._src.compile.pool import (
+    COMPILING,
+    MEASURING,
+    READING,
+    STARTING,
+    TRACING,
+    Phases,
+    WorkerPool,
+    default_pool,
+    recorded_phases,
+)
 from explorer._src.errors import InputError, choices
 from explorer._src.report.report import Report
 from explorer._src.spec.bounds import show
@@ -74,12 +84,17 @@ class TimeSpent:
     quiet period); `worker_start_s`, `lower_s` and `compile_s` are the worker's own; `read_s`
     covers passing the compiler's output back and reading it into a Report; `price_s` the cost
     model on the target; `draw_s` the views, once they say so. A cached result has only
-    `lookup_s`."""
+    `lookup_s`. A compile the app scheduled is told in the phases its status named (the
+    pool's `Phases`), with their numbers: `trace_s` the caller's trace, `worker_start_s`, then
+    the worker's run of the program in `compile_s` and, for a measured run, `run_s` (the runs
+    on the chip, and the worker's reading of its dump), `lower_s` then 0."""
 
     waited_s: float = 0.0
+    trace_s: float = 0.0
     worker_start_s: float = 0.0
     lower_s: float = 0.0
     compile_s: float = 0.0
+    run_s: float = 0.0
     read_s: float = 0.0
     price_s: float = 0.0
     draw_s: float = 0.0
@@ -88,14 +103,16 @@ class TimeSpent:
 
     @property
     def total_s(self) -> float:
-        return (self.waited_s + self.worker_start_s + self.lower_s + self.compile_s
-                + self.read_s + self.price_s + self.draw_s + self.lookup_s)
+        return (self.waited_s + self.trace_s + self.worker_start_s + self.lower_s
+                + self.compile_s + self.run_s + self.read_s + self.price_s + self.draw_s
+                + self.lookup_s)
 
     def text(self) -> str:
         """'4.2 s: waiting 0.3 s, worker start 2.9 s, lowering 0.2 s, compile 0.6 s, …', the
         parts under 5 ms left out."""
-        parts = (("waiting", self.waited_s), ("worker start", self.worker_start_s),
-                 ("lowering", self.lower_s), ("compile", self.compile_s),
+        parts = (("waiting", self.waited_s), ("tracing", self.trace_s),
+                 ("worker start", self.worker_start_s), ("lowering", self.lower_s),
+                 ("compile", self.compile_s), ("running on the chip", self.run_s),
                  ("reading", self.read_s), ("pricing", self.price_s),
                  ("cache lookup", self.lookup_s), ("drawing", self.draw_s))
         shown = [f"{name} {format_seconds(s)}" for name, s in parts if s >= 0.005]
@@ -350,6 +367,8 @@ class Session:
         if timing.cached:
             times = TimeSpent(waited_s=waited, cached=True, lookup_s=timing.lookup_s,
                               price_s=spent.get("price", 0.0))
+        elif (phases := recorded_phases()) is not None:
+            times = _phased(phases, request, report, waited, spent.get("price", 0.0))
         else:
             inside = timing.worker_start_s + timing.lower_s + timing.compile_s
             price = spent.get("price", 0.0)
@@ -385,6 +404,12 @@ class Session:
     def busy(self) -> bool:
         """A compile is in flight."""
         return self._scheduler.busy
+
+    @property
+    def phases(self) -> Phases | None:
+        """The phases of the compile in flight (or the last one), as they start: what the
+        app's status says while it runs (explorer/_src/compile/pool.py's `Phases`)."""
+        return self._scheduler.phases
 
     @property
     def waiting(self) -> bool:
@@ -446,6 +471,24 @@ class Session:
         self._scheduler.discard()
         if self._own_executor:
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _phased(phases: Phases, request: Request, report: Report, waited: float,
+            price: float) -> TimeSpent:
+    """The time spent on a compile whose phases were recorded, told in those phases with the
+    numbers the status said: a measured run's worker phase split into its compile (the
+    worker's parse and XLA's compile, as the worker timed them) and the rest, the runs."""
+    running = phases.seconds(MEASURING)
+    compiled = phases.seconds(MEASURING if running else COMPILING)
+    run_s = 0.0
+    if running:
+        t = report.timing
+        parse_s = max(0.0, t.lower_s - request.planned.lowered.lower_s)
+        run_s = max(0.0, running - parse_s - t.compile_s)
+    return TimeSpent(waited_s=waited, trace_s=phases.seconds(TRACING),
+                     worker_start_s=phases.seconds(STARTING), compile_s=compiled - run_s,
+                     run_s=run_s, read_s=max(0.0, phases.seconds(READING) - price),
+                     price_s=price)
 
 
 def same_request(a: Request, b: Request) -> bool:

@@ -23,12 +23,24 @@ socket), not only when its socket closes, which a process it forked may hold ope
 A worker left idle for the pool's `idle_timeout` is closed by the pool's closer thread, so that
 a kernel nobody uses (an app page left open) does not hold a jax runtime per device count; the
 next request for its key starts a new one, and `activity()` says so meanwhile.
+
+A request's time limit covers the worker's run of the program alone: from the moment the
+program is sent to the worker to its answer (the compile, and with `measure` the runs on the
+chip too). The worker's start before it (jax loading) has a limit of its own, the larger of
+the request's and START_LIMIT_S, so that a limit meant for a compile never stops a start; the
+caller's trace before that has none. Where the caller records a request's phases
+(`Phases`, `recording`), the pool marks each phase as it starts, and the limited phase's start
+is the instant its deadline is counted from: a status that reads the phases counts on the very
+clock the limit is enforced on.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import contextvars
 import errno
+import itertools
 import math
 import os
 import signal
@@ -39,7 +51,8 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 
 from explorer._src.compile import reaper
@@ -58,6 +71,9 @@ from explorer._src.compile.protocol import (
 from explorer._src.errors import CompileError, InputError, WorkerError, WorkerLost
 
 DEFAULT_TIMEOUT_S = 120.0
+# The least time a worker's start (jax loading, seconds on a loaded machine) is given, whatever
+# the limit of the compile that waits for it.
+START_LIMIT_S = DEFAULT_TIMEOUT_S
 MAX_DEVICES = 2048          # the CPU backend fails beyond 2048 fake devices (measured)
 MAX_WARM_WORKERS = 4        # each warm worker holds a jax runtime (~0.2-0.5 GB)
 # A worker is replaced after this many compiles, so that whatever jax or XLA keep per compile
@@ -75,6 +91,85 @@ _POLL_S = 0.1               # how often a worker's end is looked for where no pi
 # Whether workers run under a reaper (Linux only; a module constant so that the tests can run
 # the other platforms' way too).
 REAPED = reaper.SUPPORTED
+
+
+# The phases of a request, in the order they come; the pool marks STARTING, COMPILING (or
+# MEASURING) and READING, the caller TRACING (the program traced and lowered in its process, and
+# the cache looked up, before the pool is asked).
+TRACING = "tracing"
+STARTING = "starting the worker"
+COMPILING = "compiling"
+MEASURING = "compiling and running on the chip"   # a measured run: the worker does both at once
+READING = "reading the result"
+# Each phase's name in the past, for "(worker started in 2.5 s, traced in 0.8 s)".
+DONE = {TRACING: "traced in", STARTING: "worker started in", COMPILING: "compiled in",
+        MEASURING: "compiled and ran on the chip in", READING: "read in"}
+
+
+@dataclass(frozen=True)
+class PhaseNow:
+    """Where a request stands: the phase it is in (`name`) and its seconds so far (`took_s`),
+    the phases it finished before (name, seconds, in order), and the time limit of the phase
+    it is in (None: that phase has none)."""
+
+    name: str
+    took_s: float
+    done: tuple[tuple[str, float], ...]
+    limit_s: float | None
+
+
+class Phases:
+    """The phases of one request as they start, on one clock (`clock`, time.monotonic unless a
+    test gives its own): `enter(name)` ends the phase before it. `limit_s` is the time limit of
+    the phase that has one (COMPILING or MEASURING), counted from that phase's start. Written
+    by the thread that runs the request, read by another (the status): each mark is one
+    append, and a reader copies the list before it looks."""
+
+    def __init__(self, first: str = TRACING, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.marks: list[tuple[str, float]] = [(first, clock())]
+        self.limit_s: float | None = None
+        self.limited: str | None = None     # the phase the limit covers, once it has begun
+
+    def enter(self, name: str, limit_s: float | None = None, at: float | None = None) -> float:
+        """Phase `name` starts now (or at `at`, a reading of `clock`); `limit_s`: its time
+        limit. Returns its start."""
+        at = self.clock() if at is None else at
+        if limit_s is not None:
+            self.limit_s, self.limited = limit_s, name
+        self.marks.append((name, at))
+        return at
+
+    def seconds(self, name: str) -> float:
+        """The seconds spent in phase `name` so far (0 where it never began)."""
+        marks, now = list(self.marks), self.clock()
+        ends = [at for _, at in marks[1:]] + [now]
+        return sum(end - at for (n, at), end in zip(marks, ends, strict=True) if n == name)
+
+    def now(self) -> PhaseNow:
+        marks, now = list(self.marks), self.clock()
+        done = tuple((name, end - at) for (name, at), (_, end) in itertools.pairwise(marks))
+        name, at = marks[-1]
+        return PhaseNow(name, now - at, done, self.limit_s if name == self.limited else None)
+
+
+_RECORDING: contextvars.ContextVar[Phases | None] = contextvars.ContextVar(
+    "explorer_compile_phases", default=None)
+
+
+@contextlib.contextmanager
+def recording(phases: Phases) -> Iterator[Phases]:
+    """Within the block, on this thread, the pool marks its requests' phases in `phases`."""
+    token = _RECORDING.set(phases)
+    try:
+        yield phases
+    finally:
+        _RECORDING.reset(token)
+
+
+def recorded_phases() -> Phases | None:
+    """The phases this thread's requests are recorded in (`recording`), or None."""
+    return _RECORDING.get()
 
 
 def _worker_env(key: WorkerKey) -> dict:
@@ -228,13 +323,21 @@ class Worker:
                 if ln.strip() and not any(n in ln for n in _NOISE)]
         return "\n".join(kept[-lines:])
 
-    def request(self, message: Message, timeout: float) -> Reply:
+    def request(self, message: Message, timeout: float, since: float | None = None) -> Reply:
+        """Send `message` and wait for its answer, at most `timeout` seconds from `since` (a
+        time.monotonic() reading; None: now, as it is sent)."""
         if self._answered:          # what it printed while starting belongs to the first
             self._request_start = self._log_size()
+        since = time.monotonic() if since is None else since
         try:
             self.conn.send(message)
-            if not self._answer_or_end(timeout):
+            if not self._answer_or_end(since + timeout):
                 self.kill()
+                if isinstance(message, Ping):
+                    raise WorkerError(
+                        f"the compile worker for {self.what} did not start within "
+                        f"{timeout:g} s and was stopped; the machine may be short of memory "
+                        "or CPU")
                 raise WorkerError(
                     f"compile took longer than the {timeout:g} s limit on {self.what} "
                     "and its worker was stopped; simplify the program, shrink the mesh "
@@ -248,11 +351,10 @@ class Worker:
             reply = reply.reply
         return reply
 
-    def _answer_or_end(self, timeout: float) -> bool:
-        """Wait until the worker answers (True) or `timeout` passes (False); raise the
-        WorkerError of its end if the worker ends first, though a process it forked may still
-        hold its socket open. An answer sent just before the end is read first."""
-        deadline = time.monotonic() + timeout
+    def _answer_or_end(self, deadline: float) -> bool:
+        """Wait until the worker answers (True) or time.monotonic() reaches `deadline` (False);
+        raise the WorkerError of its end if the worker ends first, though a process it forked
+        may still hold its socket open. An answer sent just before the end is read first."""
         watched = [self.conn] if self._ended is None else [self.conn, self._ended]
         while (left := deadline - time.monotonic()) > 0:
             ready = wait(watched, left if self._ended is not None else min(left, _POLL_S))
@@ -450,6 +552,7 @@ class WorkerPool:
         WorkerError if the worker could not answer."""
         timeout = self.timeout if timeout is None else timeout
         asked = time.monotonic()
+        phases = recorded_phases() if not isinstance(message, Ping) else None
         while True:
             worker = self._checkout(key)
             started_s = 0.0
@@ -460,12 +563,22 @@ class WorkerPool:
                     if worker.starting and not isinstance(message, Ping):
                         # Its start (jax loading) apart from the request, so that activity()
                         # can tell a worker starting from a compile running, and the Report
-                        # can say how long the compile waited for it.
-                        worker.request(Ping(), timeout)
+                        # can say how long the compile waited for it; its own limit.
+                        if phases is not None:
+                            phases.enter(STARTING)
+                        worker.request(Ping(), max(timeout, START_LIMIT_S))
                         started_s = time.monotonic() - asked
-                    reply = worker.request(message, timeout)
+                    # The limit's clock starts here, and the phase's with it: the same reading.
+                    since = time.monotonic()
+                    if phases is not None:
+                        measured = isinstance(message, CompileRequest) and message.measure
+                        phases.enter(MEASURING if measured else COMPILING, timeout,
+                                     at=since if phases.clock is time.monotonic else None)
+                    reply = worker.request(message, timeout, since)
                     if not isinstance(message, Ping):    # it ran a program (worker.py)
                         worker.compiles += 1
+                    if phases is not None:
+                        phases.enter(READING)
             finally:
                 self._checkin(worker)
             if isinstance(reply, Failure):

@@ -4,8 +4,12 @@ shown took and why, which compiler wrote it, and what XLA warned about it.
 
 A wait is said as it happens: a compile of a large model or a worker's start takes seconds to
 minutes, and a status that read "0.36 s" after a 23 s wait would be a lie about the app. A
-running compile is said against its time limit, with a warning past NEAR_LIMIT of it, and a
-compile stopped at its limit is offered a larger one (`LimitOffer`).
+running compile is said phase by phase (`phase_text`: tracing, starting the worker, compiling
+or, measured, compiling and running on the chip, reading the result), each with its own time,
+the phase the time limit covers against the limit, with a warning past NEAR_LIMIT of it: its
+count, its warning and the pool's stop all read the one start the pool marked
+(explorer/_src/compile/pool.py, `Phases`). A compile stopped at its limit is offered a larger
+one (`LimitOffer`).
 
 The bar sits above the tabs, so that the status and the error cue are in the first screen at
 1400×900 whatever the sidebar's length (a real model's spec rows push its foot to 1,500 px).
@@ -22,7 +26,13 @@ import ipywidgets as w
 
 from explorer._src.api.request import MAX_TIMEOUT
 from explorer._src.api.session import Session
-from explorer._src.compile.pool import WorkerPool, default_pool
+from explorer._src.compile.pool import (
+    DONE,
+    STARTING,
+    PhaseNow,
+    WorkerPool,
+    default_pool,
+)
 from explorer._src.report.provenance import compiled_with, provenance
 from explorer._src.report.report import Report
 from explorer._src.ui.background import running_loop
@@ -66,6 +76,26 @@ def running_text(activity: str, took_s: float, limit_s: float | None) -> str:
         return "◌ " + text
     return (f"⚠ {text}: it is stopped at {limit_s:g} s. To let a compile this long finish, "
             "raise the time limit in the sidebar (the edit then compiles again with it)")
+
+
+def phase_text(now: PhaseNow, starting: str = STARTING) -> str:
+    """A compile in phase `now.name` for `now.took_s`, the phases before it (most recent
+    first, those under 0.05 s left out) in brackets: "compiling 41.2 s of its 90 s time limit
+    (worker started in 2.5 s, traced in 0.8 s)", with running_text's warning near the limit.
+    `starting`: what the pool says while a worker starts ("starting a compile worker for 8
+    devices")."""
+    before = ", ".join(f"{DONE.get(name, name)} {seconds:.1f} s"
+                       for name, seconds in reversed(now.done) if seconds >= 0.05)
+    tail = f" ({before})" if before else ""
+    if now.limit_s is None:
+        name = starting if now.name == STARTING else now.name
+        return f"◌ {name}… {now.took_s:.1f} s{tail}"
+    text = f"{now.name} {now.took_s:.1f} s of its {now.limit_s:g} s time limit{tail}"
+    if now.took_s < NEAR_LIMIT * now.limit_s:
+        return "◌ " + text
+    return (f"⚠ {text}: it is stopped at {now.limit_s:g} s. To let a compile this long "
+            "finish, raise the time limit in the sidebar (the edit then compiles again with "
+            "it)")
 
 
 _STOPPED = re.compile(r"compile took longer than the ([0-9.e+-]+) s limit")
@@ -189,19 +219,26 @@ class CompileTicker:
         pool = self._pool or default_pool()
         limit = getattr(session.request, "timeout", None)
         self.limit_s = limit = pool.timeout if limit is None else limit
+        # The phases the scheduler records for this compile (None: a session that records
+        # none, said as before, by its whole time).
+        phases = session.phases
 
         def tick():
             if self.compiling != generation or not session.busy:
                 return
             took = time.perf_counter() - started
             if generation == self._latest():
-                # "starting a compile worker for 8 devices" while a worker's jax loads (the
-                # first compile, or the first after an idle worker was closed), else compiling.
-                self._say(running_text(pool.activity(), took, limit))
+                if phases is not None:
+                    now = phases.now()
+                    # "starting a compile worker for 8 devices" while a worker's jax loads.
+                    activity = pool.activity()
+                    self._say(phase_text(now, activity if activity.startswith("starting")
+                                         else STARTING))
+                else:
+                    self._say(running_text(pool.activity(), took, limit))
             elif session.waiting:
-                self._say(f"◌ compiling an earlier edit… {took:.1f} s of its {limit:g} s time "
-                          "limit; the latest compiles next (one compile for the edits made "
-                          "meanwhile)")
+                self._say(f"◌ compiling an earlier edit… {took:.1f} s so far; the latest "
+                          "compiles next (one compile for the edits made meanwhile)")
             if loop is not None:
                 loop.call_later(TICK_S, tick)
 

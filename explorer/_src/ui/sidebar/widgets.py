@@ -141,7 +141,9 @@ class Sidebar(SidebarChecks):
         # The seconds each compile may take: empty for the target's default (default_timeout).
         self.timeout_w = w.Text(value="" if timeout is None else f"{check_timeout(timeout):g}",
                                 description="time limit", continuous_update=False,
-                                tooltip="seconds a compile may take before it is stopped",
+                                tooltip="seconds the compile in its worker may take before "
+                                "it is stopped (a measured run's runs on the chip included; "
+                                "the worker's start and the trace have their own time)",
                                 placeholder=timeout_placeholder(Backend.FAKE_CPU))
         self.timeout_w.add_class("explorer-timeout")
         self.timeout_error = w.HTML()
