@@ -97,6 +97,7 @@ def test_workloads_lists_tensors_params_and_their_bounds():
     (["--mesh", "data=2", "--spec", "w3=data,None"], "no tensor 'w3'"),
     (["--mesh", "data=2", "--spec", "w1"], "NAME=VALUE"),
 ])
+@pytest.mark.slow
 def test_bad_input_exits_2_with_one_message(args, fragment):
     p = run("analyze", "--workload", "mlp", *args)
     assert p.returncode == 2
@@ -111,6 +112,7 @@ def test_unknown_workload_lists_choices():
     assert "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_targets_lists_one_per_line_name_first():
     p = run("targets")
     assert p.returncode == 0
@@ -142,6 +144,7 @@ def test_target_prediction_in_summary_and_json():
     (["--target", "h100-8", "--mapping", "data=node"], "mapped to 'node', which h100-8 lacks"),
     (["--mesh", "data=16", "--target", "h100-8"], "targets with 16 devices"),
 ])
+@pytest.mark.slow
 def test_bad_target_or_mapping_exits_2(args, fragment):
     mesh = [] if "--mesh" in args else ["--mesh", "data=2,model=4"]
     p = run("analyze", "--workload", "mlp", *mesh, *args)

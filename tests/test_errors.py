@@ -60,6 +60,7 @@ def _plain_explorer_errors(path: Path) -> list[tuple[int, list[str]]]:
     return out
 
 
+@pytest.mark.slow
 def test_no_plain_explorer_error_is_raised_but_the_allowed_environment_failures():
     found = {(path.relative_to(PACKAGE).as_posix(), line): literals
              for path in _checked_files() for line, literals in _plain_explorer_errors(path)}

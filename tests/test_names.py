@@ -6,6 +6,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "explorer"
 
 # Public names still defined in two modules, each with the two files and why it stays (none
@@ -86,6 +88,7 @@ def test_no_public_name_is_defined_in_two_modules():
         "thing defined twice")
 
 
+@pytest.mark.slow
 def test_the_shared_names_allowed_are_still_shared():
     where = _public_definitions()
     stale = sorted(name for name, files in SHARED_NAMES.items() if where.get(name) != files)
@@ -93,6 +96,7 @@ def test_the_shared_names_allowed_are_still_shared():
                       "of SHARED_NAMES"
 
 
+@pytest.mark.slow
 def test_no_import_renames_an_explorer_name():
     found = _renaming_imports()
     assert not found - RENAMING_IMPORTS, (
@@ -103,6 +107,7 @@ def test_no_import_renames_an_explorer_name():
         "RENAMING_IMPORTS")
 
 
+@pytest.mark.slow
 def test_the_scan_sees_what_it_checks():
     # A scan that read nothing would pass: it finds names known to be defined once, a known
     # public-face alias, and leaves an @overload stub and `main` out.

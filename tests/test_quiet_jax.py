@@ -50,11 +50,13 @@ def assert_quiet_on_cpu(out: subprocess.CompletedProcess):
 
 
 @no_accelerator
+@pytest.mark.slow
 def test_the_users_jax_runs_quietly_on_the_cpu_after_import_explorer():
     assert_quiet_on_cpu(run("import explorer", USERS_CODE))
 
 
 @no_accelerator
+@pytest.mark.slow
 def test_jax_imported_before_explorer_but_not_started_is_quiet_too():
     # jax read JAX_PLATFORMS when it was imported, so its config is what is set.
     out = run("import jax, explorer", USERS_CODE, """
@@ -66,6 +68,7 @@ def test_jax_imported_before_explorer_but_not_started_is_quiet_too():
 
 
 @no_accelerator
+@pytest.mark.slow
 def test_a_backend_started_before_explorer_is_left_alone():
     out = run("""
         import os, jax
@@ -81,6 +84,7 @@ def test_a_backend_started_before_explorer_is_left_alone():
 
 
 @no_accelerator
+@pytest.mark.slow
 def test_the_users_own_jax_platforms_is_kept():
     out = run("import explorer, os", USERS_CODE, 'print("chosen:", os.environ["JAX_PLATFORMS"])',
               JAX_PLATFORMS="cpu")

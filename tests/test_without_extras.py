@@ -61,6 +61,7 @@ def test_the_extras_are_hidden_as_if_not_installed():
 # target was then planned for the GPU compiler and its worker raised "NotImplementedError:
 # topology not implemented for cuda".
 @pytest.mark.parametrize("hide", [None, "jax_plugins,libtpu"])
+@pytest.mark.slow
 def test_api_compiles_a_gpu_or_tpu_target_on_cpu_devices_and_says_so(target, install, hide):
     out = run_without_extras(hide=hide, code=f"""
         import json
@@ -85,6 +86,7 @@ def test_api_compiles_a_gpu_or_tpu_target_on_cpu_devices_and_says_so(target, ins
 
 @pytest.mark.parametrize("target, install", [("h100-8", GPU_INSTALL),
                                              ("tpu-v5e-2x4", TPU_INSTALL)])
+@pytest.mark.slow
 def test_cli_analyze_on_a_gpu_or_tpu_target(target, install):
     out = run_without_extras(None, "-m", "explorer._src.cli", "analyze", "--workload", "mlp",
                              "--mesh", "data=2,model=4", "--target", target)
@@ -95,6 +97,7 @@ def test_cli_analyze_on_a_gpu_or_tpu_target(target, install):
     assert "approximate" in line and install in line
 
 
+@pytest.mark.slow
 def test_app_on_the_readmes_default_target():
     out = run_without_extras(f"""
         import json

@@ -138,6 +138,7 @@ def test_user_function_round_trip_in_process(cache_dir):
         assert user_report(target="h100-4").timing.cached
 
 
+@pytest.mark.slow
 def test_use_cache_false_and_measured_runs_leave_the_disk_alone(cache_dir):
     user_report(use_cache=False)
     assert entries(cache_dir) == []

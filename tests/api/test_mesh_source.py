@@ -87,6 +87,7 @@ def test_mesh_given_wins_over_the_inputs_mesh_and_keeps_their_specs():
 # ----------------------------------------------------------------- a jax Mesh as mesh=
 
 
+@pytest.mark.slow
 def test_a_jax_mesh_given_is_in_force_while_the_program_is_traced():
     mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(A, A))
     x = TensorSpec("x", (8, 16))

@@ -126,6 +126,7 @@ def test_a_leaf_that_carries_a_named_sharding_keeps_its_spec():
     assert [t.spec for t in args] == [("data", None), (None, "model"), ()]
 
 
+@pytest.mark.slow
 def test_a_leaf_that_is_not_an_array_is_held_fixed_and_a_bad_dtype_is_one_clear_error():
     params = {"w": X, "activation": "gelu"}
     report = explorer.analyze(lambda params: getattr(jax.nn, params["activation"])(params["w"]),

@@ -44,6 +44,7 @@ def test_on_cpu_devices_the_refusal_names_the_opcode_and_targets_that_compile_it
 
 
 @pytest.mark.skipif(not gpu_plugin_installed(), reason="the gpu extra is not installed")
+@pytest.mark.slow
 def test_for_h100s_it_is_a_ragged_all_to_all_of_the_input_block():
     r = explorer.analyze(exchange, *args(), mesh="expert=8", target="h100-8")
     assert r.approximation == ""                           # XLA's GPU compiler's program
@@ -56,6 +57,7 @@ def test_for_h100s_it_is_a_ragged_all_to_all_of_the_input_block():
 
 @pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
                     reason="the tpu extra is not installed")
+@pytest.mark.slow
 def test_for_a_tpu_slice_it_is_read_too():
     r = explorer.analyze(exchange, *args(), mesh="expert=8", target="tpu-v5e-2x4")
     assert [(c.kind, c.axes) for c in r.collectives] == [("ragged-all-to-all", ("expert",))]

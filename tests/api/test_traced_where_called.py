@@ -213,6 +213,7 @@ class Noisy(nnx.Module):
         return self.drop(self.up(x))
 
 
+@pytest.mark.slow
 def test_an_nnx_state_with_its_rng_keys_is_an_input_like_any_other():
     model = nnx.eval_shape(lambda: Noisy(nnx.Rngs(0)))
     graphdef, state = nnx.split(model)

@@ -89,6 +89,7 @@ def test_tpu_chip_count_must_match_the_mesh():
 
 
 @needs_libtpu
+@pytest.mark.slow
 def test_tpu_compile_keeps_bf16_and_carries_xla_estimate():
     r = analyze_workload("mlp", "data=2,model=4", specs=MEGATRON, tpu_topology="v5e:2x4",
                          params={"dtype": "bfloat16"})
@@ -115,6 +116,7 @@ def test_measure_asked_on_a_tpu_target_says_why_not():
 
 
 @needs_libtpu
+@pytest.mark.slow
 def test_full_v4_pod_train_step_compiles():
     # 4096 chips: over the 2048 fake-CPU-device limit, but a TPU topology brings its own.
     r = analyze_workload("mlp_train", "data=64,model=64", preset="fsdp_tp",

@@ -77,6 +77,7 @@ def test_one_call_is_laid_out_in_time_as_the_chip_ran_it(profiles, name):
             ns * 1e-9, rel=0.02)
 
 
+@pytest.mark.slow
 def test_a_cpu_run_has_no_device_plane_to_read():
     # In a process of its own: the profiler is one per process.
     code = ("import jax, jax.numpy as jnp\n"
@@ -90,6 +91,7 @@ def test_a_cpu_run_has_no_device_plane_to_read():
     assert out.stdout.strip().splitlines()[-1] == "None"
 
 
+@pytest.mark.slow
 def test_a_trace_for_the_tpu_worker_leaves_the_chip_to_it():
     """libtpu lets one process hold a TPU chip (a second failed on a v5e VM with "Internal
     error when accessing libtpu multi-process lockfile"), and lowering asks jax for a default

@@ -54,6 +54,7 @@ BACKENDS = [pytest.param(CPU, id="cpu"),
 
 
 @pytest.mark.parametrize("where", BACKENDS)
+@pytest.mark.slow
 def test_every_compiler_writes_the_update_into_the_donated_input(where):
     kept, donated = analyze(update, where, None), analyze(update, where, "^w$")
     assert kept.memory.aliased == 0
@@ -85,6 +86,7 @@ def test_the_module_header_says_which_output_took_which_donated_input():
     assert input_output_aliases("HloModule jit_f, entry_computation_layout={()->f32[]}") == {}
 
 
+@pytest.mark.slow
 def test_a_donating_program_is_measured_each_call_on_its_own_copy_of_the_donated_inputs():
     # A donated buffer passed to a second call is refused ("Buffer has been deleted or
     # donated"): every timed call must get its own, as a training loop hands each step the

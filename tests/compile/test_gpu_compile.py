@@ -79,6 +79,7 @@ def test_memory_is_the_gpu_compilers_memory_analysis(pair):
         ref["memory"]["arguments"], ref["memory"]["outputs"], ref["memory"]["temporaries"])
 
 
+@pytest.mark.slow
 def test_the_megatron_mlp_is_one_async_bf16_all_reduce_over_model():
     report = _analyze("megatron_mlp")
     (c,) = report.collectives

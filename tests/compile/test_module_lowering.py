@@ -68,6 +68,7 @@ def test_the_worker_lowers_nothing(monkeypatch):
     assert result.optimized
 
 
+@pytest.mark.slow
 def test_the_compile_is_plain_jax_s_compile_of_the_same_program():
     plain = _plain_jax()
     ours = _explorer()

@@ -160,6 +160,7 @@ def _slice_positions(name: str) -> list[list[int]]:
     return out
 
 
+@pytest.mark.slow
 def test_the_target_compiles_through_libtpu_over_all_its_slices(compiled):
     name, report, _ = compiled
     slices = int(re.search(r"(\d+)slices", CASES[name][2]).group(1))

@@ -452,6 +452,7 @@ LAYOUTS = {
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.slow
 def test_transformer_train_collectives_and_flops_match_xla(unrolled, jmesh, layout):
     w, p, tensors, program = unrolled
     lay = plan(w, p, MESH, rules=layout) if "=" in layout else plan(w, p, MESH, preset=layout)
@@ -472,6 +473,7 @@ def test_transformer_train_collectives_and_flops_match_xla(unrolled, jmesh, layo
     assert cost.notes == ()
 
 
+@pytest.mark.slow
 def test_transformer_train_2d_within_a_quarter(unrolled, jmesh):
     """The GSPMD 2-D layout moves activations over model around every matmul, where XLA's
     choices differ from the estimate's in the backward pass: it gathers some activations
@@ -493,6 +495,7 @@ def test_transformer_train_2d_within_a_quarter(unrolled, jmesh):
     assert cost.flops == pytest.approx(analysis["flops"], rel=0.02)
 
 
+@pytest.mark.slow
 def test_transformer_train_scanned_layers(scanned, unrolled, jmesh):
     """With the layers in one lax.scan, each collective of the block runs once per layer:
     XLA's totals (times its loops' trip counts) match as unrolled. XLA's cost analysis counts

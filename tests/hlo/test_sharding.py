@@ -174,6 +174,7 @@ def _hlo_text(draw):
 @pytest.mark.skipif(_xc is None, reason="jax._src.lib.xla_client not available")
 @settings(max_examples=300, deadline=None)
 @given(_hlo_text())
+@pytest.mark.slow
 def test_hlo_parser_matches_xla(case):
     text, rank, n = case
     expected = _xla_tiling(text, rank, n)

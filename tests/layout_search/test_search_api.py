@@ -92,6 +92,7 @@ def test_a_candidate_that_fails_to_compile_is_recorded_and_the_search_goes_on():
     assert result.candidates[-1].status is CandidateStatus.FAILED     # ranked last
 
 
+@pytest.mark.slow
 def test_cancel_from_the_progress_callback_and_by_event():
     seen = []
 

@@ -62,6 +62,7 @@ def _refused_message(address: str, port: int) -> str:
 
 
 @pytest.mark.parametrize("address", ["127.0.0.2:1", "ray://127.0.0.2:1"])
+@pytest.mark.slow
 def test_a_search_on_an_address_where_nothing_listens_fails_naming_it(address):
     pytest.importorskip("ray")
     error = _search_in_subprocess(address)

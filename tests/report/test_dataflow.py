@@ -162,6 +162,7 @@ def test_max_nodes_keeps_every_collective(transformer):
         assert {g.nodes[i].name for i in g.downstream(g.index(n.name))} == want
 
 
+@pytest.mark.slow
 def test_transformer_train_graph_fits_the_default_budget_with_every_collective(transformer):
     g = dataflow(transformer)
     check_layers(g)

@@ -77,6 +77,7 @@ def train_step(x, w):
     return value, w - 0.1 * grad
 
 
+@pytest.mark.slow
 def test_a_combined_all_reduce_sums_each_part_in_its_own_dtype():
     # Batch rows sharded over `data`: the loss (an f32 scalar) and the gradient of the bf16
     # w[12, 24] are partial sums; the CPU combines both all-reduces into one tuple, moved as f32.

@@ -36,6 +36,7 @@ def test_signed_gaps():
     assert signed_seconds(1.5e-3) == "+1.5 ms" and signed_seconds(-4e-5) == "-40 µs"
 
 
+@pytest.mark.slow
 def test_no_comparison_without_a_measurement_on_a_device():
     r = explorer.analyze(lambda x: x * 2, jax.ShapeDtypeStruct((8, 8), jnp.float32),
                          mesh="data=1", target="tpu-v5e-1x1")

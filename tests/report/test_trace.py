@@ -407,6 +407,7 @@ def test_compiled_training_step_trace_lies_within_the_bounds(tmp_path, compile_f
     assert d["cost"]["estimate"]["step_trace_seconds"] == pytest.approx(trace.seconds)
 
 
+@pytest.mark.slow
 def test_cli_writes_the_trace(tmp_path, capsys):
     out = tmp_path / "step.json"
     assert main(["analyze", "--workload", "mlp", "--mesh", "data=2,model=4", "--spec",

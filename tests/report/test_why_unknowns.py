@@ -21,6 +21,7 @@ def shuffle_rows_2024(rng, inputs):
         return jax.vmap(lambda k, x: jax.random.permutation(k, x))(keys, inputs)
 
 
+@pytest.mark.slow
 def test_a_random_split_of_a_sharded_key_array_permutes_the_halves_of_its_counters():
     # jax.random.split of 24 keys (the 2024 threefry) computes 2 x 24 counters as one iota of
     # 48, split over the 8 devices of `dp` (6 each), and cuts it in halves [0:24] and [24:48],

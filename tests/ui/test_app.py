@@ -485,6 +485,7 @@ def test_an_isolated_edit_compiles_at_once_and_edits_during_a_compile_become_one
     asyncio.run(scenario())
 
 
+@pytest.mark.slow
 def test_an_edit_that_needs_a_new_worker_waits_and_undone_at_once_starts_none(monkeypatch):
     import asyncio
 
@@ -519,6 +520,7 @@ def test_an_edit_that_needs_a_new_worker_waits_and_undone_at_once_starts_none(mo
     asyncio.run(scenario())
 
 
+@pytest.mark.slow
 def test_with_live_updates_off_edits_are_checked_and_compiled_once_on_apply(app, monkeypatch):
     compiles = counted_compiles(monkeypatch)
     shown = app.report
@@ -713,6 +715,7 @@ def test_an_edit_says_working_before_its_result(app):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_plugin_installed(), reason="the gpu extra is not installed")
+@pytest.mark.slow
 def test_the_app_says_what_compiled_the_program_and_the_cpu_switch_marks_it_approximate():
     app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, target="h100-8",
                    params={"dtype": "bfloat16"}, debounce=None)
@@ -736,6 +739,7 @@ def test_the_app_says_what_compiled_the_program_and_the_cpu_switch_marks_it_appr
         app.close()
 
 
+@pytest.mark.slow
 def test_a_target_too_small_for_the_mesh_is_explained_in_collectives_and_fixed_in_one_click():
     app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, target="h100-8",
                    debounce=None)
@@ -850,6 +854,7 @@ def test_the_target_list_offers_every_size_by_family_gpus_first_for_whole_nodes(
 
 
 
+@pytest.mark.slow
 def test_a_refused_rule_and_clearing_it_leave_hand_set_specs_as_they_were():
     # The issue's steps: a refused rule, then the box cleared, emptied every picker; a valid
     # rule for batch alone replaced w2's hand-set spec. Hand-set specs stay the user's.
@@ -877,6 +882,7 @@ def test_a_refused_rule_and_clearing_it_leave_hand_set_specs_as_they_were():
         app.close()
 
 
+@pytest.mark.slow
 def test_dtype_is_a_picker_of_the_dtypes_the_target_computes_in():
     app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, debounce=None,
                    params={"batch": 64, "d_model": 64, "d_ff": 128, "dtype": "bf16"})

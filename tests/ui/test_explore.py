@@ -314,6 +314,7 @@ def test_explore_pins_the_outputs_and_takes_a_time_limit_as_analyze_does():
         a.close()
 
 
+@pytest.mark.slow
 def test_a_pick_over_a_modules_rules_is_offered_back_as_the_rules_place_it():
     # The rule mlp=model places up.kernel (logical names embed, mlp) as (None, "model"); a
     # hand-set ("model", None) keeps it from the rule, which the sidebar says and can undo.

@@ -71,6 +71,7 @@ def test_no_prediction_is_said_on_the_status_line(report):
         "· no prediction (see the target)")
 
 
+@pytest.mark.slow
 def test_the_first_compile_on_a_fresh_pool_counts_the_worker_start():
     explorer.clear_cache()
     pool = WorkerPool()
@@ -98,6 +99,7 @@ def test_the_first_compile_on_a_fresh_pool_counts_the_worker_start():
         pool.close()
 
 
+@pytest.mark.slow
 def test_a_starting_worker_is_named_once_in_the_status():
     """It read 'starting a compile worker for the gpu worker'."""
     pool = WorkerPool()
@@ -115,6 +117,7 @@ def test_a_starting_worker_is_named_once_in_the_status():
     assert WorkerKey.tpu().describe() == "TPU compiles (ahead of time)"
 
 
+@pytest.mark.slow
 def test_a_typed_mapping_that_does_not_fit_is_refused_at_its_box_keeping_the_result():
     app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, params=SMALL,
                    target="h100-8", debounce=None)
@@ -134,6 +137,7 @@ def test_a_typed_mapping_that_does_not_fit_is_refused_at_its_box_keeping_the_res
         app.close()
 
 
+@pytest.mark.slow
 def test_a_target_the_mesh_outgrows_still_compiles_and_the_status_says_no_prediction():
     app = Explorer(workload="mlp", mesh="data=2,model=4", specs=MEGATRON, params=SMALL,
                    target="h100-8", debounce=None)

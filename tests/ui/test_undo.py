@@ -125,6 +125,7 @@ def test_an_edit_after_an_undo_drops_the_redo(app):
     assert len(s.history) == 2 and s.request.rules == "batch=data"
 
 
+@pytest.mark.slow
 def test_undo_records_no_edit(app):
     s = app.session
     app.spec_rows["w2"].pickers[0].value = ["model"]
@@ -223,6 +224,7 @@ def test_rules_as_pairs_open_in_the_box_as_their_text():
         Explorer(workload="mlp", params=SMALL, rules=[("batch",)], debounce=None)
 
 
+@pytest.mark.slow
 def test_undo_and_redo_step_through_edits_made_on_the_apps_session(app):
     # session.edit takes rules as a mapping or pairs and specs as text: the app's Undo and Redo
     # show them in its widgets and step the session, recording no edit.

@@ -61,6 +61,7 @@ def test_a_combined_collective_expands_to_its_parts():
 
 
 @pytest.mark.tpu
+@pytest.mark.slow
 def test_the_collectives_table_marks_a_multi_slice_programs_dcn_legs():
     import importlib.util
     import re

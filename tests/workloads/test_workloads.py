@@ -440,6 +440,7 @@ def test_cli_lists_presets_and_points():
     (["--activation", "layer0"], "--activation 'layer0' is not written as NAME=VALUE"),
     (["--activation", "lyr0=data,None,None"], "no constraint point 'lyr0'"),
 ])
+@pytest.mark.slow
 def test_cli_bad_layout_input_exits_2(args, fragment):
     if "--mesh" not in args:
         args = [*args, "--mesh", "data=8"]
