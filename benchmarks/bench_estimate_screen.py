@@ -3,6 +3,14 @@ budgeted search on a GPU target sees with it, and how well its estimate ranks th
 
     .venv/bin/python benchmarks/bench_estimate_screen.py [--budget-s 60] [--skip-search]
                                                          [--skip-ranking]
+    .venv/bin/python benchmarks/bench_estimate_screen.py --idle-and-loaded [--load-jobs 4]
+
+0. With --idle-and-loaded (issue 53): the search below as a user runs it (estimate screen on),
+   once on the machine as it is and once while `--load-jobs` processes this script starts burn
+   CPU beside it (each a busy loop, stopped when the search returns). Printed for each: the
+   load average before, candidates evaluated (of 8,620), of which estimated and compiled, when
+   the first estimate came (seconds into the search; nothing compiles before it), the search's
+   wall seconds, and the headline.
 
 1. The search of issue 31 on XLA's GPU compiler (needs the gpu extra):
    `explorer.search("transformer_train", mesh="data=2,model=4", target="h100-8",
@@ -61,7 +69,7 @@ def one_search(budget_s: float, estimate: bool) -> dict:
     finally:
         EstimateScreen.trace = saved
     s = r.stats
-    return {"estimate": estimate, "evaluated": s.compiled + s.estimated, "estimated": s.estimated,
+    return {"estimate": estimate, "evaluated": s.evaluated, "estimated": s.estimated,
             "confirmed": s.confirmed, "wall_s": wall, "headline": r.headline()}
 
 
@@ -78,6 +86,56 @@ def searches(budget_s: float, rounds: int) -> None:
               f"{row['wall_s']:.1f} |")
     for row in rows:
         print(f"- {'estimate' if row['estimate'] else 'none'}: {row['headline']}")
+
+
+def _burn() -> None:
+    while True:
+        pass
+
+
+def timed_search(budget_s: float) -> dict:
+    """One search as a user runs it, with when its first estimate came."""
+    first: list[float] = []
+
+    def progress(p):
+        if p.phase == "estimate" and not first:
+            first.append(p.elapsed_s)
+
+    explorer.clear_cache()
+    t0 = time.perf_counter()
+    r = explorer.search("transformer_train", **SEARCH, budget_s=budget_s, progress=progress)
+    s = r.stats
+    return {"evaluated": s.evaluated, "estimated": s.estimated, "compiled": s.compiled,
+            "first_estimate_s": first[0] if first else None,
+            "wall_s": time.perf_counter() - t0, "headline": r.headline()}
+
+
+def idle_and_loaded(budget_s: float, jobs: int) -> None:
+    """The search on the machine as it is, then with `jobs` CPU-burning processes beside it."""
+    import multiprocessing
+
+    rows = []
+    for label, n in (("as it is", 0), (f"+{jobs} busy processes", jobs)):
+        burners = [multiprocessing.Process(target=_burn, daemon=True) for _ in range(n)]
+        for b in burners:
+            b.start()
+        try:
+            if n:
+                time.sleep(10)         # let the load average see them
+            load = os.getloadavg()[0]
+            rows.append((label, load, timed_search(budget_s)))
+        finally:
+            for b in burners:
+                b.terminate()
+                b.join()
+    print("| machine | load before | evaluated of 8,620 | estimated | compiled | first "
+          "estimate at | wall s |\n|---|---|---|---|---|---|---|")
+    for label, load, r in rows:
+        first = f"{r['first_estimate_s']:.1f} s" if r["first_estimate_s"] is not None else "-"
+        print(f"| {label} | {load:.1f} | {r['evaluated']:,} | {r['estimated']:,} | "
+              f"{r['compiled']} | {first} | {r['wall_s']:.1f} |")
+    for label, _, r in rows:
+        print(f"- {label}: {r['headline']}")
 
 
 def spearman(a: list[float], b: list[float]) -> float:
@@ -127,8 +185,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--skip-search", action="store_true")
     ap.add_argument("--skip-ranking", action="store_true")
+    ap.add_argument("--idle-and-loaded", action="store_true",
+                    help="the search as it is and beside --load-jobs CPU-burning processes")
+    ap.add_argument("--load-jobs", type=int, default=4)
     args = ap.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.1f}")
+    if args.idle_and_loaded:
+        idle_and_loaded(args.budget_s, args.load_jobs)
+        return 0
     if not args.skip_search:
         searches(args.budget_s, args.rounds)
     if not args.skip_ranking:

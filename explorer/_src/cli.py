@@ -1,4 +1,5 @@
-"""The `sharding-explorer` command line. Bad input exits with status 2 and one message."""
+"""The `sharding-explorer` command line. Bad input exits with status 2 and one message; a
+search that evaluated no candidate (its budget ran out first) exits with status 3."""
 
 from __future__ import annotations
 
@@ -362,7 +363,9 @@ def _count(text: str) -> int:
 
 def _search_parser(sub) -> None:
     s = sub.add_parser("search", help="search the shardings of a built-in workload for the "
-                       "fastest predicted step on a target (docs/search.md)")
+                       "fastest predicted step on a target (docs/search.md)",
+                       epilog="exit status: 0 with a result, 2 on bad input, 3 when the "
+                       "search evaluated no candidate (raise --budget-s)")
     s.add_argument("--workload", required=True, help=f"one of: {', '.join(WORKLOADS)}")
     _add_param(s)
     s.add_argument("--mesh", required=True,
@@ -410,7 +413,8 @@ def _search_parser(sub) -> None:
                    help="the partitioner every candidate is compiled with (default shardy)")
     s.add_argument("--compile-for", default="target", choices=["target", "cpu"],
                    help="target (the default): on a GPU or TPU --target with its compiler "
-                   "installed, screen on CPU devices and confirm the best 3 with that compiler; "
+                   "installed, screen every candidate by its estimate (or on CPU devices where "
+                   "the program cannot be traced) and confirm the best with that compiler; "
                    "cpu: every candidate on CPU devices, priced on the target, no confirmation")
     _add_run_flags(s, timeout_help="time limit of one compile, seconds (default "
                    f"{_DEFAULT_TIMEOUT})",
@@ -470,7 +474,8 @@ def _search(args) -> int:
         print(_strict_json(result.to_dict(top=args.top)))
     else:
         print(result.text(top=args.top or 10))
-    return 0
+    # Nothing evaluated is no answer: a script must not read it as "nothing fits".
+    return 3 if result.nothing_evaluated else 0
 
 
 def _workloads_text() -> str:

@@ -375,3 +375,44 @@ def test_largest_batch_refuses_bad_options_naming_the_value(option, value, named
         explorer.largest_batch("transformer_train", "data=8", "h100-8",
                                **{"strategy": False, option: value})
     assert named in str(e.value)
+
+
+# A transformer step small enough to compile in seconds on CPU devices.
+TINY = {"seq": 16, "vocab": 64, "d_model": 16, "heads": 2, "d_head": 8, "d_ff": 32, "layers": 1}
+
+
+@pytest.mark.slow     # real compiles of a small transformer step
+def test_largest_batch_of_a_request_compiles_as_this_call_asks_not_as_the_request_says():
+    # Issue 53: given a Request, largest_batch took compile_for and timeout from it and
+    # silently dropped the ones the call gave. The Request here asks for the target's own
+    # compiler; the call asks for CPU devices, and every probe's Report says it compiled for
+    # them (its backend), whatever compiler is installed. Memory is tiny against an H100, so
+    # the search asks for the smallest batch (8, the data=8 step) and the largest (64) only.
+    request = explorer.Request(workload="transformer_train", mesh="data=8", target="h100-8",
+                               preset="fsdp", params=TINY, compile_for="target")
+    backends = []
+    analyze = capacity_module.analyze_workload
+
+    def recording(*args, **kwargs):
+        report = analyze(*args, **kwargs)
+        backends.append(report.backend)
+        return report
+
+    import unittest.mock
+    with unittest.mock.patch.object(capacity_module, "analyze_workload", recording):
+        result = largest_batch(request, compile_for="cpu", remats=("none",), max_batch=64,
+                               strategy=False)
+    assert backends == ["cpu", "cpu"]
+    assert [p.batch for p in result.policies[0].probes] == [8, 64]
+    assert result.compiles() == {CompiledBy.CPU_PRICED: 2}
+    assert result.compiled_by == "compiled for 8 CPU devices"
+    # And a time limit no compile can keep is applied (not the Request's none): the first
+    # probe's worker is stopped, and the error says by which limit. (Other params than above,
+    # so that no Report comes from the in-memory cache.)
+    from explorer._src.errors import WorkerError
+    with pytest.raises(WorkerError, match="longer than the 0.001 s limit"):
+        largest_batch(explorer.Request(workload="transformer_train", mesh="data=8",
+                                       target="h100-8", preset="fsdp",
+                                       params={**TINY, "d_ff": 48}),
+                      compile_for="cpu", timeout=1e-3, remats=("none",), max_batch=64,
+                      strategy=False)

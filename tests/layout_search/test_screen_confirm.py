@@ -140,8 +140,11 @@ def test_the_screen_compiles_on_cpu_and_the_target_confirms_its_best_three(scree
     assert result.to_dict()["candidates"][0]["compiled_by"] == "XLA's GPU compiler"
 
 
-def test_where_the_cpu_compiles_no_faster_the_estimate_screens_and_the_target_confirms(
+def test_the_estimate_screens_every_candidate_before_any_compile_and_the_target_confirms(
         screened, monkeypatch):
+    # Issue 53: the reference's compile by the target's compiler came first and, on a busy
+    # machine, took the whole budget. Now nothing compiles before the estimate has weighed the
+    # candidates: the first compile is a confirmation.
     screened.target_cost = 1.0
     factors = []           # what the confirmed made of the estimates left (recalibrate)
     recalibrate = EstimateScreen.recalibrate
@@ -151,15 +154,18 @@ def test_where_the_cpu_compiles_no_faster_the_estimate_screens_and_the_target_co
     result = explorer.search("mlp_train", **ARGS)
     runner = screened.runners[0]
     s = result.stats
-    # The reference by the target's compiler and on CPU; then no compile until the estimate
-    # has weighed every other candidate; then the estimate's best three by the target's.
-    assert [f for _, f, _, _ in runner.calls] == ["target", "cpu"] + ["target"] * CONFIRM_BEST
-    assert s.screen_skipped.startswith("no CPU screen: the reference compiled in ")
-    assert s.screen_skipped.endswith("screened by its estimate from the traced program instead")
+    # No compile until the estimate has weighed every candidate (the reference too); then the
+    # estimate's best three by the target's compiler, and nothing on CPU devices.
+    assert [f for _, f, _, _ in runner.calls] == ["target"] * CONFIRM_BEST
+    assert s.screen_skipped == ("no CPU screen: every candidate is screened by its estimate "
+                                "from the traced program, with no compile, and the best "
+                                "confirmed by XLA's GPU compiler")
     assert s.screen_skipped in s.text()
     assert s.screened_by is CompiledBy.ESTIMATE
-    assert (s.screened, s.confirmed) == (s.distinct - 1, CONFIRM_BEST)
-    assert s.estimated == s.distinct - 1 - CONFIRM_BEST and s.not_evaluated == 0
+    # One count of each: every distinct candidate screened, three of them then compiled.
+    assert (s.screened, s.confirmed, s.compiled) == (s.distinct, CONFIRM_BEST, CONFIRM_BEST)
+    assert s.estimated == s.distinct - CONFIRM_BEST and s.not_evaluated == 0
+    assert s.evaluated == s.screened == s.distinct
     assert not result.too_few
     # The three confirmed are the estimate's fastest three that fit (ties: any of them).
     estimated = [c for c in result.candidates if c.compiled_by is CompiledBy.ESTIMATE]
@@ -173,12 +179,18 @@ def test_where_the_cpu_compiles_no_faster_the_estimate_screens_and_the_target_co
                    for c in estimated if c.status is CandidateStatus.ESTIMATED]
     assert max(c.screen_seconds for c in confirmed) <= min(screened_as) * (1 + 1e-9)
     # Compiled ones rank first; the rest say they were not compiled.
-    assert all(c.compiled_by is CompiledBy.GPU for c in result.candidates[:CONFIRM_BEST + 1])
+    assert all(c.compiled_by is CompiledBy.GPU for c in result.candidates[:CONFIRM_BEST])
     assert all(c.status is not CandidateStatus.OK and c.time_source == "estimate, not compiled"
                for c in estimated)
     assert result.best.compiled_by is CompiledBy.GPU
-    assert f"{CONFIRM_BEST} of the {s.distinct - 1} screened by their estimate" in \
+    assert f"{CONFIRM_BEST} of the {s.distinct} screened by their estimate" in \
         result.headline()
+    # The table says on what basis each group is ranked.
+    assert result.ranking_text().startswith(
+        f"Ranked in two groups: the {CONFIRM_BEST} compiled by XLA's GPU compiler first, by "
+        f"the compiled program's predicted step; then the {s.distinct - CONFIRM_BEST} "
+        "screened only, by their estimate from the traced program")
+    assert result.text().splitlines()[2] == result.ranking_text()
 
 
 def test_a_program_that_cannot_be_traced_compiles_every_candidate_with_the_target(
@@ -257,10 +269,9 @@ def test_a_search_cut_short_by_its_budget_names_no_best(screened, monkeypatch):
     assert result.text().splitlines()[1] == result.headline()
 
 
-def test_under_a_budget_the_cpu_cannot_screen_in_the_estimate_screens_every_candidate(
+def test_under_a_budget_the_estimate_screens_every_candidate_and_confirms_in_the_reserve(
         screened):
-    # The target's compile of the reference is said to take a million times a CPU one (hours):
-    # at half that a CPU compile, the screen's 60% of 10 minutes holds none. So the search
+    # However slow the target's compiler (a million times a CPU compile here), the search
     # estimates every candidate, with no CPU compile at all, and confirms the best, well
     # before the budget ends.
     screened.target_cost = 1e6
@@ -268,9 +279,9 @@ def test_under_a_budget_the_cpu_cannot_screen_in_the_estimate_screens_every_cand
     runner = screened.runners[0]
     s = result.stats
     assert "cpu" not in [f for _, f, _, _ in runner.calls]
-    assert s.screen_skipped.startswith(f"no CPU screen: {s.distinct:,} candidates at ")
-    assert s.screen_skipped.endswith("screened by its estimate from the traced program instead")
-    assert s.screened_by is CompiledBy.ESTIMATE and s.screened == s.distinct - 1
+    assert s.screen_skipped.startswith("no CPU screen: every candidate is screened by its "
+                                       "estimate")
+    assert s.screened_by is CompiledBy.ESTIMATE and s.screened == s.distinct
     assert s.not_evaluated == 0 and not result.too_few and s.stopped == "complete"
     assert result.best is not None and result.best.compiled_by is CompiledBy.GPU
     # What is left estimated is scaled to what the target's compiler made of those confirmed.
@@ -290,7 +301,9 @@ def _untraceable(monkeypatch) -> None:
     monkeypatch.setattr(EstimateScreen, "trace", untraceable)
 
 
-def test_patience_that_stops_after_a_handful_says_so(screened):
+def test_patience_that_stops_after_a_handful_says_so(screened, monkeypatch):
+    # Patience counts compiles: the CPU screen's (a program the estimate cannot screen).
+    _untraceable(monkeypatch)
     result = explorer.search("mlp_train", **ARGS, patience=1)
     s = result.stats
     assert s.stopped == "patience" and s.compiled < MIN_EVALUATED
@@ -351,30 +364,48 @@ def test_a_users_function_is_estimated_from_its_own_code(screened):
     if megatron.compiled_by is CompiledBy.ESTIMATE:    # its inputs' shards, a lower bound
         assert megatron.memory_bytes == (256 * 256 + 256 * 256 + 256 * 256) * 4
     replicated = by_label["data=2,model=4: replicated"]
-    assert replicated.compiled_by is CompiledBy.GPU and replicated.status is CandidateStatus.OK
+    assert replicated.status in (CandidateStatus.OK, CandidateStatus.ESTIMATED)
     assert all(c.collectives == () for c in result.candidates
                if c.compiled_by is CompiledBy.ESTIMATE and c.label.endswith("replicated"))
 
 
-def test_the_estimate_screen_keeps_twice_the_references_compile_for_each_confirmation():
-    from types import SimpleNamespace
+def test_the_first_progress_of_a_screened_search_is_the_estimate_with_nothing_compiled(
+        screened):
+    # The budget is spent first on the estimate (milliseconds a candidate), never on a compile
+    # by the target's compiler (a minute on a busy machine): when the estimate first reports,
+    # the runner has compiled nothing.
+    seen = []
+    runner_calls = screened.runners
 
-    def took(seconds):
-        return SimpleNamespace(report=SimpleNamespace(timing=SimpleNamespace(compile_s=seconds)))
+    def progress(p):
+        seen.append((p.phase, len(runner_calls[0].calls) if runner_calls else 0))
 
-    screening = Screening(CompiledBy.GPU)
-    # 3 confirmations at twice 5 s each: 30 s of a 60 s budget (more than the usual 40%).
-    assert screening.estimate_reserve(60.0, took(5.0)) == pytest.approx(30.0)
-    # Never less than the usual 40%, never more than 60%.
-    assert screening.estimate_reserve(60.0, took(1.0)) == pytest.approx(24.0)
-    assert screening.estimate_reserve(60.0, took(8.0)) == pytest.approx(36.0)
-    # A reference the target's compiler failed: the usual share. No budget: nothing kept.
-    assert screening.estimate_reserve(60.0, SimpleNamespace(report=None)) == pytest.approx(24.0)
-    assert screening.estimate_reserve(None, took(5.0)) == 0.0
-    # Started late (a slow reference, 26 s into 40), the estimate still keeps a quarter of
-    # the 14 s left: the confirmations get 10.5 s, not the 24 s (60%) that would leave none.
-    assert screening.estimate_reserve(40.0, took(8.5), elapsed_s=26.0) == pytest.approx(10.5)
-    assert screening.estimate_reserve(40.0, took(8.5), elapsed_s=45.0) == 0.0
+    explorer.search("mlp_train", **ARGS, budget_s=600.0, progress=progress)
+    phases = [phase for phase, _ in seen]
+    first = phases.index("estimate")
+    assert set(phases[:first]) == {"enumerate"}
+    assert all(n == 0 for phase, n in seen if phase == "estimate")
+    assert phases[-1] == "done" and "confirm" in phases[first:]
+
+
+def test_a_search_whose_budget_ends_before_any_candidate_says_nothing_was_evaluated(
+        screened, cli):
+    # Issue 53: budget_s=0.001 said "No candidate fits the chip's memory" of layouts it never
+    # looked at, and the CLI exited 0.
+    result = explorer.search("mlp_train", **ARGS, budget_s=0.001)
+    s = result.stats
+    assert (s.evaluated, s.compiled, s.estimated, s.failed) == (0, 0, 0, 0)
+    assert result.nothing_evaluated and result.too_few and result.best is None
+    assert "fit" not in result.headline()
+    assert result.headline().startswith("Evaluated 0 of ")
+    assert result.headline().endswith(" within the 0.001 s budget: nothing is known of any; "
+                                      "widen the budget (budget_s).")
+    assert result.to_dict()["stats"]["evaluated"] == 0
+    code, out, _ = cli(["search", "--workload", "mlp_train", "--mesh", "data=2,model=2",
+                        "--target", "h100-4", "--param", "batch=512", "--names", "batch,mlp",
+                        "--fixed-mesh", "--budget-s", "0.001", "--quiet"])
+    assert code == 3
+    assert out.splitlines()[1].startswith("Evaluated 0 of ")
 
 
 def test_with_budget_left_the_estimates_next_best_are_confirmed_until_three_do_not_improve(
@@ -382,7 +413,7 @@ def test_with_budget_left_the_estimates_next_best_are_confirmed_until_three_do_n
     screened.target_cost = 1e6        # the estimate screens (as above); the budget is ample
     result = explorer.search("mlp_train", **ARGS, budget_s=600.0)
     runner = screened.runners[0]
-    confirmed = [step for _, f, _, step in runner.calls[1:] if f == "target"]
+    confirmed = [step for _, f, _, step in runner.calls if f == "target"]
     fitting = [s for s in confirmed if s is not None]
     assert result.stats.confirmed == len(confirmed) >= CONFIRM_BEST
     # It stopped because the last three did not beat the best before them, or ran out of
@@ -390,33 +421,8 @@ def test_with_budget_left_the_estimates_next_best_are_confirmed_until_three_do_n
     stopped_early = min(fitting[-CONFIRM_BEST:]) >= min(fitting[:-CONFIRM_BEST], default=1e9)
     assert stopped_early or len(confirmed) == sum(
         c.status in (CandidateStatus.OK, CandidateStatus.ESTIMATED)
-        for c in result.candidates) - 1
+        for c in result.candidates)
     assert result.stats.stopped == "complete"
-
-
-def test_the_estimate_is_calibrated_on_the_targets_compile_of_the_reference():
-    from explorer._src.layout_search.estimate_screen import EstimateScreen
-    from explorer._src.layout_search.space import enumerate_space
-    from explorer._src.spec.mesh import parse_mesh
-
-    problem = search_module._problem(explorer.Request(workload="mlp_train", mesh="data=2,model=2",
-                                                      params={"batch": 512}))
-    mesh = parse_mesh("data=2,model=2")
-    found = enumerate_space(problem, [mesh], search_module.SearchSpace.RULES,
-                            *search_module._searched(problem, search_module.SearchSpace.RULES,
-                                                     ["batch", "mlp"], None), lambda: False)
-    reference, other = found.points[0], found.points[-1]
-    screen = EstimateScreen(problem, "h100-4")
-    plain_ref, plain_other = screen.candidate(reference), screen.candidate(other)
-    # The target's compiler made the reference's compute 3 times what the estimate says.
-    compiled = replace(plain_ref, compute_seconds=3 * plain_ref.compute_seconds)
-    screen.calibrate(reference, compiled)
-    assert screen.compute_scale == pytest.approx(3.0)
-    scaled = screen.candidate(other)
-    assert scaled.compute_seconds == pytest.approx(3 * plain_other.compute_seconds)
-    assert scaled.comm_seconds == pytest.approx(plain_other.comm_seconds)
-    assert scaled.upper_seconds == pytest.approx(scaled.compute_seconds + scaled.comm_seconds)
-    assert any("compute scaled by 3.00" in n for n in scaled.notes)
 
 
 def test_the_estimates_left_are_scaled_again_by_what_the_target_made_of_those_it_confirmed():
@@ -431,16 +437,13 @@ def test_the_estimates_left_are_scaled_again_by_what_the_target_made_of_those_it
                             *search_module._searched(problem, search_module.SearchSpace.RULES,
                                                      ["batch", "mlp"], None), lambda: False)
     screen = EstimateScreen(problem, "h100-4")
-    reference = screen.candidate(found.points[0])
-    screen.calibrate(found.points[0], replace(reference,
-                                              compute_seconds=2 * reference.compute_seconds))
     a, b, c, left = [screen.candidate(p) for p in found.points[1:5]]
     # The target's compiler made the compute of three confirmed candidates 0.5, 0.6 and 2.0
     # times their estimates: the median, 0.6, scales what is left.
     pairs = [(e, replace(e, compute_seconds=r * e.compute_seconds))
              for e, r in ((a, 0.5), (b, 0.6), (c, 2.0))]
     assert screen.recalibrate(pairs) == pytest.approx(0.6)
-    assert screen.compute_scale == pytest.approx(2 * 0.6)
+    assert screen.compute_scale == pytest.approx(0.6)
     again = screen.rescaled(left, 0.6)
     assert again.compute_seconds == pytest.approx(0.6 * left.compute_seconds)
     assert again.comm_seconds == left.comm_seconds
@@ -452,7 +455,7 @@ def test_the_estimates_left_are_scaled_again_by_what_the_target_made_of_those_it
     assert again.compute_seconds == pytest.approx(fresh.compute_seconds)
     assert again.lower_seconds == pytest.approx(fresh.lower_seconds)
     assert again.notes == fresh.notes
-    assert any("compute scaled by 1.20" in n and "the 3 candidate(s) it confirmed" in n
+    assert any("compute scaled by 0.60" in n and "the 3 candidate(s) it confirmed" in n
                for n in again.notes)
     # No pair with both computes: nothing changes.
     assert screen.recalibrate([(a, replace(a, compute_seconds=None))]) == 1.0

@@ -96,7 +96,11 @@ def test_workload_search_ranks_as_the_api_and_apply_loads_the_winner(mlp_app, cp
     assert "winner" in view.table.value.split("</tr>")[1]          # the first row is marked
     n = expected.stats.distinct
     assert view.bar.value == view.bar.max == n
-    assert f"complete: evaluated {n} of {n}" in view.progress_w.value
+    # The counts are the result's: compiled, estimated or failed, the pruned beside them.
+    e, pruned = expected.stats.evaluated, expected.stats.pruned_bound + expected.stats.pruned_memory
+    assert e + pruned == n
+    assert view.progress_w.value.startswith(f"complete: evaluated {e} of {n} distinct layouts")
+    assert (f", {pruned} pruned by a bound" in view.progress_w.value) == (pruned > 0)
     assert best.label in unescape(view.summary.value)
     why = unescape(view.why.value)
     assert all(line.strip() in why for line in expected.comparison.text.splitlines())
@@ -374,8 +378,56 @@ def test_the_progress_says_when_the_target_compiler_confirms_the_screens_best():
     assert "compiling <code>data=8: mlp=data</code> ·" in progress_text(screening)
     assert ("confirming <code>data=8: batch=data</code> with the target's compiler"
             in progress_text(confirming))
-    assert "evaluated 40 of 40 (28 pruned)" in progress_text(confirming)
+    # Issue 53: the panel said "evaluated" of the settled (the pruned among them) while the
+    # summary counted the compiled and estimated. Now both count compiled + estimated +
+    # failed, and the pruned beside: 12 compiled and 28 pruned of 40.
+    assert "evaluated 12 of 40 (12 compiled), 28 pruned by a bound" in progress_text(confirming)
     estimating = Progress(SearchPhase.ESTIMATE, 900, 5000, 1, 0, 0, 0.25, "data=8: batch=data",
                           "data=8: mlp=data", 20.0, estimated=899)
-    assert "evaluated 900 of 5000 (899 estimated)" in progress_text(estimating)
+    assert "evaluated 900 of 5,000 (899 estimated, 1 compiled)," in progress_text(estimating)
     assert "estimating (no compile) <code>data=8: mlp=data</code>" in progress_text(estimating)
+
+
+def test_the_counts_and_the_ranking_basis_are_one_in_the_result_the_cli_and_the_panel():
+    # Issue 53, the panel that disagreed with itself: "evaluated 1075 (1071 estimated)" beside
+    # "1074 screened ... 4 compiled", and a compiled row at 61.2 µs ranked above an estimated
+    # one at 32.6 µs with no word on why. A search that estimated 1,071 candidates and had 4
+    # compiled by XLA's GPU compiler evaluated 1,071 + 4 = 1,075 of 8,620; every summary says
+    # so in the same words, and the table says on what each group is ranked.
+    from types import SimpleNamespace
+
+    from explorer._src.layout_search import result as r
+    from explorer._src.spec.mesh import parse_mesh
+    from explorer._src.ui.suggest import tables
+
+    Candidate, CandidateStatus, CompiledBy = r.Candidate, r.CandidateStatus, r.CompiledBy
+    mesh = parse_mesh("data=2,model=4")
+    compiled = Candidate("data=2,model=4: batch=data", mesh, "batch=data", {}, {},
+                         CandidateStatus.OK, seconds=61.2e-6, time_source="trace",
+                         memory_bytes=2 ** 20, fits=True, compiled_by=CompiledBy.GPU)
+    estimated = Candidate("data=2,model=4: mlp=model", mesh, "mlp=model", {}, {},
+                          CandidateStatus.ESTIMATED, seconds=32.6e-6,
+                          time_source="estimate, not compiled", memory_bytes=2 ** 19,
+                          compiled_by=CompiledBy.ESTIMATE)
+    stats = r.SearchStats(
+        space=40390, invalid=9260, equivalent=22510, distinct=8620, compiled=4, failed=0,
+        does_not_fit=0, pruned_bound=0, pruned_memory=0, not_evaluated=7545, seconds=60.0,
+        stopped="budget", prune=True, screened=1075, confirmed=4, confirmed_by=CompiledBy.GPU,
+        screened_by=CompiledBy.ESTIMATE, estimated=1071, budget_s=60.0)
+    result = r.SearchResult("transformer_train", "rules", "h100-8", "t",
+                            (compiled, estimated), (compiled,), None, stats)
+    words = "evaluated 1,075 of 8,620 distinct layouts (1,071 estimated, 4 compiled, 0 failed)"
+    assert stats.evaluated == 1075 and result.to_dict()["stats"]["evaluated"] == 1075
+    assert words in result.text()                                         # the CLI's summary
+    assert words in unescape(tables.summary_html(SimpleNamespace(describe=lambda: "it"),
+                                                 result))
+    assert "1075 screened by their estimate" in result.text()     # the screen: the same 1,075
+    basis = ("Ranked in two groups: the 1 compiled by XLA's GPU compiler first, by the "
+             "compiled program's predicted step; then the 1 screened only, by their estimate")
+    assert result.ranking_text().startswith(basis)
+    page = tables.results_html(result)
+    assert basis in unescape(page)
+    rows = re.findall(r"<tr class='[^']*' data-label='([^']*)'>(.*?)</tr>", page, re.S)
+    assert [label for label, _ in rows] == [compiled.label, estimated.label]
+    assert "(trace, XLA's GPU compiler)" in unescape(rows[0][1])
+    assert "(estimate, not compiled)" in unescape(rows[1][1])

@@ -25,12 +25,7 @@ from explorer._src.api.targeting import CompileFor
 from explorer._src.cost.catalog.names import get_target
 from explorer._src.errors import ExplorerError
 from explorer._src.layout_search import bounds
-from explorer._src.layout_search.confirm import (
-    Screening,
-    cpu_screen_too_slow,
-    screen_skipped,
-    to_confirm,
-)
+from explorer._src.layout_search.confirm import Screening, screen_skipped, to_confirm
 from explorer._src.layout_search.estimate_screen import EstimateScreen
 from explorer._src.layout_search.evaluate import Outcome, candidate_request
 from explorer._src.layout_search.ranking import (
@@ -92,6 +87,7 @@ class BranchAndBound:
         self.estimates_confirmed: list[tuple[Candidate, Candidate]] = []
         self.estimating: EstimateScreen | None = None   # the screen, where CPU compiles do not pay
         self.screen_skipped = ""       # why the screen was dropped after the reference
+        self.not_estimated = ""        # why the estimate could not screen, where it could not
         # The reference as the target's compiler made it, while weighing the screen: used
         # again if the reference is among the best confirmed.
         self.reference_confirmed: dict[int, Candidate] = {}
@@ -113,7 +109,9 @@ class BranchAndBound:
 
     def run(self) -> SearchResult:
         if self.points:
-            self.compile_reference()
+            self.estimating = self.start_estimate_screen()
+            if self.estimating is None:
+                self.compile_reference()
             self.set_bounds()
             self.prune_by_memory()
         if self.estimating is not None:
@@ -133,10 +131,31 @@ class BranchAndBound:
 
     # -- the reference and the bounds ----------------------------------------------------------
 
+    def start_estimate_screen(self) -> EstimateScreen | None:
+        """Where the search screens (the target's own compiler would compile), the estimate
+        screen, from the start: no compile comes before it, so that on a busy machine, where
+        one compile by the target's compiler can take a minute, the budget goes first to
+        weighing the candidates (milliseconds each), and the target's compiles confirm the
+        best after it, in the budget's reserve. None where the program cannot be traced or
+        prune=False asks for every candidate compiled: the reference's compiles then choose
+        between a CPU screen and none (compile_reference)."""
+        if self.screening is None:
+            return None
+        screen, why = self.estimate_screen()
+        if screen is None:
+            self.not_estimated = why
+            return None
+        self.state.reserved_s = self.screening.reserve(self.state.budget_s)
+        self.screen_skipped = ("no CPU screen: every candidate is screened by its estimate "
+                               "from the traced program, with no compile, and the best "
+                               f"confirmed by {self.screening.compiler}")
+        return screen
+
     def compile_reference(self) -> None:
         """The reference (every searched tensor replicated, on the given mesh shape) first:
-        the bounds need it. Where the search screens, the target's compiler compiles it first,
-        and what that took chooses the screen (choose_screen, weigh_screen)."""
+        the bounds need it. Where the search screens (a program the estimate cannot screen),
+        the target's compiler compiles it first, and what that took against the CPU's compile
+        chooses the screen (weigh_screen)."""
         ref = self.points[0]
         self.remaining.discard(ref.index)
         if self.state.should_stop():
@@ -145,7 +164,7 @@ class BranchAndBound:
         own = None
         if self.screening is not None:
             own = self.reference_by_target(ref)
-            if own is None or self.choose_screen(ref.index, own):
+            if own is None:
                 return
         self.submit(ref)
         for _, outcome in self.runner.next_done():
@@ -164,68 +183,36 @@ class BranchAndBound:
             return None
         return self.candidate(ref.index, outcome, self.screening.compiler)
 
-    def choose_screen(self, index: int, own: Candidate) -> bool:
-        """Screen by the estimate, with no CPU compile, where CPU compiles could not cover the
-        candidates in the budget's screen share even at SCREEN_GAIN times the target's speed
-        (confirm.py's cpu_screen_too_slow) and the program can be traced; True when it does,
-        with the target's reference kept."""
-        why = cpu_screen_too_slow(len(self.points), own, self.state.budget_s,
-                                  self.screening.share)
-        if not why:
-            return False
-        screen, _ = self.estimate_screen(own)
-        if screen is None:
-            return False
-        self.keep_own_reference(index, own)
-        self.screen_by_estimate(screen, own, why)
-        return True
-
-    def keep_own_reference(self, index: int, own: Candidate, screened: Candidate | None = None
-                           ) -> None:
-        """The target's compile of the reference as its result (in place of the CPU's
-        `screened`, where there was one): the best so far, and the surrogate's first point."""
+    def keep_own_reference(self, index: int, own: Candidate, screened: Candidate) -> None:
+        """The target's compile of the reference as its result in place of the CPU's
+        (`screened`): the best so far, and the surrogate's first point."""
         self.results[index] = own
-        if screened is None:
-            self.state.count(own)
-        else:
-            self.state.recount(screened, own)
+        self.state.recount(screened, own)
         self.timed = [index] if own.status is not CandidateStatus.FAILED else []
         self.state.best_seconds, self.state.best_label = None, ""
         self.state.note_best(own)
 
     def weigh_screen(self, index: int, own: Candidate) -> None:
         """Keep the CPU screen where it pays against the target's compile of the reference
-        (`own`; confirm.py's screen_skipped); else screen by the estimate, or, where the
-        program cannot be traced, compile with the target's compiler from the reference on,
-        as without a screen."""
+        (`own`; confirm.py's screen_skipped); else compile with the target's compiler from the
+        reference on, as without a screen (the estimate screen, which would come first, could
+        not screen this program: `not_estimated` says why)."""
         screened = self.results[index]
         why = screen_skipped(screened, own)
         if not why:
             self.reference_confirmed[index] = own
             return
         self.keep_own_reference(index, own, screened)
-        screen, untraced = self.estimate_screen(own)
-        if screen is not None:
-            self.screen_by_estimate(screen, own, why)
-            return
-        self.screen_skipped = f"{why}{untraced}, so every candidate compiles with {own.compiled_by}"
+        self.screen_skipped = (f"{why}{self.not_estimated}, so every candidate compiles with "
+                               f"{own.compiled_by}")
         self.screening, self.compiled_by = None, own.compiled_by
         self.searching = self.request.compile_for
         self.state.reserved_s = 0.0
 
-    def screen_by_estimate(self, screen: EstimateScreen, own: Candidate, why: str) -> None:
-        """Screen by `screen` from now on, with the confirmation's reserve sized from the
-        target's compile of the reference (`own`); `why`: why not on CPU devices."""
-        self.estimating = screen
-        self.state.reserved_s = self.screening.estimate_reserve(self.state.budget_s, own,
-                                                                self.state.elapsed())
-        self.screen_skipped = (f"{why}, so every candidate is screened by its estimate from "
-                               "the traced program instead")
-
-    def estimate_screen(self, own: Candidate) -> tuple[EstimateScreen | None, str]:
-        """The estimate screen of this search, calibrated on the target's compile of the
-        reference (`own`), and ""; or None and why there is none: the program could not be
-        traced, or the search was asked to compile every candidate (prune=False)."""
+    def estimate_screen(self) -> tuple[EstimateScreen | None, str]:
+        """The estimate screen of this search, and ""; or None and why there is none: the
+        search was asked to compile every candidate (prune=False), or the program could not
+        be traced."""
         if not self.state.prune:
             return None, " and prune=False asks for every candidate compiled"
         screen = EstimateScreen(self.problem, self.request.target, self.request.mapping)
@@ -233,7 +220,6 @@ class BranchAndBound:
             screen.trace(self.points[0].layout.mesh)
         except ExplorerError as e:
             return None, f" and the program could not be traced for an estimate ({e})"
-        screen.calibrate(self.points[0], own)
         return screen, ""
 
     def set_bounds(self) -> None:
@@ -464,6 +450,7 @@ class BranchAndBound:
             does_not_fit=sum(c.status is CandidateStatus.DOES_NOT_FIT for c in ranked),
             pruned_bound=len(self.by_time.pruned), pruned_memory=len(self.by_memory.pruned),
             not_evaluated=len(self.not_evaluated), seconds=state.elapsed(),
+            budget_s=state.budget_s,
             stopped=state.stopped, prune=state.prune, cluster=self.runner.address,
             cluster_size=self.runner.size,
             bound_violations=tuple(state.violations),

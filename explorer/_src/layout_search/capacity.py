@@ -276,7 +276,7 @@ def largest_batch(workload: str | Request, mesh=None, target: str | None = None,
                   remats: Sequence[str] = REMATS, offloads: Sequence[str] = ("none",),
                   max_batch: int | None = None, strategy: bool = True,
                   progress: Callable[[str], Any] | None = None,
-                  compile_for: CompileForName = "target", timeout: float | None = None,
+                  compile_for: CompileForName | None = None, timeout: float | None = None,
                   pool=None, search_kwargs: Mapping | None = None) -> CapacityResult:
     """The largest global batch of a training workload that fits `target`, for each activation
     policy, and the fastest strategy at the best one's batch; every answer a compile.
@@ -284,7 +284,8 @@ def largest_batch(workload: str | Request, mesh=None, target: str | None = None,
     Args:
         workload: a training workload with a token batch (``transformer_train``); or an
             explorer.Request of one, which gives the workload, its params, the mesh, target,
-            preset, rules, compile_for and timeout (its batch is what is searched).
+            preset and rules, and the compile_for and timeout that this call does not give
+            (its batch is what is searched).
         mesh: the mesh, e.g. ``"data=64"``; its device count must be the target's.
         target: the hardware, e.g. ``"h100-8x8"``: each probe compiles for it (its own
             compiler where installed, see ``compile_for``) and is judged against its memory.
@@ -299,7 +300,9 @@ def largest_batch(workload: str | Request, mesh=None, target: str | None = None,
             ``budget_s``.
         progress: called with a line of text before each compile, after each policy, and as
             the strategy search goes.
-        compile_for, timeout, pool: as explorer.analyze takes them; `search_kwargs` go to
+        compile_for, timeout, pool: as explorer.analyze takes them, for every probe and the
+            strategy search (compile_for None: the Request's, else "target"; timeout None:
+            the Request's, else the compile pool's own limit); `search_kwargs` go to
             explorer.search.
 
     Returns:
@@ -310,10 +313,15 @@ def largest_batch(workload: str | Request, mesh=None, target: str | None = None,
     Raises:
         InputError: an unknown workload, remat or offload; a workload with no token batch; a
             mesh that does not fit the target.
+        WorkerError: a probe's compile took longer than `timeout` (its worker was stopped).
     """
     if isinstance(workload, Request):
-        workload, mesh, target, params, preset, rules, compile_for, timeout = _request_fields(
+        # What this call gives wins over the Request's: a caller who asks for compile_for="cpu"
+        # or a timeout gets them (issue 53: both were replaced by the Request's, silently).
+        workload, mesh, target, params, preset, rules, own_for, own_timeout = _request_fields(
             workload, mesh, target, params, preset, rules)
+        compile_for = own_for if compile_for is None else compile_for
+        timeout = own_timeout if timeout is None else timeout
     if target is None:
         raise InputError("largest_batch needs a target to fit the batch into, e.g. "
                          "target='h100-8' (see explorer.targets())")
@@ -324,7 +332,7 @@ def largest_batch(workload: str | Request, mesh=None, target: str | None = None,
     resolved = w.resolve(params)
     mesh_spec = check_mesh(mesh)
     check_target(target, None, mesh_spec)
-    compile_for = check_compile_for(compile_for)
+    compile_for = check_compile_for("target" if compile_for is None else compile_for)
     compiler = compiler_of(mesh_spec, target, compile_for)
     step, top = _batch_range(w, params, resolved, mesh_spec, preset, rules, max_batch)
     capacity = get_target(target).chip.capacity

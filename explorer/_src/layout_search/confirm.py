@@ -11,14 +11,16 @@ A share of the budget is kept from the screen for the confirmation, so that a se
 by its budget still confirms what it found. With compile_for="cpu", or a target whose compiler
 is not installed, every compile is already a CPU one and nothing is screened.
 
-A screen pays only where a CPU compile is much cheaper than the target's: for a small program
-(mlp: a few tenths of a second against seconds), not for a transformer step, whose CPU compile
-takes as long as its GPU one (docs/performance.md). So the reference is compiled by both, and
-where the CPU was not SCREEN_GAIN times faster the search drops the CPU screen: it screens every
-candidate by its estimate from the traced program instead, with no compile
-(estimate_screen.py), and confirms the best the same way; where the program cannot be traced,
-it compiles every candidate with the target's compiler, as without a screen (`screen_skipped`
-says why).
+Two screens. Where the program can be traced (and prune is on), every candidate is screened by
+its estimate from the traced program, with no compile (estimate_screen.py), and that starts at
+once: no compile comes before it, since on a busy 2-core machine one compile by the target's
+compiler (its worker started first) can take the whole of a minute's budget. Its best are then
+confirmed in the budget's reserve. Otherwise a CPU screen pays only where a CPU compile is much
+cheaper than the target's: for a small program (mlp: a few tenths of a second against seconds),
+not for a transformer step, whose CPU compile takes as long as its GPU one
+(docs/performance.md). So the reference is compiled by both, and where the CPU was not
+SCREEN_GAIN times faster the search compiles every candidate with the target's compiler, as
+without a screen (`screen_skipped` says why).
 """
 
 from __future__ import annotations
@@ -39,17 +41,6 @@ SCREEN_GAIN = 2.0
 CONFIRM_SHARE = 0.4
 
 
-# The estimate screen keeps this many times the target's compile of the reference for each
-# confirmation (its candidates' compiles took 0.7-1.4x the reference's on this 2-core machine,
-# docs/performance.md; the margin covers load), up to MAX_CONFIRM_SHARE of the budget.
-CONFIRM_MARGIN = 2.0
-MAX_CONFIRM_SHARE = 0.6
-# ... but the estimate itself keeps at least this share of what is left of the budget when it
-# starts: it weighs hundreds of candidates a second, and without them there is nothing to
-# confirm (a slow reference on a loaded machine could otherwise leave it no time at all).
-ESTIMATE_MIN_SHARE = 0.25
-
-
 @dataclass(frozen=True)
 class Screening:
     """How a search screens and confirms: the compiler that confirms, how many, and the share
@@ -62,20 +53,6 @@ class Screening:
     def reserve(self, budget_s: float | None) -> float:
         """Seconds at the end of `budget_s` kept for the confirmation (0 without a budget)."""
         return 0.0 if budget_s is None else self.share * budget_s
-
-    def estimate_reserve(self, budget_s: float | None, target: Candidate,
-                         elapsed_s: float = 0.0) -> float:
-        """The reserve once the estimate screens, `elapsed_s` into the search, sized from the
-        target's compile of the reference (`target`): CONFIRM_MARGIN times it for each
-        confirmation, at least the usual share and at most MAX_CONFIRM_SHARE of the budget.
-        Estimating is fast, so the time is better spent on the compiles that confirm; but
-        never more than leaves the estimate ESTIMATE_MIN_SHARE of what is left."""
-        if budget_s is None:
-            return 0.0
-        own_s = target.report.timing.compile_s if target.report is not None else 0.0
-        reserve = min(MAX_CONFIRM_SHARE * budget_s,
-                      max(self.reserve(budget_s), self.best * CONFIRM_MARGIN * own_s))
-        return max(0.0, min(reserve, (1 - ESTIMATE_MIN_SHARE) * (budget_s - elapsed_s)))
 
 
 def screening_for(request: Request) -> Screening | None:
@@ -113,21 +90,3 @@ def screen_skipped(screen: Candidate, target: Candidate) -> str:
     return (f"no CPU screen: the reference compiled in {cpu_s:.1f} s on CPU devices against "
             f"{own_s:.1f} s with {target.compiled_by} (a screen pays where the CPU is "
             f"{SCREEN_GAIN:g}x faster)")
-
-
-def cpu_screen_too_slow(candidates: int, target: Candidate, budget_s: float | None,
-                        share: float) -> str:
-    """Why CPU compiles could not screen `candidates` within the budget's screen share (all
-    but `share`) even at SCREEN_GAIN times the speed of the target's compile of the reference
-    (`target`); "" where they might, or without a budget (the reference's CPU compile then
-    decides: screen_skipped)."""
-    if budget_s is None or target.report is None:
-        return ""
-    each = target.report.timing.compile_s / SCREEN_GAIN
-    needed, screen_s = candidates * each, (1 - share) * budget_s
-    if needed <= screen_s:
-        return ""
-    return (f"no CPU screen: {candidates:,} candidates at {each:.1f} s a CPU compile (the "
-            f"{target.report.timing.compile_s:.1f} s the target's compiler took for the "
-            f"reference, at a CPU {SCREEN_GAIN:g}x faster) would take {needed:,.0f} s, more "
-            f"than the budget's {screen_s:.0f} s for the screen")

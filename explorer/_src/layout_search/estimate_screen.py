@@ -57,8 +57,8 @@ class EstimateScreen:
         largest = max(problem.inputs, key=lambda t: t.nbytes, default=None)
         self.dtype = largest.dtype if largest is not None else "float32"
         self._programs: dict[tuple[int, ...], Prepared] = {}
-        # The target compiler's compute time over the estimate's: of the reference (calibrate),
-        # then of the candidates it confirmed (recalibrate, `confirmed` of them).
+        # The target compiler's compute time over the estimate's, of the candidates it
+        # confirmed (recalibrate, `confirmed` of them); 1 until then.
         self.compute_scale = 1.0
         self.confirmed = 0
         # Each estimated candidate's communication with everything overlapped, by label: its
@@ -72,16 +72,6 @@ class EstimateScreen:
             fn, inputs = _traceable(self.problem)
             self._programs[mesh.sizes] = prepare(trace_program(fn, inputs, mesh))
         return self._programs[mesh.sizes]
-
-    def calibrate(self, reference: SearchPoint, compiled: Candidate) -> None:
-        """Scale every estimate's compute to what the target's compiler made of the reference
-        (`compiled`). The estimate puts the whole step's FLOPs and bytes on one roofline; the
-        compiled schedule times each kernel on its own, which comes out slower by a factor the
-        program's mix of kernels sets and the layout barely changes (every candidate runs the
-        same ops on other shard shapes). Communication is priced alike on both sides."""
-        est = self.candidate(reference)
-        if compiled.compute_seconds and est.compute_seconds:
-            self.compute_scale = compiled.compute_seconds / est.compute_seconds
 
     def recalibrate(self, pairs: Sequence[tuple[Candidate, Candidate]]) -> float:
         """The factor that brings the estimates' compute to what the target's compiler made
@@ -115,10 +105,9 @@ class EstimateScreen:
     def _scale_note(self) -> tuple[str, ...]:
         if self.compute_scale == 1:
             return ()
-        of = (f"the median over the {self.confirmed} candidate(s) it confirmed"
-              if self.confirmed else "of the reference")
         return (f"{_SCALE_NOTE} {self.compute_scale:.2f}: the target compiler's compute time "
-                f"over the estimate's, {of}",)
+                f"over the estimate's, the median over the {self.confirmed} candidate(s) it "
+                "confirmed",)
 
     def candidate(self, point: SearchPoint) -> Candidate:
         """`point` estimated: its predicted step (nothing overlapped, as a compiled

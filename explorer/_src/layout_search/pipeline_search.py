@@ -255,7 +255,8 @@ class PipelineSearch:
             compiled=state.compiled, failed=state.failed,
             does_not_fit=sum(c.status is CandidateStatus.DOES_NOT_FIT for c in ranked),
             pruned_bound=0, pruned_memory=0, not_evaluated=self.unplanned,
-            seconds=state.elapsed(), stopped=state.stopped, prune=state.prune,
+            seconds=state.elapsed(), budget_s=state.budget_s, stopped=state.stopped,
+            prune=state.prune,
             cluster=self.runner.address, cluster_size=self.runner.size, profiled=self.profiled,
             dominated=space - self.unplanned - len(self.plans), bound_violations=(),
             retried=sum(c.retries > 0 for c in ranked))

@@ -274,10 +274,39 @@ class SearchStats:
     # compiled. Every distinct candidate is compiled, failed, estimated, pruned or not
     # evaluated.
     estimated: int = 0
+    budget_s: float | None = None   # the budget the search was given (None: none)
+
+    @property
+    def evaluated(self) -> int:
+        """The candidates the search looked at: compiled, estimated, or failed in either (the
+        one count every summary of a search gives as "evaluated")."""
+        return self.compiled + self.estimated + self.failed
+
+    @property
+    def listed_all(self) -> bool:
+        """Whether the enumeration listed the whole space (a budget spent, or a cancel, can
+        stop it early)."""
+        return self.invalid + self.equivalent + self.distinct >= self.space
+
+    def of_text(self) -> str:
+        """'of 8,620 distinct layouts', or, where the enumeration was cut short, of the
+        combinations in the space, and that it was."""
+        if self.listed_all:
+            return f"of {self.distinct:,} distinct layouts"
+        return (f"of the {self.space:,} combinations in the space (listed "
+                f"{self.invalid + self.equivalent + self.distinct:,} before it stopped)")
+
+    def evaluated_text(self) -> str:
+        """'evaluated 1,075 of 8,620 distinct layouts (1,071 estimated, 4 compiled, 0 failed)':
+        the counts every summary gives, from these fields alone."""
+        parts = [f"{self.estimated:,} estimated"] if self.estimated else []
+        parts += [f"{self.compiled:,} compiled", f"{self.failed:,} failed"]
+        return f"evaluated {self.evaluated:,} {self.of_text()} ({', '.join(parts)})"
 
     def to_dict(self) -> dict:
         return {**asdict(self), "stopped": str(self.stopped),
-                "confirmed_by": str(self.confirmed_by), "screened_by": str(self.screened_by)}
+                "confirmed_by": str(self.confirmed_by), "screened_by": str(self.screened_by),
+                "evaluated": self.evaluated}
 
     def screen_text(self) -> str:
         """'N screened on CPU devices' or 'N screened by their estimate (not compiled)'."""
@@ -286,18 +315,19 @@ class SearchStats:
         return f"{self.screened} screened {how}"
 
     def text(self) -> str:
-        parts = [f"{self.space} in the space", f"{self.invalid} indivisible",
+        parts = [self.evaluated_text(), f"{self.space} in the space",
+                 f"{self.invalid} indivisible",
                  f"{self.equivalent} equivalent", f"{self.distinct} distinct",
                  f"{self.compiled} compiled ({self.failed} failed, {self.does_not_fit} do not "
                  "fit)", f"{self.pruned_bound} pruned by the time bound",
                  f"{self.pruned_memory} by the memory bound"]
         if self.screened:
-            parts.insert(5, f"{self.screen_text()}, {self.confirmed} confirmed by "
+            parts.insert(6, f"{self.screen_text()}, {self.confirmed} confirmed by "
                             f"{self.confirmed_by}")
         if self.profiled:
-            parts.insert(5, f"{self.profiled} profiling compiles")
+            parts.insert(6, f"{self.profiled} profiling compiles")
         if self.dominated:
-            parts.insert(6, f"{self.dominated} plans dominated in the stage DP")
+            parts.insert(7, f"{self.dominated} plans dominated in the stage DP")
         if self.not_evaluated:
             parts.append(f"{self.not_evaluated} not evaluated")
         if self.retried:
@@ -328,6 +358,12 @@ class Progress:
     elapsed_s: float
     estimated: int = 0           # estimated (no compile), by the estimate screen
 
+    @property
+    def evaluated(self) -> int:
+        """Compiled, estimated or failed so far: what SearchStats.evaluated counts at the
+        end (`done` also counts the pruned)."""
+        return self.compiled + self.estimated + self.failed
+
 
 @dataclass(frozen=True)
 class SearchResult:
@@ -352,28 +388,45 @@ class SearchResult:
         return first if first is not None and first.status in ranked else None
 
     @property
-    def too_few(self) -> bool:
-        """Whether a search stopped early compiled too few candidates to name a best
-        (MIN_EVALUATED); a search that ran to the end (every candidate compiled or pruned by a
-        bound) proves its best however few it compiled."""
+    def nothing_evaluated(self) -> bool:
+        """Whether the search stopped before it evaluated any candidate (a budget spent while
+        listing the space, or a cancel): it can then say nothing of any layout."""
         s = self.stats
-        return (self.space is not SearchSpace.PIPELINE and s.stopped is not StopReason.COMPLETE
-                and s.compiled + s.estimated < min(MIN_EVALUATED, s.distinct))
+        return s.evaluated == 0 and (s.distinct > 0 or not s.listed_all)
+
+    @property
+    def too_few(self) -> bool:
+        """Whether a search stopped early evaluated too few candidates to name a best
+        (MIN_EVALUATED, none included); a search that ran to the end (every candidate
+        compiled, estimated or pruned by a bound) proves its best however few it compiled."""
+        s = self.stats
+        return self.nothing_evaluated or (
+            self.space is not SearchSpace.PIPELINE and s.stopped is not StopReason.COMPLETE
+            and s.evaluated < min(MIN_EVALUATED, s.distinct))
 
     def headline(self) -> str:
         """The result in one sentence: the best and which compiler its numbers come from; or,
-        when too few candidates were evaluated, that, and what to do, instead of a best."""
+        when too few candidates were evaluated, that, and what to do, instead of a best. It
+        never says a layout does not fit unless that layout was evaluated."""
         best, s = self.best, self.stats
+        remedy = {StopReason.BUDGET: "widen the budget (budget_s)",
+                  StopReason.PATIENCE: "raise patience",
+                  StopReason.CANCELLED: "the search was cancelled; let it run longer",
+                  StopReason.COMPLETE: "widen the budget (budget_s)"}
+        if self.nothing_evaluated:
+            within = (f" within the {s.budget_s:g} s budget"
+                      if s.stopped is StopReason.BUDGET and s.budget_s is not None else "")
+            return (f"Evaluated 0 {s.of_text()}{within}: nothing is known of any; "
+                    f"{remedy[s.stopped]}.")
         if self.too_few:
-            remedy = {StopReason.BUDGET: "widen the budget (budget_s)",
-                      StopReason.PATIENCE: "raise patience",
-                      StopReason.CANCELLED: "the search was cancelled; let it run longer"}
-            n = s.compiled + s.estimated
+            n = s.evaluated
             return (f"Best of only {n} candidate{'s' if n != 1 else ''} "
                     f"evaluated (of {s.distinct:,}): too few to name a best; "
                     f"{remedy[s.stopped]}.")
         if best is None:
-            return "No candidate fits the chip's memory, or none compiled: the table says why."
+            left = (f"; {s.not_evaluated:,} were not evaluated" if s.not_evaluated else "")
+            return (f"None of the {s.evaluated:,} candidates evaluated fits the chip's memory "
+                    f"or compiled{left}: the table says why.")
         memory = format_bytes(best.memory_bytes) if best.memory_bytes is not None else "?"
         line = (f"Best: {best.label}, {format_seconds(best.seconds)} per step, {memory} per "
                 "device")
@@ -386,6 +439,29 @@ class SearchResult:
             return line + f" ({screen}: {s.confirmed_by} confirmed none)."
         return line + (f" ({best.compiled_by})." if best.compiled_by else ".")
 
+    def ranking_text(self) -> str:
+        """On what basis the rows are ranked, in one sentence: where the target's compiler
+        confirmed some and the rest are only screened, the confirmed first, by the compiled
+        program's predicted step, then the screened, by the screen's own number (the two are
+        not one measure: a screened row faster than a confirmed one was not confirmed)."""
+        own = [c for c in self.candidates if c.compiled_by.is_targets_own]
+        screened = [c for c in self.candidates if not c.compiled_by.is_targets_own
+                    and c.status is not CandidateStatus.FAILED]
+        if not own or not screened:
+            basis = {c.compiled_by for c in self.candidates
+                     if c.status is not CandidateStatus.FAILED}
+            by = f" ({', '.join(sorted(map(str, basis)))})" if len(basis) == 1 else ""
+            return (f"Ranked by {self.objective}{by}; those that fit first, then those that do "
+                    "not, then failures.")
+        how = ("their estimate from the traced program (not compiled; compute scaled to the "
+               "compiler's)" if any(c.compiled_by is CompiledBy.ESTIMATE for c in screened)
+               else "their CPU compile, priced on the target")
+        return (f"Ranked in two groups: the {len(own):,} compiled by {own[0].compiled_by} "
+                "first, by the compiled program's predicted step; then the "
+                f"{len(screened):,} screened only, by {how}. The groups are not one measure: "
+                "a screened row faster than a compiled one was not confirmed, and its number "
+                "may be optimistic.")
+
     def to_dict(self, top: int | None = None) -> dict:
         cands = self.candidates if top is None else self.candidates[:top]
         return {"program": self.program, "space": str(self.space), "target": self.target,
@@ -393,11 +469,12 @@ class SearchResult:
                 "candidates": [c.to_dict() for c in cands],
                 "pareto": [c.to_dict() for c in self.pareto],
                 "comparison": self.comparison.to_dict() if self.comparison else None,
-                "headline": self.headline(), "stats": self.stats.to_dict()}
+                "headline": self.headline(), "ranking": self.ranking_text(),
+                "stats": self.stats.to_dict()}
 
     def text(self, top: int = 10) -> str:
         lines = [f"search of {self.program} ({self.space}) on {self.target}; ranked by "
-                 f"{self.objective}", self.headline(), "",
+                 f"{self.objective}", self.headline(), self.ranking_text(), "",
                  f"{'rank':>4}  {'time':>9}  {'memory':>9}  {'coll.':>9}  layout"]
         for i, c in enumerate(self.candidates[:top], 1):
             lines.append(f"{i:>4}  {c.line()}")

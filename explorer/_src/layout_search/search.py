@@ -9,10 +9,10 @@ two searches, which compile each candidate as a Request of its own (evaluate.py)
   (branch_and_bound.py), which compiles the replicated reference first, skips candidates whose
   bounds (bounds.py) show they cannot win, and compiles the others in the surrogate's order
   (surrogate.py). With `prune=False` every candidate is compiled (the exhaustive search the
-  tests compare against). Where the target's own compiler would compile, those compiles are a
-  screen on CPU devices, or, where CPU compiles would not pay, an estimate of each candidate
-  with no compile (estimate_screen.py), and the best are confirmed by that compiler
-  (confirm.py).
+  tests compare against). Where the target's own compiler would compile, every candidate is
+  first estimated with no compile (estimate_screen.py), before any compile, and the best are
+  then confirmed by that compiler (confirm.py); a program the estimate cannot trace is
+  screened on CPU devices where that pays.
 - pipeline: the inter-operator search of the `pipeline` workload (pipeline_search.py), Alpa's
   stage construction over compiled per-layer costs (pipeline.py).
 
@@ -104,11 +104,12 @@ def search(program, *args, mesh=None, target: str | None = None, mapping=None,
         patience: stop after this many compiles in a row that do not improve the best (a
             heuristic stop: the winner is then the best found, not proven best).
         compile_for: "target" (the default), on a GPU or TPU target whose compiler is
-            installed: a rules or specs search screens the candidates on fake CPU devices,
-            priced on the target, or, where CPU compiles cannot screen them in the budget or
-            are no faster, by an estimate from the traced program with no compile; then
-            compiles the best 3 (with the estimate, while the budget lasts and they improve)
-            again with the target's own compiler, which ranks them (each Candidate's
+            installed: a rules or specs search screens every candidate by an estimate from
+            the traced program, with no compile, before it compiles anything (a program that
+            cannot be traced: on fake CPU devices, priced on the target, where that is twice
+            as fast as the target's compiler); then compiles the best 3 (with the estimate,
+            while the budget lasts and they improve) with the target's own compiler, which
+            ranks them (each Candidate's
             `compiled_by` says whose numbers it holds; `stats.confirmed` counts them); a
             pipeline search compiles with the target's compiler throughout. "cpu" compiles
             every candidate on fake CPU devices (faster, approximate), with no confirmation.

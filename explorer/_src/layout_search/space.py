@@ -364,6 +364,11 @@ def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], space: SearchS
     point_shapes = problem.point_shapes()
     dtypes = {t.name: t.dtype for t in problem.inputs}
     shapes = {t.name: t.shape for t in problem.inputs}
+    # A layout's specs come from its rules or specs alone, whatever the mesh shape, and most
+    # (tensor, spec) pairs repeat across thousands of layouts: each is worked out once (a
+    # search of 8,620 layouts resolved them 40,390 times over, most of its first minute on a
+    # busy 2-core machine).
+    resolved: dict[tuple, tuple[dict, dict]] = {}
     for mesh in meshes:
         if cancelled():
             break
@@ -371,6 +376,19 @@ def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], space: SearchS
         if problem.check_mesh(mesh) is not None:
             out.invalid += raw
             continue
+        on_mesh: dict[tuple, tuple | None] = {}     # (input?, name, spec) -> its cache entry
+
+        def shard(name: str, spec, is_input: bool, mesh=mesh, on_mesh=on_mesh):
+            """The cache entry of tensor `name` (an input, else a constraint point) laid out
+            as `spec` on this mesh; None where an axis is unknown or used twice, or a
+            dimension is not divisible."""
+            key = (is_input, name, spec)
+            if key not in on_mesh:
+                on_mesh[key] = (None if not _check_axes(spec, mesh) else
+                                cache.get(shapes[name], dtypes[name], spec, mesh) if is_input
+                                else cache.get(point_shapes[name], "float32", spec, mesh))
+            return on_mesh[key]
+
         layouts = (_layouts_rules(mesh, names) if rules
                    else _layouts_specs(mesh, tensors, out, raw))
         for n, layout in enumerate(layouts):
@@ -378,23 +396,23 @@ def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], space: SearchS
             # a cancel or a spent budget is looked for as it goes, not only between shapes.
             if n % STOP_CHECK_EVERY == STOP_CHECK_EVERY - 1 and cancelled():
                 break
-            specs, points = problem.resolve(layout)
-            key, shard, axes_used, ok = [], {}, set(), True
+            what = (layout.rules, layout.specs)
+            if what not in resolved:
+                resolved[what] = problem.resolve(layout)
+            specs, points = resolved[what]
+            key, shard_bytes, axes_used, ok = [], {}, set(), True
             for name, spec in specs.items():
-                if not _check_axes(spec, mesh):
-                    ok = False
-                    break
-                hit = cache.get(shapes[name], dtypes[name], spec, mesh)
+                hit = shard(name, spec, True)
                 if hit is None:
                     ok = False
                     break
                 key.append(hit[0])
-                shard[name] = hit[1]
+                shard_bytes[name] = hit[1]
                 axes_used |= hit[2]
             if ok:
                 key.append(-1)        # inputs | points
                 for name, spec in points.items():
-                    hit = cache.get(point_shapes[name], "float32", spec, mesh)
+                    hit = shard(name, spec, False)
                     if hit is None:
                         ok = False
                         break
@@ -410,7 +428,7 @@ def enumerate_space(problem: Problem, meshes: Sequence[MeshSpec], space: SearchS
                 out.equivalent += 1
                 continue
             seen.add(key_t)
-            out.points.append(SearchPoint(len(out.points), layout, specs, shard,
+            out.points.append(SearchPoint(len(out.points), layout, specs, shard_bytes,
                                           frozenset(axes_used), tuple(key)))
     out.tilings = sorted(cache.tilings, key=cache.tilings.get)
     return out

@@ -73,11 +73,14 @@ def progress_text(p: Progress) -> str:
     target = " with the target's compiler" if p.phase == SearchPhase.CONFIRM else ""
     now = (f" · {doing} <code>{html.escape(p.current)}</code>{target}"
            if p.current and p.phase != "done" else "")
-    extra = ", ".join(part for part in (f"{p.estimated} estimated" if p.estimated else "",
-                                        f"{p.pruned} pruned" if p.pruned else "",
-                                        f"{p.failed} failed" if p.failed else "") if part)
-    return (f"evaluated {p.done} of {p.total}{f' ({extra})' if extra else ''}, {best}{now} · "
-            f"{p.elapsed_s:.1f} s")
+    # The counts SearchStats.evaluated gives at the end (compiled, estimated or failed); the
+    # pruned, settled without being evaluated, beside them.
+    extra = ", ".join(part for part in (f"{p.estimated:,} estimated" if p.estimated else "",
+                                        f"{p.compiled:,} compiled" if p.compiled else "",
+                                        f"{p.failed:,} failed" if p.failed else "") if part)
+    pruned = f", {p.pruned:,} pruned by a bound" if p.pruned else ""
+    return (f"evaluated {p.evaluated:,} of {p.total:,}{f' ({extra})' if extra else ''}{pruned}, "
+            f"{best}{now} · {p.elapsed_s:.1f} s")
 
 
 def _status_cell(c: Candidate) -> str:
@@ -122,7 +125,12 @@ def results_html(result: SearchResult, current: int | None = None) -> str:
         if current == i - 1:
             cls += " explorer-current"
             badge = "<span class='explorer-current-badge'>◀ the sidebar's layout now</span>"
-        source = f" <small>({html.escape(c.time_source)})</small>" if c.time_source else ""
+        # What the row is ranked by: its compiled program's numbers (and whose), or the estimate.
+        basis = ", ".join(x for x in (str(c.time_source), str(c.compiled_by)
+                                      if c.compiled_by not in (CompiledBy.ESTIMATE,
+                                                               CompiledBy.NOT_COMPILED) else "")
+                          if x)
+        source = f" <small>({html.escape(basis)})</small>" if basis else ""
         time = format_seconds(c.seconds) if c.seconds is not None else "—"
         mem = memory_text(c, missing="—")
         coll = format_bytes(c.collective_bytes) if c.collective_bytes is not None else "—"
@@ -146,7 +154,10 @@ def results_html(result: SearchResult, current: int | None = None) -> str:
              f"{html.escape(where_text(result.stats))}.</p>")
     if not result.candidates:
         return f"{where}<p>No candidate was evaluated (the search stopped before the first).</p>"
-    return (f"{where}<div class='explorer-table-wrap'><table class='explorer-table'><tr><th>#</th>"
+    ranking = (f"<p class='explorer-note explorer-ranking'>"
+               f"{html.escape(result.ranking_text())}</p>")
+    return (f"{where}{ranking}<div class='explorer-table-wrap'><table class='explorer-table'>"
+            "<tr><th>#</th>"
             "<th>layout (mesh: rules or specs)</th>"
             "<th title='bounds: communication fully overlapped – nothing overlapped'>"
             "predicted step</th><th>memory / device</th><th>collectives / device</th>"

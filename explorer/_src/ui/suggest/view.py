@@ -300,7 +300,12 @@ class SuggestView(BackgroundTab):
         self.bar.value = min(done, self.bar.max)
         # The results first: a page (or a test) that sees "complete" finds the table drawn.
         self._draw(job, result)
-        self.progress_w.value = f"{s.stopped}: evaluated {done} of {total} in {s.seconds:.1f} s"
+        # The counts are the result's own (SearchStats.evaluated_text), as the summary and the
+        # CLI give them.
+        pruned = s.pruned_bound + s.pruned_memory
+        self.progress_w.value = (f"{s.stopped}: {s.evaluated_text()}"
+                                 f"{f', {pruned:,} pruned by a bound' if pruned else ''} in "
+                                 f"{s.seconds:.1f} s")
 
     def _draw(self, job: SearchJob, result: SearchResult) -> None:
         self.summary.value = summary_html(job, result)
