@@ -538,36 +538,28 @@ _REQUEST_FLAGS = ("workload", "param", "mesh", "spec", "preset", "rules", "activ
                   "target", "mapping", "peak", "partitioner", "axis_type", "compile_for")
 
 
-def _exploration(args):
-    """analyze's request as an Exploration: the file's with --from (no request flag beside
-    it), else the flags', checked as a file is (so that --save writes one that loads)."""
-    from explorer._src.api.exploration import Exploration, from_dict, load
+def _from_file(args):
+    """The exploration saved in --from's file (no request flag beside it), checked whole by
+    the Request it makes, which the analysis then runs: its layout is planned once."""
+    from explorer._src.api.exploration import load
 
-    if args.from_file:
-        given = [f for f in _REQUEST_FLAGS if getattr(args, f) not in (None, [], False)]
-        if given:
-            raise InputError(f"--{given[0].replace('_', '-')} and --from {args.from_file}: the "
-                             "file gives the whole request; drop one of them")
-        exploration = load(args.from_file)
-        if exploration.workload is None:
-            where = exploration.function.text() if exploration.function else "not importable"
-            raise InputError(f"--from {args.from_file} is an exploration of a user's function "
-                             f"({where}), which a file does not carry, nor its inputs; open it "
-                             "in Python: explorer.load_exploration(FILE).analyze(fn, *inputs)")
-        return exploration
-    workload = get_workload(args.workload)
-    given = _key_values(args.param, "--param")
-    resolved = workload.resolve(given)       # numbers as numbers in a saved file
-    return from_dict(Exploration(
-        workload=args.workload, params={k: resolved[k] for k in given}, mesh=args.mesh,
-        specs=_key_values(args.spec, "--spec"), preset=args.preset, rules=args.rules or "",
-        activations=_key_values(args.activation, "--activation"),
-        axis_type=args.axis_type or "auto", partitioner=args.partitioner or "shardy",
-        compile_for=args.compile_for or "target", target=args.target, mapping=args.mapping,
-        peak=args.peak).to_dict())
+    given = [f for f in _REQUEST_FLAGS if getattr(args, f) not in (None, [], False)]
+    if given:
+        raise InputError(f"--{given[0].replace('_', '-')} and --from {args.from_file}: the "
+                         "file gives the whole request; drop one of them")
+    exploration = load(args.from_file)
+    if exploration.workload is None:
+        where = exploration.function.text() if exploration.function else "not importable"
+        raise InputError(f"--from {args.from_file} is an exploration of a user's function "
+                         f"({where}), which a file does not carry, nor its inputs; open it "
+                         "in Python: explorer.load_exploration(FILE).analyze(fn, *inputs)")
+    return exploration
 
 
 def _analyze(args) -> int:
+    from explorer._src.api.analysis_request import Request
+    from explorer._src.api.analyze import run
+    from explorer._src.api.exploration import Exploration
     from explorer._src.api.workload import analyze_workload
     from explorer._src.report.summary import summary
 
@@ -575,26 +567,30 @@ def _analyze(args) -> int:
         if not (args.workload and args.mesh):
             raise InputError("analyze needs --workload and --mesh, or --from FILE")
         get_workload(args.workload)
-    exploration = _exploration(args) if args.from_file or args.save else None
+    exploration = _from_file(args) if args.from_file else None
     target = exploration.target if exploration is not None else args.target
     _check_analyze_flags(args, target)
-    run = dict(timeout=args.timeout, measure=args.measure, tpu_topology=args.tpu_topology,
+    how = dict(timeout=args.timeout, measure=args.measure, tpu_topology=args.tpu_topology,
                real_devices=args.real_devices,
                origins=bool(args.origins or args.why_layout))
+    flags = dict(specs=_key_values(args.spec, "--spec"),
+                 params=_key_values(args.param, "--param"), preset=args.preset,
+                 rules=args.rules, activations=_key_values(args.activation, "--activation"),
+                 partitioner=args.partitioner or "shardy", axis_type=args.axis_type or "auto",
+                 target=args.target, mapping=args.mapping, peak=args.peak,
+                 compile_for=args.compile_for or "target", **how)
     if args.extrapolate_layers is not None:
-        report = _extrapolated(args, exploration, run)
+        report = _extrapolated(args, exploration, how)
     elif exploration is not None:
-        report = exploration.analyze(**run)
+        # Only the run flags given: the request `load` checked (and planned) is the one run.
+        report = run(exploration.request(**{k: v for k, v in how.items() if v}))
+    elif args.save:
+        # One Request: analysed, and written down as the exploration --save saves.
+        request = Request(workload=args.workload, mesh=args.mesh, **flags)
+        report = run(request)
+        exploration = Exploration.of(request)
     else:
-        report = analyze_workload(args.workload, args.mesh,
-                                  specs=_key_values(args.spec, "--spec"),
-                                  params=_key_values(args.param, "--param"),
-                                  preset=args.preset, rules=args.rules,
-                                  activations=_key_values(args.activation, "--activation"),
-                                  partitioner=args.partitioner or "shardy",
-                                  axis_type=args.axis_type or "auto", target=args.target,
-                                  mapping=args.mapping, peak=args.peak,
-                                  compile_for=args.compile_for or "target", **run)
+        report = analyze_workload(args.workload, args.mesh, **flags)
     _write_files(args, report, exploration, target)
     # A --what-if past the Report's collectives is refused before anything is printed.
     what_if = _what_if_index(report, args.what_if) if args.what_if is not None else None

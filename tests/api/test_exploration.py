@@ -79,8 +79,9 @@ def test_the_cli_analyses_a_saved_exploration_and_saves_its_flags_as_one(report,
     assert code == 0, err
     assert without_timing(report) == {k: v for k, v in json.loads(out).items()
                                       if k != "timing"}
-    assert load(path) == replace(Exploration.from_report(report, compile_for="cpu"),
-                                 params={"batch": 256})
+    # The file is the Request the flags made, written down (Exploration.of): a param given at
+    # its default (batch=256 is the MLP's) asks nothing more, and is not written.
+    assert load(path) == replace(Exploration.from_report(report, compile_for="cpu"), params={})
     assert code_path.read_text() == report.to_code()
     code, out, err = cli(["analyze", "--from", str(path), "--json"])
     assert code == 0, err
@@ -178,6 +179,42 @@ def test_a_function_is_imported_only_when_asked(tmp_path, monkeypatch):
     step = loaded.function.load()
     assert marker.exists() and step(3) == 3
     sys.modules.pop("shared_lab_module")
+
+
+def test_an_exploration_is_a_request_written_down_and_makes_it_again():
+    request = explorer.Request(workload="mlp", mesh="data=2,model=4",
+                               params={"batch": 64, "d_model": 1024}, preset="dp",
+                               rules="mlp=model", specs={"w2": ("model", None)},
+                               activations={"hidden": None}, target="h100-8",
+                               compile_for="cpu", timeout=600)
+    e = Exploration.of(request, AppState("Memory", "w1"))
+    # d_model=1024 is the MLP's default (see the first test): not written; a point left to
+    # propagation is written "free"; a spec as its text.
+    assert e == Exploration(mesh="data=2,model=4", workload="mlp", params={"batch": 64},
+                            preset="dp", rules="mlp=model", specs={"w2": "model,None"},
+                            activations={"hidden": "free"}, target="h100-8",
+                            compile_for="cpu", timeout=600.0, app=AppState("Memory", "w1"))
+    # The target's default limit, as the app fills it in, is left out.
+    assert Exploration.of(request, default_timeout=600).timeout is None
+    again = loads(e.to_json()).request()
+    planned = again.planned
+    # By hand: the preset's batch=data splits x's rows, the rule mlp=model w1's columns, and
+    # w2 is as given.
+    assert [(t.name, tuple(t.spec)) for t in planned.leaves] == [
+        ("x", ("data", None)), ("w1", (None, "model")), ("w2", ("model", None))]
+    assert planned.mesh.sizes == (2, 4) and planned.timeout == 600
+    assert (again.target, str(again.compile_for)) == ("h100-8", "cpu")
+
+
+def test_a_users_function_request_is_written_down_by_its_path_and_input_specs():
+    x = explorer.TensorSpec("x", (16, 8), spec="data,None")
+    e = Exploration.of(explorer.Request(fn=double, inputs=(x,), mesh="data=2"))
+    assert e.function == FunctionRef(double.__module__, "double") and e.workload is None
+    assert e.specs == {"x": "data,None"}
+    with pytest.raises(explorer.InputError, match="which a file does not carry"):
+        e.request()
+    made = e.request(double, replace(x, spec=()))
+    assert [tuple(t.spec) for t in made.planned.leaves] == [("data", None)]
 
 
 def test_the_app_tabs_are_the_apps():

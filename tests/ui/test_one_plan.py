@@ -1,73 +1,123 @@
-"""One edit, one plan: the sidebar makes the explorer Request the session compiles, and a
-workload's layout is planned by that Request alone (explorer/_src/ui/sidebar/checks.py). Counted,
-not
-timed: every call of the planner (explorer._src.strategy.plan.plan, wherever it is imported) and of
-`Workload.resolve` between an edit and its result, on a small MLP whose compiles are fast."""
+"""One plan per edit, none per tab switch or tensor pick (issue 52, item 2): a workload's layout
+is planned by the explorer Request the sidebar makes, and nothing else plans it again (not the
+Share section's link, not a saved exploration, not an Undo). Counted, not timed: every call of
+the planner, `explorer._src.strategy.plan.plan`, wherever it was imported, on a small MLP whose
+compiles are fast.
+
+The planner is wrapped where it is defined and in every module that imported it by name before
+the test started (found by identity in `sys.modules`, not by a list of modules kept by hand), so
+that a caller added later is counted too."""
 
 from __future__ import annotations
 
 import collections
+import sys
 
 import pytest
 
 pytest.importorskip("ipywidgets")
 
-import explorer._src.api.analysis_request as analysis_request  # noqa: E402
-from explorer._src.workloads.base import Workload  # noqa: E402
+import explorer._src.strategy.plan as planner  # noqa: E402
+from explorer._src.api.exploration import Exploration, from_link, loads  # noqa: E402
+from explorer._src.ui.page import AppPage  # noqa: E402
 from explorer.ui import Explorer  # noqa: E402
 
 SMALL = {"batch": 64, "d_model": 64, "d_ff": 128}
+DEFAULT = dict(workload="mlp", mesh="data=2,model=4", params=SMALL, preset="megatron",
+               debounce=None)
 
 
 @pytest.fixture
-def counted(monkeypatch):
-    """Calls of the planner and of Workload.resolve, by name."""
-    calls = collections.Counter()
-    plan, resolve = analysis_request.plan, Workload.resolve
+def plans(monkeypatch) -> collections.Counter:
+    """The planner's calls so far (`plans["plan"]`), counted wherever it is called from."""
+    calls: collections.Counter = collections.Counter()
+    original = planner.plan
 
     def counting_plan(*args, **kwargs):
         calls["plan"] += 1
-        return plan(*args, **kwargs)
+        return original(*args, **kwargs)
 
-    def counting_resolve(self, *args, **kwargs):
-        calls["resolve"] += 1
-        return resolve(self, *args, **kwargs)
-
-    monkeypatch.setattr(analysis_request, "plan", counting_plan)
-    monkeypatch.setattr(Workload, "resolve", counting_resolve)
-    import explorer._src.strategy.plan as planner
-    monkeypatch.setattr(planner, "plan", counting_plan)     # any caller of the module's plan
+    holders = [m for name, m in list(sys.modules.items())
+               if name.startswith("explorer") and getattr(m, "plan", None) is original]
+    assert planner in holders
+    for module in holders:
+        monkeypatch.setattr(module, "plan", counting_plan)
+    # Every module that imported it holds the counting one now.
+    assert not [m.__name__ for m in list(sys.modules.values())
+                if getattr(m, "plan", None) is original]
     return calls
 
 
 @pytest.fixture
 def app():
-    a = Explorer(workload="mlp", mesh="data=2,model=4", params=SMALL, preset="megatron",
-                 debounce=None)
+    a = Explorer(**DEFAULT)
     yield a
     a.close()
 
 
-def test_a_spec_pick_an_undo_and_a_redo_each_plan_once(app, counted):
-    counted.clear()
-    app.spec_rows["w2"].pickers[0].value = ["data"]         # pinned over the preset's pick
-    assert counted["plan"] == 1
+def planned_by(plans: collections.Counter, action) -> int:
+    """How many times `action()` planned a layout."""
+    plans.clear()
+    action()
+    return plans["plan"]
+
+
+def test_an_edit_plans_once_and_an_undo_and_a_redo_at_most_once(app, plans):
+    def edit():
+        app.spec_rows["w2"].pickers[0].value = ["data"]       # pinned over the preset's pick
+
+    assert planned_by(plans, edit) == 1
+    assert app.error is None and app.session.request.planned.layout.specs["w2"] == ("data", None)
     # The pick the preset would have made is still offered back, from that one plan.
     assert app.kept_picks.kept == {"w2": (("data", None), ("model", None))}
-    assert app.session.request.planned.layout.specs["w2"] == ("data", None)
-    for step in (app.undo, app.redo):
-        counted.clear()
-        step()
-        assert counted["plan"] == 1, step.__name__
-        assert app.error is None
+    # An Undo or a Redo goes back to a layout planned before: at most one plan (none where the
+    # Request remembers that layout), never the Share section's second one.
+    assert planned_by(plans, app.undo) <= 1
+    assert app.error is None and app.spec_rows["w2"].spec == ("model", None)
+    assert planned_by(plans, app.redo) <= 1
+    assert app.error is None and app.spec_rows["w2"].spec == ("data", None)
 
 
-def test_an_edit_resolves_the_params_once_before_its_answer(app, counted, monkeypatch):
-    # The share link, drawn after the answer, reads the workload's defaults: not the edit's.
-    monkeypatch.setattr(app, "_show", lambda *a, **k: None)
-    counted.clear()
-    app.spec_rows["w2"].pickers[0].value = ["data"]
-    assert counted == {"plan": 1, "resolve": 1}
+def test_a_tab_switch_and_a_tensor_pick_plan_nothing(app, plans):
+    def switch():
+        app.tabs.selected_index = 1
+
+    def pick():
+        app.placement.tensor.value = "w1"
+
+    assert planned_by(plans, switch) == 0
+    assert planned_by(plans, pick) == 0
+    # The Share section followed both: its link names the tab and the tensor.
+    shown = app.share.exploration
+    assert shown is not None and (shown.app.tab, shown.app.tensor) == ("Collectives", "w1")
+
+
+def test_sharing_the_result_shown_plans_nothing(app, plans, tmp_path):
+    path = tmp_path / "shown.json"
+
+    def share():
+        app.share.update()
+        app.share.exploration.save(path)
+
+    assert planned_by(plans, share) == 0
+    assert loads(path.read_text()) == app.share.exploration
+
+
+def test_opening_a_link_plans_once(plans):
+    page = AppPage(**DEFAULT)
+    try:
+        link = Exploration(mesh="data=4,model=2", workload="mlp", params=SMALL,
+                           preset="megatron", specs={"w2": "data,None"}).to_link()
+
+        def open_link():
+            page.open_query(f"?exploration={link}")
+
+        assert planned_by(plans, open_link) == 1
+        assert page.app.error is None and page.error.value == ""
+        assert page.app.session.request.planned.layout.specs["w2"] == ("data", None)
+        assert from_link(page.app.share.exploration.to_link()).mesh == "data=4,model=2"
+    finally:
+        page.app.close()
 
 
 def test_the_session_compiles_the_request_the_sidebar_made(app):

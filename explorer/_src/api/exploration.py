@@ -7,11 +7,17 @@ user's function by its module path (`FunctionRef`), which is imported only when 
 its inputs are not carried by a file or a link: they are the user's objects; only their specs
 are (by tensor name).
 
+An Exploration is the saved form of an explorer.Request plus what the app showed:
+`Exploration.of(request, app_state)` writes a Request down, `exploration.request()` makes it
+again. It plans nothing of its own: the layout is checked by the Request it makes, once.
+
 Loading never evaluates anything: the text is parsed as JSON under size and nesting bounds,
-every key must be known, every value of its type and within the bounds its field has, and the
-workload, params, mesh, specs, preset, rules, activations, partitioner and target are checked
-by the validators the API uses. The first fault is one InputError naming the field and the
-choices.
+every key must be known, every value of its type and within the bounds its field has, each field
+read by the parser the API uses for it (the mesh, a spec, the rules, the workload's params, the
+preset, the target). A file (`load`) is then checked whole by making its Request, so that a
+layout that does not fit its mesh is refused there; a link (`from_link`) is not: the app that
+opens it makes its Request as an edit's, and says what does not fit at the widget at fault. The
+first fault is one InputError naming the field and the choices.
 
 The file:
 
@@ -39,6 +45,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from explorer._src.api.analysis_request import Request
 from explorer._src.api.request import check_mesh, check_partitioner, check_target, check_timeout
 from explorer._src.api.targeting import check_compile_for
 from explorer._src.errors import InputError, choices
@@ -49,10 +56,9 @@ from explorer._src.spec.bounds import (
     served_limits,
     show,
 )
-from explorer._src.spec.tensor import TensorRole, parse_spec
-from explorer._src.strategy.plan import check_planned, plan
+from explorer._src.spec.tensor import TensorRole, format_spec, normalize_spec, parse_spec
 from explorer._src.strategy.presets import get_preset
-from explorer._src.strategy.rules import LOGICAL_NAMES, parse_rules
+from explorer._src.strategy.rules import LOGICAL_NAMES, parse_rules, rules_text
 from explorer._src.workloads.registry import WORKLOADS, get_workload
 
 if TYPE_CHECKING:
@@ -188,6 +194,104 @@ class Exploration:
     peak: bool = False
     timeout: float | None = None
     app: AppState = field(default_factory=AppState)
+    # The Request `request()` made of this exploration (a workload's), kept so that a load's
+    # check and the analysis that follows plan its layout once; and whether a Request of it is
+    # known to plan (made by `of` from a planned Request, or checked by `load`).
+    _made: Request | None = field(default=None, init=False, repr=False, compare=False)
+    _planned: bool = field(default=False, init=False, repr=False, compare=False)
+
+    # ----------------------------------------------------------------- to and from a Request
+
+    @classmethod
+    def of(cls, request: Request, app: AppState | None = None, *,
+           default_timeout: float | None = None) -> Exploration:
+        """`request` written down, with the app's state `app`: what `request()` makes again.
+        A workload's params only where they differ from its defaults (a link stays short, and
+        a file says what was chosen); a time limit equal to `default_timeout` (the target's
+        default, which the app fills in) is left out, so that it follows the target where it
+        is opened. A user's function is carried by its module path where it has one, its
+        inputs by their specs; what a file has no field for (measure, origins, a TPU topology,
+        real devices, output specs) is not carried."""
+        planned = request.planned
+        mesh = planned.mesh
+        # A mesh of mixed types names each axis's type in its text; one of one type is given
+        # beside it, as `axis_type`.
+        common = dict(
+            mesh=mesh.text(), axis_type="auto" if mesh.mixed else str(mesh.axis_type),
+            partitioner=planned.partitioner.value,
+            compile_for=str(check_compile_for(request.compile_for)), target=request.target,
+            mapping=(request.mapping or None) if isinstance(request.mapping, str | None)
+            else planned.mapping.text() if planned.mapping is not None else None,
+            peak=bool(request.peak),
+            timeout=None if request.timeout is None or request.timeout == default_timeout
+            else float(request.timeout),
+            app=app or AppState())
+        if request.workload is not None:
+            defaults = get_workload(request.workload).resolve({})
+            made = cls(workload=request.workload,
+                       params={k: v for k, v in planned.params.items() if defaults.get(k) != v},
+                       specs={n: format_spec(normalize_spec(s, tensor=n))
+                              for n, s in dict(request.specs or {}).items()},
+                       preset=request.preset or None, rules=rules_text(request.rules),
+                       activations={n: _FREE if _free(s) else
+                                    format_spec(normalize_spec(s, tensor=n))
+                                    for n, s in dict(request.activations or {}).items()},
+                       **common)
+        else:
+            leaves = planned.leaves
+            made = cls(function=FunctionRef.of(request.fn) if request.fn is not None else None,
+                       specs={t.name: format_spec(t.spec) for t in leaves},
+                       donate=tuple(leaves[i].name for i in planned.donated), **common)
+        object.__setattr__(made, "_planned", True)
+        return made
+
+    def request(self, fn: Callable[..., Any] | None = None, *inputs: Any,
+                **fields: Any) -> Request:
+        """The explorer.Request this exploration describes, made (and so checked) as every
+        Request is: a workload's, or the user's function `fn` on `inputs` (a file carries
+        neither), each input named in `specs` given its spec. `fields` are other Request
+        fields (``timeout``, ``measure``, ``origins`` ...), over the exploration's.
+
+        Raises:
+            InputError: a function exploration without its function or inputs, a workload's
+                given one, or whatever the Request refuses."""
+        if self.timeout is not None:
+            fields.setdefault("timeout", self.timeout)
+        common = dict(mesh=self.mesh, axis_type=self.axis_type, partitioner=self.partitioner,
+                      target=self.target, mapping=self.mapping, peak=self.peak,
+                      compile_for=self.compile_for, **fields)
+        if self.workload is not None:
+            if fn is not None or inputs:
+                raise InputError(f"this exploration is of the built-in workload "
+                                 f"{self.workload!r}; it takes no function or inputs")
+            keep = set(fields) <= {"timeout"} and fields.get("timeout") == self.timeout
+            if keep and self._made is not None:
+                return self._made
+            made = Request(workload=self.workload, params=dict(self.params),
+                           specs=dict(self.specs) or None, preset=self.preset,
+                           rules=self.rules or None,
+                           activations=dict(self.activations) or None, **common)
+            if keep:
+                object.__setattr__(self, "_made", made)
+            return made
+        if fn is None:
+            raise self._no_function()
+        if not inputs:
+            raise InputError("a user's function's inputs are not carried by an exploration; "
+                             "pass them: exploration.analyze(fn, *inputs)")
+        specs = {f"^{re.escape(name)}$": spec for name, spec in self.specs.items()}
+        donate = [f"^{re.escape(name)}$" for name in self.donate]
+        return Request(fn=fn, inputs=tuple(inputs), specs=specs or None,
+                       donate=donate or None, **common)
+
+    def check(self) -> Exploration:
+        """This exploration, checked whole by the Request it makes (its layout planned): a
+        workload's; a user's function's fields are checked as they are read, its layout only
+        with the function. Raises the Request's InputError, named `field request`."""
+        if self.workload is not None and not self._planned:
+            _ = _checked("request", lambda: self.request().planned)
+            object.__setattr__(self, "_planned", True)
+        return self
 
     # ------------------------------------------------------------------------ out and in
 
@@ -234,7 +338,9 @@ class Exploration:
 
         Raises:
             InputError: a field is invalid, or the file cannot be written."""
-        from_dict(self.to_dict())
+        loaded = from_dict(self.to_dict())
+        if not self._planned:           # else its Request planned already: no second plan
+            loaded.check()
         try:
             Path(path).write_text(self.to_json())
         except OSError as e:
@@ -251,45 +357,25 @@ class Exploration:
 
     def analyze(self, fn: Callable[..., Any] | None = None, *args: Any,
                 **kwargs: Any) -> Report:
-        """Analyse the exploration: a workload by explorer.analyze_workload; a user's function
-        by explorer.analyze on `fn(*args)`, each input named in `specs` given its spec.
+        """Analyse the exploration: its Request (`request`) run as explorer.analyze runs one;
+        a user's function `fn` on `args`, each input named in `specs` given its spec.
 
         Args:
             fn: the user's function (a file never carries it; `function.load()` imports it
                 from its module, running that module's code); None for a workload.
             *args: the function's inputs (arrays, ShapeDtypeStructs or TensorSpecs), which a
                 file does not carry either.
-            **kwargs: passed on (``pool``, ``timeout``, ``use_cache``, ``cache_only``).
+            **kwargs: ``pool``, ``use_cache``, ``cache_only`` (how it is run) and Request
+                fields (``timeout``, ``measure`` ...).
 
         Raises:
             InputError: a function exploration without its function or inputs, or a workload
                 exploration given one; and whatever the analysis raises.
         """
-        from explorer._src.api.analyze import analyze
-        from explorer._src.api.workload import analyze_workload
+        from explorer._src.api.analyze import run
 
-        if self.timeout is not None:
-            kwargs.setdefault("timeout", self.timeout)
-        common = dict(partitioner=self.partitioner, target=self.target, mapping=self.mapping,
-                      peak=self.peak, compile_for=self.compile_for, **kwargs)
-        if self.workload is not None:
-            if fn is not None or args:
-                raise InputError(f"this exploration is of the built-in workload "
-                                 f"{self.workload!r}; it takes no function or inputs")
-            return analyze_workload(self.workload, self.mesh, specs=dict(self.specs),
-                                    params=dict(self.params), preset=self.preset,
-                                    rules=self.rules or None,
-                                    activations=dict(self.activations),
-                                    axis_type=self.axis_type, **common)
-        if fn is None:
-            raise self._no_function()
-        if not args:
-            raise InputError("a user's function's inputs are not carried by an exploration; "
-                             "pass them: exploration.analyze(fn, *inputs)")
-        specs = {f"^{re.escape(name)}$": spec for name, spec in self.specs.items()}
-        donate = [f"^{re.escape(name)}$" for name in self.donate]
-        return analyze(fn, *args, mesh=self.mesh, axis_type=self.axis_type,
-                       specs=specs or None, donate=donate or None, **common)
+        how = {k: kwargs.pop(k) for k in ("pool", "use_cache", "cache_only") if k in kwargs}
+        return run(self.request(fn, *args, **kwargs), **how)
 
     def _no_function(self) -> InputError:
         if self.function is None:
@@ -334,6 +420,11 @@ class Exploration:
         specs = {t.name: t.spec_text for t in report.tensors if t.kind == TensorRole.INPUT}
         return cls(function=FunctionRef.of(fn), specs=specs, donate=tuple(report.donated),
                    **common)
+
+
+def _free(spec) -> bool:
+    """An activation's spec that leaves its point to propagation: None or "free"."""
+    return spec is None or isinstance(spec, str) and spec.strip().lower() == _FREE
 
 
 def _given(info, origin: str, specs: Mapping[str, str]) -> dict[str, str]:
@@ -393,7 +484,9 @@ def load(path: str | os.PathLike) -> Exploration:
 
 
 def from_link(text: str) -> Exploration:
-    """The exploration a link's query carries (`Exploration.to_link`), every field checked.
+    """The exploration a link's query carries (`Exploration.to_link`), every field checked as
+    it is read; its layout is not planned here: the app that opens it makes its Request, as an
+    edit's, and says there what does not fit (`check` plans it, where wanted).
 
     Raises:
         InputError: the text is too long, not base64url, or not an exploration's JSON."""
@@ -403,7 +496,7 @@ def from_link(text: str) -> Exploration:
         data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError):
         raise InputError(f"exploration link text {show(text)} is not base64url") from None
-    return _capped(loads(data, where="the exploration link"))
+    return _capped(_parsed(data, "the exploration link"))
 
 
 def _capped(exploration: Exploration) -> Exploration:
@@ -426,7 +519,17 @@ def _capped(exploration: Exploration) -> Exploration:
 
 
 def loads(data: bytes | str, where: str = "the exploration") -> Exploration:
-    """An exploration from its JSON text, every field checked (see `load`)."""
+    """An exploration from its JSON text, every field checked, and a workload's whole by the
+    Request it makes (see `load`)."""
+    exploration = _parsed(data, where)
+    try:
+        return exploration.check()
+    except InputError as e:
+        raise _prefixed(e, where) from None
+
+
+def _parsed(data: bytes | str, where: str) -> Exploration:
+    """An exploration from its JSON text, each field read and checked on its own."""
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
@@ -520,7 +623,7 @@ def from_dict(data: Any) -> Exploration:
         if "function" in request:
             raise InputError("request has both 'workload' and 'function'; an exploration is "
                              "of one of them")
-        return _workload_exploration(request, mesh, common)
+        return _workload_exploration(request, common)
     for key in ("params", "preset", "rules", "activations"):
         if key in request:
             raise InputError(f"field request.{key} belongs to a built-in workload's "
@@ -541,7 +644,7 @@ def _donated(value) -> tuple[str, ...]:
     return tuple(_text(name, "request.donate entry", MAX_NAME) for name in value)
 
 
-def _workload_exploration(request: dict, mesh, common: dict) -> Exploration:
+def _workload_exploration(request: dict, common: dict) -> Exploration:
     if "donate" in request:
         raise InputError("field request.donate belongs to a user's function's exploration; a "
                          "built-in workload donates its state by its param donate_state")
@@ -569,14 +672,8 @@ def _workload_exploration(request: dict, mesh, common: dict) -> Exploration:
     points = tuple(workload.points(resolved)) if workload.points else ()
     activations = _names_to_specs(request.get("activations", {}), "request.activations",
                                   points, free=True)
-    # The layout as analyze_workload plans it, before any compile: the preset fits the mesh
-    # and the workload, the rules' and specs' mesh axes exist, the params fit the mesh.
-    if workload.check is not None:
-        _checked("request", workload.check, resolved, mesh)
-    layout = _checked("request", plan, workload, resolved, mesh, specs, preset, rules or None,
-                      activations)
-    tensors = _checked("request.specs", workload.tensors, resolved, {**specs, **layout.specs})
-    _checked("request", check_planned, tensors, layout, mesh)
+    # The layout (the preset fits the mesh and the workload, the rules' and specs' mesh axes
+    # exist, the params fit the mesh) is the Request's to check, when it is made (`check`).
     return Exploration(workload=name, params=params, specs=specs, preset=preset, rules=rules,
                        activations=activations, **common)
 

@@ -35,7 +35,7 @@ from typing import Any
 from explorer._src.api.analysis_request import CompileForName, Request
 from explorer._src.api.analyze import run
 from explorer._src.api.exploration import Exploration
-from explorer._src.api.pytrees import map_tensor_leaves, named_inputs
+from explorer._src.api.pytrees import map_tensor_leaves
 from explorer._src.compile.pool import WorkerPool
 from explorer._src.errors import ExplorerError, InputError, SpecError
 from explorer._src.report.dataflow import layer_pattern, matching
@@ -590,57 +590,33 @@ def compile_changed(request: Request, *, pool: WorkerPool | None = None,
     return compile
 
 
-@dataclass(frozen=True)
-class _Program:
-    """The program a Report or an Exploration analysed, to compile again with other input
-    specs: a built-in workload (`exploration` alone), or a user's function with its arguments
-    (TensorSpec leaves) and the spec each input had (`now`); `options` are explorer.analyze's."""
-
-    exploration: Exploration
-    options: Mapping[str, Any]
-    fn: Callable[..., Any] | None = None
-    inputs: tuple = ()
-    now: Mapping[str, Spec] = field(default_factory=dict)
-
-    def compile(self, specs: Mapping[str, Spec]) -> Report:
-        """The Report of the program with `specs` (input -> spec) over the ones it had."""
-        if self.fn is None:
-            # A workload: the specs win over its preset and rules, as a --spec does.
-            given = {**self.exploration.specs, **{n: format_spec(s) for n, s in specs.items()}}
-            return replace(self.exploration, specs=given).analyze(**self.options)
-        # A function: every input gets its spec on its own leaf, the one it had where the
-        # change leaves it (a spec pattern would lose to a spec its TensorSpec carries, and
-        # the Report's specs may have come from patterns the arguments do not hold).
-        placed = {**self.now, **specs}
-        args = tuple(map_tensor_leaves(a, lambda t: replace(t, spec=placed.get(t.name, t.spec)))
-                     for a in self.inputs)
-        return replace(self.exploration, specs={}).analyze(self.fn, *args, **self.options)
-
-
 def _program(subject: Report | Request | Exploration, fn: Callable[..., Any] | None,
              inputs: Sequence[Any] | None, compile_for: str, options: Mapping[str, Any]
              ) -> tuple[Callable[[Mapping[str, Spec]], Report], Report]:
     """How to compile what `subject` analysed with other input specs (a ChangeSearch's
-    `compile`), and its Report (a Request's or an Exploration's analysed here)."""
+    `compile`: its Request's variants, `changed_request`), and its Report (a Request's or an
+    Exploration's analysed here). A Report or an Exploration is made its Request first
+    (`Exploration.request`), so that every subject's variants are the same Requests, under the
+    same cache keys."""
+    pool, use_cache = options.get("pool"), options.get("use_cache", True)
+    more = {} if options.get("timeout") is None else {"timeout": options["timeout"]}
     if isinstance(subject, Request):
         if fn is not None or inputs is not None:
             raise InputError("a Request carries its program and inputs; what_if(request, "
                              "collective) takes no fn or inputs")
-        report = run(subject, pool=options.get("pool"), use_cache=options.get("use_cache", True))
-        return compile_changed(subject, **options), report
+        report = run(subject, pool=pool, use_cache=use_cache)
+        return compile_changed(subject, pool=pool, use_cache=use_cache, **more), report
     if isinstance(subject, Exploration):
-        base = subject
-        if base.workload is None:
-            if fn is None or inputs is None:
-                raise InputError("this exploration is of a user's function, which it does not "
-                                 "carry, nor its inputs; pass them: what_if(exploration, "
-                                 "collective, fn=your_function, inputs=(...))")
-            report = base.analyze(fn, *inputs, **options)
-            return _function(base, options, fn, tuple(inputs), report), report
-        if fn is not None or inputs is not None:
+        if subject.workload is None and (fn is None or inputs is None):
+            raise InputError("this exploration is of a user's function, which it does not "
+                             "carry, nor its inputs; pass them: what_if(exploration, "
+                             "collective, fn=your_function, inputs=(...))")
+        if subject.workload is not None and (fn is not None or inputs is not None):
             raise InputError(f"this exploration is of the built-in workload "
-                             f"{base.workload!r}; it takes no fn or inputs")
-        return _Program(base, options).compile, base.analyze(**options)
+                             f"{subject.workload!r}; it takes no fn or inputs")
+        request = subject.request(fn, *(inputs or ()), **more)
+        report = run(request, pool=pool, use_cache=use_cache)
+        return compile_changed(request, pool=pool, use_cache=use_cache), report
     if not isinstance(subject, Report):
         raise InputError(f"what_if takes a Report, a Request or an Exploration, not "
                          f"{type(subject).__name__}")
@@ -649,19 +625,15 @@ def _program(subject: Report | Request | Exploration, fn: Callable[..., Any] | N
         if fn is not None or inputs is not None:
             raise InputError(f"this Report is of the built-in workload {info.name!r}; it "
                              "takes no fn or inputs")
-        base = Exploration.from_report(subject, compile_for=compile_for)
-        return _Program(base, options).compile, subject
+        request = Exploration.from_report(subject, compile_for=compile_for).request(**more)
+        return compile_changed(request, pool=pool, use_cache=use_cache), subject
     if fn is None:
         raise InputError("this Report is of a user's function, which a Report does not "
                          "carry; pass it: what_if(report, collective, fn=your_function)")
     base = Exploration.from_report(subject, fn, compile_for=compile_for)
     args = tuple(inputs) if inputs is not None else _default_inputs(subject, fn)
-    return _function(base, options, fn, args, subject), subject
-
-
-def _function(base: Exploration, options: Mapping[str, Any], fn: Callable[..., Any],
-              inputs: tuple, report: Report) -> Callable[[Mapping[str, Spec]], Report]:
-    return _Program(base, options, fn, named_inputs(fn, inputs), input_specs(report)).compile
+    request = base.request(fn, *args, **more)
+    return compile_changed(request, pool=pool, use_cache=use_cache), subject
 
 
 def what_if_search(subject: Report | Request | Exploration, collective: int, *,

@@ -24,18 +24,16 @@ import os
 import re
 import urllib.parse
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 import ipywidgets as w
 
-from explorer._src.api.exploration import APP_TABS, AppState, Exploration, from_link
-from explorer._src.api.targeting import CompileFor
-from explorer._src.errors import ExplorerError
+from explorer._src.api.exploration import APP_TABS, MAX_LINK_CHARS, AppState, Exploration
 from explorer._src.ui.views import stamped
-from explorer._src.workloads.registry import WORKLOADS, get_workload
 
 if TYPE_CHECKING:
+    from explorer._src.api.analysis_request import Request
+    from explorer._src.api.session import Result
     from explorer._src.report.report import Report
     from explorer._src.ui.sources import AppRequest, Source
     from explorer._src.ui.views import PlacementView
@@ -48,6 +46,7 @@ class Shown(Protocol):
     """What the section reads from the app (explorer._src.ui.app.App)."""
 
     report: Report | None
+    result: Result | None                # its Request is the one written down
     request: AppRequest | None
     source: Source
     result_id: int
@@ -66,22 +65,34 @@ def page_path(environ: Mapping[str, str] = os.environ) -> str | None:
 
 
 def shown_exploration(app: Shown) -> Exploration | None:
-    """The exploration of the result the app shows: its request and target, the visible tab
-    and the picked tensor; a workload's params only where they differ from its defaults (the
-    link stays short, and a file says what was chosen). None before the first result."""
-    if app.report is None:
+    """The exploration of the result the app shows: the Request it answers, written down
+    (`Exploration.of`), with the visible tab and the picked tensor. None before the first
+    result."""
+    if app.result is None:
         return None
-    tab = APP_TABS[app.tabs.selected_index or 0]
-    compile_for = app.request.compile_for if app.request is not None else CompileFor.TARGET
-    e = Exploration.from_report(app.report, getattr(app.source, "fn", None),
-                                compile_for=str(compile_for),
-                                app=AppState(tab, app.placement.tensor.value))
-    if app.request is not None and app.request.timeout_given:     # else the target's default
-        e = replace(e, timeout=app.request.timeout)
-    if e.workload in WORKLOADS:
-        defaults = get_workload(e.workload).resolve({})
-        e = replace(e, params={k: v for k, v in e.params.items() if defaults.get(k) != v})
-    return e
+    given = app.request.timeout_given if app.request is not None else True
+    return exploration_of(app.result.request, app.tabs, app.placement, limit_given=given)
+
+
+def exploration_of(request: Request, tabs: w.Tab, placement: PlacementView, *,
+                   limit_given: bool) -> Exploration:
+    """`request` as an exploration with the app's tab and tensor now; its time limit only
+    where the user typed one in the sidebar (`limit_given`): else it is the target's default,
+    which follows the target where the exploration is opened."""
+    state = AppState(APP_TABS[tabs.selected_index or 0], placement.tensor.value)
+    return Exploration.of(request, state,
+                          default_timeout=None if limit_given else request.timeout)
+
+
+def link_refusal(e: Exploration) -> str | None:
+    """Why `e` cannot be offered as a link (it carries a user's function, or it is longer than
+    a link the app opens), or None. Nothing is planned: `e` was written from a Request that
+    planned, so the app opens it."""
+    if e.workload is None:
+        return "a link does not carry a user's function"
+    if len(e.to_link()) > MAX_LINK_CHARS:
+        return f"its link would be longer than the {MAX_LINK_CHARS} characters a link carries"
+    return None
 
 
 def file_name(e: Exploration) -> str:
@@ -163,17 +174,15 @@ class SharePanel:
         if e is None:
             self.widget.value = ""
             return
-        try:
-            if e.workload is not None:
-                from_link(e.to_link())        # a link the app offers always opens
-        except ExplorerError as error:
-            body = (f"<div class='explorer-error'>This exploration cannot be shared: "
-                    f"{html.escape(str(error))}</div>")
+        refused = link_refusal(e)
+        if refused is not None and e.workload is not None:
+            body = (f"<div class='explorer-error'>This exploration cannot be shared as a link: "
+                    f"{html.escape(refused)}</div>")
         else:
             body = share_html(e, self.path if self.path is not None else page_path())
-            if e.workload is not None:
-                for follow in self.followers:
-                    follow(e)
+        if refused is None:
+            for follow in self.followers:
+                follow(e)
         if STALE in app.tabs._dom_classes:
             body += ("<div class='explorer-share-stale'>Of the result shown (greyed), not of "
                      "the edits since.</div>")
