@@ -41,6 +41,11 @@ class RecordingRunner(LocalRunner):
         super().__init__()
         self.delay, self.target_cost, self.sleep = delay, target_cost, sleep
         self.calls: list[tuple[object, str, str, float | None]] = []
+        self.warmed: list[tuple[object, int]] = []    # (worker key, compiles made before)
+
+    def warm(self, key):
+        # Recorded, not started: the stand-in compiles on CPU devices.
+        self.warmed.append((key, len(self.calls)))
 
     def next_done(self):
         key, request = self._queue.popitem(last=False)
@@ -386,6 +391,12 @@ def test_the_first_progress_of_a_screened_search_is_the_estimate_with_nothing_co
     assert set(phases[:first]) == {"enumerate"}
     assert all(n == 0 for phase, n in seen if phase == "estimate")
     assert phases[-1] == "done" and "confirm" in phases[first:]
+    # The worker that confirms (the target's compiler for the 4 devices) was started before
+    # any compile, beside the estimate, so that the confirmations do not wait for it.
+    from explorer._src.api.targeting import compile_plan
+    from explorer._src.spec.mesh import parse_mesh
+    want = compile_plan(parse_mesh(ARGS["mesh"]), ARGS["target"], "target").worker
+    assert screened.runners[0].warmed == [(want, 0)]
 
 
 def test_a_search_whose_budget_ends_before_any_candidate_says_nothing_was_evaluated(

@@ -17,11 +17,12 @@ fake CPU devices, and the best few are then compiled by the target's compiler (c
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field, replace
 from functools import partial
 
 from explorer._src.api.analysis_request import Request
-from explorer._src.api.targeting import CompileFor
+from explorer._src.api.targeting import CompileFor, compile_plan
 from explorer._src.cost.catalog.names import get_target
 from explorer._src.errors import ExplorerError
 from explorer._src.layout_search import bounds
@@ -51,6 +52,8 @@ from explorer._src.layout_search.surrogate import Surrogate, fits
 # Seconds between two progress reports of the estimate screen, which settles a candidate every
 # few milliseconds.
 PROGRESS_EVERY_S = 0.25
+# Seconds between two looks at whether the worker that confirms has started.
+WORKER_POLL_S = 0.2
 
 OBJECTIVE = ("the predicted step time on the target: the step trace of the compiled schedule, "
              "else the estimate's no-overlap bound, else its full-overlap bound")
@@ -146,6 +149,8 @@ class BranchAndBound:
             self.not_estimated = why
             return None
         self.state.reserved_s = self.screening.reserve(self.state.budget_s)
+        self.runner.warm(compile_plan(self.points[0].layout.mesh, self.request.target,
+                                      self.request.compile_for).worker)
         self.screen_skipped = ("no CPU screen: every candidate is screened by its estimate "
                                "from the traced program, with no compile, and the best "
                                f"confirmed by {self.screening.compiler}")
@@ -363,6 +368,11 @@ class BranchAndBound:
         self.state.reserved_s = 0.0
         if self.estimating is None:
             self.screened = len(self.results)
+        # A compile's time limit does not count its worker's start: wait for the worker started
+        # beside the estimate while the budget lasts, rather than start a compile that would
+        # wait for it past the budget.
+        while self.runner.warming() and not self.state.should_stop(patience=False):
+            time.sleep(WORKER_POLL_S)
         ranked = sorted(self.results.items(), key=lambda item: rank_key(item[1]))
         # An estimate screen leaves most of its reserve when its compiles are quick: with a
         # budget, the estimate's next best are confirmed too, until the budget runs out or

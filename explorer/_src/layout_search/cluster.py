@@ -21,6 +21,7 @@ Ray is the optional `cluster` extra and is imported only here, only when a clust
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -66,6 +67,15 @@ class Runner:
     def submit(self, key, request: Request) -> None:
         raise NotImplementedError
 
+    def warm(self, key) -> None:
+        """Start the worker for `key` (compile/protocol.py's WorkerKey) in the background, where
+        this runner keeps workers of its own; nothing where it does not (a cluster's nodes
+        keep theirs)."""
+
+    def warming(self) -> bool:
+        """Whether a worker `warm` started is still starting."""
+        return False
+
     def _take_refused(self) -> list[tuple[object, Outcome]]:
         out, self._refused = self._refused, []
         return out
@@ -82,9 +92,32 @@ class LocalRunner(Runner):
         super().__init__()
         self.pool = pool
         self._queue: OrderedDict[object, Request] = OrderedDict()
+        self._warm: threading.Thread | None = None
 
     def submit(self, key, request: Request) -> None:
         self._queue[key] = request
+
+    def warm(self, key) -> None:
+        """Start the pool's worker for `key` on a thread of its own: the estimate screen runs
+        meanwhile, and the target's compiles that confirm its best then find their worker up
+        (on a busy machine its start, jax and the GPU compiler loaded, takes tens of seconds,
+        which the compile's own time limit does not count). A start that fails is left to the
+        compile that needs it, which says why."""
+        from explorer._src.compile.pool import default_pool
+
+        pool = self.pool if self.pool is not None else default_pool()
+
+        def start() -> None:
+            try:
+                pool.warm(key)
+            except ExplorerError:
+                pass
+
+        self._warm = threading.Thread(target=start, name="explorer-warm-worker", daemon=True)
+        self._warm.start()
+
+    def warming(self) -> bool:
+        return self._warm is not None and self._warm.is_alive()
 
     def pending(self) -> int:
         return len(self._queue) + len(self._refused)
