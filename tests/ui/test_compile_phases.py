@@ -28,7 +28,7 @@ from explorer._src.compile.pool import (  # noqa: E402
     recording,
 )
 from explorer._src.compile.protocol import WorkerKey  # noqa: E402
-from explorer._src.ui.status import phase_text  # noqa: E402
+from explorer._src.ui.status import CompileTicker, phase_text  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
 from worker_faults import Sleep, answer_faults  # noqa: E402
@@ -111,6 +111,31 @@ def test_a_phase_under_fifty_milliseconds_is_left_out():
     phases = _phases_at(clock, [(COMPILING, 0.03125, 90.0)])
     clock.at += 1.0
     assert phase_text(phases.now()) == "◌ compiling 1.0 s of its 90 s time limit"
+
+
+class ScheduledSession:
+    """What the ticker reads of a Session whose compile is in flight: its request's limit, its
+    busy and waiting flags and the phases its scheduler records."""
+
+    def __init__(self, phases: Phases, timeout: float):
+        self.phases, self.busy, self.waiting = phases, True, False
+        self.request = type("Request", (), {"timeout": timeout})()
+
+
+def test_the_app_status_ticks_the_recorded_phases():
+    clock = FakeClock()
+    phases = _phases_at(clock, [(STARTING, 1.5, None), (COMPILING, 20.0, 90.0)])
+    # 80 s since the compile began, past 75 % of the limit; 60 s of it compiling, short of it.
+    clock.at += 60.0
+    said = []
+    pool = WorkerPool(idle_timeout=None)          # no worker starting: its activity is plain
+    try:
+        ticker = CompileTicker(said.append, latest=lambda: 7, pool=pool)
+        ticker.start(7, ScheduledSession(phases, timeout=90.0))   # no loop: one tick, now
+    finally:
+        pool.close()
+    assert said == ["◌ compiling 60.0 s of its 90 s time limit (worker started in 18.5 s, "
+                    "traced in 1.5 s)"]
 
 
 @pytest.mark.slow
