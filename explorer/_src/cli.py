@@ -190,7 +190,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _app_parser(sub) -> None:
     app = sub.add_parser("app", help="start the interactive explorer in Voila (the default "
-                         "with no command) and print its URL")
+                         "with no command) and print its URL once its first page is ready")
     app.add_argument("--port", type=_port, default=None,
                      help="default: 8866, or a free port when 8866 is taken")
     app.add_argument("--ip", default="127.0.0.1",
