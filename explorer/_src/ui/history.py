@@ -24,11 +24,12 @@ from explorer._src.api.request import check_partitioner, check_target
 from explorer._src.api.session import Session, same_request
 from explorer._src.api.targeting import CompileFor, check_compile_for
 from explorer._src.errors import ExplorerError, InputError
+from explorer._src.spec.bounds import served_timeout
 from explorer._src.spec.mesh import MeshSpec
 from explorer._src.spec.tensor import Spec, normalize_spec
 from explorer._src.strategy.rules import rules_text
 from explorer._src.ui.callbacks import Mute
-from explorer._src.ui.sidebar.checks import app_language, target_options
+from explorer._src.ui.sidebar.checks import app_language, default_timeout, target_options
 from explorer._src.ui.sources import AppRequest, WorkloadSource
 from explorer._src.ui.specs import carried_renames
 
@@ -180,8 +181,9 @@ class EditHistory:
                 if tuple(t.spec) != tuple(placed.get(t.name, ()))}
 
     def _restore_compile(self, request: Request, mesh: MeshSpec) -> None:
-        """The partitioner, the target and mapping, and the compile switches. A request with
-        no target keeps a picked one that does not fit its mesh (it gave no target then)."""
+        """The partitioner, the target and mapping, the compile switches and the time limit.
+        A request with no target keeps a picked one that does not fit its mesh (it gave no
+        target then)."""
         if not isinstance(request.mapping, str | None):
             raise InputError("its mapping is not text, as the sidebar holds it")
         self.sidebar.partitioner_w.value = check_partitioner(request.partitioner).value
@@ -196,4 +198,15 @@ class EditHistory:
         self.sidebar.mapping_w.value = request.mapping or ""
         self.sidebar.cpu_w.value = check_compile_for(request.compile_for) is CompileFor.CPU
         self.sidebar.measure_w.value = bool(request.measure)
+        self.sidebar.timeout_w.value = limit_text(request)
+
+
+def limit_text(request: Request) -> str:
+    """The time limit box's text that makes `request`'s limit: empty where it is the default
+    of what compiles it (as the sidebar fills it in: explorer._src.ui.sidebar.checks), else its
+    seconds, so that a restored default still follows the target."""
+    backend = request.planned.compile_plan.worker.backend
+    if request.timeout is None or request.timeout == served_timeout(None, default_timeout(backend)):
+        return ""
+    return f"{request.timeout:g}"
 

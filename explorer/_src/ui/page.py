@@ -18,9 +18,12 @@ says what is opened, with which compiler, under which time limit, for how long, 
 now. When the first compile fails, that line says so and what to do, and the exploration's
 settings stay loaded for the user to change.
 
-The page's address follows the exploration shown: each result a link can carry (the Share
-section's, explorer._src.ui.share) is put in the address (`PageLocation.shown`), the default app's
-own first one as no `exploration=` at all, so that a reload or a bookmark opens what was shown.
+The page's address follows the request the app's session holds (the last edit the sidebar
+accepted, its time limit included, whether or not its result is shown yet) with the visible tab
+and picked tensor: after every result, tab, tensor and status change it is put in the address
+(`PageLocation.shown`), the default app's own first one as no `exploration=` at all, so that a
+reload or a bookmark opens what was asked last; a limit raised after a compile stopped at the old
+one is kept by a reload. The opening line's limit follows that request too.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from explorer._src.errors import ExplorerError, InputError
 from explorer._src.ui.app import Explorer
 from explorer._src.ui.location import PageLocation
 from explorer._src.ui.opening import Opening
-from explorer._src.ui.share import QUERY_KEY, shown_exploration
+from explorer._src.ui.share import QUERY_KEY, exploration_of, link_refusal, shown_exploration
 
 _log = logging.getLogger(__name__)
 
@@ -75,7 +78,7 @@ class AppPage:
                               self.location])
         # The default app's first exploration: the page's address names no other for it.
         self.default: Exploration | None = shown_exploration(self.app)
-        self.app.share.followers.append(self._follow)
+        self._follow_app(self.app)
         self.opened: Opening | None = None          # the link being opened, until it shows
 
     def _repr_mimebundle_(self, **kwargs):
@@ -116,7 +119,7 @@ class AppPage:
         self.app.close()
         self.app = opened
         opened.share.path = path
-        opened.share.followers.append(self._follow)
+        self._follow_app(opened)
         opened.share.update()
         self.error.value = ""
         self._watch_opening(opened, opening)
@@ -125,9 +128,12 @@ class AppPage:
         """Keep the opening line over `app` until its first result shows: what is opened,
         how and for how long, what runs now (the app's status line), or why it failed."""
         self.opened = opening
-        if opening.exploration.timeout is None:      # the limit of the target's compiler
-            opening.limit_s = getattr(app.sidebar, "default_timeout_s", opening.limit_s)
+
         def update(_=None):
+            # The limit of the request compiling now: the link's, the target's default, or
+            # one raised since (the offer under a compile stopped at its limit).
+            if app.session is not None and app.session.request.timeout is not None:
+                opening.limit_s = app.session.request.timeout
             if self.app is not app or self.opened is not opening:
                 app.status.unobserve(update, "value")
             elif app.report is not None:          # the first result: the page is the app
@@ -144,13 +150,30 @@ class AppPage:
                                 self.location)
         update()
 
-    def _follow(self, e: Exploration) -> None:
-        """The app shows `e`: the page's address names it (none for the default app's first
-        one). Only once the page has told its address: a preheated kernel's first result
-        must not clear the link of the page that takes it."""
-        if self.location.query is None:
+    def _follow_app(self, app: Explorer) -> None:
+        """Keep the page's address on `app`'s request: after each result, tab and tensor (the
+        Share section's followers) and each status change (an edit accepted, a compile
+        started), while `app` is the page's."""
+        def follow(_=None):
+            if self.app is not app:
+                app.status.unobserve(follow, "value")
+            else:
+                self._follow(app)
+
+        app.share.followers.append(follow)
+        app.status.observe(follow, "value")
+        self._follow(app)             # an app opened with its first compile done already
+
+    def _follow(self, app: Explorer) -> None:
+        """The page's address names the request `app`'s session holds, on its tab and tensor
+        (none for the default app's first one). Only once the page has told its address: a
+        preheated kernel's first result must not clear the link of the page that takes it."""
+        if self.location.query is None or app.session is None:
             return
-        self.location.shown = "" if e == self.default else e.to_link()
+        given = bool(app.sidebar.timeout_w.value.strip())
+        e = exploration_of(app.session.request, app.tabs, app.placement, limit_given=given)
+        if link_refusal(e) is None:
+            self.location.shown = "" if e == self.default else e.to_link()
 
     def _app_options(self) -> dict:
         """The defaults' options that are not the request (how the app compiles)."""
