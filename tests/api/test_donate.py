@@ -101,7 +101,7 @@ def test_a_train_workload_donates_its_state_by_default_and_not_with_donate_state
     assert on.memory.aliased == 32 * MiB          # both weights written in place
     assert off.memory.aliased == 0
     # By kind, the params count once when donated (the new weights are the old buffers);
-    # undonated, the new weights (returned as a tuple, out[0] and out[1], so not named like
+    # undonated, the new weights (returned as a tuple, out.0 and out.1, so not named like
     # the inputs) are `other` beside x.
     assert on.memory.by_kind["params"] == off.memory.by_kind["params"] == 32 * MiB
     assert on.memory.by_kind["other"] == 512 * KiB

@@ -67,12 +67,12 @@ def test_pinned_outputs_compile_as_jax_jits_out_shardings():
     assert (report.memory.arguments, report.memory.outputs, report.memory.temporaries) == (
         memory.argument_size_in_bytes, memory.output_size_in_bytes,
         memory.temp_size_in_bytes)
-    assert out_spec(report, "out['w']") == ("data", "model")
+    assert out_spec(report, "out.w") == ("data", "model")
     # Left free, the program is another one: the partitioner keeps the weight's own layout.
     free = explored()
     assert collectives_of_report(free) == collectives_of_hlo(plain(None).as_text())
     assert collectives_of_report(free) != collectives_of_report(report)
-    assert out_spec(free, "out['w']") == W_SPEC
+    assert out_spec(free, "out.w") == W_SPEC
 
 
 def test_every_form_of_a_spec_pins_the_same_program():
@@ -83,7 +83,7 @@ def test_every_form_of_a_spec_pins_the_same_program():
     texts = {explored(out_specs=f).optimized_hlo for f in forms[:2]}
     assert len(texts) == 1
     replicated_loss = explored(out_specs=forms[2])
-    assert out_spec(replicated_loss, "out['w']") == ("data", "model")
+    assert out_spec(replicated_loss, "out.w") == ("data", "model")
 
 
 def test_out_specs_refused_with_the_axis_or_the_forms_named():

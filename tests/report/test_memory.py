@@ -63,7 +63,7 @@ def test_gradients_without_constraint_points_are_not_located():
     kinds = r.memory.by_kind
     assert kinds["grads"] is None
     assert kinds["activations"] == r.memory.temporaries
-    # w1 and w2 replicated. mlp_train returns its new weights as a tuple (out[0], out[1]), not
+    # w1 and w2 replicated. mlp_train returns its new weights as a tuple (out.0, out.1), not
     # under their names; donated, they are written into w1's and w2's buffers, so they count
     # once, as params, and `other` is x [256,1024] split over data.
     assert kinds["params"] == 2 * 1024 * 4096 * 4

@@ -104,7 +104,7 @@ def _tensor(name, kind, shape, dtype, nbytes):
 
 
 IN, OUT = TensorRole.INPUT, TensorRole.OUTPUT
-# A hand-written TPU module header: w (a param, donated into out['w']) and tokens in; the new w
+# A hand-written TPU module header: w (a param, donated into out.w) and tokens in; the new w
 # and a scalar loss out, the loss in a buffer of its own.
 HEADER = ("HloModule step, is_scheduled=true, input_output_alias={ {0}: (0, {}, may-alias) }, "
           "entry_computation_layout={(bf16[64,32]{0,1:T(8,128)(2,1)}, s32[4,32]{1,0:T(4,128)})"
@@ -117,8 +117,8 @@ def _report(timeline=None):
     return Report(parse_mesh("data=8"), "shardy", "tpu v5e:2x4", (), (
         _tensor("w", IN, (64, 32), "bfloat16", 64 * 32 * 2),
         _tensor("tokens", IN, (4, 32), "int32", 4 * 32 * 4),
-        _tensor("out['w']", OUT, (64, 32), "bfloat16", 64 * 32 * 2),
-        _tensor("out['loss']", OUT, (), "float32", 4)),
+        _tensor("out.w", OUT, (64, 32), "bfloat16", 64 * 32 * 2),
+        _tensor("out.loss", OUT, (), "float32", 4)),
         Memory(arguments=ARGUMENTS, outputs=OUTPUTS, aliased=8 * KiB, temporaries=0,
                generated_code=0),
         Cost(None, None, None, 0), Timing(0.0, 0.0), optimized_hlo=HEADER,

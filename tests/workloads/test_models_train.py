@@ -290,8 +290,8 @@ def test_bfloat16_params_with_float32_adam_state():
                          params={"dtype": "bfloat16", "opt_dtype": "float32"})
     assert r.tensor("layers.wq").dtype == "bfloat16" and r.tensor("embed").dtype == "bfloat16"
     assert r.tensor("m.layers.wq").dtype == "float32" and r.tensor("v.unembed").dtype == "float32"
-    assert r.tensor("out['layers.wq']").dtype == "bfloat16"
-    assert r.tensor("out['m.layers.wq']").dtype == "float32"
+    assert r.tensor("out.layers.wq").dtype == "bfloat16"
+    assert r.tensor("out.m.layers.wq").dtype == "float32"
     assert r.tensor("tokens").dtype == "int32"
     # zero1 splits the optimizer state over data on embed: m.layers.wq [2, 64, 4, 16] in float32
     # is 2·32·4·16·4 = 16384 bytes per device; the bfloat16 param, whole, 2·64·4·16·2 = 16384.

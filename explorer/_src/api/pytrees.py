@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from explorer._src.compile.lowering import argument_names, key_impl
+from explorer._src.compile.lowering import argument_names, key_impl, leaf_name
 from explorer._src.errors import TensorError, choices
 from explorer._src.spec.bounds import MAX_PYTREE_DEPTH, MAX_TENSORS, power_text, show
 from explorer._src.spec.tensor import KeyDataSpec, TensorSpec, normalize_dtype, normalize_spec
@@ -140,27 +140,6 @@ def is_plain(tree: Any) -> bool:
 
 
 # ------------------------------------------------------------------------- names from paths
-
-
-def leaf_name(path: tuple) -> str:
-    """A key path as jax.tree_util.keystr writes it, simplified to dotted parts: dict keys,
-    sequence indices and attribute names joined by dots (``['layers'][0]['w1']`` and
-    ``.layers[0].w1`` are both ``layers.0.w1``)."""
-    from jax.tree_util import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey, keystr
-
-    parts = []
-    for key in path:
-        if isinstance(key, DictKey):
-            parts.append(str(key.key))
-        elif isinstance(key, SequenceKey):
-            parts.append(str(key.idx))
-        elif isinstance(key, GetAttrKey):
-            parts.append(key.name)
-        elif isinstance(key, FlattenedIndexKey):
-            parts.append(str(key.key))
-        else:       # a key type of a user's pytree node: its keystr, without the punctuation
-            parts.append(keystr((key,)).strip(".[]'\""))
-    return ".".join(parts)
 
 
 def named_inputs(fn: Callable[..., Any], args: tuple) -> tuple:

@@ -35,10 +35,11 @@ from explorer._src.spec.tensor import KeyDataSpec, TensorSpec
 
 @dataclass(frozen=True)
 class OutputShape:
-    """One flat output of a lowered program: its name (``out['w1']``, as jax's key path of the
-    output pytree reads), global shape and dtype (jax's name: ``float32``, ``key<fry>``), and
-    the PartitionSpec entries its type carries (jax's abstract value's sharding: the layout an
-    Explicit mesh axis puts in the type, all None over Auto axes)."""
+    """One flat output of a lowered program: its name (``out.w1``, the output pytree's key
+    path in the inputs' dotted form, `output_name`), global shape and dtype (jax's name:
+    ``float32``, ``key<fry>``), and the PartitionSpec entries its type carries (jax's abstract
+    value's sharding: the layout an Explicit mesh axis puts in the type, all None over Auto
+    axes)."""
 
     name: str
     shape: tuple[int, ...]
@@ -202,7 +203,7 @@ def trace_and_lower(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platfor
             f"{mesh.text()} mesh: {type(e).__name__}: {e}") from e
     lower_s = time.perf_counter() - t0
     out_paths = jax.tree_util.tree_flatten_with_path(lowered.out_info)[0]
-    outputs = tuple(OutputShape("out" + jax.tree_util.keystr(path), tuple(info.shape),
+    outputs = tuple(OutputShape(output_name(path), tuple(info.shape),
                                 str(info.dtype), jax_private.spec_in_type(aval))
                     for (path, info), aval in zip(out_paths, traced.jaxpr.out_avals,
                                                   strict=True))
@@ -378,6 +379,34 @@ def argument_names(fn: Callable[..., Any], count: int) -> list[str]:
         params = []
     return [params[k] if k < len(params) else f"arg{k}" for k in range(count)]
 
+
+def leaf_name(path: tuple) -> str:
+    """A key path as jax.tree_util.keystr writes it, simplified to dotted parts: dict keys,
+    sequence indices and attribute names joined by dots (``['layers'][0]['w1']`` and
+    ``.layers[0].w1`` are both ``layers.0.w1``). The one form of every name the explorer
+    gives a leaf: an input's (api/pytrees.py) and an output's (`output_name`)."""
+    from jax.tree_util import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey, keystr
+
+    parts = []
+    for key in path:
+        if isinstance(key, DictKey):
+            parts.append(str(key.key))
+        elif isinstance(key, SequenceKey):
+            parts.append(str(key.idx))
+        elif isinstance(key, GetAttrKey):
+            parts.append(key.name)
+        elif isinstance(key, FlattenedIndexKey):
+            parts.append(str(key.key))
+        else:       # a key type of a user's pytree node: its keystr, without the punctuation
+            parts.append(keystr((key,)).strip(".[]'\""))
+    return ".".join(parts)
+
+
+def output_name(path: tuple) -> str:
+    """A flat output's name: ``out`` and its key path in the inputs' dotted form
+    (``out.blocks.0`` for jax's ``out['blocks'][0]``, ``out.1`` for the second of a tuple);
+    ``out`` for a program's one array."""
+    return ".".join(p for p in ("out", leaf_name(path)) if p)
 
 
 def _describe(fn) -> str:

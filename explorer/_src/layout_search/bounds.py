@@ -33,7 +33,6 @@ assumption above failed) is reported and switches that bound off for the rest of
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -77,10 +76,9 @@ def reference_of(report: Report | None, problem: Problem,
 
 
 def _leaf_name(path: str) -> str:
-    """An output's name as its input's: the workload returns a dict, whose leaves the report
-    names by their path (`out['l0.wq']`)."""
-    m = re.search(r"\[['\"]([^'\"]+)['\"]\]$", path)
-    return m.group(1) if m else path
+    """An output's name as its input's: the workload returns a dict under its inputs' names,
+    whose leaves the report names by their path (`out.l0.wq`)."""
+    return path.removeprefix("out.")
 
 
 def memory_bound(point: SearchPoint, ref: Reference) -> int:

@@ -4,7 +4,7 @@ activations and other inputs and outputs, beside XLA's arguments, outputs and te
 Only a built-in workload says what its tensors are, so only its reports are split:
 
 - `params`, `optimizer`: the inputs the workload's `kinds` calls PARAM (the default) and
-  OPT, plus the outputs named like them (`out['l0.wq']`): a training step returns its updated
+  OPT, plus the outputs named like them (`out.l0.wq`): a training step returns its updated
   state, and without buffer donation the old and the new copy are both held. An output the
   compiler wrote into a donated input's buffer (the module's input_output_alias) is that
   input's bytes, counted once, as `Memory.total` counts it;
@@ -24,7 +24,9 @@ times its dtype (the CPU's and GPU's layouts have no tiles, and no padding). The
 no allocation of their own to count and stay their values' size. What `Memory.total` holds
 that no tensor does, the output tuple's table of pointers, is `outside_kinds`.
 
-A user function's bytes are all `other` (Memory.kinds stays None). Inputs and outputs kept in
+A user's own function says what its inputs are by their names only: `kinds_by_name` reads
+them, and a function none of whose inputs it recognises has all its bytes `other`
+(Memory.kinds stays None). Inputs and outputs kept in
 host memory (offloaded, `TensorInfo.memory_kind`) are not the device's and are left out; the
 host's bytes are `Memory.host_arguments`, `host_outputs` and `host_temporaries`.
 
@@ -50,6 +52,7 @@ from explorer._src.hlo.module import (
 from explorer._src.report.report import (
     BufferKind,
     Memory,
+    MemoryKind,
     Report,
     TensorInfo,
     TensorRole,
@@ -58,15 +61,20 @@ from explorer._src.report.report import (
 from explorer._src.units import format_bytes
 from explorer._src.workloads.base import TensorKind, Workload, kind_of
 
-# The memory kind (MEMORY_KINDS) an input's TensorKind counts in.
-_KIND_OF = {TensorKind.PARAM: "params", TensorKind.OPT: "optimizer", TensorKind.INPUT: "other"}
-_OUTPUT_NAME = re.compile(r"^out\['(.*)'\]$")
+# The memory kind an input's TensorKind counts in.
+_KIND_OF = {TensorKind.PARAM: MemoryKind.PARAMS, TensorKind.OPT: MemoryKind.OPTIMIZER,
+            TensorKind.INPUT: MemoryKind.OTHER}
+# The names a user's train step gives its state (`kinds_by_name`): the first part of an input's
+# name, or the argument it is a leaf of.
+PARAM_NAMES = frozenset({"model", "params"})
+OPT_NAMES = frozenset({"optimizer", "opt_state"})
+_OUTPUT_NAME = re.compile(r"^out\.(.+)$")
 _GRAD_POINT = re.compile(r"(?:^|/)(grad\.[^/]+)/sharding_constraint$")
 _TILE = re.compile(r"T\(([\d,]*)\)")
 _ELEMENT_BITS = re.compile(r"E\((\d+)\)")
 _COMMENT = re.compile(r"/\*.*?\*/")
 # The kinds that, with outside_kinds, add up to Memory.total; the gradients are apart.
-_SUMMED = ("params", "optimizer", "activations", "other")
+_SUMMED = (MemoryKind.PARAMS, MemoryKind.OPTIMIZER, MemoryKind.ACTIVATIONS, MemoryKind.OTHER)
 
 
 def with_workload(report: Report, info: WorkloadInfo, workload: Workload) -> Report:
@@ -81,13 +89,42 @@ def with_workload(report: Report, info: WorkloadInfo, workload: Workload) -> Rep
     return replace(report, memory=replace(report.memory, kinds=kinds))
 
 
+def kinds_by_name(inputs: Mapping[str, str]) -> dict[str, TensorKind] | None:
+    """What a user's own step's inputs are, read from their names (`inputs`: input name -> the
+    argument it is a leaf of, "" where unknown), for `memory_kinds`; None where no input is
+    recognised (its bytes then stay all `other`).
+
+    The rule: an input whose name's first dotted part, or else whose argument, is `model` or
+    `params` (PARAM_NAMES: `model.blocks.0.w`, a leaf of `params`) is a parameter; `optimizer`
+    or `opt_state` (OPT_NAMES: `opt_state.mu.w`) optimizer state; any other input (a batch,
+    a key) other. Outputs count as memory_kinds counts them: one written into a donated input's
+    buffer is that input's bytes, counted once; one named like an input, `out.` and its name or
+    its argument and name (`out.model.w` for the leaf `w` of `model`: a step that returns
+    its state as a dict of its arguments), is that input's kind; any other output (a tuple's,
+    `out.0.w`, which says nothing of what it is) is other."""
+    def kind(name: str, argument: str) -> TensorKind:
+        for word in (name.split(".", 1)[0], argument):
+            if word in PARAM_NAMES:
+                return TensorKind.PARAM
+            if word in OPT_NAMES:
+                return TensorKind.OPT
+        return TensorKind.INPUT
+
+    kinds = {name: kind(name, argument) for name, argument in inputs.items()}
+    if all(k == TensorKind.INPUT for k in kinds.values()):
+        return None
+    # An output named by argument and leaf finds its input's kind (memory_kinds).
+    qualified = {f"{argument}.{name}": kinds[name] for name, argument in inputs.items()
+                 if argument and not name.startswith(argument + ".")}
+    return {**qualified, **kinds}
+
+
 def memory_kinds(report: Report, kinds: Mapping[str, TensorKind], has_grads: bool
-                 ) -> dict[str, int | None]:
+                 ) -> dict[MemoryKind, int | None]:
     """Bytes per device by kind. `kinds` maps input names to PARAM, OPT or INPUT (unnamed
     inputs are params, as Workload.kinds says); `has_grads` says whether the program has
     gradient constraint points to find its gradients at."""
-    out: dict[str, int | None] = {"params": 0, "grads": 0, "optimizer": 0, "activations": 0,
-                                  "other": 0}
+    out: dict[MemoryKind, int | None] = dict.fromkeys(MemoryKind, 0)
     inputs = {t.name for t in report.tensors if t.kind == TensorRole.INPUT}
     outputs = [t for t in report.tensors if t.kind == TensorRole.OUTPUT]
     aliases = input_output_aliases(report.optimized_hlo)
@@ -100,18 +137,20 @@ def memory_kinds(report: Report, kinds: Mapping[str, TensorKind], has_grads: boo
             continue     # offloaded: in host memory, not the device's (Memory.host_*)
         size = allocated.get(t.name, t.bytes_per_device)
         if t.kind == TensorRole.INPUT:
-            out[_KIND_OF.get(kind_of(kinds, t.name), "other")] += size
+            out[_KIND_OF.get(kind_of(kinds, t.name), MemoryKind.OTHER)] += size
         elif t.kind == TensorRole.OUTPUT and t.name not in in_donated:
             m = _OUTPUT_NAME.match(t.name)
-            like = m.group(1) if m and m.group(1) in inputs else None
-            kind = _KIND_OF.get(kind_of(kinds, like), "other") if like else "other"
+            # Named like an input, or as `kinds` names one (`kinds_by_name`: `model.w`).
+            like = m.group(1) if m and (m.group(1) in inputs or m.group(1) in kinds) else None
+            kind = (_KIND_OF.get(kind_of(kinds, like), MemoryKind.OTHER) if like
+                    else MemoryKind.OTHER)
             out[kind] += size
     grads = gradients(report.tensors)
     if grads:
-        out["grads"] = sum(t.bytes_per_device for t in grads.values())
+        out[MemoryKind.GRADS] = sum(t.bytes_per_device for t in grads.values())
     elif has_grads:
-        out["grads"] = None     # not located: never a guess
-    out["activations"] = report.memory.temporaries if report.memory is not None else 0
+        out[MemoryKind.GRADS] = None     # not located: never a guess
+    out[MemoryKind.ACTIVATIONS] = report.memory.temporaries if report.memory is not None else 0
     return out
 
 

@@ -131,8 +131,9 @@ class TensorInfo:
     """One tensor as the partitioner laid it out: an input, an output or an intermediate.
 
     Attributes:
-        name: an input's TensorSpec name; ``out`` (a pytree of outputs: ``out[0]``,
-            ``out['a']``, ...) for an output; the HLO instruction's name for an intermediate.
+        name: an input's TensorSpec name; ``out`` for an output (a pytree of outputs:
+            ``out.0``, ``out.a``, ``out.blocks.0``, dotted as inputs are); the HLO
+            instruction's name for an intermediate.
         kind: input, output or intermediate.
         shape: the global shape.
         sharding: XLA's HloSharding text, e.g. ``{devices=[2,1,4]<=[8]
@@ -192,7 +193,18 @@ class TensorInfo:
         return d
 
 
-MEMORY_KINDS = ("params", "grads", "optimizer", "activations", "other")
+class MemoryKind(StrEnum):
+    """What bytes of a device's memory hold, the keys of `Memory.kinds`: a str (a `StrEnum`),
+    so that JSON and comparisons with the names (``"params"``) read as before."""
+
+    PARAMS = "params"
+    GRADS = "grads"
+    OPTIMIZER = "optimizer"
+    ACTIVATIONS = "activations"
+    OTHER = "other"
+
+
+MEMORY_KINDS = tuple(MemoryKind)
 
 
 @dataclass(frozen=True)
@@ -241,11 +253,11 @@ class Memory:
         return self.arguments + self.outputs - self.aliased + self.temporaries
 
     @property
-    def by_kind(self) -> dict[str, int | None]:
+    def by_kind(self) -> dict[MemoryKind, int | None]:
         """Bytes per device for each of MEMORY_KINDS; None where a kind could not be located
         (gradients of a program with no gradient constraint points)."""
         if self.kinds is None:
-            return {k: (self.total if k == "other" else 0) for k in MEMORY_KINDS}
+            return {k: (self.total if k == MemoryKind.OTHER else 0) for k in MEMORY_KINDS}
         return {k: self.kinds.get(k, 0) for k in MEMORY_KINDS}
 
     def to_dict(self) -> dict:

@@ -18,7 +18,7 @@ from explorer._src.spec.tensor import Entry, TensorRole, normalize_spec
 def with_value_types(report: Report, inputs: Mapping[str, Sequence],
                      outputs: Mapping[str, Sequence]) -> Report:
     """`report` with each input's and output's `typed_spec` set from the spec entries its type
-    carried (by name: an input's, ``out[0]``), where the mesh has an Explicit axis; `report`
+    carried (by name: an input's, ``out.0``), where the mesh has an Explicit axis; `report`
     itself where it has none (every type's sharding is then empty)."""
     if not report.mesh.axes_of_type("explicit"):
         return report

@@ -34,7 +34,14 @@ from explorer._src.report.memory import (
     peak_note,
     tuple_tables,
 )
-from explorer._src.report.report import Buffer, BufferKind, Memory, MemoryTimeline, Report
+from explorer._src.report.report import (
+    Buffer,
+    BufferKind,
+    Memory,
+    MemoryKind,
+    MemoryTimeline,
+    Report,
+)
 from explorer._src.ui.figure import FigureSlot, FigureWidget, keep_state
 from explorer._src.ui.views import stamped
 from explorer._src.units import format_bytes
@@ -45,9 +52,10 @@ _CAPACITY_IN_SCALE = 5.0
 XLA_ROW, KIND_ROW, GRAD_ROW = "XLA buffers", "by kind", "gradients"
 MEMORY_PARTS = (("arguments", "#4c78a8"), ("outputs (not aliased)", "#f58518"),
                 ("temporaries", "#54a24b"))
-KIND_PARTS = (("params", "parameters", "#7c3aed"), ("optimizer", "optimizer state", "#b45309"),
-              ("activations", "activations", "#0d9488"),
-              ("other", "other in/outputs", "#9ca3af"))
+KIND_PARTS = ((MemoryKind.PARAMS, "parameters", "#7c3aed"),
+              (MemoryKind.OPTIMIZER, "optimizer state", "#b45309"),
+              (MemoryKind.ACTIVATIONS, "activations", "#0d9488"),
+              (MemoryKind.OTHER, "other in/outputs", "#9ca3af"))
 # The part of the total no tensor holds (the output tuple's table of pointers), on the by-kind
 # row after the kinds, so that the row ends where the XLA row does.
 OUTSIDE_LABEL, OUTSIDE_COLOUR = "no tensor's", "#e5e7eb"
@@ -165,7 +173,7 @@ class MemoryView:
         xla = memory_parts(m) if m else (0, 0, 0)
         kinds = kind_parts(m) if m and classified(m) else (0, 0, 0, 0)
         outside = outside_part(m) if m and classified(m) else 0
-        grads = m.by_kind["grads"] if m and classified(m) else 0
+        grads = m.by_kind[MemoryKind.GRADS] if m and classified(m) else 0
         total = sum(xla)
         in_scale = fit is not None and fit.capacity <= _CAPACITY_IN_SCALE * max(total, 1)
         widest = max(total, sum(kinds) + outside, grads or 0, 1)
@@ -303,11 +311,12 @@ def _kinds_table(report: Report) -> str:
     m = report.memory
     if not classified(m):
         return ("<p class='explorer-memory-unclassified'><i>By kind: this report does not say "
-                "which inputs are parameters, so every byte counts as other. Built-in workloads "
-                "and <code>explorer.ui.explore_module</code> (a Flax model's parameters) are "
-                "split by kind.</i></p>")
+                "which inputs are parameters, so every byte counts as other. Built-in workloads, "
+                "<code>explorer.ui.explore_module</code> (a Flax model's parameters) and a "
+                "function whose inputs are named <code>model</code>/<code>params</code> and "
+                "<code>optimizer</code>/<code>opt_state</code> are split by kind.</i></p>")
     k = m.by_kind
-    grads = k["grads"]
+    grads = k[MemoryKind.GRADS]
     grads_text = ("not located (the program pins no gradient, so where they are is unknown)"
                   if grads is None else "none in this program" if grads == 0 else
                   format_bytes(grads))

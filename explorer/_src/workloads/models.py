@@ -11,7 +11,7 @@ Tensor naming (what `--spec NAME=...` and the rules address):
   scan_layers=false there is one per layer: `l{i}.wq`. A block has `ln1`, `wq`, `wk`, `wv`
   (wk, wv [embed, kv_heads, kv]: grouped-query attention with kv_heads < heads), `wo`, `ln2`
   (not in a parallel block), `w1`, `w3` (swiglu only), `w2`. The step returns a flat dict with
-  the same names (`out['layers.wq']`, `out['m.layers.wq']`, ...) plus `out['loss']`.
+  the same names (`out.layers.wq`, `out.m.layers.wq`, ...) plus `out.loss`.
 - `moe`: `x`, `router`, `wi`, `wo` (wi[experts, embed, mlp]).
 
 Constraint points: places inside the program where a spec can be applied with
