@@ -38,6 +38,11 @@ page load"):
   and waits for its preheated kernel, is timed on its own (as a Binder user's first visit is)
   and printed in a separate row; the loads after it are timed as the other variants' are.
 
+- `app`: `sharding-explorer app` itself (what `preheat` serves, started by the CLI): its first
+  load is made the moment the CLI prints the URL (once the port answers, should it print the URL
+  sooner) and printed in its own row, "first load after start"; the loads after it are timed
+  as the other variants' are.
+
 With `--gap S`, each variant's loads come S seconds apart (S seconds after the previous load's
 heatmap), without waiting for the kernel pool to be refilled: a user reloading the page, or a
 room's first visits coming together (docs/performance.md, "Reloads in quick succession").
@@ -77,9 +82,11 @@ CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 APP = ROOT / "notebooks" / "app.ipynb"
-VARIANTS = ("stock", "cache", "js", "preheat", "preheat-plotly", "binder", "binder-proxy")
+VARIANTS = ("stock", "cache", "js", "preheat", "preheat-plotly", "binder", "binder-proxy",
+            "app")
 # Variants whose Voila keeps a preheated kernel: a load waits until it is there again.
-PREHEATED = ("preheat", "preheat-plotly", "binder-proxy")
+PREHEATED = ("preheat", "preheat-plotly", "binder-proxy", "app")
+URL_LINE = "sharding-explorer app: "       # how `sharding-explorer app` prints its address
 # The kernels such a pool keeps (explorer._src.ui.serve's --pool_size).
 POOL_SIZE = int(next(a.split("=", 1)[1] for a in VOILA_PREHEAT if a.startswith("--pool_size=")))
 
@@ -162,6 +169,9 @@ class Server:
             if not cache.exists():
                 fill_cache(cache, env)
         port = free_port()
+        if variant == "app":
+            self._start_app(port, env)
+            return
         if variant in ("stock", "cache"):
             # Voila as it was served before: every lab extension, figures as plotly ships them.
             cmd = [sys.executable, "-m", "voila", str(self._stock_copy(work)), "--no-browser",
@@ -200,6 +210,21 @@ class Server:
                   else f"http://127.0.0.1:{port}/voila/static/", self.proc, self.log)
         # binder-proxy: no Voila, hence no kernel pool, until the first page request.
         self.voila_started = variant != "binder-proxy"
+
+    def _start_app(self, port: int, env: dict) -> None:
+        """`sharding-explorer app` on `port`, returned once it has printed its URL and the port
+        answers (at once where the URL is printed only then); Voila's log is the CLI's stderr."""
+        self.handle = self.log.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "explorer._src.cli", "app", f"--port={port}"], env=env,
+            stdout=subprocess.PIPE, stderr=self.handle, stdin=subprocess.DEVNULL, cwd=ROOT,
+            text=True)
+        while not (line := self.proc.stdout.readline()).startswith(URL_LINE):
+            if not line:
+                raise RuntimeError(f"sharding-explorer app exited; see {self.log}")
+        self.url = line.strip().removeprefix(URL_LINE)
+        wait_http(f"http://127.0.0.1:{port}/voila/static/", self.proc, self.log)
+        self.voila_started = True
 
     @staticmethod
     def _stock_copy(work: Path) -> Path:
@@ -284,12 +309,19 @@ def main() -> int:
         # on a shared machine whose load drifts, each round compares the variants under the
         # same conditions. With --gap, one variant's loads follow each other.
         servers = {}
-        first_visit = None
+        first_visit = first_app_load = None
         load_average = [os.getloadavg()[0]]
         try:
-            for variant in args.variants:
+            # `app` first, its first load the moment it prints its URL: a user's first visit
+            # after starting it, before the other servers start competing for the CPU.
+            for variant in sorted(args.variants, key=lambda v: v != "app"):
                 servers[variant] = Server(variant, work)
                 results[variant] = []
+                if variant == "app":
+                    first_app_load = load(browser, servers[variant].url)
+                    print("app first load after start: " + json.dumps(
+                        {k: round(v, 1) for k, v in first_app_load.items()}), file=sys.stderr,
+                        flush=True)
             if "binder-proxy" in servers:
                 # A Binder user's first visit: the proxy starts Voila, which starts its
                 # preheated kernel and runs the notebook in it while the page waits.
@@ -339,6 +371,11 @@ def main() -> int:
         print("\nEach load's first heatmap, in order:\n")
         for variant, rs in results.items():
             print(f"- {variant}: " + ", ".join(f"{r['heatmap'] / 1000:.1f} s" for r in rs))
+    if first_app_load is not None:
+        r = first_app_load
+        print(f"| app, first load after start | {r['html'] / 1000:.1f} s | "
+              f"{r['widgets'] / 1000:.1f} s | **{r['heatmap'] / 1000:.1f} s** | "
+              f"{r['ws_mb']:.1f} MB | {r['js_files']} files, {r['js_mb']:.1f} MB |")
     if first_visit is not None:
         r = first_visit
         print(f"| binder-proxy, first visit (starts Voila) | {r['html'] / 1000:.1f} s | "
