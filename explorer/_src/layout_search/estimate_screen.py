@@ -7,7 +7,7 @@ that compiles every candidate sees a handful of thousands in a minute. The progr
 once per mesh shape (explorer/_src/compile/jaxpr_graph.py), and each candidate's layout is carried
 through it by sharding propagation (explorer/_src/estimate/propagate.py): the collectives the layout
 implies, and the FLOPs and bytes each device works on. Those are priced on the target by the
-same cost model as a compiled program's (explorer._src.cost.model.estimate), in milliseconds. The
+same cost model as a compiled program's (explorer._src.cost.estimate.estimate), in milliseconds. The
 screen ranks the candidates by that estimate; the confirmation (confirm.py's) compiles the best
 with the target's compiler, whose numbers then rank them.
 
@@ -25,7 +25,8 @@ from dataclasses import replace
 from statistics import median
 
 from explorer._src.compile.jaxpr_graph import trace_program
-from explorer._src.cost.model import estimate, overlapped_comm_seconds
+from explorer._src.cost.collectives import overlapped_comm_seconds
+from explorer._src.cost.estimate import estimate
 from explorer._src.errors import ExplorerError
 from explorer._src.estimate.propagate import ImpliedCost, Prepared, implied_cost, prepare
 from explorer._src.hlo.collectives import CollectiveKind
@@ -56,7 +57,7 @@ class EstimateScreen:
         # The matmul dtype whose peak applies: the largest input's, as for a compiled Report.
         largest = max(problem.inputs, key=lambda t: t.nbytes, default=None)
         self.dtype = largest.dtype if largest is not None else "float32"
-        self._programs: dict[tuple[int, ...], Prepared] = {}
+        self._programs: dict[tuple, Prepared] = {}
         # The target compiler's compute time over the estimate's, of the candidates it
         # confirmed (recalibrate, `confirmed` of them); 1 until then.
         self.compute_scale = 1.0
@@ -67,11 +68,17 @@ class EstimateScreen:
 
     def trace(self, mesh: MeshSpec) -> Prepared:
         """The program on `mesh`'s shape, traced (and prepared for propagation) the first time
-        it is asked for; an ExplorerError when it cannot be traced."""
-        if mesh.sizes not in self._programs:
+        it is asked for; an ExplorerError when it cannot be traced. A built-in workload other
+        than the pipeline reads no mesh size as it is traced (its constraints name mesh axes,
+        which the propagation sizes), so it is traced once for every shape of the same axes:
+        each trace of a transformer step took 6 s on a busy 2-core machine, a quarter of a
+        60 s search's estimate over four shapes. A user's function, or the pipeline (a
+        shard_map over its stages), is traced on each shape."""
+        key = (mesh.names if _sizes_unread(self.problem) else mesh.sizes)
+        if key not in self._programs:
             fn, inputs = _traceable(self.problem)
-            self._programs[mesh.sizes] = prepare(trace_program(fn, inputs, mesh))
-        return self._programs[mesh.sizes]
+            self._programs[key] = prepare(trace_program(fn, inputs, mesh))
+        return self._programs[key]
 
     def recalibrate(self, pairs: Sequence[tuple[Candidate, Candidate]]) -> float:
         """The factor that brings the estimates' compute to what the target's compiler made
@@ -151,6 +158,16 @@ def _step_bounds(compute: float, comm: float, overlapped: float) -> tuple[float,
     is ranked by, as a compiled candidate without a trace is), and every collective overlapped
     with compute."""
     return compute + comm, max(compute, overlapped)
+
+
+# Built-in workloads whose code reads the mesh's sizes as it is traced.
+_READS_MESH_SIZES = frozenset({"pipeline"})
+
+
+def _sizes_unread(problem: Problem) -> bool:
+    """Whether `problem`'s program is the same on every mesh shape of the same axis names."""
+    return (isinstance(problem, WorkloadProblem)
+            and problem.workload.name not in _READS_MESH_SIZES)
 
 
 def _traceable(problem: Problem):
