@@ -139,6 +139,7 @@ def test_a_pickled_request_keeps_its_plan_and_lowered_program():
     request = Request(fn=matmul, inputs=(X, W), mesh=MESH, target="h100-8")
     copy = pickle.loads(pickle.dumps(request))
     assert copy.fn is None and copy.context is None             # neither travels
+    assert copy.device_count == 8
     assert copy.plan().key == request.plan().key
     assert copy.plan().lowered.stablehlo == request.plan().lowered.stablehlo
     assert [t.spec for t in copy.plan().leaves] == [("data", "model"), ("model", None)]

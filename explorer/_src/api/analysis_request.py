@@ -320,7 +320,8 @@ class Request:
         MeshSpec, and a function's inputs as the TensorSpecs they were read as (their
         NamedShardings hold a jax mesh)."""
         planned = self.plan()
-        return {**self.__dict__, "fn": None, "context": None, "checked": None,
+        return {**self.__dict__, "fn": None, "context": None,
+                "checked": replace(self.checked, mesh=MeshChoice(planned.mesh)),
                 "mesh": planned.mesh if is_jax_mesh(self.mesh) else self.mesh,
                 "inputs": planned.inputs if self.fn is not None else self.inputs}
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, MutableMapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Hashable, MutableMapping, Sequence
+from dataclasses import asdict, replace
 from typing import Any, Literal, overload
 
 from explorer._src.api import diskcache
@@ -17,6 +17,7 @@ from explorer._src.api.analysis_request import (
     Request,
     SpecLike,
     SpecPatterns,
+    frozen_key,
 )
 from explorer._src.api.extrapolate import ExtrapolateLike, check_extrapolate, run_extrapolated
 from explorer._src.api.patterns import unmatched_note
@@ -262,22 +263,51 @@ def _only_run_options(args, mesh, *options) -> None:
 def run(request: Request, *, pool: WorkerPool | None = None, use_cache: bool = True,
         cache_only: bool = False, spent: MutableMapping[str, float] | None = None
         ) -> Report | None:
-    """The Report of a Request, from a cache or a compile worker; nothing is checked or planned
-    again (the Request was, when it was made). None only with `cache_only`, on a miss.
+    """The Report of a Request, from a cache or a compile worker: the request planned
+    (`Request.plan()`, once per Request), and lowered only where no cache holds its Report.
+    None only with `cache_only`, on a miss.
 
     `spent`, when given, gets the seconds this call spent reading the compiler's output into a
     Report (``"read"``) and pricing it on the target (``"price"``), beside the worker start,
     lowering and compile the Report's timing holds."""
     use_cache = check_flag(use_cache, "use_cache")
     cache_only = check_flag(cache_only, "cache_only")
-    p = request.planned
-    report = _compiled(request, pool, use_cache, cache_only, spent)
-    if report is None:
+    request.plan()          # what needs the inputs placed is refused before any cache is read
+    t0 = time.perf_counter()
+    found = _compiled(request, pool, use_cache, cache_only, spent)
+    if found is None:
         return None                                   # a cache_only miss
+    compiled, cached = found
+    report = _finished(request, compiled, spent)
+    if cached:          # the one copy a cache hit makes: its timing says where it came from
+        report = report.with_timing(replace(report.timing, cached=True,
+                                            lookup_s=time.perf_counter() - t0))
+    return report
+
+
+# The Reports as `run` returns them (priced on the target, the workload's description added),
+# by the compiled Report they were made from and what the finishing read: a cache hit of an
+# unchanged or re-timed request (an app's edit undone, a what-if asked again) is not priced
+# again. Each entry holds the compiled Report it was made from, so that a compile that
+# replaced it in the cache is never answered with the old one's finish.
+_finishes: Lru[Hashable, tuple[Report, Report]] = Lru(CACHE_SIZE)
+
+
+def _finished(request: Request, compiled: Report, spent) -> Report:
+    """`compiled` as `run` returns it: the spec patterns that found no input named, priced
+    on the target (where there is one), the workload's description added."""
+    p = request.plan()
+    target = request.target or _target_it_ran_on(request, compiled)
+    info = p.workload_info(request.workload, request.preset)
+    key = frozen_key((p.key, p.idle_patterns, target, p.mapping, bool(request.peak),
+                   p.compile_plan.approximate, None if info is None else asdict(info)))
+    known = _finishes.get(key) if key is not None else None
+    if known is not None and known[0] is compiled:
+        return known[1]
+    report = compiled
     if p.idle_patterns:
         report = replace(report, notes=(*report.notes, unmatched_note(list(p.idle_patterns),
                                                                       p.names)))
-    target = request.target or _target_it_ran_on(request, report)
     if target is not None:
         from explorer._src.report.predict import with_target
 
@@ -292,11 +322,12 @@ def run(request: Request, *, pool: WorkerPool | None = None, use_cache: bool = T
                                                 if measured else "compiled for")))
         if spent is not None:
             spent["price"] = time.perf_counter() - t0
-    info = p.workload_info(request.workload, request.preset)
     if info is not None:
         from explorer._src.report.memory import with_workload
 
         report = with_workload(report, info, p.workload)
+    if key is not None:
+        _finishes.put(key, (compiled, report))
     return report
 
 
@@ -309,23 +340,24 @@ def _target_it_ran_on(request: Request, report: Report) -> str | None:
     return target_of_devices(report.device_kind, request.planned.mesh.device_count)
 
 
-def _compiled(request: Request, pool, use_cache: bool, cache_only: bool, spent) -> Report | None:
-    p = request.planned
+def _compiled(request: Request, pool, use_cache: bool, cache_only: bool, spent
+              ) -> tuple[Report, bool] | None:
+    """The compiled Report, as the caches hold it, and whether a cache held it; None for a
+    cache_only miss."""
+    p = request.plan()
     measure = bool(request.measure)
     real_devices = p.compile_plan.worker.backend is Backend.REAL
     # Reports of plain compiles persist on disk (explorer/_src/api/diskcache.py); measured runs and
     # real devices depend on this machine at this moment, so they stay in memory only.
     disk = diskcache.default_cache() if use_cache and not measure and not real_devices else None
     if use_cache:
-        t0 = time.perf_counter()
         hit = _cache.get(p.key)
         if hit is None and disk is not None:
             hit = disk.get(p.key)
             if hit is not None:
                 _remember(p.key, hit)
         if hit is not None:
-            return hit.with_timing(replace(hit.timing, cached=True,
-                                           lookup_s=time.perf_counter() - t0))
+            return hit, True
     if cache_only:
         return None
     plan = p.compile_plan
@@ -359,7 +391,7 @@ def _compiled(request: Request, pool, use_cache: bool, cache_only: bool, spent) 
             _remember(key, report)
         if disk is not None:
             disk.put(key, report)
-    return report
+    return report, False
 
 
 def _remember(key: str, report: Report) -> None:
@@ -372,4 +404,5 @@ def clear_cache() -> None:
     processes): removing its folder ($EXPLORER_CACHE_DIR, else ~/.cache/sharding-explorer)
     empties it, and EXPLORER_DISK_CACHE=0 turns it off."""
     _cache.clear()
+    _finishes.clear()
     forget_lowered()
