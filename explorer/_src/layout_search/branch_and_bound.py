@@ -142,8 +142,8 @@ class BranchAndBound:
         best after it, in the budget's reserve. None where the program cannot be traced or
         prune=False asks for every candidate compiled: the reference's compiles then choose
         between a CPU screen and none (compile_reference)."""
-        if self.screening is None:
-            return None
+        if self.screening is None or self.state.out_of_time():
+            return None     # (a budget the enumeration spent: nothing to trace for)
         screen, why = self.estimate_screen()
         if screen is None:
             self.not_estimated = why
