@@ -222,15 +222,24 @@ def _matmul_kind(body: list[Instruction], step: Step) -> str:
         return "convolution"
     by_dtype: dict[str, float] = {}
     for d in step.dots:
-        by_dtype[d.lhs_dtype] = by_dtype.get(d.lhs_dtype, 0.0) + d.flops
+        dtype = _multiplied_dtype(d.lhs_dtype, d.rhs_dtype)
+        by_dtype[dtype] = by_dtype.get(dtype, 0.0) + d.flops
     if by_dtype:
         return "matmul " + max(by_dtype, key=by_dtype.__getitem__)
     names = {i.name: i for i in body}
     for c in convs:
-        operand = names.get(c.operands[0]) if c.operands else None
-        if operand is not None and operand.arrays:
-            return "matmul " + operand.arrays[0].dtype
+        operands = [names.get(o) for o in c.operands[:2]]
+        dtypes = [o.arrays[0].dtype if o is not None and o.arrays else "" for o in operands]
+        if dtypes and dtypes[0]:
+            return "matmul " + _multiplied_dtype(dtypes[0], dtypes[-1])
     return "matmul ?"
+
+
+def _multiplied_dtype(lhs: str, rhs: str) -> str:
+    """The dtype a matmul multiplies in: its left operand's, but for a boolean one (a one-hot
+    mask fused into the matmul, as an embedding lookup written `one_hot(ids) @ table` is), which
+    the matrix unit takes widened to the other operand's."""
+    return rhs if lhs == "pred" and rhs and rhs != "pred" else lhs
 
 
 def instruction_kind(step: Step, module: HloModule | None = None) -> str:
