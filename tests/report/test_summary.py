@@ -83,8 +83,9 @@ def test_the_collectives_table_has_a_row_per_collective_with_its_size_runs_and_r
                                   "512.0", "KiB", "x2", "partial-sum", "model.py:7", "y", "=",
                                   "h", "@", "w2"]
     # An async, combined one: its flags in the kind; no reason, source or code read.
+    # Its part shapes unread: the shape says three arrays, not the first one's shape alone.
     assert gather_row.split() == ["2", "all-gather", "(async)", "×3", "data", "2",
-                                  "float32[1024,1024]", "4.0", "MiB", "1", "-", "-", "-"]
+                                  "(3", "arrays)", "4.0", "MiB", "1", "-", "-", "-"]
 
 
 def test_collectives_with_one_reason_are_explained_in_one_paragraph():

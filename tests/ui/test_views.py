@@ -90,3 +90,46 @@ def test_the_collectives_table_marks_a_multi_slice_programs_dcn_legs():
         ("5", "all-gather", "data (2)", "16.0 MiB"),
         ("6", "all-gather", "data (2)", "16.0 MiB")]
     assert "[DCN]: the part of a collective that crosses TPU slices" in table
+
+
+def _combined_report(part_shapes):
+    from explorer._src.report.report import Collective, Cost, Memory, Report, Timing
+    from explorer._src.spec.mesh import parse_mesh
+
+    sizes = [4 * __import__("math").prod(s) for s in part_shapes]       # float32
+    c = Collective("all-reduce", ("data",), 8, part_shapes[0], "float32", sum(sizes),
+                   parts=len(part_shapes), groups=(tuple(range(8)),),
+                   program_dtypes=("float32",) * len(part_shapes),
+                   program_part_bytes=tuple(sizes), part_shapes=tuple(part_shapes))
+    return Report(parse_mesh("data=8"), "shardy", "cpu", (c,), (),
+                  Memory(0, 0, 0, 0, 0), Cost(None, None, None, sum(sizes)), Timing(0.0, 0.0))
+
+
+def _combined_row(report):
+    import re
+
+    from explorer._src.ui.views import collectives_html
+    row = re.search(r"<tr data-kind='all-reduce'[^>]*>(.*?)</tr>", collectives_html(report))
+    return re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
+
+
+def test_a_combined_collectives_row_shows_every_parts_shape_beside_their_total_bytes():
+    # Two parts: [64,64] and [64] float32, 16 KiB + 256 B. The row's shape is the tuple the
+    # combined op moves, never its first part alone beside the total.
+    from explorer._src.report.summary import collectives_table
+    report = _combined_report([(64, 64), (64,)])
+    cells = _combined_row(report)
+    assert cells[3] == "(float32[64,64], float32[64])"
+    assert cells[4] == "16.2 KiB"                     # 16384 + 256 bytes
+    # The CLI's table says the same.
+    [row] = [line for line in collectives_table(report) if "all-reduce" in line]
+    assert "(float32[64,64], float32[64])" in row and "16.2 KiB" in row
+
+
+def test_a_combined_collective_of_many_parts_is_written_as_their_count():
+    # Five parts: the row names the tuple by its count and first shape; the part rows list all.
+    shapes = [(64, 64), (64,), (32, 16), (16,), (8, 8)]
+    cells = _combined_row(_combined_report(shapes))
+    assert cells[3] == "(5 arrays: float32[64,64], …)"
+    total = 4 * (64 * 64 + 64 + 32 * 16 + 16 + 64)
+    assert cells[4] == f"{total / 1024:.1f} KiB"

@@ -38,10 +38,30 @@ def collectives_table(report: Report) -> list[str]:
                      + (f" ×{c.parts}" if c.parts > 1 else "") + dcn_mark(c, number)
                      + node_mark(c),
                      ",".join(c.axes) or "-", str(c.group_size),
-                     f"{c.dtype}[{','.join(map(str, c.shape))}]", format_bytes(c.bytes),
+                     collective_shape(c), format_bytes(c.bytes),
                      f"x{c.runs}" if c.runs != 1 else "1",
                      c.why.reason if c.why else "-", c.source or "-", _code(c.source_text)])
     return _table(rows)
+
+
+TUPLE_SHAPES_SHOWN = 3      # a combined collective's row writes its tuple up to this many parts
+
+
+def collective_shape(c) -> str:
+    """What a collective's row moves, as its bytes count it: its result's shape, or for a
+    combined one (several joined into one tuple-shaped op) the tuple, `(float32[64,64],
+    float32[64])`, or past TUPLE_SHAPES_SHOWN parts its count and first shape; the app's part rows
+    list every one. Never the first part alone beside the parts' total bytes."""
+    def array(shape) -> str:
+        return f"{c.dtype}[{','.join(map(str, shape))}]"
+
+    if c.parts <= 1:
+        return array(c.shape)
+    if len(c.part_shapes) != c.parts:
+        return f"({c.parts} arrays)"
+    if c.parts <= TUPLE_SHAPES_SHOWN:
+        return "(" + ", ".join(array(s) for s in c.part_shapes) + ")"
+    return f"({c.parts} arrays: {array(c.part_shapes[0])}, …)"
 
 
 def dcn_mark(c, number: Mapping[str, int]) -> str:

@@ -18,7 +18,7 @@ from explorer._src.errors import ExplorerError
 from explorer._src.hlo.groups import spanned_axes
 from explorer._src.report.dataflow import sliced_all_reduces
 from explorer._src.report.report import Report, TensorRole
-from explorer._src.report.summary import dcn_mark, marks_legend, node_mark
+from explorer._src.report.summary import collective_shape, dcn_mark, marks_legend, node_mark
 from explorer._src.report.why.metadata import short_op
 from explorer._src.spec.mesh import MeshSpec
 from explorer._src.ui.figure import FigureSlot, FigureWidget, keep_state
@@ -298,7 +298,7 @@ def collectives_html(report: Report, selected: int | None = None,
         rows.append(
             f"<tr{cls} data-kind='{c.kind}' data-axes='{','.join(c.axes)}'><td>{i + 1}</td>"
             f"<td class='explorer-kind'>{e(kind)}</td><td>{e(over)}</td>"
-            f"<td>{c.dtype}[{','.join(map(str, c.shape))}]</td><td>{format_bytes(c.bytes)}</td>"
+            f"<td>{e(collective_shape(c))}</td><td>{format_bytes(c.bytes)}</td>"
             f"{time_cell}<td class='explorer-where'>{where}</td></tr>")
         rows += _part_rows(c, columns)
         if i in sliced:
