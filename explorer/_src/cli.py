@@ -259,7 +259,7 @@ def _analyze_parser(sub) -> None:
     a.add_argument("--extrapolate-layers", nargs="?", const=True, default=None,
                    metavar="A,B|auto",
                    help="compile the workload's stack of layers at two small layer counts "
-                   "(2 and 3, or A,B) and carry the collectives, memory, cost and predicted "
+                   "(3 and 4, or A,B) and carry the collectives, memory, cost and predicted "
                    "times on linearly to its own `layers` (explorer.analyze's extrapolate; "
                    "the output says EXTRAPOLATED first); auto (or auto:A,B): only where the full "
                    "compile's estimated time passes --timeout")
@@ -580,7 +580,7 @@ def _analyze(args) -> int:
                  target=args.target, mapping=args.mapping, peak=args.peak,
                  compile_for=args.compile_for or "target", **how)
     if args.extrapolate_layers is not None:
-        report = _extrapolated(args, exploration, how)
+        report = _extrapolated(args, exploration, how, flags)
     elif exploration is not None:
         # Only the run flags given: the request `load` checked (and planned) is the one run.
         report = run(exploration.request(**{k: v for k, v in how.items() if v}))
@@ -619,7 +619,7 @@ def _analyze(args) -> int:
     return 0
 
 
-def _extrapolated(args, exploration, run: dict):
+def _extrapolated(args, exploration, how: dict, flags: dict):
     """analyze --extrapolate-layers: the request (the file's, or the flags') compiled at two
     small layer counts and carried on linearly (explorer.analyze's extrapolate)."""
     from explorer._src.api.analysis_request import Request
@@ -629,15 +629,9 @@ def _extrapolated(args, exploration, run: dict):
         raise InputError("--extrapolate-layers and --save: --save writes the request, which "
                          "compiles in full; save it in a run without --extrapolate-layers")
     if exploration is not None:
-        request = exploration.request(**{k: v for k, v in run.items() if v})
+        request = exploration.request(**{k: v for k, v in how.items() if v})
     else:
-        request = Request(
-            workload=args.workload, mesh=args.mesh, specs=_key_values(args.spec, "--spec"),
-            params=_key_values(args.param, "--param"), preset=args.preset, rules=args.rules,
-            activations=_key_values(args.activation, "--activation"),
-            partitioner=args.partitioner or "shardy", axis_type=args.axis_type or "auto",
-            target=args.target, mapping=args.mapping, peak=args.peak,
-            compile_for=args.compile_for or "target", **run)
+        request = Request(workload=args.workload, mesh=args.mesh, **flags)
     return analyze(request, extrapolate=args.extrapolate_layers)
 
 

@@ -175,8 +175,8 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             bytes, the memory, the cost and the predicted times on linearly to its own count
             (``Report.extrapolated`` says so, with the method's measured error): ``True``;
             ``"auto"`` only where the full compile's time, estimated the same way, would pass
-            `timeout`; the two counts as ``(2, 4)``, ``"2,4"`` or ``"auto:2,4"`` (default 2
-            and 3). Also with a Request.
+            `timeout`; the two counts as ``(3, 5)``, ``"3,5"`` or ``"auto:3,5"`` (default 3
+            and 4). Also with a Request.
 
     Returns:
         The Report; from a cache, with ``timing.cached`` True. None only with `cache_only`,
