@@ -55,6 +55,12 @@ def test_a_workload_without_layers_is_refused_naming_its_params():
         explorer.analyze_workload("moe", "data=2,model=4", extrapolate=True)
 
 
+def test_a_measured_run_is_not_extrapolated():
+    with pytest.raises(explorer.InputError, match="extrapolate with measure=True"):
+        explorer.analyze_workload("transformer_train", "data=2,model=4", preset="megatron",
+                                  params={"layers": 8}, measure=True, extrapolate=True)
+
+
 def _counts(report: explorer.Report) -> Counter:
     """Each collective's kind, mesh axes and bytes, counted by the times a step runs it."""
     out: Counter = Counter()

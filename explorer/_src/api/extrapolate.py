@@ -112,6 +112,12 @@ def run_extrapolated(request: Request, extrapolate: ExtrapolateLike,
     param, layers = layer_param(request)
     if layers <= b:
         return answer(request)   # no larger than the small ones
+    if request.measure:
+        if mode == "auto":
+            return answer(request)
+        raise InputError("extrapolate with measure=True: a run would time the small compiles, "
+                         "not the model asked for; measure the full model (extrapolate=False) "
+                         "or drop measure")
     params = dict(request.params or {})
     ra, rb = (answer(replace(request, params={**params, param: n})) for n in (a, b))
     compile_a, compile_b = ra.timing.compile_s, rb.timing.compile_s
