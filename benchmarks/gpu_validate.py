@@ -6,10 +6,10 @@ Run it on a machine with GPUs and jax's CUDA plugin (`pip install -e . "jax[cuda
 
 1. Collectives: all-gather, all-reduce, reduce-scatter and all-to-all of several sizes over a 1-D
    mesh of the local GPUs (jax.shard_map with lax.all_gather / psum / psum_scatter /
-   all_to_all), against explorer._src.cost.model.collective_time on the matching catalog target
-   (h100-8, h200-4, ...) with the default mapping. V is the cost model's V: bytes per device of
-   the gathered result (all-gather), the full operand (reduce-scatter), the buffer (all-reduce,
-   all-to-all).
+   all_to_all), against explorer._src.cost.collectives.collective_time on the matching catalog
+   target (h100-8, h200-4, ...) with the default mapping. V is the cost model's V: bytes per
+   device of the gathered result (all-gather), the full operand (reduce-scatter), the buffer
+   (all-reduce, all-to-all).
 2. Steps: a few strategy presets on built-in workloads, compiled for real on a GPU mesh with
    random inputs placed by the preset's specs, against the estimate that explorer makes from
    the same request compiled on fake CPU devices (`analyze_workload(..., target=...)`:
@@ -129,7 +129,7 @@ def error(predicted: float | None, measured: float) -> float | None:
 
 
 def fmt_s(s: float | None) -> str:
-    from explorer._src.cost.model import format_seconds
+    from explorer._src.units import format_seconds
 
     return format_seconds(s)
 
@@ -184,8 +184,8 @@ def measure_collectives(devices, target: str, sizes, repeats: int) -> list[dict]
     from jax.sharding import AxisType, Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
+    from explorer._src.cost.collectives import collective_time
     from explorer._src.cost.mapping import default_mapping
-    from explorer._src.cost.model import collective_time
 
     k = len(devices)
     mesh = Mesh(np.array(devices), ("x",), axis_types=(AxisType.Auto,))

@@ -24,7 +24,7 @@ FLOOR_S = 10e-6     # predicted: below it, a relative error says little
 def main() -> int:
     folder = sys.argv[1] if len(sys.argv) > 1 else DIR
     from explorer._src.cost.coverage import instruction_kind
-    from explorer._src.cost.model import estimate
+    from explorer._src.cost.estimate import estimate
     from explorer._src.cost.ranges import scheduled_steps
     from explorer._src.hlo.schedule import read_schedule, schedule_work
     from explorer._src.report.trace import step_trace

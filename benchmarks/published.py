@@ -31,8 +31,8 @@ from dataclasses import dataclass, field, replace
 
 import explorer
 from explorer._src.cost.catalog.names import get_target
+from explorer._src.cost.compute import roofline_seconds
 from explorer._src.cost.gemm_rates import gemm_table
-from explorer._src.cost.model import roofline_seconds
 from explorer._src.hlo.schedule import MATH_KINDS, StepKind, read_schedule
 from explorer._src.report.predict import with_target
 from explorer._src.report.provenance import compiled_by

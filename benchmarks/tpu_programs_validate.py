@@ -59,7 +59,7 @@ def predict_kept(name: str, folder: str, target: str) -> dict:
     """predict() from the chip's own optimized HLO of the program (DIR/hlo/NAME.hlo.txt.gz)."""
     import gzip
 
-    from explorer._src.cost.model import estimate
+    from explorer._src.cost.estimate import estimate
     from explorer._src.hlo.schedule import read_schedule, schedule_work
     from explorer._src.report.trace import step_trace
 

@@ -39,17 +39,12 @@ from explorer._src.compile.pool import WorkerPool
 from explorer._src.compile.protocol import Partitioner
 from explorer._src.cost.catalog.names import get_target, targets
 from explorer._src.cost.catalog.types import Target, VectorUnit
+from explorer._src.cost.collectives import CollectiveBound, CollectiveTime
+from explorer._src.cost.compute import Bound, ComputeTime, Float32Matmuls
 from explorer._src.cost.coverage import TimeBasis
+from explorer._src.cost.estimate import Estimate
 from explorer._src.cost.mapping import AxisMapping
-from explorer._src.cost.model import (
-    Bound,
-    CollectiveBound,
-    CollectiveTime,
-    ComputeTime,
-    Estimate,
-    Float32Matmuls,
-    MemoryFit,
-)
+from explorer._src.cost.memory_fit import MemoryFit
 from explorer._src.cost.ranges import RangePart, StepRange
 from explorer._src.errors import (
     CompileError,

@@ -20,7 +20,7 @@ from explorer import TensorSpec as T
 from explorer._src.compile.gpu import target_config
 from explorer._src.cost.catalog.names import get_target
 from explorer._src.cost.catalog.sources import GiB
-from explorer._src.cost.model import memory_fit
+from explorer._src.cost.memory_fit import memory_fit
 from explorer._src.report.predict import with_target
 from explorer._src.ui.memory import memory_html
 

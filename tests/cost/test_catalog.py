@@ -201,7 +201,7 @@ def test_a_listing_line_names_the_count_chip_rates_and_links():
 def test_the_listing_and_the_memory_verdict_give_a_chip_the_same_memory():
     """`targets` said 16.0 GiB for a v5e where analyze's verdict said 15.8 GiB: both now give
     what libtpu lets a program hold, 15.75 GiB (issue 53)."""
-    from explorer._src.cost.model import memory_fit
+    from explorer._src.cost.memory_fit import memory_fit
     from explorer._src.units import format_bytes
 
     v5e = get_target("tpu-v5e-2x2")

@@ -1,6 +1,6 @@
 """The legs of a collective libtpu split at the slices' edges, priced each on its own links:
 the part inside the slices on ICI, the DCN leg on the data-center network
-(explorer/_src/cost/model.py
+(explorer/_src/cost/collectives.py
 `collective_time(..., tier=)`), against the catalog's figures worked by hand.
 
 Sources of the figures: CLOUD_V5E (https://cloud.google.com/tpu/docs/v5e), "Data center network
@@ -11,8 +11,8 @@ hop. No jax here."""
 import pytest
 
 from explorer._src.cost.catalog.names import get_target
+from explorer._src.cost.collectives import collective_time
 from explorer._src.cost.mapping import Tier, check_mapping
-from explorer._src.cost.model import collective_time
 from explorer._src.hlo.collectives import CollectiveKind
 
 TARGET = "tpu-v5e-2x2-2slices"

@@ -13,19 +13,15 @@ import pytest
 
 from explorer import TargetError
 from explorer._src.compile.tpu import topology_chips
-from explorer._src.cost import model
+from explorer._src.cost import collectives
 from explorer._src.cost.catalog.names import get_target, targets
 from explorer._src.cost.catalog.tpu import tpu_generations
 from explorer._src.cost.catalog.types import LinkKind, TargetFamily
+from explorer._src.cost.collectives import CollectiveBound, collective_time
+from explorer._src.cost.compute import Bound, compute_time
+from explorer._src.cost.estimate import estimate
 from explorer._src.cost.mapping import AxisMapping, check_mapping, default_mapping, parse_mapping
-from explorer._src.cost.model import (
-    Bound,
-    CollectiveBound,
-    collective_time,
-    compute_time,
-    estimate,
-    memory_fit,
-)
+from explorer._src.cost.memory_fit import memory_fit
 from explorer._src.errors import ExplorerError, MappingError
 from explorer._src.hlo.collectives import CollectiveKind
 from explorer._src.hlo.groups import RingDirection
@@ -34,7 +30,7 @@ from explorer._src.report.predict import estimate_report
 
 def coll(kind, nbytes, *axes, group_size=None, groups=()):
     """A stand-in for Report's Collective: what the cost model reads of one
-    (explorer._src.cost.model.PricedCollective), on no ring and every tier, run once."""
+    (explorer._src.cost.estimate.PricedCollective), on no ring and every tier, run once."""
     return SimpleNamespace(kind=kind, axes=tuple(axes), program_bytes=nbytes,
                            group_size=group_size, groups=groups, direction="", tier="",
                            hlo_name="", runs=1)
@@ -508,7 +504,7 @@ def test_mapping_that_does_not_fit_names_the_limit():
 
 
 def test_every_collective_kind_has_a_formula_and_others_raise(monkeypatch):
-    assert set(model.FORMULAS) == set(CollectiveKind)
+    assert set(collectives.FORMULAS) == set(CollectiveKind)
     mapping = default_mapping("h100-8", ("a",), (8,))
     # A kind string XLA might print that the explorer has no formula for.
     with pytest.raises(ExplorerError, match="'broadcast' has no time formula") as e:
@@ -522,9 +518,9 @@ def test_every_collective_kind_has_a_formula_and_others_raise(monkeypatch):
 
     with pytest.raises(ExplorerError, match="'collective-broadcast' has no time formula"):
         collective_time(FakeKind.COLLECTIVE_BROADCAST, 2**20, ("a",), "h100-8", mapping)
-    without_permute = {k: f for k, f in model.FORMULAS.items()
+    without_permute = {k: f for k, f in collectives.FORMULAS.items()
                        if k is not CollectiveKind.COLLECTIVE_PERMUTE}
-    monkeypatch.setattr(model, "FORMULAS", without_permute)
+    monkeypatch.setattr(collectives, "FORMULAS", without_permute)
     with pytest.raises(ExplorerError, match="'collective-permute' has no time formula"):
         collective_time(CollectiveKind.COLLECTIVE_PERMUTE, 2**20, ("a",), "h100-8", mapping)
 
@@ -559,20 +555,20 @@ def test_a_collective_over_part_of_an_axis_is_timed_over_the_whole_axis():
     # in `data`, so they are timed over it (an upper bound), with a note, instead of untimed.
     groups = tuple(tuple(4 * (4 * k + d) + m for k in range(4)) for d in range(4) for m in range(4))
     split = coll(CollectiveKind.ALL_GATHER, 64 * 2**20, group_size=4, groups=groups)
-    est = model.estimate([split], 1e12, 1e9, None, "bfloat16", ("data", "model"), (16, 4),
-                         "tpu-v5p-4x4x4")
+    est = estimate([split], 1e12, 1e9, None, "bfloat16", ("data", "model"), (16, 4),
+                   "tpu-v5p-4x4x4")
     [t] = est.collectives
-    [whole] = model.estimate([coll(CollectiveKind.ALL_GATHER, 64 * 2**20, "data")], 1e12, 1e9,
-                             None, "bfloat16", ("data", "model"), (16, 4),
-                             "tpu-v5p-4x4x4").collectives
+    [whole] = estimate([coll(CollectiveKind.ALL_GATHER, 64 * 2**20, "data")], 1e12, 1e9,
+                       None, "bfloat16", ("data", "model"), (16, 4),
+                       "tpu-v5p-4x4x4").collectives
     assert t.axes == ("data",) and whole.seconds > 0 and t.seconds == whole.seconds
     assert est.step_upper_seconds is not None
     assert any("part of a mesh axis" in n for n in est.notes)
     # Groups of single devices move nothing and stay untimed by axes.
     alone = coll(CollectiveKind.ALL_GATHER, 1024, group_size=1,
                  groups=tuple((d,) for d in range(64)))
-    [t] = model.estimate([alone], 1e12, 1e9, None, "bfloat16", ("data", "model"), (16, 4),
-                         "tpu-v5p-4x4x4").collectives
+    [t] = estimate([alone], 1e12, 1e9, None, "bfloat16", ("data", "model"), (16, 4),
+                   "tpu-v5p-4x4x4").collectives
     assert t.seconds == 0.0
 
 
@@ -638,7 +634,7 @@ def test_matmul_dtype_is_never_that_of_token_ids():
     input decides, not the dots: a CPU compile upcasts bf16 dots to f32."""
     from types import SimpleNamespace
 
-    from explorer._src.cost.model import matmul_dtype
+    from explorer._src.cost.compute import matmul_dtype
     from explorer._src.hlo.arithmetic import Dot
     from explorer._src.hlo.schedule import Work
 

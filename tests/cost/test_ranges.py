@@ -22,7 +22,7 @@ from explorer._src.cost.coverage import (
     coverage_for,
     instruction_kind,
 )
-from explorer._src.cost.model import estimate
+from explorer._src.cost.estimate import estimate
 from explorer._src.cost.ranges import step_range
 from explorer._src.hlo.schedule import read_schedule, schedule_work
 from explorer._src.report.trace import step_trace

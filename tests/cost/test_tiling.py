@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from explorer._src.cost.catalog.tpu import TPU_V5E
-from explorer._src.cost.model import instruction_seconds, measured_read_bandwidth
+from explorer._src.cost.compute import instruction_seconds, measured_read_bandwidth
 from explorer._src.cost.tiling import MatmulTiling, matmul_tiling, reread_bytes, window_traffic
 from explorer._src.hlo.module import parse_instruction
 from explorer._src.hlo.schedule import Step, StepKind, read_schedule, schedule_work

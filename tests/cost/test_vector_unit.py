@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from explorer._src.cost.catalog.tpu import TPU_V5E
-from explorer._src.cost.model import (
-    estimate,
+from explorer._src.cost.compute import (
     instruction_seconds,
     measured_read_bandwidth,
     memory_seconds,
     vector_seconds,
 )
+from explorer._src.cost.estimate import estimate
 from explorer._src.hlo.arithmetic import vector_work
 from explorer._src.hlo.schedule import StepKind, read_schedule, schedule_work
 

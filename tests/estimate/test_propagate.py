@@ -32,7 +32,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from explorer._src.compile.jaxpr_graph import trace_program
-from explorer._src.cost.model import estimate
+from explorer._src.cost.estimate import estimate
 from explorer._src.errors import RankError, UnknownAxisError
 from explorer._src.estimate.propagate import ImpliedCost, implied_cost
 from explorer._src.hlo.collectives import CollectiveKind

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from explorer._src.cost.catalog.tpu import TPU_V5E
-from explorer._src.cost.model import estimate
+from explorer._src.cost.estimate import estimate
 from explorer._src.hlo.compiler_costs import UNCOSTABLE_CYCLES, kernel_cost, uncostable
 from explorer._src.hlo.module import parse_module
 from explorer._src.hlo.schedule import read_schedule, schedule_work

@@ -13,7 +13,7 @@ import explorer
 from explorer._src.api.request import check_mesh
 from explorer._src.compile.gpu import gpu_plugin_installed
 from explorer._src.cost.catalog.names import get_target
-from explorer._src.cost.model import memory_fit
+from explorer._src.cost.memory_fit import memory_fit
 from explorer._src.errors import InputError, WorkloadError
 from explorer._src.layout_search import capacity as capacity_module
 from explorer._src.layout_search import search as search_module

@@ -3,7 +3,8 @@ pruned search against the exhaustive one over the same space.
 
 Target h100-8: 8 GPUs behind NVLink; an all-reduce of V bytes over n of them costs
 max(2·V·(n-1)/(n·W), 2·(n-1)·α) (the scaling book's and NCCL's ring formula with its latency
-floor; explorer/_src/cost/model.py), compute max(FLOPs/peak, bytes/HBM bandwidth) per instruction.
+floor; explorer/_src/cost/collectives.py), compute max(FLOPs/peak, bytes/HBM bandwidth) per
+instruction.
 
 The workload is `mlp_train`, one SGD step of y = gelu(x @ w1) @ w2 on the loss mean(y**2), with
 x [B, d], w1 [d, f], w2 [f, d], float32:

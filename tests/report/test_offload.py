@@ -13,7 +13,7 @@ import pytest
 from explorer import TensorSpec, analyze, analyze_workload
 from explorer._src.compile.gpu import gpu_plugin_installed
 from explorer._src.cost.catalog.names import get_target
-from explorer._src.cost.model import estimate
+from explorer._src.cost.estimate import estimate
 from explorer._src.errors import TensorError, WorkloadError
 from explorer._src.hlo.module import entry_memory_spaces, parse_module, shape_memory_spaces
 from explorer._src.hlo.schedule import StepKind, read_schedule, schedule_work

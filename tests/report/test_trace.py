@@ -18,7 +18,7 @@ import pytest
 from explorer import TensorSpec, analyze, analyze_workload
 from explorer._src.cli import main
 from explorer._src.compile.gpu import gpu_plugin_installed
-from explorer._src.cost.model import estimate
+from explorer._src.cost.estimate import estimate
 from explorer._src.hlo.module import parse_module
 from explorer._src.hlo.schedule import StepKind, read_schedule, schedule_work, trip_count
 from explorer._src.report.build import read_collectives

@@ -16,10 +16,12 @@ from explorer import TensorSpec as T
 pytest.importorskip("ipywidgets")
 pytest.importorskip("plotly")
 
-from explorer._src.cost.model import format_seconds  # noqa: E402
 from explorer._src.spec.tensor import entry_axes, normalize_spec  # noqa: E402
 from explorer._src.ui.app import TAB_TITLES  # noqa: E402
-from explorer._src.units import format_bytes  # noqa: E402
+from explorer._src.units import (
+    format_bytes,  # noqa: E402
+    format_seconds,  # noqa: E402
+)
 from explorer.ui import Explorer, explore  # noqa: E402
 
 # A small MLP: every compile takes a fraction of a second on 8 fake devices.

@@ -1,10 +1,9 @@
 """Where each mesh axis lives on a target: mesh axes mapped onto physical axes (links).
 
 A mapping places every mesh axis on one or more physical axes of the target (torus dimensions,
-the GPUs of a node, nodes, slices); the time formulas in explorer/_src/cost/model.py read which
-links
-a collective crosses from it. Rules and examples: docs/cost-model.md, "Mapping mesh axes onto the
-machine". Pure data and validation; no jax.
+the GPUs of a node, nodes, slices); the time formulas in explorer/_src/cost/collectives.py read
+which links a collective crosses from it. Rules and examples: docs/cost-model.md, "Mapping mesh
+axes onto the machine". Pure data and validation; no jax.
 """
 
 from __future__ import annotations

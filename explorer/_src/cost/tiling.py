@@ -17,7 +17,7 @@ input is read N times and the kernel M times; with it outside, the result's part
 as the matrix unit accumulates) go to HBM and come back. `window_traffic` takes the order that
 moves the fewest bytes; `reread_bytes` is what it moves beyond the instruction's operands and
 result read or written once (Step.bytes). The model prices those bytes at the chip's copy rate
-(explorer._src.cost.model.instruction_seconds): they are DMA copies from HBM into VMEM.
+(explorer._src.cost.compute.instruction_seconds): they are DMA copies from HBM into VMEM.
 
 Held against one TPU v5e chip (benchmarks/results/tpu-v5e-2026-12-06):
 

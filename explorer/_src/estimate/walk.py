@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from math import prod
 
 from explorer._src.compile.jaxpr_graph import JaxprOp, Program
+from explorer._src.cost.mapping import Tier
 from explorer._src.errors import RankError, UnknownAxisError, choices
 from explorer._src.hlo.collectives import CollectiveKind
+from explorer._src.hlo.groups import RingDirection
 from explorer._src.spec.mesh import MeshSpec
 from explorer._src.spec.tensor import Entry, entry_axes, format_spec, normalize_spec
 
@@ -36,7 +38,7 @@ COMBINE_THRESHOLD = 30 * 1024 * 1024 + 7
 
 @dataclass(frozen=True)
 class ImpliedCollective:
-    """A collective the layout implies, in the cost model's terms (explorer._src.cost.model).
+    """A collective the layout implies, in the cost model's terms (explorer._src.cost.estimate).
 
     Attributes:
         kind: the collective.
@@ -48,9 +50,9 @@ class ImpliedCollective:
             bytes and reason) counted together.
         why: what makes it, e.g. ``dot_general: partial sums over its contracting dims``.
 
-    It has what the cost model reads of a compiled one (explorer._src.cost.model.PricedCollective);
-    with no compile there is no instruction, no device groups, no ring direction and no slice
-    tier, which the empty values say.
+    It has what the cost model reads of a compiled one
+    (explorer._src.cost.estimate.PricedCollective); with no compile there is no instruction, no
+    device groups, no ring direction and no slice tier, which the empty values say.
     """
 
     kind: CollectiveKind
@@ -61,8 +63,8 @@ class ImpliedCollective:
     why: str = ""
     hlo_name: str = ""
     groups: tuple[tuple[int, ...], ...] = ()
-    direction: str = ""
-    tier: str = ""
+    direction: RingDirection = RingDirection.NONE
+    tier: Tier = Tier.ALL
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The collective opcodes of HLO, as one enum that every stage shares.
 
 Adding a collective kind: add a member here, teach `collective_kind` its opcode if it differs,
-and give it a formula in explorer/_src/cost/model.py (an unknown kind raises there, never guessed).
+and give it a formula in explorer/_src/cost/collectives.py (an unknown kind raises there, never
+guessed).
 """
 
 from __future__ import annotations

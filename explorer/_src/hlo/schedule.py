@@ -142,7 +142,7 @@ class Step:
     # A scatter, alone or in a fusion: priced by its bytes, which it can take far longer than.
     scatter: bool = False
     # Of `bytes`, those the instruction writes (its result, or the part of it updated in
-    # place); the rest it reads. A chip reads faster than it writes (explorer._src.cost.model).
+    # place); the rest it reads. A chip reads faster than it writes (explorer._src.cost.compute).
     written: float = 0.0
     # Vector-unit work of an instruction that does no matmul (vector_work): elementwise
     # operations, one per element of each operation's result, transcendentals among them, and

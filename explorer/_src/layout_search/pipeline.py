@@ -34,8 +34,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from explorer._src.cost.collectives import collective_time
 from explorer._src.cost.mapping import default_mapping
-from explorer._src.cost.model import collective_time
 from explorer._src.hlo.collectives import CollectiveKind
 from explorer._src.spec.mesh import MeshSpec
 from explorer._src.spec.tensor import DTYPE_BYTES

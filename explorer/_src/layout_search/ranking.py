@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from explorer._src.cost.model import Estimate
+from explorer._src.cost.estimate import Estimate
 from explorer._src.hlo.collectives import CollectiveKind
 from explorer._src.layout_search.evaluate import Outcome
 from explorer._src.layout_search.result import (

@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from fractions import Fraction
 
-from explorer._src.cost.model import CollectiveTime, Estimate, memory_fit
+from explorer._src.cost.collectives import CollectiveTime
+from explorer._src.cost.estimate import Estimate
+from explorer._src.cost.memory_fit import memory_fit
 from explorer._src.errors import InputError
 from explorer._src.report.report import (
     Collective,

@@ -13,8 +13,10 @@ from dataclasses import replace
 from explorer._src.compile.tpu import tpu_backend
 from explorer._src.cost.catalog.names import get_target, tpu_slices_of
 from explorer._src.cost.catalog.types import Target, TargetFamily
+from explorer._src.cost.compute import matmul_dtype
+from explorer._src.cost.estimate import Estimate, estimate
 from explorer._src.cost.mapping import AxisMapping, crosses_nodes, placed_mapping
-from explorer._src.cost.model import Estimate, MemoryFit, estimate, matmul_dtype, memory_fit
+from explorer._src.cost.memory_fit import MemoryFit, memory_fit
 from explorer._src.cost.ranges import step_range
 from explorer._src.hlo.schedule import Work, cached_schedule, schedule_work
 from explorer._src.report.report import Report
@@ -25,7 +27,7 @@ from explorer._src.units import format_bytes
 def estimate_report(report: Report, target: str | Target, dtype: str | None = None,
                     mapping: AxisMapping | str | Mapping | None = None,
                     work: Work | None = None, peak: bool = False) -> Estimate:
-    """explorer._src.cost.model.estimate applied to a Report. `dtype` defaults to the program's
+    """explorer._src.cost.estimate.estimate applied to a Report. `dtype` defaults to the program's
     matmul dtype (`matmul_dtype`); `work` and `peak` as estimate() takes them."""
     if dtype is None:
         dtype = matmul_dtype(work, report.tensors)

@@ -12,7 +12,7 @@ from typing import Any
 
 from explorer._src.compile.device_profile import MeasuredEvent
 from explorer._src.compile.protocol import Partitioner
-from explorer._src.cost.model import Estimate
+from explorer._src.cost.estimate import Estimate
 from explorer._src.errors import TensorError, choices
 from explorer._src.hlo.collectives import CollectiveKind
 from explorer._src.hlo.groups import RingDirection

@@ -38,15 +38,11 @@ from enum import StrEnum
 from typing import Any
 
 from explorer._src.cost.catalog.names import get_target
+from explorer._src.cost.collectives import LINK_DIRECTIONS, CollectiveTime, link_directions
+from explorer._src.cost.compute import instruction_seconds
 from explorer._src.cost.coverage import TimeBasis, time_basis
+from explorer._src.cost.estimate import Estimate
 from explorer._src.cost.gemm_rates import GemmTable, gemm_table
-from explorer._src.cost.model import (
-    LINK_DIRECTIONS,
-    CollectiveTime,
-    Estimate,
-    instruction_seconds,
-    link_directions,
-)
 from explorer._src.hlo.module import Instruction, short_path
 from explorer._src.hlo.schedule import Schedule, Step, StepKind
 
@@ -211,7 +207,8 @@ class _Timeline:
         self.collectives = collectives
         self.compute_at = 0.0              # the compute lane is free from here
         # The communication lane, per ring direction: free from here. A one-way torus permute
-        # holds its direction, any other collective both (explorer._src.cost.model.link_directions).
+        # holds its direction, any other collective both
+        # (explorer._src.cost.collectives.link_directions).
         self.link_at = dict.fromkeys(LINK_DIRECTIONS, 0.0)
         self.pending: dict[str, float] = {}   # async start -> when its collective ends
         self.events: list[TraceEvent] = []

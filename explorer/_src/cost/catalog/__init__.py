@@ -1,8 +1,8 @@
 """The hardware catalog, as data: chips, their links, and the slices and nodes people rent.
 
 Every number carries its unit and a public source. Where sources differ we say which one we took
-and why. Nothing here computes a time; the formulas live in explorer/_src/cost/model.py and
-docs/cost-model.md.
+and why. Nothing here computes a time; the formulas live in explorer/_src/cost/collectives.py,
+compute.py and estimate.py, and docs/cost-model.md.
 
 `types.py` holds the data classes (`Target`, `Chip`, `Link`, `PhysicalAxis`, `Measured`,
 `VectorUnit`, `TargetFamily`, `LinkKind`) and `achievable` (a target at its measured rates);
