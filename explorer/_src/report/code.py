@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from explorer._src.compile.protocol import Partitioner
 from explorer._src.errors import RuleError
 from explorer._src.spec.mesh import JAX_AXIS_TYPE_NAMES, MeshSpec
 from explorer._src.spec.tensor import Entry, TensorRole, entry_axes, parse_spec
@@ -32,7 +33,7 @@ class _Layout(Protocol):
     so it is named by the attributes read rather than imported)."""
 
     mesh: MeshSpec
-    partitioner: str
+    partitioner: Partitioner
     tensors: Sequence[Any]          # TensorInfo: name, kind, shape, dtype, spec
     workload: Any                   # WorkloadInfo or None
     donated: Sequence[str]          # the donated inputs' names
@@ -79,12 +80,12 @@ def _header(report: _Layout, info) -> list[str]:
             "from jax.sharding import PartitionSpec as P"]
 
 
-def _mesh(mesh: MeshSpec, partitioner: str) -> list[str]:
+def _mesh(mesh: MeshSpec, partitioner: Partitioner) -> list[str]:
     kinds = [f"AxisType.{JAX_AXIS_TYPE_NAMES[t]}" for t in mesh.axis_types]
     # One type throughout as `(T,) * n`, as before; a mesh of mixed types names each axis's.
     types = (f"({kinds[0]},) * {len(kinds)}" if not mesh.mixed
              else "(" + ", ".join(kinds) + ")")
-    return [f"jax.config.update('jax_use_shardy_partitioner', {partitioner == 'shardy'})"
+    return [f"jax.config.update('jax_use_shardy_partitioner', {partitioner == Partitioner.SHARDY})"
             f"  # {_comment(partitioner)}",
             f"mesh = jax.make_mesh({tuple(mesh.sizes)!r}, {tuple(mesh.names)!r},",
             f"                     axis_types={types})"]
