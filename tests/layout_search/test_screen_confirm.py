@@ -151,11 +151,14 @@ def test_the_estimate_screens_every_candidate_before_any_compile_and_the_target_
     # machine, took the whole budget. Now nothing compiles before the estimate has weighed the
     # candidates: the first compile is a confirmation.
     screened.target_cost = 1.0
-    factors = []           # what the confirmed made of the estimates left (recalibrate)
+    calls = []       # each recalibration: the screen, the pairs it was given, the factor
     recalibrate = EstimateScreen.recalibrate
-    monkeypatch.setattr(EstimateScreen, "recalibrate",
-                        lambda self, pairs: factors.append(recalibrate(self, pairs))
-                        or factors[-1])
+
+    def recording(self, pairs):
+        calls.append((self, list(pairs), recalibrate(self, pairs)))
+        return calls[-1][2]
+
+    monkeypatch.setattr(EstimateScreen, "recalibrate", recording)
     result = explorer.search("mlp_train", **ARGS)
     runner = screened.runners[0]
     s = result.stats
@@ -172,17 +175,25 @@ def test_the_estimate_screens_every_candidate_before_any_compile_and_the_target_
     assert s.estimated == s.distinct - CONFIRM_BEST and s.not_evaluated == 0
     assert s.evaluated == s.screened == s.distinct
     assert not result.too_few
-    # The three confirmed are the estimate's fastest three that fit (ties: any of them).
     estimated = [c for c in result.candidates if c.compiled_by is CompiledBy.ESTIMATE]
-    confirmed = [c for c in result.candidates if c.screen_seconds is not None]
+    confirmed = {c.label: c for c in result.candidates if c.screen_seconds is not None}
     assert len(confirmed) == CONFIRM_BEST
-    # Those left estimated had their compute scaled after the confirmations (by the factor
-    # recalibrate gave): as the screen weighed them, each was its compute before that scale
-    # plus its communication.
-    (factor,) = factors
-    screened_as = [c.seconds - c.compute_seconds + c.compute_seconds / factor
-                   for c in estimated if c.status is CandidateStatus.ESTIMATED]
-    assert max(c.screen_seconds for c in confirmed) <= min(screened_as) * (1 + 1e-9)
+    # After each confirmation the estimates are scaled to the compiled compute: the scale is
+    # the median of compiled over unscaled estimated compute of those confirmed so far.
+    screen = calls[-1][0]
+    ratios = [c.compute_seconds / e.compute_seconds for e, c in calls[-1][1]]
+    assert len(calls) >= CONFIRM_BEST and len(ratios) == CONFIRM_BEST
+    assert screen.compute_scale == pytest.approx(sorted(ratios)[1])      # median of three
+    # The first confirmed was the unscaled estimate's fastest that fits (ties: any of them):
+    # the others, as the screen first weighed them, with their compute unscaled.
+    first = next(c for c in confirmed.values()
+                 if c.label == calls[0][1][0][1].label)
+    unscaled = [c.seconds - c.compute_seconds + c.compute_seconds / screen.compute_scale
+                for c in estimated if c.status is CandidateStatus.ESTIMATED]
+    assert first.screen_seconds <= min(unscaled) * (1 + 1e-9)
+    # Those left estimated stand at the final scale, and say so.
+    assert all(f"compute scaled by {screen.compute_scale:.2f}" in " ".join(c.notes)
+               for c in estimated if c.status is CandidateStatus.ESTIMATED)
     # Compiled ones rank first; the rest say they were not compiled.
     assert all(c.compiled_by is CompiledBy.GPU for c in result.candidates[:CONFIRM_BEST])
     assert all(c.status is not CandidateStatus.OK and c.time_source == "estimate, not compiled"
@@ -326,7 +337,11 @@ def test_the_gpu_compiler_confirms_the_winner():
     assert result.best is not None
     assert result.best.compiled_by is CompiledBy.GPU
     assert result.best.report.ahead_of_time and "H100" in result.best.report.device_kind
-    assert 1 <= result.stats.confirmed <= CONFIRM_BEST
+    # The estimate screened every candidate; its best 3, and more while the budget lasts and
+    # they improve, were confirmed.
+    assert result.stats.screened_by is CompiledBy.ESTIMATE
+    assert result.stats.screened == result.stats.evaluated == result.stats.distinct
+    assert result.stats.confirmed >= 1
 
 
 def test_the_cli_search_takes_compile_for(cli, recording):
@@ -455,6 +470,8 @@ def test_the_estimates_left_are_scaled_again_by_what_the_target_made_of_those_it
              for e, r in ((a, 0.5), (b, 0.6), (c, 2.0))]
     assert screen.recalibrate(pairs) == pytest.approx(0.6)
     assert screen.compute_scale == pytest.approx(0.6)
+    assert screen.unscaled(screen.rescaled(a, 0.6)).compute_seconds == pytest.approx(
+        a.compute_seconds)
     again = screen.rescaled(left, 0.6)
     assert again.compute_seconds == pytest.approx(0.6 * left.compute_seconds)
     assert again.comm_seconds == left.comm_seconds
@@ -470,4 +487,10 @@ def test_the_estimates_left_are_scaled_again_by_what_the_target_made_of_those_it
                for n in again.notes)
     # No pair with both computes: nothing changes.
     assert screen.recalibrate([(a, replace(a, compute_seconds=None))]) == 1.0
+    assert screen.compute_scale == pytest.approx(0.6)
+    # A fourth confirmed at 0.9: the median of 0.5, 0.6, 0.9 and 2.0 is 0.75, reached from
+    # 0.6 by a factor of 1.25.
+    more = [*pairs, (left, replace(left, compute_seconds=0.9 * left.compute_seconds))]
+    assert screen.recalibrate(more) == pytest.approx(0.75 / 0.6)
+    assert screen.compute_scale == pytest.approx(0.75)
     assert screen.rescaled(left, 1.0) is left

@@ -86,7 +86,8 @@ class BranchAndBound:
             state.reserved_s = screening.reserve(state.budget_s)
         self.screened = self.confirmed = 0
         self.confirmed_steps: list[float | None] = []   # each confirmation's step, in order
-        # Each estimated candidate the target's compiler confirmed: as estimated, as compiled.
+        # Each estimated candidate the target's compiler confirmed: as estimated (with no
+        # scale), as compiled.
         self.estimates_confirmed: list[tuple[Candidate, Candidate]] = []
         self.estimating: EstimateScreen | None = None   # the screen, where CPU compiles do not pay
         self.screen_skipped = ""       # why the screen was dropped after the reference
@@ -379,11 +380,13 @@ class BranchAndBound:
         # `screening.best` confirmations in a row do not beat the best confirmed.
         more = self.estimating is not None and self.state.budget_s is not None
         waiting = to_confirm(ranked, len(ranked) if more else screening.best)
+        sent: set[int] = set()
         while waiting or self.runner.pending():
             while waiting and self.runner.pending() < self.runner.slots \
                     and not self.state.should_stop(patience=False) \
                     and not (more and self.no_better_in(screening.best)):
                 index = waiting.pop(0)
+                sent.add(index)
                 if index in self.reference_confirmed:    # compiled so while weighing the screen
                     self.keep_confirmed(index, self.reference_confirmed[index])
                     continue
@@ -393,17 +396,25 @@ class BranchAndBound:
                 break          # the budget or a cancel stopped it: the rest stay screened
             for index, outcome in self.runner.next_done():
                 self.settle_confirmed(index, outcome, screening.compiler)
-        if self.estimating is not None:
-            self.rescale_estimates(self.estimating)
+            if self.estimating is not None and self.rescale_estimates(self.estimating):
+                # The estimate's order under its new scale chooses the next to confirm: the
+                # first confirmation calibrates the ones after it (uncalibrated, the estimate
+                # undervalues compute against the compiled schedule, docs/performance.md).
+                ranked = sorted(self.results.items(), key=lambda item: rank_key(item[1]))
+                left = len(ranked) if more else screening.best - len(sent)
+                waiting = [k for k in to_confirm(ranked, len(ranked)) if k not in sent][:left]
 
-    def rescale_estimates(self, screen: EstimateScreen) -> None:
+    def rescale_estimates(self, screen: EstimateScreen) -> bool:
         """The candidates left estimated, their compute scaled to what the target's compiler
-        made of those it confirmed (EstimateScreen.recalibrate), so that their times stand
-        beside the confirmed ones'."""
+        made of those it confirmed so far (EstimateScreen.recalibrate), so that their times
+        stand beside the confirmed ones'; whether that changed them."""
         factor = screen.recalibrate(self.estimates_confirmed)
+        if factor == 1.0:
+            return False
         for index, c in self.results.items():
             if c.compiled_by is CompiledBy.ESTIMATE and c.status is not CandidateStatus.FAILED:
                 self.results[index] = screen.rescaled(c, factor)
+        return True
 
     def no_better_in(self, n: int) -> bool:
         """Whether the last `n` confirmations (of at least `n`) did not beat the best one
@@ -425,8 +436,8 @@ class BranchAndBound:
         cand = replace(cand, screen_seconds=screened.seconds, bound_seconds=screened.bound_seconds,
                        bound_memory=screened.bound_memory)
         self.results[index] = cand
-        if screened.compiled_by is CompiledBy.ESTIMATE:
-            self.estimates_confirmed.append((screened, cand))
+        if screened.compiled_by is CompiledBy.ESTIMATE and self.estimating is not None:
+            self.estimates_confirmed.append((self.estimating.unscaled(screened), cand))
         self.state.recount(screened, cand)
         self.confirmed += cand.status is not CandidateStatus.FAILED
         self.confirmed_steps.append(cand.seconds if cand.status is CandidateStatus.OK else None)

@@ -81,20 +81,29 @@ class EstimateScreen:
         return self._programs[key]
 
     def recalibrate(self, pairs: Sequence[tuple[Candidate, Candidate]]) -> float:
-        """The factor that brings the estimates' compute to what the target's compiler made
-        of the candidates it confirmed (`pairs`: each as estimated, then as compiled): the
-        median of their ratios, 1 where no pair has both. The reference alone can be far from
-        the best candidates: on h100-8, a replicated train step's compiled compute per
-        estimated FLOP came out 1.75x that of the data-parallel layouts that won. The scale
-        is multiplied by it; `rescaled` applies it to a candidate already estimated."""
+        """Scale the estimates' compute to what the target's compiler made of the candidates
+        it confirmed (`pairs`: each as estimated with no scale, `unscaled`, then as compiled):
+        the median of their ratios becomes the scale, which stays where no pair has both.
+        The estimate puts the whole step's FLOPs and bytes on one roofline; the compiled
+        schedule times each kernel on its own, which comes out slower by a factor the
+        program's mix of kernels sets and the layout changes little (every candidate runs the
+        same ops on other shard shapes); communication is priced alike on both sides. Returns
+        the factor from the scale before to the new one, which `rescaled` applies to a
+        candidate estimated before (1.0: nothing changed)."""
         ratios = [c.compute_seconds / e.compute_seconds for e, c in pairs
                   if e.compute_seconds and c.compute_seconds]
         if not ratios:
             return 1.0
-        factor = median(ratios)
-        self.compute_scale *= factor
+        scale = median(ratios)
+        factor, self.compute_scale = scale / self.compute_scale, scale
         self.confirmed = len(ratios)
         return factor
+
+    def unscaled(self, c: Candidate) -> Candidate:
+        """`c` as estimated with no scale (its compute over the scale now)."""
+        if c.compute_seconds is None or self.compute_scale == 1.0:
+            return c
+        return replace(c, compute_seconds=c.compute_seconds / self.compute_scale)
 
     def rescaled(self, c: Candidate, factor: float) -> Candidate:
         """`c`, estimated before `recalibrate` gave `factor`, with its compute (and so its
