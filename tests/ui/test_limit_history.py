@@ -125,4 +125,5 @@ def test_a_limit_raised_after_a_link_stopped_at_its_own_is_in_the_banner_and_the
     assert raised == CPU_DEFAULT_S and app.sidebar.timeout_w.value == f"{raised:g}"
     assert opening.limit_s == raised                  # the banner said the raised limit
     assert app.report is not None and app.error is None
-    assert from_link(page.location.shown).timeout == raised
+    # 120 s is the default of a compile on CPU devices: the address leaves it to the target.
+    assert from_link(page.location.shown).timeout is None

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 import ipywidgets as w
 
 from explorer._src.api.exploration import APP_TABS, MAX_LINK_CHARS, AppState, Exploration
+from explorer._src.ui.history import limit_text
 from explorer._src.ui.views import stamped
 
 if TYPE_CHECKING:
@@ -70,18 +71,16 @@ def shown_exploration(app: Shown) -> Exploration | None:
     result."""
     if app.result is None:
         return None
-    given = app.request.timeout_given if app.request is not None else True
-    return exploration_of(app.result.request, app.tabs, app.placement, limit_given=given)
+    return exploration_of(app.result.request, app.tabs, app.placement)
 
 
-def exploration_of(request: Request, tabs: w.Tab, placement: PlacementView, *,
-                   limit_given: bool) -> Exploration:
+def exploration_of(request: Request, tabs: w.Tab, placement: PlacementView) -> Exploration:
     """`request` as an exploration with the app's tab and tensor now; its time limit only
-    where the user typed one in the sidebar (`limit_given`): else it is the target's default,
-    which follows the target where the exploration is opened."""
+    where it is not the default of what compiles it (the sidebar's box then empty): a default
+    follows the target where the exploration is opened."""
     state = AppState(APP_TABS[tabs.selected_index or 0], placement.tensor.value)
-    return Exploration.of(request, state,
-                          default_timeout=None if limit_given else request.timeout)
+    given = bool(limit_text(request))
+    return Exploration.of(request, state, default_timeout=None if given else request.timeout)
 
 
 def link_refusal(e: Exploration) -> str | None:
