@@ -43,7 +43,7 @@ from explorer._src.cost.collectives import CollectiveBound, CollectiveTime
 from explorer._src.cost.compute import Bound, ComputeTime, Float32Matmuls
 from explorer._src.cost.coverage import TimeBasis
 from explorer._src.cost.estimate import Estimate
-from explorer._src.cost.mapping import AxisMapping
+from explorer._src.cost.mapping import AxisMapping, Tier
 from explorer._src.cost.memory_fit import MemoryFit
 from explorer._src.cost.ranges import RangePart, StepRange
 from explorer._src.errors import (
@@ -149,8 +149,8 @@ __all__ = [
     "write_xprof", "XprofRun",
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
-    "Bound", "CollectiveBound", "AxisMapping", "StepTrace", "TraceEvent", "TraceLane", "VectorUnit",
-    "Float32Matmuls", "StepRange", "RangePart", "TimeBasis",
+    "Bound", "CollectiveBound", "AxisMapping", "Tier", "StepTrace", "TraceEvent", "TraceLane",
+    "VectorUnit", "Float32Matmuls", "StepRange", "RangePart", "TimeBasis",
     # spec changes a compile confirmed would remove a collective
     "what_if", "WhatIf",
     # explorations that can be shared

@@ -6,11 +6,13 @@ No jax here: the cost model is pure arithmetic over the catalog.
 """
 
 import json
+import typing
 from enum import StrEnum
 from types import SimpleNamespace
 
 import pytest
 
+import explorer
 from explorer import TargetError
 from explorer._src.compile.tpu import topology_chips
 from explorer._src.cost import collectives
@@ -20,7 +22,13 @@ from explorer._src.cost.catalog.types import LinkKind, TargetFamily
 from explorer._src.cost.collectives import CollectiveBound, collective_time
 from explorer._src.cost.compute import Bound, compute_time
 from explorer._src.cost.estimate import estimate
-from explorer._src.cost.mapping import AxisMapping, check_mapping, default_mapping, parse_mapping
+from explorer._src.cost.mapping import (
+    AxisMapping,
+    Tier,
+    check_mapping,
+    default_mapping,
+    parse_mapping,
+)
 from explorer._src.cost.memory_fit import memory_fit
 from explorer._src.errors import ExplorerError, MappingError
 from explorer._src.hlo.collectives import CollectiveKind
@@ -597,6 +605,14 @@ def test_collective_bounds_and_ring_directions_write_their_old_words_in_the_json
     switch = collective_time("collective-permute", 50_000, ("b",), "h100-8",
                              default_mapping("h100-8", ("b",), (8,)), direction="+")
     assert switch.one_way is RingDirection.NONE and _json(switch)["one_way"] == ""
+
+
+def test_a_collectives_tier_is_the_tier_enum_and_writes_its_old_words():
+    # The links a leg of a collective split at the slices' edges uses: a Report's Collective
+    # holds a Tier, public beside it, whose JSON is the text the field held before.
+    assert typing.get_type_hints(explorer.Collective)["tier"] is explorer.Tier
+    assert json.loads(json.dumps([Tier.INSIDE, Tier.ACROSS, Tier.ALL])) == ["inside", "across", ""]
+    assert Tier("across") is Tier.ACROSS and Tier.ALL == "" and not Tier.ALL
 
 
 def test_step_bounds_write_their_old_words_in_the_json():

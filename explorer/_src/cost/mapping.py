@@ -26,9 +26,9 @@ class Tier(StrEnum):
 
     A collective of a one-program compile uses them all (ALL): a collective over a mesh axis
     that spans both slices (or nodes) and the ICI (or NVLink) inside them crosses both tiers.
-    libtpu splits a multi-slice program's collectives at the slices' edges
-    (explorer/_src/hlo/megascale.py): the part inside each slice uses the inside links only
-    (INSIDE), the DCN leg the links between slices only (ACROSS)."""
+    libtpu splits a multi-slice program's collectives at the slices' edges (its MegaScale
+    transfers): the part inside each slice uses the inside links only (INSIDE), the DCN leg the
+    links between slices only (ACROSS). A Report's Collective says which in its `tier`."""
 
     ALL = ""
     INSIDE = "inside"     # ICI, NVLink: inside a slice or node

@@ -34,7 +34,7 @@ Measured with jax 0.10.2 and libtpu 0.0.42.1 (tests/hlo/data/megascale_*.hlo are
   partition p of a slice is the p-th of that slice's devices in the mesh's row-major order, the
   same in every slice (`SliceLayout.everywhere` turns them into mesh positions).
 
-Pure text readers, like the rest of explorer/hlo; no jax.
+Pure text readers, like the rest of explorer/_src/hlo; no jax.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Both are read from the shard shapes of the inputs and one compiled reference, th
 every searched tensor replicated (which is part of the space, so it costs no extra compile):
 
 - memory: XLA's per-device total is arguments + outputs − aliased + temporaries
-  (explorer._src.report.Memory). The arguments are exactly the shards of the inputs the program
-  keeps (jax drops unused ones; the reference says which), so their bytes are a lower bound.
+  (explorer._src.report.report.Memory). The arguments are exactly the shards of the inputs the
+  program keeps (jax drops unused ones; the reference says which), so their bytes are a lower bound.
   For a workload that returns its state (`returns_state`), each param and optimizer-state
   output is constrained to its input's layout, so its shard is an output buffer as well, unless
   the compiler aliases outputs to inputs (the reference says whether it did).

@@ -13,6 +13,7 @@ from typing import Any
 from explorer._src.compile.device_profile import MeasuredEvent
 from explorer._src.compile.protocol import Partitioner
 from explorer._src.cost.estimate import Estimate
+from explorer._src.cost.mapping import Tier
 from explorer._src.errors import TensorError, choices
 from explorer._src.hlo.collectives import CollectiveKind
 from explorer._src.hlo.groups import RingDirection
@@ -61,9 +62,10 @@ class Collective:
             1 outside loops or where a trip count could not be read (a note then says so).
         direction: for a collective-permute along one mesh axis's ring, ``+`` (every device
             sends to the next) or ``-`` (to the previous); empty otherwise.
-        tier: in a program libtpu compiled over several TPU slices, which links it uses:
-            ``"inside"`` each slice (ICI) or ``"across"`` them (its DCN leg); ``""``
-            elsewhere, where it uses every link its mesh axes are mapped onto.
+        tier: in a program libtpu compiled over several TPU slices, which links it uses (a
+            Tier): INSIDE (``"inside"``) each slice, on ICI, or ACROSS (``"across"``) them, its
+            DCN leg; ALL (``""``) elsewhere, where it uses every link its mesh axes are mapped
+            onto.
         dcn_key: for a DCN leg, libtpu's MegaScale rendezvous key (its
             MegascaleRendezvousKeyName, e.g. ``"all-reduce.3_0"``); `hlo_name` is then its
             send; "" for any other collective.
@@ -97,7 +99,7 @@ class Collective:
     program_part_bytes: tuple[int, ...] = ()
     part_shapes: tuple[tuple[int, ...], ...] = ()   # per part, the result shape
     est_seconds: float | None = None   # predicted time on the report's target, if one was chosen
-    why: Why | None = None       # why the partitioner inserted it (explorer/_src/report/why.py)
+    why: Why | None = None       # why the partitioner inserted it (explorer/_src/report/why/)
     # Times it runs in one step: the trip counts of the loops around it multiplied (a collective
     # in the body of scanned layers runs once per layer); 1 outside loops or where a trip count
     # could not be read (a Report note then says so).
@@ -105,9 +107,9 @@ class Collective:
     # A collective-permute along one mesh axis's ring: "+" every device sends to the next, "-"
     # to the previous (explorer._src.hlo.groups.ring_direction); "" otherwise.
     direction: RingDirection = RingDirection.NONE
-    # A program over several TPU slices: "inside" each slice or "across" them (a DCN leg), an
-    # explorer._src.cost.mapping.Tier; "" elsewhere (explorer/_src/report/cross_slice.py).
-    tier: str = ""
+    # A program over several TPU slices: INSIDE each slice or ACROSS them (a DCN leg); ALL ("")
+    # elsewhere (explorer/_src/report/cross_slice.py).
+    tier: Tier = Tier.ALL
     dcn_key: str = ""            # a DCN leg's MegaScale rendezvous key
     leg_of: str = ""             # a DCN leg's in-slice collective, by hlo_name
     crosses_nodes: bool = False  # spans several GPU nodes on the Report's target (with_target)
