@@ -273,6 +273,19 @@ class Request:
     #: what the fields resolved to; made on construction
     checked: Checked = field(init=False, repr=False, compare=False)
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Request:
+        """A misspelt or positional field is refused as an InputError naming the fields
+        (Python's own TypeError names neither), as Session.edit refuses one; the dataclass's
+        __init__ then takes the fields."""
+        names = _field_names()
+        unknown = [k for k in kwargs if k not in names]
+        if args or unknown:
+            what = (f"{show(unknown[0])} is not a field of a Request" if unknown
+                    else "a Request takes its fields by name, e.g. Request(workload='mlp', "
+                         "mesh='data=8')")
+            raise InputError(f"{what}; the fields are {choices(names)}")
+        return super().__new__(cls)
+
     def __post_init__(self):
         # Without fn it is a workload's request, and get_workload names the choices of a missing
         # or unknown workload.
@@ -541,23 +554,7 @@ def _workload_identity(name: str, params: Mapping[str, Any], constraints: tuple)
                                          tuple(constraints), env))
 
 
-def _known_fields_only(init):
-    """Request's generated __init__, with a misspelt or positional argument refused as an
-    InputError naming the fields (Python's own TypeError names neither), as Session.edit
-    refuses one."""
-    names = tuple(f.name for f in fields(Request) if f.init)
-
-    @functools.wraps(init)
-    def __init__(self, *args, **kwargs):
-        unknown = [k for k in kwargs if k not in names]
-        if args or unknown:
-            what = (f"{show(unknown[0])} is not a field of a Request" if unknown
-                    else "a Request takes its fields by name, e.g. Request(workload='mlp', "
-                         "mesh='data=8')")
-            raise InputError(f"{what}; the fields are {choices(names)}")
-        init(self, **kwargs)
-
-    return __init__
-
-
-Request.__init__ = _known_fields_only(Request.__init__)   # type: ignore[method-assign]
+@functools.cache
+def _field_names() -> tuple[str, ...]:
+    """The fields a Request is made with."""
+    return tuple(f.name for f in fields(Request) if f.init)
