@@ -16,8 +16,8 @@ as asynchronous, waited for by the first instruction that reads their result:
 
 - an async collective fusion: a collective inside a fusion whose backend_config gives it
   synchronisation flags (`async_collective_fusion_config` with `flag_start` >= 0); the fusion's
-  own arithmetic runs while the collective is in flight, and a later instruction waits on the
-  flags;
+  own arithmetic runs while the collective is in flight, and a later instruction waits on
+  the flags;
 - a collective run across a chain of fusions (explorer._src.hlo.chains): the chain's first fusion
   starts it, the other fusions are arithmetic only, and the chain's last fusion waits for it;
 - a collective-permute in a windowed einsum loop (a computation named
