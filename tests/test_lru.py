@@ -53,3 +53,24 @@ def test_threads_putting_at_once_leave_exactly_size_entries():
 def test_an_lru_holds_at_least_one_entry(size):
     with pytest.raises(ValueError, match=f"at least 1 entry, not {size}"):
         Lru(size)
+
+
+def test_a_weighed_lru_forgets_the_least_recent_while_over_its_budget():
+    lru = Lru(10, weigh=len, budget=10)
+    lru.put("a", "xxxx")            # 4
+    lru.put("b", "yyyy")            # 8
+    assert lru.get("a") == "xxxx"   # "b" is now the least recent
+    lru.put("c", "zzzz")            # 12 > 10: "b" goes, 8 left
+    assert "b" not in lru and lru.get("a") == "xxxx" and lru.get("c") == "zzzz"
+    assert lru.weight == 8
+    lru.put("d", "w" * 50)          # over the budget alone: kept, every older entry goes
+    assert len(lru) == 1 and lru.get("d") == "w" * 50 and lru.weight == 50
+    lru.put("d", "v")               # a key put again is weighed again
+    assert lru.weight == 1
+    lru.clear()
+    assert lru.weight == 0 and len(lru) == 0
+
+
+def test_weigh_and_budget_come_together():
+    with pytest.raises(ValueError, match="both weigh and budget"):
+        Lru(2, weigh=len)
