@@ -22,6 +22,30 @@ def specs_of(s: Session) -> dict:
     return {t.name: t.spec for t in s.request.planned.leaves}
 
 
+def test_an_edit_is_planned_and_a_function_traced_when_it_is_made():
+    # A Request itself is checked only (tests/api/test_request_stages.py); a session's edit is
+    # planned and its function traced at once, so that the app shows a refusal as the edit's.
+    x = explorer.TensorSpec("x", (256, 1024), "float32", "data,None")
+    w = explorer.TensorSpec("w", (1024, 512), "float32", "None,model")
+
+    def matmul(x, w):
+        return x @ w
+
+    def refused(x, w):
+        return x @ x            # (256, 1024) @ (256, 1024): jax refuses it when traced
+
+    s = Session(fn=matmul, inputs=(x, w), mesh=MESH)
+    before = s.request
+    with pytest.raises(explorer.CompileError, match="refused"):
+        s.edit(fn=refused, inputs=(x, w))
+    with pytest.raises(explorer.DivisibilityError, match="not divisible by data=3"):
+        s.edit(mesh="data=3,model=4")
+    assert s.request is before and len(s.history) == 1
+    # Accepted: planned, x's rows over data, w's columns over model.
+    s.edit(inputs=(x, explorer.TensorSpec("w", (1024, 512), "float32", "model,None")))
+    assert [t.spec for t in s.request.planned.leaves] == [("data", None), ("model", None)]
+
+
 def test_a_refused_edit_changes_nothing_and_clearing_after_it_keeps_the_hand_set_specs():
     # Issue 30's defect 1, as the app's rules box made it: a bad rule, then the box cleared.
     s = Session(workload="mlp", mesh=MESH, params=SMALL, specs=HAND_SET)

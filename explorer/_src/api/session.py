@@ -187,7 +187,7 @@ class Session:
             request = replace(request, **fields)
         if not isinstance(request, Request):
             raise InputError(f"{show(request)} is not an explorer.Request")
-        request.plan()
+        _ready(request)
         self.pool = pool
         self._edits: list[Edit] = [Edit({}, request)]
         self._at = 0                                # the current edit's index
@@ -248,7 +248,7 @@ class Session:
                for k in _PROGRAM_FIELDS):
             changes = {**{k: None for k in _PER_PROGRAM}, **changes}
         new = replace(self.request, **changes)      # raises; nothing is changed then
-        new.plan()                                  # likewise
+        _ready(new)                                 # likewise
         if same_request(new, self.request):
             return self.request
         self._record(changes, new)
@@ -260,7 +260,7 @@ class Session:
         current request changes nothing."""
         if not isinstance(request, Request):
             raise InputError(f"{show(request)} is not an explorer.Request")
-        request.plan()                  # raises what needs the inputs placed; nothing changes
+        _ready(request)                 # raises; nothing is changed then
         if same_request(request, self.request):
             return self.request
         changes = {k: getattr(request, k) for k in _FIELDS
@@ -489,6 +489,13 @@ def _phased(phases: Phases, request: Request, report: Report, waited: float,
                      worker_start_s=phases.seconds(STARTING), compile_s=compiled - run_s,
                      run_s=run_s, read_s=max(0.0, phases.seconds(READING) - price),
                      price_s=price)
+
+
+def _ready(request: Request) -> None:
+    """`request` planned, and its cache key made (a function's is its lowered text, so it is
+    traced here): what refuses it (a spec that does not fit, a function jax refuses) refuses the
+    edit, as an app shows it, rather than the cache lookup that follows."""
+    _ = request.plan().key
 
 
 def same_request(a: Request, b: Request) -> bool:
