@@ -35,9 +35,21 @@ from explorer._src.report.value_types import with_value_types
 __all__ = ["CACHE_SIZE", "MappingLike", "MeshLike", "Request", "SpecLike", "SpecPatterns",
            "analyze", "clear_cache", "run"]
 
-CACHE_SIZE = 128
+# The Reports each cache keeps: enough for an app session's undo, redo and revisits (older
+# ones come back from the disk cache); more would hold a long session's memory up for nothing.
+CACHE_SIZE = 32
+# The bytes of program text (StableHLO, propagated and optimized HLO, the HloProto) each Report
+# cache holds at most: a long session of large programs (a 32-layer model's texts run to tens
+# of MB) would otherwise keep 128 of them, past what a 2 GB Binder pod has for its kernel.
+CACHE_TEXT_BYTES = 128 * 2 ** 20
 
-_cache: Lru[str, Report] = Lru(CACHE_SIZE)
+
+def _text_bytes(report: Report) -> int:
+    return (len(report.stablehlo) + len(report.propagated_hlo) + len(report.optimized_hlo)
+            + len(report.hlo_proto))
+
+
+_cache: Lru[str, Report] = Lru(CACHE_SIZE, weigh=_text_bytes, budget=CACHE_TEXT_BYTES)
 
 
 @overload
@@ -116,7 +128,7 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
         timeout: seconds the compile may take (more than 0, at most a day); None for the
             pool's default (120 s for the default pool).
         pool: the WorkerPool that compiles; None for this process's shared one.
-        use_cache: answer an equal request from this process's cache (the last 128 Reports)
+        use_cache: answer an equal request from this process's cache (the last 32 Reports)
             or, for a plain compile (no `measure`, no `real_devices`), from the cache on disk
             that all processes share (``EXPLORER_DISK_CACHE=0`` turns that one off); store the
             answer in them. False skips both.
@@ -290,7 +302,8 @@ def run(request: Request, *, pool: WorkerPool | None = None, use_cache: bool = T
 # unchanged or re-timed request (an app's edit undone, a what-if asked again) is not priced
 # again. Each entry holds the compiled Report it was made from, so that a compile that
 # replaced it in the cache is never answered with the old one's finish.
-_finishes: Lru[Hashable, tuple[Report, Report]] = Lru(CACHE_SIZE)
+_finishes: Lru[Hashable, tuple[Report, Report]] = Lru(
+    CACHE_SIZE, weigh=lambda pair: _text_bytes(pair[0]), budget=CACHE_TEXT_BYTES)
 
 
 def _finished(request: Request, compiled: Report, spent) -> Report:
