@@ -31,12 +31,16 @@ def _close_workers():
 
 @pytest.fixture
 def cpu_screen(monkeypatch):
-    """A search on a GPU or TPU target screens on CPU devices whatever the reference's compile
-    times. Which screen it takes depends on how much faster the CPU compiled the reference than
-    the target's compiler (confirm.screen_skipped), which a loaded machine can change between
-    two searches; a test that compares two searches needs both to take the same one."""
+    """A search on a GPU or TPU target screens on CPU devices, not by the estimate (which it
+    would take first for a program it can trace), whatever the reference's compile times:
+    which screen a program the estimate cannot trace takes depends on how much faster the CPU
+    compiled the reference than the target's compiler (confirm.screen_skipped), which a loaded
+    machine can change between two searches; a test that compares two searches needs both to
+    take the same one."""
     from explorer._src.layout_search import branch_and_bound
 
+    monkeypatch.setattr(branch_and_bound.BranchAndBound, "estimate_screen",
+                        lambda self: (None, " (the estimate screen off for this test)"))
     monkeypatch.setattr(branch_and_bound, "screen_skipped", lambda screened, own: "")
 
 

@@ -226,7 +226,10 @@ def test_the_suggest_tabs_cluster_box_ranks_as_the_local_search(cluster, suggest
     assert view.progress_w.value.startswith(f"complete: evaluated {n} of {n}")
 
 
-def test_a_cancel_in_the_suggest_tab_stops_its_search_on_the_cluster(cluster, suggest_tab):
+def test_a_cancel_in_the_suggest_tab_stops_its_search_on_the_cluster(cluster, suggest_tab,
+                                                                    cpu_screen):
+    # cpu_screen: the candidates compile (on CPU devices) on the cluster; the estimate screen
+    # would settle three in milliseconds, here, before any compile.
     view = suggest_tab
     view.budget_w.value = ""                   # no budget: only the cancel can stop it
     view.cluster_w.value = cluster.address
