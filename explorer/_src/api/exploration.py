@@ -333,8 +333,9 @@ class Exploration:
         return json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the exploration to `path` as JSON, checked first (`from_dict` of its own
-        dict), so that a file this writes always loads.
+        """Write the exploration to `path` as JSON, checked first as `load` checks a file
+        (`from_dict` of its own dict, then its Request, unless it was written from one that
+        planned: `of`), so that a file this writes always loads.
 
         Raises:
             InputError: a field is invalid, or the file cannot be written."""
