@@ -5,7 +5,7 @@ import pytest
 pytest.importorskip("plotly")
 
 from explorer._src.ui.grids import Grid  # noqa: E402
-from explorer._src.ui.views import _heatmap, draw_grid, fitted_text  # noqa: E402
+from explorer._src.ui.views import _heatmap, draw_grid, fitted_text, tick_labels  # noqa: E402
 
 # A 1-D tensor over 4 devices groups of 4 (the why panel's "before" of an all-gather of a
 # [256] vector split over data=4 on a 4x4 mesh): one row, four blocks.
@@ -133,3 +133,46 @@ def test_a_combined_collective_of_many_parts_is_written_as_their_count():
     assert cells[3] == "(5 arrays: float32[64,64], …)"
     total = 4 * (64 * 64 + 64 + 32 * 16 + 16 + 64)
     assert cells[4] == f"{total / 1024:.1f} KiB"
+
+
+# ------------------------------------------------------------ tick labels that never overlap
+
+def test_tick_labels_that_fit_are_all_kept():
+    # 4 columns 200 px apart: "192:256" is 7 characters, 49 px + an 8 px gap.
+    labels = ["0:64", "64:128", "128:192", "192:256"]
+    assert tick_labels(labels, ["0", "1", "2", "3"], 200, across=True) == (labels, labels, False)
+
+
+def test_tick_labels_too_wide_give_way_to_the_short_ones_then_to_every_kth():
+    labels = [f"{256 * i}:{256 * (i + 1)}" for i in range(16)]       # up to "3840:4096"
+    short = [str(i) for i in range(16)]
+    # 47.5 px a column: "3840:4096" needs 9·7 + 8 = 71 px; "15" needs 2·7 + 8 = 22.
+    assert tick_labels(labels, short, 47.5, across=True) == (labels, short, True)
+    # 11 px a column: "15" needs 22 px, two columns: every second label.
+    assert tick_labels(labels, short, 11, across=True) == (
+        labels[::2], short[::2], True)
+
+
+def test_rows_get_a_label_each_where_they_are_tall_enough_else_every_kth():
+    labels = [f"data={i}" for i in range(16)]
+    short = [str(i) for i in range(16)]
+    # A label is 16 px tall: rows 22 px apart take every one, 6 px apart every third.
+    assert tick_labels(labels, short, 22, across=False) == (labels, labels, False)
+    assert tick_labels(labels, short, 6, across=False) == (labels[::3], short[::3], True)
+
+
+def test_a_16_by_16_device_grid_is_labelled_by_axis_index_on_every_row():
+    # data=16,model=16: the figure grows to 16 rows of 22 px; the columns, 760 - 80 = 680 px
+    # over 16 (42.5 px), take "15" but not "model=15" (8·7 + 8 = 64 px).
+    from dataclasses import replace
+
+    from explorer._src.spec.mesh import parse_mesh
+    from explorer._src.ui.grids import _device_grid
+    from explorer._src.ui.views import grid_figure
+    report = replace(_combined_report([(1,)]), mesh=parse_mesh("data=16,model=16"))
+    grid = _device_grid(report, list(range(256)), str, str, "devices")
+    fig = grid_figure(grid, 256)
+    assert list(fig.layout.yaxis.ticktext) == [f"data={i}" for i in range(16)]
+    assert list(fig.layout.xaxis.ticktext) == [str(i) for i in range(16)]
+    assert fig.layout.xaxis.title.text == "mesh axis model (16) · ticks: index along model"
+    assert fig.layout.height >= 110 + 16 * 22

@@ -145,7 +145,26 @@ export default () => {
       return widget.initialize?.(ctx);
     },
     render(ctx) {
-      return widget.render(ctx);
+      const cleanup = widget.render(ctx);
+      // plotly's widget sizes a figure to its box once, when drawn (700 px wide where the box
+      // was hidden or not yet on the page, wider than a notebook cell's pane), and again only
+      // on Lumino's messages, which an anywidget view never gets: the figure is fitted to its
+      // box once drawn and each time the box's size changes, by the handler plotly.js keeps
+      // for a responsive figure (FigureWidget's config).
+      const fit = () => {
+        const plot = ctx.el.querySelector(".js-plotly-plot") ||
+          (ctx.el.classList.contains("js-plotly-plot") ? ctx.el : null);
+        if (plot && ctx.el.clientWidth > 0) plot._responsiveChartHandler?.();
+      };
+      const drawn = (e) => { if (e.detail?.element === ctx.el) fit(); };
+      document.addEventListener("plotlywidget-after-render", drawn);
+      const observer = new ResizeObserver(fit);
+      observer.observe(ctx.el);
+      return () => {
+        observer.disconnect();
+        document.removeEventListener("plotlywidget-after-render", drawn);
+        if (typeof cleanup === "function") cleanup();
+      };
     },
   };
 };
@@ -212,6 +231,9 @@ class FigureWidget(go.FigureWidget):
         # traces it is made with, or given later, may name plotly's instead (_check_traces).
         self._explorer_bundle = plotly_bundle().model_id
         super().__init__(*args, **kwargs)
+        # Fitted to its box whenever the box changes size (the loader's observer calls the
+        # handler plotly.js keeps for a responsive figure); one of a fixed width keeps it.
+        self._config = {**self._config, "responsive": True}
 
     @traitlets.observe("_widget_data", "_py2js_addTraces", "_py2js_restyle", "_py2js_update")
     def _check_traces(self, change) -> None:

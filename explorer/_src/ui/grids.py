@@ -9,7 +9,7 @@ it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 
 import numpy as np
@@ -37,6 +37,13 @@ class Grid:
     panel_note: str = ""
     # What each colour means: (colour key, text), in key order.
     legend: tuple[tuple[int, str], ...] = ()
+    # Shorter tick labels, one per label above (unique as they are), for grids whose labels
+    # do not fit their cells (views.tick_labels): a block's number along its dimension, a
+    # device's index along its mesh axis; and what they are, said beside the axis title.
+    x_short: list[str] = field(default_factory=list)
+    y_short: list[str] = field(default_factory=list)
+    x_short_note: str = ""
+    y_short_note: str = ""
 
     def render_text(self) -> str:
         """A plain-text form for tests and terminals: one row per line, cells by their label."""
@@ -131,11 +138,14 @@ def tensor_grid(t: TensorInfo, tiling: Tiling,
     rank = len(t.shape)
     row_dim, col_dim = (rank - 2, rank - 1) if rank >= 2 else (None, 0 if rank else None)
     x_labels, y_labels = [""] * width, [""] * height
+    x_short, y_short = [""] * width, [""] * height
     # Gaps between panels are labelled with distinct blanks.
     for k in range(per_row - 1):
-        x_labels[(k + 1) * (panel[1] + 1) - 1] = " " * (k + 1)
+        x_labels[(k + 1) * (panel[1] + 1) - 1] = x_short[(k + 1) * (panel[1] + 1) - 1] = \
+            " " * (k + 1)
     for k in range(n_rows - 1):
-        y_labels[(k + 1) * (panel[0] + 1) - 1] = " " * (k + 1)
+        y_labels[(k + 1) * (panel[0] + 1) - 1] = y_short[(k + 1) * (panel[0] + 1) - 1] = \
+            " " * (k + 1)
     panels, legend = [], []
     for f, facet in enumerate(facets):
         fr, fc = divmod(f, per_row)
@@ -155,16 +165,19 @@ def tensor_grid(t: TensorInfo, tiling: Tiling,
             if rng:
                 if col_dim is not None:
                     x_labels[left + c] = _unique(f"{rng[col_dim][0]}:{rng[col_dim][1]}", fc)
+                    x_short[left + c] = _unique(str(c), fc)
                 if row_dim is not None:
                     y_labels[top + r] = _unique(f"{rng[row_dim][0]}:{rng[row_dim][1]}", fr)
+                    y_short[top + r] = _unique(str(r), fr)
         if lead:
             first = ranges.get(sorted(int(d) for d in holders[facet + (0, 0)])[0])
             title, short = panel_title(t, first, tiles, names) if first else (str(facet),) * 2
             panels.append((left, top, title, short))
     if rank == 0:
         x_labels, y_labels = ["scalar"], [""]
+        x_short, y_short = x_labels, y_labels
     elif rank == 1:
-        y_labels = [""]
+        y_labels = y_short = [""]
     title = (f"{t.name} {t.dtype}[{','.join(map(str, t.shape))}]  spec {t.spec_text}  "
              f"shard [{','.join(map(str, t.shard_shape))}] ×{t.replicas} replicas")
     x_title = dim_title(t, col_dim, tiles[col_dim], names[col_dim]) if rank else ""
@@ -172,8 +185,11 @@ def tensor_grid(t: TensorInfo, tiling: Tiling,
     # What the panels are, said once where there are several (one panel's title says it).
     note = ("panels: " + "; ".join(dim_title(t, d, tiles[d], names[d]) for d in range(len(lead)))
             if len(facets) > 1 else "")
+    # Said beside an axis title where the ranges do not fit (a block's range is in its hover).
+    what = "ticks: block number"
     return Grid(z, text, hover, x_labels, y_labels, title, x_title, y_title, tuple(panels),
-                panel_note=note, legend=tuple(sorted(legend)))
+                panel_note=note, legend=tuple(sorted(legend)), x_short=x_short,
+                y_short=y_short, x_short_note=what, y_short_note=what)
 
 
 def _mesh_shape(report: Report) -> tuple[int, int]:
@@ -197,15 +213,28 @@ def _mesh_labels(report: Report):
     return y, x, f"mesh axis {names[0]} ({sizes[0]})", across
 
 
+def _mesh_short(report: Report) -> tuple[list[str], list[str], str, str]:
+    """The device grid's short tick labels, each device's index along its axes (`3`; `3,1`
+    for flattened axes), and what they are."""
+    names, sizes = report.mesh.names, report.mesh.sizes
+    if len(sizes) == 1:
+        return [""], [str(i) for i in range(sizes[0])], f"ticks: index along {names[0]}", ""
+    y = [str(i) for i in range(sizes[0])]
+    x = [",".join(map(str, idx)) for idx in np.ndindex(*sizes[1:])]
+    return y, x, f"ticks: index along {','.join(names[1:])}", f"ticks: index along {names[0]}"
+
+
 def _device_grid(report: Report, key, text, hover, title: str, legend=()) -> Grid:
     """The mesh's device grid, cell d coloured by key[d] and labelled by text(d), hover(d)."""
     rows, cols = _mesh_shape(report)
     cells = [[r * cols + c for c in range(cols)] for r in range(rows)]
     y, x, y_title, x_title = _mesh_labels(report)
+    y_short, x_short, x_note, y_note = _mesh_short(report)
     return Grid([[int(key[d]) for d in row] for row in cells],
                 [[text(d) for d in row] for row in cells],
                 [[hover(d) for d in row] for row in cells], x, y, title, x_title, y_title,
-                legend=tuple(legend))
+                legend=tuple(legend), x_short=x_short, y_short=y_short, x_short_note=x_note,
+                y_short_note=y_note)
 
 
 def block_of_device(report: Report, t: TensorInfo) -> np.ndarray:

@@ -55,8 +55,10 @@ def _heatmap(height: int) -> go.FigureWidget:
                       # White behind the cells: a gap between panels reads as a gap, not as a
                       # block of missing data.
                       plot_bgcolor="white",
-                      yaxis=dict(autorange="reversed", type="category", showgrid=False),
-                      xaxis=dict(type="category", side="top", showgrid=False),
+                      yaxis=dict(autorange="reversed", type="category", showgrid=False,
+                                 automargin=True),
+                      xaxis=dict(type="category", side="top", showgrid=False,
+                                 automargin=True),
                       title=dict(font=dict(size=13), x=0.01, xanchor="left", y=0.98,
                                  yanchor="top", yref="container"))
     keep_state(fig)
@@ -85,6 +87,32 @@ def fitted_text(text: list[list[str]], plot_px: float) -> list[list[str]]:
     return short if fits(short) else [["" for _ in row] for row in text]
 
 
+_TICK_PX_PER_CHAR = 7.0        # a tick label's width per character at plotly's 12 px font
+_TICK_GAP_PX = 8                # between two tick labels side by side
+_TICK_ROW_PX = 16               # a tick label's height, with room between rows
+_ROW_PX = 22                    # a grid row's height where the figure grows to fit its rows
+_MAX_HEIGHT_PX = 900            # ... up to this; past it rows are labelled every few
+
+
+def tick_labels(labels: list[str], short: list[str], cell_px: float, across: bool
+                ) -> tuple[list[str], list[str], bool]:
+    """(tick values, their texts, whether the short labels are used) for an axis of cells
+    `cell_px` apart: every label where each fits its cell (`across`: side by side, by width;
+    else stacked, by height), else the short ones (a block's or a device's index), else every
+    k-th short one, k as small as keeps them apart. Never two labels over each other: plotly
+    left to itself lets long category labels overlap, or skips rows by its own step."""
+    def room(texts) -> float:
+        widest = max((len(t.strip("\u200b")) for t in texts), default=0)
+        return (widest * _TICK_PX_PER_CHAR + _TICK_GAP_PX) if across else _TICK_ROW_PX
+
+    texts, used_short = labels, False
+    if room(labels) > cell_px and len(short) == len(labels):
+        texts, used_short = short, True
+    step = max(1, int(-(-room(texts) // max(cell_px, 1e-9))))
+    keep = [i for i in range(len(labels)) if i % step == 0 and labels[i].strip()]
+    return [labels[i] for i in keep], [texts[i].strip("\u200b") for i in keep], used_short
+
+
 def draw_grid(fig: go.FigureWidget, grid: Grid, colours: int) -> None:
     """Draw `grid` in a new heatmap figure (`_heatmap`; grid_figure does both)."""
     margin = fig.layout.margin
@@ -101,12 +129,28 @@ def draw_grid(fig: go.FigureWidget, grid: Grid, colours: int) -> None:
         if "\n" in grid.title:
             # plotly anchors a title of several lines by its last: move it down by the others.
             fig.layout.title.y = 1 - 16 * (1 + grid.title.count("\n")) / (fig.layout.height or 300)
-        fig.layout.xaxis.title.text = html.escape(grid.x_title)
-        fig.layout.yaxis.title.text = html.escape(grid.y_title)
         fig.layout.yaxis.autorange = "reversed"     # first row on top, as in the sidebar
-        # The y axis title runs along the plot's height: never taller than the plot.
-        fig.layout.height = max(fig.layout.height or 300,
-                                _MARGINS_PX + int(_TITLE_PX_PER_CHAR * len(grid.y_title)))
+        # The y axis title runs along the plot's height: never taller than the plot; and
+        # each row tall enough for its tick label, up to a page's height.
+        # (Read back in a batch_update, a layout property is its value before the batch.)
+        rows = max(len(grid.y_labels), 1)
+        height = max(fig.layout.height or 300,
+                     _MARGINS_PX + int(_TITLE_PX_PER_CHAR * len(grid.y_title)),
+                     min(_MAX_HEIGHT_PX, _MARGINS_PX + rows * _ROW_PX))
+        x_ticks, x_text, x_short = tick_labels(
+            grid.x_labels, grid.x_short, plot_px / max(len(grid.x_labels), 1), across=True)
+        y_ticks, y_text, y_short = tick_labels(
+            grid.y_labels, grid.y_short, (height - _MARGINS_PX) / rows, across=False)
+        fig.layout.xaxis.update(tickmode="array", tickvals=x_ticks, ticktext=x_text,
+                                tickangle=0)
+        fig.layout.yaxis.update(tickmode="array", tickvals=y_ticks, ticktext=y_text)
+        x_title = grid.x_title + (f" · {grid.x_short_note}" if x_short and grid.x_short_note
+                                  else "")
+        y_title = grid.y_title + (f" · {grid.y_short_note}" if y_short and grid.y_short_note
+                                  else "")
+        fig.layout.xaxis.title.text = html.escape(x_title)
+        fig.layout.yaxis.title.text = html.escape(y_title)
+        fig.layout.height = max(height, _MARGINS_PX + int(_TITLE_PX_PER_CHAR * len(y_title)))
         # Panel titles sit above each panel's top edge, from its left edge (category axes
         # place annotations by category index): in the gap row between panels, or for the
         # first row in the top margin, where the column ticks are not (they move below).
@@ -120,7 +164,7 @@ def draw_grid(fig: go.FigureWidget, grid: Grid, colours: int) -> None:
             fig.layout.margin.b = max(fig.layout.margin.b or 0, 95)
             # What the panels are, under the columns' title.
             if grid.panel_note:
-                fig.layout.xaxis.title.text = (html.escape(grid.x_title) + "<br>"
+                fig.layout.xaxis.title.text = (html.escape(x_title) + "<br>"
                                                + html.escape(grid.panel_note))
     keep_state(fig)
 
@@ -175,6 +219,26 @@ def legend_html(grid: Grid, meaning: str, limit: int = 16) -> str:
             "</div>")
 
 
+# The views' style sheet, in the Placement view (the first tab: on the page whichever is shown).
+# The tab titles whole, the row of them wrapping where the pane is narrow (a JupyterLab cell),
+# rather than each cut to "Placeme"; the Collectives table as tall as the window allows, where
+# a fixed box showed two or three collectives with their part rows.
+VIEWS_STYLE = """<style>
+.explorer-app .widget-tab > .lm-TabBar, .explorer-app .widget-tab > .p-TabBar {
+  height: auto; min-height: var(--jp-widgets-horizontal-tab-height, 24px); overflow: visible; }
+.explorer-app .widget-tab > .lm-TabBar .lm-TabBar-content,
+.explorer-app .widget-tab > .p-TabBar .p-TabBar-content { flex-wrap: wrap; }
+.explorer-app .widget-tab > .lm-TabBar .lm-TabBar-tab,
+.explorer-app .widget-tab > .p-TabBar .p-TabBar-tab { flex: 0 0 auto; min-width: max-content;
+  max-width: none; }
+.explorer-app .widget-tab > .lm-TabBar .lm-TabBar-tabLabel,
+.explorer-app .widget-tab > .p-TabBar .p-TabBar-tabLabel { overflow: visible;
+  text-overflow: clip; }
+.explorer-app .explorer-collectives .explorer-table-wrap {
+  max-height: max(430px, calc(100vh - 140px)); }
+</style>"""
+
+
 class PlacementView:
     """A tensor picker, its blocks, the device grid, and one legend for both."""
 
@@ -189,7 +253,7 @@ class PlacementView:
         self.plumbing.observe(lambda c: on_plumbing(c["new"]), "value")
         self.legend = w.HTML()
         self.blocks_slot, self.mesh_slot = FigureSlot(), FigureSlot()
-        self.widget = w.VBox([w.HBox([self.tensor, self.plumbing],
+        self.widget = w.VBox([w.HTML(VIEWS_STYLE), w.HBox([self.tensor, self.plumbing],
                                      layout=w.Layout(flex_flow="row wrap")),
                               self.legend, self.blocks_slot.box, self.mesh_slot.box])
         self.widget.add_class("explorer-placement")

@@ -1,0 +1,123 @@
+"""The views read at any size (issue 53): the app in Voila at 1400x900, and at the width of a
+JupyterLab notebook's output area at that window size (about 1150 px: emulated by the viewport,
+not run inside JupyterLab), on a small workload (8 devices) and a large one (256 devices, a
+16x16 block grid). Every tab is photographed to test-artifacts/views-*.png; what the DOM can
+say is asserted: each tab title whole, the Collectives table's box as tall as the window
+allows, and no two tick labels of a heatmap over each other."""
+
+import pytest
+
+pytest.importorskip("voila")
+playwright = pytest.importorskip("playwright.sync_api")
+
+from explorer._src.ui.serve import one_cell_notebook  # noqa: E402
+from explorer._src.ui.tabs import TAB_TITLES  # noqa: E402
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CELLS = {
+    # Megatron's transformer layer on 8 devices: several collectives in the table.
+    "small": 'from explorer.ui import Explorer\n'
+             'Explorer(workload="transformer", mesh="data=2,model=4", preset="megatron")\n',
+    # 256 devices; w1 [1024, 4096] split over both axes: 16 x 16 blocks on a 16 x 16 mesh.
+    "large": 'from explorer.ui import Explorer\n'
+             'Explorer(workload="mlp", mesh="data=16,model=16",\n'
+             '         specs={"x": "data,None", "w1": "data,model", "w2": "model,None"})\n',
+}
+WIDTHS = {"window": 1400, "lab-cell": 1150}
+# The tensor each case's Placement heatmap is checked on: w1's 16 x 16 blocks in the large one.
+TENSOR = {"small": "input: x float32[8,16,256]", "large": "input: w1 float32[1024,4096]"}
+
+# Each tab title's label: its text, and whether it is cut (scrollWidth past clientWidth).
+TAB_LABELS_JS = """() => [...document.querySelectorAll(
+    '.explorer-app .lm-TabBar-tab .lm-TabBar-tabLabel, .explorer-app .p-TabBar-tabLabel')]
+    .map(e => ({text: e.textContent, cut: e.scrollWidth > e.clientWidth + 0.5}))"""
+
+# The visible heatmaps' tick labels, per figure and axis, as boxes on the page.
+TICKS_JS = """() => [...document.querySelectorAll('.explorer-placement .js-plotly-plot')]
+    .filter(d => d.offsetParent !== null)
+    .map(d => ['xtick', 'ytick'].map(axis => [...d.querySelectorAll(`g.${axis} text`)]
+        .filter(t => t.textContent.trim())
+        .map(t => { const b = t.getBoundingClientRect();
+                    return {text: t.textContent, l: b.left, r: b.right, t: b.top,
+                            b: b.bottom}; })))"""
+
+# Each visible heatmap's drawn width beside its box's: a figure wider than its box is cut.
+WIDTHS_JS = """() => [...document.querySelectorAll('.explorer-placement .js-plotly-plot')]
+    .filter(d => d.offsetParent !== null)
+    .map(d => ({figure: d.querySelector('svg.main-svg').getBoundingClientRect().width,
+                box: d.closest('.explorer-placement').getBoundingClientRect().width}))"""
+
+TABLE_JS = """() => { const e = [...document.querySelectorAll(
+    '.explorer-collectives .explorer-table-wrap')].find(e => e.offsetParent !== null);
+    return e && {max: getComputedStyle(e).maxHeight, client: e.clientHeight,
+                 scroll: e.scrollHeight}; }"""
+
+
+def overlapping(boxes: list[dict]) -> list[tuple[str, str]]:
+    """The pairs of boxes that cover each other (more than half a pixel each way)."""
+    return [(a["text"], b["text"]) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+            if min(a["r"], b["r"]) - max(a["l"], b["l"]) > 0.5
+            and min(a["b"], b["b"]) - max(a["t"], b["t"]) > 0.5]
+
+
+@pytest.fixture(scope="module", params=list(CELLS))
+def app_url(request, voila_server, tmp_path_factory):
+    nb = one_cell_notebook(CELLS[request.param],
+                           tmp_path_factory.mktemp("views") / f"{request.param}.ipynb")
+    with voila_server(nb) as url:
+        yield request.param, url
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_every_tab_reads_whole_at_1400x900_and_in_a_notebook_cells_width(
+        app_url, width, browser, artifacts):
+    case, url = app_url
+    page = browser.new_page(viewport={"width": WIDTHS[width], "height": 900})
+    try:
+        page.goto(url, timeout=600_000)
+        page.wait_for_selector(".explorer-status:has-text('compiled'), "
+                               ".explorer-status:has-text('cached')", timeout=600_000)
+        page.locator(".explorer-placement .js-plotly-plot").first.wait_for(timeout=120_000)
+        page.locator(".explorer-placement select").first.select_option(label=TENSOR[case])
+        name = TENSOR[case].split()[1]
+        page.wait_for_function(
+            "n => [...document.querySelectorAll('.explorer-placement .js-plotly-plot')]"
+            ".filter(d => d.offsetParent !== null && d.layout && d.layout.title && "
+            "(d.layout.title.text || '').startsWith(n + ' ')).length == 1", arg=name,
+            timeout=120_000)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.explorer-placement .js-plotly-plot')]"
+            ".filter(d => d.offsetParent !== null && d.data && d.data.length).length == 2",
+            timeout=120_000)
+        ticks = page.evaluate(TICKS_JS)
+        widths = page.evaluate(WIDTHS_JS)
+        page.locator(".explorer-placement").first.screenshot(
+            path=str(artifacts / f"views-{case}-{width}-placement-whole.png"))
+        labels = page.evaluate(TAB_LABELS_JS)
+        for title in TAB_TITLES:
+            page.get_by_text(title, exact=True).first.click()
+            page.wait_for_timeout(1500)      # a tab drawn when shown: let it settle
+            if title == "Collectives":
+                page.locator(".explorer-collectives .explorer-table").first.wait_for(
+                    state="visible", timeout=120_000)
+                table = page.evaluate(TABLE_JS)
+            page.screenshot(path=str(artifacts / f"views-{case}-{width}-{title.lower()}.png"),
+                            full_page=True)
+    finally:
+        page.close()
+    assert [label["text"] for label in labels] == list(TAB_TITLES)
+    assert [label["text"] for label in labels if label["cut"]] == []
+    # The table's box may grow to the window less the status and tab bar: over 400 px here;
+    # where its rows are taller than that, it is.
+    assert float(table["max"].removesuffix("px")) > 400
+    assert table["client"] > 400 or table["client"] >= table["scroll"]
+    assert len(ticks) == 2                               # the blocks and the device grid
+    assert all(w["figure"] <= w["box"] for w in widths), widths
+    for figure in ticks:
+        for axis in figure:
+            assert axis, "an axis without tick labels"
+            assert overlapping(axis) == []
+    if case == "large":
+        # 16 rows of blocks and 16 rows of devices, every one labelled.
+        assert [len(figure[1]) for figure in ticks] == [16, 16]
