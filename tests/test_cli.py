@@ -85,7 +85,7 @@ def test_workloads_lists_tensors_params_and_their_bounds():
 @pytest.mark.parametrize("args, fragment", [
     (["--mesh", "data=2,model=4", "--spec", "w1=None,modle"], "'modle'"),
     (["--mesh", "data=2,model=4", "--spec", "w1=model,model"], "'model' is used for dimensions"),
-    (["--mesh", "data=2,model=4", "--spec", "w1=model"], "has rank 2"),
+    (["--mesh", "data=2,model=4", "--spec", "w1=model,None,None"], "has rank 2"),
     (["--mesh", "data=2,model=3", "--spec", "w1=None,model"], "not divisible by model=3"),
     (["--mesh", "data=0"], "size 0"),
     (["--mesh", "data=two"], "'two'"),

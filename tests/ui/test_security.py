@@ -235,7 +235,7 @@ def test_a_group_writable_folder_of_the_users_is_accepted_and_a_world_writable_o
     (lambda: explorer.analyze_workload("transformer", mesh="data=2,model=4", rules=HUGE),
      "cannot read rules 'xxxx"),
     (lambda: explorer.analyze_workload("mlp", mesh="data=2,model=4", specs={"w1": HUGE}),
-     "spec 'xxxx"),
+     "axis 'xxxx"),
     (lambda: explorer.analyze_workload("mlp", mesh="data=2,model=4",
                                        specs={"w1": f"{HUGE},None"}), "axis 'xxxx"),
 ], ids=["rules", "rule", "rules-pair", "spec", "spec-P", "analyze-rules", "analyze-spec",
