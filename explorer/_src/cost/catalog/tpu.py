@@ -297,13 +297,14 @@ def _tpu_target(gen_name: str, shape: tuple[int, ...], slices: int = 1) -> Targe
     shape_text = "x".join(map(str, shape))
     name = f"tpu-{gen_name}-{shape_text}" + (f"-{slices}slices" if slices > 1 else "")
     wraps = _tpu_wraps(gen, shape)
+    dims = "xyz"[:len(shape)]        # a 2-D torus's dimensions are x and y
     axes = []
     if slices > 1:
         axes.append(PhysicalAxis(SLICE_AXIS, slices, gen.dcn))
-    for dim_name, size, wrap in zip("xyz", shape, wraps, strict=False):
+    for dim_name, size, wrap in zip(dims, shape, wraps, strict=True):
         if size > 1:
             axes.append(PhysicalAxis(dim_name, size, gen.ici, wraparound=wrap and size > 2))
-    wrapped = [n for n, s, w in zip("xyz", shape, wraps, strict=False) if w and s > 2]
+    wrapped = [n for n, s, w in zip(dims, shape, wraps, strict=True) if w and s > 2]
     topo = f"{gen.rank}-D torus {shape_text}"
     topo += f" (wraparound: {', '.join(wrapped)})" if wrapped else " (no wraparound)"
     if slices > 1:
