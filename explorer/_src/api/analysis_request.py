@@ -96,8 +96,7 @@ MappingLike: TypeAlias = str | Mapping[str, Any] | AxisMapping
 # Quoted: jax is imported only inside the functions that flatten pytrees.
 SpecLike: TypeAlias = "str | Sequence[Entry] | PartitionSpec"
 # Partition rules as libraries write them (explorer/_src/api/patterns.py): a mapping or a sequence
-# of
-# (regular expression, spec) pairs.
+# of (regular expression, spec) pairs.
 SpecPatterns: TypeAlias = "Mapping[str, SpecLike] | Sequence[tuple[str, SpecLike]]"
 # Logical-axis rules: text, a mapping, or (logical name, mesh axes) pairs as flax and MaxText
 # write them (explorer/_src/strategy/rules.py).
