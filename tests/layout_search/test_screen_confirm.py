@@ -494,3 +494,19 @@ def test_the_estimates_left_are_scaled_again_by_what_the_target_made_of_those_it
     assert screen.recalibrate(more) == pytest.approx(0.75 / 0.6)
     assert screen.compute_scale == pytest.approx(0.75)
     assert screen.rescaled(left, 1.0) is left
+
+
+def test_a_cancel_once_the_estimate_is_done_confirms_nothing_and_says_cancelled(screened):
+    # The estimate's last report (its phase, nothing current) answered False: the search ends
+    # there, with every candidate estimated and no compile, and says it was cancelled (it
+    # said "complete" of a search whose confirmations a cancel had skipped).
+    def progress(p):
+        return not (p.phase == "estimate" and not p.current)
+
+    result = explorer.search("mlp_train", **ARGS, progress=progress)
+    s = result.stats
+    assert screened.runners[0].calls == []
+    assert s.stopped == "cancelled" and s.confirmed == 0
+    assert s.evaluated == s.estimated == s.distinct
+    assert result.headline().endswith("(the estimate's numbers: XLA's GPU compiler confirmed "
+                                      "none).")

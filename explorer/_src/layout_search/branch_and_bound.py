@@ -128,7 +128,9 @@ class BranchAndBound:
             if self.runner.pending():
                 for index, outcome in self.runner.next_done():
                     self.settle(index, outcome)
-        if self.screening is not None and not self.state.cancelled():
+        if self.state.cancelled():
+            self.state.should_stop()     # records the cancel (after the estimate, say)
+        elif self.screening is not None:
             self.confirm(self.screening)
         self.state.report(SearchPhase.DONE)
         return self.result()
