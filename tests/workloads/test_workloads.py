@@ -381,7 +381,7 @@ def test_bad_activation_input_names_the_point():
         analyze_workload("transformer", "model=4", activations={"layer0": "None,modle,None"})
     assert "constraint point 'layer0'" in str(e.value)
     with pytest.raises(explorer.RankError, match="has rank 3"):
-        analyze_workload("transformer", "model=4", activations={"final": "model"})
+        analyze_workload("transformer", "model=4", activations={"final": "model,None,None,None"})
 
 
 # --- the command line --------------------------------------------------------------------------

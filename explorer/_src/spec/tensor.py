@@ -332,8 +332,8 @@ def check_spec(tensor: TensorSpec, mesh: MeshSpec) -> None:
     if spec and len(spec) != len(shape):
         raise RankError(
             f"spec {show(format_spec(spec), TEXT_SHOWN)} of tensor {name!r} has {len(spec)} "
-            f"entries but the tensor has rank {len(shape)} (shape {shape}); give one entry per "
-            "dimension, None for a dimension that is not split", tensor=name, mesh=mesh)
+            f"entries but the tensor has rank {len(shape)} (shape {shape}); give at most one entry "
+            "per dimension, None for a dimension that is not split", tensor=name, mesh=mesh)
     used: dict[str, int] = {}
     for dim, entry in enumerate(spec):
         for axis in entry_axes(entry):
