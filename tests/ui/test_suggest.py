@@ -435,3 +435,8 @@ def test_the_counts_and_the_ranking_basis_are_one_in_the_result_the_cli_and_the_
     assert [label for label, _ in rows] == [compiled.label, estimated.label]
     assert "(trace, XLA's GPU compiler)" in unescape(rows[0][1])
     assert "(estimate, not compiled)" in unescape(rows[1][1])
+    # The plot counts its points as the table does: one compiled, one estimated.
+    from explorer._src.ui.suggest.pareto import pareto_figure
+    figure = pareto_figure(result)
+    assert "2 candidates (1 compiled, 1 estimated)" in figure.layout.title.text
+    figure.close()

@@ -7,7 +7,7 @@ import html
 
 import plotly.graph_objects as go
 
-from explorer._src.layout_search.result import Candidate, CandidateStatus, SearchResult
+from explorer._src.layout_search.result import Candidate, CandidateStatus, CompiledBy, SearchResult
 from explorer._src.ui.figure import FigureWidget, keep_state
 from explorer._src.ui.memory import binary_ticks
 from explorer._src.units import format_bytes, format_seconds
@@ -19,7 +19,7 @@ NO_FIT_COLOUR = "#dc2626"      # red-600: does not fit the chip's memory
 
 
 def pareto_figure(result: SearchResult) -> go.FigureWidget:
-    """Predicted step time against memory per device, one point per compiled candidate; the
+    """Predicted step time against memory per device, one point per timed candidate; the
     Pareto front joined, the winner starred, candidates that do not fit crossed."""
     timed = [c for c in result.candidates
              if c.seconds is not None and c.memory_bytes is not None]
@@ -63,9 +63,15 @@ def pareto_figure(result: SearchResult) -> go.FigureWidget:
     log_x = bool(times) and max(times) / min(times) > 20
     top = max([c.memory_bytes for c in timed] or [1]) * 1.1
     ticks = binary_ticks(top)
+    # The counts the result gives (SearchStats.evaluated_text): an estimated point is not a
+    # compiled one.
+    estimated = sum(c.compiled_by is CompiledBy.ESTIMATE for c in timed)
+    points = (f"{len(timed)} compiled candidate{'s' if len(timed) != 1 else ''}"
+              if not estimated else
+              f"{len(timed)} candidates ({len(timed) - estimated} compiled, {estimated} "
+              "estimated)")
     fig.update_layout(
-        title=f"predicted step time against memory per device on {result.target}: "
-              f"{len(timed)} compiled candidate{'s' if len(timed) != 1 else ''} "
+        title=f"predicted step time against memory per device on {result.target}: {points} "
               "(lower left is better)",
         height=470, width=820, margin=dict(l=90, r=20, t=50, b=90),
         xaxis=dict(title="predicted step time" + (" (log scale)" if log_x else ""),
