@@ -3,11 +3,12 @@
 Run by hand:  .venv/bin/python benchmarks/bench_notebook_memory.py [--warm] [notebooks ...]
 
 Each notebook (default: the tutorials, notebooks/NN_*.ipynb, the app notebook first) runs top
-to bottom in a fresh kernel with nbclient, as shipped. While it runs, the resident memory (VmRSS
-from /proc/PID/status) of the kernel and all its descendants is summed every 0.2 s; the table gives
+to bottom in a fresh kernel with nbclient, as shipped. While it runs, the resident memory (from
+/proc/PID/status) of the kernel and all its descendants is read every 0.2 s; the table gives
 the peak and the figure after the last cell (what stays held until the kernel is shut down),
-and the number of processes then. Shared pages are counted once per process, so the sums
-slightly overstate what the pod's memory limit sees (Linux charges a container once per page).
+and the number of processes then. Each process's private memory (RssAnon) is summed, and the
+libraries' pages (RssFile) counted once, at the largest process's: the kernel and its workers
+map the same jaxlib, whose pages a container is charged for once.
 
 `--warm` fills a fresh persistent report cache first (one run of each notebook, as
 binder/postBuild does) and measures the second run: a learner's first run on Binder, answered
@@ -33,22 +34,27 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "notebooks"
 
 
-def tree_rss(pid: int) -> tuple[int, int]:
-    """(bytes resident, processes) of `pid` and its descendants."""
-    total, count, todo = 0, 0, [pid]
+def tree_memory(pid: int) -> tuple[int, int]:
+    """(bytes, processes) of `pid` and its descendants: their private (anonymous) resident
+    memory summed, plus the largest one's file-backed resident pages. The file-backed pages are
+    the libraries each process maps (jaxlib's alone is about 190 MiB once a backend starts);
+    the processes map the same files, whose pages a container is charged for once, so summing
+    them (VmRSS) would count jaxlib once per process."""
+    anon, files, count, todo = 0, 0, 0, [pid]
     while todo:
         p = todo.pop()
         try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
+            fields = dict(line.split(":", 1) for line in
+                          Path(f"/proc/{p}/status").read_text().splitlines() if ":" in line)
+            anon += int(fields["RssAnon"].split()[0]) * 1024
+            files = max(files, int(fields["RssFile"].split()[0]) * 1024)
             count += 1
             for task in os.listdir(f"/proc/{p}/task"):
                 todo += [int(c) for c in Path(f"/proc/{p}/task/{task}/children").read_text()
                          .split()]
-        except (OSError, ValueError):
+        except (OSError, ValueError, KeyError):
             continue
-    return total, count
+    return anon + files, count
 
 
 def run(path: Path) -> dict:
@@ -63,13 +69,13 @@ def run(path: Path) -> dict:
 
         def sample():
             while not done.wait(0.2):
-                peak[0] = max(peak[0], tree_rss(pid)[0])
+                peak[0] = max(peak[0], tree_memory(pid)[0])
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         for index, cell in enumerate(nb.cells):
             client.execute_cell(cell, index)
-        end, processes = tree_rss(pid)
+        end, processes = tree_memory(pid)
         done.set()
         sampler.join()
     return {"peak": max(peak[0], end), "end": end, "processes": processes,
