@@ -151,16 +151,30 @@ export default () => {
       // on Lumino's messages, which an anywidget view never gets: the figure is fitted to its
       // box once drawn and each time the box's size changes, by the handler plotly.js keeps
       // for a responsive figure (FigureWidget's config).
+      const plot = () => ctx.el.classList.contains("js-plotly-plot") ? ctx.el :
+        ctx.el.querySelector(".js-plotly-plot");
+      // Whether it was fitted: plotly draws asynchronously, and may not have drawn yet.
       const fit = () => {
-        const plot = ctx.el.querySelector(".js-plotly-plot") ||
-          (ctx.el.classList.contains("js-plotly-plot") ? ctx.el : null);
-        if (plot && ctx.el.clientWidth > 0) plot._responsiveChartHandler?.();
+        const handler = plot()?._responsiveChartHandler;
+        if (!handler || ctx.el.clientWidth === 0) return false;
+        handler();
+        return true;
       };
-      const drawn = (e) => { if (e.detail?.element === ctx.el) fit(); };
+      const drawn = (e) => {
+        if (e.detail?.element && ctx.el.contains(e.detail.element)) fit();
+      };
       document.addEventListener("plotlywidget-after-render", drawn);
       const observer = new ResizeObserver(fit);
       observer.observe(ctx.el);
+      // Until first fitted (for up to about ten seconds of frames): the box may have taken its
+      // size before the figure was drawn in it, and change no more.
+      let frames = 0, stopped = false;
+      const first = () => {
+        if (!stopped && !fit() && frames++ < 600) requestAnimationFrame(first);
+      };
+      requestAnimationFrame(first);
       return () => {
+        stopped = true;
         observer.disconnect();
         document.removeEventListener("plotlywidget-after-render", drawn);
         if (typeof cleanup === "function") cleanup();

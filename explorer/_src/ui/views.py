@@ -222,7 +222,10 @@ def legend_html(grid: Grid, meaning: str, limit: int = 16) -> str:
 # The views' style sheet, in the Placement view (the first tab: on the page whichever is shown).
 # The tab titles whole, the row of them wrapping where the pane is narrow (a JupyterLab cell),
 # rather than each cut to "Placeme"; the Collectives table as tall as the window allows, where
-# a fixed box showed two or three collectives with their part rows.
+# a fixed box showed two or three collectives with their part rows; a figure no wider than its
+# box (a flex item keeps its drawn width, 700 px, unless let shrink: then plotly refits it,
+# explorer._src.ui.figure's loader); and text no wider than its box, a wide table scrolling in
+# its own, where a table's width held the whole HTML view (its sentences too) past the pane.
 VIEWS_STYLE = """<style>
 .explorer-app .widget-tab > .lm-TabBar, .explorer-app .widget-tab > .p-TabBar {
   height: auto; min-height: var(--jp-widgets-horizontal-tab-height, 24px); overflow: visible; }
@@ -236,6 +239,10 @@ VIEWS_STYLE = """<style>
   text-overflow: clip; }
 .explorer-app .explorer-collectives .explorer-table-wrap {
   max-height: max(430px, calc(100vh - 140px)); }
+.explorer-app .widget-box > .js-plotly-plot { flex: 1 1 auto; min-width: 0; max-width: 100%;
+  overflow: hidden; }
+.explorer-app .widget-html, .explorer-app .widget-html > .widget-html-content { min-width: 0;
+  max-width: 100%; }
 </style>"""
 
 
@@ -243,7 +250,9 @@ class PlacementView:
     """A tensor picker, its blocks, the device grid, and one legend for both."""
 
     def __init__(self, on_pick, on_plumbing):
-        self.tensor = w.Dropdown(description="tensor", options=[], layout=w.Layout(width="520px"))
+        # At most the pane's width (a notebook cell's is narrower than 520 px and more).
+        self.tensor = w.Dropdown(description="tensor", options=[],
+                                 layout=w.Layout(width="520px", max_width="100%"))
         self.tensor.observe(lambda c: on_pick(c["new"]), "value")
         # As wide as its label (ipywidgets' fixed 300px cut it to "resha…"); the row wraps
         # rather than shrink it where the pane is narrow.
@@ -477,7 +486,7 @@ class CollectivesView:
         self.target_offer = TargetOffer(on_pick_target)
         # -1 means none: ipywidgets shows a None value as an empty selection.
         self.pick = w.Dropdown(description="why?", options=[(NONE_PICKED, -1)], value=-1,
-                               layout=w.Layout(width="520px"))
+                               layout=w.Layout(width="520px", max_width="100%"))
         self.pick.observe(lambda c: on_select(None if c["new"] == -1 else c["new"]), "value")
         # Shown only while a collective is highlighted (a FigureWidget's own `layout` is
         # plotly's, so a Box around it carries the display toggle), and made then: a page
