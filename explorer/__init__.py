@@ -108,6 +108,7 @@ from explorer._src.report.report import (
     Cost,
     Extrapolation,
     Memory,
+    MemoryKind,
     MemoryPoint,
     MemoryTimeline,
     MemoryVerdict,
@@ -142,7 +143,7 @@ __all__ = [
     "Timing", "WorkloadInfo", "Buffer", "MemoryVerdict", "CompilerWarning",
     "Why", "Reason", "Evidence", "Operand", "OperandRole", "RingDirection",
     "Origins", "DimOrigin", "AxisOrigin", "OriginKind", "PathStep", "LayoutConflict",
-    "MemoryTimeline", "MemoryPoint", "BufferKind", "MeasuredEvent", "Extrapolation",
+    "MemoryTimeline", "MemoryPoint", "BufferKind", "MeasuredEvent", "Extrapolation", "MemoryKind",
     # a Report as text, and two Reports compared
     "summary", "compare", "ReportComparison",
     # open in XProf or TensorBoard

@@ -24,6 +24,7 @@ PINNED = {
     "Why", "Reason", "Evidence", "Operand", "OperandRole", "RingDirection",
     "Origins", "DimOrigin", "AxisOrigin", "OriginKind", "PathStep", "LayoutConflict",
     "MemoryTimeline", "MemoryPoint", "BufferKind", "MeasuredEvent", "write_xprof", "XprofRun",
+    "MemoryKind",
     "Extrapolation",
     "summary", "compare", "ReportComparison",
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
