@@ -339,9 +339,32 @@ def _finished(request: Request, compiled: Report, spent) -> Report:
         from explorer._src.report.memory import with_workload
 
         report = with_workload(report, info, p.workload)
+    elif report.memory is not None and request.fn is not None:
+        report = _split_by_name(report, request.fn, p.inputs)
     if key is not None:
         _finishes.put(key, (compiled, report))
     return report
+
+
+def _split_by_name(report: Report, fn: Callable[..., Any], inputs: tuple) -> Report:
+    """A user's function's memory split by kind where its inputs' names or arguments say what
+    they are (`kinds_by_name`: leaves of `model`/`params` are parameters, of
+    `optimizer`/`opt_state` optimizer state), as the app's Memory tab splits it; where its
+    gradients are is unknown. The Report as it was where no name says anything."""
+    from explorer._src.api.pytrees import tensor_leaves
+    from explorer._src.compile.lowering import argument_names
+    from explorer._src.report.memory import kinds_by_name, memory_kinds
+    from explorer._src.report.report import MemoryKind
+
+    named = kinds_by_name({t.name: argument
+                           for argument, arg in zip(argument_names(fn, len(inputs)), inputs,
+                                                    strict=True)
+                           for t in tensor_leaves(arg)})
+    if named is None:
+        return report
+    kinds = memory_kinds(report, named, False)
+    kinds[MemoryKind.GRADS] = None
+    return replace(report, memory=replace(report.memory, kinds=kinds))
 
 
 def _target_it_ran_on(request: Request, report: Report) -> str | None:
