@@ -214,8 +214,10 @@ class Memory:
     """Per-device bytes from XLA's memory_analysis() of the per-device program.
 
     `kinds` splits them by what the tensors are, where that is
-    known: for a built-in workload, from its tensor kinds and gradient constraint points; None
-    for a user function, whose bytes are then all `other`.
+    known: for a built-in workload, from its tensor kinds and gradient constraint points; for a
+    user function, from its inputs' names (leaves of `model`/`params` are parameters, of
+    `optimizer`/`opt_state` optimizer state; its gradients' place unknown, None); None where
+    no name says what an input is, its bytes then all `other`.
 
     Attributes:
         arguments: the inputs' buffers.
