@@ -135,9 +135,19 @@ def test_eight_concurrent_pages_each_editing_each_show_their_own_results(
             pages = [c.new_page() for c in contexts]
             for page in pages:                        # all eight load before any is edited
                 page.goto(url, wait_until="commit", timeout=WAIT_MS)
-            for page in pages:
-                page.wait_for_selector(".explorer-status:has-text('compiled'), "
-                                       ".explorer-status:has-text('cached')", timeout=WAIT_MS)
+            for i, page in enumerate(pages):
+                try:
+                    page.wait_for_selector(".explorer-status:has-text('compiled'), "
+                                           ".explorer-status:has-text('cached')",
+                                           timeout=WAIT_MS)
+                except playwright.TimeoutError:
+                    # What each page shows, kept, so that a page that never opens says why.
+                    for k, other in enumerate(pages):
+                        other.screenshot(path=str(artifacts / f"pages-opening-{k}.png"),
+                                         full_page=True)
+                    status = page.locator(".explorer-status").all_inner_texts()
+                    raise AssertionError(f"page {i} never showed a result; its status: "
+                                         f"{status}; screenshots pages-opening-*.png") from None
             for page, (steps, _, _) in zip(pages, EIGHT_PAGES, strict=True):
                 edit(page, pick, steps)
             for i, (page, (_, rows, heatmap)) in enumerate(zip(pages, EIGHT_PAGES, strict=True)):
