@@ -333,7 +333,7 @@ class Worker:
             self.conn.send(message)
             if not self._answer_or_end(since + timeout):
                 self.kill()
-                if isinstance(message, Ping):
+                if isinstance(message, Ping) and not self._answered:    # its first: starting
                     raise WorkerError(
                         f"the compile worker for {self.what} did not start within "
                         f"{timeout:g} s and was stopped; the machine may be short of memory "
