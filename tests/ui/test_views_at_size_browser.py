@@ -167,7 +167,16 @@ def test_every_tab_reads_whole_at_1400x900_and_in_a_notebook_cells_width(
 def test_in_a_jupyterlab_cell_at_1400x900_tab_titles_and_figures_are_whole(chromium, artifacts,
                                                                          lab):
     """The app in a real JupyterLab notebook cell (the server of test_jupyterlab_browser.py,
-    given this notebook by its contents API), its file browser open as it opens."""
+    given this notebook by its contents API), its file browser open as it opens. Driven from a
+    thread of its own: Playwright's sync API refuses a thread with an asyncio loop running, which
+    a test run earlier in the same process may leave in the main one (seen under xdist)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(_app_in_a_jupyterlab_cell, chromium, artifacts, lab).result()
+
+
+def _app_in_a_jupyterlab_cell(chromium, artifacts, lab):
     import http.cookiejar
     import json
     import urllib.request
