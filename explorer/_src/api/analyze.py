@@ -353,18 +353,13 @@ def _split_by_name(report: Report, fn: Callable[..., Any], inputs: tuple) -> Rep
     gradients are is unknown. The Report as it was where no name says anything."""
     from explorer._src.api.pytrees import tensor_leaves
     from explorer._src.compile.lowering import argument_names
-    from explorer._src.report.memory import kinds_by_name, memory_kinds
-    from explorer._src.report.report import MemoryKind
+    from explorer._src.report.memory import kinds_by_name, with_kinds
 
     named = kinds_by_name({t.name: argument
                            for argument, arg in zip(argument_names(fn, len(inputs)), inputs,
                                                     strict=True)
                            for t in tensor_leaves(arg)})
-    if named is None:
-        return report
-    kinds = memory_kinds(report, named, False)
-    kinds[MemoryKind.GRADS] = None
-    return replace(report, memory=replace(report.memory, kinds=kinds))
+    return with_kinds(report, named, None) if named else report
 
 
 def _target_it_ran_on(request: Request, report: Report) -> str | None:

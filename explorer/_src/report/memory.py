@@ -89,6 +89,19 @@ def with_workload(report: Report, info: WorkloadInfo, workload: Workload) -> Rep
     return replace(report, memory=replace(report.memory, kinds=kinds))
 
 
+def with_kinds(report: Report, kinds: Mapping[str, TensorKind], has_grads: bool | None
+               ) -> Report:
+    """The report of a program that is not a built-in workload (a user's function, a Flax
+    module), its memory split by the kinds given (`kinds_by_name`, or a module's own);
+    `has_grads`: None where it is unknown where its gradients are (their bytes are then None)."""
+    if report.memory is None:
+        return report
+    split = memory_kinds(report, kinds, bool(has_grads))
+    if has_grads is None:
+        split[MemoryKind.GRADS] = None
+    return replace(report, memory=replace(report.memory, kinds=split))
+
+
 def kinds_by_name(inputs: Mapping[str, str]) -> dict[str, TensorKind] | None:
     """What a user's own step's inputs are, read from their names (`inputs`: input name -> the
     argument it is a leaf of, "" where unknown), for `memory_kinds`; None where no input is

@@ -33,8 +33,8 @@ from explorer._src.compile.protocol import Partitioner
 from explorer._src.compile.sources import cell_name
 from explorer._src.cost.catalog.names import compute_dtypes
 from explorer._src.errors import ExplorerError, InputError, RuleError, TensorError
-from explorer._src.report.memory import kinds_by_name, memory_kinds
-from explorer._src.report.report import MemoryKind, Report, WorkloadInfo
+from explorer._src.report.memory import kinds_by_name, with_kinds
+from explorer._src.report.report import Report, WorkloadInfo
 from explorer._src.spec.mesh import MeshSpec
 from explorer._src.spec.tensor import Spec, TensorSpec, entry_axes, format_spec
 from explorer._src.strategy.plan import Plan, check_planned, plan
@@ -475,13 +475,7 @@ class FunctionSource(Source):
             report = replace(report, notes=(*report.notes, note))
         # Given (a Flax module's), else read from the names a train step gives its inputs.
         named = self.kinds or kinds_by_name({t.name: t.group for t in self._tensors})
-        if named and report.memory is not None:
-            kinds = memory_kinds(report, named, bool(self.has_grads))
-            if self.has_grads is None:
-                # a user's step: where its gradients are is unknown
-                kinds[MemoryKind.GRADS] = None
-            report = replace(report, memory=replace(report.memory, kinds=kinds))
-        return report
+        return with_kinds(report, named, self.has_grads) if named else report
 
     def dim_names(self, report, tensor):
         t = next((t for t in self._tensors if t.name == tensor), None)
