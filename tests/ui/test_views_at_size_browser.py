@@ -117,15 +117,7 @@ def test_every_tab_reads_whole_at_1400x900_and_in_a_notebook_cells_width(
             ".filter(d => d.offsetParent !== null && d.layout && d.layout.title && "
             "(d.layout.title.text || '').startsWith(n + ' ')).length == 1", arg=name,
             timeout=120_000)
-        page.wait_for_function(
-            "() => [...document.querySelectorAll('.explorer-placement .js-plotly-plot')]"
-            ".filter(d => d.offsetParent !== null && d.data && d.data.length).length == 2",
-            timeout=120_000)
-        # Fitted to its box once drawn (plotly resizes a moment later): else cut, as asserted.
-        try:
-            page.wait_for_function(FITTED_JS, timeout=30_000)
-        except playwright.Error:
-            pass
+        _placement_drawn(page)
         ticks = page.evaluate(TICKS_JS)
         widths = page.evaluate(WIDTHS_JS)
         page.locator(".explorer-placement").first.screenshot(
@@ -160,6 +152,19 @@ def test_every_tab_reads_whole_at_1400x900_and_in_a_notebook_cells_width(
         # 16 rows of blocks and 16 rows of devices, every one labelled.
         assert [len(figure[1]) for figure in ticks] == [16, 16]
 
+
+
+def _placement_drawn(page) -> None:
+    """Wait until both Placement heatmaps are drawn, and fitted to their box (plotly resizes a
+    moment after drawing; one never fitted stays cut, which the width check then asserts)."""
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.explorer-placement .js-plotly-plot')]"
+        ".filter(d => d.offsetParent !== null && d.data && d.data.length).length == 2",
+        timeout=120_000)
+    try:
+        page.wait_for_function(FITTED_JS, timeout=30_000)
+    except playwright.Error:
+        pass
 
 # ------------------------------------------------------------- inside JupyterLab, at 1400x900
 
@@ -209,15 +214,8 @@ def _app_in_a_jupyterlab_cell(chromium, artifacts, lab):
             page.click("jp-button[data-command='notebook:run-cell-and-select-next'], "
                        "button[data-command='notebook:run-cell-and-select-next']")
             page.wait_for_selector(".explorer-status:has-text('●')", timeout=600_000)
-            page.wait_for_function(
-                "() => [...document.querySelectorAll('.explorer-placement .js-plotly-plot')]"
-                ".filter(d => d.offsetParent !== null && d.data && d.data.length).length == 2",
-                timeout=120_000)
+            _placement_drawn(page)
             labels = page.evaluate(TAB_LABELS_JS)
-            try:
-                page.wait_for_function(FITTED_JS, timeout=30_000)
-            except playwright.Error:
-                pass
             widths = page.evaluate(WIDTHS_JS)
             ticks = page.evaluate(TICKS_JS)
             texts = []
