@@ -200,4 +200,7 @@ def test_the_time_spent_names_the_phases_the_status_named_with_their_numbers():
     timing = result.report.timing
     assert spent.run_s >= timing.measured_s
     assert spent.read_s + spent.price_s <= phases.seconds(READING) + 1e-9
-    assert "running on the chip" in spent.text() and "tracing" in spent.text()
+    assert "running on the chip" in spent.text()
+    # The text leaves out parts under 5 ms (TimeSpent.text): a trace jax found in its own
+    # cache can take 4 ms.
+    assert ("tracing" in spent.text()) == (spent.trace_s >= 0.005)
