@@ -1,6 +1,6 @@
 """Programs of kinds the cost model has not been held against, predicted and measured on a chip.
 
-    python benchmarks/tpu_unmeasured.py --out DIR [--only NAME ...] [--no-hlo] [--more]
+    python benchmarks/tpu_unmeasured.py --out DIR [--only NAME ...] [--no-hlo] [--more|--census]
 
 Each program is given to `explorer.analyze(fn, *args, mesh="data=1", target="tpu-v5e-1x1",
 measure=True)` on a machine with one TPU v5e chip, as a TPU-VM user would: the explorer compiles
@@ -14,7 +14,11 @@ The programs: Pallas kernels (jax's TPU flash attention at a shape and mask othe
 measured before, and its blocked matmul, a kernel never measured), an embedding gradient's
 scatter-add, and kinds never measured on the chip (a sort, a cumulative sum, a top-k).
 Integer inputs are random 0 or 1, so a scatter's rows pile onto two rows. With --more, other
-kinds instead (`more_programs`), their HLO in one DIR/hlo.tar.gz.
+kinds instead (`more_programs`), their HLO in one DIR/hlo.tar.gz. With --census, the kinds
+benchmarks/kind_census.py found in real models' steps that no chip had measured (integer bit
+operations, top-k, sort, a one-hot matmul), each across a few shapes, and three of the census's
+programs cut to one chip (`census_programs`). DIR/unmeasured.json is written again after each
+program, so a run the chip's lending cuts short keeps what it measured.
 """
 
 from __future__ import annotations
@@ -108,12 +112,125 @@ def more_programs():
     ]
 
 
+def census_programs():
+    """The census's never-measured kinds across shapes, and its programs on one chip.
+
+    Integer bit operations: a random-number generator's threefry (`jax.random.bits`, uniform
+    and normal numbers, a dropout mask) at 16M to 64M elements. Top-k: sampling's
+    `lax.top_k` over vocabularies of 32,000 and 128,256, k of 8 to 64. Sort: 1M to 16M keys,
+    f32 and bf16, along rows and whole. A one-hot matmul (`one_hot(ids) @ table`), which the
+    model now reads in the table's dtype. Then the census's decode step with top-k sampling,
+    its embedding gradient, and a plain-jax CNN train step, each on one chip."""
+    import jax
+    import jax.numpy as jnp
+
+    bf16, f32, i32, u32 = jnp.bfloat16, jnp.float32, jnp.int32, jnp.uint32
+
+    def sds(shape, dtype):
+        return jax.ShapeDtypeStruct(tuple(shape), dtype)
+
+    def key_of(k):
+        return jax.random.wrap_key_data(k)
+
+    key = sds((2,), u32)
+
+    def dropout(k, x):
+        keep = jax.random.bernoulli(key_of(k), 0.9, x.shape)
+        return jnp.where(keep, x / 0.9, 0).astype(x.dtype)
+
+    def one_hot_matmul(ids, table):
+        return jax.nn.one_hot(ids, table.shape[0], dtype=table.dtype) @ table
+
+    layers, batch, heads, d_head, d_model, cache_len, vocab = 4, 32, 16, 128, 2048, 4096, 32000
+
+    def decode(params, cache_k, cache_v, token, pos, k):
+        x = params["embed"][token]
+        for i in range(layers):
+            q = jnp.einsum("bd,dhk->bhk", x, params["wq"][i])
+            kk = jnp.einsum("bd,dhk->bhk", x, params["wk"][i])
+            v = jnp.einsum("bd,dhk->bhk", x, params["wv"][i])
+            cache_k = jax.lax.dynamic_update_slice(cache_k, kk[None, :, None], (i, 0, pos, 0, 0))
+            cache_v = jax.lax.dynamic_update_slice(cache_v, v[None, :, None], (i, 0, pos, 0, 0))
+            s = jnp.einsum("bhk,bthk->bht", q, cache_k[i]) / jnp.sqrt(d_head).astype(x.dtype)
+            s = jnp.where(jnp.arange(cache_len) <= pos, s, -1e30)
+            a = jnp.einsum("bht,bthk->bhk", jax.nn.softmax(s.astype(f32), axis=-1).astype(x.dtype),
+                           cache_v[i])
+            x = x + jnp.einsum("bhk,hkd->bd", a, params["wo"][i])
+        logits = (x @ params["embed"].T).astype(f32)
+        top, idx = jax.lax.top_k(logits, 40)
+        choice = jax.random.categorical(key_of(k), top)
+        nxt = jnp.take_along_axis(idx, choice[:, None], axis=1)[:, 0]
+        return nxt, cache_k, cache_v
+
+    decode_params = {"embed": sds((vocab, d_model), bf16),
+                     "wq": sds((layers, d_model, heads, d_head), bf16),
+                     "wk": sds((layers, d_model, heads, d_head), bf16),
+                     "wv": sds((layers, d_model, heads, d_head), bf16),
+                     "wo": sds((layers, heads, d_head, d_model), bf16)}
+    cache = sds((layers, batch, cache_len, heads, d_head), bf16)
+
+    def embedding_grad(embed, w, tokens):
+        def loss(e, w):
+            return jnp.mean((e[tokens] @ w).astype(f32) ** 2)
+        g_e, g_w = jax.grad(loss, argnums=(0, 1))(embed, w)
+        return embed - 1e-3 * g_e, w - 1e-3 * g_w
+
+    def cnn_train(params, images, labels):
+        # Flax's MNIST CNN written in plain jax: two 3x3 convolutions with average pools, two
+        # dense layers, softmax cross-entropy, one SGD step.
+        def net(p, x):
+            dn = ("NHWC", "HWIO", "NHWC")
+            x = jax.nn.relu(jax.lax.conv_general_dilated(x, p["c1"], (1, 1), "SAME",
+                                                         dimension_numbers=dn))
+            x = jax.lax.reduce_window(x, 0.0, jax.lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4
+            x = jax.nn.relu(jax.lax.conv_general_dilated(x, p["c2"], (1, 1), "SAME",
+                                                         dimension_numbers=dn))
+            x = jax.lax.reduce_window(x, 0.0, jax.lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4
+            x = jax.nn.relu(x.reshape(x.shape[0], -1) @ p["d1"])
+            return x @ p["d2"]
+
+        def loss(p):
+            logits = net(p, images)
+            return -jnp.mean(jnp.sum(jax.nn.one_hot(labels, 10) * jax.nn.log_softmax(logits),
+                                     axis=-1))
+        g = jax.grad(loss)(params)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, g)
+
+    cnn_params = {"c1": sds((3, 3, 1, 32), f32), "c2": sds((3, 3, 32, 64), f32),
+                  "d1": sds((7 * 7 * 64, 256), f32), "d2": sds((256, 10), f32)}
+
+    return [
+        ("bits_16m", lambda k: jax.random.bits(key_of(k), (4096, 4096)), (key,)),
+        ("bits_64m", lambda k: jax.random.bits(key_of(k), (8192, 8192)), (key,)),
+        ("uniform_32m", lambda k: jax.random.uniform(key_of(k), (8192, 4096)), (key,)),
+        ("normal_bf16_32m", lambda k: jax.random.normal(key_of(k), (8192, 4096), bf16), (key,)),
+        ("dropout_bf16", dropout, (key, sds((8192, 4096), bf16))),
+        ("top_k_decode", lambda x: jax.lax.top_k(x, 40), (sds((32, 32000), f32),)),
+        ("top_k_128k_vocab", lambda x: jax.lax.top_k(x, 40), (sds((256, 128256), f32),)),
+        ("top_k_8_rows", lambda x: jax.lax.top_k(x, 8), (sds((8192, 32000), bf16),)),
+        ("top_k_64_rows", lambda x: jax.lax.top_k(x, 64), (sds((2048, 32000), f32),)),
+        ("sort_1m", lambda x: jnp.sort(x), (sds((1 << 20,), f32),)),
+        ("sort_4m_bf16", lambda x: jnp.sort(x), (sds((1 << 22,), bf16),)),
+        ("sort_rows", lambda x: jnp.sort(x, axis=-1), (sds((4096, 1024), f32),)),
+        ("sort_rows_long", lambda x: jnp.sort(x, axis=-1), (sds((256, 32768), f32),)),
+        ("one_hot_matmul_8k", one_hot_matmul, (sds((8192,), i32), sds((32000, 2048), bf16))),
+        ("one_hot_matmul_16k", one_hot_matmul, (sds((16384,), i32), sds((32000, 4096), bf16))),
+        ("census_decode", decode, (decode_params, cache, cache, sds((batch,), i32),
+                                   sds((), i32), key)),
+        ("census_embedding_grad", embedding_grad,
+         (sds((32000, 2048), bf16), sds((2048, 2048), bf16), sds((16, 1024), i32))),
+        ("census_cnn_train", cnn_train, (cnn_params, sds((256, 28, 28, 1), f32),
+                                         sds((256,), i32))),
+    ]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=".")
     ap.add_argument("--only", nargs="*", default=[])
     ap.add_argument("--no-hlo", action="store_true", help="keep no HLO files")
     ap.add_argument("--more", action="store_true", help="more_programs, HLO in one tar")
+    ap.add_argument("--census", action="store_true", help="census_programs")
     args = ap.parse_args()
     tar = tarfile.open(os.path.join(args.out, "hlo.tar.gz"), "w:gz") if args.more else None
 
@@ -121,7 +238,8 @@ def main() -> int:
     from explorer._src.report.op_comparison import compare_ops, comparison_lines
 
     rows = []
-    for name, fn, shapes in (more_programs() if args.more else programs()):
+    chosen = more_programs() if args.more else census_programs() if args.census else programs()
+    for name, fn, shapes in chosen:
         if args.only and name not in args.only:
             continue
         t0 = time.perf_counter()
@@ -157,6 +275,8 @@ def main() -> int:
         elif not args.no_hlo:
             with gzip.open(os.path.join(args.out, f"{name}.hlo.txt.gz"), "wt") as f:
                 f.write(report.optimized_hlo)
+        with open(os.path.join(args.out, "unmeasured.json"), "w") as f:
+            json.dump(rows, f, indent=1)
         print(f"== {name}: predicted {row['predicted_s']}, measured {t.measured_device_s}, "
               f"{len(row['cautions'])} caution(s)", flush=True)
         print("\n".join(line for line in (row["estimate_text"] or "").splitlines()
