@@ -47,7 +47,7 @@ class RecordingRunner(LocalRunner):
         # Recorded, not started: the stand-in compiles on CPU devices.
         self.warmed.append((key, len(self.calls)))
 
-    def next_done(self):
+    def next_done(self, stop=None):
         key, request = self._queue.popitem(last=False)
         self.sleep(self.delay)
         limit = {} if self.sleep is time.sleep else {"timeout": None}

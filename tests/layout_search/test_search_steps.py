@@ -70,7 +70,7 @@ class FailingRunner:
     def pending(self):
         return len(self.queue)
 
-    def next_done(self):
+    def next_done(self, stop=None):
         key = self.queue.pop(0)
         name = self.error_type.__name__
         return [(key, Outcome(None, f"{name}: refused", 0.0, self.error_type))]

@@ -27,6 +27,7 @@ from explorer._src.cost.catalog.names import get_target
 from explorer._src.errors import ExplorerError
 from explorer._src.layout_search import bounds
 from explorer._src.layout_search.confirm import Screening, screen_skipped, to_confirm
+from explorer._src.layout_search.deadline import Abandoned
 from explorer._src.layout_search.estimate_screen import EstimateScreen
 from explorer._src.layout_search.evaluate import Outcome, candidate_request
 from explorer._src.layout_search.ranking import (
@@ -37,6 +38,7 @@ from explorer._src.layout_search.ranking import (
     winner_comparison,
 )
 from explorer._src.layout_search.result import (
+    MIN_EVALUATED,
     Candidate,
     CandidateStatus,
     CompiledBy,
@@ -126,7 +128,9 @@ class BranchAndBound:
                 self.stop()
                 break
             if self.runner.pending():
-                for index, outcome in self.runner.next_done():
+                # Answered, or [] once the budget is spent or the search cancelled: the
+                # should_stop above then stops it, without waiting for the compile in flight.
+                for index, outcome in self.next_done():
                     self.settle(index, outcome)
         if self.state.cancelled():
             self.state.should_stop()     # records the cancel (after the estimate, say)
@@ -145,9 +149,18 @@ class BranchAndBound:
         best after it, in the budget's reserve. None where the program cannot be traced or
         prune=False asks for every candidate compiled: the reference's compiles then choose
         between a CPU screen and none (compile_reference)."""
-        if self.screening is None or self.state.out_of_time():
-            return None     # (a budget the enumeration spent: nothing to trace for)
+        if self.screening is None:
+            return None
+        # The trace, and the first MIN_EVALUATED estimates, may take the budget's reserve
+        # (screen_stopped): only a budget spent whole (by the enumeration, say) leaves nothing
+        # to trace for.
+        self.state.begin(SearchPhase.ESTIMATE)
+        if self.state.out_of_time(reserve=False):
+            return None
         screen, why = self.estimate_screen()
+        if screen is None and why is None:     # the budget or a cancel stopped the trace
+            self.state.should_stop(reserve=False)
+            return None
         if screen is None:
             self.not_estimated = why
             return None
@@ -169,14 +182,19 @@ class BranchAndBound:
         if self.state.should_stop():
             self.not_evaluated.append(ref.index)
             return
+        self.state.begin(SearchPhase.COMPILE)
         own = None
         if self.screening is not None:
             own = self.reference_by_target(ref)
             if own is None:
                 return
+            self.state.begin(SearchPhase.COMPILE)
         self.submit(ref)
-        for _, outcome in self.runner.next_done():
+        done = self.next_done()
+        for _, outcome in done:
             self.settle(ref.index, outcome)
+        if not done:
+            self.not_evaluated.append(ref.index)
         if own is not None and ref.index in self.results:
             self.weigh_screen(ref.index, own)
 
@@ -185,7 +203,11 @@ class BranchAndBound:
         (the reference is then not evaluated)."""
         self.submit(ref, self.request.compile_for)
         self.state.report(SearchPhase.CONFIRM, ref.layout.label())
-        [(_, outcome)] = self.runner.next_done()
+        done = self.next_done()
+        if not done:
+            self.not_evaluated.append(ref.index)
+            return None
+        [(_, outcome)] = done
         if self.ran_out(outcome):
             self.not_evaluated.append(ref.index)
             return None
@@ -217,18 +239,32 @@ class BranchAndBound:
         self.searching = self.request.compile_for
         self.state.reserved_s = 0.0
 
-    def estimate_screen(self) -> tuple[EstimateScreen | None, str]:
+    def estimate_screen(self) -> tuple[EstimateScreen | None, str | None]:
         """The estimate screen of this search, and ""; or None and why there is none: the
         search was asked to compile every candidate (prune=False), or the program could not
-        be traced."""
+        be traced; or None and None where the budget or a cancel came before the trace ended
+        (the trace is not waited for: deadline.py)."""
         if not self.state.prune:
             return None, " and prune=False asks for every candidate compiled"
-        screen = EstimateScreen(self.problem, self.request.target, self.request.mapping)
+        screen = EstimateScreen(self.problem, self.request.target, self.request.mapping,
+                                stop=self.screen_stopped)
         try:
             screen.trace(self.points[0].layout.mesh)
         except ExplorerError as e:
             return None, f" and the program could not be traced for an estimate ({e})"
+        except Abandoned:
+            self.state.abandoned += 1
+            return None, None
         return screen, ""
+
+    def screen_stopped(self) -> bool:
+        """Whether the estimate screen stops: a cancel, or its share of the budget spent. The
+        share gives way to the reserve until MIN_EVALUATED candidates are estimated: fewer
+        name no best (result.py), and an estimate takes milliseconds where a confirmation
+        takes seconds, so on a loaded machine whose trace took the whole share (17-20 s of a
+        60 s budget's 36 at load 8) the reserve goes first to the few estimates that let the
+        search name a best, and what is left of it to confirming them."""
+        return self.state.out_of_time(reserve=self.screened >= MIN_EVALUATED)
 
     def set_bounds(self) -> None:
         """Every candidate's bounds, from the reference's compile (what it could give)."""
@@ -280,6 +316,12 @@ class BranchAndBound:
         self.runner.send(point.index, partial(candidate_request, self.request, self.problem,
                                               point.layout, timeout,
                                               compile_for or self.searching))
+
+    def next_done(self) -> list[tuple[int, Outcome]]:
+        """The runner's next answers, waited for while the budget (less its reserve) lasts and
+        the search is not cancelled; [] where it ran out first. The compile in flight is then
+        the stop's to abandon (`stop`)."""
+        return self.runner.next_done(stop=self.state.out_of_time)
 
     def submit_next(self) -> None:
         """Fill the runner's free slots with the next candidates, pruning by time first."""
@@ -347,11 +389,18 @@ class BranchAndBound:
         share or a cancel stops it (what is left is not evaluated)."""
         shown = 0.0
         for index in sorted(self.remaining, key=lambda i: (self.time_lb[i], i)):
-            if self.state.should_stop(patience=False):
+            if self.state.should_stop(patience=False,
+                                      reserve=self.screened >= MIN_EVALUATED):
+                break
+            try:
+                estimated = screen.candidate(self.by_index[index])
+            except Abandoned:       # the trace of a new mesh shape, which the stop cut short
+                self.state.abandoned += 1
+                self.state.should_stop(patience=False, reserve=False)
                 break
             self.remaining.discard(index)
-            cand = replace(screen.candidate(self.by_index[index]),
-                           bound_seconds=self.time_lb[index], bound_memory=self.mem_lb[index])
+            cand = replace(estimated, bound_seconds=self.time_lb[index],
+                           bound_memory=self.mem_lb[index])
             self.results[index] = cand
             self.screened += 1
             self.state.count(cand)
@@ -369,19 +418,20 @@ class BranchAndBound:
         """Compile the screen's best again with the target's compiler, in the budget's reserve,
         and keep what it made of them."""
         self.state.reserved_s = 0.0
+        self.state.begin(SearchPhase.CONFIRM)
         if self.estimating is None:
             self.screened = len(self.results)
-        # A compile's time limit does not count its worker's start: wait for the worker started
-        # beside the estimate while the budget lasts, rather than start a compile that would
-        # wait for it past the budget.
-        while self.runner.warming() and not self.state.should_stop(patience=False):
-            time.sleep(WORKER_POLL_S)
         ranked = sorted(self.results.items(), key=lambda item: rank_key(item[1]))
         # An estimate screen leaves most of its reserve when its compiles are quick: with a
         # budget, the estimate's next best are confirmed too, until the budget runs out or
         # `screening.best` confirmations in a row do not beat the best confirmed.
         more = self.estimating is not None and self.state.budget_s is not None
         waiting = to_confirm(ranked, len(ranked) if more else screening.best)
+        # A compile's time limit does not count its worker's start: wait for the worker started
+        # beside the estimate while the budget lasts, rather than start a compile that would
+        # wait for it past the budget (and not at all with nothing to confirm).
+        while waiting and self.runner.warming() and not self.state.should_stop(patience=False):
+            time.sleep(WORKER_POLL_S)
         sent: set[int] = set()
         while waiting or self.runner.pending():
             while waiting and self.runner.pending() < self.runner.slots \
@@ -396,7 +446,12 @@ class BranchAndBound:
                 self.state.report(SearchPhase.CONFIRM, self.results[index].label)
             if not self.runner.pending():
                 break          # the budget or a cancel stopped it: the rest stay screened
-            for index, outcome in self.runner.next_done():
+            done = self.next_done()
+            if not done:       # the budget or a cancel came first: its compile is not waited
+                self.state.should_stop(patience=False)        # for, and it stays screened
+                self.state.abandoned += len(self.runner.cancel_all())
+                break
+            for index, outcome in done:
                 self.settle_confirmed(index, outcome, screening.compiler)
             if self.estimating is not None and self.rescale_estimates(self.estimating):
                 # The estimate's order under its new scale chooses the next to confirm: the
@@ -458,7 +513,9 @@ class BranchAndBound:
     def stop(self) -> None:
         """The budget, patience or a cancel stopped the search: what is left is not
         evaluated."""
-        self.not_evaluated.extend(self.runner.cancel_all())
+        abandoned = self.runner.cancel_all()      # sent, not answered: not waited for
+        self.state.abandoned += len(abandoned)
+        self.not_evaluated.extend(abandoned)
         self.not_evaluated.extend(sorted(self.remaining))
         self.remaining.clear()
 
@@ -482,6 +539,7 @@ class BranchAndBound:
             confirmed_by=self.screening.compiler if self.screening else CompiledBy.NOT_COMPILED,
             screen_skipped=self.screen_skipped,
             screened_by=CompiledBy.ESTIMATE if self.estimating else CompiledBy.CPU_PRICED,
-            estimated=state.estimated)
+            estimated=state.estimated, cut_short=tuple(state.cut_short),
+            abandoned=state.abandoned)
         return SearchResult(self.problem.name, self.space, self.request.target, OBJECTIVE,
                             tuple(ranked), pareto(ranked), winner_comparison(ranked), stats)

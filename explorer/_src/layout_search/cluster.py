@@ -16,6 +16,11 @@ the outcome counts the retries (the result's Candidate.retries); the local runne
 for a compile whose worker died or was killed (WorkerLost), not for one past its time limit.
 A task that ran and failed is that candidate's failure, as on the local pool.
 
+Both wait for an answer only while the search's `stop` condition (its budget, a cancel) allows:
+`next_done(stop=...)` gives [] once it comes true, and `cancel_all` then gives up what is in
+flight: the local runner's compile runs on a thread (deadline.py), left to end by its own time
+limit in the background; a Ray task is cancelled.
+
 Ray is the optional `cluster` extra and is imported only here, only when a cluster is asked for.
 """
 
@@ -26,6 +31,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 from explorer._src.api.analysis_request import Request
 from explorer._src.errors import ExplorerError
@@ -36,6 +42,7 @@ from explorer._src.layout_search.connect import (
     connect,
     gist,
 )
+from explorer._src.layout_search.deadline import POLL_S, Job
 from explorer._src.layout_search.evaluate import Outcome, compile_candidate
 
 INSTALL_HINT = "pip install 'sharding-explorer[cluster]' (or: pip install 'ray[default]>=2.9')"
@@ -82,7 +89,8 @@ class Runner:
 
 
 class LocalRunner(Runner):
-    """Compiles on this process's worker pool, one Request at a time."""
+    """Compiles on this process's worker pool, one Request at a time, each on a thread of its
+    own (deadline.py's Job), so that the search can stop waiting for it."""
 
     slots = 1
     address = None
@@ -92,6 +100,7 @@ class LocalRunner(Runner):
         super().__init__()
         self.pool = pool
         self._queue: OrderedDict[object, Request] = OrderedDict()
+        self._running: tuple[object, Job[Outcome]] | None = None     # the compile in flight
         self._warm: threading.Thread | None = None
 
     def submit(self, key, request: Request) -> None:
@@ -120,25 +129,41 @@ class LocalRunner(Runner):
         return self._warm is not None and self._warm.is_alive()
 
     def pending(self) -> int:
-        return len(self._queue) + len(self._refused)
+        return len(self._queue) + len(self._refused) + (self._running is not None)
 
-    def next_done(self) -> list[tuple[object, Outcome]]:
-        """The next Request's outcome (first those refused before they were submitted). A
-        worker that died or was killed under it gave no verdict, so it is compiled again on a
-        fresh worker, up to MAX_ATTEMPTS times in all, as the Ray runner sends a lost task
-        again; the outcome counts the retries."""
+    def next_done(self, stop: Callable[[], bool] | None = None) -> list[tuple[object, Outcome]]:
+        """The next Request's outcome (first those refused before they were submitted); []
+        where `stop()` came true before it (the compile stays in flight: the next call waits
+        for it again, cancel_all gives it up). A worker that died or was killed under it gave
+        no verdict, so it is compiled again on a fresh worker, up to MAX_ATTEMPTS times in
+        all, as the Ray runner sends a lost task again; the outcome counts the retries."""
         if self._refused:
             return self._take_refused()
-        key, request = self._queue.popitem(last=False)
+        if self._running is None:
+            key, request = self._queue.popitem(last=False)
+            self._running = (key, Job(partial(self._compile, request),
+                                      f"explorer-search-compile-{key}"))
+        key, job = self._running
+        if not job.wait(stop):
+            return []
+        self._running = None
+        return [(key, job.result())]
+
+    def _compile(self, request: Request) -> Outcome:
         outcome = compile_candidate(request, self.pool)
         retries = 0
         while outcome.worker_lost and retries + 1 < MAX_ATTEMPTS:
             retries += 1
             outcome = compile_candidate(request, self.pool)
-        return [(key, replace(outcome, retries=retries))]
+        return replace(outcome, retries=retries)
 
     def cancel_all(self) -> list[object]:
-        keys = list(self._queue) + [key for key, _ in self._take_refused()]
+        """Every candidate sent and not answered, given up: the compile in flight is left to
+        end by its own time limit on its thread (its result dropped), the others never
+        start."""
+        running = [self._running[0]] if self._running is not None else []
+        self._running = None
+        keys = running + list(self._queue) + [key for key, _ in self._take_refused()]
         self._queue.clear()
         return keys
 
@@ -196,14 +221,19 @@ class RayRunner(Runner):
     def pending(self) -> int:
         return len(self._refs) + len(self._refused)
 
-    def next_done(self) -> list[tuple[object, Outcome]]:
+    def next_done(self, stop: Callable[[], bool] | None = None) -> list[tuple[object, Outcome]]:
         """The next outcomes (first those refused before they were sent); a task lost with
-        its worker is sent again, and waited for."""
+        its worker is sent again, and waited for; [] where `stop()` came true before any
+        answered (the tasks stay in flight until cancel_all)."""
         if self._refused:
             return self._take_refused()
         out = []
         while not out:
-            ready, _ = self.ray.wait(list(self._refs), num_returns=1)
+            if stop is not None and stop():
+                return []
+            # Without a stop, Ray's own wait, for as long as it takes.
+            ready, _ = self.ray.wait(list(self._refs), num_returns=1,
+                                     **({} if stop is None else {"timeout": POLL_S}))
             for ref in ready:
                 key = self._refs.pop(ref)
                 outcome = self._outcome(key, ref)

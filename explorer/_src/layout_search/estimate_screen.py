@@ -20,16 +20,19 @@ is a lower bound (its inputs' shards), not XLA's analysis.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from statistics import median
 
+from explorer._src.compile.caller_context import context_of
 from explorer._src.compile.jaxpr_graph import trace_program
 from explorer._src.cost.collectives import overlapped_comm_seconds
 from explorer._src.cost.estimate import estimate
 from explorer._src.errors import ExplorerError
 from explorer._src.estimate.propagate import ImpliedCost, Prepared, implied_cost, prepare
 from explorer._src.hlo.collectives import CollectiveKind
+from explorer._src.layout_search.deadline import in_time
 from explorer._src.layout_search.result import (
     Candidate,
     CandidateStatus,
@@ -51,8 +54,12 @@ class EstimateScreen:
     """Candidates of one problem estimated on `target`, the program traced once per mesh
     shape."""
 
-    def __init__(self, problem: Problem, target: str, mapping=None):
+    def __init__(self, problem: Problem, target: str, mapping=None,
+                 stop: Callable[[], bool] | None = None):
         self.problem, self.target, self.mapping = problem, target, mapping
+        # The search's stop condition: a trace runs on a thread, waited for until it comes
+        # true (deadline.py); None: traced here, in this thread, to the end.
+        self.stop = stop
         self.own_constraints = isinstance(problem, FunctionProblem)
         # The matmul dtype whose peak applies: the largest input's, as for a compiled Report.
         largest = max(problem.inputs, key=lambda t: t.nbytes, default=None)
@@ -73,11 +80,22 @@ class EstimateScreen:
         which the propagation sizes), so it is traced once for every shape of the same axes:
         each trace of a transformer step took 6 s on a busy 2-core machine, a quarter of a
         60 s search's estimate over four shapes. A user's function, or the pipeline (a
-        shard_map over its stages), is traced on each shape."""
+        shard_map over its stages), is traced on each shape.
+
+        With a `stop`, the trace (5-20 s on a loaded machine) runs on a thread of its own, under
+        the contexts the search's function was handed over in (the search's thread may be the
+        app's, where they are not in force), and is waited for until `stop()` comes true:
+        Abandoned (deadline.py) then, the trace left to finish in the background."""
         key = (mesh.names if _sizes_unread(self.problem) else mesh.sizes)
         if key not in self._programs:
             fn, inputs = _traceable(self.problem)
-            self._programs[key] = prepare(trace_program(fn, inputs, mesh))
+            context = context_of(fn)
+
+            def traced() -> Prepared:
+                with context.entered() if context is not None else nullcontext():
+                    return prepare(trace_program(fn, inputs, mesh))
+
+            self._programs[key] = in_time(traced, self.stop, f"explorer-search-trace-{key}")
         return self._programs[key]
 
     def recalibrate(self, pairs: Sequence[tuple[Candidate, Candidate]]) -> float:

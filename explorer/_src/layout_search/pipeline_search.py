@@ -135,6 +135,7 @@ class PipelineSearch:
         stage devices), its predicted step divided by the layers."""
         profiles = sorted({Profile(self.batch // o.microbatches, o.data) for o in self.options})
         self.state.total = len(profiles) + min(self.verify_count, len(self.options))
+        self.state.begin(SearchPhase.PROFILE)
         for key, (rows, data) in enumerate(profiles):
             params = {**self.params, "stages": 1, "microbatches": 1, "batch": rows, "cuts": ""}
             stages = self.devices // data
@@ -142,9 +143,11 @@ class PipelineSearch:
             self.submit(key, layout, params, f"batch={DATA_AXIS}" if data > 1 else "")
         while self.runner.pending():
             if self.state.should_stop():
-                self.runner.cancel_all()
+                self.state.abandoned += len(self.runner.cancel_all())
                 break
-            for key, outcome in self.runner.next_done():
+            # [] once the budget is spent or the search cancelled: the compile in flight is
+            # then not waited for (deadline.py), and the should_stop above ends the loop.
+            for key, outcome in self.runner.next_done(stop=self.state.out_of_time):
                 profile = profiles[key]
                 self.profiled += 1
                 cand = candidate_of(SearchLayout(self.mesh), {}, outcome, 0.0, 0,
@@ -188,6 +191,7 @@ class PipelineSearch:
         the budget run out): a plan the model likes may need more memory than a chip has."""
         following = iter(enumerate(self.plans))
         fitting = 0
+        self.state.begin(SearchPhase.COMPILE)
         while True:
             while self.runner.pending() + fitting < self.verify_count \
                     and self.runner.pending() < self.runner.slots \
@@ -200,9 +204,9 @@ class PipelineSearch:
             if not self.runner.pending():
                 break
             if self.state.should_stop():
-                self.runner.cancel_all()
+                self.state.abandoned += len(self.runner.cancel_all())
                 break
-            for i, outcome in self.runner.next_done():
+            for i, outcome in self.runner.next_done(stop=self.state.out_of_time):
                 c = self.compiled(self.plans[i], outcome)
                 self.state.count(c)
                 fitting += c.status is CandidateStatus.OK
@@ -259,7 +263,8 @@ class PipelineSearch:
             prune=state.prune,
             cluster=self.runner.address, cluster_size=self.runner.size, profiled=self.profiled,
             dominated=space - self.unplanned - len(self.plans), bound_violations=(),
-            retried=sum(c.retries > 0 for c in ranked))
+            retried=sum(c.retries > 0 for c in ranked), cut_short=tuple(state.cut_short),
+            abandoned=state.abandoned)
         return SearchResult(self.problem.name, SearchSpace.PIPELINE, self.request.target,
                             PIPELINE_OBJECTIVE, tuple(ranked), pareto(ranked),
                             winner_comparison(ranked, pipeline=True), stats)

@@ -275,6 +275,13 @@ class SearchStats:
     # evaluated.
     estimated: int = 0
     budget_s: float | None = None   # the budget the search was given (None: none)
+    # The phases a budget or a cancel cut short, in order (an estimate screen stopped at its
+    # share of the budget, then a confirmation stopped at its end: both); () where none was.
+    cut_short: tuple[SearchPhase, ...] = ()
+    # Work in flight at the stop that the search returned without (layout_search/deadline.py):
+    # compiles sent and not answered, a trace not finished. Their candidates are counted as
+    # they were before (not evaluated, or screened where a confirmation was cut).
+    abandoned: int = 0
 
     @property
     def evaluated(self) -> int:
@@ -306,7 +313,15 @@ class SearchStats:
     def to_dict(self) -> dict:
         return {**asdict(self), "stopped": str(self.stopped),
                 "confirmed_by": str(self.confirmed_by), "screened_by": str(self.screened_by),
-                "evaluated": self.evaluated}
+                "cut_short": [str(p) for p in self.cut_short], "evaluated": self.evaluated}
+
+    def stopped_text(self) -> str:
+        """'budget (it cut short: estimate, confirm; 1 in flight not waited for)': why the
+        search ended, and what that left unfinished."""
+        cut = [f"it cut short: {', '.join(map(str, self.cut_short))}"] if self.cut_short else []
+        if self.abandoned:
+            cut.append(f"{self.abandoned} in flight not waited for")
+        return str(self.stopped) + (f" ({'; '.join(cut)})" if cut else "")
 
     def screen_text(self) -> str:
         """'N screened on CPU devices' or 'N screened by their estimate (not compiled)'."""
@@ -337,7 +352,7 @@ class SearchStats:
         where = f" on Ray cluster {self.cluster}" if self.cluster else ""
         if self.cluster and self.cluster_size is not None:
             where += f" ({self.cluster_size.text()})"
-        return (", ".join(parts) + f"; {self.seconds:.1f} s{where}, {self.stopped}"
+        return (", ".join(parts) + f"; {self.seconds:.1f} s{where}, {self.stopped_text()}"
                 + ("" if self.prune else " (pruning off)"))
 
 

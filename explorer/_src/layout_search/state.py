@@ -60,6 +60,18 @@ class SearchState:
     reserved_s: float = 0.0
     user_cancelled: bool = False     # the progress callback returned False
     violations: list[str] = field(default_factory=list)
+    # The phase the search is in (begin, report), and each phase a budget or a cancel cut
+    # short, in order: what the result says was not finished.
+    phase: SearchPhase = SearchPhase.ENUMERATE
+    cut_short: list[SearchPhase] = field(default_factory=list)
+    # Work in flight when the search stopped that it did not wait for (deadline.py): compiles
+    # sent and not answered, a trace not finished.
+    abandoned: int = 0
+
+    def begin(self, phase: SearchPhase) -> None:
+        """The search enters `phase` (without a progress report: the phase's own reports
+        follow as it settles candidates)."""
+        self.phase = phase
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -67,29 +79,40 @@ class SearchState:
     def cancelled(self) -> bool:
         return self.user_cancelled or (self.cancel is not None and self.cancel.is_set())
 
-    def out_of_time(self) -> bool:
-        """Cancelled, or the budget spent: what bounds a phase that starts no compile (the
-        enumeration of the candidates)."""
-        return self.cancelled() or (self.budget_s is not None and self.remaining() <= 0)
+    def out_of_time(self, reserve: bool = True) -> bool:
+        """Cancelled, or the budget spent (less the reserve, unless `reserve` is False): what
+        bounds a phase that starts no compile (the enumeration of the candidates), and how long
+        the search waits for work in flight (deadline.py). It records nothing: should_stop
+        does."""
+        return self.cancelled() or (self.budget_s is not None
+                                    and self.remaining(reserve) <= 0)
 
-    def should_stop(self, patience: bool = True) -> bool:
-        """Whether to start no more compiles; records why in `stopped`. Patience (compiles
-        that do not improve the best) applies to the search, not to the confirmation."""
+    def should_stop(self, patience: bool = True, reserve: bool = True) -> bool:
+        """Whether to start no more compiles; records why in `stopped`, and the phase a budget
+        or a cancel cut short in `cut_short`. Patience (compiles that do not improve the best)
+        applies to the search, not to the confirmation; `reserve` False spends the budget's
+        reserve too."""
         if self.cancelled():
-            self.stopped = StopReason.CANCELLED
-            return True
-        if self.budget_s is not None and self.remaining() <= 0:
-            self.stopped = StopReason.BUDGET
-            return True
+            return self._cut(StopReason.CANCELLED)
+        if self.budget_s is not None and self.remaining(reserve) <= 0:
+            return self._cut(StopReason.BUDGET)
         if patience and self.patience is not None and self.since_best >= self.patience:
             self.stopped = StopReason.PATIENCE
             return True
         return False
 
-    def remaining(self) -> float | None:
-        """Seconds left of the budget, less what is reserved; None without a budget."""
-        return (None if self.budget_s is None
-                else self.budget_s - self.reserved_s - self.elapsed())
+    def _cut(self, why: StopReason) -> bool:
+        self.stopped = why
+        if self.phase not in self.cut_short:
+            self.cut_short.append(self.phase)
+        return True
+
+    def remaining(self, reserve: bool = True) -> float | None:
+        """Seconds left of the budget, less what is reserved (unless `reserve` is False);
+        None without a budget."""
+        if self.budget_s is None:
+            return None
+        return self.budget_s - (self.reserved_s if reserve else 0.0) - self.elapsed()
 
     def compile_timeout(self, limit: float | None) -> float | None:
         """The time limit of the next compile: the caller's `limit`, cut to what is left of the
@@ -133,6 +156,7 @@ class SearchState:
 
     def report(self, phase: SearchPhase, current: str = "") -> None:
         """Tell the progress callback where the search is; a False answer cancels it."""
+        self.phase = phase
         if self.progress is None:
             return
         answer = self.progress(Progress(phase, self.done, self.total, self.compiled,
