@@ -25,7 +25,7 @@ The file:
      "request": {"workload": "mlp", "params": {"batch": 512}, "mesh": "data=2,model=4",
                  "preset": "megatron", "specs": {"x": "data,None"}},
      "target": {"name": "h100-8", "mapping": "data=gpu:2,model=gpu:4", "peak": false},
-     "compile": {"timeout": 600},
+     "compile": {"timeout": 600, "extrapolate": true},
      "app": {"tab": "Collectives", "tensor": "w1"}}
 """
 
@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from explorer._src.api.analysis_request import Request
+from explorer._src.api.extrapolate import DEFAULT_FROM, ExtrapolateLike, check_extrapolate
 from explorer._src.api.request import check_mesh, check_partitioner, check_target, check_timeout
 from explorer._src.api.targeting import check_compile_for
 from explorer._src.errors import InputError, choices
@@ -174,6 +175,9 @@ class Exploration:
         peak: predicted at the vendors' peak rates.
         timeout: the seconds a compile may take (explorer.analyze's ``timeout``); None for
             the default (the app's follows the target).
+        extrapolate: explorer.analyze's ``extrapolate`` (a workload's layers compiled at two
+            small counts and carried on linearly), in its one written form
+            (`extrapolate_option`): False, True, ``"auto"``, ``"A,B"`` or ``"auto:A,B"``.
         app: the app's state.
     """
 
@@ -193,6 +197,7 @@ class Exploration:
     mapping: str | None = None
     peak: bool = False
     timeout: float | None = None
+    extrapolate: bool | str = False
     app: AppState = field(default_factory=AppState)
     # The Request `request()` made of this exploration (a workload's), kept so that a load's
     # check and the analysis that follows plan its layout once; and whether a Request of it is
@@ -204,14 +209,17 @@ class Exploration:
 
     @classmethod
     def of(cls, request: Request, app: AppState | None = None, *,
-           default_timeout: float | None = None) -> Exploration:
+           default_timeout: float | None = None,
+           extrapolate: ExtrapolateLike = False) -> Exploration:
         """`request` written down, with the app's state `app`: what `request()` makes again.
         A workload's params only where they differ from its defaults (a link stays short, and
         a file says what was chosen); a time limit equal to `default_timeout` (the target's
         default, which the app fills in) is left out, so that it follows the target where it
-        is opened. A user's function is carried by its module path where it has one, its
-        inputs by their specs; what a file has no field for (measure, origins, a TPU topology,
-        real devices, output specs) is not carried."""
+        is opened. `extrapolate`: analyze's option the request is run with (not a Request
+        field: an app's session holds it beside its request). A user's function is carried
+        by its module path where it has one, its inputs by their specs; what a file has no
+        field for (measure, origins, a TPU topology, real devices, output specs) is not
+        carried."""
         planned = request.planned
         mesh = planned.mesh
         # A mesh of mixed types names each axis's type in its text; one of one type is given
@@ -225,7 +233,7 @@ class Exploration:
             peak=bool(request.peak),
             timeout=None if request.timeout is None or request.timeout == default_timeout
             else float(request.timeout),
-            app=app or AppState())
+            extrapolate=extrapolate_option(extrapolate), app=app or AppState())
         if request.workload is not None:
             defaults = get_workload(request.workload).resolve({})
             made = cls(workload=request.workload,
@@ -322,8 +330,10 @@ class Exploration:
             out["target"] = {"name": self.target, **({"mapping": self.mapping}
                                                      if self.mapping is not None else {}),
                              **({"peak": True} if self.peak else {})}
-        if self.timeout is not None:
-            out["compile"] = {"timeout": self.timeout}
+        compile_ = {k: v for k, v in (("timeout", self.timeout),
+                                       ("extrapolate", self.extrapolate)) if v}
+        if compile_:
+            out["compile"] = compile_
         app = {k: v for k, v in (("tab", self.app.tab), ("tensor", self.app.tensor))
                if v is not None}
         out["app"] = app
@@ -376,7 +386,12 @@ class Exploration:
         from explorer._src.api.analyze import run
 
         how = {k: kwargs.pop(k) for k in ("pool", "use_cache", "cache_only") if k in kwargs}
-        return run(self.request(fn, *args, **kwargs), **how)
+        request = self.request(fn, *args, **kwargs)
+        if self.extrapolate and not how.get("cache_only"):
+            from explorer._src.api.extrapolate import run_extrapolated
+
+            return run_extrapolated(request, self.extrapolate, lambda r: run(r, **how))
+        return run(request, **how)
 
     def _no_function(self) -> InputError:
         if self.function is None:
@@ -407,7 +422,11 @@ class Exploration:
         common = dict(mesh=report.mesh.text(), axis_type=kind,
                       partitioner=str(report.partitioner), compile_for=compile_for,
                       target=target, mapping=mapping,
-                      peak=bool(estimate.peak) if estimate else False, app=app or AppState())
+                      peak=bool(estimate.peak) if estimate else False, app=app or AppState(),
+                      # An extrapolated Report is made again by extrapolating from the same
+                      # two layer counts.
+                      extrapolate=extrapolate_option(tuple(report.extrapolated.from_layers))
+                      if report.extrapolated is not None else False)
         info = report.workload
         if info is not None and info.name in WORKLOADS:
             return cls(workload=info.name, params=dict(info.params), preset=info.preset,
@@ -592,7 +611,7 @@ _REQUEST = ("workload", "params", "function", "mesh", "axis_type", "specs", "pre
             "activations", "donate", "partitioner", "compile_for")
 _TARGET = ("name", "mapping", "peak")
 _APP = ("tab", "tensor")
-_COMPILE = ("timeout",)
+_COMPILE = ("timeout", "extrapolate")
 _FUNCTION = ("module", "qualname")
 
 
@@ -617,9 +636,16 @@ def from_dict(data: Any) -> Exploration:
     app = _app(top.get("app", {}))
     compile_ = _object(top.get("compile", {}), "compile", _COMPILE)
     timeout = _checked("compile.timeout", check_timeout, compile_.get("timeout"))
+    extrapolate = compile_.get("extrapolate", False)
+    if not isinstance(extrapolate, bool | str):
+        raise InputError(f"field compile.extrapolate is {show(extrapolate)}; it is true, "
+                         "false, 'auto', 'A,B' or 'auto:A,B'")
+    if isinstance(extrapolate, str):
+        _text(extrapolate, "compile.extrapolate", MAX_NAME)
+    extrapolate = _checked("compile.extrapolate", extrapolate_option, extrapolate)
     common = dict(mesh=mesh_text, axis_type=axis_type, partitioner=str(partitioner),
                   compile_for=str(compile_for), target=target, mapping=mapping, peak=peak,
-                  timeout=timeout, app=app)
+                  timeout=timeout, extrapolate=extrapolate, app=app)
     if "workload" in request:
         if "function" in request:
             raise InputError("request has both 'workload' and 'function'; an exploration is "
@@ -633,6 +659,22 @@ def from_dict(data: Any) -> Exploration:
     specs = _names_to_specs(request.get("specs", {}), "request.specs", None)
     donate = _donated(request.get("donate", []))
     return Exploration(function=function, specs=specs, donate=donate, **common)
+
+
+def extrapolate_option(value: ExtrapolateLike | None) -> bool | str:
+    """explorer.analyze's `extrapolate` in one written form, so that two ways of asking the
+    same compare equal (an app's history, a file): False (off), True (the default counts),
+    ``"auto"``, ``"A,B"`` or ``"auto:A,B"``.
+
+    Raises:
+        InputError: not one of the forms analyze takes (explorer/_src/api/extrapolate.py)."""
+    checked = check_extrapolate(value)
+    if checked is None:
+        return False
+    mode, (a, b) = checked
+    if (a, b) == DEFAULT_FROM:
+        return True if mode == "on" else "auto"
+    return f"{'auto:' if mode == 'auto' else ''}{a},{b}"
 
 
 def _donated(value) -> tuple[str, ...]:

@@ -66,6 +66,7 @@ from explorer._src.ui.status import (
     StatusLine,
     cold_worker_text,
     error_text,
+    extrapolable,
     larger_limit,
     live_off_text,
     status_text,
@@ -178,7 +179,7 @@ class App:
                  partitioner: str = "shardy", target: str = "", mapping: str = "",
                  preset: str = "", rules: RulesLike = "", debounce: float | None = 0.3, pool=None,
                  compile_for: str = "target", timeout: float | None = None,
-                 wait: bool = True):
+                 wait: bool = True, extrapolate: bool = False):
         self.source = source = WorkloadSource(source) if isinstance(source, str) else source
         self.debounce, self.pool = debounce, pool
         # The session's Result shown (the last one while a later edit is refused, compiles or
@@ -212,7 +213,7 @@ class App:
         self.sidebar = sidebar = Sidebar(
             source, mesh_spec, partitioner=partitioner, target=target, mapping=mapping,
             preset=preset, rules=rules, compile_for=compile_for, timeout=timeout,
-            edit=self._edited,
+            edit=self._edited, extrapolate=extrapolate,
             guard=guard, muted=self._muted, steps=(self.undo, self.redo))
         self.history = EditHistory(sidebar, self._edited, self._muted)
         self.status_line = StatusLine()
@@ -234,13 +235,15 @@ class App:
                                 self._muted)
         self.share = SharePanel(self, guard)     # the result shown as a link and as a file
         self.header = w.HTML(header_html(source.title))
-        # Offered under an error of a compile stopped at its time limit: a larger limit.
-        self.limit_offer = LimitOffer(guard(sidebar.raise_timeout))
+        # Offered under an error of a compile stopped at its time limit: a larger limit, and
+        # for a workload that counts its layers, their extrapolation from 3 and 4.
+        self.limit_offer = LimitOffer(guard(sidebar.raise_timeout),
+                                      guard(sidebar.extrapolate_layers))
         left = sidebar.box(self.share.widget)
         # The status and the error no input owns, above the tabs: on screen at 1400×900
         # whatever the sidebar's length (explorer._src.ui.status), and kept there as the page
         # scrolls (sticky: every box around it lets it out, the style sheet's :has rule).
-        center = w.VBox([self.status_line.bar(sidebar.error_w, self.limit_offer.button),
+        center = w.VBox([self.status_line.bar(sidebar.error_w, self.limit_offer.widget),
                          self.tabs])
         self.widget = w.AppLayout(header=self.header, left_sidebar=left, center=center,
                                   pane_widths=["460px", 1, 0], pane_heights=["50px", 1, 0])
@@ -386,9 +389,9 @@ class App:
         analysis = request.analysis or self.source.analysis(request)
         if self.session is None:
             self.session = Session(analysis, pool=self.pool, debounce=self.debounce or 0.0,
-                                   executor=self._executor)
+                                   executor=self._executor, extrapolate=request.extrapolate)
         else:
-            self.session.set_request(analysis)
+            self.session.set_request(analysis, extrapolate=request.extrapolate)
         self.history.changed(self.session)
         return self.session
 
@@ -424,8 +427,12 @@ class App:
         if force or not at_fault:
             self.error_w.value = html.escape(message)
         limit = stopped_at_limit(message)
-        self.limit_offer.offer(None if limit is None else
-                               larger_limit(limit, self.sidebar.default_timeout_s))
+        session = self.session
+        self.limit_offer.offer(
+            None if limit is None else larger_limit(limit, self.sidebar.default_timeout_s),
+            # The request stopped is the session's (a compile's error is the session's answer).
+            extrapolable(session.request, session.extrapolate) if session is not None
+            else None)
         self.tabs.add_class("explorer-stale")
         self._set_status(error_text(at_fault, force, greyed=self.report is not None))
 
@@ -505,11 +512,11 @@ class Explorer(App):
                  partitioner: str = "shardy", target: str = "", mapping: str = "",
                  preset: str = "", rules: RulesLike = "", debounce: float | None = 0.3, pool=None,
                  compile_for: str = "target", timeout: float | None = None,
-                 wait: bool = True):
+                 wait: bool = True, extrapolate: bool = False):
         super().__init__(WorkloadSource(workload, params), mesh, specs=specs,
                          partitioner=partitioner, target=target, mapping=mapping, preset=preset,
                          rules=rules, debounce=debounce, pool=pool, compile_for=compile_for,
-                         timeout=timeout, wait=wait)
+                         timeout=timeout, wait=wait, extrapolate=extrapolate)
 
     @classmethod
     def load(cls, path, *, debounce: float | None = 0.3, pool=None) -> Explorer:
@@ -539,14 +546,17 @@ class Explorer(App):
         missing = [text for text, given in (
             (f"activations {choices(e.activations)}", bool(e.activations)),
             (f"axis_type {e.axis_type!r}", e.axis_type != "auto"),
-            ("peak rates", e.peak)) if given]
+            ("peak rates", e.peak),
+            # The sidebar's box extrapolates from the default counts, on or off.
+            (f"extrapolate {e.extrapolate!r}", not isinstance(e.extrapolate, bool))) if given]
         if missing:
             raise InputError(f"this exploration sets {', '.join(missing)}, which the app does "
                              "not carry; analyse it with exploration.analyze() instead")
         app = cls(workload=e.workload, mesh=e.mesh, specs=dict(e.specs), params=dict(e.params),
                   partitioner=e.partitioner, target=e.target or "", mapping=e.mapping or "",
                   preset=e.preset or "", rules=e.rules, debounce=debounce, pool=pool,
-                  compile_for=e.compile_for, timeout=e.timeout, wait=wait)
+                  compile_for=e.compile_for, timeout=e.timeout, wait=wait,
+                  extrapolate=bool(e.extrapolate))
         app.tabs.selected_index = TAB_TITLES.index(e.app.tab)
         picker = app.placement.tensor
         if e.app.tensor in [v for _, v in picker.options]:

@@ -43,7 +43,7 @@ from explorer._src.report.report import (
     Report,
 )
 from explorer._src.ui.figure import FigureSlot, FigureWidget, keep_state
-from explorer._src.ui.views import stamped
+from explorer._src.ui.views import extrapolated_html, stamped
 from explorer._src.units import format_bytes
 
 # A target's memory is drawn to scale only up to this many times the program's total; beyond,
@@ -247,7 +247,12 @@ class MemoryView:
 
 
 def memory_html(report: Report) -> str:
-    """The memory numbers in words and in a table, in one unit system."""
+    """The memory numbers in words and in a table, in one unit system, under the note that
+    says where they were extrapolated (`extrapolated_html`)."""
+    return extrapolated_html(report) + _memory_numbers_html(report)
+
+
+def _memory_numbers_html(report: Report) -> str:
     m = report.memory
     if m is None:
         return "<p>This backend reported no memory analysis.</p>"

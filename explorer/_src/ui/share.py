@@ -71,16 +71,21 @@ def shown_exploration(app: Shown) -> Exploration | None:
     result."""
     if app.result is None:
         return None
-    return exploration_of(app.result.request, app.tabs, app.placement)
+    # The app request the result answers says whether it was run extrapolated.
+    extrapolate = app.request is not None and app.request.extrapolate
+    return exploration_of(app.result.request, app.tabs, app.placement, extrapolate)
 
 
-def exploration_of(request: Request, tabs: w.Tab, placement: PlacementView) -> Exploration:
-    """`request` as an exploration with the app's tab and tensor now; its time limit only
-    where it is not the default of what compiles it (the sidebar's box then empty): a default
-    follows the target where the exploration is opened."""
+def exploration_of(request: Request, tabs: w.Tab, placement: PlacementView,
+                   extrapolate: bool = False) -> Exploration:
+    """`request` as an exploration with the app's tab and tensor now, run `extrapolate`d (the
+    sidebar's box); its time limit only where it is not the default of what compiles it (the
+    sidebar's box then empty): a default follows the target where the exploration is
+    opened."""
     state = AppState(APP_TABS[tabs.selected_index or 0], placement.tensor.value)
     given = bool(limit_text(request))
-    return Exploration.of(request, state, default_timeout=None if given else request.timeout)
+    return Exploration.of(request, state, default_timeout=None if given else request.timeout,
+                          extrapolate=extrapolate)
 
 
 def link_refusal(e: Exploration) -> str | None:
@@ -117,8 +122,10 @@ def share_html(e: Exploration, path: str | None) -> str:
     # Plain text, no element of its own around a name: a page's tab or tensor is found by its
     # exact text (a tab title in <b> would be a second "Memory" on the page).
     tensor = f", with {html.escape(e.app.tensor)} picked in Placement" if e.app.tensor else ""
-    opens = (f"<div class='explorer-note'>Opens the app on this request and target, on its "
-             f"{html.escape(e.app.tab)} tab{tensor}.</div>")
+    extrapolated = (" <span class='explorer-share-extrapolated'>(extrapolated: estimated "
+                    "from compiles of fewer layers, as here)</span>" if e.extrapolate else "")
+    opens = (f"<div class='explorer-note'>Opens the app on this request and target"
+             f"{extrapolated}, on its {html.escape(e.app.tab)} tab{tensor}.</div>")
     query = f"?{QUERY_KEY}={e.to_link()}"
     if path is None:
         link, text = "", query

@@ -87,6 +87,9 @@ class AppRequest:
     origins: bool = False                  # read why each tensor is laid out so (slower)
     timeout: float | None = None           # the seconds the compile may take
     timeout_given: bool = False            # typed by the user (else the target's default)
+    # explorer.analyze's `extrapolate`: a workload's layers compiled at 3 and 4 and carried on
+    # linearly (the sidebar's box; never a function's, whose layers cannot be counted).
+    extrapolate: bool = False
     # The explorer Request the sidebar made of it (`Source.analysis`): what the session
     # compiles, so that nothing checks or plans it again. A what-if's variant is made by the
     # session from its Request (explorer._src.api.what_if.changed_request), not from this one.

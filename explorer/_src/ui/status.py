@@ -9,7 +9,9 @@ or, measured, compiling and running on the chip, reading the result), each with 
 the phase the time limit covers against the limit, with a warning past NEAR_LIMIT of it: its
 count, its warning and the pool's stop all read the one start the pool marked
 (explorer/_src/compile/pool.py, `Phases`). A compile stopped at its limit is offered a larger
-one (`LimitOffer`).
+one (`LimitOffer`), and a built-in workload with more layers than the two small compiles of an
+extrapolation is offered that too (`extrapolable`; explorer.analyze's extrapolate), whose result
+the status says is extrapolated.
 
 The bar sits above the tabs, so that the status and the error cue are in the first screen at
 1400×900 whatever the sidebar's length (a real model's spec rows push its foot to 1,500 px).
@@ -24,6 +26,8 @@ from collections.abc import Callable
 
 import ipywidgets as w
 
+from explorer._src.api.analysis_request import Request
+from explorer._src.api.extrapolate import DEFAULT_FROM, layer_param
 from explorer._src.api.request import MAX_TIMEOUT
 from explorer._src.api.session import Session
 from explorer._src.compile.pool import (
@@ -33,6 +37,7 @@ from explorer._src.compile.pool import (
     WorkerPool,
     default_pool,
 )
+from explorer._src.errors import InputError
 from explorer._src.report.provenance import compiled_with, provenance
 from explorer._src.report.report import Report
 from explorer._src.ui.background import running_loop
@@ -117,6 +122,31 @@ def larger_limit(limit_s: float, default_s: float) -> float:
     return float(min(MAX_TIMEOUT, max(2 * limit_s, default_s)))
 
 
+def extrapolable(request: Request, extrapolate: bool | str) -> int | None:
+    """The layer count of `request` where extrapolating it from DEFAULT_FROM's two small
+    compiles would stand in for its full compile: a built-in workload that counts its layers,
+    more of them than the small compiles, not measured (a run would time the small ones) and
+    not extrapolated already (`extrapolate`); else None. A function's layers cannot be
+    counted: never offered."""
+    if extrapolate or request.measure or request.workload is None:
+        return None
+    try:
+        _, layers = layer_param(request)
+    except InputError:          # a workload without a layer count
+        return None
+    return layers if layers > DEFAULT_FROM[1] else None
+
+
+def extrapolated_text(report: Report) -> str:
+    """The status's words for an extrapolated Report ("" for a compiled one): which layer
+    counts were compiled and which the numbers stand for."""
+    x = report.extrapolated
+    if x is None:
+        return ""
+    a, b = x.from_layers
+    return f"extrapolated from {x.param}={a} and {b} to {x.layers}"
+
+
 def status_text(report: Report, waited_s: float, unavailable: str | None = None) -> str:
     """The status line for `report`, shown `waited_s` after the edit it answers: how long the
     user waited and what took the time (the compile, the compile worker's start, an earlier
@@ -135,6 +165,9 @@ def status_text(report: Report, waited_s: float, unavailable: str | None = None)
             # flight, reading the result.
             took += f"; {waited_s:.1f} s since the edit"
     collectives = len(report.collectives)
+    if report.extrapolated is not None:
+        # Said first: every number below it is carried on from smaller compiles.
+        took = f"{extrapolated_text(report)}, not compiled at it ({took})"
     text = (f"● {took} · {report.mesh.device_count} devices · {collectives} collective"
             f"{'s' if collectives != 1 else ''}")
     if unavailable:
@@ -249,22 +282,48 @@ class CompileTicker:
 
 
 class LimitOffer:
-    """A button under an error of a compile stopped at its time limit that raises the limit
-    (`offer(seconds)`; `offer(None)` hides it). `on_raise` gets the seconds when clicked."""
+    """The buttons under an error of a compile stopped at its time limit (`widget`): one that
+    raises the limit (`button`, `offer(seconds)`; `offer(None)` hides both), and beside it,
+    for a workload whose layers `extrapolable` counts, one that estimates it from 3 and 4
+    layers instead (`extrapolate_button`, `offer(seconds, layers)`). `on_raise` gets the
+    seconds when clicked; `on_extrapolate` is called when the other is."""
 
-    def __init__(self, on_raise: Callable[[float], None]):
+    def __init__(self, on_raise: Callable[[float], None],
+                 on_extrapolate: Callable[[], None] | None = None):
         self.seconds: float | None = None
+        self.layers: int | None = None
         self.button = w.Button(layout=w.Layout(width="auto", align_self="flex-start",
                                                flex="0 0 auto", display="none"),
                                button_style="warning", icon="clock-o",
                                tooltip="set the sidebar's time limit to this and compile again")
         self.button.add_class("explorer-limit-offer")
         self.button.on_click(lambda _: self.seconds and on_raise(self.seconds))
+        a, b = DEFAULT_FROM
+        self.extrapolate_button = w.Button(
+            description=f"estimate from {a} and {b} layers (extrapolated)",
+            layout=w.Layout(width="auto", align_self="flex-start", flex="0 0 auto",
+                            display="none"),
+            button_style="info", icon="line-chart")
+        self.extrapolate_button.add_class("explorer-extrapolate-offer")
+        if on_extrapolate is not None:
+            self.extrapolate_button.on_click(lambda _: self.layers and on_extrapolate())
+        self.widget = w.HBox([self.button, self.extrapolate_button],
+                             layout=w.Layout(flex_flow="row wrap", display="none"))
 
-    def offer(self, seconds: float | None) -> None:
+    def offer(self, seconds: float | None, layers: int | None = None) -> None:
+        """Offer a limit of `seconds` and, where `layers` is given (the model's layer count,
+        more than the small compiles'), its extrapolation; `offer(None)` hides both."""
         self.seconds = seconds
+        self.layers = layers if seconds is not None else None
+        self.extrapolate_button.layout.display = None if self.layers else "none"
+        if self.layers:
+            a, b = DEFAULT_FROM
+            self.extrapolate_button.tooltip = (
+                f"compile the model at {a} and {b} layers (seconds) and carry its collectives, "
+                f"memory and times on linearly to its {self.layers} layers: an estimate, "
+                "labelled extrapolated in every tab")
         if seconds is None:
-            self.button.layout.display = "none"
+            self.button.layout.display = self.widget.layout.display = "none"
             return
         self.button.description = f"raise the time limit to {seconds:g} s and compile again"
-        self.button.layout.display = None
+        self.button.layout.display = self.widget.layout.display = None

@@ -32,7 +32,7 @@ from explorer._src.report.trace import StepTrace, TraceEvent, TraceLane
 from explorer._src.report.warnings import UNCOSTABLE_WARNING
 from explorer._src.ui.figure import FigureSlot, FigureWidget, keep_state
 from explorer._src.ui.graph import KIND_COLOURS  # one colour per kind in every view
-from explorer._src.ui.views import stamped
+from explorer._src.ui.views import extrapolated_html, stamped
 from explorer._src.units import format_bytes, format_seconds, time_unit
 
 COMPUTE_COLOUR = "#64748b"
@@ -122,7 +122,8 @@ def timing_html(report: Report, unavailable: str | None = None) -> str:
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in c.notes)
     counted = ("summed from the scheduled instructions: XLA's cost_analysis() gave none"
                if c.from_schedule else "XLA's cost_analysis()")
-    parts = [f"<p><b>Compile</b> (timed on this machine, {html.escape(compiled_by(report))}): "
+    parts = [extrapolated_html(report),
+             f"<p><b>Compile</b> (timed on this machine, {html.escape(compiled_by(report))}): "
              f"lower {format_seconds(t.lower_s)}, compile {format_seconds(t.compile_s)}"
              f"{started}{cached}.</p>",
              _measured_html(t),

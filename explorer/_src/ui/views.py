@@ -202,6 +202,23 @@ def stamped(text: str, result: int) -> str:
     return f"<div class='explorer-drawn' data-result='{result}'>{text}</div>"
 
 
+def extrapolated_html(report: Report) -> str:
+    """A visible note over a tab's numbers where `report` was extrapolated from two compiles
+    of fewer layers (Report.extrapolated, explorer.analyze's extrapolate), not compiled at its
+    own layer count: which counts were compiled, which the numbers stand for, why, and the
+    method's measured error; "" for a compiled Report."""
+    x = report.extrapolated
+    if x is None:
+        return ""
+    a, b = x.from_layers
+    e = html.escape
+    reason = f" ({e(x.reason)})" if x.reason else ""
+    return (f"<p class='explorer-caution explorer-extrapolated'><b>Extrapolated</b> from "
+            f"{e(x.param)}={a} and {b} to {e(x.param)}={x.layers}{reason}: the model was "
+            f"compiled at {a} and {b} layers, not at {x.layers}, and these numbers carried on "
+            f"linearly. Error: {e(x.error)}.</p>")
+
+
 def colour(key: int) -> str:
     """The colour of key `key` in every grid (discrete_scale gives z = key this colour)."""
     return PALETTE[key % len(PALETTE)]
@@ -336,7 +353,13 @@ def collectives_html(report: Report, selected: int | None = None,
     """The collectives as a table narrow enough for a notebook cell: what, over which axes,
     how big, the predicted time (marked where latency, not bandwidth, bounds it), and where in
     the user's code. An all-reduce the CPU backend wrote in place of a reduce-scatter says so;
-    `unavailable` (why a picked target gave no prediction) is said where the times would be."""
+    `unavailable` (why a picked target gave no prediction) is said where the times would be.
+    An extrapolated Report says so above the table (`extrapolated_html`)."""
+    return extrapolated_html(report) + _collectives_table(report, selected, unavailable)
+
+
+def _collectives_table(report: Report, selected: int | None,
+                       unavailable: str | None) -> str:
     if not report.collectives:
         return ("<p class='explorer-no-collectives'>No collectives: every device computes its "
                 "part alone.</p>")

@@ -21,6 +21,7 @@ from dataclasses import replace
 
 import ipywidgets as w
 
+from explorer._src.api.extrapolate import DEFAULT_FROM, LAYER_PARAMS
 from explorer._src.api.request import (
     MAX_TIMEOUT,
     check_inputs,
@@ -55,6 +56,8 @@ from explorer._src.ui.specs import KeptPicks, SpecsEditor, carried_renames, rena
 from explorer._src.ui.views import TargetOffer, mapping_placeholder, matching_target
 
 MEASURE_LABEL = "measure a real run (this CPU)"
+EXTRAPOLATE_LABEL = (f"estimate from {DEFAULT_FROM[0]} and {DEFAULT_FROM[1]} layers "
+                     "(extrapolated), not a full compile")
 
 # The compile time limit the app gives a compile when its box is left empty, by what compiles
 # it. The pool's own default (explorer._src.compile.pool.DEFAULT_TIMEOUT_S, 120 s) suits a compile
@@ -153,6 +156,7 @@ class SidebarChecks:
     mapping_w: w.Text
     cpu_w: w.Checkbox
     measure_w: w.Checkbox
+    extrapolate_w: w.Checkbox
     timeout_w: w.Text
     layout_error: w.HTML
     target_error: w.HTML
@@ -304,8 +308,13 @@ class SidebarChecks:
         layout = analysis.planned.layout
         self._show_placement(placement, pinned,
                              layout.by_rules if layout and layout.rules.rules else None)
+        # Offered only where the workload counts its layers (the box keeps its tick while
+        # hidden, for a workload switched back to).
+        layered = any(p in analysis.planned.params for p in LAYER_PARAMS)
+        self.extrapolate_w.layout.display = None if layered else "none"
         return replace(made, specs=dict(placement.specs), placement=placement,
-                       params=dict(analysis.planned.params), analysis=analysis)
+                       params=dict(analysis.planned.params), analysis=analysis,
+                       extrapolate=layered and self.extrapolate_w.value)
 
     def _placed(self, mesh: MeshSpec, pinned: Mapping[str, Spec], preset: str | None,
                 rules: str | None) -> Placement:

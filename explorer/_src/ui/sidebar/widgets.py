@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 import ipywidgets as w
 
+from explorer._src.api.analysis_request import CompileForName, PartitionerName
 from explorer._src.api.request import check_timeout
 from explorer._src.api.targeting import CompileFor, check_compile_for
 from explorer._src.compile.pool import DEFAULT_TIMEOUT_S
@@ -27,6 +28,7 @@ from explorer._src.strategy.presets import PRESETS, get_preset
 from explorer._src.ui.callbacks import Mute
 from explorer._src.ui.editors import MeshEditor, SpecRow
 from explorer._src.ui.sidebar.checks import (
+    EXTRAPOLATE_LABEL,
     MEASURE_LABEL,
     SidebarChecks,
     target_options,
@@ -73,9 +75,11 @@ class Sidebar(SidebarChecks):
     even with live updates off); the app's own changes to these widgets are made `muted`, and
     call nothing. `steps`: the app's undo and redo, which the Undo and Redo buttons call."""
 
-    def __init__(self, source: Source, mesh: MeshSpec, *, partitioner: str, target: str,
-                 mapping: str, preset: str, rules: str, compile_for: str,
-                 timeout: float | None = None, edit: Callable[..., None],
+    def __init__(self, source: Source, mesh: MeshSpec, *, partitioner: PartitionerName,
+                 target: str, mapping: str, preset: str, rules: str,
+                 compile_for: CompileForName,
+                 timeout: float | None = None, extrapolate: bool = False,
+                 edit: Callable[..., None],
                  guard: Callable[[Callable], Callable], muted: Mute,
                  steps: tuple[Callable[[], None], Callable[[], None]]):
         self.source = source
@@ -117,6 +121,14 @@ class Sidebar(SidebarChecks):
         self.mapping_w = w.Text(value=mapping, description="mapping", continuous_update=False,
                                 placeholder=mapping_placeholder(target, mesh))
         self.measure_w = w.Checkbox(value=False, description=MEASURE_LABEL, indent=False)
+        # explorer.analyze's extrapolate: shown for a workload that counts its layers (the
+        # checks show it), offered too when a full compile passes its time limit.
+        self.extrapolate_w = w.Checkbox(
+            value=bool(extrapolate), description=EXTRAPOLATE_LABEL, indent=False,
+            layout=w.Layout(width="auto", display="none"),
+            tooltip="compile the model at 3 and 4 layers and carry its collectives, memory "
+            "and times on linearly to its own layer count (explorer.analyze's extrapolate)")
+        self.extrapolate_w.add_class("explorer-extrapolate")
         # Off: edits are checked as they are made but compiled only on Apply (a burst of edits
         # to set up a large model becomes one compile).
         self.live_w = w.Checkbox(value=True, indent=False, layout=w.Layout(width="auto"),
@@ -161,7 +173,7 @@ class Sidebar(SidebarChecks):
         self.target_w.observe(guard(lambda c: source.set_target(c["new"] or None)), "value")
         source.set_target(target or None)
         for wid in (self.partitioner_w, self.target_w, self.mapping_w, self.measure_w,
-                    self.cpu_w, self.timeout_w):
+                    self.cpu_w, self.timeout_w, self.extrapolate_w):
             wid.observe(guard(lambda _: edit()), "value")
         for wid in (self.preset_w, self.rules_w):
             wid.observe(guard(lambda _: self._layout_changed()), "value")
@@ -172,7 +184,8 @@ class Sidebar(SidebarChecks):
                        self.rules_w, self.rules_note, self.layout_error, self.kept_picks.widget,
                        self.specs_editor.widget, self.partitioner_w, self.target_w,
                        self.mapping_w, self.target_error, self.target_offer.button, self.cpu_w,
-                       self.timeout_w, self.timeout_error, self.measure_w,
+                       self.timeout_w, self.timeout_error, self.extrapolate_w,
+                       self.measure_w,
                        w.HBox([self.live_w, self.apply_w, self.undo_w, self.redo_w],
                               layout=w.Layout(flex_flow="row wrap", align_items="center")),
                        *below],
@@ -286,3 +299,8 @@ class Sidebar(SidebarChecks):
         """Set the time limit to `seconds`; the edit compiles again with it (the offer an
         error of a compile stopped at its limit makes)."""
         self.timeout_w.value = f"{check_timeout(seconds):g}"
+
+    def extrapolate_layers(self) -> None:
+        """Tick the extrapolate box; the edit compiles the model at 3 and 4 layers and carries
+        it on (the other offer an error of a compile stopped at its limit makes)."""
+        self.extrapolate_w.value = True
