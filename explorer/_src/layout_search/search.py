@@ -17,8 +17,9 @@ two searches, which compile each candidate as a Request of its own (evaluate.py)
   stage construction over compiled per-layer costs (pipeline.py).
 
 Candidates compile on this process's worker pool, or as Ray tasks on a cluster (cluster.py). A
-budget bounds the wall time; a threading.Event or a progress callback that returns False
-cancels; a candidate that fails is recorded with its error.
+budget bounds the wall time, work in flight at its end included (deadline.py); a
+threading.Event or a progress callback that returns False cancels, as promptly; a candidate that
+fails is recorded with its error.
 """
 
 from __future__ import annotations
@@ -88,8 +89,10 @@ def search(program, *args, mesh=None, target: str | None = None, mapping=None,
             (the pipeline workload's default: stages, cuts and microbatches).
         mesh_shapes: also try every other factorisation of the device count into the mesh's
             axes (kept fixed when a `mapping` is given).
-        budget_s: stop starting compiles after this many seconds; what is left is counted as
-            not evaluated.
+        budget_s: the seconds the search may take: it starts no compile once they are spent,
+            and returns without waiting for a compile or a trace still in flight (left to end
+            by its own time limit in the background); what is left is counted as not
+            evaluated, and `stats.cut_short` names the phases the budget cut short.
         prune: skip candidates that their bounds show cannot win (False: compile every one).
         progress: called with a Progress after each candidate; returning False cancels.
         cancel: a threading.Event that cancels the search when set.
