@@ -38,7 +38,7 @@ from explorer._src.compile.device_profile import MeasuredEvent
 from explorer._src.compile.pool import WorkerPool
 from explorer._src.compile.protocol import Partitioner
 from explorer._src.cost.catalog.names import get_target, targets
-from explorer._src.cost.catalog.types import Target, VectorUnit
+from explorer._src.cost.catalog.types import SortingRates, Target, VectorUnit
 from explorer._src.cost.collectives import CollectiveBound, CollectiveTime
 from explorer._src.cost.compute import Bound, ComputeTime, Float32Matmuls
 from explorer._src.cost.coverage import TimeBasis
@@ -151,7 +151,7 @@ __all__ = [
     # predictions
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "Bound", "CollectiveBound", "AxisMapping", "Tier", "StepTrace", "TraceEvent", "TraceLane",
-    "VectorUnit", "Float32Matmuls", "StepRange", "RangePart", "TimeBasis",
+    "VectorUnit", "SortingRates", "Float32Matmuls", "StepRange", "RangePart", "TimeBasis",
     # spec changes a compile confirmed would remove a collective
     "what_if", "WhatIf",
     # explorations that can be shared

@@ -29,7 +29,7 @@ PINNED = {
     "summary", "compare", "ReportComparison",
     "targets", "get_target", "Target", "Estimate", "CollectiveTime", "ComputeTime", "MemoryFit",
     "Bound", "CollectiveBound", "AxisMapping", "Tier", "StepTrace", "TraceEvent", "TraceLane",
-    "VectorUnit", "Float32Matmuls", "StepRange", "RangePart", "TimeBasis",
+    "VectorUnit", "SortingRates", "Float32Matmuls", "StepRange", "RangePart", "TimeBasis",
     "what_if", "WhatIf",
     "Exploration", "AppState", "FunctionRef", "load_exploration",
     "search", "SearchResult", "Candidate", "CandidateStatus", "CollectiveCost",

@@ -21,7 +21,7 @@ from explorer._src.cost.catalog.types import Chip, Target, VectorUnit, format_ra
 from explorer._src.cost.gemm_rates import GemmTable
 from explorer._src.cost.tiling import reread_bytes
 from explorer._src.errors import choices
-from explorer._src.hlo.arithmetic import Dot
+from explorer._src.hlo.arithmetic import Dot, Sorting
 from explorer._src.hlo.module import HLO_TO_NUMPY
 from explorer._src.hlo.schedule import Step, Work
 from explorer._src.spec.tensor import TensorRole, normalize_dtype
@@ -255,6 +255,19 @@ def vector_seconds(ops: float, transcendentals: float, reduced: float,
     return max(weighted / unit.ops_per_second, reduced / unit.reduced_per_second)
 
 
+def sorting_seconds(sorting: Sorting | None, unit: VectorUnit | None) -> float:
+    """A sort's or TopK's time at the chip's measured sorting rates (SortingRates): a sort's
+    keys over its bitonic network's passes, each pass slower the longer the rows; a TopK's keys
+    times k. 0 without a sort, or a chip that measured none."""
+    rates = unit.sorting if unit is not None else None
+    if sorting is None or rates is None:
+        return 0.0
+    if sorting.k:
+        return sorting.elements * sorting.k * rates.top_k_per_element_k
+    return sorting.elements * sorting.network_passes * (
+        rates.per_pass + rates.per_pass_per_stage * sorting.stages)
+
+
 def step_math_seconds(step: Step, peak: float, table: GemmTable | None = None,
                       float32: Float32Matmuls | None = None) -> float:
     """The FLOP side of one scheduled instruction (math_seconds); with `float32`
@@ -279,7 +292,7 @@ def instruction_seconds(step: Step, peak: float, bandwidth: float | None,
     if bandwidth:
         memory += reread_bytes(step) / bandwidth
     vector = vector_seconds(step.vector_ops, step.transcendentals, step.reduced, unit)
-    return max(math, memory, vector)
+    return max(math, memory, vector, sorting_seconds(step.sorting, unit))
 
 
 @dataclass(frozen=True)
@@ -328,9 +341,24 @@ def scheduled_compute_time(instructions: Sequence[PricedInstruction], dtype: str
     memory_s = (sum(i.runs * i.step.bytes for i in instructions) / bandwidth if bandwidth
                 else None)
     if peak is None:
-        # No matrix peak for the dtype: each instruction at memory speed (see matmul_peak).
-        return ComputeTime(memory_s, None, memory_s, None if memory_s is None else Bound.MEMORY,
-                           None, dtype, tuple(notes), "", bandwidth)
+        # No matrix peak for the dtype (an integer program: a random-number generator's, whose
+        # largest input is its uint32 key; see matmul_peak): FLOPs take no time of their own,
+        # and each instruction is its bytes at memory speed or its work on the vector unit,
+        # whichever is longer. The vector unit is what such programs wait on: threefry's 123
+        # integer operations per element ran 357 us for u32[4096,4096] on a TPU v5e, where
+        # the bytes take 101 us and the operations 352 us
+        # (benchmarks/results/tpu-v5e-2026-12-07/census-kinds, bits_16m).
+        if memory_s is None:
+            return ComputeTime(None, None, None, None, None, dtype, tuple(notes), "", bandwidth)
+        seconds = sum(i.runs * instruction_seconds(i.step, float("inf"), bandwidth, None,
+                                                   read_bandwidth, vector_unit)
+                      for i in instructions)
+        priced = bool(instructions)
+        if priced and vector_unit is not None:
+            notes.append(_vector_note(vector_unit))
+        return ComputeTime(seconds, None, memory_s, Bound.MEMORY, None, dtype, tuple(notes), "",
+                           bandwidth, "", read_bandwidth if priced else None,
+                           vector_unit if priced else None)
     if table is not None and not any(table.rate(d) for i in instructions for d in i.step.dots):
         table = None     # no dot of a dtype it measured (a float32 program)
     float32 = float32_matmuls(chip, peak_dtype)
@@ -354,11 +382,7 @@ def scheduled_compute_time(instructions: Sequence[PricedInstruction], dtype: str
                      f"faster, up to {format_rate(read_bandwidth, 'B/s')} for one that only "
                      "reads (the chip's measured read rate)")
     if priced and vector_unit is not None:
-        notes.append(f"instructions that do no matmul take at least their vector-unit time: "
-                     f"{format_rate(vector_unit.ops_per_second, 'op/s')} elementwise, a "
-                     f"transcendental as {vector_unit.transcendental_ops:g} operations, "
-                     f"{format_rate(vector_unit.reduced_per_second, 'element/s')} reduced "
-                     f"({vector_unit.what})")
+        notes.append(_vector_note(vector_unit))
     if float32 is not None:
         notes += float32.notes(chip, instructions)
     reread = [(i.runs, reread_bytes(i.step)) for i in instructions]
@@ -372,6 +396,13 @@ def scheduled_compute_time(instructions: Sequence[PricedInstruction], dtype: str
                        peak_dtype, bandwidth, table.device if table is not None else "",
                        read_bandwidth if priced else None,
                        vector_unit if priced else None, float32 if priced else None)
+
+
+def _vector_note(unit: VectorUnit) -> str:
+    return (f"instructions that do no matmul take at least their vector-unit time: "
+            f"{format_rate(unit.ops_per_second, 'op/s')} elementwise, a transcendental as "
+            f"{unit.transcendental_ops:g} operations, "
+            f"{format_rate(unit.reduced_per_second, 'element/s')} reduced ({unit.what})")
 
 
 def measured_read_bandwidth(chip: Chip) -> float | None:

@@ -24,6 +24,7 @@ Pure arithmetic over the trace; no jax.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 
@@ -178,16 +179,23 @@ def on_chip(step: Step) -> bool:
 
 
 def instruction_bounds(step: Step, basis: TimeBasis, predicted: float, chip: str,
-                       bandwidth: float | None,
-                       module: HloModule | None = None) -> tuple[float, float]:
-    """(low, high) seconds for one run of `step` predicted at `predicted` seconds."""
+                       bandwidth: float | None, module: HloModule | None = None,
+                       floor: Callable[[Step], float] | None = None) -> tuple[float, float]:
+    """(low, high) seconds for one run of `step` predicted at `predicted` seconds. `floor`:
+    an instruction's time with its bytes free (its FLOPs, vector and sorting work alone)."""
     high = max(predicted * basis.slowdown,
                0.0 if basis.measured else sort_bound_seconds(step, basis.kind, bandwidth),
                index_bound_seconds(step, basis.kind, module))
-    # An in-place update of a buffer in on-chip memory: its bytes may never touch HBM, as
-    # little as nothing (a loop's updates of a buffer in S(1) ran 57 us where their bytes at
-    # HBM speed give 3.2 ms, tpu-v5e-2026-12-07/more-kinds).
-    low = 0.0 if basis.kind == "in-place update" and on_chip(step) else predicted
+    # An instruction whose result lies in on-chip memory: its bytes may never touch HBM, so it
+    # may take as little as its work without them. On a TPU v5e a loop's in-place updates of a
+    # buffer in S(1) ran 57 us where their bytes at HBM speed give 3.2 ms
+    # (tpu-v5e-2026-12-07/more-kinds); a CNN train step's fusions with results in S(1) ran 0.11
+    # to 0.57 of their bytes' time, the step 114 us against 292 predicted
+    # (tpu-v5e-2026-12-07/census-kinds, census_cnn_train).
+    low = predicted
+    if on_chip(step) and step.kernel is None:
+        low = min(predicted, floor(step)) if floor is not None else (
+            0.0 if basis.kind == "in-place update" else predicted)
     if basis.efficiency != 1.0:
         entry = coverage_for(chip, basis.kind)
         if entry is not None:
@@ -195,11 +203,13 @@ def instruction_bounds(step: Step, basis: TimeBasis, predicted: float, chip: str
     return low, high
 
 
-def step_range(trace, schedule: Schedule, chip: str,
-               bandwidth: float | None) -> StepRange | None:
+def step_range(trace, schedule: Schedule, chip: str, bandwidth: float | None,
+               floor: Callable[[Step], float] | None = None) -> StepRange | None:
     """The range of the predicted step `trace` (explorer._src.report.trace.StepTrace, whose
     compute events carry their TimeBasis) of `schedule` on the chip named `chip`;
-    `bandwidth`: the copy rate a sort's passes move at. None without a trace."""
+    `bandwidth`: the copy rate a sort's passes move at; `floor`: an instruction's time with its
+    bytes free, the least one whose result lies in on-chip memory may take. None without a
+    trace."""
     if trace is None:
         return None
     steps = scheduled_steps(schedule)
@@ -213,7 +223,7 @@ def step_range(trace, schedule: Schedule, chip: str,
         if not basis.measured:
             unmeasured += e.duration
         low, high = instruction_bounds(step, basis, e.duration, chip, bandwidth,
-                                       schedule.module)
+                                       schedule.module, floor)
         if low == e.duration and high == e.duration:
             continue
         part = parts.setdefault(e.hlo, [basis, e.source, 0.0, 0.0, 0.0])
@@ -241,8 +251,9 @@ def range_cautions(rng: StepRange) -> tuple[str, ...]:
         fast = [p for p in rng.parts if p.low_s < p.predicted_s][:NAMED]
         out = (f"the step could take as little as {format_seconds(rng.low_seconds)}: "
                + "; ".join(f"{p.hlo} ({p.kind})" + (f" at {p.source}" if p.source else "")
-                           + f", predicted {format_seconds(p.predicted_s)}, updates a buffer "
-                           "in on-chip memory (S(1)) whose bytes may never touch HBM"
+                           + f", predicted {format_seconds(p.predicted_s)}, writes to on-chip "
+                           "memory (S(1)), whose bytes the model charges at HBM speed and may "
+                           "never touch HBM"
                            for p in fast),)
     if rng.high_seconds < CAUTION_AT * rng.seconds:
         return out

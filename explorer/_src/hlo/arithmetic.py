@@ -11,6 +11,9 @@ Counting rules (docs/cost-model.md, "The predicted step trace"):
   it.
 - vector work, of an instruction that does no matmul: one operation per element of each
   elementwise operation's result, and one per element a reduction consumes (vector_work).
+- sorting work, of a sort or XLA's TopK custom call, alone or fused (sorting_work): the
+  elements sorted, the length of the sorted dimension and, for TopK, k. A chip's measured
+  sorting rates price it (explorer._src.cost.catalog.types.SortingRates).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from math import prod
+from math import ceil, log2, prod
 
 from explorer._src.hlo.module import HloModule, Instruction, ints
 
@@ -201,6 +204,54 @@ def vector_work(module: HloModule, instr: Instruction,
             return size * taps, 0.0, 0.0
         return consumed, 0.0, consumed
     return 0.0, 0.0, 0.0
+
+
+@dataclass(frozen=True)
+class Sorting:
+    """What a sort or a TopK does: `elements` keys (each operand's element count; a sort's
+    other operands ride along), sorted along a dimension of `length`; `k` kept of each row
+    (TopK; 0 for a sort)."""
+
+    elements: float
+    length: int
+    k: int = 0
+
+    @property
+    def stages(self) -> int:
+        """L = ceil(log2 length): a bitonic sorting network's stages (Batcher 1968)."""
+        return ceil(log2(self.length)) if self.length > 1 else 1
+
+    @property
+    def network_passes(self) -> int:
+        """The network's compare-exchange passes over each row: L(L+1)/2."""
+        return self.stages * (self.stages + 1) // 2
+
+
+def sorting_work(module: HloModule, instr: Instruction) -> Sorting | None:
+    """The sort or TopK an instruction runs (itself, or the first in its fusion's body), or
+    None. A sort's `dimensions={d}` names its sorted dimension; TopK sorts its operand's last
+    dimension and keeps its result's last dimension, k."""
+    body = list(module.called(instr)) if instr.opcode == "fusion" else [instr]
+    names = {i.name: i for i in body}
+    for i in body:
+        if i.opcode == "sort" and i.operands:
+            dims = _operand_dims(module, i, names)
+            d = ints(i.attr("dimensions") or "")
+            if dims and d and d[0] < len(dims):
+                return Sorting(float(prod(dims)), dims[d[0]])
+        if i.opcode == "custom-call" and i.custom_call_target == "TopK" and i.arrays:
+            dims = _operand_dims(module, i, names)
+            if dims:
+                return Sorting(float(prod(dims)), dims[-1], i.arrays[0].dims[-1])
+    return None
+
+
+def _operand_dims(module: HloModule, instr: Instruction,
+                  names: dict[str, Instruction]) -> tuple[int, ...] | None:
+    operand = names.get(instr.operands[0]) or next(
+        (x for x in module.computations.get(instr.computation, [])
+         if x.name == instr.operands[0]), None)
+    return tuple(operand.arrays[0].dims) if operand is not None and operand.arrays else None
 
 
 # Instructions whose fusions are priced by their FLOPs or bytes alone, not on the vector unit.

@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from math import ceil
 
-from explorer._src.hlo.arithmetic import Arithmetic, Dot, vector_work
+from explorer._src.hlo.arithmetic import Arithmetic, Dot, Sorting, sorting_work, vector_work
 from explorer._src.hlo.chains import collective_chains, flagged, fused_collectives
 from explorer._src.hlo.collectives import collective_kind
 from explorer._src.hlo.compiler_costs import KernelCost, kernel_cost, uncostable
@@ -150,6 +150,8 @@ class Step:
     vector_ops: float = 0.0
     transcendentals: float = 0.0
     reduced: float = 0.0
+    # The sort or TopK it runs (sorting_work): priced at the chip's measured sorting rates.
+    sorting: Sorting | None = None
 
 
 @dataclass(frozen=True)
@@ -379,7 +381,7 @@ class _ScheduleReader:
         if step.kind is StepKind.COMPUTE and not step.flops and step.kernel is None:
             ops, transcendentals, reduced = vector_work(self.module, instr, self.names)
             step = replace(step, vector_ops=ops, transcendentals=transcendentals,
-                           reduced=reduced)
+                           reduced=reduced, sorting=sorting_work(self.module, instr))
         if uncostable(instr):
             step = replace(step, uncostable=True)
         if step.kind is StepKind.COMPUTE and self.scatters(instr):

@@ -26,6 +26,7 @@ from explorer._src.cost.catalog.types import (
     LinkKind,
     Measured,
     PhysicalAxis,
+    SortingRates,
     Target,
     TargetFamily,
     VectorUnit,
@@ -117,10 +118,23 @@ TPU_V5E_VECTOR_RUN = "benchmarks/results/tpu-v5e-2026-12-06/vector.json"
 #   1.630 ms (3.22e11/s). The faster is taken, so that no reduction measured ran faster than
 #   this floor (causal_attention_bfloat16_softmax's fusion.3 reduced 1.07e9 elements in
 #   2.868 ms at HBM read speed, 3.74e11/s).
+TPU_V5E_SORT_RUN = "benchmarks/results/tpu-v5e-2026-12-07/unmeasured/unmeasured.json"
+# Sorts and TopK on one TPU v5e chip, jax 0.10.2, 2026-12-07 (benchmarks/tpu_unmeasured.py),
+# fitted on the two sorts and the one TopK measured first, and held against eight others
+# measured after (tpu-v5e-2026-12-07/census-kinds; docs/cost-model.md, "Sorts and top-k"):
+# - sort_16m: sort(f32[2^24]) with its iota, sort.6 42.787 ms: 2^24 keys x 300 passes (L = 24)
+#   = 8.501 ps per key per pass;
+# - argsort_4m: argsort(f32[2^22]), sort.0 8.35 ms (more-kinds/log-1.txt): 2^22 x 253 passes
+#   (L = 22) = 7.869 ps. The two give 0.917 ps + 0.316 ps x L;
+# - top_k_rows: top_k(f32[8192,32000], 64), TopK 54.560 ms: 3.252 ps per key per k.
+_V5E_SORTING = SortingRates(
+    0.917e-12, 0.316e-12, 3.252e-12,
+    "a sort of 2^24 floats, an argsort of 2^22 and a top-64 of 8192 rows of 32000 on one TPU "
+    "v5e chip (benchmarks/tpu_unmeasured.py, jax 0.10.2, 2026-12-07)", TPU_V5E_SORT_RUN)
 _V5E_VECTOR = VectorUnit(
     5.87e12, 3.5, 3.69e11,
     "elementwise chains and one-hot reductions on one TPU v5e chip (benchmarks/tpu_measure.py "
-    "--part vector, jax 0.10.2, 2026-12-06)", TPU_V5E_VECTOR_RUN)
+    "--part vector, jax 0.10.2, 2026-12-06)", TPU_V5E_VECTOR_RUN, _V5E_SORTING)
 TPU_V5E = Chip(
     "TPU v5e",
     {

@@ -71,6 +71,32 @@ class VectorUnit:
     reduced_per_second: float
     what: str
     source: str
+    sorting: SortingRates | None = None
+
+
+@dataclass(frozen=True)
+class SortingRates:
+    """What a chip was measured to take to sort (docs/cost-model.md, "Sorts and top-k").
+
+    A sort of `elements` keys along rows of length n takes elements x P x (per_pass +
+    per_pass_per_stage x L), P = L(L+1)/2 the compare-exchange passes of a bitonic network
+    and L = ceil(log2 n): each pass over the keys, slower the longer the rows (more of the
+    passes span more than on-chip memory holds). XLA's TopK of k from rows takes elements x k
+    x `top_k_per_element_k`.
+
+    Attributes:
+        per_pass: seconds per key per pass, at L = 0.
+        per_pass_per_stage: seconds per key per pass that each stage of L adds.
+        top_k_per_element_k: seconds per key per k of a TopK.
+        what: what was measured, in a few words.
+        source: where the measurements are kept.
+    """
+
+    per_pass: float
+    per_pass_per_stage: float
+    top_k_per_element_k: float
+    what: str
+    source: str
 
 
 @dataclass(frozen=True)
