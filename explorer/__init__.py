@@ -32,6 +32,7 @@ from explorer._src.api.exploration import AppState, Exploration, FunctionRef
 from explorer._src.api.exploration import load as load_exploration
 from explorer._src.api.request import PARTITIONERS
 from explorer._src.api.session import Edit, Result, Session, TimeSpent
+from explorer._src.api.targeting import CompileFor
 from explorer._src.api.what_if import WhatIf, what_if
 from explorer._src.api.workload import analyze_workload
 from explorer._src.compile.device_profile import MeasuredEvent
@@ -131,8 +132,8 @@ from explorer._src.workloads.registry import WORKLOADS
 
 __all__ = [
     # analysis
-    "analyze", "analyze_workload", "clear_cache", "PARTITIONERS", "Partitioner", "WorkerPool",
-    "Request", "Session", "Edit", "Result", "TimeSpent",
+    "analyze", "analyze_workload", "clear_cache", "PARTITIONERS", "Partitioner", "CompileFor",
+    "WorkerPool", "Request", "Session", "Edit", "Result", "TimeSpent",
     # the request
     "TensorSpec", "parse_spec", "MeshSpec", "AxisType", "parse_mesh",
     # built-in workloads and strategies

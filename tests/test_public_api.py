@@ -14,8 +14,8 @@ import pytest
 import explorer
 
 PINNED = {
-    "analyze", "analyze_workload", "clear_cache", "PARTITIONERS", "Partitioner", "WorkerPool",
-    "Request", "Session", "Edit", "Result", "TimeSpent",
+    "analyze", "analyze_workload", "clear_cache", "PARTITIONERS", "Partitioner", "CompileFor",
+    "WorkerPool", "Request", "Session", "Edit", "Result", "TimeSpent",
     "TensorSpec", "parse_spec", "MeshSpec", "AxisType", "parse_mesh",
     "WORKLOADS", "Workload", "PRESETS", "Preset", "get_preset",
     "Rules", "parse_rules", "logical_spec", "LOGICAL_NAMES",

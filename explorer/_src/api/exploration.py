@@ -45,10 +45,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from explorer._src.api.analysis_request import Request
+from explorer._src.api.analysis_request import CompileForName, Request
 from explorer._src.api.extrapolate import DEFAULT_FROM, ExtrapolateLike, check_extrapolate
 from explorer._src.api.request import check_mesh, check_partitioner, check_target, check_timeout
-from explorer._src.api.targeting import check_compile_for
+from explorer._src.api.targeting import CompileFor, check_compile_for
+from explorer._src.compile.protocol import Partitioner
 from explorer._src.errors import InputError, choices
 from explorer._src.spec.bounds import (
     MAX_TENSORS,
@@ -168,8 +169,10 @@ class Exploration:
             donation is its ``donate_state`` param).
         axis_type: ``"auto"``, ``"explicit"`` or ``"manual"``: the type of the mesh's axes
             whose text names none.
-        partitioner: ``"shardy"`` or ``"gspmd"``.
-        compile_for: ``"target"`` or ``"cpu"``.
+        partitioner: an explorer.Partitioner; its name (``"shardy"`` or ``"gspmd"``) is
+            taken too, and kept as the enum.
+        compile_for: an explorer.CompileFor; its name (``"target"`` or ``"cpu"``) is taken
+            too, and kept as the enum.
         target: the hardware target's name; None for none.
         mapping: the mesh axes on the target's links, as text; None for the default.
         peak: predicted at the vendors' peak rates.
@@ -191,8 +194,8 @@ class Exploration:
     activations: Mapping[str, str] = field(default_factory=dict)
     donate: tuple[str, ...] = ()
     axis_type: str = "auto"
-    partitioner: str = "shardy"
-    compile_for: str = "target"
+    partitioner: Partitioner = Partitioner.SHARDY
+    compile_for: CompileFor = CompileFor.TARGET
     target: str | None = None
     mapping: str | None = None
     peak: bool = False
@@ -204,6 +207,12 @@ class Exploration:
     # known to plan (made by `of` from a planned Request, or checked by `load`).
     _made: Request | None = field(default=None, init=False, repr=False, compare=False)
     _planned: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The closed sets held as their enums, whichever form they were given in: an unknown
+        # name is the one InputError that names the value and the choices.
+        object.__setattr__(self, "partitioner", check_partitioner(self.partitioner))
+        object.__setattr__(self, "compile_for", check_compile_for(self.compile_for))
 
     # ----------------------------------------------------------------- to and from a Request
 
@@ -226,8 +235,8 @@ class Exploration:
         # beside it, as `axis_type`.
         common = dict(
             mesh=mesh.text(), axis_type="auto" if mesh.mixed else str(mesh.axis_type),
-            partitioner=planned.partitioner.value,
-            compile_for=str(check_compile_for(request.compile_for)), target=request.target,
+            partitioner=planned.partitioner,
+            compile_for=check_compile_for(request.compile_for), target=request.target,
             mapping=(request.mapping or None) if isinstance(request.mapping, str | None)
             else planned.mapping.text() if planned.mapping is not None else None,
             peak=bool(request.peak),
@@ -316,10 +325,11 @@ class Exploration:
         request["mesh"] = self.mesh
         for key, value, default in (("axis_type", self.axis_type, "auto"),
                                     ("preset", self.preset, None), ("rules", self.rules, ""),
-                                    ("partitioner", self.partitioner, "shardy"),
-                                    ("compile_for", self.compile_for, "target")):
+                                    ("partitioner", self.partitioner, Partitioner.SHARDY),
+                                    ("compile_for", self.compile_for, CompileFor.TARGET)):
             if value != default:
-                request[key] = value
+                # An enum as its name: the file's text is the same whichever form was given.
+                request[key] = value.value if isinstance(value, StrEnum) else value
         for key, value in (("specs", self.specs), ("activations", self.activations)):
             if value:
                 request[key] = dict(value)
@@ -407,7 +417,8 @@ class Exploration:
 
     @classmethod
     def from_report(cls, report: Report, fn: Callable[..., Any] | None = None, *,
-                    compile_for: str = "target", app: AppState | None = None) -> Exploration:
+                    compile_for: CompileForName = "target", app: AppState | None = None
+                    ) -> Exploration:
         """The exploration that analyses to `report`: its workload and how its layout was
         chosen (the specs and activations given, the rules over the preset's), or the user's
         function `fn` (its module path, where importable) with its inputs' specs; the mesh,
@@ -420,7 +431,7 @@ class Exploration:
         # beside it, as `axis_type`.
         kind = "auto" if report.mesh.mixed else str(report.mesh.axis_type)
         common = dict(mesh=report.mesh.text(), axis_type=kind,
-                      partitioner=str(report.partitioner), compile_for=compile_for,
+                      partitioner=report.partitioner, compile_for=compile_for,
                       target=target, mapping=mapping,
                       peak=bool(estimate.peak) if estimate else False, app=app or AppState(),
                       # An extrapolated Report is made again by extrapolating from the same
@@ -643,8 +654,8 @@ def from_dict(data: Any) -> Exploration:
     if isinstance(extrapolate, str):
         _text(extrapolate, "compile.extrapolate", MAX_NAME)
     extrapolate = _checked("compile.extrapolate", extrapolate_option, extrapolate)
-    common = dict(mesh=mesh_text, axis_type=axis_type, partitioner=str(partitioner),
-                  compile_for=str(compile_for), target=target, mapping=mapping, peak=peak,
+    common = dict(mesh=mesh_text, axis_type=axis_type, partitioner=partitioner,
+                  compile_for=compile_for, target=target, mapping=mapping, peak=peak,
                   timeout=timeout, extrapolate=extrapolate, app=app)
     if "workload" in request:
         if "function" in request:

@@ -591,7 +591,8 @@ def compile_changed(request: Request, *, pool: WorkerPool | None = None,
 
 
 def _program(subject: Report | Request | Exploration, fn: Callable[..., Any] | None,
-             inputs: Sequence[Any] | None, compile_for: str, options: Mapping[str, Any]
+             inputs: Sequence[Any] | None, compile_for: CompileForName,
+             options: Mapping[str, Any]
              ) -> tuple[Callable[[Mapping[str, Spec]], Report], Report]:
     """How to compile what `subject` analysed with other input specs (a ChangeSearch's
     `compile`: its Request's variants, `changed_request`), and its Report (a Request's or an

@@ -40,10 +40,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import ipywidgets as w
 
-from explorer._src.api.analysis_request import RulesLike
+from explorer._src.api.analysis_request import CompileForName, PartitionerName, RulesLike
 from explorer._src.api.exploration import AppTab, Exploration, load
 from explorer._src.api.request import check_partitioner
 from explorer._src.api.session import COLD_WORKER_QUIET_S, Result, Session
+from explorer._src.api.targeting import check_compile_for
 from explorer._src.errors import ExplorerError, InputError, choices
 from explorer._src.report.report import Report
 from explorer._src.spec.mesh import MeshSpec, parse_mesh
@@ -176,9 +177,9 @@ class App:
     """
 
     def __init__(self, source: str | Source, mesh="data=2,model=4", *, specs=None,
-                 partitioner: str = "shardy", target: str = "", mapping: str = "",
+                 partitioner: PartitionerName = "shardy", target: str = "", mapping: str = "",
                  preset: str = "", rules: RulesLike = "", debounce: float | None = 0.3, pool=None,
-                 compile_for: str = "target", timeout: float | None = None,
+                 compile_for: CompileForName = "target", timeout: float | None = None,
                  wait: bool = True, extrapolate: bool = False):
         self.source = source = WorkloadSource(source) if isinstance(source, str) else source
         self.debounce, self.pool = debounce, pool
@@ -205,7 +206,8 @@ class App:
         # edits, the compile scheduling and the results; made with the first valid request.
         self.session: Session | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="explorer")
-        check_partitioner(partitioner)
+        # Bad input is refused here, before any widget, each with its choices named.
+        partitioner, compile_for = check_partitioner(partitioner), check_compile_for(compile_for)
         rules = rules_text(rules)          # pairs or a mapping, as the API takes them
         mesh_spec = parse_mesh(mesh)
         guard = self._guard
@@ -509,9 +511,9 @@ class Explorer(App):
     (text, a mapping or (logical name, mesh axes) pairs); the rules box shows them as text."""
 
     def __init__(self, workload: str = "mlp", mesh="data=2,model=4", specs=None, params=None,
-                 partitioner: str = "shardy", target: str = "", mapping: str = "",
+                 partitioner: PartitionerName = "shardy", target: str = "", mapping: str = "",
                  preset: str = "", rules: RulesLike = "", debounce: float | None = 0.3, pool=None,
-                 compile_for: str = "target", timeout: float | None = None,
+                 compile_for: CompileForName = "target", timeout: float | None = None,
                  wait: bool = True, extrapolate: bool = False):
         super().__init__(WorkloadSource(workload, params), mesh, specs=specs,
                          partitioner=partitioner, target=target, mapping=mapping, preset=preset,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from explorer._src.api.analysis_request import CompileForName, PartitionerName
 from explorer._src.api.analyze import MeshLike, SpecPatterns
 from explorer._src.api.mesh_source import is_concrete, is_jax_mesh, spec_of
 from explorer._src.compile.caller_context import mesh_in_force
@@ -27,8 +28,9 @@ if TYPE_CHECKING:
 
 def explore(fn: Callable[..., Any], *args: Any, mesh: MeshLike = "data=2,model=4",
             specs: SpecPatterns | None = None, rules: str = "", target: str = "",
-            mapping: str = "", partitioner: str = "shardy", debounce: float | None = 0.3,
-            pool: WorkerPool | None = None, compile_for: str = "target",
+            mapping: str = "", partitioner: PartitionerName = "shardy",
+            debounce: float | None = 0.3, pool: WorkerPool | None = None,
+            compile_for: CompileForName = "target",
             timeout: float | None = None, out_specs: Any = None) -> App:
     """Open the app on `fn(*args)`, as explorer.analyze would compile it.
 
@@ -50,14 +52,14 @@ def explore(fn: Callable[..., Any], *args: Any, mesh: MeshLike = "data=2,model=4
             TensorSpec does not carry (explore_module maps a Flax model's logical names).
         target: the hardware target picked at first (see explorer.targets()); ``""`` for none.
         mapping: the mesh-to-hardware mapping text at first; ``""`` for the target's default.
-        partitioner: ``"shardy"`` or ``"gspmd"``.
+        partitioner: ``"shardy"`` or ``"gspmd"`` (or an explorer.Partitioner).
         debounce: an edit made while a compile runs or waits compiles this many seconds
             after the last edit of its burst (the first edit compiles at once); None compiles
             every edit at once.
         pool: the WorkerPool that compiles; None for this process's shared one.
         compile_for: ``"target"`` compiles for a GPU or TPU target's hardware where its
             compiler is installed, ``"cpu"`` on fake CPU devices (the sidebar's "compile on
-            CPU devices" box), as explorer.analyze takes it.
+            CPU devices" box), as explorer.analyze takes it (or an explorer.CompileFor).
         timeout: the time limit of a compile in seconds (the sidebar's box); None for the
             target's default.
         out_specs: the layout the outputs must end in, as explorer.analyze (and jax.jit's
@@ -96,9 +98,9 @@ def _mesh_given(mesh) -> tuple[Any, Any]:
 def explore_module(model: nnx.Module, *inputs: Any, mesh: MeshLike = "data=2,model=4",
                    specs: SpecPatterns | None = None,
                    fn: Callable[..., Any] | None = None, rules: str = "", target: str = "",
-                   mapping: str = "", partitioner: str = "shardy",
+                   mapping: str = "", partitioner: PartitionerName = "shardy",
                    debounce: float | None = 0.3, pool: WorkerPool | None = None,
-                   compile_for: str = "target", timeout: float | None = None,
+                   compile_for: CompileForName = "target", timeout: float | None = None,
                    out_specs: Any = None) -> App:
     """Open the app on a Flax NNX module called on `inputs`, or on `fn(model, *inputs)`.
 
