@@ -312,8 +312,12 @@ def _finished(request: Request, compiled: Report, spent) -> Report:
     p = request.plan()
     target = request.target or _target_it_ran_on(request, compiled)
     info = p.workload_info(request.workload, request.preset)
+    # A user's function's memory is split by what its inputs' names say: part of the key, as
+    # the names are not all in the program's (a pytree argument's leaves are named inside it).
+    named = _kinds_by_name(request.fn, p.inputs) if info is None and request.fn is not None \
+        else None
     key = frozen_key((p.key, p.idle_patterns, target, p.mapping, bool(request.peak),
-                   p.compile_plan.approximate, None if info is None else asdict(info)))
+                   p.compile_plan.approximate, None if info is None else asdict(info), named))
     known = _finishes.get(key) if key is not None else None
     if known is not None and known[0] is compiled:
         return known[1]
@@ -339,27 +343,31 @@ def _finished(request: Request, compiled: Report, spent) -> Report:
         from explorer._src.report.memory import with_workload
 
         report = with_workload(report, info, p.workload)
-    elif report.memory is not None and request.fn is not None:
-        report = _split_by_name(report, request.fn, p.inputs)
+    elif named:
+        from explorer._src.report.memory import with_kinds
+
+        report = with_kinds(report, named, None)      # where its gradients are is unknown
     if key is not None:
         _finishes.put(key, (compiled, report))
     return report
 
 
-def _split_by_name(report: Report, fn: Callable[..., Any], inputs: tuple) -> Report:
-    """A user's function's memory split by kind where its inputs' names or arguments say what
-    they are (`kinds_by_name`: leaves of `model`/`params` are parameters, of
-    `optimizer`/`opt_state` optimizer state), as the app's Memory tab splits it; where its
-    gradients are is unknown. The Report as it was where no name says anything."""
+def _kinds_by_name(fn: Callable[..., Any], inputs: tuple) -> dict | None:
+    """What a user's function's inputs are, where their names or arguments say it
+    (`kinds_by_name`: leaves of `model`/`params` are parameters, of `optimizer`/`opt_state`
+    optimizer state); None where no name says anything (its memory then stays unsplit).
+
+    The one split of a user's function's memory: the app's Memory tab shows it as made here
+    (explorer._src.ui.sources.FunctionSource.describe splits again only with what a source
+    knows beyond the names, a Flax module's own kinds)."""
     from explorer._src.api.pytrees import tensor_leaves
     from explorer._src.compile.lowering import argument_names
-    from explorer._src.report.memory import kinds_by_name, with_kinds
+    from explorer._src.report.memory import kinds_by_name
 
-    named = kinds_by_name({t.name: argument
-                           for argument, arg in zip(argument_names(fn, len(inputs)), inputs,
-                                                    strict=True)
-                           for t in tensor_leaves(arg)})
-    return with_kinds(report, named, None) if named else report
+    return kinds_by_name({t.name: argument
+                          for argument, arg in zip(argument_names(fn, len(inputs)), inputs,
+                                                   strict=True)
+                          for t in tensor_leaves(arg)})
 
 
 def _target_it_ran_on(request: Request, report: Report) -> str | None:

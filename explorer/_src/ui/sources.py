@@ -370,6 +370,10 @@ class FunctionSource(Source):
         if self.patterns:
             apply_spec_patterns(self.args, self.patterns)
         self.kinds, self.has_grads = dict(kinds or {}), has_grads
+        # Whether this source knows more of what its inputs are than their names and arguments
+        # say (a Flax module's own kinds and groups, whether it has gradient points): else
+        # explorer.analyze's split by those names is the one split, and `describe` keeps it.
+        self.knows_kinds = bool(kinds) or bool(groups) or has_grads is not None
         # The outputs' layout, as jax.jit's out_shardings: checked by each Request (a mesh
         # edit can leave one of its axes out)
         self.out_specs = out_specs
@@ -476,7 +480,9 @@ class FunctionSource(Source):
         if self._unmatched:
             note = unmatched_note(self._unmatched, [t.name for t in self._tensors])
             report = replace(report, notes=(*report.notes, note))
-        # Given (a Flax module's), else read from the names a train step gives its inputs.
+        if not self.knows_kinds:
+            return report      # split by explorer.analyze, by the same names and arguments
+        # Given (a Flax module's), else read from the names and groups of the inputs.
         named = self.kinds or kinds_by_name({t.name: t.group for t in self._tensors})
         return with_kinds(report, named, self.has_grads) if named else report
 
