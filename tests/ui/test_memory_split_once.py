@@ -74,7 +74,6 @@ def train_step(model, x):
     return loss, grads
 
 
-@pytest.mark.slow
 def test_a_flax_train_step_is_split_by_the_modules_own_kinds():
     with nnx.use_eager_sharding(False):
         model = nnx.eval_shape(lambda: Net(nnx.Rngs(0)))
