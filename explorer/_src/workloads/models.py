@@ -10,8 +10,11 @@ Tensor naming (what `--spec NAME=...` and the rules address):
   the layers: `layers.wq` [layers, embed, heads, kv], logical dims ("layers", ...); with
   scan_layers=false there is one per layer: `l{i}.wq`. A block has `ln1`, `wq`, `wk`, `wv`
   (wk, wv [embed, kv_heads, kv]: grouped-query attention with kv_heads < heads), `wo`, `ln2`
-  (not in a parallel block), `w1`, `w3` (swiglu only), `w2`. The step returns a flat dict with
-  the same names (`out.layers.wq`, `out.m.layers.wq`, ...) plus `out.loss`.
+  (not in a parallel block), `w1`, `w3` (swiglu only), `w2`. With experts=E > 0 (a routed
+  mixture of experts, Mixtral- and MaxText-style) the block has a `router` [embed, E] (logical
+  ("embed", None)) and the MLP weights gain the experts dimension: w1, w3 [E, embed, mlp], w2
+  [E, mlp, embed], logical ("experts", ...). The step returns a flat dict with the same names
+  (`out.layers.wq`, `out.m.layers.wq`, ...) plus `out.loss`.
 - `moe`: `x`, `router`, `wi`, `wo` (wi[experts, embed, mlp]).
 
 Constraint points: places inside the program where a spec can be applied with
@@ -25,7 +28,10 @@ Constraint points: places inside the program where a spec can be applied with
 - `final`: the output of the last block;
 - `grad.<param>` (train step): the gradient of a param, before the optimizer uses it;
 - `hidden` (mlp, mlp_train): the MLP hidden activation [batch, mlp];
-- `dispatch`, `expert_out` (moe): the expert buffers [experts, batch, capacity, embed].
+- `dispatch`, `expert_out` (moe): the expert buffers [experts, batch, capacity, embed], at the
+  experts (`dispatch.groups`, `expert_out.groups`: the same buffers where the tokens are);
+- `layer.dispatch`, ..., `layer.hidden` (transformer_train with experts > 0): the same inside a
+  block, `hidden` then the experts' hidden activation [experts, batch, capacity, mlp].
 
 Model functions are module-level and take their constraint table as a keyword argument of
 plain data (`constraints=((name, spec entries), ...)`), so that equal requests are one program
@@ -181,11 +187,18 @@ class Arch:
     tied: bool = False             # logits through the embedding table (no `unembed`)
     fused_attention: bool = False  # the attention core timed as one flash kernel (see attention)
     offload: str = "none"          # one of OFFLOADS: what lives in host memory
+    # A routed mixture-of-experts MLP in place of the dense one where experts > 0 (Mixtral,
+    # MaxText's num_experts): each token's top_k experts, buffers of `capacity` tokens per
+    # group (a batch row) and expert (see routed_feed_forward).
+    experts: int = 0
+    top_k: int = 0
+    capacity: int = 0
 
     def block_params(self) -> tuple[str, ...]:
         norms = ("ln2",) if self.block == "sequential" else ()
         mlp = ("w1", "w3", "w2") if self.mlp == "swiglu" else ("w1", "w2")
-        return ("ln1", "wq", "wk", "wv", "wo", *norms, *mlp)
+        router = ("router",) if self.experts else ()
+        return ("ln1", "wq", "wk", "wv", "wo", *norms, *router, *mlp)
 
 
 BLOCK_PARAMS = Arch().block_params()
@@ -206,6 +219,12 @@ def block(x, w: Mapping, cons: Mapping, point: str, arch: Arch = Arch()):  # noq
     if arch.block == "sequential":
         h = constrain(h, cons, f"{point}.mid")
         normed = rms_norm(h, w["ln2"])
+    if arch.experts:
+        # Each batch row is one of GShard's groups: its tokens fill their own slots of every
+        # expert's buffer, as MaxText's dropping MoE (moe.py, dense_matmul) groups them.
+        return h + routed_feed_forward(normed, w["router"], w["w1"], w["w2"], cons,
+                                       f"{point}.", top_k=arch.top_k, capacity=arch.capacity,
+                                       mlp=arch.mlp, w3=w.get("w3"), offload=offload)
     return h + feed_forward(normed, w["w1"], w["w2"], cons, f"{point}.hidden", mlp=arch.mlp,
                             w3=w.get("w3"), offload=offload)
 
@@ -223,6 +242,9 @@ def _block_shapes(p, arch: Arch = Arch()) -> dict:  # noqa: B008 (frozen)
     g = p.get("kv_heads") or h
     shapes = {"ln1": (d,), "wq": (d, h, k), "wk": (d, g, k), "wv": (d, g, k), "wo": (h, k, d),
               "ln2": (d,), "w1": (d, f), "w3": (d, f), "w2": (f, d)}
+    if arch.experts:
+        e = arch.experts
+        shapes.update({"router": (d, e), "w1": (e, d, f), "w3": (e, d, f), "w2": (e, f, d)})
     return {n: shapes[n] for n in arch.block_params()}
 
 
@@ -232,6 +254,12 @@ def _block_logical(arch: Arch = Arch(), kv_dim: str = "heads") -> dict:  # noqa:
     dims = {"ln1": ("embed",), "wq": ("embed", "heads", "kv"), "wk": ("embed", kv_dim, "kv"),
             "wv": ("embed", kv_dim, "kv"), "wo": ("heads", "kv", "embed"), "ln2": ("embed",),
             "w1": ("embed", "mlp"), "w3": ("embed", "mlp"), "w2": ("mlp", "embed")}
+    if arch.experts:
+        # As the `moe` workload's (and MaxText's moe.py: the gate's kernel_axes ("embed",
+        # None)): the router's experts dimension is left whole, the experts' weights split
+        # by the rules for `experts` (the `ep` preset: experts=expert).
+        dims.update({"router": ("embed", None), "w1": ("experts", "embed", "mlp"),
+                     "w3": ("experts", "embed", "mlp"), "w2": ("experts", "mlp", "embed")})
     return {n: dims[n] for n in arch.block_params()}
 
 
@@ -245,8 +273,31 @@ def _block_points(p, point: str, arch: Arch = Arch()) -> dict[str, ConstraintPoi
                                    ("batch", "seq", "heads", "kv"), TensorKind.ACT)}
     if arch.block == "sequential":
         out[f"{point}.mid"] = ConstraintPoint((b, s, d), _STREAM, TensorKind.ACT)
+    if arch.experts:
+        out.update(_expert_points(arch.experts, b, arch.capacity, d, p["d_ff"], f"{point}."))
+        return out
     out[f"{point}.hidden"] = ConstraintPoint((b, s, p["d_ff"]), ("batch", "seq", "mlp"),
                                              TensorKind.ACT)
+    return out
+
+
+def _expert_points(experts: int, batch: int, capacity: int, d_model: int, d_ff: int,
+                   prefix: str = "") -> dict[str, ConstraintPoint]:
+    """routed_feed_forward's constraint points, in program order; `hidden` only where asked
+    (`d_ff`), as the `moe` workload has none."""
+    buffers = (experts, batch, capacity, d_model)
+    at_experts = ("experts", "batch", "capacity", "embed")
+    # Where the tokens are, the experts dimension is whole: no rule splits it.
+    at_groups = (None, "batch", "capacity", "embed")
+    out = {f"{prefix}dispatch.groups": ConstraintPoint(buffers, at_groups, TensorKind.ACT),
+           f"{prefix}dispatch": ConstraintPoint(buffers, at_experts, TensorKind.ACT)}
+    if d_ff:
+        out[f"{prefix}hidden"] = ConstraintPoint((experts, batch, capacity, d_ff),
+                                                 ("experts", "batch", "capacity", "mlp"),
+                                                 TensorKind.ACT)
+    out.update({f"{prefix}expert_out": ConstraintPoint(buffers, at_experts, TensorKind.ACT),
+                f"{prefix}expert_out.groups": ConstraintPoint(buffers, at_groups,
+                                                              TensorKind.ACT)})
     return out
 
 
@@ -287,6 +338,15 @@ TRANSFORMER = Workload(
 
 
 # --- transformer_train: embedding, L blocks, loss, backward, Adam ----------------------------
+
+# The routed MLP's params (transformer_train's and moe's). 4096 experts: twice the Switch
+# Transformer's largest (Fedus et al. 2021, 2048); top_k is unrolled in the program;
+# capacity_factor up to the most experts, so that experts/top_k ("no token dropped") is always
+# allowed.
+EXPERTS = Range(1, 4096)
+TOP_K = Range(1, 64)
+CAPACITY_FACTOR = Range(0, 4096, low_open=True)
+
 
 ADAM_B1, ADAM_B2, ADAM_EPS = 0.9, 0.999, 1e-8   # Kingma & Ba 2015, the paper's defaults
 
@@ -407,11 +467,13 @@ def _mover(space):
 
 def train_arch(p) -> Arch:
     """The Arch of transformer_train's params."""
+    routed = {"experts": p["experts"], "top_k": p["top_k"],
+              "capacity": expert_capacity(p)} if p["experts"] else {}
     return Arch(mlp=p["mlp"], block=p["block"],
                 compute_dtype="" if p["compute_dtype"] == SAME else p["compute_dtype"],
                 remat=p["remat"], scan=p["scan_layers"] == "true",
                 tied=p["tied_embed"] == "true", fused_attention=p["attention"] == "fused",
-                offload=p["offload"])
+                offload=p["offload"], **routed)
 
 
 def _train_params(p) -> dict[str, tuple[int, ...]]:
@@ -502,6 +564,10 @@ def _train_check(p, mesh: MeshSpec) -> None:
             "offloading moves what remat=minimal saves (the weight matmuls' outputs) to host "
             "memory, as MaxText's remat_policy=minimal_offloaded does: set remat=minimal, or "
             f"choose offload from {'|'.join(o for o in OFFLOADS if o != 'activations')}")
+    if p["experts"] and p["top_k"] > p["experts"]:
+        raise WorkloadError(f"param top_k={p['top_k']} of workload 'transformer_train' is more "
+                            f"than experts={p['experts']}; choose top_k <= experts, or "
+                            "experts=0 for a dense MLP")
     kv = p["kv_heads"] or p["heads"]
     if kv > p["heads"] or p["heads"] % kv:
         raise WorkloadError(
@@ -518,8 +584,8 @@ def _build_train(p):
 TRANSFORMER_TRAIN = Workload(
     "transformer_train",
     "one Adam step of a decoder-only LM: one-hot embedding, `layers` transformer blocks (one "
-    "lax.scan over stacked weights with scan_layers=true), cross-entropy loss, backward, Adam "
-    "update of params and state m, v",
+    "lax.scan over stacked weights with scan_layers=true; a routed top-k mixture-of-experts MLP "
+    "with experts > 0), cross-entropy loss, backward, Adam update of params and state m, v",
     {"batch": 8, "seq": 32, "vocab": 256, "d_model": 64, "heads": 4, "d_head": 16, "d_ff": 256,
      "layers": 2, "lr": 1e-3, "dtype": "float32",
      # 0: as many key/value heads as query heads (multi-head attention).
@@ -530,7 +596,11 @@ TRANSFORMER_TRAIN = Workload(
      "attention": "plain",
      # what lives in host memory: "opt_state" (Adam's m and v) or "activations" (saved by
      # remat=minimal), see OFFLOADS
-     "offload": "none", **DONATE_STATE},
+     "offload": "none",
+     # experts > 0: each block's MLP is a routed mixture of experts (Mixtral, MaxText's
+     # num_experts / num_experts_per_tok / capacity_factor), as the `moe` workload routes;
+     # 0: the dense MLP, and top_k and capacity_factor are not read.
+     "experts": 0, "top_k": 2, "capacity_factor": 1.25, **DONATE_STATE},
     _train_shapes,
     _build_train,
     logical=_train_logical,
@@ -540,7 +610,8 @@ TRANSFORMER_TRAIN = Workload(
     check=_train_check,
     returns_state=True,
     bounds={**_BLOCK_BOUNDS, "vocab": VOCAB, "layers": LAYERS, "lr": LR,
-            "kv_heads": Range(0, HEADS.high)},
+            "kv_heads": Range(0, HEADS.high), "experts": Range(0, EXPERTS.high),
+            "top_k": TOP_K, "capacity_factor": CAPACITY_FACTOR},
     options={"mlp": MLPS, "block": BLOCKS, "tied_embed": FLAGS,
              "compute_dtype": (SAME, *FLOAT_DTYPES), "opt_dtype": (SAME, *FLOAT_DTYPES),
              "remat": REMATS, "scan_layers": FLAGS, "attention": ATTENTIONS,
@@ -549,12 +620,20 @@ TRANSFORMER_TRAIN = Workload(
     # The state is every input but the batch: the params, m and v, each returned updated
     # under its own name.
     donates=r"^(?!tokens$|targets$)",
-    # The one-hot tokens and the logits are [batch, seq, vocab].
-    intermediates=lambda p: {"scores": _scores(p), "logits": (p["batch"], p["seq"], p["vocab"])},
+    # The one-hot tokens and the logits are [batch, seq, vocab]; with experts, the routing's
+    # combine tensor and the experts' hidden activations.
+    intermediates=lambda p: {"scores": _scores(p), "logits": (p["batch"], p["seq"], p["vocab"]),
+                             **(_expert_intermediates(p) if p["experts"] else {})},
 )
 
 
 # --- moe: GShard/Switch top-k dispatch with capacity -----------------------------------------
+
+def _expert_intermediates(p) -> dict[str, tuple[int, ...]]:
+    """The routing's combine tensor and the experts' hidden activations."""
+    return {"combine": (p["batch"], p["seq"], p["experts"], expert_capacity(p)),
+            "expert_hidden": (p["experts"], p["batch"], expert_capacity(p), p["d_ff"])}
+
 
 def expert_capacity(p) -> int:
     """Tokens each expert takes per group: ceil(capacity_factor · top_k · seq / experts), the
@@ -587,27 +666,44 @@ def top_k_combine(probs, top_k: int, capacity: int):
     return combine
 
 
-def moe(x, router, wi, wo, *, top_k: int, capacity: int, constraints=()):
+def routed_feed_forward(x, router, wi, wo, cons: Mapping, prefix: str = "", *, top_k: int,
+                        capacity: int, mlp: str = "gelu", w3=None, offload: bool = False):
     """A mixture-of-experts MLP, einsum-based as in GShard: tokens [group, seq, embed] are
     dispatched into per-expert buffers [experts, group, capacity, embed], each expert applies its
-    MLP, and the outputs are combined back with the gate weights."""
+    MLP (wi[experts, embed, mlp], wo[experts, mlp, embed]; SwiGLU with w3 as `feed_forward`),
+    and the outputs are combined back with the gate weights. `prefix` goes before the names of
+    its constraint points (`dispatch`, ...): "" in the `moe` workload, "layer." in a block."""
     import jax
     import jax.numpy as jnp
 
-    cons = dict(constraints)
-    x = constrain(x, cons, "layer0")
     logits = jnp.einsum("gsm,me->gse", x, router).astype(jnp.float32)
     combine = top_k_combine(jax.nn.softmax(logits, axis=-1), top_k, capacity)
     dispatch = (combine > 0).astype(x.dtype)
     # Each group fills its slice of every expert's buffer where its tokens are ...
-    expert_in = constrain(jnp.einsum("gsec,gsm->egcm", dispatch, x), cons, "dispatch.groups")
+    expert_in = constrain(jnp.einsum("gsec,gsm->egcm", dispatch, x), cons,
+                          f"{prefix}dispatch.groups")
     # ... then the buffers move to where their experts are: all-to-all when groups and experts
     # are split over the same mesh axis (GShard).
-    expert_in = constrain(expert_in, cons, "dispatch")
-    h = jax.nn.gelu(jnp.einsum("egcm,emh->egch", expert_in, wi))
-    expert_out = constrain(jnp.einsum("egch,ehm->egcm", h, wo), cons, "expert_out")
-    expert_out = constrain(expert_out, cons, "expert_out.groups")
-    y = jnp.einsum("gsec,egcm->gsm", combine.astype(x.dtype), expert_out)
+    expert_in = constrain(expert_in, cons, f"{prefix}dispatch")
+    h = _offloadable(jnp.einsum("egcm,emh->egch", expert_in, wi), "mlpwi_0", offload)
+    if mlp == "swiglu":
+        h = jax.nn.silu(h) * _offloadable(jnp.einsum("egcm,emh->egch", expert_in, w3),
+                                          "mlpwi_1", offload)
+    else:
+        h = jax.nn.relu(h) if mlp == "relu" else jax.nn.gelu(h)
+    h = constrain(h, cons, f"{prefix}hidden")
+    expert_out = _offloadable(jnp.einsum("egch,ehm->egcm", h, wo), "mlpwo", offload)
+    expert_out = constrain(expert_out, cons, f"{prefix}expert_out")
+    expert_out = constrain(expert_out, cons, f"{prefix}expert_out.groups")
+    return jnp.einsum("gsec,egcm->gsm", combine.astype(x.dtype), expert_out)
+
+
+def moe(x, router, wi, wo, *, top_k: int, capacity: int, constraints=()):
+    """The `moe` workload: one routed_feed_forward, its input and output constraint points
+    `layer0` and `final`."""
+    cons = dict(constraints)
+    x = constrain(x, cons, "layer0")
+    y = routed_feed_forward(x, router, wi, wo, cons, top_k=top_k, capacity=capacity)
     return constrain(y, cons, "final")
 
 
@@ -618,16 +714,9 @@ def _moe_check(p, mesh: MeshSpec):
 
 
 def _moe_points(p):
-    buffers = (p["experts"], p["batch"], expert_capacity(p), p["d_model"])
-    at_experts = ("experts", "batch", "capacity", "embed")
-    # Where the tokens are, the experts dimension is whole: no rule splits it.
-    at_groups = (None, "batch", "capacity", "embed")
     stream = (p["batch"], p["seq"], p["d_model"])
     return {"layer0": ConstraintPoint(stream, _STREAM, TensorKind.ACT),
-            "dispatch.groups": ConstraintPoint(buffers, at_groups, TensorKind.ACT),
-            "dispatch": ConstraintPoint(buffers, at_experts, TensorKind.ACT),
-            "expert_out": ConstraintPoint(buffers, at_experts, TensorKind.ACT),
-            "expert_out.groups": ConstraintPoint(buffers, at_groups, TensorKind.ACT),
+            **_expert_points(p["experts"], p["batch"], expert_capacity(p), p["d_model"], 0),
             "final": ConstraintPoint(stream, _STREAM, TensorKind.ACT)}
 
 
@@ -648,12 +737,6 @@ MOE = Workload(
     kinds=lambda p: {"x": TensorKind.INPUT},
     points=_moe_points,
     bounds={"batch": BATCH, "seq": SEQ, "d_model": D_MODEL, "d_ff": D_FF,
-            # 4096 experts: twice the Switch Transformer's largest (Fedus et al. 2021, 2048);
-            # top_k is unrolled in the program; capacity_factor up to the most experts, so that
-            # experts/top_k ("no token dropped") is always allowed.
-            "experts": Range(1, 4096), "top_k": Range(1, 64),
-            "capacity_factor": Range(0, 4096, low_open=True)},
-    intermediates=lambda p: {
-        "combine": (p["batch"], p["seq"], p["experts"], expert_capacity(p)),
-        "expert_hidden": (p["experts"], p["batch"], expert_capacity(p), p["d_ff"])},
+            "experts": EXPERTS, "top_k": TOP_K, "capacity_factor": CAPACITY_FACTOR},
+    intermediates=_expert_intermediates,
 )
