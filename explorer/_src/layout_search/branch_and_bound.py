@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import cached_property, partial
 
 from explorer._src.api.analysis_request import Request
 from explorer._src.api.targeting import CompileFor, compile_plan
@@ -111,7 +111,6 @@ class BranchAndBound:
         self.by_memory = Pruning(trusted=state.prune)
         self.not_evaluated: list[int] = []
         self.remaining: set[int] = {p.index for p in self.points}
-        self.surrogate = Surrogate(self.points) if len(self.points) > 2 else None
         self.timed: list[int] = []     # compiled candidates with a predicted step, for the model
         self.shapes_tried = {self.points[0].layout.mesh.sizes} if self.points else set()
 
@@ -342,6 +341,13 @@ class BranchAndBound:
             self.remaining.discard(index)
             self.submit(self.by_index[index])
             self.state.report(SearchPhase.COMPILE, self.by_index[index].layout.label())
+
+    @cached_property
+    def surrogate(self) -> Surrogate | None:
+        """The surrogate over every candidate, made when the compiles first need their order:
+        an estimate screen never does, and its features of 8,620 candidates took 0.9 s at load
+        12, before the trace, which the budget needs more."""
+        return Surrogate(self.points) if len(self.points) > 2 else None
 
     def next_index(self) -> int:
         """The candidate to compile next (surrogate.py): first the lowest time bound on each
