@@ -10,7 +10,8 @@ budgeted search on a GPU target sees with it, and how well its estimate ranks th
    CPU beside it (each a busy loop, stopped when the search returns). Printed for each: the
    load average before, candidates evaluated (of 8,620), of which estimated and compiled, when
    the first estimate came (seconds into the search; nothing compiles before it), the search's
-   wall seconds, and the headline.
+   wall seconds and how far past (+) or short of (-) its budget it ended, the headline, and why
+   it stopped (with the phases the budget cut short, and the work in flight not waited for).
 
 1. The search of issue 31 on XLA's GPU compiler (needs the gpu extra):
    `explorer.search("transformer_train", mesh="data=2,model=4", target="h100-8",
@@ -102,7 +103,8 @@ def timed_search(budget_s: float) -> dict:
     s = r.stats
     return {"evaluated": s.evaluated, "estimated": s.estimated, "compiled": s.compiled,
             "first_estimate_s": first[0] if first else None,
-            "wall_s": time.perf_counter() - t0, "headline": r.headline()}
+            "wall_s": time.perf_counter() - t0, "headline": r.headline(),
+            "stopped": s.stopped_text()}
 
 
 def idle_and_loaded(budget_s: float, jobs: int) -> None:
@@ -124,13 +126,15 @@ def idle_and_loaded(budget_s: float, jobs: int) -> None:
                 b.terminate()
                 b.wait()
     print("| machine | load before | evaluated of 8,620 | estimated | compiled | first "
-          "estimate at | wall s |\n|---|---|---|---|---|---|---|")
+          f"estimate at | wall s ({budget_s:g} s budget) | past the budget |"
+          "\n|---|---|---|---|---|---|---|---|")
     for label, load, r in rows:
         first = f"{r['first_estimate_s']:.1f} s" if r["first_estimate_s"] is not None else "-"
         print(f"| {label} | {load:.1f} | {r['evaluated']:,} | {r['estimated']:,} | "
-              f"{r['compiled']} | {first} | {r['wall_s']:.1f} |")
+              f"{r['compiled']} | {first} | {r['wall_s']:.1f} | "
+              f"{r['wall_s'] - budget_s:+.1f} s |")
     for label, _, r in rows:
-        print(f"- {label}: {r['headline']}")
+        print(f"- {label}: {r['headline']} Stopped: {r['stopped']}.")
 
 
 def spearman(a: list[float], b: list[float]) -> float:
