@@ -438,5 +438,5 @@ def test_the_counts_and_the_ranking_basis_are_one_in_the_result_the_cli_and_the_
     # The plot counts its points as the table does: one compiled, one estimated.
     from explorer._src.ui.suggest.pareto import pareto_figure
     figure = pareto_figure(result)
-    assert "2 candidates (1 compiled, 1 estimated)" in figure.layout.title.text
+    assert "2 candidates: 1 compiled, 1 estimated" in figure.layout.title.text
     figure.close()

@@ -1,5 +1,5 @@
 """The Suggest tab's Pareto plot: predicted step time against memory per device, one point per
-compiled candidate, in the colours below."""
+timed candidate (an estimated one open), in the colours below."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import html
 
 import plotly.graph_objects as go
 
+from explorer._src.layout_search.ranking import basis, basis_count
 from explorer._src.layout_search.result import Candidate, CandidateStatus, CompiledBy, SearchResult
 from explorer._src.ui.figure import FigureWidget, keep_state
 from explorer._src.ui.memory import binary_ticks
@@ -51,29 +52,41 @@ def pareto_figure(result: SearchResult) -> go.FigureWidget:
 
     on_front = {id(c) for c in front}
     fits = [c for c in timed if c.status is not CandidateStatus.DOES_NOT_FIT]
-    add([c for c in fits if id(c) not in on_front], "other candidates", CANDIDATE_COLOUR,
-        "circle", 8)
+    others = [c for c in fits if id(c) not in on_front]
+    # An estimated point is not a compiled one (its memory is a lower bound): open circles.
+    add([c for c in others if c.compiled_by is not CompiledBy.ESTIMATE], "other candidates",
+        CANDIDATE_COLOUR, "circle", 8)
+    add([c for c in others if c.compiled_by is CompiledBy.ESTIMATE],
+        "other candidates, estimated (memory ≥)", CANDIDATE_COLOUR, "circle-open", 8)
     add([c for c in timed if c.status is CandidateStatus.DOES_NOT_FIT],
         "does not fit the chip's memory", NO_FIT_COLOUR, "x", 9)
-    add(sorted(front, key=lambda c: c.seconds), "Pareto front (nothing is both faster and "
-        "smaller)", FRONT_COLOUR, "circle", 10, mode="lines+markers")
+    # The front is taken among the candidates of one basis (ranking.basis); the legend says
+    # which, with the count the summary gives.
+    ranked = list(result.candidates)
+    on = basis(ranked)
+    among = (f" among {basis_count(ranked, on):,} "
+             f"{'estimated' if on is CompiledBy.ESTIMATE else 'compiled'}" if on else "")
+    add(sorted(front, key=lambda c: c.seconds), f"Pareto front{among} (nothing of them is both "
+        "faster and smaller)", FRONT_COLOUR,
+        "circle-open" if on is CompiledBy.ESTIMATE else "circle", 10, mode="lines+markers")
     if best is not None and best.memory_bytes is not None:
         add([best], "winner (fastest that fits)", WINNER_COLOUR, "star", 18)
     times = [c.seconds for c in timed if c.seconds > 0]
     log_x = bool(times) and max(times) / min(times) > 20
     top = max([c.memory_bytes for c in timed] or [1]) * 1.1
     ticks = binary_ticks(top)
-    # The counts the result gives (SearchStats.evaluated_text): an estimated point is not a
-    # compiled one.
+    # The counts the result gives (SearchStats.evaluated_text), written as the page writes
+    # them (1,080), under a short title: a long one is clipped at the figure's width.
     estimated = sum(c.compiled_by is CompiledBy.ESTIMATE for c in timed)
-    points = (f"{len(timed)} compiled candidate{'s' if len(timed) != 1 else ''}"
+    points = (f"{len(timed):,} compiled candidate{'s' if len(timed) != 1 else ''}"
               if not estimated else
-              f"{len(timed)} candidates ({len(timed) - estimated} compiled, {estimated} "
-              "estimated)")
+              f"{len(timed):,} candidates: {len(timed) - estimated:,} compiled, "
+              f"{estimated:,} estimated")
     fig.update_layout(
-        title=f"predicted step time against memory per device on {result.target}: {points} "
-              "(lower left is better)",
-        height=470, width=820, margin=dict(l=90, r=20, t=50, b=90),
+        title=dict(text=f"predicted step time against memory per device on "
+                        f"{html.escape(result.target)}<br><sup>{points} · lower left is "
+                        "better</sup>", x=0.01, xanchor="left"),
+        height=470, width=820, margin=dict(l=90, r=20, t=70, b=90),
         xaxis=dict(title="predicted step time" + (" (log scale)" if log_x else ""),
                    type="log" if log_x else "linear", exponentformat="SI", ticksuffix="s",
                    rangemode="tozero" if not log_x else "normal"),

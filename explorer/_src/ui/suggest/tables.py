@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from explorer._src.layout_search.ranking import basis, basis_text
 from explorer._src.layout_search.result import (
     Candidate,
     CandidateStatus,
@@ -107,8 +108,23 @@ def _bounds(c: Candidate) -> str:
             f"{format_seconds(c.upper_seconds)}</small>")
 
 
-FRONT_NOTE = ("<b>Pareto front</b> (●): no other candidate is both faster and smaller in "
-              "memory per device; the plot below joins them.")
+def front_basis_text(result: SearchResult) -> str:
+    """Among which candidates the front and the comparison are taken ('the 1,079 estimated
+    from the traced program (...)'), the counts the summary gives; "" where none is timed."""
+    ranked = list(result.candidates)
+    on = basis(ranked)
+    return "" if on is None else basis_text(ranked, on)
+
+
+def front_note(result: SearchResult) -> str:
+    """What the table's ● means, and among which candidates (ranking.basis): numbers of two
+    bases (a compiled program's, the estimate's) are not one measure, so the front is taken
+    on one."""
+    among = front_basis_text(result)
+    if not result.pareto:
+        return "<b>Pareto front</b>: none (no candidate that fits was timed)."
+    return (f"<b>Pareto front</b> (●) among {html.escape(among)}: of those that fit, no other "
+            "is both faster and smaller in memory per device; the plot below joins them.")
 
 
 def results_html(result: SearchResult, current: int | None = None) -> str:
@@ -161,9 +177,11 @@ def results_html(result: SearchResult, current: int | None = None) -> str:
             "<th>layout (mesh: rules or specs)</th>"
             "<th title='bounds: communication fully overlapped – nothing overlapped'>"
             "predicted step</th><th>memory / device</th><th>collectives / device</th>"
-            "<th title='on the Pareto front: no other candidate is both faster and smaller'>"
+            "<th title='on the Pareto front: no other candidate of its basis (below) is both "
+            "faster and smaller'>"
             "Pareto front</th><th>status</th></tr>"
-            f"{''.join(rows)}</table></div><p class='explorer-note'>{FRONT_NOTE}</p>{tail}")
+            f"{''.join(rows)}</table></div>"
+            f"<p class='explorer-note explorer-front'>{front_note(result)}</p>{tail}")
 
 
 def summary_html(job: SearchJob, result: SearchResult) -> str:
@@ -183,16 +201,24 @@ def summary_html(job: SearchJob, result: SearchResult) -> str:
             "not listed.</p>")
 
 
-def winner_comparison_html(comparison) -> str:
-    """Why the winner beats the runner-up: the first line as a sentence, the rest as a list
-    (in a proportional font, wrapped at spaces only)."""
+def winner_comparison_html(comparison, result: SearchResult | None = None) -> str:
+    """Why the winner beats the runner-up (or, where the winner's compiler timed no other, why
+    the first of the basis the front is taken on beats its runner-up, and among which): the
+    first line as a sentence, the rest as a list (in a proportional font, wrapped at spaces
+    only)."""
     if comparison is None:
-        return ("<p class='explorer-note'>No comparison: fewer than two candidates were timed, "
-                "or none fits.</p>")
+        if result is not None and result.best is None:
+            return "<p class='explorer-note'>No comparison: no candidate that fits was timed.</p>"
+        return ("<p class='explorer-note'>No comparison: fewer than two candidates that fit were "
+                "timed on one basis (a compiled program's numbers and the estimate's are not one "
+                "measure).</p>")
     head, *rest = comparison.text.splitlines()
     items = "".join(f"<li>{html.escape(line.strip())}</li>" for line in rest if line.strip())
-    return (f"<b>Why the winner beats the runner-up</b><p>{html.escape(head)}</p>"
-            f"<ul>{items}</ul>")
+    best = result.best if result is not None else None
+    title = ("Why the winner beats the runner-up" if best is None
+             or best.label == comparison.winner else
+             f"Why the first of {front_basis_text(result)} beats the next")
+    return (f"<b>{html.escape(title)}</b><p>{html.escape(head)}</p><ul>{items}</ul>")
 
 
 def doc_html(name: str = "search.md") -> str:

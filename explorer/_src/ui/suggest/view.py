@@ -159,8 +159,12 @@ class SuggestView(BackgroundTab):
             options, problem = [(THIS_MACHINE, None)], str(e)
         if list(self.cluster_w.options) != options:
             keep = self.cluster_w.value
+            values = [v for _, v in options]
             self.cluster_w.options = options
-            self.cluster_w.value = keep if keep in [v for _, v in options] else None
+            # By index, not value: this machine's value is None, which a Dropdown reads as "no
+            # selection" (index and label None: a blank box), not as the option whose value it
+            # is.
+            self.cluster_w.index = values.index(keep) if keep in values else 0
         self.cluster_w.disabled = len(options) == 1
         self.cluster_note.value = (
             f"<span class='explorer-note'>{html.escape(problem)}</span>" if problem else
@@ -314,7 +318,7 @@ class SuggestView(BackgroundTab):
         self.plot_box.children = (self.fig,)
         if old is not None:
             old.close()
-        self.why.value = winner_comparison_html(result.comparison)
+        self.why.value = winner_comparison_html(result.comparison, result)
         options = [(f"{i}. {c.label} · {format_seconds(c.seconds)}", i - 1)
                    for i, c in enumerate(result.candidates, 1)
                    if c.status is not CandidateStatus.FAILED][:MAX_ROWS]
