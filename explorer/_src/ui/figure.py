@@ -289,15 +289,33 @@ def drawn_result(fig: go.FigureWidget | None) -> int | None:
     return meta.get("result") if isinstance(meta, dict) else None
 
 
+SLOT = "explorer-figure-slot"       # a FigureSlot's box
+# A slot whose figure draws an earlier result than the app's: the figure is hidden and
+# "drawing…" shown in its place (the style is explorer._src.ui.views.VIEWS_STYLE's).
+DRAWING = "explorer-drawing"
+
+
 class FigureSlot:
     """A box showing one figure at a time: each drawing is a new figure, stamped with the id of
-    the result it draws; the figure it replaces is closed (its browser views go with it)."""
+    the result it draws; the figure it replaces is closed (its browser views go with it).
+
+    When the app has a new result, the figure shown is of the earlier one until it is drawn
+    again, which on a loaded machine took seconds after the status named the new result
+    (issue 53): `outdate_figures` hides it, "drawing…" in its place, and `show` reveals the new
+    figure in the same message that puts it in the box, so that the page never shows the old
+    figure again between the two."""
 
     def __init__(self, css_class: str = ""):
         self.box = w.Box(layout=w.Layout(display="none"))
+        self.box.add_class(SLOT)
         if css_class:
             self.box.add_class(css_class)
         self.fig: go.FigureWidget | None = None
+
+    @property
+    def outdated(self) -> bool:
+        """Whether the figure shown is hidden as of an earlier result (`outdate_figures`)."""
+        return DRAWING in self.box._dom_classes
 
     @property
     def result(self) -> int | None:
@@ -309,7 +327,10 @@ class FigureSlot:
         fig.layout.meta = {"result": result}
         keep_state(fig)
         old, self.fig = self.fig, fig
-        self.box.children = (fig,)
+        # One message: the page swaps the figures and reveals the box in the same update.
+        with self.box.hold_sync():
+            self.box.children = (fig,)
+            self.box.remove_class(DRAWING)
         self.box.layout.display = ""
         if old is not None:
             old.close()
@@ -318,7 +339,20 @@ class FigureSlot:
     def clear(self) -> None:
         """Show nothing."""
         old, self.fig = self.fig, None
-        self.box.children = ()
+        with self.box.hold_sync():
+            self.box.children = ()
+            self.box.remove_class(DRAWING)
         self.box.layout.display = "none"
         if old is not None:
             old.close()
+
+
+def outdate_figures(widget: w.Widget) -> None:
+    """Hide every figure shown in a FigureSlot inside `widget` (its children, theirs, and so
+    on) until it is drawn again: the app has a newer result than any of them draws."""
+    stack = [widget]
+    while stack:
+        widget = stack.pop()
+        if isinstance(widget, w.Box) and SLOT in widget._dom_classes and widget.children:
+            widget.add_class(DRAWING)
+        stack.extend(c for c in getattr(widget, "children", ()) if isinstance(c, w.Widget))

@@ -7,8 +7,10 @@ and its Tab class in REGISTRY; nothing else names it.
 
 Only the visible tab is drawn; the others when they are shown. A tab whose views drew an older
 result than the app's is hidden (`explorer-outdated`) until drawn again, so that a view of an
-earlier result is never on screen beside the current one. The cheap text views are kept current
-in hidden tabs too (`new_result`), so that a page can read them.
+earlier result is never on screen beside the current one; the visible tab is drawn again in
+place, and its figures (every tab's) are hidden before the status names the new result, each
+until drawn for it (`Tabs.outdate`). The cheap text views are kept current in hidden tabs too
+(`new_result`), so that a page can read them.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from explorer._src.ui.callbacks import Mute
 from explorer._src.ui.capacity import CapacityView
 from explorer._src.ui.code import CodePanel
 from explorer._src.ui.compare import CompareView
-from explorer._src.ui.figure import drawn_result
+from explorer._src.ui.figure import drawn_result, outdate_figures
 from explorer._src.ui.graph import GraphView
 from explorer._src.ui.grids import mesh_grid, placement_grid
 from explorer._src.ui.memory import MemoryView
@@ -380,6 +382,16 @@ class Tabs:
     def of(self, kind: type[TabT]) -> TabT:
         """The tab of class `kind`."""
         return next(tab for tab in self.all if isinstance(tab, kind))
+
+    def outdate(self) -> None:
+        """The app is about to show a new result: every figure of the tabs that draw it is
+        hidden, "drawing…" in its place, until drawn for it. Called before the status names
+        the new result, so that the page hides them first: the visible tab is drawn in place
+        after the status (`new_result`), which on a loaded machine took seconds in which its
+        figures were the earlier result's (issue 53)."""
+        for tab in self.all:
+            if tab.follows_result:
+                outdate_figures(tab.widget)
 
     def new_result(self) -> None:
         """The app shows a new result: every tab's cheap views follow it, and every tab but

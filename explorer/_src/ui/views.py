@@ -242,7 +242,10 @@ def legend_html(grid: Grid, meaning: str, limit: int = 16) -> str:
 # a fixed box showed two or three collectives with their part rows; a figure no wider than its
 # box (a flex item keeps its drawn width, 700 px, unless let shrink: then plotly refits it,
 # explorer._src.ui.figure's loader); and text no wider than its box, a wide table scrolling in
-# its own, where a table's width held the whole HTML view (its sentences too) past the pane.
+# its own, where a table's width held the whole HTML view (its sentences too) past the pane;
+# and a figure of an earlier result than the app's hidden, "drawing…" in its place, until drawn
+# again (explorer._src.ui.figure.DRAWING), its box keeping its size so nothing below it moves;
+# the Placement legend, which says what the heatmaps' colours mean, hidden with them.
 VIEWS_STYLE = """<style>
 .explorer-app .widget-tab > .lm-TabBar, .explorer-app .widget-tab > .p-TabBar {
   height: auto; min-height: var(--jp-widgets-horizontal-tab-height, 24px); overflow: visible; }
@@ -260,6 +263,12 @@ VIEWS_STYLE = """<style>
   overflow: hidden; }
 .explorer-app .widget-html, .explorer-app .widget-html > .widget-html-content { min-width: 0;
   max-width: 100%; }
+.explorer-app .explorer-figure-slot.explorer-drawing { position: relative; }
+.explorer-app .explorer-figure-slot.explorer-drawing > * { visibility: hidden; opacity: 0; }
+.explorer-app .explorer-figure-slot.explorer-drawing::before { content: "drawing…";
+  position: absolute; top: 8px; left: 8px; color: #666; font-size: 12px; }
+.explorer-app .explorer-placement:has(.explorer-drawing) .explorer-placement-legend {
+  visibility: hidden; }
 </style>"""
 
 
@@ -278,6 +287,7 @@ class PlacementView:
                                                "copies)")
         self.plumbing.observe(lambda c: on_plumbing(c["new"]), "value")
         self.legend = w.HTML()
+        self.legend.add_class("explorer-placement-legend")      # hidden while they draw
         self.blocks_slot, self.mesh_slot = FigureSlot(), FigureSlot()
         self.widget = w.VBox([w.HTML(VIEWS_STYLE), w.HBox([self.tensor, self.plumbing],
                                      layout=w.Layout(flex_flow="row wrap")),
