@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-T = TypeVar("T")
+_Value = TypeVar("_Value")
 
 # Seconds between two looks at the stop condition while a Job runs: how far past its budget a
 # search can go by waiting (with the step between two looks, and the ranking after).
@@ -29,12 +29,12 @@ class Abandoned(Exception):  # noqa: N818 (what happened to the work, not an err
     """The search stopped waiting for a Job: its budget ran out, or it was cancelled."""
 
 
-class Job(Generic[T]):
+class Job(Generic[_Value]):
     """`work()` started at once on a daemon thread (named `name`); `wait` waits for it."""
 
-    def __init__(self, work: Callable[[], T], name: str):
+    def __init__(self, work: Callable[[], _Value], name: str):
         self._done = threading.Event()
-        self._value: T | None = None
+        self._value: _Value | None = None
         self._error: BaseException | None = None
 
         def run() -> None:
@@ -60,7 +60,7 @@ class Job(Generic[T]):
                 return self._done.is_set()    # it may have ended as stop() was asked
         return True
 
-    def result(self) -> T:
+    def result(self) -> _Value:
         """What the work returned, or the exception it raised, raised here; only once it
         ended."""
         assert self._done.is_set(), "Job.result() before the work ended"
@@ -69,7 +69,7 @@ class Job(Generic[T]):
         return self._value   # type: ignore[return-value]
 
 
-def in_time(work: Callable[[], T], stop: Callable[[], bool] | None, name: str) -> T:
+def in_time(work: Callable[[], _Value], stop: Callable[[], bool] | None, name: str) -> _Value:
     """`work()`, waited for until `stop()` comes true (on a thread of its own; without `stop`,
     here, in this thread).
 
