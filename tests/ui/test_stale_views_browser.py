@@ -140,6 +140,9 @@ def test_no_figure_of_the_earlier_result_beside_the_new_status(loaded, app_url, 
             "before => { const s = document.querySelector('.explorer-status [data-result]');"
             " return !!s && s.dataset.result !== before && s.textContent.startsWith('●'); }",
             arg=before, timeout=WAIT_MS)
+        # For a reader: what the page shows as the new status lands (under load, most often
+        # the figures' "drawing…").
+        page.screenshot(path=str(artifacts / "stale-views-new-status.png"))
         page.wait_for_function(DRAWN_JS, timeout=WAIT_MS)
         watched = page.evaluate("() => { const w = window.__staleWatch; w.stop = true;"
                                 " return w; }")
