@@ -496,7 +496,13 @@ class SearchResult:
         if len(self.candidates) > top:
             lines.append(f"      ... {len(self.candidates) - top} more")
         if self.pareto:
-            lines += ["", "Pareto front (no other candidate is both faster and smaller):"]
+            # ranking imports this module: the basis's words are read when the text is made.
+            from explorer._src.layout_search.ranking import basis, basis_text
+
+            on = basis(list(self.candidates))
+            among = f" among {basis_text(list(self.candidates), on)}" if on is not None else ""
+            lines += ["", f"Pareto front{among} (of those that fit, no other is both faster and "
+                          "smaller):"]
             lines += [f"      {c.line()}" for c in self.pareto]
         if self.comparison is not None:
             lines += ["", self.comparison.text]
