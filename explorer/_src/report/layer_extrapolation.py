@@ -90,26 +90,63 @@ def _describe(c: Collective) -> str:
     return f"the {c.kind} over {','.join(c.axes) or '-'} of {c.op_name or c.hlo_name}"
 
 
+def _combined_key(c: Collective) -> tuple:
+    """What names a collective XLA's combiner made of several (gradients' all-reduces of an
+    unrolled stack's layers merged into one): its op_name lists the ops it joins, so it differs
+    between two layer counts; its kind, axes and groups do not."""
+    return (c.kind, c.axes, c.group_size, c.dtype, c.tier, c.is_async, c.direction)
+
+
+def _pair_combined(ra: Report, rb: Report, in_a: dict[tuple, list[int]],
+                   in_b: dict[tuple, list[int]], line: _Line) -> dict[int, int]:
+    """The collectives found in one compile only, paired across the two by their
+    _combined_key, in order: {index at b: index at a}. Each such key must have as many at a as
+    at b (the combiner joined the layers' ops into the same number of collectives), else the
+    two compiles differ by more than repeated layers."""
+    only_a: dict[tuple, list[int]] = defaultdict(list)
+    only_b: dict[tuple, list[int]] = defaultdict(list)
+    for key, idx in in_a.items():
+        if key not in in_b:
+            for i in idx:
+                only_a[_combined_key(ra.collectives[i])].append(i)
+    for key, idx in in_b.items():
+        if key not in in_a:
+            for i in idx:
+                only_b[_combined_key(rb.collectives[i])].append(i)
+    pairs: dict[int, int] = {}
+    for key in only_a.keys() | only_b.keys():
+        ia, ib = only_a.get(key, []), only_b.get(key, [])
+        if len(ia) != len(ib):
+            c = ra.collectives[ia[0]] if ia else rb.collectives[ib[0]]
+            raise InputError(f"cannot extrapolate: {_describe(c)} is one of {len(ia)} such "
+                             f"collectives at {line.a} layers and {len(ib)} at {line.b}")
+        pairs.update(zip(ib, ia, strict=True))
+    return pairs
+
+
 def _collectives(ra: Report, rb: Report, line: _Line
                  ) -> list[tuple[Collective, int | None, int]]:
     """The extrapolated collectives in the larger compile's order, each with the indices of
     its counterpart in each small compile (None in the smaller where a repeated group was
     merged into one line: an unrolled stack)."""
     in_a, in_b = _by_key(ra.collectives), _by_key(rb.collectives)
-    for key, idx in in_a.items():
-        if key not in in_b:
-            raise InputError(f"cannot extrapolate: {_describe(ra.collectives[idx[0]])} is in "
-                             f"the compile at {line.a} layers but not at {line.b}")
+    combined = _pair_combined(ra, rb, in_a, in_b, line)
     out: list[tuple[Collective, int | None, int]] = []
     done: set[tuple] = set()
     for ib, cb in enumerate(rb.collectives):
+        if ib in combined:
+            # One of the combiner's: the ops it joins differ with the layer count. Its runs and
+            # bytes are carried on; its parts (their shapes and bytes) are the compile at b's.
+            ia, what = combined[ib], _describe(cb)
+            ca = ra.collectives[ia]
+            out.append((replace(cb, runs=line.count(ca.runs, cb.runs, f"the runs of {what}"),
+                                bytes=line.count(ca.bytes, cb.bytes, f"the bytes of {what}")),
+                        ia, ib))
+            continue
         key = _key(cb)
         if key in done:
             continue
         ia_list, ib_list = in_a.get(key, []), in_b[key]
-        if not ia_list:
-            raise InputError(f"cannot extrapolate: {_describe(cb)} is in the compile at "
-                             f"{line.b} layers but not at {line.a}")
         what = _describe(cb)
         if len(ia_list) == len(ib_list):
             # The same collectives in both (a scanned stack: the loop's trip count grows):
@@ -252,9 +289,17 @@ def extrapolate_layers(ra: Report, rb: Report, extrapolation: Extrapolation) -> 
             "predicted times are carried on linearly; the collectives' list, the layouts, the "
             f"why and the HLO texts are the compile at {b}'s; its memory timeline, largest "
             "buffers and predicted timeline are left out")
+    notes = (*rb.notes, note)
+    if ra.memory is not None and rb.memory is not None and \
+            ra.memory.temporaries == rb.memory.temporaries == 0:
+        # Measured: libtpu gave an unrolled transformer_train (fsdp_tp on tpu-v5e-2x4) no
+        # temporaries at 3 to 6 layers and 16.9 MB at 8 (docs/cost-model.md, "Extrapolated
+        # layers"): a line through two zeros says nothing of the larger program's.
+        notes += (f"the compiles at {a} and {b} layers held no temporaries; the compile at "
+                  f"{extrapolation.layers} may (a TPU compiler gave an unrolled stack none at "
+                  "3 to 6 layers and 16.9 MB at 8): the memory is a lower bound",)
     return replace(
         rb, collectives=collectives, tensors=_tensors(ra, rb, line), memory=memory,
         cost=_cost(ra.cost, rb.cost, collectives, line), timing=timing,
         estimate=_estimate(ra.estimate, rb.estimate, memory, carried, line), trace=None,
-        top_buffers=(), memory_timeline=None, notes=(*rb.notes, note),
-        extrapolated=extrapolation)
+        top_buffers=(), memory_timeline=None, notes=notes, extrapolated=extrapolation)
