@@ -240,24 +240,10 @@ def _maxtext() -> explorer.Report | None:
     # Runs in docs/from-maxtext.md's environment (.venv-maxtext, Python 3.12).
     _examples()
     import jax
-    import maxtext.configs
     from flax.linen.partitioning import axis_rules
-    from maxtext.configs import pyconfig
-    from maxtext.trainers.pre_train import train, train_compile
-    from maxtext.utils import maxtext_utils, sharding
-    from maxtext_model import SETTINGS
+    from maxtext_model import train_step
 
-    base = os.path.join(os.path.dirname(maxtext.configs.__file__), "base.yml")
-    config = pyconfig.initialize([None, base, *SETTINGS])
-    mesh = maxtext_utils.get_mesh_from_config(config)
-    args, kwargs, state_shardings, _, model = train_compile.get_shaped_inputs(mesh, config)
-    params_shardings, state_shardings = sharding.maybe_update_params_sharding_with_opt(
-        config, state_shardings)
-    state_in = sharding.build_zero1_input_state_mesh_shardings(config, state_shardings,
-                                                               params_shardings)
-    data_sharding = sharding.get_input_data_sharding(config, mesh)
-    step, _, out_shardings, _, _ = maxtext_utils.get_functional_train_with_signature(
-        train.train_step, data_sharding, state_in, model, config, params_shardings)
+    config, mesh, step, args, _, _, out_shardings, _ = train_step()
     mesh_text = ",".join(f"{name}={size}" for name, size in mesh.shape.items())
     with jax.set_mesh(mesh), axis_rules(config.logical_axis_rules):
         return explorer.analyze(step, *args, mesh=mesh_text, target="tpu-v5e-2x4",
@@ -269,29 +255,11 @@ def _easydel() -> explorer.Report | None:
     # EasyDeL's own Llama and its Trainer's training_step (examples/easydel_model.py), on its
     # own 5-axis mesh, for a v5e 2x4 slice. Runs in docs/from-easydel.md's environment.
     _examples()
-    from functools import partial
-
     import jax.numpy as jnp
-    import optax
-    from easydel_model import BATCH, DONATE, SEQUENCE, ed, nnx, training_step
-    from jax.sharding import PartitionSpec
+    from easydel_model import DONATE, train_step
 
-    config = ed.LlamaConfig(
-        vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=SEQUENCE,
-        sharding_axis_dims=(1, 2, 1, 4, 1), attn_mechanism=ed.AttentionMechanisms.VANILLA)
-    model = ed.AutoEasyDeLModelForCausalLM.from_config(
-        config, dtype=jnp.bfloat16, param_dtype=jnp.float32, rngs=nnx.Rngs(0))
-    mesh = model.mesh
-    with mesh:
-        state = model.to_state().init_tx(optax.adamw(1e-3))
-        state = state.shard_state(partition_rules=model._get_partition_rules(None), mesh=mesh)
-    batch = {"input_ids": jnp.zeros((BATCH, SEQUENCE), jnp.int32),
-             "attention_mask": jnp.ones((BATCH, SEQUENCE), jnp.int32)}
-    step = partial(training_step, loss_config=None, learning_rate_fn=None,
-                   partition_spec=PartitionSpec(("dp", "fsdp"), "sp"),
-                   gradient_accumulation_steps=1)
-    return explorer.analyze(step, state, batch, mesh=mesh, donate=DONATE,
+    mesh, _, step, args = train_step(jnp.bfloat16)
+    return explorer.analyze(step, *args, mesh=mesh, donate=DONATE,
                             target="tpu-v5e-2x4", timeout=900)
 
 

@@ -58,13 +58,15 @@ import explorer  # noqa: E402
 
 BATCH, SEQUENCE = 8, 128
 
-def main() -> dict:
+def train_step(dtype=jnp.float32):
+    """EasyDeL's Llama, its sharded AdamW state, a batch and its Trainer's step, computing in
+    `dtype`: (mesh, state, step, args)."""
     config = ed.LlamaConfig(
         vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=SEQUENCE,
         sharding_axis_dims=(1, 2, 1, 4, 1), attn_mechanism=ed.AttentionMechanisms.VANILLA)
     model = ed.AutoEasyDeLModelForCausalLM.from_config(
-        config, dtype=jnp.float32, param_dtype=jnp.float32, rngs=nnx.Rngs(0))
+        config, dtype=dtype, param_dtype=jnp.float32, rngs=nnx.Rngs(0))
     mesh = model.mesh
     # The state as EasyDeL's Trainer configures it (`_configure_state`): the optimizer state
     # made, then the whole state sharded by the model's partition rules.
@@ -78,7 +80,11 @@ def main() -> dict:
     step = partial(training_step, loss_config=None, learning_rate_fn=None,
                    partition_spec=PartitionSpec(("dp", "fsdp"), "sp"),
                    gradient_accumulation_steps=1)
-    args = (state, batch)
+    return mesh, state, step, (state, batch)
+
+
+def main() -> dict:
+    mesh, state, step, args = train_step()
 
     # Plain jax, as the Trainer compiles and calls its step.
     replicated = NamedSharding(mesh, PartitionSpec())

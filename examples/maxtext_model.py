@@ -53,9 +53,11 @@ SETTINGS = ["decoder_block=mixtral", "base_num_decoder_layers=2", "base_emb_dim=
             "sparse_matmul=False", "megablox=False", "capacity_factor=1.0",
             "enable_checkpointing=False", "run_name=explore"]
 
-def main() -> dict:
+def train_step(settings=SETTINGS):
+    """MaxText's config, mesh and train step with its abstract inputs, as train_compile.py
+    builds them: (config, mesh, step, args, kwargs, in_shardings, out_shardings, donate)."""
     base = os.path.join(os.path.dirname(maxtext.configs.__file__), "base.yml")
-    config = pyconfig.initialize([None, base, *SETTINGS])
+    config = pyconfig.initialize([None, base, *settings])
     mesh = maxtext_utils.get_mesh_from_config(config)
     args, kwargs, state_shardings, _, model = train_compile.get_shaped_inputs(mesh, config)
     params_shardings, state_shardings = sharding.maybe_update_params_sharding_with_opt(
@@ -66,6 +68,11 @@ def main() -> dict:
     signature = maxtext_utils.get_functional_train_with_signature(
         train.train_step, data_sharding, state_in, model, config, params_shardings)
     step, in_shardings, out_shardings, _, donate = signature
+    return config, mesh, step, args, kwargs, in_shardings, out_shardings, donate
+
+
+def main() -> dict:
+    config, mesh, step, args, kwargs, in_shardings, out_shardings, donate = train_step()
 
     # Plain jax, as MaxText's train_compile.py compiles its step.
     with jax.set_mesh(mesh), axis_rules(config.logical_axis_rules):

@@ -12,9 +12,8 @@ test-artifacts/ (room-load-*)."""
 
 import os
 import re
-import subprocess
 import sys
-import time
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +21,9 @@ pytest.importorskip("voila")
 pytest.importorskip("playwright.sync_api")
 
 from explorer._src.api.exploration import from_link  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
+from cpu_load import burners  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 WAIT_MS = 600_000          # a page load, a search or a compile with every core taken
@@ -56,10 +58,6 @@ DRAWN_JS = """() => {
 ENDED_JS = ("() => { const p = document.querySelector('.explorer-suggest-progress');"
             " return !!p && /^(complete|budget|cancelled|patience): evaluated |^search failed/"
             ".test(p.textContent.trim()); }")
-# A burner: one core's worth of work, ending by itself should its parent (pytest) be gone, so
-# that an interrupted run leaves no load behind.
-BURN = ("import os, sys\nparent = int(sys.argv[1])\n"
-        "while os.getppid() == parent:\n    for _ in range(1_000_000):\n        pass\n")
 
 
 def note(artifacts, label: str) -> str:
@@ -72,40 +70,18 @@ def note(artifacts, label: str) -> str:
     return line
 
 
-def cpu_ticks(pid: int) -> int:
-    """The user and system clock ticks process `pid` has run (/proc/<pid>/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])       # utime, stime (fields 14 and 15)
-
-
 @pytest.fixture(scope="module")
 def loaded(artifacts):
     """One CPU-burning process per core, running before the server starts and until the
     module's last test ends; killed and waited for whatever happens."""
     (artifacts / LOG).write_text("")
     note(artifacts, "before the load")
-    procs: list[subprocess.Popen] = []
-    try:
-        for _ in range(os.cpu_count() or 2):
-            procs.append(subprocess.Popen([sys.executable, "-c", BURN, str(os.getpid())],
-                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL))
-        # Loaded once each burner has run (a state, not a speed): its CPU time is counted.
-        deadline = time.monotonic() + 120
-        while not all(p.poll() is None and cpu_ticks(p.pid) > 0 for p in procs):
-            assert all(p.poll() is None for p in procs), "a burner exited at its start"
-            assert time.monotonic() < deadline, "the burners never got a CPU"
-            time.sleep(0.2)
-        note(artifacts, f"load started ({len(procs)} burners)")
-        yield procs
-    finally:
-        if procs:
+    with burners() as procs:
+        try:
+            note(artifacts, f"load started ({len(procs)} burners)")
+            yield procs
+        finally:
             note(artifacts, "teardown, load still on")
-        for p in procs:
-            p.kill()
-        for p in procs:
-            p.wait()
 
 
 @pytest.fixture(scope="module")
