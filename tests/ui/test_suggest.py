@@ -114,7 +114,7 @@ def test_workload_search_ranks_as_the_api_and_apply_loads_the_winner(mlp_app, cp
                if all(not any(entry_axes(e) for e in normalize_spec(text))
                       for text in c.specs.values())]
     assert unsplit == [rows[marked[0]][0]]
-    assert "no other candidate is both faster and smaller" in unescape(view.table.value)
+    assert "no other is both faster and smaller" in unescape(view.table.value)
     # The plot: every compiled candidate once (those of the same time and memory on one point,
     # its hover naming each), the front and the winner on their own traces.
     traces = {t.name: t for t in view.fig.data}

@@ -5,13 +5,13 @@ of Candidates and Reports; nothing here compiles."""
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping
 
 from explorer._src.cost.estimate import Estimate
 from explorer._src.hlo.collectives import CollectiveKind
 from explorer._src.layout_search.evaluate import Outcome
 from explorer._src.layout_search.result import (
+    TIMED_STATUSES,
     Candidate,
     CandidateStatus,
     CollectiveCost,
@@ -19,6 +19,8 @@ from explorer._src.layout_search.result import (
     Comparison,
     CompiledBy,
     TimeSource,
+    basis,
+    basis_text,
 )
 from explorer._src.layout_search.space import SearchLayout
 from explorer._src.report.report import Report
@@ -101,54 +103,12 @@ def same_compiler(ranked: list[Candidate]) -> list[Candidate]:
     return [c for c in ranked if c.compiled_by == ranked[0].compiled_by] if ranked else []
 
 
-_TIMED = (CandidateStatus.OK, CandidateStatus.ESTIMATED)
-
-
-def basis(ranked: list[Candidate]) -> CompiledBy | None:
-    """The one basis (the compiler the numbers come from, or the estimate) that the Pareto
-    front and the comparison are taken on: numbers of two bases are not one measure (an
-    estimated candidate's memory is a lower bound, its time not a compiled program's). The
-    best's, where at least two timed candidates that fit have it; else the one most of them
-    have (a screen stopped by its budget after one confirmation: the estimated); None where no
-    candidate is timed. Only candidates with both numbers count (a pipeline plan timed by the
-    stage model has no memory: it is on no front)."""
-    timed = [c for c in ranked if c.status in _TIMED and c.seconds is not None
-             and c.memory_bytes is not None]
-    if not timed:
-        return None
-    counts = Counter(c.compiled_by for c in timed)
-    first = timed[0].compiled_by
-    if counts[first] >= 2:
-        return first
-    # most_common keeps first-seen order among ties: the better ranked basis wins a tie.
-    top, n = counts.most_common(1)[0]
-    return top if n >= 2 else first
-
-
-def basis_count(ranked: list[Candidate], by: CompiledBy) -> int:
-    """How many candidates of `ranked` (failures aside) have their numbers from `by`: the
-    counts the search's summary gives (e.g. SearchStats.estimated)."""
-    return sum(c.compiled_by is by and c.status is not CandidateStatus.FAILED for c in ranked)
-
-
-def basis_text(ranked: list[Candidate], by: CompiledBy) -> str:
-    """'the 1,079 estimated from the traced program (not compiled)': the candidates of one
-    basis, as the page names them."""
-    n = basis_count(ranked, by)
-    what = {CompiledBy.ESTIMATE: "estimated from the traced program (not compiled; memory a "
-                                 "lower bound)",
-            CompiledBy.CPU_PRICED: "compiled on CPU devices, priced on the target",
-            CompiledBy.NOT_COMPILED: "timed by the stage model only"}.get(
-                by, f"compiled by {by}")
-    return f"the {n:,} {what}"
-
-
 def pareto(ranked: list[Candidate]) -> tuple[Candidate, ...]:
     """The timed candidates that fit and that no other beats on both predicted time and memory
     per device (ties on both: the first), among those of one basis (`basis`: the best's
     compiler, or, where it timed only the best, the basis most were timed on)."""
     on = basis(ranked)
-    ok = [c for c in ranked if c.status in _TIMED and c.compiled_by is on
+    ok = [c for c in ranked if c.status in TIMED_STATUSES and c.compiled_by is on
           and c.seconds is not None and c.memory_bytes is not None]
     front, smallest = [], math.inf
     for c in sorted(ok, key=lambda c: (c.seconds, c.memory_bytes)):
@@ -181,12 +141,12 @@ def winner_comparison(ranked: list[Candidate], pipeline: bool = False) -> Compar
     (the target's compiler confirmed only the winner), the text says so and among which
     candidates it compares. None without two timed candidates of one basis, or when the first
     ranked is not timed."""
-    if not ranked or ranked[0].status not in _TIMED:
+    if not ranked or ranked[0].status not in TIMED_STATUSES:
         return None
     on = basis(ranked)
     # A compiled candidate's collectives come from its Report; an estimated one's from the
     # estimate (a pipeline plan timed by the stage model has neither).
-    ok = [c for c in ranked if c.compiled_by is on and c.status in _TIMED
+    ok = [c for c in ranked if c.compiled_by is on and c.status in TIMED_STATUSES
           and c.seconds is not None
           and (c.report is not None or c.compiled_by is CompiledBy.ESTIMATE)]
     if len(ok) < 2:

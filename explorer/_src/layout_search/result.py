@@ -4,6 +4,7 @@ of what was compiled, pruned and skipped."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
@@ -496,9 +497,6 @@ class SearchResult:
         if len(self.candidates) > top:
             lines.append(f"      ... {len(self.candidates) - top} more")
         if self.pareto:
-            # ranking imports this module: the basis's words are read when the text is made.
-            from explorer._src.layout_search.ranking import basis, basis_text
-
             on = basis(list(self.candidates))
             among = f" among {basis_text(list(self.candidates), on)}" if on is not None else ""
             lines += ["", f"Pareto front{among} (of those that fit, no other is both faster and "
@@ -509,3 +507,46 @@ class SearchResult:
         lines += ["", self.stats.text()]
         lines += [f"warning: {v}" for v in self.stats.bound_violations]
         return "\n".join(lines)
+
+
+# The statuses of a candidate with a time: compiled and timed, or estimated.
+TIMED_STATUSES = (CandidateStatus.OK, CandidateStatus.ESTIMATED)
+
+
+def basis(ranked: list[Candidate]) -> CompiledBy | None:
+    """The one basis (the compiler the numbers come from, or the estimate) that the Pareto
+    front and the comparison are taken on: numbers of two bases are not one measure (an
+    estimated candidate's memory is a lower bound, its time not a compiled program's). The
+    best's, where at least two timed candidates that fit have it; else the one most of them
+    have (a screen stopped by its budget after one confirmation: the estimated); None where no
+    candidate is timed. Only candidates with both numbers count (a pipeline plan timed by the
+    stage model has no memory: it is on no front)."""
+    timed = [c for c in ranked if c.status in TIMED_STATUSES and c.seconds is not None
+             and c.memory_bytes is not None]
+    if not timed:
+        return None
+    counts = Counter(c.compiled_by for c in timed)
+    first = timed[0].compiled_by
+    if counts[first] >= 2:
+        return first
+    # most_common keeps first-seen order among ties: the better ranked basis wins a tie.
+    top, n = counts.most_common(1)[0]
+    return top if n >= 2 else first
+
+
+def basis_count(ranked: list[Candidate], by: CompiledBy) -> int:
+    """How many candidates of `ranked` (failures aside) have their numbers from `by`: the
+    counts the search's summary gives (e.g. SearchStats.estimated)."""
+    return sum(c.compiled_by is by and c.status is not CandidateStatus.FAILED for c in ranked)
+
+
+def basis_text(ranked: list[Candidate], by: CompiledBy) -> str:
+    """'the 1,079 estimated from the traced program (not compiled)': the candidates of one
+    basis, as the page names them."""
+    n = basis_count(ranked, by)
+    what = {CompiledBy.ESTIMATE: "estimated from the traced program (not compiled; memory a "
+                                 "lower bound)",
+            CompiledBy.CPU_PRICED: "compiled on CPU devices, priced on the target",
+            CompiledBy.NOT_COMPILED: "timed by the stage model only"}.get(
+                by, f"compiled by {by}")
+    return f"the {n:,} {what}"

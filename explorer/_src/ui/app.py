@@ -448,6 +448,7 @@ class App:
         self.result_id += 1
         # The earlier result's figures hidden before the status names this one (issue 53).
         self.views.outdate()
+        self.share.outdate()
         self.tabs.remove_class("explorer-stale")
         self._set_status(status_text(report, time.perf_counter() - self._edited_at,
                                      unavailable))

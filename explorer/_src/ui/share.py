@@ -30,7 +30,7 @@ import ipywidgets as w
 
 from explorer._src.api.exploration import APP_TABS, MAX_LINK_CHARS, AppState, Exploration
 from explorer._src.ui.history import limit_text
-from explorer._src.ui.views import stamped
+from explorer._src.ui.views import OUTDATED, stamped
 
 if TYPE_CHECKING:
     from explorer._src.api.analysis_request import Request
@@ -172,6 +172,12 @@ class SharePanel:
         app.tabs.observe(again, "_dom_classes")          # greyed and back
         app.placement.tensor.observe(again, "value")
 
+    def outdate(self) -> None:
+        """The app is about to name a new result in its status: the section, of the result
+        before, is hidden until `update` makes it for the new one (on a loaded machine the
+        status reached the page seconds before it, issue 53)."""
+        self.widget.add_class(OUTDATED)
+
     def update(self) -> None:
         """Make the section again from the app's result, tab and tensor now."""
         app = self._app
@@ -179,6 +185,7 @@ class SharePanel:
         self.exploration, self.result = e, app.result_id
         if e is None:
             self.widget.value = ""
+            self.widget.remove_class(OUTDATED)
             return
         refused = link_refusal(e)
         if refused is not None and e.workload is not None:
@@ -193,3 +200,4 @@ class SharePanel:
             body += ("<div class='explorer-share-stale'>Of the result shown (greyed), not of "
                      "the edits since.</div>")
         self.widget.value = SHARE_STYLE + stamped(body, app.result_id)
+        self.widget.remove_class(OUTDATED)       # after its new text: never the old one shown

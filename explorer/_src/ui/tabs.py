@@ -39,6 +39,7 @@ from explorer._src.ui.suggest.job import SearchJob
 from explorer._src.ui.suggest.view import SuggestView
 from explorer._src.ui.timeline import TimingView, timing_html
 from explorer._src.ui.views import (
+    OUTDATED,
     CollectivesView,
     PlacementView,
     collectives_html,
@@ -61,7 +62,6 @@ if TYPE_CHECKING:
     # What a tab's views drew: its figures by view (their stamps are read), its text views' ids.
     Drawn = tuple[Mapping[str, go.FigureWidget | None], Mapping[str, int | None]]
 
-OUTDATED = "explorer-outdated"      # a tab whose views show an older result: hidden
 
 
 class ShownResult(Protocol):

@@ -196,6 +196,10 @@ def grid_figure(grid: Grid, colours: int, height: int = 300, **layout) -> go.Fig
     return fig
 
 
+# A view (a tab, the Share section) that shows an older result than the status names: hidden.
+OUTDATED = "explorer-outdated"
+
+
 def stamped(text: str, result: int) -> str:
     """HTML `text` marked with the id of the result it shows, which a page can check against
     the status line's."""

@@ -7,8 +7,14 @@ import html
 
 import plotly.graph_objects as go
 
-from explorer._src.layout_search.ranking import basis, basis_count
-from explorer._src.layout_search.result import Candidate, CandidateStatus, CompiledBy, SearchResult
+from explorer._src.layout_search.result import (
+    Candidate,
+    CandidateStatus,
+    CompiledBy,
+    SearchResult,
+    basis,
+    basis_count,
+)
 from explorer._src.ui.figure import FigureWidget, keep_state
 from explorer._src.ui.memory import binary_ticks
 from explorer._src.units import format_bytes, format_seconds

@@ -8,7 +8,6 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from explorer._src.layout_search.ranking import basis, basis_text
 from explorer._src.layout_search.result import (
     Candidate,
     CandidateStatus,
@@ -17,6 +16,8 @@ from explorer._src.layout_search.result import (
     SearchPhase,
     SearchResult,
     SearchStats,
+    basis,
+    basis_text,
     memory_text,
 )
 from explorer._src.ui.suggest.job import SearchJob
