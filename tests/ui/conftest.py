@@ -45,12 +45,13 @@ def artifacts() -> Path:
 
 @pytest.fixture(scope="session")
 def voila_server(artifacts):
-    """voila_server(notebook=None): a context manager running Voila on `notebook` (the app
-    notebook by default) on a free loopback port; it yields the URL and stops the server."""
+    """voila_server(notebook=None, env=None): a context manager running Voila on `notebook`
+    (the app notebook by default) on a free loopback port, with `env` added to its (and its
+    kernels') environment; it yields the URL and stops the server."""
     from explorer._src.ui.serve import free_port, stop_server, voila_command, wait_until_serving
 
     @contextlib.contextmanager
-    def serve(notebook=None):
+    def serve(notebook=None, env=None):
         port = free_port()
         name = "voila" if notebook is None else f"voila-{Path(notebook).stem}"
         # Under pytest-xdist each worker serves its own: one log each, none overwritten.
@@ -58,7 +59,8 @@ def voila_server(artifacts):
         name += f"-{worker}.log" if worker else ".log"
         log = open(artifacts / name, "w")
         proc = subprocess.Popen(voila_command(port, notebook=notebook), stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **(env or {})})
         url = f"http://127.0.0.1:{port}/"
         try:
             wait_until_serving(url + "voila/static/", proc)

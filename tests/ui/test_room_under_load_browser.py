@@ -10,7 +10,6 @@ Nothing here is timed: every step waits on what the page shows, with timeouts ge
 for a loaded 2-core machine. The load average at each step and the screenshots go to
 test-artifacts/ (room-load-*)."""
 
-import os
 import re
 import sys
 from pathlib import Path
@@ -88,16 +87,8 @@ def loaded(artifacts):
 def app_url(loaded, voila_server):
     """The app served while loaded, its kernels without the disk cache: the search compiles
     and estimates now, under the load, and is not answered by an earlier run's files."""
-    before = os.environ.get("EXPLORER_DISK_CACHE")
-    os.environ["EXPLORER_DISK_CACHE"] = "0"
-    try:
-        with voila_server() as url:
-            yield url
-    finally:
-        if before is None:
-            os.environ.pop("EXPLORER_DISK_CACHE", None)
-        else:
-            os.environ["EXPLORER_DISK_CACHE"] = before
+    with voila_server(env={"EXPLORER_DISK_CACHE": "0"}) as url:
+        yield url
 
 
 def num(text: str) -> int:

@@ -15,7 +15,6 @@ Nothing here is timed: the test waits on what the page shows, with timeouts gene
 a loaded 2-core machine. The load is one CPU burner per core, as in
 tests/ui/test_room_under_load_browser.py."""
 
-import os
 import sys
 from pathlib import Path
 
@@ -87,16 +86,8 @@ def loaded():
 def app_url(loaded, voila_server):
     """The app served while loaded, its kernels without the disk cache: the new workload
     compiles now, under the load, and is not answered by an earlier run's files."""
-    before = os.environ.get("EXPLORER_DISK_CACHE")
-    os.environ["EXPLORER_DISK_CACHE"] = "0"
-    try:
-        with voila_server() as url:
-            yield url
-    finally:
-        if before is None:
-            os.environ.pop("EXPLORER_DISK_CACHE", None)
-        else:
-            os.environ["EXPLORER_DISK_CACHE"] = before
+    with voila_server(env={"EXPLORER_DISK_CACHE": "0"}) as url:
+        yield url
 
 
 def test_no_figure_of_the_earlier_result_beside_the_new_status(loaded, app_url, browser,

@@ -7,7 +7,6 @@ cache and after a param edit, so that the request is compiled, never answered fr
 Screenshots go to test-artifacts/.
 """
 
-import os
 
 import pytest
 
@@ -25,16 +24,9 @@ DONE = f"{STATUS}:has-text('compiled'), {STATUS}:has-text('cached')"
 
 @pytest.fixture(scope="module")
 def server(voila_server):
-    before = os.environ.get("EXPLORER_DISK_CACHE")
-    os.environ["EXPLORER_DISK_CACHE"] = "0"      # the server's kernels compile every request
-    try:
-        with voila_server() as url:
-            yield url
-    finally:
-        if before is None:
-            os.environ.pop("EXPLORER_DISK_CACHE", None)
-        else:
-            os.environ["EXPLORER_DISK_CACHE"] = before
+    # The server's kernels compile every request.
+    with voila_server(env={"EXPLORER_DISK_CACHE": "0"}) as url:
+        yield url
 
 
 @pytest.fixture
