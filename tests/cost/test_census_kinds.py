@@ -18,7 +18,6 @@ from explorer._src.cost.estimate import estimate
 from explorer._src.cost.ranges import step_range
 from explorer._src.hlo.arithmetic import Sorting, sorting_work
 from explorer._src.hlo.schedule import read_schedule, schedule_work
-from explorer._src.report.predict import _bytes_free
 from explorer._src.report.trace import step_trace
 
 KEPT = Path(__file__).parents[2] / "benchmarks/results/tpu-v5e-2026-12-07/census-kinds"
@@ -33,8 +32,7 @@ def priced(name: str):
     est = estimate([], None, None, None, "uint32" if name in KEYED else "bfloat16", ["data"],
                    [1], "tpu-v5e-1x1", work=schedule_work(schedule))
     trace = step_trace(schedule, [], est)
-    rng = step_range(trace, schedule, "TPU v5e", est.compute.memory_bandwidth,
-                     _bytes_free(est.compute))
+    rng = step_range(trace, schedule, "TPU v5e", est.compute)
     return schedule, trace, rng
 
 

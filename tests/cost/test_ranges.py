@@ -89,8 +89,7 @@ def priced(text: str):
     est = estimate([], None, None, None, "bfloat16", ["data"], [1], "tpu-v5e-1x1",
                    work=schedule_work(schedule))
     trace = step_trace(schedule, [], est)
-    return schedule, est, trace, step_range(trace, schedule, "TPU v5e",
-                                            est.compute.memory_bandwidth)
+    return schedule, est, trace, step_range(trace, schedule, "TPU v5e", est.compute)
 
 
 def test_a_kernel_and_a_scatter_are_unmeasured_and_widen_the_step_by_hand():
@@ -177,7 +176,7 @@ def test_a_sort_where_none_was_measured_is_bounded_by_its_passes():
     est = estimate([], None, None, None, "bfloat16", ["data"], [4], "tpu-v5p-2x2x1",
                    work=schedule_work(schedule))
     trace = step_trace(schedule, [], est)
-    rng = step_range(trace, schedule, "TPU v5p", est.compute.memory_bandwidth)
+    rng = step_range(trace, schedule, "TPU v5p", est.compute)
     (event,) = trace.events
     assert not event.basis.measured and event.basis.kind == "sort"
     # 8 MiB moved (4 MiB in, 4 MiB out) at v5p's 2765 GB/s (CLOUD; no measured fraction).

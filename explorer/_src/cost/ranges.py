@@ -24,10 +24,10 @@ Pure arithmetic over the trace; no jax.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 
+from explorer._src.cost.compute import ComputeTime, instruction_seconds
 from explorer._src.cost.coverage import TimeBasis, coverage_for, instruction_body
 from explorer._src.hlo.module import HloModule, shape_memory_spaces
 from explorer._src.hlo.schedule import Schedule, Step, StepKind
@@ -178,13 +178,22 @@ def on_chip(step: Step) -> bool:
     return any(space == ON_CHIP_SPACE for _, space in shape_memory_spaces(step.instr.shape))
 
 
+def bytes_free_seconds(step: Step, compute: ComputeTime) -> float:
+    """`step`'s time as `compute` priced it with its bytes left out: its FLOPs at the peak,
+    its vector and sorting work. The least an instruction whose result lies in on-chip memory
+    may take."""
+    peak = compute.peak_flops or math.inf
+    return instruction_seconds(step, peak, None, None, None, compute.vector_unit)
+
+
 def instruction_bounds(step: Step, basis: TimeBasis, predicted: float, chip: str,
-                       bandwidth: float | None, module: HloModule | None = None,
-                       floor: Callable[[Step], float] | None = None) -> tuple[float, float]:
-    """(low, high) seconds for one run of `step` predicted at `predicted` seconds. `floor`:
-    an instruction's time with its bytes free (its FLOPs, vector and sorting work alone)."""
+                       compute: ComputeTime, module: HloModule | None = None
+                       ) -> tuple[float, float]:
+    """(low, high) seconds for one run of `step` predicted at `predicted` seconds by
+    `compute` (whose copy rate a sort's passes move at)."""
     high = max(predicted * basis.slowdown,
-               0.0 if basis.measured else sort_bound_seconds(step, basis.kind, bandwidth),
+               0.0 if basis.measured else sort_bound_seconds(step, basis.kind,
+                                                             compute.memory_bandwidth),
                index_bound_seconds(step, basis.kind, module))
     # An instruction whose result lies in on-chip memory: its bytes may never touch HBM, so it
     # may take as little as its work without them. On a TPU v5e a loop's in-place updates of a
@@ -194,8 +203,7 @@ def instruction_bounds(step: Step, basis: TimeBasis, predicted: float, chip: str
     # (tpu-v5e-2026-12-07/census-kinds, census_cnn_train).
     low = predicted
     if on_chip(step) and step.kernel is None:
-        low = min(predicted, floor(step)) if floor is not None else (
-            0.0 if basis.kind == "in-place update" else predicted)
+        low = min(predicted, bytes_free_seconds(step, compute))
     if basis.efficiency != 1.0:
         entry = coverage_for(chip, basis.kind)
         if entry is not None:
@@ -203,13 +211,11 @@ def instruction_bounds(step: Step, basis: TimeBasis, predicted: float, chip: str
     return low, high
 
 
-def step_range(trace, schedule: Schedule, chip: str, bandwidth: float | None,
-               floor: Callable[[Step], float] | None = None) -> StepRange | None:
+def step_range(trace, schedule: Schedule, chip: str, compute: ComputeTime
+               ) -> StepRange | None:
     """The range of the predicted step `trace` (explorer._src.report.trace.StepTrace, whose
-    compute events carry their TimeBasis) of `schedule` on the chip named `chip`;
-    `bandwidth`: the copy rate a sort's passes move at; `floor`: an instruction's time with its
-    bytes free, the least one whose result lies in on-chip memory may take. None without a
-    trace."""
+    compute events carry their TimeBasis) of `schedule` on the chip named `chip`, as `compute`
+    priced it. None without a trace."""
     if trace is None:
         return None
     steps = scheduled_steps(schedule)
@@ -222,8 +228,8 @@ def step_range(trace, schedule: Schedule, chip: str, bandwidth: float | None,
             continue
         if not basis.measured:
             unmeasured += e.duration
-        low, high = instruction_bounds(step, basis, e.duration, chip, bandwidth,
-                                       schedule.module, floor)
+        low, high = instruction_bounds(step, basis, e.duration, chip, compute,
+                                       schedule.module)
         if low == e.duration and high == e.duration:
             continue
         part = parts.setdefault(e.hlo, [basis, e.source, 0.0, 0.0, 0.0])

@@ -7,19 +7,18 @@ the estimate count compute per instruction and loops by their trips, and gives t
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 
 from explorer._src.compile.tpu import tpu_backend
 from explorer._src.cost.catalog.names import get_target, tpu_slices_of
 from explorer._src.cost.catalog.types import Target, TargetFamily
-from explorer._src.cost.compute import ComputeTime, instruction_seconds, matmul_dtype
+from explorer._src.cost.compute import matmul_dtype
 from explorer._src.cost.estimate import Estimate, estimate
 from explorer._src.cost.mapping import AxisMapping, crosses_nodes, placed_mapping
 from explorer._src.cost.memory_fit import MemoryFit, memory_fit
 from explorer._src.cost.ranges import step_range
-from explorer._src.hlo.schedule import Step, Work, cached_schedule, schedule_work
+from explorer._src.hlo.schedule import Work, cached_schedule, schedule_work
 from explorer._src.report.report import Report
 from explorer._src.report.trace import step_trace
 from explorer._src.units import format_bytes
@@ -53,8 +52,7 @@ def with_target(report: Report, target: str, mapping=None, dtype: str | None = N
     if trace is not None:
         # The step as a range where some instruction's kind was never measured on the chip,
         # or ran slower than the model there; a caution where it could double.
-        rng = step_range(trace, schedule, target.chip.name, est.compute.memory_bandwidth,
-                         _bytes_free(est.compute))
+        rng = step_range(trace, schedule, target.chip.name, est.compute)
         est = replace(est, step_trace_seconds=trace.seconds, step_range=rng,
                       cautions=est.cautions + (rng.cautions if rng is not None else ()))
     # Each over the axes it was timed over: its own, or those that hold a split-off part.
@@ -62,14 +60,6 @@ def with_target(report: Report, target: str, mapping=None, dtype: str | None = N
                                 crosses_nodes=crosses_nodes(placed, t.axes))
                         for c, t in zip(report.collectives, est.collectives, strict=True))
     return replace(report, collectives=collectives, estimate=est, trace=trace)
-
-
-def _bytes_free(compute: ComputeTime) -> Callable[[Step], float]:
-    """An instruction's time as the compute priced it, its bytes left out: its FLOPs at the
-    peak, its vector and sorting work (what one whose result lies in on-chip memory may take
-    at least, explorer._src.cost.ranges)."""
-    peak = compute.peak_flops or math.inf
-    return lambda step: instruction_seconds(step, peak, None, None, None, compute.vector_unit)
 
 
 # The share of a chip's memory live at once above which libtpu's ahead-of-time check is not
