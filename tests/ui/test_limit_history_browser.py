@@ -3,6 +3,9 @@ limit typed in the sidebar is in the page's address, a reload keeps it, and Undo
 (the box emptied, the address the default app's again). Screenshots at 1400x900 go to
 test-artifacts/."""
 
+import sys
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("voila")
@@ -10,17 +13,12 @@ pytest.importorskip("playwright.sync_api")
 
 from explorer._src.api.exploration import from_link  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
+from page_state import LIMIT, NAMES_LIMIT, SHOWN_JS  # noqa: E402
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 WAIT_MS = 300_000          # a page load and a compile on the loaded 2-core machine
 VIEW = {"width": 1400, "height": 900}
-# The app shows a result (its status starts with ●).
-SHOWN_JS = ("() => { const s = document.querySelector('.explorer-status [data-result]');"
-            " return s && s.textContent.startsWith('●'); }")
-LIMIT = ".explorer-timeout input"
-# The address names an exploration whose time limit is `seconds` (its compact JSON, base64url).
-NAMES_LIMIT = ("seconds => { const m = location.search.match(/exploration=([^&]+)/);"
-               " return !!m && atob(m[1].replace(/-/g, '+').replace(/_/g, '/'))"
-               ".includes('\"timeout\":' + seconds); }")
 
 
 @pytest.fixture(scope="module")

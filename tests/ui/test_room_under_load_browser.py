@@ -23,6 +23,7 @@ from explorer._src.api.exploration import from_link  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
 from cpu_load import burners  # noqa: E402
+from page_state import DRAWN_JS, LIMIT, NAMES_LIMIT, SHOWN_JS  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 WAIT_MS = 600_000          # a page load, a search or a compile with every core taken
@@ -30,29 +31,9 @@ VIEW = {"width": 1400, "height": 900}
 BUDGET_S = "30"            # small: on a loaded machine the search spends all of it
 WORKLOAD = "transformer_train"
 LOG = "room-load.txt"
-# The app shows a result (its status starts with ●).
-SHOWN_JS = ("() => { const s = document.querySelector('.explorer-status [data-result]');"
-            " return s && s.textContent.startsWith('●'); }")
-LIMIT = ".explorer-timeout input"
-# The address names an exploration whose time limit is `seconds` (its compact JSON, base64url).
-NAMES_LIMIT = ("seconds => { const m = location.search.match(/exploration=([^&]+)/);"
-               " return !!m && atob(m[1].replace(/-/g, '+').replace(/_/g, '/'))"
-               ".includes('\"timeout\":' + seconds); }")
 # A result other than the one stamped `shown` is on screen (each result gets a new id).
 NEW_RESULT_JS = ("shown => { const s = document.querySelector('.explorer-status [data-result]');"
                  " return !!s && s.dataset.result !== shown && s.textContent.startsWith('●'); }")
-# Every view on screen drew the result the status shows (plotly figures carry its id in
-# layout.meta.result, HTML views in data-result), and a figure is drawn.
-DRAWN_JS = """() => {
-  const s = document.querySelector('.explorer-status [data-result]');
-  if (!s) return false;
-  const shown = e => e.offsetParent !== null && getComputedStyle(e).visibility !== 'hidden';
-  const figs = [...document.querySelectorAll('.explorer-app .js-plotly-plot')].filter(shown);
-  const texts = [...document.querySelectorAll('.explorer-app .explorer-drawn')].filter(shown);
-  return figs.length > 0
-    && figs.every(e => String(e.layout.meta && e.layout.meta.result) === s.dataset.result)
-    && texts.every(e => e.dataset.result === s.dataset.result);
-}"""
 # The search has ended: the progress line gives its stop reason and counts, or its failure.
 ENDED_JS = ("() => { const p = document.querySelector('.explorer-suggest-progress');"
             " return !!p && /^(complete|budget|cancelled|patience): evaluated |^search failed/"

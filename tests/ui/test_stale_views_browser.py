@@ -25,24 +25,13 @@ pytest.importorskip("playwright.sync_api")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
 from cpu_load import burners  # noqa: E402
+from page_state import DRAWN_JS  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 WAIT_MS = 600_000          # a page load or a compile with every core taken
 VIEW = {"width": 1400, "height": 900}
 WORKLOAD = "transformer_train"
 STATUS = ".explorer-status [data-result]"
-# Every view on screen drew the result the status shows (plotly figures carry its id in
-# layout.meta.result, HTML views in data-result), and a figure is drawn.
-DRAWN_JS = """() => {
-  const s = document.querySelector('.explorer-status [data-result]');
-  if (!s || !s.textContent.startsWith('●')) return false;
-  const shown = e => e.offsetParent !== null && getComputedStyle(e).visibility !== 'hidden';
-  const figs = [...document.querySelectorAll('.explorer-app .js-plotly-plot')].filter(shown);
-  const texts = [...document.querySelectorAll('.explorer-app .explorer-drawn')].filter(shown);
-  return figs.length > 0
-    && figs.every(e => String(e.layout.meta && e.layout.meta.result) === s.dataset.result)
-    && texts.every(e => e.dataset.result === s.dataset.result);
-}"""
 # From the first frame the status names another result than `before`, until stopped: every
 # frame, each plotly figure on screen whose stamp is not the status's is recorded (the first
 # 50), with the frame count. Visible as the trust tests read it (tests/ui/test_trust_browser.py).
