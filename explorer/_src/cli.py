@@ -262,7 +262,8 @@ def _analyze_parser(sub) -> None:
                    "(3 and 4, or A,B) and carry the collectives, memory, cost and predicted "
                    "times on linearly to its own `layers` (explorer.analyze's extrapolate; "
                    "the output says EXTRAPOLATED first); auto (or auto:A,B): only where the full "
-                   "compile's estimated time passes --timeout")
+                   "compile's estimated time passes --timeout. A --from file's own "
+                   "compile.extrapolate is run so too, and --save writes the option down")
 
 
 def _add_workload_flags(a: argparse.ArgumentParser) -> None:
@@ -572,16 +573,17 @@ def _analyze(args) -> int:
     _check_analyze_flags(args, target)
     how = dict(timeout=args.timeout, measure=args.measure, tpu_topology=args.tpu_topology,
                real_devices=args.real_devices,
-               origins=bool(args.origins or args.why_layout))
+               origins=bool(args.origins or args.why_layout),
+               # A Request field: run honours it, and --save writes it down with the rest.
+               extrapolate=False if args.extrapolate_layers is None
+               else args.extrapolate_layers)
     flags = dict(specs=_key_values(args.spec, "--spec"),
                  params=_key_values(args.param, "--param"), preset=args.preset,
                  rules=args.rules, activations=_key_values(args.activation, "--activation"),
                  partitioner=args.partitioner or "shardy", axis_type=args.axis_type or "auto",
                  target=args.target, mapping=args.mapping, peak=args.peak,
                  compile_for=args.compile_for or "target", **how)
-    if args.extrapolate_layers is not None:
-        report = _extrapolated(args, exploration, how, flags)
-    elif exploration is not None:
+    if exploration is not None:
         # Only the run flags given: the request `load` checked (and planned) is the one run.
         report = run(exploration.request(**{k: v for k, v in how.items() if v}))
     elif args.save:
@@ -617,22 +619,6 @@ def _analyze(args) -> int:
         sys.stdout.flush()          # the summary shows while the changes compile
         print("\n" + _what_if_text(_what_ifs(report, what_if, args, exploration)))
     return 0
-
-
-def _extrapolated(args, exploration, how: dict, flags: dict):
-    """analyze --extrapolate-layers: the request (the file's, or the flags') compiled at two
-    small layer counts and carried on linearly (explorer.analyze's extrapolate)."""
-    from explorer._src.api.analysis_request import Request
-    from explorer._src.api.analyze import analyze
-
-    if args.save:
-        raise InputError("--extrapolate-layers and --save: --save writes the request, which "
-                         "compiles in full; save it in a run without --extrapolate-layers")
-    if exploration is not None:
-        request = exploration.request(**{k: v for k, v in how.items() if v})
-    else:
-        request = Request(workload=args.workload, mesh=args.mesh, **flags)
-    return analyze(request, extrapolate=args.extrapolate_layers)
 
 
 def _check_analyze_flags(args, target: str | None) -> None:

@@ -9,12 +9,16 @@ memory and predicted times within the error measured here and written in docs/co
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
 import explorer
+from explorer._src.api.analyze import clear_cache, run
+from explorer._src.api.exploration import Exploration, from_link, loads
 from explorer._src.api.extrapolate import check_extrapolate
 from explorer._src.compile.tpu import libtpu_installed
 
@@ -60,6 +64,136 @@ def test_a_measured_run_is_not_extrapolated():
     with pytest.raises(explorer.InputError, match="extrapolate with measure=True"):
         explorer.analyze_workload("transformer_train", "data=2,model=4", preset="megatron",
                                   params={"layers": 8}, measure=True, extrapolate=True)
+
+
+# ------------------------------------------------------------- the option as a Request field
+
+MESH = "data=2,model=4"
+
+
+def train(layers: int = 8, **fields) -> explorer.Request:
+    return explorer.Request(workload="transformer_train", mesh=MESH, preset="megatron",
+                            params={"layers": layers}, **fields)
+
+
+@pytest.mark.parametrize("given, written", [(False, False), (None, False), (True, True),
+                                            ((3, 4), True), ("3,4", True), ("auto", "auto"),
+                                            ("auto:3,4", "auto"), ((2, 5), "2,5"),
+                                            (" auto:2, 6 ", "auto:2,6")])
+def test_a_request_holds_the_option_in_one_written_form(given, written):
+    assert train(extrapolate=given).extrapolate == written
+    # Two ways of asking the same are the same Request (a session's edit, a cache's key).
+    assert train(extrapolate=given) == train(extrapolate=written)
+
+
+def test_replace_sets_the_option_and_keeps_the_rest():
+    plain = train()
+    on = replace(plain, extrapolate=(3, 4))
+    assert on.extrapolate is True and on != plain
+    assert replace(on, extrapolate=False) == plain
+    assert (on.params, on.preset, on.mesh) == (plain.params, plain.preset, plain.mesh)
+
+
+@pytest.mark.parametrize("bad", ["sometimes", "4,2", (0, 2), 3, [1], "auto:x"])
+def test_a_request_refuses_a_bad_option_naming_the_value_and_the_choices(bad):
+    with pytest.raises(explorer.InputError) as e:
+        train(extrapolate=bad)
+    message = str(e.value)
+    assert f"extrapolate={bad!r}" in message
+    assert "0 < a < b" in message or ("'auto'" in message and "'auto:A,B'" in message), message
+    with pytest.raises(explorer.InputError, match="extrapolate="):
+        replace(train(), extrapolate=bad)
+
+
+def test_a_request_refuses_the_option_where_it_counts_no_layers():
+    def f(x):
+        return x * 2
+
+    with pytest.raises(explorer.InputError, match="a function's layers cannot be counted"):
+        explorer.Request(fn=f, inputs=(explorer.TensorSpec("x", (8, 8), "float32", "data,None"),),
+                         mesh="data=2", extrapolate=True)
+    with pytest.raises(explorer.InputError, match="'mlp' has no layer count.*batch"):
+        explorer.Request(workload="mlp", mesh=MESH, extrapolate="auto")
+    assert explorer.Request(workload="mlp", mesh=MESH, extrapolate=False).extrapolate is False
+
+
+def test_an_exploration_round_trips_the_field():
+    for option in (True, "auto", "2,5", "auto:2,6", False):
+        request = train(extrapolate=option)
+        e = Exploration.of(request)
+        assert e.extrapolate == option
+        assert e.request() == request
+        assert loads(e.to_json()).request() == request
+        assert from_link(e.to_link()).request() == request
+
+
+def test_a_file_saved_before_the_field_loads_to_the_same_request():
+    # As an app's Share section wrote a file when the option was carried beside the Request:
+    # under "compile", next to the time limit.
+    text = json.dumps({
+        "format": "sharding-explorer exploration", "version": 1,
+        "request": {"workload": "transformer_train", "params": {"layers": 8},
+                    "mesh": MESH, "preset": "megatron"},
+        "compile": {"timeout": 600, "extrapolate": "auto:2,5"},
+        "app": {"tab": "Timing"}})
+    assert loads(text).request() == train(extrapolate="auto:2,5", timeout=600.0)
+
+
+def test_a_session_undoes_and_redoes_the_field_with_the_request():
+    s = explorer.Session(train())
+    s.edit(extrapolate="auto")
+    s.edit(timeout=120)                     # another field: the option is kept
+    assert (s.request.extrapolate, s.request.timeout) == ("auto", 120.0)
+    assert s.undo().extrapolate == "auto" and s.request.timeout is None
+    assert s.undo().extrapolate is False
+    assert s.redo().extrapolate == "auto"
+    assert s.redo() == train(extrapolate="auto", timeout=120)
+    # The app's way: a whole Request set, the field among the fields that differ.
+    s.set_request(train(extrapolate="2,5", timeout=120))
+    assert s.history[-1].changes == {"extrapolate": "2,5"}
+    assert s.undo().extrapolate == "auto"
+
+
+def test_the_keyword_sets_the_field_of_a_request():
+    # analyze(request, extrapolate=...) runs the request with the field set, so a function's
+    # request given the keyword is refused as a Request with the field is.
+    def f(x):
+        return x * 2
+
+    request = explorer.Request(fn=f, inputs=(explorer.TensorSpec("x", (8, 8), "float32",
+                                                                 "data,None"),),
+                               mesh="data=2")
+    with pytest.raises(explorer.InputError, match="a function's layers cannot be counted"):
+        explorer.analyze(request, extrapolate=True)
+
+
+@pytest.mark.slow
+def test_the_small_compiles_are_cached_as_their_own_requests_not_the_full_program():
+    # Small enough that each compile takes seconds; d_model 64 as the defaults.
+    def small(layers, **fields):
+        return explorer.Request(workload="transformer_train", mesh="data=2",
+                                params={"layers": layers}, **fields)
+
+    clear_cache()
+    ext = run(small(6, extrapolate=True))
+    assert ext.extrapolated is not None and ext.extrapolated.from_layers == (3, 4)
+    assert ext.workload.params["layers"] == 6
+    # Each small compile is found by the plain request asked for without the option ...
+    three, four = (run(small(n), cache_only=True) for n in (3, 4))
+    assert three is not None and four is not None
+    assert three.timing.cached and four.timing.cached
+    assert (three.workload.params["layers"], four.workload.params["layers"]) == (3, 4)
+    # ... and the full program was neither compiled nor stored under its key.
+    assert run(small(6), cache_only=True) is None
+    # Asked again, cache-only, the extrapolation is made again from the two small ones; the
+    # keyword on analyze sets the same field.
+    again = explorer.analyze(small(6), extrapolate=True, cache_only=True)
+    assert again is not None and again.extrapolated == ext.extrapolated
+    assert again.collectives == ext.collectives
+    # A cache that holds one of the two small compiles only answers nothing.
+    clear_cache()
+    run(small(3))
+    assert run(small(6, extrapolate=True), cache_only=True) is None
 
 
 def _counts(report: explorer.Report) -> Counter:

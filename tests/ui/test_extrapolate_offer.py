@@ -10,6 +10,7 @@ small compiles of an extrapolation run for real."""
 
 import html
 import re
+from dataclasses import replace
 
 import jax
 import pytest
@@ -17,6 +18,7 @@ import pytest
 pytest.importorskip("ipywidgets")
 
 from explorer import InputError, Request, TensorSpec  # noqa: E402
+from explorer._src.api import analyze as analyze_module  # noqa: E402
 from explorer._src.api import session as session_module  # noqa: E402
 from explorer._src.api.exploration import Exploration, extrapolate_option, from_link, loads  # noqa: E402
 from explorer._src.api.session import Session  # noqa: E402
@@ -44,18 +46,18 @@ def train(layers: int = LAYERS, **fields) -> Request:
 
 
 def test_only_a_workload_with_more_layers_than_the_small_compiles_is_offered():
-    assert extrapolable(train(), False) == LAYERS
-    assert extrapolable(train(layers=4), False) is None      # no larger than 3 and 4
-    assert extrapolable(train(), True) is None               # extrapolated already
-    assert extrapolable(train(measure=True), False) is None  # a run would time 3 layers
-    assert extrapolable(Request(workload="mlp", mesh=MESH), False) is None   # no layers
+    assert extrapolable(train()) == LAYERS
+    assert extrapolable(train(layers=4)) is None             # no larger than 3 and 4
+    assert extrapolable(train(extrapolate=True)) is None     # extrapolated already
+    assert extrapolable(train(measure=True)) is None         # a run would time 3 layers
+    assert extrapolable(Request(workload="mlp", mesh=MESH)) is None   # no layers
 
     def f(x):
         return x * 2
 
     function = Request(fn=f, inputs=(TensorSpec("x", (8, 8), "float32", "data,None"),),
                        mesh=MESH)
-    assert extrapolable(function, False) is None
+    assert extrapolable(function) is None
 
 
 def test_the_offer_shows_both_buttons_or_neither():
@@ -102,21 +104,23 @@ def test_an_exploration_keeps_its_extrapolation_in_the_file_and_the_link():
 
 
 def test_the_session_records_the_option_as_an_edit_and_undoes_it():
-    s = Session(train())
-    assert s.extrapolate is False
+    first = train()
+    s = Session(first)
+    assert s.request.extrapolate is False
     s.edit(extrapolate=True)
-    assert (s.extrapolate, s.history[-1].changes) == (True, {"extrapolate": True})
-    assert s.request is s.history[0].request          # the same Request, run another way
+    assert (s.request.extrapolate, s.history[-1].changes) == (True, {"extrapolate": True})
+    # The same program, the field alone changed.
+    assert s.request == replace(first, extrapolate=True) and s.request != first
     s.edit(extrapolate=(3, 4))                        # the same option written otherwise
     assert len(s.history) == 2
-    assert s.undo() is s.history[0].request and s.extrapolate is False
+    assert s.undo() is first and s.request.extrapolate is False
     s.redo()
-    assert s.extrapolate is True
+    assert s.request.extrapolate is True
     s.edit(workload="mlp", params=None)               # another program: not extrapolated
-    assert s.extrapolate is False
+    assert s.request.extrapolate is False
     with pytest.raises(InputError, match="has no layer count"):
         s.edit(extrapolate=True)
-    assert s.request.workload == "mlp" and s.extrapolate is False   # refused: unchanged
+    assert s.request.workload == "mlp" and s.request.extrapolate is False   # refused
 
 
 def test_a_functions_session_refuses_the_option():
@@ -134,10 +138,14 @@ def test_a_functions_session_refuses_the_option():
 @pytest.fixture
 def stopped(monkeypatch):
     """The session's compiles, with the full model's stopped at its limit as the pool stops
-    one; every other request compiled for real. Yields the layer counts asked for."""
-    real_run, asked = session_module.run, []
+    one; every other request compiled for real. Yields the layer counts compiled (asked for
+    with `extrapolate` off: an extrapolated request's `run` asks again for each plain
+    request it needs, through analyze's `run`, which is stood in for too)."""
+    real_run, asked = analyze_module.run, []
 
     def run(request, **kwargs):
+        if request.extrapolate:
+            return real_run(request, **kwargs)
         layers = request.planned.params.get("layers")
         asked.append(layers)
         if request.workload is None or layers == LAYERS:
@@ -145,6 +153,7 @@ def stopped(monkeypatch):
         return real_run(request, **kwargs)
 
     monkeypatch.setattr(session_module, "run", run)
+    monkeypatch.setattr(analyze_module, "run", run)
     return asked
 
 
@@ -182,7 +191,7 @@ def test_a_stopped_workload_is_offered_its_extrapolation_labelled_and_undone(sto
         assert app.report.workload.params["layers"] == LAYERS
         assert app.sidebar.extrapolate_w.value is True
         assert offer.widget.layout.display == "none"
-        assert app.session.extrapolate is True
+        assert app.session.request.extrapolate is True
         assert app.session.history[-1].changes == {"extrapolate": True}
 
         # Labelled everywhere it shows.
@@ -201,7 +210,8 @@ def test_a_stopped_workload_is_offered_its_extrapolation_labelled_and_undone(sto
         # Undo: the full model again, stopped again, offered again.
         stopped.clear()
         app.undo()
-        assert app.session.extrapolate is False and app.sidebar.extrapolate_w.value is False
+        assert app.session.request.extrapolate is False
+        assert app.sidebar.extrapolate_w.value is False
         assert app.session.request.params["layers"] == LAYERS
         assert stopped == [LAYERS]
         assert app.error is not None and offer.extrapolate_button.layout.display is None
@@ -237,6 +247,6 @@ def test_a_stopped_function_is_offered_a_larger_limit_only(stopped):
         assert app.limit_offer.button.layout.display is None
         assert app.limit_offer.extrapolate_button.layout.display == "none"
         assert app.sidebar.extrapolate_w.layout.display == "none"
-        assert app.session.extrapolate is False
+        assert app.session.request.extrapolate is False
     finally:
         app.close()

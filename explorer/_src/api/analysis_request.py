@@ -45,6 +45,7 @@ from explorer._src.api.output_specs import OutputSpecs, check_out_specs
 from explorer._src.api.patterns import apply_spec_patterns, spec_patterns, unmatched
 from explorer._src.api.pytrees import named_inputs, tensor_leaves
 from explorer._src.api.request import (
+    ExtrapolateLike,
     check_donate,
     check_flag,
     check_function,
@@ -53,6 +54,8 @@ from explorer._src.api.request import (
     check_partitioner,
     check_target,
     check_timeout,
+    extrapolate_option,
+    layer_count,
 )
 from explorer._src.api.targeting import (
     CompileFor,
@@ -225,7 +228,9 @@ class Request:
     Raises on construction (InputError and its subclasses), naming the field and the choices:
     a malformed or too large mesh, an unknown workload, param, preset, target, mapping,
     partitioner, compile_for or axis type, spec text or a spec pattern that cannot be read, a
-    timeout out of range. What needs the inputs placed (a spec that does not fit its tensor,
+    timeout out of range, an `extrapolate` that is not one of its forms or that asks for the
+    layers of a program that counts none (a function's, a workload without a layer param).
+    What needs the inputs placed (a spec that does not fit its tensor,
     rules that name no dimension, a donation that names no input) raises at `plan()`, which
     explorer.analyze calls first.
 
@@ -261,6 +266,10 @@ class Request:
     out_specs: Any = None
     origins: bool = False
     timeout: float | None = None
+    #: explorer.analyze's ``extrapolate``: a workload's stack of layers compiled at two small
+    #: counts and carried on linearly (explorer/_src/api/extrapolate.py); held in one written
+    #: form, False, True, "auto", "A,B" or "auto:A,B", so that two ways of asking compare equal
+    extrapolate: ExtrapolateLike = False
     measure: bool = False
     tpu_topology: str | None = None
     real_devices: bool = False
@@ -304,6 +313,9 @@ class Request:
                                 "a workload makes its own inputs (set params= instead)"))
         if self.context is None:
             object.__setattr__(self, "context", CallerContext.here())
+        # One written form (None is off, as analyze's keyword took it): an edit that asks the
+        # same in other words is the same Request, in a session's history and a cache's key.
+        object.__setattr__(self, "extrapolate", extrapolate_option(self.extrapolate))
         checked = self._check_workload() if self.fn is None else self._check_function()
         object.__setattr__(self, "checked", checked)
 
@@ -360,6 +372,8 @@ class Request:
                 normalize_spec(spec, tensor=name)
         timeout = check_timeout(self.timeout)
         params = workload.resolve(self.params)
+        if self.extrapolate:
+            layer_count(self.workload, params)     # a workload with layers to count
         if self.preset is not None:
             get_preset(self.preset)
         checked = self._check_rest(timeout, workload=workload, params=params,
@@ -370,6 +384,8 @@ class Request:
 
     def _check_function(self) -> Checked:
         check_function(self.fn)
+        if self.extrapolate:
+            layer_count(None, {})                   # refused: a function's cannot be counted
         # An edit (dataclasses.replace) traces the function again, maybe on another thread and
         # after the caller's `with` blocks closed: it keeps the contexts of the first request.
         object.__setattr__(self, "fn", bind_context(self.fn, self.context))

@@ -19,7 +19,7 @@ from explorer._src.api.analysis_request import (
     SpecPatterns,
     frozen_key,
 )
-from explorer._src.api.extrapolate import ExtrapolateLike, check_extrapolate, run_extrapolated
+from explorer._src.api.extrapolate import ExtrapolateLike, run_extrapolated
 from explorer._src.api.patterns import unmatched_note
 from explorer._src.api.request import check_flag
 from explorer._src.api.targeting import cpu_refusal, target_of_devices
@@ -62,7 +62,7 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             specs: SpecPatterns | None = ..., peak: bool = ...,
             compile_for: CompileForName = ..., origins: bool = ...,
             donate: str | Sequence[str] | None = ..., out_specs: Any = ...,
-            extrapolate: ExtrapolateLike = ...) -> Report: ...
+            extrapolate: ExtrapolateLike | None = ...) -> Report: ...
 
 
 @overload
@@ -75,7 +75,7 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             specs: SpecPatterns | None = ..., peak: bool = ...,
             compile_for: CompileForName = ..., origins: bool = ...,
             donate: str | Sequence[str] | None = ..., out_specs: Any = ...,
-            extrapolate: ExtrapolateLike = ...) -> Report | None: ...
+            extrapolate: ExtrapolateLike | None = ...) -> Report | None: ...
 
 
 def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None = None,
@@ -87,7 +87,8 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             real_devices: bool = False, specs: SpecPatterns | None = None,
             peak: bool = False, compile_for: CompileForName = "target",
             origins: bool = False, donate: str | Sequence[str] | None = None,
-            out_specs: Any = None, extrapolate: ExtrapolateLike = False) -> Report | None:
+            out_specs: Any = None, extrapolate: ExtrapolateLike | None = None
+            ) -> Report | None:
     """Compile `fn` on abstract inputs sharded over `mesh` and report what the partitioner did.
 
     Nothing is allocated: `fn` is traced on abstract arrays of the inputs' shapes, then lowered
@@ -188,7 +189,11 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
             (``Report.extrapolated`` says so, with the method's measured error): ``True``;
             ``"auto"`` only where the full compile's time, estimated the same way, would pass
             `timeout`; the two counts as ``(3, 5)``, ``"3,5"`` or ``"auto:3,5"`` (default 3
-            and 4). Also with a Request.
+            and 4). The Request's field ``extrapolate``, which this sets (with a Request:
+            over its own; None keeps the Request's). A measured run (`measure`) is not
+            extrapolated: ``"auto"`` then compiles in full, and the others are refused. With
+            `cache_only`, the extrapolation of the two small compiles the caches hold, None
+            where they do not hold both.
 
     Returns:
         The Report; from a cache, with ``timing.cached`` True. None only with `cache_only`,
@@ -247,16 +252,13 @@ def analyze(fn: Callable[..., Any] | Request, *args: Any, mesh: MeshLike | None 
         _only_run_options(args, mesh, partitioner, axis_type, timeout, target, mapping, measure,
                           tpu_topology, real_devices, specs, peak, compile_for, origins,
                           donate, out_specs)
-        request = fn
+        request = fn if extrapolate is None else replace(fn, extrapolate=extrapolate)
     else:
         request = Request(fn=fn, inputs=args, mesh=mesh, partitioner=partitioner,
                           axis_type=axis_type, timeout=timeout, target=target, mapping=mapping,
                           measure=measure, tpu_topology=tpu_topology, real_devices=real_devices,
                           specs=specs, peak=peak, compile_for=compile_for, origins=origins,
-                          donate=donate, out_specs=out_specs)
-    if check_extrapolate(extrapolate) is not None and not cache_only:
-        return run_extrapolated(request, extrapolate, lambda r: run(r, pool=pool,
-                                                                     use_cache=use_cache))
+                          donate=donate, out_specs=out_specs, extrapolate=extrapolate)
     return run(request, pool=pool, use_cache=use_cache, cache_only=cache_only)
 
 
@@ -281,9 +283,16 @@ def run(request: Request, *, pool: WorkerPool | None = None, use_cache: bool = T
 
     `spent`, when given, gets the seconds this call spent reading the compiler's output into a
     Report (``"read"``) and pricing it on the target (``"price"``), beside the worker start,
-    lowering and compile the Report's timing holds."""
+    lowering and compile the Report's timing holds.
+
+    A request with `extrapolate` set is answered from its two small compiles (or the full one,
+    where the option says so: explorer/_src/api/extrapolate.py), each run here as the plain
+    request it is: its own cache key, never the full program's, and with `cache_only` None
+    where a cache does not hold each one it needs."""
     use_cache = check_flag(use_cache, "use_cache")
     cache_only = check_flag(cache_only, "cache_only")
+    if request.extrapolate:
+        return _extrapolated(request, pool, use_cache, cache_only, spent)
     request.plan()          # what needs the inputs placed is refused before any cache is read
     t0 = time.perf_counter()
     found = _compiled(request, pool, use_cache, cache_only, spent)
@@ -295,6 +304,26 @@ def run(request: Request, *, pool: WorkerPool | None = None, use_cache: bool = T
         report = report.with_timing(replace(report.timing, cached=True,
                                             lookup_s=time.perf_counter() - t0))
     return report
+
+
+class _Missed(Exception):
+    """A cache-only lookup of an extrapolated request missed one of the compiles it needs."""
+
+
+def _extrapolated(request: Request, pool, use_cache: bool, cache_only: bool, spent
+                  ) -> Report | None:
+    """`run` of a request with `extrapolate` set: each compile it needs `run` as a plain
+    request (found by one asked for without the option), the extrapolation made of them."""
+    def answer(plain: Request) -> Report:
+        report = run(plain, pool=pool, use_cache=use_cache, cache_only=cache_only, spent=spent)
+        if report is None:
+            raise _Missed
+        return report
+
+    try:
+        return run_extrapolated(request, answer)
+    except _Missed:
+        return None
 
 
 # The Reports as `run` returns them (priced on the target, the workload's description added),

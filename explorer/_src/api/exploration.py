@@ -46,8 +46,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from explorer._src.api.analysis_request import CompileForName, Request
-from explorer._src.api.extrapolate import DEFAULT_FROM, ExtrapolateLike, check_extrapolate
-from explorer._src.api.request import check_mesh, check_partitioner, check_target, check_timeout
+from explorer._src.api.request import (
+    ExtrapolateLike,
+    check_mesh,
+    check_partitioner,
+    check_target,
+    check_timeout,
+    extrapolate_option,
+)
 from explorer._src.api.targeting import CompileFor, check_compile_for
 from explorer._src.compile.protocol import Partitioner
 from explorer._src.errors import InputError, choices
@@ -178,9 +184,10 @@ class Exploration:
         peak: predicted at the vendors' peak rates.
         timeout: the seconds a compile may take (explorer.analyze's ``timeout``); None for
             the default (the app's follows the target).
-        extrapolate: explorer.analyze's ``extrapolate`` (a workload's layers compiled at two
+        extrapolate: the Request's ``extrapolate`` (a workload's layers compiled at two
             small counts and carried on linearly), in its one written form
-            (`extrapolate_option`): False, True, ``"auto"``, ``"A,B"`` or ``"auto:A,B"``.
+            (`extrapolate_option`): False, True, ``"auto"``, ``"A,B"`` or ``"auto:A,B"``;
+            the file's ``"compile": {"extrapolate": ...}``.
         app: the app's state.
     """
 
@@ -200,7 +207,7 @@ class Exploration:
     mapping: str | None = None
     peak: bool = False
     timeout: float | None = None
-    extrapolate: bool | str = False
+    extrapolate: ExtrapolateLike = False
     app: AppState = field(default_factory=AppState)
     # The Request `request()` made of this exploration (a workload's), kept so that a load's
     # check and the analysis that follows plan its layout once; and whether a Request of it is
@@ -213,19 +220,21 @@ class Exploration:
         # name is the one InputError that names the value and the choices.
         object.__setattr__(self, "partitioner", check_partitioner(self.partitioner))
         object.__setattr__(self, "compile_for", check_compile_for(self.compile_for))
+        # In the Request's one written form, whichever form it was given in.
+        object.__setattr__(self, "extrapolate", extrapolate_option(self.extrapolate))
 
     # ----------------------------------------------------------------- to and from a Request
 
     @classmethod
     def of(cls, request: Request, app: AppState | None = None, *,
            default_timeout: float | None = None,
-           extrapolate: ExtrapolateLike = False) -> Exploration:
+           extrapolate: ExtrapolateLike | None = None) -> Exploration:
         """`request` written down, with the app's state `app`: what `request()` makes again.
         A workload's params only where they differ from its defaults (a link stays short, and
         a file says what was chosen); a time limit equal to `default_timeout` (the target's
         default, which the app fills in) is left out, so that it follows the target where it
-        is opened. `extrapolate`: analyze's option the request is run with (not a Request
-        field: an app's session holds it beside its request). A user's function is carried
+        is opened. The request's `extrapolate` is carried as it is (`extrapolate`, where given,
+        in its place: a caller of before it was a Request field). A user's function is carried
         by its module path where it has one, its inputs by their specs; what a file has no
         field for (measure, origins, a TPU topology, real devices, output specs) is not
         carried."""
@@ -242,7 +251,8 @@ class Exploration:
             peak=bool(request.peak),
             timeout=None if request.timeout is None or request.timeout == default_timeout
             else float(request.timeout),
-            extrapolate=extrapolate_option(extrapolate), app=app or AppState())
+            extrapolate=request.extrapolate if extrapolate is None else extrapolate,
+            app=app or AppState())
         if request.workload is not None:
             defaults = get_workload(request.workload).resolve({})
             made = cls(workload=request.workload,
@@ -274,6 +284,8 @@ class Exploration:
                 given one, or whatever the Request refuses."""
         if self.timeout is not None:
             fields.setdefault("timeout", self.timeout)
+        if self.extrapolate:
+            fields.setdefault("extrapolate", self.extrapolate)
         common = dict(mesh=self.mesh, axis_type=self.axis_type, partitioner=self.partitioner,
                       target=self.target, mapping=self.mapping, peak=self.peak,
                       compile_for=self.compile_for, **fields)
@@ -281,7 +293,9 @@ class Exploration:
             if fn is not None or inputs:
                 raise InputError(f"this exploration is of the built-in workload "
                                  f"{self.workload!r}; it takes no function or inputs")
-            keep = set(fields) <= {"timeout"} and fields.get("timeout") == self.timeout
+            keep = set(fields) <= {"timeout", "extrapolate"} and \
+                fields.get("timeout") == self.timeout and \
+                fields.get("extrapolate", False) == self.extrapolate
             if keep and self._made is not None:
                 return self._made
             made = Request(workload=self.workload, params=dict(self.params),
@@ -396,12 +410,8 @@ class Exploration:
         from explorer._src.api.analyze import run
 
         how = {k: kwargs.pop(k) for k in ("pool", "use_cache", "cache_only") if k in kwargs}
-        request = self.request(fn, *args, **kwargs)
-        if self.extrapolate and not how.get("cache_only"):
-            from explorer._src.api.extrapolate import run_extrapolated
-
-            return run_extrapolated(request, self.extrapolate, lambda r: run(r, **how))
-        return run(request, **how)
+        # The request's `extrapolate` (the file's compile.extrapolate) is run's to honour.
+        return run(self.request(fn, *args, **kwargs), **how)
 
     def _no_function(self) -> InputError:
         if self.function is None:
@@ -436,7 +446,7 @@ class Exploration:
                       peak=bool(estimate.peak) if estimate else False, app=app or AppState(),
                       # An extrapolated Report is made again by extrapolating from the same
                       # two layer counts.
-                      extrapolate=extrapolate_option(tuple(report.extrapolated.from_layers))
+                      extrapolate=tuple(report.extrapolated.from_layers)
                       if report.extrapolated is not None else False)
         info = report.workload
         if info is not None and info.name in WORKLOADS:
@@ -670,22 +680,6 @@ def from_dict(data: Any) -> Exploration:
     specs = _names_to_specs(request.get("specs", {}), "request.specs", None)
     donate = _donated(request.get("donate", []))
     return Exploration(function=function, specs=specs, donate=donate, **common)
-
-
-def extrapolate_option(value: ExtrapolateLike | None) -> bool | str:
-    """explorer.analyze's `extrapolate` in one written form, so that two ways of asking the
-    same compare equal (an app's history, a file): False (off), True (the default counts),
-    ``"auto"``, ``"A,B"`` or ``"auto:A,B"``.
-
-    Raises:
-        InputError: not one of the forms analyze takes (explorer/_src/api/extrapolate.py)."""
-    checked = check_extrapolate(value)
-    if checked is None:
-        return False
-    mode, (a, b) = checked
-    if (a, b) == DEFAULT_FROM:
-        return True if mode == "on" else "auto"
-    return f"{'auto:' if mode == 'auto' else ''}{a},{b}"
 
 
 def _donated(value) -> tuple[str, ...]:

@@ -11,34 +11,28 @@ the two compiles differ by more than repeated layers).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Literal, TypeAlias
 
 from explorer._src.api.analysis_request import Request
+from explorer._src.api.request import (
+    DEFAULT_FROM,
+    LAYER_PARAMS,
+    ExtrapolateLike,
+    check_extrapolate,
+    extrapolate_option,
+    layer_count,
+)
 from explorer._src.compile.pool import DEFAULT_TIMEOUT_S
 from explorer._src.errors import InputError
 from explorer._src.report.layer_extrapolation import extrapolate_layers
 from explorer._src.report.report import Extrapolation, Report
-from explorer._src.spec.bounds import show
 from explorer._src.workloads.registry import get_workload
 
-__all__ = ["DEFAULT_FROM", "ExtrapolateLike", "check_extrapolate", "run_extrapolated"]
-
-# The option as analyze takes it: False (off), True, "auto", or the two layer counts to compile
-# (a tuple, or text "3,5"; "auto:3,5" for both).
-ExtrapolateLike: TypeAlias = bool | str | tuple[int, int]
-
-# The layer counts compiled by default. Not 1: with one layer XLA drops the scan's loop (a
-# trip count of 1), so the one-layer program is shaped unlike every longer one. Not 2: libtpu
-# combines the loop body's gradient all-reduces otherwise at a trip count of 2 (two parts
-# where 3 and more layers get six, for transformer_train on tpu-v5e-2x4). From 3 on, the
-# loop's body and what is outside it were the same on the CPU and for a TPU slice, and only
-# the trip count and the stacked weights grew.
-DEFAULT_FROM = (3, 4)
-# The workload params that count a stack's layers.
-LAYER_PARAMS = ("layers", "n_layers")
+# The option is a Request field (`Request.extrapolate`), read where the other fields are
+# (explorer/_src/api/request.py); its names are kept here too, where they were first.
+__all__ = ["DEFAULT_FROM", "LAYER_PARAMS", "ExtrapolateLike", "check_extrapolate",
+           "extrapolate_option", "layer_param", "run_extrapolated"]
 
 # The method's error, measured against full compiles by tests/api/test_extrapolate.py (its
 # slow tests) and written in docs/cost-model.md, "Extrapolated layers".
@@ -50,80 +44,37 @@ ERROR = ("against full compiles the collectives were exact; the predicted step w
          "linearly, and 83% low for an unrolled stack on tpu-v5e-2x4 whose small compiles "
          "held no temporaries (docs/cost-model.md, 'Extrapolated layers')")
 
-_COUNTS = re.compile(r"\s*(\d+)\s*,\s*(\d+)\s*")
-
-
-def check_extrapolate(value: ExtrapolateLike | None
-                      ) -> tuple[Literal["on", "auto"], tuple[int, int]] | None:
-    """The option read: None for off, else the mode and the two layer counts to compile.
-
-    Raises:
-        InputError: not one of the forms, or counts that are not 0 < a < b."""
-    if value is None or value is False:
-        return None
-    if value is True:
-        return "on", DEFAULT_FROM
-    mode: Literal["on", "auto"] = "on"
-    counts: Any = value
-    if isinstance(value, str):
-        text = value.strip()
-        if text == "auto" or text.startswith("auto:"):
-            mode, text = "auto", text[len("auto:"):] if ":" in text else ""
-        if not text:
-            return mode, DEFAULT_FROM
-        m = _COUNTS.fullmatch(text)
-        if m is None:
-            raise InputError(f"extrapolate={show(value)} is not understood; choose True, "
-                             "'auto', two layer counts 'A,B' (e.g. '2,4') or 'auto:A,B'")
-        counts = (int(m.group(1)), int(m.group(2)))
-    if (not isinstance(counts, tuple | list) or len(counts) != 2
-            or not all(isinstance(n, int) and not isinstance(n, bool) for n in counts)):
-        raise InputError(f"extrapolate={show(value)} is not understood; choose True, 'auto', "
-                         "two layer counts (a, b) or 'A,B', or 'auto:A,B'")
-    a, b = counts
-    if not 0 < a < b:
-        raise InputError(f"extrapolate={show(value)}: the two layer counts must be 0 < a < b, "
-                         "e.g. (2, 4)")
-    return mode, (a, b)
-
-
 def layer_param(request: Request) -> tuple[str, int]:
     """The param that counts the request's layers, and its value (defaults filled in).
 
     Raises:
         InputError: a function's request, or a workload with no such param."""
     if request.workload is None:
-        raise InputError("extrapolate works on a built-in workload's stack of layers (a "
-                         f"param named one of {', '.join(LAYER_PARAMS)}); a function's layers "
-                         "cannot be counted: compile it in full (extrapolate=False)")
-    workload = get_workload(request.workload)
-    params = workload.resolve(request.params)
-    for name in LAYER_PARAMS:
-        if name in params:
-            return name, params[name]
-    raise InputError(f"extrapolate: workload {request.workload!r} has no layer count (a param "
-                     f"named one of {', '.join(LAYER_PARAMS)}); its params: "
-                     f"{', '.join(params)}")
+        return layer_count(None, {})
+    return layer_count(request.workload, get_workload(request.workload).resolve(request.params))
 
 
-def run_extrapolated(request: Request, extrapolate: ExtrapolateLike,
-                     answer: Callable[[Request], Report]) -> Report:
-    """The Report of `request`, extrapolated from two compiles of fewer layers where the
-    option says so, else compiled in full (see the module's docstring). `answer` gives one
-    request's Report (explorer._src.api.analyze.run with the caller's pool and cache: passed
-    in, as analyze imports this module)."""
-    mode, (a, b) = check_extrapolate(extrapolate) or ("on", DEFAULT_FROM)
+def run_extrapolated(request: Request, answer: Callable[[Request], Report]) -> Report:
+    """The Report of `request`, extrapolated from two compiles of fewer layers where its
+    `extrapolate` field says so, else compiled in full (see the module's docstring). `answer`
+    gives one request's Report (explorer._src.api.analyze.run with the caller's pool and
+    cache: passed in, as analyze imports this module); each request it is given has
+    `extrapolate` off, so that the small compiles and a full one are each keyed, compiled and
+    cached as the plain request they are, and found again by one asked for without the
+    option."""
+    mode, (a, b) = check_extrapolate(request.extrapolate) or ("on", DEFAULT_FROM)
     param, layers = layer_param(request)
+    plain = replace(request, extrapolate=False)     # the full model, compiled as it is
     if layers <= b:
-        return answer(request)   # no larger than the small ones
+        return answer(plain)   # no larger than the small ones
     if request.measure:
         if mode == "auto":
-            return answer(request)
+            return answer(plain)
         raise InputError("extrapolate with measure=True: a run would time the small compiles, "
                          "not the model asked for; measure the full model (extrapolate=False) "
                          "or drop measure")
     params = dict(request.params or {})
-    ra, rb = (answer(replace(request, params={**params, param: n})) for n in (a, b))
+    ra, rb = (answer(replace(plain, params={**params, param: n})) for n in (a, b))
     compile_a, compile_b = ra.timing.compile_s, rb.timing.compile_s
     # A cached Report's compile_s is the time its compile took when it was made: still the
     # compile's time, which is what the estimate needs.
@@ -132,7 +83,7 @@ def run_extrapolated(request: Request, extrapolate: ExtrapolateLike,
     limit = request.timeout if request.timeout is not None else DEFAULT_TIMEOUT_S
     if mode == "auto":
         if estimated <= limit:
-            return answer(request)
+            return answer(plain)
         reason = (f"the full compile's time, estimated {estimated:.0f} s from theirs, passes "
                   f"the {limit:.0f} s limit")
     else:
@@ -144,7 +95,7 @@ def run_extrapolated(request: Request, extrapolate: ExtrapolateLike,
         report = extrapolate_layers(ra, rb, extrapolation)
     except InputError:
         if mode == "auto":
-            return answer(request)
+            return answer(plain)
         raise
     if report.workload is not None:
         report = replace(report, workload=replace(

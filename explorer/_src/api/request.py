@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, TypeAlias
 
 from explorer._src.compile.pool import MAX_DEVICES
 from explorer._src.compile.protocol import Partitioner
@@ -27,6 +28,23 @@ PARTITIONERS = tuple(Partitioner)
 _MAX_PATTERN = 1000           # characters of one donate= pattern; input names are short
 MAX_TIMEOUT = 24 * 3600       # seconds; a compile that needs longer is not coming back
 _MAX_NAME = 200               # characters of a target or topology name; real ones are short
+
+# explorer.analyze's `extrapolate` as it is given: False (off), True, "auto", or the two layer
+# counts to compile (a tuple, or text "3,5"; "auto:3,5" for both). A Request holds it in one
+# written form (`extrapolate_option`). Read here, beside the other fields' checks, so that the
+# Request checks it as it is made (explorer/_src/api/extrapolate.py runs it).
+ExtrapolateLike: TypeAlias = bool | str | tuple[int, int]
+# The layer counts compiled by default. Not 1: with one layer XLA drops the scan's loop (a
+# trip count of 1), so the one-layer program is shaped unlike every longer one. Not 2: libtpu
+# combines the loop body's gradient all-reduces otherwise at a trip count of 2 (two parts
+# where 3 and more layers get six, for transformer_train on tpu-v5e-2x4). From 3 on, the
+# loop's body and what is outside it were the same on the CPU and for a TPU slice, and only
+# the trip count and the stacked weights grew.
+DEFAULT_FROM = (3, 4)
+_COUNTS = re.compile(r"\s*(\d+)\s*,\s*(\d+)\s*")
+# The workload params that count a stack's layers: what `extrapolate` carries on.
+LAYER_PARAMS = ("layers", "n_layers")
+_EXTRAPOLATE_CHOICES = "True, 'auto', two layer counts (a, b) or 'A,B' (e.g. '2,4'), or 'auto:A,B'"
 
 
 def check_partitioner(partitioner) -> Partitioner:
@@ -164,3 +182,73 @@ def check_donate(donate, names: Sequence[str]) -> tuple[int, ...]:
                               f"{choices(names[:10])}{more}")
         donated.update(found)
     return tuple(sorted(donated))
+
+
+def check_extrapolate(value: ExtrapolateLike | None
+                      ) -> tuple[Literal["on", "auto"], tuple[int, int]] | None:
+    """explorer.analyze's `extrapolate` read: None for off, else the mode and the two layer
+    counts to compile.
+
+    Raises:
+        InputError: not one of the forms, or counts that are not 0 < a < b."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return "on", DEFAULT_FROM
+    mode: Literal["on", "auto"] = "on"
+    counts: Any = value
+    if isinstance(value, str):
+        text = value.strip()
+        if text == "auto" or text.startswith("auto:"):
+            mode, text = "auto", text[len("auto:"):] if ":" in text else ""
+        if not text:
+            return mode, DEFAULT_FROM
+        m = _COUNTS.fullmatch(text)
+        if m is None:
+            raise InputError(f"extrapolate={show(value)} is not understood; choose False, "
+                             f"{_EXTRAPOLATE_CHOICES}")
+        counts = (int(m.group(1)), int(m.group(2)))
+    if (not isinstance(counts, tuple | list) or len(counts) != 2
+            or not all(isinstance(n, int) and not isinstance(n, bool) for n in counts)):
+        raise InputError(f"extrapolate={show(value)} is not understood; choose False, "
+                         f"{_EXTRAPOLATE_CHOICES}")
+    a, b = counts
+    if not 0 < a < b:
+        raise InputError(f"extrapolate={show(value)}: the two layer counts must be 0 < a < b, "
+                         "e.g. (2, 4)")
+    return mode, (a, b)
+
+
+def extrapolate_option(value: ExtrapolateLike | None) -> bool | str:
+    """explorer.analyze's `extrapolate` in one written form, so that two ways of asking the
+    same compare equal (a Request, an app's history, a file): False (off), True (the default
+    counts), ``"auto"``, ``"A,B"`` or ``"auto:A,B"``.
+
+    Raises:
+        InputError: not one of the forms analyze takes (`check_extrapolate`)."""
+    checked = check_extrapolate(value)
+    if checked is None:
+        return False
+    mode, (a, b) = checked
+    if (a, b) == DEFAULT_FROM:
+        return True if mode == "on" else "auto"
+    return f"{'auto:' if mode == 'auto' else ''}{a},{b}"
+
+
+def layer_count(workload: str | None, params: Mapping[str, Any]) -> tuple[str, int]:
+    """The param of `workload` that counts its layers (one of LAYER_PARAMS) and its value in
+    `params` (resolved, defaults filled in): what `extrapolate` needs.
+
+    Raises:
+        InputError: a function's request (`workload` None), or a workload with no such
+            param, naming its params."""
+    if workload is None:
+        raise InputError("extrapolate works on a built-in workload's stack of layers (a "
+                         f"param named one of {', '.join(LAYER_PARAMS)}); a function's layers "
+                         "cannot be counted: compile it in full (extrapolate=False)")
+    for name in LAYER_PARAMS:
+        if name in params:
+            return name, params[name]
+    raise InputError(f"extrapolate: workload {workload!r} has no layer count (a param "
+                     f"named one of {', '.join(LAYER_PARAMS)}); its params: "
+                     f"{', '.join(params)}")

@@ -4,10 +4,9 @@ A Session holds one current `Request` and the edits that led to it. `edit(**chan
 one edit, checked and planned as a whole (`dataclasses.replace` makes a new Request, checked as
 it is made, then `plan()`: an edit refused for a spec that does not fit is refused here, not at
 its compile) or refused with the Request's InputError, in which case nothing changes; `undo()`
-and `redo()` step through the edits, each restoring the exact earlier Request. Beside its
-Request each edit holds explorer.analyze's `extrapolate` option (a built-in workload's layers
-compiled at two small counts and carried on linearly: explorer/_src/api/extrapolate.py), which
-is how the current request is run and is undone and redone with it. Specs set by
+and `redo()` step through the edits, each restoring the exact earlier Request, its
+`extrapolate` field with it (a built-in workload's layers compiled at two small counts and
+carried on linearly: explorer/_src/api/extrapolate.py, which `run` honours). Specs set by
 hand are the user's: `set_spec` keeps every other hand-set spec, rules and presets only place
 the tensors no hand-set spec names (strategy/plan.py: a tensor's own spec wins), and
 `untouched_by_rules()` says which tensors a rule would have placed otherwise.
@@ -43,8 +42,6 @@ from typing import Any
 
 from explorer._src.api.analysis_request import Request
 from explorer._src.api.analyze import run
-from explorer._src.api.exploration import extrapolate_option
-from explorer._src.api.extrapolate import ExtrapolateLike, layer_param, run_extrapolated
 from explorer._src.api.scheduler import CompileScheduler
 from explorer._src.api.what_if import (
     ChangeSearch,
@@ -78,7 +75,8 @@ COLD_WORKER_QUIET_S = 1.5
 # Fields that name the program: a new workload or function makes the old params and specs
 # meaningless, so an edit that changes the program and not them clears them.
 _PROGRAM_FIELDS = ("workload", "fn", "inputs")
-_PER_PROGRAM = ("params", "specs", "activations")
+# Another program's layers are not the ones extrapolated, if it has any.
+_PER_PROGRAM = ("params", "specs", "activations", "extrapolate")
 
 
 @dataclass(frozen=True)
@@ -137,13 +135,10 @@ class Result:
 
 @dataclass(frozen=True)
 class Edit:
-    """One accepted edit: the fields it set (`changes`) and the Request it made, with
-    explorer.analyze's `extrapolate` option it is run with, in one written form: False, True,
-    ``"auto"``, ``"A,B"`` or ``"auto:A,B"``."""
+    """One accepted edit: the fields it set (`changes`) and the Request it made."""
 
     changes: Mapping[str, Any]
     request: Request
-    extrapolate: bool | str = False
 
     def text(self) -> str:
         return ", ".join(f"{k}={show(v)}" for k, v in self.changes.items()) or "start"
@@ -161,7 +156,6 @@ class _Submitted:
     generation: int
     request: Request
     describe: Describe | None = None
-    extrapolate: bool | str = False
 
 
 class Session:
@@ -173,9 +167,6 @@ class Session:
         pool: the WorkerPool that compiles; None for this process's shared one.
         debounce: seconds of quiet the scheduler waits for after a compile before it starts
             the latest edit (`schedule`).
-        extrapolate: explorer.analyze's ``extrapolate``, how the first request is run (an
-            edit may change it: ``edit(extrapolate=True)``); only a built-in workload with a
-            layer count takes it.
 
     Example:
         >>> import explorer
@@ -192,8 +183,7 @@ class Session:
     """
 
     def __init__(self, request: Request | None = None, *, pool: WorkerPool | None = None,
-                 debounce: float = 0.3, executor: Executor | None = None,
-                 extrapolate: ExtrapolateLike = False, **fields: Any):
+                 debounce: float = 0.3, executor: Executor | None = None, **fields: Any):
         if request is None:
             request = Request(**fields)
         elif fields:
@@ -201,9 +191,8 @@ class Session:
         if not isinstance(request, Request):
             raise InputError(f"{show(request)} is not an explorer.Request")
         _ready(request)
-        option = _option(request, extrapolate)
         self.pool = pool
-        self._edits: list[Edit] = [Edit({}, request, option)]
+        self._edits: list[Edit] = [Edit({}, request)]
         self._at = 0                                # the current edit's index
         self.generation = 0
         self.result: Result | None = None
@@ -223,12 +212,6 @@ class Session:
     @property
     def request(self) -> Request:
         return self._edits[self._at].request
-
-    @property
-    def extrapolate(self) -> bool | str:
-        """How the current request is run: explorer.analyze's ``extrapolate`` (False: compiled
-        in full), written as `Edit.extrapolate` is."""
-        return self._edits[self._at].extrapolate
 
     @property
     def report(self) -> Report | None:
@@ -257,59 +240,47 @@ class Session:
 
     @property
     def undone_edit(self) -> Edit | None:
-        """The edit `redo()` would restore, with its `extrapolate`; None when there is none."""
+        """The edit `redo()` would restore; None when there is none."""
         return self._edits[self._at + 1] if self.can_redo else None
 
     def edit(self, **changes: Any) -> Request:
         """Apply one edit: the Request with `changes` (its field names), validated and planned
         as a whole. Raises the Request's InputError, and changes nothing, when it does not hold;
         an edit that changes nothing is not recorded. Changing the program (`workload`, `fn`,
-        `inputs`) clears the params, specs and activations the edit does not set.
-        ``extrapolate`` (not a Request field) sets how the request is run, as analyze's
-        option; it is kept where the edit does not set it, unless it changes the program."""
-        given, changes = set(changes), dict(changes)
-        option = changes.pop("extrapolate", self.extrapolate)
+        `inputs`) clears the params, specs, activations and `extrapolate` the edit does not
+        set."""
+        changes = dict(changes)
         unknown = [k for k in changes if k not in _FIELDS]
         if unknown:
             raise InputError(f"{show(unknown[0])} is not a field of a Request; the fields are "
-                             f"{choices(_FIELDS)}, and 'extrapolate' (how it is run)")
+                             f"{choices(_FIELDS)}")
         if any(k in changes and changes[k] is not getattr(self.request, k)
                for k in _PROGRAM_FIELDS):
             changes = {**{k: None for k in _PER_PROGRAM}, **changes}
-            # Another program's layers are not the ones extrapolated, if it has any.
-            option = option if "extrapolate" in given else False
-        # Only the option changed: the same Request, run another way.
         new = replace(self.request, **changes) if changes else self.request   # raises
         _ready(new)                                 # likewise; nothing is changed then
-        option = _option(new, option)               # likewise
-        if same_request(new, self.request) and option == self.extrapolate:
+        if same_request(new, self.request):
             return self.request
-        if option != self.extrapolate:
-            changes["extrapolate"] = option
-        self._record(changes, new, option)
+        self._record(changes, new)
         return new
 
-    def set_request(self, request: Request, extrapolate: ExtrapolateLike = False) -> Request:
-        """Make `request` (made and checked by the caller, as the app does from its widgets),
-        run with `extrapolate`, the current one, recorded as an edit of the fields that differ;
-        one equal to the current request and option changes nothing."""
+    def set_request(self, request: Request) -> Request:
+        """Make `request` (made and checked by the caller, as the app does from its widgets)
+        the current one, recorded as an edit of the fields that differ; one equal to the
+        current request changes nothing."""
         if not isinstance(request, Request):
             raise InputError(f"{show(request)} is not an explorer.Request")
         _ready(request)                 # raises; nothing is changed then
-        option = _option(request, extrapolate)      # likewise
-        if same_request(request, self.request) and option == self.extrapolate:
+        if same_request(request, self.request):
             return self.request
         changes = {k: getattr(request, k) for k in _FIELDS
                    if not _same_value(getattr(request, k), getattr(self.request, k))}
-        if option != self.extrapolate:
-            changes["extrapolate"] = option
-        self._record(changes, request, option)
+        self._record(changes, request)
         return request
 
-    def _record(self, changes: Mapping[str, Any], request: Request,
-                extrapolate: bool | str) -> None:
+    def _record(self, changes: Mapping[str, Any], request: Request) -> None:
         del self._edits[self._at + 1:]
-        self._edits.append(Edit(dict(changes), request, extrapolate))
+        self._edits.append(Edit(dict(changes), request))
         self._at += 1
         self.generation += 1
 
@@ -362,7 +333,7 @@ class Session:
         with `cache_only`, on a miss. `describe(report)`: the Report as the caller shows it,
         which the Result holds."""
         return self._answer(self.generation, self.request, cache_only=cache_only,
-                            describe=describe, extrapolate=self.extrapolate)
+                            describe=describe)
 
     def change_search(self, collective: int, result: Result | None = None) -> ChangeSearch:
         """The what-if search of collective `collective` of `result`'s Report, its changes read
@@ -395,11 +366,11 @@ class Session:
         return list(WhatIfSearch.of(search).confirmed)
 
     def _answer(self, generation: int, request: Request, cache_only: bool = False,
-                waited: float = 0.0, describe: Describe | None = None,
-                extrapolate: bool | str = False) -> Result | None:
+                waited: float = 0.0, describe: Describe | None = None) -> Result | None:
         spent: dict[str, float] = {}
         t0 = time.perf_counter()
-        report = self._run(request, extrapolate, cache_only, spent)
+        # A request with `extrapolate` set is answered from its small compiles (`run`).
+        report = run(request, pool=self.pool, cache_only=cache_only, spent=spent)
         if report is None:
             return None
         wall = time.perf_counter() - t0
@@ -421,25 +392,6 @@ class Session:
         if generation == self.generation:
             self.result = result
         return result
-
-    def _run(self, request: Request, extrapolate: bool | str, cache_only: bool,
-             spent: dict[str, float]) -> Report | None:
-        """`request`'s Report, run as `extrapolate` says (explorer.analyze's option); None
-        with `cache_only` where a cache holds it not (for an extrapolated one: not both small
-        compiles)."""
-        if not extrapolate:
-            return run(request, pool=self.pool, cache_only=cache_only, spent=spent)
-
-        def answer(r: Request) -> Report:
-            report = run(r, pool=self.pool, cache_only=cache_only, spent=spent)
-            if report is None:
-                raise _Missed
-            return report
-
-        try:
-            return run_extrapolated(request, extrapolate, answer)
-        except _Missed:
-            return None
 
     def drawn(self, generation: int, seconds: float) -> Result | None:
         """A view drew edit `generation`'s result in `seconds`: counted in its TimeSpent. The
@@ -487,15 +439,14 @@ class Session:
         Result holds."""
         self._shown = shown
         self._on_started = started or (lambda generation: None)
-        generation, request, option = self.generation, self.request, self.extrapolate
-        hit = self._answer(generation, request, cache_only=True, describe=describe,
-                           extrapolate=option)
+        generation, request = self.generation, self.request
+        hit = self._answer(generation, request, cache_only=True, describe=describe)
         if hit is not None:
             self._scheduler.discard()
             shown(hit)
             return hit
         self._submitted_at[generation] = time.perf_counter()
-        self._scheduler.submit(generation, _Submitted(generation, request, describe, option),
+        self._scheduler.submit(generation, _Submitted(generation, request, describe),
                                loop, self.quiet_before(request))
         return None
 
@@ -515,7 +466,7 @@ class Session:
         waited = started - submitted if submitted is not None else 0.0
         try:
             result = self._answer(generation, edit.request, waited=waited,
-                                  describe=edit.describe, extrapolate=edit.extrapolate)
+                                  describe=edit.describe)
         except Exception as e:       # shown by `shown`, not lost in the executor's thread
             return e
         assert result is not None
@@ -549,19 +500,6 @@ def _phased(phases: Phases, request: Request, report: Report, waited: float,
                      worker_start_s=phases.seconds(STARTING), compile_s=compiled - run_s,
                      run_s=run_s, read_s=max(0.0, phases.seconds(READING) - price),
                      price_s=price)
-
-
-class _Missed(Exception):
-    """A cache-only lookup of an extrapolated request missed one of its small compiles."""
-
-
-def _option(request: Request, extrapolate: ExtrapolateLike) -> bool | str:
-    """`extrapolate` in its written form, refused (an InputError) where `request` has no layers
-    to count: a function's, or a workload's without a layer param."""
-    option = extrapolate_option(extrapolate)
-    if option:
-        layer_param(request)
-    return option
 
 
 def _ready(request: Request) -> None:

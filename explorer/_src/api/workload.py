@@ -8,7 +8,6 @@ from typing import Any, Literal, overload
 
 from explorer._src.api.analysis_request import MeshLike, Request, RulesLike, SpecLike
 from explorer._src.api.analyze import run
-from explorer._src.api.extrapolate import check_extrapolate, run_extrapolated
 from explorer._src.report.report import Report
 
 
@@ -101,9 +100,7 @@ def analyze_workload(name: str, mesh: MeshLike, specs: Mapping[str, SpecLike] | 
         True
     """
     run_options = {k: kwargs.pop(k) for k in ("pool", "use_cache") if k in kwargs}
-    extrapolate = kwargs.pop("extrapolate", False)
+    # The rest are Request fields, `extrapolate` among them, which `run` honours.
     request = Request(workload=name, mesh=mesh, specs=specs, params=params, preset=preset,
                       rules=rules, activations=activations, **kwargs)
-    if check_extrapolate(extrapolate) is not None and not cache_only:
-        return run_extrapolated(request, extrapolate, lambda r: run(r, **run_options))
     return run(request, cache_only=cache_only, **run_options)

@@ -391,9 +391,9 @@ class App:
         analysis = request.analysis or self.source.analysis(request)
         if self.session is None:
             self.session = Session(analysis, pool=self.pool, debounce=self.debounce or 0.0,
-                                   executor=self._executor, extrapolate=request.extrapolate)
+                                   executor=self._executor)
         else:
-            self.session.set_request(analysis, extrapolate=request.extrapolate)
+            self.session.set_request(analysis)
         self.history.changed(self.session)
         return self.session
 
@@ -433,7 +433,7 @@ class App:
         self.limit_offer.offer(
             None if limit is None else larger_limit(limit, self.sidebar.default_timeout_s),
             # The request stopped is the session's (a compile's error is the session's answer).
-            extrapolable(session.request, session.extrapolate) if session is not None
+            extrapolable(session.request) if session is not None
             else None)
         self.tabs.add_class("explorer-stale")
         self._set_status(error_text(at_fault, force, greyed=self.report is not None))

@@ -1,12 +1,12 @@
 """Undo and Redo in the app: the sidebar stepped through its session's edits.
 
 The session records every edit the app makes (explorer._src.api.session). To undo one, the
-sidebar's widgets are set to the Request before it (and the extrapolate option it ran with),
-with the app's callbacks muted, and checked to make exactly that Request again; only then is
-the session stepped and the app told, as Apply tells it: it finds the widgets' request the
-same as the session's, records no edit, and shows that request's result, normally from the
-cache. Redo is the same, forward. A Request the widgets cannot make (one made by a script's
-session.edit, say) is refused with a message, and nothing changes.
+sidebar's widgets are set to the Request before it (its extrapolate field too), with the app's
+callbacks muted, and checked to make exactly that Request again; only then is the session
+stepped and the app told, as Apply tells it: it finds the widgets' request the same as the
+session's, records no edit, and shows that request's result, normally from the cache. Redo
+is the same, forward. A Request the widgets cannot make (one made by a script's session.edit,
+say) is refused with a message, and nothing changes.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import ipywidgets as w
 from traitlets import TraitError
 
 from explorer._src.api.analysis_request import Request
-from explorer._src.api.exploration import extrapolate_option
 from explorer._src.api.request import check_partitioner, check_target
 from explorer._src.api.session import Edit, Session, same_request
 from explorer._src.api.targeting import CompileFor, check_compile_for
@@ -82,7 +81,7 @@ class EditHistory:
         self.edit(apply=True, restored=restored)
 
     def _restore(self, edit: Edit, origins: w.Checkbox) -> AppRequest:
-        """Set every widget to what makes `edit`'s request and its extrapolate option, muted
+        """Set every widget to what makes `edit`'s request (its extrapolate field too), muted
         (no edit), then check that the widgets make exactly them (the app request they make,
         returned, is the edit: it is not made again); an InputError where they cannot."""
         request = edit.request
@@ -97,12 +96,11 @@ class EditHistory:
                 origins.value = bool(shown.origins)
                 # The box holds on or off; "auto" or other layer counts (a script's
                 # session.edit) it cannot, which the check below refuses.
-                self.sidebar.extrapolate_w.value = bool(edit.extrapolate)
+                self.sidebar.extrapolate_w.value = bool(shown.extrapolate)
             except TraitError as e:      # a value a widget does not offer
                 raise InputError(f"the sidebar cannot show that request ({e})") from None
             made = self.sidebar.request(origins=origins.value)
-        if made.analysis is None or not same_request(made.analysis, shown) or \
-                extrapolate_option(made.extrapolate) != edit.extrapolate:
+        if made.analysis is None or not same_request(made.analysis, shown):
             raise InputError("the sidebar cannot make that request exactly (was it made "
                              "outside the app, e.g. by session.edit?)")
         # The session steps to `request` itself: the same rules in another form are no edit.

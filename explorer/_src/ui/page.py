@@ -170,8 +170,7 @@ class AppPage:
         preheated kernel's first result must not clear the link of the page that takes it."""
         if self.location.query is None or app.session is None:
             return
-        e = exploration_of(app.session.request, app.tabs, app.placement,
-                           bool(app.session.extrapolate))
+        e = exploration_of(app.session.request, app.tabs, app.placement)
         if link_refusal(e) is None:
             self.location.shown = "" if e == self.default else e.to_link()
 

@@ -71,21 +71,17 @@ def shown_exploration(app: Shown) -> Exploration | None:
     result."""
     if app.result is None:
         return None
-    # The app request the result answers says whether it was run extrapolated.
-    extrapolate = app.request is not None and app.request.extrapolate
-    return exploration_of(app.result.request, app.tabs, app.placement, extrapolate)
+    return exploration_of(app.result.request, app.tabs, app.placement)
 
 
-def exploration_of(request: Request, tabs: w.Tab, placement: PlacementView,
-                   extrapolate: bool = False) -> Exploration:
-    """`request` as an exploration with the app's tab and tensor now, run `extrapolate`d (the
-    sidebar's box); its time limit only where it is not the default of what compiles it (the
-    sidebar's box then empty): a default follows the target where the exploration is
+def exploration_of(request: Request, tabs: w.Tab, placement: PlacementView) -> Exploration:
+    """`request` as an exploration with the app's tab and tensor now (its `extrapolate`, the
+    sidebar's box, with it); its time limit only where it is not the default of what compiles
+    it (the sidebar's box then empty): a default follows the target where the exploration is
     opened."""
     state = AppState(APP_TABS[tabs.selected_index or 0], placement.tensor.value)
     given = bool(limit_text(request))
-    return Exploration.of(request, state, default_timeout=None if given else request.timeout,
-                          extrapolate=extrapolate)
+    return Exploration.of(request, state, default_timeout=None if given else request.timeout)
 
 
 def link_refusal(e: Exploration) -> str | None:

@@ -280,7 +280,7 @@ class WorkloadSource(Source):
                        partitioner=request.partitioner, target=request.target,
                        mapping=request.mapping, measure=request.measure,
                        compile_for=request.compile_for, origins=request.origins,
-                       timeout=request.timeout)
+                       timeout=request.timeout, extrapolate=request.extrapolate)
 
     def planned(self, analysis: Request) -> Placement:
         layout = analysis.planned.layout

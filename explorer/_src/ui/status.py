@@ -122,13 +122,13 @@ def larger_limit(limit_s: float, default_s: float) -> float:
     return float(min(MAX_TIMEOUT, max(2 * limit_s, default_s)))
 
 
-def extrapolable(request: Request, extrapolate: bool | str) -> int | None:
+def extrapolable(request: Request) -> int | None:
     """The layer count of `request` where extrapolating it from DEFAULT_FROM's two small
     compiles would stand in for its full compile: a built-in workload that counts its layers,
     more of them than the small compiles, not measured (a run would time the small ones) and
-    not extrapolated already (`extrapolate`); else None. A function's layers cannot be
+    not extrapolated already (its `extrapolate`); else None. A function's layers cannot be
     counted: never offered."""
-    if extrapolate or request.measure or request.workload is None:
+    if request.extrapolate or request.measure or request.workload is None:
         return None
     try:
         _, layers = layer_param(request)
