@@ -365,3 +365,21 @@ def test_a_reader_that_stops_reading_gets_no_traceback(command):
     proc.stderr.close()
     assert proc.wait(timeout=120) == 1
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+@pytest.mark.slow
+def test_extrapolate_layers_is_saved_with_the_request_and_run_again_from_the_file(cli, tmp_path):
+    # The option is a Request field: --save writes it with the request, and --from runs
+    # the file's request extrapolated, as the run that saved it was.
+    path = tmp_path / "train.json"
+    code, out, err = cli(["analyze", "--workload", "transformer_train", "--mesh", "data=2",
+                          "--param", "layers=6", "--extrapolate-layers", "2,5",
+                          "--save", str(path)])
+    assert code == 0, err
+    saved = json.loads(path.read_text())
+    assert saved["compile"] == {"extrapolate": "2,5"}
+    code, again, err = cli(["analyze", "--from", str(path)])
+    assert code == 0, err
+    # From layers 2 and 5 to 6, as asked: the first line says so in both runs.
+    first = "EXTRAPOLATED: layers=6 carried on linearly from compiles at layers=2 and 5"
+    assert out.startswith(first) and again.startswith(first)
