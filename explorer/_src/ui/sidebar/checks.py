@@ -312,9 +312,14 @@ class SidebarChecks:
         # hidden, for a workload switched back to).
         layered = any(p in analysis.planned.params for p in LAYER_PARAMS)
         self.extrapolate_w.layout.display = None if layered else "none"
+        extrapolate = layered and self.extrapolate_w.value
+        if extrapolate:
+            # A field of the Request the session runs; known to fit only now (a workload
+            # that counts its layers), so set on the Request planned (its layout kept).
+            analysis = replace(analysis, extrapolate=True)
         return replace(made, specs=dict(placement.specs), placement=placement,
                        params=dict(analysis.planned.params), analysis=analysis,
-                       extrapolate=layered and self.extrapolate_w.value)
+                       extrapolate=extrapolate)
 
     def _placed(self, mesh: MeshSpec, pinned: Mapping[str, Spec], preset: str | None,
                 rules: str | None) -> Placement:
