@@ -66,6 +66,9 @@ PIECES: tuple[Piece, ...] = (
           "leaving a TPU chip to the compile worker before jax starts"),
     Piece("jax._src.xla_bridge", "backends", "whether this process holds a TPU chip"),
     Piece("jax._src.interpreters.mlir", "make_ir_context", "one MLIR context per thread"),
+    Piece("jax._src.util", "_caches", "counting what jax's tracing caches hold in the caller"),
+    Piece("jax._src.util", "clear_all_caches",
+          "bounding jax's tracing caches in the caller without its compiled calls'"),
     Piece("jax._src.interpreters.pxla", "MeshComputation", _LOWERED,
           ("name", "hlo", "const_args", "donated_invars", "platforms",
            "compiler_options_kvs", "device_assignment")),
@@ -210,6 +213,26 @@ def backends_started() -> tuple[str, ...]:
     if not xla_bridge.backends_are_initialized():
         return ()
     return tuple(xla_bridge.backends())
+
+
+# -- jax's tracing caches in the caller (explorer/_src/compile/lowering.py) --------------------
+
+def traced_cache_entries() -> int:
+    """The entries of every cache jax registers for `jax.clear_caches` (its tracing,
+    abstract-evaluation, sharding and lowering caches, all Python-level), summed."""
+    from jax._src import util
+
+    return sum(cache.cache_info().currsize for cache in list(util._caches)
+               if hasattr(cache, "cache_info"))
+
+
+def clear_traced_caches() -> None:
+    """Empty those caches, and only those: unlike `jax.clear_caches`, jax's C++ caches of
+    compiled calls are kept, so a jitted function called again as it was before runs its
+    executable without a compile (tests/compile/test_jax_caches.py checks it)."""
+    from jax._src import util
+
+    util.clear_all_caches()
 
 
 # -- one MLIR context per thread (explorer/_src/compile/ir_context.py) --------------------------

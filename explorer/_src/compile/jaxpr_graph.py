@@ -129,6 +129,10 @@ def trace_program(fn: Callable, inputs: Sequence[TensorSpec], mesh: MeshSpec) ->
         name = getattr(fn, "__qualname__", None) or type(fn).__name__
         raise CompileError(f"could not trace {name!r} on abstract inputs over mesh "
                            f"{mesh.text()!r} to estimate it: {type(e).__name__}: {e}") from e
+    finally:
+        from explorer._src.compile.lowering import bound_jax_caches
+
+        bound_jax_caches()   # as after the compile's trace: jax's caches of it serve nothing
     return _Builder().program(closed.jaxpr, tuple(t.name for t in inputs))
 
 

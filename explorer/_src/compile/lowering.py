@@ -85,6 +85,32 @@ LOWERED_MEMO_SIZE = 16
 _LOWERED: Lru[Hashable, LoweredProgram] = Lru(LOWERED_MEMO_SIZE)
 
 
+# jax keeps what it traced, for every new shape, in caches keyed on functions that live as long
+# as the process (jax.numpy's own jitted functions, the user's): some hold up to 2048 or 4096
+# entries, jax 0.10.2's `trace_to_jaxpr` any number. The caller traces each distinct request
+# once and keeps only plain data, so those entries serve it nothing more, yet a long session of
+# distinct requests grew by them: 52 entries and 60 kB of Python objects (98 kB of RSS) for each
+# small MLP (docs/performance.md, "The caller over many compiles"). Past JAX_CACHE_BOUND entries
+# they are emptied, jax's C++ caches of compiled calls kept (jax_private.clear_traced_caches):
+# a user's jitted function called again as before runs without a compile. What the user pays,
+# once per clear: a jitted call jax answers in Python (a first call at a new shape,
+# `jit(f).lower(x)`) traces again, and `.lower(x).compile()` compiles again. So not at every
+# request: every 38 distinct small programs, every big one (whose trace alone passes the bound).
+# Entries, not bytes, are what jax counts: 2000 of the small MLP's hold about 2.3 MB.
+JAX_CACHE_BOUND = 2000
+
+
+def bound_jax_caches() -> bool:
+    """Empty jax's tracing caches where they hold more than JAX_CACHE_BOUND entries; whether
+    they were emptied."""
+    from explorer._src.compile import jax_private
+
+    if jax_private.traced_cache_entries() <= JAX_CACHE_BOUND:
+        return False
+    jax_private.clear_traced_caches()
+    return True
+
+
 class PinnedOutputs(Protocol):
     """The layout the caller pins on the outputs (explorer/_src/api/output_specs.py)."""
 
@@ -104,8 +130,11 @@ def lower_program(fn: Callable[..., Any], args: tuple, mesh: MeshSpec, platform:
     if known is not None:
         # Nothing was traced this time: no lowering time is spent.
         return replace(known, lower_s=0.0)
-    lowered = trace_and_lower(fn, args, mesh, platform, partitioner, donated, out_specs,
-                              over=over, in_force=in_force)
+    try:
+        lowered = trace_and_lower(fn, args, mesh, platform, partitioner, donated, out_specs,
+                                  over=over, in_force=in_force)
+    finally:
+        bound_jax_caches()           # a refused trace fills them too
     if key is not None:
         _LOWERED.put(key, lowered)
     return lowered
