@@ -48,6 +48,7 @@ from explorer._src.cost.mapping import AxisMapping, Tier
 from explorer._src.cost.memory_fit import MemoryFit
 from explorer._src.cost.ranges import RangePart, StepRange
 from explorer._src.errors import (
+    CompileAbandoned,
     CompileError,
     DivisibilityError,
     DuplicateAxisError,
@@ -168,5 +169,6 @@ __all__ = [
     "JaxVersionError",
     "MappingError", "MeshError", "PresetError", "RankError", "RuleError", "SpecError",
     "TargetError",
-    "TensorError", "UnknownAxisError", "WorkerError", "WorkerLost", "WorkloadError",
+    "TensorError", "UnknownAxisError", "WorkerError", "WorkerLost", "CompileAbandoned",
+    "WorkloadError",
 ]

@@ -40,7 +40,8 @@ PINNED = {
     "JaxVersionError", "MappingError", "MeshError", "PresetError", "RankError", "RuleError",
     "SpecError",
     "TargetError",
-    "TensorError", "UnknownAxisError", "WorkerError", "WorkerLost", "WorkloadError",
+    "TensorError", "UnknownAxisError", "WorkerError", "WorkerLost", "CompileAbandoned",
+    "WorkloadError",
 }
 
 

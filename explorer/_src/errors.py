@@ -128,6 +128,11 @@ class WorkerError(ExplorerError, RuntimeError):
     """The compile worker crashed, was killed, or ran past its time limit."""
 
 
+class CompileAbandoned(WorkerError):
+    """A compile given up by its caller (compile/pool.py's `abandoned_when`): its worker was
+    stopped, and no verdict on the program was made."""
+
+
 class WorkerLost(WorkerError):
     """The compile worker died or was killed before it answered (not a time limit): it gave
     no verdict on the program, so the same request may be sent again to a fresh worker."""

@@ -1,12 +1,15 @@
 """The worker pool: one warm process per device count, replaced after a crash or a timeout."""
 
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from explorer import TensorSpec, WorkerError, WorkerPool, analyze
-from explorer._src.compile.protocol import Ping, WorkerKey
+from explorer._src.compile.pool import abandoned_when
+from explorer._src.compile.protocol import Ping, Pong, WorkerKey
+from explorer._src.errors import CompileAbandoned
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
 from in_worker import analyze_in_worker, run_in_workers  # noqa: E402
@@ -63,6 +66,70 @@ def test_a_compile_past_the_time_limit_is_stopped(pool, monkeypatch):
     with pytest.raises(WorkerError, match="longer than the 1 s limit on 2 devices"):
         pool.run(cpu(2), Sleep(30), timeout=1)
     assert pool.run(cpu(2), Ping()).devices == 2
+
+
+def _run_on_thread(pool, key, message, gave_up: threading.Event | None, timeout: float = 900):
+    """pool.run on a thread of its own (given up once `gave_up` is set); its answer or error
+    in the returned list once the thread has ended."""
+    out = []
+
+    def run():
+        try:
+            if gave_up is None:
+                out.append(pool.run(key, message, timeout=timeout))
+            else:
+                with abandoned_when(gave_up.is_set):
+                    out.append(pool.run(key, message, timeout=timeout))
+        except Exception as e:
+            out.append(e)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
+
+
+def _until(condition) -> None:
+    """Wait for a state, never for a time: `condition()` polled until it holds."""
+    done = threading.Event()
+    while not condition():
+        done.wait(0.01)
+
+
+@pytest.mark.slow
+def test_an_abandoned_compile_stops_its_worker_and_a_fresh_one_serves_the_next(pool, monkeypatch):
+    """A compile no one will read (a search that ended) must not hold its worker, and a core,
+    until its own time limit: given up, its worker is stopped."""
+    answer_faults(monkeypatch)
+    first = pool.warm(cpu(2)).pid
+    worker = pool._workers[cpu(2)]
+    gave_up = threading.Event()
+    thread, out = _run_on_thread(pool, cpu(2), Sleep(600), gave_up)
+    _until(lambda: worker.lock.locked())             # sent: the worker sleeps on it
+    gave_up.set()
+    thread.join()
+    (error,) = out
+    assert isinstance(error, CompileAbandoned) and "was given up" in str(error)
+    assert worker.proc.poll() is not None             # its process ended, not left sleeping
+    assert pool.run(cpu(2), Ping()).pid != first
+
+
+@pytest.mark.slow
+def test_a_request_abandoned_while_it_waits_its_turn_is_never_sent(pool, monkeypatch):
+    answer_faults(monkeypatch)
+    first = pool.warm(cpu(2)).pid
+    worker = pool._workers[cpu(2)]
+    busy, busy_out = _run_on_thread(pool, cpu(2), Sleep(2), None)
+    _until(lambda: worker.lock.locked())
+    gave_up = threading.Event()
+    waiting, waiting_out = _run_on_thread(pool, cpu(2), Ping(), gave_up)
+    _until(lambda: worker.users == 2)                 # the second waits for the first's turn
+    gave_up.set()
+    waiting.join()
+    busy.join()
+    (error,) = waiting_out
+    assert isinstance(error, CompileAbandoned) and "before it was sent" in str(error)
+    (answer,) = busy_out                              # the compile in flight was not touched
+    assert isinstance(answer, Pong) and answer.pid == first
 
 
 @pytest.mark.slow

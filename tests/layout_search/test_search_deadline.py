@@ -323,6 +323,42 @@ def test_the_local_runner_gives_up_a_compile_only_when_cancelled(blocker):
     assert blocker.blocked[0].is_alive()
 
 
+@pytest.mark.slow
+def test_the_local_runner_stops_the_worker_of_a_compile_it_gives_up(monkeypatch):
+    """A compile cancelled at the budget must not hold its worker (and a core) until its own
+    time limit: a search started right after would wait for it."""
+    import sys
+    from pathlib import Path
+
+    from explorer import WorkerPool
+    from explorer._src.compile.protocol import WorkerKey
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_support"))
+    from worker_faults import Sleep, answer_faults
+
+    answer_faults(monkeypatch)
+    pool = WorkerPool(timeout=900)
+    key = WorkerKey.fake_cpu(2)
+
+    class SleepingRunner(LocalRunner):      # each compile: the worker sleeps 10 minutes
+        def _compile(self, request):
+            return self.pool.run(key, Sleep(600), timeout=900)
+
+    try:
+        first = pool.warm(key).pid
+        worker = pool._workers[key]
+        runner = SleepingRunner(pool)
+        runner.submit("a", object())
+        assert runner.next_done(stop=worker.lock.locked) == []    # sent, and not waited for
+        assert runner.cancel_all() == ["a"]
+        stopped = threading.Event()
+        while worker.proc.poll() is None:                         # a state, not a time
+            stopped.wait(0.01)
+        assert pool.warm(key).pid != first                        # a fresh worker is started
+    finally:
+        pool.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # The trace on its own thread keeps the contexts the function was handed over in.
 

@@ -68,7 +68,13 @@ from explorer._src.compile.protocol import (
     Retiring,
     WorkerKey,
 )
-from explorer._src.errors import CompileError, InputError, WorkerError, WorkerLost
+from explorer._src.errors import (
+    CompileAbandoned,
+    CompileError,
+    InputError,
+    WorkerError,
+    WorkerLost,
+)
 
 DEFAULT_TIMEOUT_S = 120.0
 # The least time a worker's start (jax loading, seconds on a loaded machine) is given, whatever
@@ -170,6 +176,24 @@ def recording(phases: Phases) -> Iterator[Phases]:
 def recorded_phases() -> Phases | None:
     """The phases this thread's requests are recorded in (`recording`), or None."""
     return _RECORDING.get()
+
+
+_ABANDONED: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "explorer_compile_abandoned", default=None)
+
+
+@contextlib.contextmanager
+def abandoned_when(abandoned: Callable[[], bool]) -> Iterator[None]:
+    """Within the block, on this thread, a request to the pool is given up once `abandoned()`
+    comes true: one waiting for its worker is never sent, and the worker of one in flight is
+    stopped (a compile cannot be interrupted otherwise), so that it does not hold the worker,
+    and a core, until its own time limit for a result no one will read. The request raises
+    CompileAbandoned."""
+    token = _ABANDONED.set(abandoned)
+    try:
+        yield
+    finally:
+        _ABANDONED.reset(token)
 
 
 def _worker_env(key: WorkerKey) -> dict:
@@ -323,15 +347,22 @@ class Worker:
                 if ln.strip() and not any(n in ln for n in _NOISE)]
         return "\n".join(kept[-lines:])
 
-    def request(self, message: Message, timeout: float, since: float | None = None) -> Reply:
+    def request(self, message: Message, timeout: float, since: float | None = None,
+                abandoned: Callable[[], bool] | None = None) -> Reply:
         """Send `message` and wait for its answer, at most `timeout` seconds from `since` (a
-        time.monotonic() reading; None: now, as it is sent)."""
+        time.monotonic() reading; None: now, as it is sent), and only while `abandoned()` is
+        false: else the worker is stopped and CompileAbandoned raised."""
         if self._answered:          # what it printed while starting belongs to the first
             self._request_start = self._log_size()
         since = time.monotonic() if since is None else since
         try:
             self.conn.send(message)
-            if not self._answer_or_end(since + timeout):
+            answered = self._answer_or_end(since + timeout, abandoned)
+            if answered is None:
+                self.kill()
+                raise CompileAbandoned(f"the compile on {self.what} was given up (its result "
+                                       "was no longer wanted) and its worker was stopped")
+            if not answered:
                 self.kill()
                 if isinstance(message, Ping) and not self._answered:    # its first: starting
                     raise WorkerError(
@@ -351,17 +382,22 @@ class Worker:
             reply = reply.reply
         return reply
 
-    def _answer_or_end(self, deadline: float) -> bool:
-        """Wait until the worker answers (True) or time.monotonic() reaches `deadline` (False);
-        raise the WorkerError of its end if the worker ends first, though a process it forked
-        may still hold its socket open. An answer sent just before the end is read first."""
+    def _answer_or_end(self, deadline: float, abandoned: Callable[[], bool] | None = None
+                       ) -> bool | None:
+        """Wait until the worker answers (True), time.monotonic() reaches `deadline` (False) or
+        `abandoned()` comes true (None, looked at every _POLL_S); raise the WorkerError of its
+        end if the worker ends first, though a process it forked may still hold its socket
+        open. An answer sent just before the end is read first."""
         watched = [self.conn] if self._ended is None else [self.conn, self._ended]
+        polled = self._ended is None or abandoned is not None
         while (left := deadline - time.monotonic()) > 0:
-            ready = wait(watched, left if self._ended is not None else min(left, _POLL_S))
+            ready = wait(watched, min(left, _POLL_S) if polled else left)
             if self.conn in ready:
                 return True
             if self.exit_status() is not None:
                 raise self._lost()
+            if abandoned is not None and abandoned():
+                return None
         return False
 
     def _lost(self) -> WorkerError:
@@ -417,6 +453,23 @@ class Worker:
             os.close(self._ended)
         self.conn.close()
         self._log.close()
+
+
+@contextlib.contextmanager
+def _turn(worker: Worker, abandoned: Callable[[], bool] | None) -> Iterator[None]:
+    """Hold `worker`'s lock (its turn: one request at a time), waited for only while
+    `abandoned()` is false, looked at every _POLL_S; else CompileAbandoned."""
+    if abandoned is None:
+        worker.lock.acquire()
+    else:
+        while not worker.lock.acquire(timeout=_POLL_S):
+            if abandoned():
+                raise CompileAbandoned(f"a compile waiting for the worker for {worker.what} "
+                                       "was given up before it was sent")
+    try:
+        yield
+    finally:
+        worker.lock.release()
 
 
 def _stop_all(workers: list[Worker]) -> None:
@@ -553,11 +606,12 @@ class WorkerPool:
         timeout = self.timeout if timeout is None else timeout
         asked = time.monotonic()
         phases = recorded_phases() if not isinstance(message, Ping) else None
+        abandoned = _ABANDONED.get()
         while True:
             worker = self._checkout(key)
             started_s = 0.0
             try:
-                with worker.lock:
+                with _turn(worker, abandoned):
                     if worker.closed:      # stopped while this request waited its turn
                         continue
                     if worker.starting and not isinstance(message, Ping):
@@ -566,7 +620,8 @@ class WorkerPool:
                         # can say how long the compile waited for it; its own limit.
                         if phases is not None:
                             phases.enter(STARTING)
-                        worker.request(Ping(), max(timeout, START_LIMIT_S))
+                        worker.request(Ping(), max(timeout, START_LIMIT_S),
+                                       abandoned=abandoned)
                         started_s = time.monotonic() - asked
                     # The limit's clock starts here, and the phase's with it: the same reading.
                     since = time.monotonic()
@@ -574,7 +629,7 @@ class WorkerPool:
                         measured = isinstance(message, CompileRequest) and message.measure
                         phases.enter(MEASURING if measured else COMPILING, timeout,
                                      at=since if phases.clock is time.monotonic else None)
-                    reply = worker.request(message, timeout, since)
+                    reply = worker.request(message, timeout, since, abandoned)
                     if not isinstance(message, Ping):    # it ran a program (worker.py)
                         worker.compiles += 1
                     if phases is not None:

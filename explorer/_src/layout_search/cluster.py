@@ -158,10 +158,11 @@ class LocalRunner(Runner):
         return replace(outcome, retries=retries)
 
     def cancel_all(self) -> list[object]:
-        """Every candidate sent and not answered, given up: the compile in flight is left to
-        end by its own time limit on its thread (its result dropped), the others never
-        start."""
+        """Every candidate sent and not answered, given up: the compile in flight is stopped
+        with its worker (deadline.Job.abandon), the others never start."""
         running = [self._running[0]] if self._running is not None else []
+        if self._running is not None:
+            self._running[1].abandon()
         self._running = None
         keys = running + list(self._queue) + [key for key, _ in self._take_refused()]
         self._queue.clear()

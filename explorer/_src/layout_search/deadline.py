@@ -7,9 +7,10 @@ machine. Waited for, such a step ran the search seconds past its budget (docs/pe
 So each runs on a thread of its own (`Job`), and the search waits for it only until its stop
 condition comes true (the budget spent, or a cancel), polled every POLL_S; then it stops waiting
 and goes on without the result. The thread cannot be stopped from outside: it runs on in the
-background and its result is dropped. A compile abandoned so ends by its own time limit (the
-budget left when it was sent, state.py's compile_timeout), a trace when it is done; neither
-changes anything the search returned.
+background and its result is dropped. A Job given up for good (`abandon`) has its compile's
+worker stopped (compile/pool.py's `abandoned_when`), so that it holds neither the worker nor a
+core until its own time limit; a trace runs on until it is done. Neither changes anything the
+search returned.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
+
+from explorer._src.compile.pool import abandoned_when
 
 _Value = TypeVar("_Value")
 
@@ -34,12 +37,14 @@ class Job(Generic[_Value]):
 
     def __init__(self, work: Callable[[], _Value], name: str):
         self._done = threading.Event()
+        self._abandoned = threading.Event()
         self._value: _Value | None = None
         self._error: BaseException | None = None
 
         def run() -> None:
             try:
-                self._value = work()
+                with abandoned_when(self._abandoned.is_set):
+                    self._value = work()
             except BaseException as e:      # handed to the waiter, who raises it
                 self._error = e
             finally:
@@ -51,6 +56,11 @@ class Job(Generic[_Value]):
 
     def done(self) -> bool:
         return self._done.is_set()
+
+    def abandon(self) -> None:
+        """Give the work up: no one will wait for it again. A compile it sent to the pool is
+        stopped with its worker (CompileAbandoned, raised on the Job's thread and dropped)."""
+        self._abandoned.set()
 
     def wait(self, stop: Callable[[], bool] | None = None) -> bool:
         """Wait until the work ends (True) or `stop()` comes true first (False); without
@@ -83,5 +93,6 @@ def in_time(work: Callable[[], _Value], stop: Callable[[], bool] | None, name: s
         raise Abandoned(name)       # not started: nothing left to wait with
     job = Job(work, name)
     if not job.wait(stop):
+        job.abandon()
         raise Abandoned(name)
     return job.result()
