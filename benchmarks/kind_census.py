@@ -11,9 +11,9 @@ docs/from-easydel.md), named on the command line.
 
 Compiles programs written the way users and model libraries write them (a Llama-style train
 step, its MoE variant, a Flax NNX train step, a Flax linen CNN train step, a KV-cache decode
-step with sampling, an embedding-gradient step, and JAX's docs' matmul and shard_map
-programs) for TPU v5e slices with libtpu (no chip needed), through the public API
-(`explorer.analyze`, `explorer.analyze_workload`). For each, every compute event of the
+step with sampling, an embedding-gradient step, Equinox's MNIST CNN example, and JAX's docs'
+matmul and shard_map programs) for TPU v5e slices with libtpu (no chip needed), through the
+public API (`explorer.analyze`, `explorer.analyze_workload`). For each, every compute event of the
 predicted step (`Report.trace`) has a `TimeBasis`: its kind, and whether a chip measured that
 kind. Prints, per kind: how many programs have it, its share of their compute time (mean and
 largest), and whether it was measured; unmeasured kinds with the largest share come first. These
@@ -194,6 +194,53 @@ def _linen_cnn() -> explorer.Report | None:
                                                          "labels": P("data")})
 
 
+def _equinox_cnn() -> explorer.Report | None:
+    # Equinox's "CNN on MNIST" example as its docs write it: a module of eqx.nn layers applied
+    # per example under jax.vmap, the gradient of its arrays (eqx.partition), and optax's
+    # AdamW, one train step.
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from jax.sharding import PartitionSpec as P
+
+    class CNN(eqx.Module):
+        layers: list
+
+        def __init__(self, key):
+            k1, k2, k3, k4 = jax.random.split(key, 4)
+            self.layers = [eqx.nn.Conv2d(1, 3, kernel_size=4, key=k1),
+                           eqx.nn.MaxPool2d(kernel_size=2), jax.nn.relu, jnp.ravel,
+                           eqx.nn.Linear(1728, 512, key=k2), jax.nn.sigmoid,
+                           eqx.nn.Linear(512, 64, key=k3), jax.nn.relu,
+                           eqx.nn.Linear(64, 10, key=k4), jax.nn.log_softmax]
+
+        def __call__(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    # Built abstractly (no weights made): its arrays are ShapeDtypeStructs, which
+    # eqx.is_array does not count, so they are split off by type.
+    model = eqx.filter_eval_shape(CNN, jax.random.key(0))
+    params, static = eqx.partition(model, lambda v: isinstance(v, jax.ShapeDtypeStruct))
+    optim = optax.adamw(3e-4)
+    opt_state = jax.eval_shape(optim.init, params)
+
+    def train_step(params, opt_state, x, y):
+        def loss(p):
+            pred = jax.vmap(eqx.combine(p, static))(x)
+            return -jnp.mean(jnp.take_along_axis(pred, y[:, None], axis=1))
+        value, grads = jax.value_and_grad(loss)(params)
+        updates, opt_state = optim.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, value
+
+    x = jax.ShapeDtypeStruct((256, 1, 28, 28), jnp.float32)
+    y = jax.ShapeDtypeStruct((256,), jnp.int32)
+    return explorer.analyze(train_step, params, opt_state, x, y, mesh="data=8",
+                            target="tpu-v5e-2x4", specs={"^x$": P("data"), "^y$": P("data")})
+
+
 def _docs_matmul() -> explorer.Report | None:
     # The "Distributed arrays" tutorial's sharded matmul with a tanh, as the docs call it.
     import jax
@@ -270,6 +317,7 @@ PROGRAMS = (
     Program("embedding-grad", "gathered embedding's gradient (scatter-add)", _embedding_grad),
     Program("nnx-llm", "Flax NNX zoo-style LLM with a shard_map MoE, loss and gradient", _nnx),
     Program("linen-cnn", "Flax linen MNIST CNN, one SGD step", _linen_cnn),
+    Program("equinox-cnn", "Equinox's MNIST CNN example, vmap, AdamW, one step", _equinox_cnn),
     Program("docs-matmul", "JAX docs: tanh(x @ x.T) on a 4x2 mesh", _docs_matmul),
     Program("docs-shard-map", "JAX docs: shard_map matmul with psum", _docs_shard_map),
     # In their libraries' own environments (Python 3.12): named on the command line there.
