@@ -6,17 +6,21 @@ r(a) - a * per_layer: each collective's runs and bytes, the memory, the cost and
 times. Everything else (the collectives' list, the placement, the why, the HLO texts) is the
 larger compile's. Counts (a collective's runs, its bytes, a shape) must fall on their line
 exactly, else the two compiles differ by more than repeated layers and nothing is extrapolated
-(`InputError`). Pure functions over Reports: nothing here compiles.
+(`InputError`). The one exception is how many collectives XLA's combiner joins an unrolled
+stack's ops into, which steps with the layers: such a group is carried by its total bytes
+(a Report note names it). Pure functions over Reports: nothing here compiles.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from fractions import Fraction
+from typing import NamedTuple
 
-from explorer._src.cost.collectives import CollectiveTime
+from explorer._src.cost.collectives import CollectiveBound, CollectiveTime
 from explorer._src.cost.estimate import Estimate
 from explorer._src.cost.memory_fit import memory_fit
 from explorer._src.errors import InputError
@@ -97,51 +101,187 @@ def _combined_key(c: Collective) -> tuple:
     return (c.kind, c.axes, c.group_size, c.dtype, c.tier, c.is_async, c.direction)
 
 
+class _Totals(NamedTuple):
+    """A _combined_key whose collectives XLA's combiner grouped into a different number at
+    each layer count: carried by their total bytes."""
+
+    ia: list[int]          # its collectives in the compile at a
+    ib: list[int]          # in the compile at b
+    factor: Fraction       # the group's total bytes at L over its total at b
+    note: str
+
+
+class _Regroup(Exception):  # noqa: N818 (a signal, caught in _collectives, not an error)
+    """A combined collective whose runs or bytes are off their line: its _combined_key is to
+    be carried by its totals."""
+
+    def __init__(self, key: tuple, error: InputError):
+        super().__init__(str(error))
+        self.key, self.error = key, error
+
+
+def _combined(r: Report, in_other: dict[tuple, list[int]], key: tuple) -> list[int]:
+    """The collectives of `r` under the _combined_key `key` that the combiner made (several
+    parts) or that the other compile has none like."""
+    return [i for i, c in enumerate(r.collectives) if _combined_key(c) == key
+            and (c.parts > 1 or _key(c) not in in_other)]
+
+
 def _pair_combined(ra: Report, rb: Report, in_a: dict[tuple, list[int]],
-                   in_b: dict[tuple, list[int]], line: _Line) -> dict[int, int]:
-    """The collectives found in one compile only, paired across the two by their
-    _combined_key, in order: {index at b: index at a}. Each such key must have as many at a as
-    at b (the combiner joined the layers' ops into the same number of collectives), else the
-    two compiles differ by more than repeated layers."""
+                   in_b: dict[tuple, list[int]], line: _Line, regroup: set[tuple]
+                   ) -> tuple[dict[int, int], dict[int, _Totals]]:
+    """The collectives found in one compile only, grouped across the two by their
+    _combined_key: {index at b: index at a} for a key with as many at a as at b (the combiner
+    joined the layers' ops into the same number of collectives), paired in order; {index at b:
+    its group} for a key with a different number at each (the combiner joins ops up to a
+    byte threshold, so how many it makes steps with the layers, while their total bytes grow
+    by each layer's share), and for each key in `regroup`, whose combined collectives were
+    found in both compiles under one name but grouped otherwise. A key found in one compile
+    only means the two differ by more than repeated layers."""
+    totals: dict[int, _Totals] = {}
+    grouped_a: set[int] = set()
+    for key in regroup:
+        ia, ib = _combined(ra, in_b, key), _combined(rb, in_a, key)
+        totals.update(dict.fromkeys(ib, _totals(ra, rb, ia, ib, line)))
+        grouped_a.update(ia)
     only_a: dict[tuple, list[int]] = defaultdict(list)
     only_b: dict[tuple, list[int]] = defaultdict(list)
     for key, idx in in_a.items():
         if key not in in_b:
             for i in idx:
-                only_a[_combined_key(ra.collectives[i])].append(i)
+                if i not in grouped_a:
+                    only_a[_combined_key(ra.collectives[i])].append(i)
     for key, idx in in_b.items():
         if key not in in_a:
             for i in idx:
-                only_b[_combined_key(rb.collectives[i])].append(i)
+                if i not in totals:
+                    only_b[_combined_key(rb.collectives[i])].append(i)
     pairs: dict[int, int] = {}
     for key in only_a.keys() | only_b.keys():
         ia, ib = only_a.get(key, []), only_b.get(key, [])
-        if len(ia) != len(ib):
+        if len(ia) == len(ib):
+            pairs.update(zip(ib, ia, strict=True))
+        elif ia and ib:
+            group = _totals(ra, rb, ia, ib, line)
+            totals.update(dict.fromkeys(ib, group))
+        else:
             c = ra.collectives[ia[0]] if ia else rb.collectives[ib[0]]
             raise InputError(f"cannot extrapolate: {_describe(c)} is one of {len(ia)} such "
                              f"collectives at {line.a} layers and {len(ib)} at {line.b}")
-        pairs.update(zip(ib, ia, strict=True))
-    return pairs
+    return pairs, totals
 
 
-def _collectives(ra: Report, rb: Report, line: _Line
-                 ) -> list[tuple[Collective, int | None, int]]:
-    """The extrapolated collectives in the larger compile's order, each with the indices of
-    its counterpart in each small compile (None in the smaller where a repeated group was
-    merged into one line: an unrolled stack)."""
+def _totals(ra: Report, rb: Report, ia: list[int], ib: list[int], line: _Line) -> _Totals:
+    """The group of ia at a and ib at b carried by their total bytes, which must fall on
+    their line as exactly as one collective's bytes do (_Line.count): the combiner joins whole
+    buffers and pads none, so the bytes each layer adds are the same whatever the grouping."""
+    if not ia or not ib:
+        c = ra.collectives[ia[0]] if ia else rb.collectives[ib[0]]
+        raise InputError(f"cannot extrapolate: {_describe(c)} is one of {len(ia)} such "
+                         f"collectives at {line.a} layers and {len(ib)} at {line.b}")
+    ca, cb = [ra.collectives[i] for i in ia], [rb.collectives[i] for i in ib]
+    first = cb[0]
+    what = (f"the {first.kind}s over {','.join(first.axes) or '-'} that XLA's combiner joined "
+            f"({len(ia)} at {line.a} layers, {len(ib)} at {line.b})")
+    total_a = sum(c.bytes * c.runs for c in ca)
+    total_b = sum(c.bytes * c.runs for c in cb)
+    total = line.count(total_a, total_b, f"the total bytes of {what}")
+    if total_b == 0:
+        raise InputError(f"cannot extrapolate: {what} move no bytes at {line.b} layers")
+    note = (f"{what} are carried by their total bytes, {total_a:,} at {line.a} and "
+            f"{total_b:,} at {line.b}, {total:,} at {line.layers}: shown as the compile at "
+            f"{line.b}'s {len(ib)}, each scaled by {total / total_b:.3g}; how many the combiner "
+            f"makes at {line.layers} layers, and so their latency, is not known")
+    return _Totals(ia, ib, Fraction(total, total_b), note)
+
+
+def _scaled(values: Sequence[int], runs: Sequence[int], total: int) -> list[int]:
+    """`values` scaled so that their sum, each times its runs, is `total` (whole numbers: each
+    rounded down, what that leaves given to the largest run once, where there is one)."""
+    weight = sum(v * r for v, r in zip(values, runs, strict=True))
+    out = [v * total // weight if weight else 0 for v in values]
+    left = total - sum(v * r for v, r in zip(out, runs, strict=True))
+    once = [i for i, r in enumerate(runs) if r == 1] or list(range(len(values)))
+    if once and left:
+        i = max(once, key=lambda j: values[j])
+        out[i] += left // runs[i]
+    return out
+
+
+def _scale_group(rb: Report, group: _Totals) -> dict[int, Collective]:
+    """The compile at b's collectives of `group`, their bytes (and each part's program bytes)
+    scaled so that the group's total is its total at L."""
+    cb = [rb.collectives[i] for i in group.ib]
+    runs = [c.runs for c in cb]
+    total_b = sum(c.bytes * c.runs for c in cb)
+    new = _scaled([c.bytes for c in cb], runs, int(group.factor * total_b))
+    out = {}
+    for i, c, nbytes in zip(group.ib, cb, new, strict=True):
+        parts = c.program_part_bytes
+        if parts and c.bytes:
+            # Each part in its program dtype, by the collective's own factor.
+            parts = tuple(_scaled(parts, [1] * len(parts),
+                                  round(Fraction(sum(parts) * nbytes, c.bytes))))
+        out[i] = replace(c, bytes=nbytes, program_part_bytes=parts)
+    return out
+
+
+class _Carried(NamedTuple):
+    """One extrapolated collective with the indices of its counterpart in each small compile
+    (ia None where a repeated group was merged into one line, an unrolled stack's copies, or
+    where it is one of a group carried by its totals)."""
+
+    collective: Collective
+    ia: int | None
+    ib: int
+    totals: _Totals | None = None
+
+
+def _collectives(ra: Report, rb: Report, line: _Line) -> list[_Carried]:
+    """The extrapolated collectives in the larger compile's order. A combined collective whose
+    runs or bytes are off their line (libtpu named the combined gradient all-reduces of an
+    unrolled stack by nothing, so they matched across the two compiles while their parts were
+    grouped otherwise) has its _combined_key carried by its totals instead."""
+    regroup: set[tuple] = set()
+    while True:
+        try:
+            return _collectives_of(ra, rb, line, regroup)
+        except _Regroup as again:
+            if again.key in regroup:
+                raise again.error from None
+            regroup.add(again.key)
+
+
+def _collectives_of(ra: Report, rb: Report, line: _Line, regroup: set[tuple]
+                    ) -> list[_Carried]:
     in_a, in_b = _by_key(ra.collectives), _by_key(rb.collectives)
-    combined = _pair_combined(ra, rb, in_a, in_b, line)
-    out: list[tuple[Collective, int | None, int]] = []
+    combined, totals = _pair_combined(ra, rb, in_a, in_b, line, regroup)
+    scaled: dict[int, Collective] = {}
+    for group in {id(g): g for g in totals.values()}.values():
+        scaled.update(_scale_group(rb, group))
+    out: list[_Carried] = []
     done: set[tuple] = set()
     for ib, cb in enumerate(rb.collectives):
+        if ib in totals:
+            # Shown as the compile at b's collectives of the group, not as the number the
+            # combiner would make at L: that number is not the total over a byte threshold.
+            # Measured (libtpu, docs/cost-model.md, "Extrapolated layers"): the gradient
+            # all-reduces over data of an unrolled d_model 512 stack were joined into pieces
+            # of at most 4,980,736 bytes, 4 of them for 12.6 MB at 3 layers and 5 for 16.8 MB
+            # at 4, where that threshold alone would make 3 and 4. A count at L would be a
+            # guess.
+            out.append(_Carried(scaled[ib], None, ib, totals[ib]))
+            continue
         if ib in combined:
             # One of the combiner's: the ops it joins differ with the layer count. Its runs and
             # bytes are carried on; its parts (their shapes and bytes) are the compile at b's.
             ia, what = combined[ib], _describe(cb)
             ca = ra.collectives[ia]
-            out.append((replace(cb, runs=line.count(ca.runs, cb.runs, f"the runs of {what}"),
-                                bytes=line.count(ca.bytes, cb.bytes, f"the bytes of {what}")),
-                        ia, ib))
+            with _regrouped(cb):
+                out.append(_Carried(
+                    replace(cb, runs=line.count(ca.runs, cb.runs, f"the runs of {what}"),
+                            bytes=line.count(ca.bytes, cb.bytes, f"the bytes of {what}")),
+                    ia, ib))
             continue
         key = _key(cb)
         if key in done:
@@ -152,20 +292,37 @@ def _collectives(ra: Report, rb: Report, line: _Line
             # The same collectives in both (a scanned stack: the loop's trip count grows):
             # each keeps its line, its runs and sizes carried on.
             for ia, jb in zip(ia_list, ib_list, strict=True):
-                out.append((_carried(ra.collectives[ia], rb.collectives[jb], line, what), ia, jb))
+                with _regrouped(cb):
+                    out.append(_Carried(_carried(ra.collectives[ia], rb.collectives[jb], line,
+                                                 what), ia, jb))
             done.add(key)
             continue
         # An unrolled stack: one copy per layer. The copies are one line whose runs count
         # them all; they must be alike, or which copy grows would be a guess.
         copies = [ra.collectives[i] for i in ia_list] + [rb.collectives[i] for i in ib_list]
-        if len({(c.shape, c.bytes) for c in copies}) != 1:
-            raise InputError(f"cannot extrapolate: {what} has {len(ia_list)} copies at "
-                             f"{line.a} layers and {len(ib_list)} at {line.b}, not all alike")
-        runs = line.count(sum(ra.collectives[i].runs for i in ia_list),
-                          sum(rb.collectives[i].runs for i in ib_list), f"the runs of {what}")
-        out.append((replace(cb, runs=runs), None, ib))
+        with _regrouped(cb):
+            if len({(c.shape, c.bytes) for c in copies}) != 1:
+                raise InputError(f"cannot extrapolate: {what} has {len(ia_list)} copies at "
+                                 f"{line.a} layers and {len(ib_list)} at {line.b}, not all "
+                                 "alike")
+            runs = line.count(sum(ra.collectives[i].runs for i in ia_list),
+                              sum(rb.collectives[i].runs for i in ib_list),
+                              f"the runs of {what}")
+        out.append(_Carried(replace(cb, runs=runs), None, ib))
         done.add(key)
     return out
+
+
+@contextmanager
+def _regrouped(c: Collective) -> Iterator[None]:
+    """An InputError carrying a collective the combiner made (several parts) asks for its
+    _combined_key to be carried by its totals."""
+    try:
+        yield
+    except InputError as error:
+        if c.parts > 1:
+            raise _Regroup(_combined_key(c), error) from error
+        raise
 
 
 def _carried(ca: Collective, cb: Collective, line: _Line, what: str) -> Collective:
@@ -224,8 +381,11 @@ def _tensors(ra: Report, rb: Report, line: _Line) -> tuple[TensorInfo, ...]:
     return tuple(out)
 
 
-def _collective_time(ta: CollectiveTime | None, tb: CollectiveTime, c: Collective,
+def _collective_time(ta: CollectiveTime | None, tb: CollectiveTime, carried: _Carried,
                      line: _Line) -> CollectiveTime:
+    c = carried.collective
+    if carried.totals is not None:
+        return _scaled_time(tb, c)
     if ta is None:                   # a merged unrolled group: one copy's time, all its runs
         return replace(tb, runs=c.runs)
     return replace(tb, runs=c.runs, bytes=c.program_bytes,
@@ -234,13 +394,30 @@ def _collective_time(ta: CollectiveTime | None, tb: CollectiveTime, c: Collectiv
                    latency_seconds=line.value(ta.latency_seconds, tb.latency_seconds))
 
 
+def _scaled_time(tb: CollectiveTime, c: Collective) -> CollectiveTime:
+    """The time at b of one collective of a group carried by its totals, for its scaled bytes:
+    the bandwidth part grows with the bytes (every kind's formula is linear in V), the latency
+    part, one per collective, stays (the group keeps b's number of collectives)."""
+    if tb.seconds is None or tb.bandwidth_seconds is None or not tb.bytes:
+        return replace(tb, runs=c.runs)     # not timed, or moves nothing: nothing to scale
+    bandwidth = tb.bandwidth_seconds * c.program_bytes / tb.bytes
+    latency = tb.latency_seconds or 0.0
+    bound = tb.bound if tb.bound is None else (
+        CollectiveBound.LATENCY if latency > bandwidth else CollectiveBound.BANDWIDTH)
+    return replace(tb, runs=c.runs, bytes=c.program_bytes, seconds=max(bandwidth, latency),
+                   bandwidth_seconds=bandwidth, bound=bound)
+
+
 def _estimate(ea: Estimate | None, eb: Estimate | None, memory: Memory | None,
-              carried: list[tuple[Collective, int | None, int]], line: _Line
-              ) -> Estimate | None:
+              carried: list[_Carried], line: _Line) -> Estimate | None:
     if ea is None or eb is None:
         return None
-    times = tuple(_collective_time(None if ia is None else ea.collectives[ia],
-                                   eb.collectives[ib], c, line) for c, ia, ib in carried)
+    # The step's figures (communication, step, trace) stay on their lines through the two
+    # compiles, where a group carried by its totals is bandwidth-bound (its time then grows
+    # with its bytes, linearly); each latency-bound collective more or fewer than the line
+    # counts is its latency off (on a TPU slice, microseconds).
+    times = tuple(_collective_time(None if c.ia is None else ea.collectives[c.ia],
+                                   eb.collectives[c.ib], c, line) for c in carried)
     compute = replace(eb.compute, seconds=line.value(ea.compute.seconds, eb.compute.seconds),
                       flops_seconds=line.value(ea.compute.flops_seconds,
                                                eb.compute.flops_seconds),
@@ -279,7 +456,7 @@ def extrapolate_layers(ra: Report, rb: Report, extrapolation: Extrapolation) -> 
     line = _Line(a, b, extrapolation.layers)
     carried = _collectives(ra, rb, line)
     memory = _memory(ra.memory, rb.memory, line)
-    collectives = tuple(c for c, _, _ in carried)
+    collectives = tuple(c.collective for c in carried)
     ta, tb = ra.timing, rb.timing
     timing = Timing(lower_s=ta.lower_s + tb.lower_s, compile_s=ta.compile_s + tb.compile_s,
                     cached=ta.cached and tb.cached, worker_start_s=ta.worker_start_s
@@ -289,7 +466,8 @@ def extrapolate_layers(ra: Report, rb: Report, extrapolation: Extrapolation) -> 
             "predicted times are carried on linearly; the collectives' list, the layouts, the "
             f"why and the HLO texts are the compile at {b}'s; its memory timeline, largest "
             "buffers and predicted timeline are left out")
-    notes = (*rb.notes, note)
+    notes = (*rb.notes, note,
+             *dict.fromkeys(c.totals.note for c in carried if c.totals is not None))
     if ra.memory is not None and rb.memory is not None and \
             ra.memory.temporaries == rb.memory.temporaries == 0:
         # Measured: libtpu gave an unrolled transformer_train (fsdp_tp on tpu-v5e-2x4) no
@@ -298,8 +476,13 @@ def extrapolate_layers(ra: Report, rb: Report, extrapolation: Extrapolation) -> 
         notes += (f"the compiles at {a} and {b} layers held no temporaries; the compile at "
                   f"{extrapolation.layers} may (a TPU compiler gave an unrolled stack none at "
                   "3 to 6 layers and 16.9 MB at 8): the memory is a lower bound",)
+    estimate = _estimate(ra.estimate, rb.estimate, memory, carried, line)
+    if estimate is not None:
+        # Each collective's predicted time as the estimate carries it (with_target's rule).
+        collectives = tuple(replace(c, est_seconds=t.seconds) for c, t in zip(
+            collectives, estimate.collectives, strict=True))
     return replace(
         rb, collectives=collectives, tensors=_tensors(ra, rb, line), memory=memory,
         cost=_cost(ra.cost, rb.cost, collectives, line), timing=timing,
-        estimate=_estimate(ra.estimate, rb.estimate, memory, carried, line), trace=None,
+        estimate=estimate, trace=None,
         top_buffers=(), memory_timeline=None, notes=notes, extrapolated=extrapolation)
