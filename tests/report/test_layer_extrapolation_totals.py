@@ -200,7 +200,9 @@ def test_a_collective_of_one_part_off_its_line_is_still_refused():
 COMBINER_STEP = {"scan_layers": "false", "mlp": "swiglu", "d_model": 512, "d_ff": 2048,
                  "heads": 8, "d_head": 64, "seq": 512, "vocab": 32000}
 FULL_LAYERS = 6
-# The step's largest relative error measured against the full compile, with a margin.
+# Measured against the full compile at 6 layers (libtpu, compiles of 174, 193 and 348 s on the
+# shared 2-core machine): every kind's total bytes exact, the communication exact, the step
+# (upper and trace) 0.53% high, from the compute's line; held to 1%.
 STEP_ERROR = 0.01
 
 
