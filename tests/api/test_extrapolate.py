@@ -19,7 +19,7 @@ import pytest
 import explorer
 from explorer._src.api.analyze import clear_cache, run
 from explorer._src.api.exploration import Exploration, from_link, loads
-from explorer._src.api.extrapolate import check_extrapolate
+from explorer._src.api.request import check_extrapolate
 from explorer._src.compile.tpu import libtpu_installed
 
 # The largest relative errors measured (docs/cost-model.md, "Extrapolated layers"), each with

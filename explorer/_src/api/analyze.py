@@ -19,9 +19,9 @@ from explorer._src.api.analysis_request import (
     SpecPatterns,
     frozen_key,
 )
-from explorer._src.api.extrapolate import ExtrapolateLike, run_extrapolated
+from explorer._src.api.extrapolate import run_extrapolated
 from explorer._src.api.patterns import unmatched_note
-from explorer._src.api.request import check_flag
+from explorer._src.api.request import ExtrapolateLike, check_flag
 from explorer._src.api.targeting import cpu_refusal, target_of_devices
 from explorer._src.compile.lowering import forget_lowered
 from explorer._src.compile.pool import WorkerPool, default_pool

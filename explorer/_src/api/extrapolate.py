@@ -15,14 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from explorer._src.api.analysis_request import Request
-from explorer._src.api.request import (
-    DEFAULT_FROM,
-    LAYER_PARAMS,
-    ExtrapolateLike,
-    check_extrapolate,
-    extrapolate_option,
-    layer_count,
-)
+from explorer._src.api.request import DEFAULT_FROM, check_extrapolate, layer_count
 from explorer._src.compile.pool import DEFAULT_TIMEOUT_S
 from explorer._src.errors import InputError
 from explorer._src.report.layer_extrapolation import extrapolate_layers
@@ -30,9 +23,8 @@ from explorer._src.report.report import Extrapolation, Report
 from explorer._src.workloads.registry import get_workload
 
 # The option is a Request field (`Request.extrapolate`), read where the other fields are
-# (explorer/_src/api/request.py); its names are kept here too, where they were first.
-__all__ = ["DEFAULT_FROM", "LAYER_PARAMS", "ExtrapolateLike", "check_extrapolate",
-           "extrapolate_option", "layer_param", "run_extrapolated"]
+# (explorer/_src/api/request.py: its forms, DEFAULT_FROM, LAYER_PARAMS); this module runs it.
+__all__ = ["layer_param", "run_extrapolated"]
 
 # The method's error, measured against full compiles by tests/api/test_extrapolate.py (its
 # slow tests) and written in docs/cost-model.md, "Extrapolated layers".

@@ -27,8 +27,8 @@ from collections.abc import Callable
 import ipywidgets as w
 
 from explorer._src.api.analysis_request import Request
-from explorer._src.api.extrapolate import DEFAULT_FROM, layer_param
-from explorer._src.api.request import MAX_TIMEOUT
+from explorer._src.api.extrapolate import layer_param
+from explorer._src.api.request import DEFAULT_FROM, MAX_TIMEOUT
 from explorer._src.api.session import Session
 from explorer._src.compile.pool import (
     DONE,

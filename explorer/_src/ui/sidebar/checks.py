@@ -21,8 +21,9 @@ from dataclasses import replace
 
 import ipywidgets as w
 
-from explorer._src.api.extrapolate import DEFAULT_FROM, LAYER_PARAMS
 from explorer._src.api.request import (
+    DEFAULT_FROM,
+    LAYER_PARAMS,
     MAX_TIMEOUT,
     check_inputs,
     check_mesh,
